@@ -1,0 +1,36 @@
+# One bootstrap for every machine: `make test` and `make demo` build the environment from nothing.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: env test lint crds demo clean lock
+
+$(STAMP): requirements/dev.lock pyproject.toml
+	@command -v uv >/dev/null || python3 -m pip install --quiet uv
+	@test -x $(PY) || uv venv --seed --quiet --python 3.11 $(VENV) || uv venv --seed --quiet $(VENV)
+	uv pip sync --quiet --python $(PY) requirements/dev.lock
+	uv pip install --quiet --python $(PY) --no-deps -e .
+	# torch comes from pip: the machine's pip configuration points at a local CPU wheel (see README).
+	$(PY) -m pip install --quiet torch==2.13.0
+	@touch $(STAMP)
+
+env: $(STAMP)
+
+test: env
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest -q
+
+lint: env
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+crds: env
+	$(PY) -m t9k_provider.jobs.crds deploy/crds
+
+clean:
+	rm -rf $(VENV)
+
+# Regenerate the hashed lock files after changing dependencies in pyproject.toml.
+lock:
+	uv pip compile pyproject.toml --extra airflow --group dev --universal --python-version 3.10 --generate-hashes --no-header --quiet -o requirements/dev.lock
+	uv pip compile pyproject.toml --universal --python-version 3.10 --generate-hashes --no-header --quiet -o requirements/controller.lock

@@ -1,0 +1,1 @@
+"""Apache Airflow provider and controller for TensorStack T9k Jobs."""
