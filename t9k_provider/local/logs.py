@@ -1,0 +1,244 @@
+"""Container logs in the CRI file format: the shim's writer and the `pods/log` reader.
+
+Each line on disk is `<RFC3339Nano UTC> <stdout|stderr> <F|P> <text>\\n`; `P` marks a partial line (a
+chunk of a longer line). The timestamp is taken when the shim reads the bytes, so `sinceTime`/`timestamps`
+work after the fact and logs survive a server restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+# A line longer than this is split into `P` chunks, as containerd does (16 KiB).
+MAX_LINE_BYTES = 16 * 1024
+FOLLOW_POLL_SECONDS = 0.1
+
+
+def pod_dir(state_dir: Path, pod: dict) -> Path:
+    """`STATE/pods/<ns>_<name>_<uid>`: the pod's private directory (logs, exit codes, volumes)."""
+    meta = pod["metadata"]
+    return Path(state_dir) / "pods" / f"{meta.get('namespace', 'default')}_{meta['name']}_{meta['uid']}"
+
+
+def container_log_path(state_dir: Path, pod: dict, container: str, restart_count: int) -> Path:
+    return pod_dir(state_dir, pod) / container / f"{restart_count}.log"
+
+
+def exit_code_path(log_path: Path) -> Path:
+    """The shim writes the exit code here last, so its existence means the log is complete."""
+    return log_path.with_suffix(".exit")
+
+
+def container_finished(log_path: Path) -> bool:
+    return exit_code_path(log_path).exists()
+
+
+def format_timestamp(ns: int) -> str:
+    """RFC 3339 with exactly nine fractional digits, as the kubelet prints it."""
+    seconds, frac = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{frac:09d}Z"
+
+
+def parse_timestamp(text: str) -> datetime:
+    """Parse the timestamps this module writes (and any RFC 3339 one); nanoseconds are truncated to µs."""
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    main, _, rest = text.partition(".")
+    if rest:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        frac, tz = rest[:digits], rest[digits:]
+        text = f"{main}.{(frac + '000000')[:6]}{tz}"
+    return datetime.fromisoformat(text)
+
+
+class CriLogWriter:
+    """Appends stdout/stderr chunks to a CRI log file, one record per line (used by the shim)."""
+
+    def __init__(self, path: Path, clock: Callable[[], int] = time.time_ns) -> None:
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        self._clock = clock
+        self._pending: dict[str, bytes] = {"stdout": b"", "stderr": b""}
+
+    def write(self, stream: str, data: bytes) -> None:
+        buf = self._pending[stream] + data
+        records: list[bytes] = []
+        stamp = format_timestamp(self._clock()).encode()
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0 or nl > MAX_LINE_BYTES:
+                if len(buf) < MAX_LINE_BYTES:
+                    break
+                records.append(self._record(stamp, stream, b"P", buf[:MAX_LINE_BYTES]))
+                buf = buf[MAX_LINE_BYTES:]
+                continue
+            records.append(self._record(stamp, stream, b"F", buf[:nl]))
+            buf = buf[nl + 1 :]
+        self._pending[stream] = buf
+        if records:
+            self._file.write(b"".join(records))
+
+    def flush_partial(self, stream: str) -> None:
+        """Write out text not ended by a newline (at EOF it counts as a full line, as in containerd)."""
+        if self._pending[stream]:
+            stamp = format_timestamp(self._clock()).encode()
+            self._file.write(self._record(stamp, stream, b"F", self._pending[stream]))
+            self._pending[stream] = b""
+
+    def close(self) -> None:
+        for stream in self._pending:
+            self.flush_partial(stream)
+        self._file.close()
+
+    @staticmethod
+    def _record(stamp: bytes, stream: str, tag: bytes, text: bytes) -> bytes:
+        return b"%s %s %s %s\n" % (stamp, stream.encode(), tag, text)
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    timestamp: bytes
+    stream: bytes
+    partial: bool
+    text: bytes
+
+    @classmethod
+    def parse(cls, line: bytes) -> LogRecord | None:
+        parts = line.rstrip(b"\n").split(b" ", 3)
+        if len(parts) < 3:
+            return None
+        text = parts[3] if len(parts) == 4 else b""
+        return cls(parts[0], parts[1], parts[2] == b"P", text)
+
+    def when(self) -> datetime:
+        return parse_timestamp(self.timestamp.decode())
+
+
+def _render(records: Iterable[LogRecord], timestamps: bool, at_line_start: list[bool]) -> bytes:
+    """Reassemble records into the user's text; `at_line_start` carries state across calls."""
+    out = bytearray()
+    for rec in records:
+        if timestamps and at_line_start[0]:
+            out += rec.timestamp + b" "
+        out += rec.text
+        if rec.partial:
+            at_line_start[0] = False
+        else:
+            out += b"\n"
+            at_line_start[0] = True
+    return bytes(out)
+
+
+class _RecordFile:
+    """Reads complete records from a file that may still be growing."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._offset = 0
+        self._rest = b""
+
+    def read_new(self) -> list[LogRecord]:
+        try:
+            with open(self._path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self._offset += len(data)
+        data = self._rest + data
+        cut = data.rfind(b"\n") + 1
+        self._rest = data[cut:]
+        records = (LogRecord.parse(line) for line in data[:cut].splitlines())
+        return [r for r in records if r is not None]
+
+
+async def read_log(
+    path: Path,
+    *,
+    follow: bool,
+    timestamps: bool,
+    tail_lines: int | None,
+    since_time: datetime | None,
+    limit_bytes: int | None,
+    finished: Callable[[], Awaitable[bool]],
+) -> AsyncIterator[bytes]:
+    """Yield the container's output as the kubelet serves it.
+
+    With `follow`, new output is streamed until `finished()` is true and the file is drained; the caller
+    decides what "finished" means (usually: the container terminated, i.e. `container_finished(path)`).
+    """
+    source = _RecordFile(Path(path))
+    at_line_start = [True]
+    remaining = limit_bytes
+
+    def select(records: list[LogRecord]) -> list[LogRecord]:
+        if since_time is None:
+            return records
+        bound = since_time if since_time.tzinfo else since_time.replace(tzinfo=timezone.utc)
+        return [r for r in records if r.when() >= bound]
+
+    def clip(chunk: bytes) -> bytes:
+        nonlocal remaining
+        if remaining is None:
+            return chunk
+        chunk = chunk[:remaining]
+        remaining -= len(chunk)
+        return chunk
+
+    first = select(source.read_new())
+    if tail_lines is not None:
+        first = _tail(first, tail_lines)
+    chunk = clip(_render(first, timestamps, at_line_start))
+    if chunk:
+        yield chunk
+    if not follow:
+        return
+    done = False
+    while remaining is None or remaining > 0:
+        chunk = clip(_render(select(source.read_new()), timestamps, at_line_start))
+        if chunk:
+            yield chunk
+            continue
+        if done:
+            return
+        # Check "finished" before the next read so output written just before the exit is never lost.
+        done = await finished()
+        if not done:
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+
+def _tail(records: list[LogRecord], lines: int) -> list[LogRecord]:
+    """Keep the records making up the last `lines` full lines (a line may span several `P` records)."""
+    if lines <= 0:
+        return []
+    groups: collections.deque[list[LogRecord]] = collections.deque(maxlen=lines)
+    current: list[LogRecord] = []
+    for rec in records:
+        current.append(rec)
+        if not rec.partial:
+            groups.append(current)
+            current = []
+    if current:
+        groups.append(current)
+    return [rec for group in groups for rec in group]
+
+
+def write_exit_code(log_path: Path, code: int) -> None:
+    """Atomically publish the exit code (temp file + rename), so readers never see a half-written file."""
+    target = exit_code_path(log_path)
+    tmp = target.with_suffix(".exit.tmp")
+    tmp.write_text(f"{code}\n")
+    os.replace(tmp, target)
+
+
+def read_exit_code(log_path: Path) -> int | None:
+    try:
+        return int(exit_code_path(log_path).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None

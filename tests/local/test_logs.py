@@ -1,0 +1,146 @@
+"""CRI log writer and reader: the format on disk and the `pods/log` parameters."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from t9k_provider.local import logs
+
+
+def _clock(values: list[int]):
+    it = iter(values)
+    return lambda: next(it)
+
+
+SEC = 1_000_000_000
+T0 = 1_700_000_000 * SEC
+
+
+async def _never() -> bool:
+    return False
+
+
+async def _collect(path: Path, **kwargs) -> bytes:
+    params = dict(follow=False, timestamps=False, tail_lines=None, since_time=None, limit_bytes=None)
+    params.update(kwargs)
+    params.setdefault("finished", _never)
+    return b"".join([c async for c in logs.read_log(path, **params)])
+
+
+def test_writer_records_lines_with_stream_tag_and_timestamp(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    w = logs.CriLogWriter(path, clock=_clock([T0 + 5, T0 + 6, T0 + 7]))
+    w.write("stdout", b"hello\nwor")
+    w.write("stderr", b"oops\n")
+    w.write("stdout", b"ld\n")
+    w.close()
+    assert path.read_bytes().splitlines() == [
+        b"2023-11-14T22:13:20.000000005Z stdout F hello",
+        b"2023-11-14T22:13:20.000000006Z stderr F oops",
+        b"2023-11-14T22:13:20.000000007Z stdout F world",
+    ]
+
+
+def test_writer_splits_long_lines_and_flushes_unterminated_text(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    w = logs.CriLogWriter(path)
+    w.write("stdout", b"x" * (logs.MAX_LINE_BYTES + 10) + b"\ntail")
+    w.close()
+    tags = [line.split(b" ", 3)[2] for line in path.read_bytes().splitlines()]
+    assert tags == [b"P", b"F", b"F"]
+
+
+async def test_reader_reassembles_partial_lines_and_adds_timestamps(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    w = logs.CriLogWriter(path)
+    long = b"y" * (logs.MAX_LINE_BYTES + 3)
+    w.write("stdout", long + b"\nshort\n")
+    w.close()
+    assert await _collect(path) == long + b"\nshort\n"
+    stamped = (await _collect(path, timestamps=True)).splitlines()
+    assert len(stamped) == 2
+    stamp, text = stamped[0].split(b" ", 1)
+    assert text == long
+    assert logs.parse_timestamp(stamp.decode()).tzinfo is not None
+
+
+async def test_tail_lines_since_time_and_limit_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    w = logs.CriLogWriter(path, clock=_clock([T0 + i * SEC for i in range(5)]))
+    for i in range(5):
+        w.write("stdout", b"line%d\n" % i)
+    w.close()
+    assert await _collect(path, tail_lines=2) == b"line3\nline4\n"
+    assert await _collect(path, tail_lines=0) == b""
+    since = datetime.fromtimestamp((T0 + 3 * SEC) / SEC, tz=timezone.utc)
+    assert await _collect(path, since_time=since) == b"line3\nline4\n"
+    assert await _collect(path, limit_bytes=8) == b"line0\nli"
+
+
+async def test_follow_streams_new_output_and_ends_once_finished(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    w = logs.CriLogWriter(path)
+    w.write("stdout", b"first\n")
+
+    async def finished() -> bool:
+        return logs.container_finished(path)
+
+    chunks: list[bytes] = []
+
+    async def consume() -> None:
+        async for chunk in logs.read_log(
+            path,
+            follow=True,
+            timestamps=False,
+            tail_lines=None,
+            since_time=None,
+            limit_bytes=None,
+            finished=finished,
+        ):
+            chunks.append(chunk)
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.3)
+    assert b"".join(chunks) == b"first\n"
+    assert not task.done()
+    w.write("stderr", b"second\n")
+    w.write("stdout", b"last words\n")
+    w.close()
+    logs.write_exit_code(path, 3)
+    await asyncio.wait_for(task, timeout=5)
+    assert b"".join(chunks) == b"first\nsecond\nlast words\n"
+    assert logs.read_exit_code(path) == 3
+
+
+async def test_follow_without_file_yet_waits_then_ends(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    calls = 0
+
+    async def finished() -> bool:
+        nonlocal calls
+        calls += 1
+        return calls > 2
+
+    assert await asyncio.wait_for(_collect(path, follow=True, finished=finished), timeout=5) == b""
+
+
+def test_paths_follow_the_state_dir_contract(tmp_path: Path) -> None:
+    pod = {"metadata": {"namespace": "ns", "name": "p", "uid": "u-1"}}
+    path = logs.container_log_path(tmp_path, pod, "main", 2)
+    assert path == tmp_path / "pods" / "ns_p_u-1" / "main" / "2.log"
+    assert logs.exit_code_path(path) == tmp_path / "pods" / "ns_p_u-1" / "main" / "2.exit"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2024-01-02T03:04:05.123456789Z", datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc)),
+        ("2024-01-02T03:04:05Z", datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc)),
+    ],
+)
+def test_parse_timestamp(text: str, expected: datetime) -> None:
+    assert logs.parse_timestamp(text) == expected
