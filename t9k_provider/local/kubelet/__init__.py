@@ -1,0 +1,1 @@
+"""Node agents of the local cluster: scheduler, process kubelet, batch/v1 Job controller."""

@@ -1,0 +1,230 @@
+"""Per-container shim: runs one container process and outlives the kubelet that started it.
+
+`python -m t9k_provider.local.kubelet.shim SPEC.json` (the kubelet writes the spec next to the log file).
+The shim runs in its own session, so a SIGKILLed server does not take containers down with it. It
+
+* enters the pod's namespaces (network namespace, fresh UTS + mount namespaces, bind mounts) in the child,
+* writes stdout+stderr into the CRI log `<restartCount>.log`,
+* forwards SIGTERM/SIGINT to the container process,
+* records `<restartCount>.state.json` (pid, times, reason) and finally `<restartCount>.exit`, which the
+  kubelet reads, so an exit code is never lost, even while the kubelet is down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from t9k_provider.local import logs
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+
+# Exit code Kubernetes reports when the runtime could not start the process.
+START_ERROR_EXIT_CODE = 128
+
+
+@dataclass
+class Mount:
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass
+class ShimSpec:
+    """Everything the shim needs, serialised by the kubelet (no API access from here)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    log_path: str
+    working_dir: str | None = None
+    netns: str | None = None  # path of a network namespace to join, e.g. /run/netns/<name>
+    hostname: str | None = None  # set in a fresh UTS namespace
+    mounts: list[Mount] = field(default_factory=list)  # bind mounts in a private mount namespace
+
+    def dump(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self)))
+
+    @classmethod
+    def load(cls, path: Path) -> ShimSpec:
+        data = json.loads(path.read_text())
+        data["mounts"] = [Mount(**m) for m in data.get("mounts", [])]
+        return cls(**data)
+
+
+def state_path(log_path: Path) -> Path:
+    return log_path.with_suffix(".state.json")
+
+
+def pid_path(log_path: Path) -> Path:
+    return log_path.with_suffix(".pid")
+
+
+def spec_path(log_path: Path) -> Path:
+    return log_path.with_suffix(".spec.json")
+
+
+def now_rfc3339() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _libc_call(libc: ctypes.CDLL, name: str, *args: object) -> None:
+    if getattr(libc, name)(*args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+
+
+def _enter_namespaces(spec: ShimSpec) -> None:
+    """Runs in the forked child before exec: join the pod network, isolate hostname and mounts."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if spec.netns:
+        fd = os.open(spec.netns, os.O_RDONLY)
+        _libc_call(libc, "setns", fd, CLONE_NEWNET)
+        os.close(fd)
+    flags = (CLONE_NEWUTS if spec.hostname else 0) | (CLONE_NEWNS if spec.mounts else 0)
+    if flags:
+        _libc_call(libc, "unshare", flags)
+    if spec.hostname:
+        name = spec.hostname.encode()
+        _libc_call(libc, "sethostname", name, len(name))
+    if spec.mounts:
+        _libc_call(libc, "mount", b"none", b"/", None, MS_REC | MS_PRIVATE, None)
+    for m in spec.mounts:
+        src, dst = m.source.encode(), m.target.encode()
+        if not os.path.exists(m.target):
+            if os.path.isdir(m.source):
+                os.makedirs(m.target, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(m.target) or "/", exist_ok=True)
+                Path(m.target).touch()
+        _libc_call(libc, "mount", src, dst, None, MS_BIND | MS_REC, None)
+        if m.read_only:
+            _libc_call(libc, "mount", b"none", dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC, None)
+
+
+def _child_setup(spec: ShimSpec) -> None:
+    if spec.netns or spec.hostname or spec.mounts:
+        _enter_namespaces(spec)
+    if spec.working_dir:
+        os.makedirs(spec.working_dir, exist_ok=True)
+        os.chdir(spec.working_dir)
+
+
+def run(spec: ShimSpec) -> int:
+    log_path = Path(spec.log_path)
+    writer = logs.CriLogWriter(log_path)
+    state: dict[str, object] = {"shimPid": os.getpid(), "startedAt": now_rfc3339()}
+    child: list[int] = []
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if not child:
+            pending.append(signum)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child[0], signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(
+            spec.argv,
+            env=spec.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # own process group, so the kubelet can SIGKILL the whole container
+            preexec_fn=lambda: _child_setup(spec),  # the shim is single-threaded
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        message = _start_error_message(spec, exc)
+        writer.close()
+        state.update(finishedAt=now_rfc3339(), exitCode=START_ERROR_EXIT_CODE, reason="StartError")
+        state["message"] = message
+        _write_json_atomic(state_path(log_path), state)
+        logs.write_exit_code(log_path, START_ERROR_EXIT_CODE)
+        return START_ERROR_EXIT_CODE
+
+    child.append(proc.pid)
+    for signum in pending:
+        forward(signum, None)
+    state["pid"] = proc.pid
+    _write_json_atomic(state_path(log_path), state)
+    _write_json_atomic(pid_path(log_path), {"shim": os.getpid(), "container": proc.pid})
+    _pump(proc, writer)
+    code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    writer.close()
+    state.update(finishedAt=now_rfc3339(), exitCode=code)
+    if proc.returncode < 0:
+        state["signal"] = -proc.returncode
+    _write_json_atomic(state_path(log_path), state)
+    logs.write_exit_code(log_path, code)
+    return code
+
+
+def _start_error_message(spec: ShimSpec, exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f'exec: "{spec.argv[0]}": executable file not found in $PATH'
+    if isinstance(exc, PermissionError):
+        return f'exec: "{spec.argv[0]}": permission denied'
+    return f"failed to start container process: {exc}"
+
+
+def _pump(proc: subprocess.Popen[bytes], writer: logs.CriLogWriter) -> None:
+    """Copy output to the log until the process exits, then kill leftovers of its group and drain."""
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
+    sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
+    drain_deadline: float | None = None
+    while sel.get_map():
+        if drain_deadline is None and proc.poll() is not None:
+            # Like a container runtime: when the main process ends, the rest of the container goes too.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            drain_deadline = time.monotonic() + 2.0
+        if drain_deadline is not None and time.monotonic() > drain_deadline:
+            break
+        for key, _ in sel.select(timeout=0.1):
+            data = os.read(key.fd, 65536)
+            if data:
+                writer.write(key.data, data)
+            else:
+                sel.unregister(key.fileobj)
+    sel.close()
+    proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m t9k_provider.local.kubelet.shim SPEC.json", file=sys.stderr)
+        return 2
+    return run(ShimSpec.load(Path(args[0])))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

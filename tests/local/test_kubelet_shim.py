@@ -1,0 +1,134 @@
+"""The per-container shim, run as the real subprocess the kubelet starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from t9k_provider.local import logs
+from t9k_provider.local.kubelet.shim import Mount, ShimSpec, pid_path, state_path
+
+
+def _start(tmp_path: Path, argv: list[str], **kwargs) -> tuple[subprocess.Popen, Path]:
+    log = tmp_path / "0.log"
+    spec = ShimSpec(
+        argv=argv, env={"PATH": os.environ["PATH"], "GREETING": "hi"}, log_path=str(log), **kwargs
+    )
+    spec_file = tmp_path / "0.spec.json"
+    spec.dump(spec_file)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "t9k_provider.local.kubelet.shim", str(spec_file)], start_new_session=True
+    )
+    return proc, log
+
+
+def _wait_file(path: Path, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
+def _text(log: Path) -> list[tuple[str, str]]:
+    recs = [logs.LogRecord.parse(line) for line in log.read_bytes().splitlines()]
+    return [(r.stream.decode(), r.text.decode()) for r in recs if r]
+
+
+def test_exit_code_output_and_environment(tmp_path: Path) -> None:
+    script = "import os,sys; print(os.environ['GREETING']); print('err', file=sys.stderr); sys.exit(3)"
+    proc, log = _start(tmp_path, [sys.executable, "-c", script])
+    assert proc.wait(timeout=20) == 3
+    assert logs.read_exit_code(log) == 3
+    assert sorted(_text(log)) == [("stderr", "err"), ("stdout", "hi")]
+    state = json.loads(state_path(log).read_text())
+    assert state["exitCode"] == 3
+    assert state["startedAt"] and state["finishedAt"]
+
+
+def test_working_dir_is_created_and_used(tmp_path: Path) -> None:
+    work = tmp_path / "w" / "d"
+    proc, log = _start(tmp_path, ["pwd"], working_dir=str(work))
+    assert proc.wait(timeout=20) == 0
+    assert _text(log) == [("stdout", str(work))]
+
+
+def test_missing_executable_is_a_start_error(tmp_path: Path) -> None:
+    proc, log = _start(tmp_path, ["/nonexistent/binary"])
+    assert proc.wait(timeout=20) == 128
+    assert logs.read_exit_code(log) == 128
+    state = json.loads(state_path(log).read_text())
+    assert state["reason"] == "StartError"
+    assert "/nonexistent/binary" in state["message"]
+
+
+def test_sigterm_is_forwarded_to_the_container(tmp_path: Path) -> None:
+    script = (
+        "import signal,sys,time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (print('got term', flush=True), sys.exit(7)))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    proc, log = _start(tmp_path, [sys.executable, "-c", script])
+    deadline = time.monotonic() + 10
+    while ("stdout", "ready") not in (_text(log) if log.exists() else []):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 7
+    assert ("stdout", "got term") in _text(log)
+
+
+def test_sigkill_of_the_process_group_is_reported_as_137(tmp_path: Path) -> None:
+    proc, log = _start(tmp_path, ["sh", "-c", "sleep 30 & sleep 30"])
+    _wait_file(pid_path(log))
+    container = json.loads(pid_path(log).read_text())["container"]
+    os.killpg(container, signal.SIGKILL)
+    assert proc.wait(timeout=10) == 137
+    assert logs.read_exit_code(log) == 137
+
+
+def test_shim_survives_its_parent_and_still_records_the_exit(tmp_path: Path) -> None:
+    # The shim runs in its own session: killing whoever started it must not matter.
+    log = tmp_path / "0.log"
+    ShimSpec(
+        argv=["sh", "-c", "sleep 0.5; echo done"], env={"PATH": os.environ["PATH"]}, log_path=str(log)
+    ).dump(tmp_path / "s.json")
+    launcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess,sys,time; "
+            "subprocess.Popen([sys.executable,'-m','t9k_provider.local.kubelet.shim',"
+            f"{str(tmp_path / 's.json')!r}], start_new_session=True); time.sleep(30)",
+        ]
+    )
+    _wait_file(pid_path(log))
+    launcher.kill()
+    launcher.wait(timeout=10)
+    _wait_file(logs.exit_code_path(log))
+    assert logs.read_exit_code(log) == 0
+    assert _text(log) == [("stdout", "done")]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and bind mounts need root")
+def test_namespaces_hostname_and_bind_mounts(tmp_path: Path) -> None:
+    volume = tmp_path / "vol"
+    volume.mkdir()
+    (volume / "data.txt").write_text("payload")
+    target = tmp_path / "mnt" / "here"
+    proc, log = _start(
+        tmp_path,
+        ["sh", "-c", f"hostname; cat {target}/data.txt; echo"],
+        hostname="pod-a",
+        mounts=[Mount(source=str(volume), target=str(target), read_only=True)],
+    )
+    assert proc.wait(timeout=20) == 0
+    assert _text(log) == [("stdout", "pod-a"), ("stdout", "payload")]
+    assert not (target / "data.txt").exists()  # the bind mount was private to the container
