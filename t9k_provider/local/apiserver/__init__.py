@@ -1,0 +1,1 @@
+"""Kubernetes-compatible API server of the embedded local cluster."""

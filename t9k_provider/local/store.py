@@ -1,0 +1,260 @@
+"""Kine-style object storage on SQLite: an objects table plus an event log keyed by one global revision.
+
+Every write is one SQLite transaction that gets the next revision, so the revision order is the commit order.
+The store is used from a single thread (the API server's event loop) and each write runs to completion without
+yielding, which makes that thread the single writer: no two writes interleave and watchers are notified in
+revision order.
+
+Durability: the database runs in WAL mode with ``synchronous=NORMAL``. A commit appends the transaction
+to the WAL file with ``write()`` before returning, but does not ``fsync`` it. Data handed to the kernel
+survives the death of the process (SIGKILL included), because the page cache belongs to the kernel, not to
+the process, and the next open replays the WAL. Only a power loss or kernel crash can drop the last few
+commits; ``synchronous=FULL`` would buy that back at one fsync per write, which a local cluster does not need.
+
+An in-memory copy of all live objects (plus uid and owner indexes) serves reads; SQLite is read at start-up
+and for watches that resume from an older revision.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Key = tuple[str, str, str, str]  # (group, resource, namespace, name); namespace "" for cluster-scoped objects
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    grp TEXT NOT NULL, resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+    rv INTEGER NOT NULL, uid TEXT NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (grp, resource, namespace, name)
+);
+CREATE TABLE IF NOT EXISTS events (
+    rv INTEGER PRIMARY KEY, type TEXT NOT NULL,
+    grp TEXT NOT NULL, resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+    data TEXT NOT NULL, prev TEXT
+);
+CREATE INDEX IF NOT EXISTS events_by_resource ON events (grp, resource, rv);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+
+class Conflict(Exception):
+    """A create found the key taken, or an update/delete did not find it."""
+
+
+class Compacted(Exception):
+    """The requested revision is older than the oldest retained event."""
+
+    def __init__(self, requested: int, compacted: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({compacted})")
+        self.requested = requested
+        self.compacted = compacted
+
+
+@dataclass(frozen=True)
+class Event:
+    """One committed change. ``obj`` carries the event's revision; ``prev`` is the state before it."""
+
+    type: str
+    key: Key
+    obj: dict[str, Any]
+    prev: dict[str, Any] | None
+    revision: int
+
+
+Listener = Callable[[Event], None]
+
+
+def _key_of(obj: dict[str, Any], group: str, resource: str) -> Key:
+    meta = obj["metadata"]
+    return (group, resource, meta.get("namespace") or "", meta["name"])
+
+
+class Store:
+    """Objects are returned as shared dicts: callers must copy them before changing anything."""
+
+    def __init__(self, path: Path, *, history: int = 50_000) -> None:
+        self.path = path
+        self.history = history
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+        self._by_uid: dict[str, Key] = {}
+        self._dependents: dict[str, set[Key]] = {}
+        self._listeners: list[Listener] = []
+        self.revision = self._meta("revision")
+        self.compacted = self._meta("compacted")
+        self._writes_since_compaction = 0
+        for grp, resource, namespace, name, data in self._db.execute(
+            "SELECT grp, resource, namespace, name, data FROM objects"
+        ):
+            self._remember((grp, resource, namespace, name), json.loads(data))
+
+    # -- reads ---------------------------------------------------------------------------------------------
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        return self._objects.get(key[:2], {}).get(key[2:])
+
+    def list(self, group: str, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Live objects of one resource (every namespace when ``namespace`` is None), sorted by key."""
+        bucket = self._objects.get((group, resource), {})
+        keys = sorted(k for k in bucket if namespace is None or k[0] == namespace)
+        return [bucket[k] for k in keys]
+
+    def count(self, group: str, resource: str, namespace: str | None = None) -> int:
+        bucket = self._objects.get((group, resource), {})
+        if namespace is None:
+            return len(bucket)
+        return sum(1 for k in bucket if k[0] == namespace)
+
+    def key_of_uid(self, uid: str) -> Key | None:
+        return self._by_uid.get(uid)
+
+    def dependents(self, owner_uid: str) -> list[Key]:
+        return sorted(self._dependents.get(owner_uid, ()))
+
+    def owner_uids(self) -> list[str]:
+        return list(self._dependents)
+
+    def resources(self) -> list[tuple[str, str]]:
+        return [gr for gr, bucket in self._objects.items() if bucket]
+
+    def events_since(self, revision: int, group: str, resource: str) -> Iterator[Event]:
+        """Committed events of one resource with a revision greater than ``revision``, oldest first."""
+        if revision < self.compacted:
+            raise Compacted(revision, self.compacted)
+        rows = self._db.execute(
+            "SELECT rv, type, namespace, name, data, prev FROM events"
+            " WHERE grp = ? AND resource = ? AND rv > ? ORDER BY rv",
+            (group, resource, revision),
+        ).fetchall()
+        for rv, type_, namespace, name, data, prev in rows:
+            yield Event(
+                type_,
+                (group, resource, namespace, name),
+                json.loads(data),
+                json.loads(prev) if prev else None,
+                rv,
+            )
+
+    # -- writes --------------------------------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def create(self, group: str, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+        key = _key_of(obj, group, resource)
+        if self.get(key) is not None:
+            raise Conflict(key)
+        return self._commit(ADDED, key, obj, None)
+
+    def update(self, group: str, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+        key = _key_of(obj, group, resource)
+        prev = self.get(key)
+        if prev is None:
+            raise Conflict(key)
+        return self._commit(MODIFIED, key, obj, prev)
+
+    def delete(self, key: Key) -> dict[str, Any]:
+        """Remove the object; the returned copy (and the DELETED event) carries the deletion's revision."""
+        prev = self.get(key)
+        if prev is None:
+            raise Conflict(key)
+        return self._commit(DELETED, key, json.loads(json.dumps(prev)), prev)
+
+    def compact(self, revision: int | None = None) -> int:
+        """Drop events up to ``revision`` (default: the current one); watches from older revisions get 410."""
+        target = self.revision if revision is None else min(revision, self.revision)
+        if target <= self.compacted:
+            return self.compacted
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("DELETE FROM events WHERE rv <= ?", (target,))
+            self._set_meta("compacted", target)
+        self.compacted = target
+        return target
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- internals -----------------------------------------------------------------------------------------
+
+    def _commit(
+        self, type_: str, key: Key, obj: dict[str, Any], prev: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        revision = self.revision + 1
+        obj["metadata"]["resourceVersion"] = str(revision)
+        data = json.dumps(obj, separators=(",", ":"))
+        prev_data = json.dumps(prev, separators=(",", ":")) if prev is not None else None
+        group, resource, namespace, name = key
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            if type_ == DELETED:
+                self._db.execute(
+                    "DELETE FROM objects WHERE grp = ? AND resource = ? AND namespace = ? AND name = ?", key
+                )
+            else:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO objects (grp, resource, namespace, name, rv, uid, data)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (*key, revision, obj["metadata"].get("uid", ""), data),
+                )
+            self._db.execute(
+                "INSERT INTO events (rv, type, grp, resource, namespace, name, data, prev)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (revision, type_, group, resource, namespace, name, data, prev_data),
+            )
+            self._set_meta("revision", revision)
+        self.revision = revision
+        if prev is not None:
+            self._forget(key, prev)
+        if type_ != DELETED:
+            self._remember(key, obj)
+        event = Event(type_, key, obj, prev, revision)
+        for listener in list(self._listeners):
+            listener(event)
+        self._writes_since_compaction += 1
+        if self._writes_since_compaction >= 1000:
+            self._writes_since_compaction = 0
+            if self.revision - self.compacted > self.history:
+                self.compact(self.revision - self.history)
+        return obj
+
+    def _remember(self, key: Key, obj: dict[str, Any]) -> None:
+        self._objects.setdefault(key[:2], {})[key[2:]] = obj
+        meta = obj["metadata"]
+        if meta.get("uid"):
+            self._by_uid[meta["uid"]] = key
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("uid"):
+                self._dependents.setdefault(ref["uid"], set()).add(key)
+
+    def _forget(self, key: Key, obj: dict[str, Any]) -> None:
+        self._objects.get(key[:2], {}).pop(key[2:], None)
+        meta = obj["metadata"]
+        if self._by_uid.get(meta.get("uid", "")) == key:
+            del self._by_uid[meta["uid"]]
+        for ref in meta.get("ownerReferences") or ():
+            deps = self._dependents.get(ref.get("uid", ""))
+            if deps is not None:
+                deps.discard(key)
+                if not deps:
+                    del self._dependents[ref["uid"]]
+
+    def _meta(self, key: str) -> int:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def _set_meta(self, key: str, value: int) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
