@@ -1,0 +1,70 @@
+"""Check the distributed-training environment a T9k controller gives a replica, then prove it works.
+
+``--framework tensorflow`` validates ``TF_CONFIG`` (this replica must appear in its own cluster spec).
+``--framework rank`` (XGBoost, PyTorch) validates ``MASTER_ADDR``/``MASTER_PORT``/``RANK``/``WORLD_SIZE`` and
+then all-reduces the ranks over gloo, which only succeeds when every replica can reach the master: the same
+rendezvous an XGBoost (Rabit) or PyTorch script performs. Exits 2 with the missing variable on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import timedelta
+
+
+def require(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        print(
+            f"environment variable {name} is not set; is this running as a T9k Job replica?", file=sys.stderr
+        )
+        raise SystemExit(2)
+    return value
+
+
+def check_tensorflow() -> None:
+    config = json.loads(require("TF_CONFIG"))
+    task = config["task"]
+    hosts = config["cluster"][task["type"]]
+    print(
+        f"TF_CONFIG task={task['type']}:{task['index']} me={hosts[task['index']]} "
+        f"cluster={json.dumps(config['cluster'], sort_keys=True)}",
+        flush=True,
+    )
+
+
+def check_rank_rendezvous() -> None:
+    import torch
+    import torch.distributed as dist
+
+    addr, port = require("MASTER_ADDR"), require("MASTER_PORT")
+    rank, world = int(require("RANK")), int(require("WORLD_SIZE"))
+    print(f"rank {rank}/{world} master={addr}:{port}", flush=True)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=120))
+    try:
+        total = torch.tensor([rank])
+        dist.all_reduce(total)
+        expected = world * (world - 1) // 2
+        if int(total.item()) != expected:
+            raise SystemExit(f"all-reduce of ranks gave {int(total.item())}, expected {expected}")
+        print(f"all-reduce over {world} replicas ok (sum of ranks {expected})", flush=True)
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--framework", choices=["tensorflow", "rank"], required=True)
+    args = parser.parse_args(argv)
+    if args.framework == "tensorflow":
+        check_tensorflow()
+    else:
+        check_rank_rendezvous()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

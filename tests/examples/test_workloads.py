@@ -1,0 +1,150 @@
+"""The example workload scripts, run as replicas run them: separate processes, rendezvous over loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "dags_examples" / "workloads"
+LOSS = re.compile(r"^epoch (\d+)/(\d+) loss=([0-9.]+) rank=(\d+) world_size=(\d+)$", re.MULTILINE)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(WORKLOADS / script), *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def run_ranks(
+    script: str, world: int, *args: str, env: dict[str, str] | None = None
+) -> list[tuple[int, str, str]]:
+    """Start ``world`` replicas with the variables a PyTorchTrainingJob injects; (rc, out, err) per rank."""
+    port = str(free_port())
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKLOADS / script), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={
+                **os.environ,
+                **(env or {}),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": port,
+                "RANK": str(rank),
+                "WORLD_SIZE": str(world),
+            },
+        )
+        for rank in range(world)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=180)
+        results.append((proc.returncode, out, err))
+    return results
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("data")
+    result = run("prepare_data.py", "--out", str(out), "--samples", "2048")
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_prepare_data_is_deterministic_and_split(dataset: Path, tmp_path: Path) -> None:
+    again = run("prepare_data.py", "--out", str(tmp_path), "--samples", "2048")
+    assert again.returncode == 0, again.stderr
+    for split, rows in (("train.npz", 1639), ("test.npz", 409)):
+        a, b = np.load(dataset / split), np.load(tmp_path / split)
+        assert a["x"].shape == (rows, 16) and a["y"].shape == (rows, 1)
+        np.testing.assert_array_equal(a["x"], b["x"])
+        np.testing.assert_array_equal(a["y"], b["y"])
+    summary = json.loads(again.stdout.split("DATASET ", 1)[1])
+    assert summary == {"out": str(tmp_path), "train": 1639, "test": 409, "features": 16}
+
+
+def test_two_rank_training_lowers_the_loss_and_evaluates(dataset: Path, tmp_path: Path) -> None:
+    results = run_ranks("train_ddp.py", 2, "--data", str(dataset), "--out", str(tmp_path), "--epochs", "6")
+    for rc, _, err in results:
+        assert rc == 0, err
+    per_rank = [[(int(m[1]), float(m[3]), int(m[4])) for m in LOSS.finditer(out)] for _, out, _ in results]
+    assert [rank for _, _, rank in per_rank[1]] == [1] * 6
+    # the loss is averaged over ranks: both print the same numbers
+    assert [loss for _, loss, _ in per_rank[0]] == [loss for _, loss, _ in per_rank[1]]
+    losses = [loss for _, loss, _ in per_rank[0]]
+    assert len(losses) == 6 and losses[-1] < 0.5 * losses[0]
+
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["world_size"] == 2
+    assert metrics["losses"] == pytest.approx(losses, abs=1e-6)
+    assert (tmp_path / "model.pt").is_file()
+
+    evaluated = run("evaluate.py", "--data", str(dataset), "--model", str(tmp_path), "--out", str(tmp_path))
+    assert evaluated.returncode == 0, evaluated.stderr
+    printed = json.loads(evaluated.stdout.split("EVAL ", 1)[1])
+    assert printed == json.loads((tmp_path / "eval.json").read_text())
+    assert printed["test_samples"] == 409 and printed["test_r2"] > 0.3
+
+
+def test_demo_fail_flag_fails_every_rank_after_the_first_epoch(dataset: Path, tmp_path: Path) -> None:
+    results = run_ranks(
+        "train_ddp.py", 2, "--data", str(dataset), "--out", str(tmp_path), env={"T9K_DEMO_FAIL": "1"}
+    )
+    for rc, out, err in results:
+        assert rc == 1
+        assert [m[1] for m in LOSS.finditer(out)] == ["1"]
+        assert "T9K_DEMO_FAIL is set, failing on purpose" in err
+    assert not (tmp_path / "model.pt").exists()
+
+
+def test_framework_env_rank_rendezvous() -> None:
+    results = run_ranks("framework_env.py", 3, "--framework", "rank")
+    for rc, out, err in results:
+        assert rc == 0, err
+        assert "all-reduce over 3 replicas ok (sum of ranks 3)" in out
+
+
+def test_framework_env_tensorflow() -> None:
+    config = {
+        "cluster": {"worker": ["tf-worker-0:2222", "tf-worker-1:2222"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    result = run("framework_env.py", "--framework", "tensorflow", env={"TF_CONFIG": json.dumps(config)})
+    assert result.returncode == 0, result.stderr
+    assert "task=worker:1 me=tf-worker-1:2222" in result.stdout
+
+
+def test_framework_env_names_the_missing_variable() -> None:
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"}
+    }
+    result = subprocess.run(
+        [sys.executable, str(WORKLOADS / "framework_env.py"), "--framework", "rank"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "MASTER_ADDR is not set" in result.stderr
