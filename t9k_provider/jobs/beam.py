@@ -1,0 +1,57 @@
+"""BeamJob: a FlinkCluster plus a batch/v1 Job that submits the Beam pipeline to it."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from t9k_provider.jobs.base import KubeObject, Model
+from t9k_provider.jobs.common import DebugMode, SchedulePolicy
+from t9k_provider.jobs.job import JobSpec, T9kJob
+from t9k_provider.jobs.status import BeamJobStatus
+from t9k_provider.jobs.templates import Issues, template_issues
+
+
+class FlinkClusterTemplate(Model):
+    """Metadata and FlinkClusterSpec of the flink-operator cluster, kept as written."""
+
+    metadata: KubeObject | None = None
+    spec: KubeObject
+
+
+class BeamRunPolicy(Model):
+    clean_up_cluster: bool = False
+
+
+class BeamRunMode(Model):
+    """BeamJob runs immediately; its API also lists debug mode. Pause is not supported."""
+
+    debug: DebugMode | None = None
+
+
+class BeamJobSpec(JobSpec):
+    flink_cluster_template: FlinkClusterTemplate
+    job_template: KubeObject
+    run_policy: BeamRunPolicy = Field(default_factory=BeamRunPolicy)
+    run_mode: BeamRunMode | None = None
+    scheduler: SchedulePolicy | None = None
+
+    def extra_child_suffixes(self) -> list[str]:
+        return ["flinkcluster", "flinkcluster-jobmanager-0", "batchjob-xxxxx"]
+
+    def issues(self) -> Issues:
+        spec = self.job_template.get("spec")
+        if not isinstance(spec, dict) or not isinstance(spec.get("template"), dict):
+            return [("jobTemplate.spec.template", "a batch/v1 JobTemplateSpec needs spec.template")]
+        return template_issues(spec["template"], "jobTemplate.spec.template", "BeamJob")
+
+
+class BeamJob(T9kJob):
+    KIND: ClassVar[str] = "BeamJob"
+    PLURAL: ClassVar[str] = "beamjobs"
+    SINGULAR: ClassVar[str] = "beamjob"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("bj",)
+
+    spec: BeamJobSpec
+    status: BeamJobStatus | None = None

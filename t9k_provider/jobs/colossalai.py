@@ -1,0 +1,177 @@
+"""ColossalAIJob in both API shapes: documented (`launcher` + `worker`) and `replicaSpecs` + `torchConfig`."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from t9k_provider.jobs.base import KubeObject, Model
+from t9k_provider.jobs.common import ReplicaSpec, RunMode, SchedulePolicy, WorkersRunPolicy
+from t9k_provider.jobs.job import JobSpec, T9kJob
+from t9k_provider.jobs.replicas import run_mode_issues
+from t9k_provider.jobs.ssh import (
+    DEFAULT_SSH_MOUNT_PATH,
+    DEFAULT_SSHD_PATH,
+    LAUNCHER_WORKER_TYPES,
+    NO_RESTART,
+    NormalizedSSHJob,
+    SSHSettings,
+    field_exclusive_issues,
+    launcher_from,
+    replica_specs_issues,
+    split_replica_specs,
+    worker_with,
+)
+from t9k_provider.jobs.status import JobStatus
+from t9k_provider.jobs.templates import Issues, mount_issues, template_issues
+
+WORKER_CONTAINER = "worker"
+LAUNCHER_CONTAINER = "launcher"
+
+
+class ColossalAISSH(Model):
+    auth_mount_path: str = DEFAULT_SSH_MOUNT_PATH
+    sshd_path: str = DEFAULT_SSHD_PATH
+
+
+class ColossalAILauncher(Model):
+    """Documented shape: the launcher pod is built from these fields, not from a pod template."""
+
+    image: str = Field(min_length=1)
+    working_dir: str | None = None
+    env: list[KubeObject] | None = None
+    resources: KubeObject | None = None
+
+    def template(self) -> dict:
+        container: dict = {"name": LAUNCHER_CONTAINER, "image": self.image}
+        if self.working_dir is not None:
+            container["workingDir"] = self.working_dir
+        if self.env:
+            container["env"] = [dict(e) for e in self.env]
+        if self.resources is not None:
+            container["resources"] = dict(self.resources)
+        return {"spec": {"containers": [container]}}
+
+
+class ColossalAIWorker(Model):
+    """Documented shape: workers run sshd; `command` is the training script and its arguments."""
+
+    replicas: int = Field(1, ge=1)
+    proc_per_worker: int = Field(1, ge=1)
+    command: list[str] = Field(min_length=1)
+    torch_args: list[str] | None = None
+    template: KubeObject = Field(default_factory=dict)
+
+
+class TorchConfig(Model):
+    """`replicaSpecs` shape: what `colossalai run` starts on every worker."""
+
+    proc_per_worker: int = Field(1, ge=1)
+    script: list[str] = Field(min_length=1)
+    extra_args: list[str] | None = None
+
+
+class NormalizedColossalAIJob(NormalizedSSHJob):
+    """ColossalAIJob in the one form the controller compiles (see `NormalizedSSHJob`)."""
+
+    proc_per_worker: int = 1
+    script: list[str]
+    extra_args: list[str] = Field(default_factory=list)
+
+
+class ColossalAIJobSpec(JobSpec):
+    """Exactly one shape: `launcher` + `worker`, or `replicaSpecs` + `torchConfig`."""
+
+    launcher: ColossalAILauncher | None = None
+    worker: ColossalAIWorker | None = None
+    replica_specs: list[ReplicaSpec] | None = None
+    torch_config: TorchConfig | None = None
+    ssh: ColossalAISSH = Field(default_factory=ColossalAISSH)
+    run_policy: WorkersRunPolicy = Field(default_factory=WorkersRunPolicy)
+    run_mode: RunMode | None = None
+    scheduler: SchedulePolicy | None = None
+
+    def replica_counts(self) -> dict[str, int]:
+        if self.worker is not None:
+            return {"worker": self.worker.replicas}
+        worker, _ = split_replica_specs(self.replica_specs or [])
+        return {"worker": worker.replicas} if worker else {}
+
+    def extra_child_suffixes(self) -> list[str]:
+        return ["launcher"]
+
+    def issues(self) -> Issues:
+        present = {
+            "worker": self.worker is not None,
+            "launcher": self.launcher is not None,
+            "replicaSpecs": self.replica_specs is not None,
+            "torchConfig": self.torch_config is not None,
+        }
+        issues = field_exclusive_issues(present, ("worker", "launcher"), ("replicaSpecs", "torchConfig"))
+        if issues:
+            return issues
+        ssh_path = self.ssh.auth_mount_path
+        if self.worker is not None:
+            if self.launcher is None:
+                issues.append(("launcher", "the documented shape needs launcher (image, workingDir, ...)"))
+            template = self.worker.template
+            issues += template_issues(template, "worker.template", "ColossalAIJob", WORKER_CONTAINER)
+            issues += mount_issues(template, "worker.template", [ssh_path], "ColossalAIJob (SSH keys)")
+        else:
+            if self.torch_config is None:
+                issues.append(("torchConfig", "the replicaSpecs shape needs torchConfig with a script"))
+            issues += replica_specs_issues(
+                self.replica_specs or [], "ColossalAIJob", WORKER_CONTAINER, ssh_path
+            )
+        return issues + run_mode_issues(self.run_mode, LAUNCHER_WORKER_TYPES)
+
+    def normalized(self) -> NormalizedColossalAIJob:
+        """Both shapes as one `NormalizedColossalAIJob`."""
+        common = {
+            "ssh": SSHSettings(auth_mount_path=self.ssh.auth_mount_path, sshd_path=self.ssh.sshd_path),
+            "clean_up_workers": self.run_policy.clean_up_workers,
+            "run_mode": self.run_mode,
+            "scheduler": self.scheduler,
+        }
+        if self.worker is not None:
+            assert self.launcher is not None  # guaranteed by issues()
+            worker = worker_with(self.worker.template, self.worker.replicas)
+            launcher = ReplicaSpec(
+                type="launcher", restart_policy=NO_RESTART, template=self.launcher.template()
+            )
+            return NormalizedColossalAIJob(
+                worker=worker,
+                launcher=launcher,
+                worker_container=WORKER_CONTAINER,
+                launcher_container=LAUNCHER_CONTAINER,
+                proc_per_worker=self.worker.proc_per_worker,
+                script=list(self.worker.command),
+                extra_args=list(self.worker.torch_args or []),
+                **common,
+            )
+        worker, written_launcher = split_replica_specs(self.replica_specs or [])
+        assert worker is not None and self.torch_config is not None  # guaranteed by issues()
+        launcher, launcher_container = launcher_from(
+            written_launcher, worker, WORKER_CONTAINER, LAUNCHER_CONTAINER
+        )
+        return NormalizedColossalAIJob(
+            worker=worker,
+            launcher=launcher,
+            worker_container=WORKER_CONTAINER,
+            launcher_container=launcher_container,
+            proc_per_worker=self.torch_config.proc_per_worker,
+            script=list(self.torch_config.script),
+            extra_args=list(self.torch_config.extra_args or []),
+            **common,
+        )
+
+
+class ColossalAIJob(T9kJob):
+    KIND: ClassVar[str] = "ColossalAIJob"
+    PLURAL: ClassVar[str] = "colossalaijobs"
+    SINGULAR: ClassVar[str] = "colossalaijob"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("caij",)
+
+    spec: ColossalAIJobSpec
+    status: JobStatus | None = None

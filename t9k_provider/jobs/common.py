@@ -1,0 +1,172 @@
+"""Spec parts shared by several kinds: replica specs, run policy, run mode, scheduler, elastic."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from t9k_provider.jobs.base import IntOrString, KubeObject, Model
+
+RestartPolicyName = Literal["Never", "OnFailure", "Always"]
+TrainingRestartPolicy = Literal["Never", "OnFailure", "Always", "ExitCode"]
+CleanUpPolicy = Literal["All", "Unfinished", "None"]
+
+
+class RestartPolicy(Model):
+    """Variant A restart policy: a policy name plus a per-replica restart budget."""
+
+    policy: RestartPolicyName = "OnFailure"
+    limit: int = Field(0, ge=0, le=32767)
+
+
+class ReplicaSpec(Model):
+    """Variant A replica spec (GenericJob; MPIJob and ColossalAIJob `replicaSpecs` shape)."""
+
+    type: str = Field(min_length=1)
+    replicas: int = Field(1, ge=1)
+    restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
+    template: KubeObject = Field(default_factory=dict)
+
+
+class TrainingReplicaSpec(Model):
+    """Variant B replica spec (PyTorch, TensorFlow and XGBoost TrainingJobs)."""
+
+    type: str = Field(min_length=1)
+    replicas: int = Field(1, ge=1)
+    restart_policy: TrainingRestartPolicy = "OnFailure"
+    template: KubeObject = Field(default_factory=dict)
+
+
+class PyTorchReplicaSpec(TrainingReplicaSpec):
+    """Variant B plus `scalingWeight`, which spreads elastic replicas across types."""
+
+    scaling_weight: int | None = Field(None, ge=0)
+
+
+class RunPolicy(Model):
+    """Run policy of the TrainingJobs and DeepSpeedJob."""
+
+    active_deadline_seconds: int | None = Field(None, ge=1)
+    backoff_limit: int = Field(3, ge=0)
+    clean_up_policy: CleanUpPolicy = "None"
+
+
+class WorkersRunPolicy(Model):
+    """Run policy of MPIJob and ColossalAIJob: only whether workers are deleted after the end."""
+
+    clean_up_workers: bool = False
+
+
+class DebugReplicaSpec(Model):
+    """How one replica type starts in debug mode."""
+
+    type: str = Field(min_length=1)
+    skip_init_container: bool = False
+    command: list[str] | None = None
+
+
+class DebugMode(Model):
+    RENAMED: ClassVar[dict[str, str]] = {"enable": "enabled"}
+
+    enabled: bool = False
+    replica_specs: list[DebugReplicaSpec] | None = None
+
+
+class ResumeSpec(Model):
+    """How one replica type restarts after pause; unset fields keep the template's values."""
+
+    type: str = Field(min_length=1)
+    skip_init_container: bool = False
+    command: list[str] | None = None
+    args: list[str] | None = None
+
+
+class PauseMode(Model):
+    RENAMED: ClassVar[dict[str, str]] = {"enable": "enabled"}
+
+    enabled: bool = False
+    resume_specs: list[ResumeSpec] | None = None
+
+
+class RunMode(Model):
+    """Immediate when neither mode is enabled."""
+
+    debug: DebugMode | None = None
+    pause: PauseMode | None = None
+
+    @property
+    def debug_enabled(self) -> bool:
+        return self.debug is not None and self.debug.enabled
+
+    @property
+    def pause_enabled(self) -> bool:
+        return self.pause is not None and self.pause.enabled
+
+
+class T9kScheduler(Model):
+    queue: str = Field(min_length=1)
+    priority: int = Field(0, ge=0, le=100)
+
+
+class SchedulePolicy(Model):
+    """Absent: the default kube-scheduler; `t9kScheduler`: a PodGroup in a T9k queue."""
+
+    t9k_scheduler: T9kScheduler | None = None
+
+
+class ElasticConfig(Model):
+    """Elastic scale range; `expectedReplicas` is clamped into [min, max] by the controller."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"enable": "enabled"}
+
+    enabled: bool = False
+    min_replicas: int | None = Field(None, ge=1)
+    max_replicas: int | None = Field(None, ge=1)
+    expected_replicas: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _range(self) -> ElasticConfig:
+        low, high = self.min_replicas, self.max_replicas
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"minReplicas ({low}) is greater than maxReplicas ({high})")
+        if self.enabled and (self.min_replicas is None or self.max_replicas is None):
+            raise ValueError("elastic mode needs minReplicas and maxReplicas")
+        return self
+
+
+class PVCLogDir(Model):
+    name: str = Field(min_length=1)
+    sub_path: list[str] = Field(default_factory=list)
+
+
+class LogDir(Model):
+    """Where TensorBoard reads logs; S3 and HTTP sources are kept as written."""
+
+    pvc: list[PVCLogDir] | None = None
+    s3: KubeObject | None = None
+    http: KubeObject | None = None
+
+
+class TensorBoardSpec(Model):
+    """TensorBoard created next to a PyTorch or TensorFlow job."""
+
+    training_log_filesets: list[str] | None = None
+    log_dir: LogDir | None = None
+    image: str | None = None
+    resources: KubeObject | None = None
+
+
+class ServicePort(Model):
+    """A port exposed by GenericJob's per-replica Services (corev1.ServicePort)."""
+
+    name: str = Field(min_length=1)
+    port: int = Field(ge=1, le=65535)
+    target_port: IntOrString | None = None
+    protocol: Literal["TCP", "UDP", "SCTP"] | None = None
+    app_protocol: str | None = None
+    node_port: int | None = Field(None, ge=1, le=65535)
+
+
+class ServiceOption(Model):
+    ports: list[ServicePort] = Field(default_factory=list)

@@ -1,0 +1,136 @@
+"""DeepSpeedJob: SSH-connected workers; worker-0 runs the `deepspeed` launcher over pdsh."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from t9k_provider.jobs.base import KubeObject, Model, StringOrList
+from t9k_provider.jobs.common import (
+    ElasticConfig,
+    RunMode,
+    RunPolicy,
+    SchedulePolicy,
+    TrainingRestartPolicy,
+)
+from t9k_provider.jobs.job import JobSpec, T9kJob
+from t9k_provider.jobs.replicas import run_mode_issues
+from t9k_provider.jobs.status import JobStatus
+from t9k_provider.jobs.templates import Issues, mount_issues, template_issues
+
+# Paths the controller mounts into every worker (T9k docs: users must not mount over them).
+DEEPSPEED_RESERVED_PATHS = ("/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env")
+
+# `otherArgs` that clash with fields of `spec.config` or with how the controller launches.
+FORBIDDEN_OTHER_ARGS = {
+    "--no_local_rank": "set spec.config.localRank: false instead",
+    "--autotuning": "set spec.config.autotune instead",
+    "--module": "use spec.config.run.module instead",
+    "--no_python": "use spec.config.run.exec instead",
+    "--hostfile": "the controller writes /t9k/hostfile",
+}
+
+
+class DeepSpeedRun(Model):
+    """What `deepspeed` starts: exactly one of a script, a module or an executable, with its args."""
+
+    python: StringOrList | None = None
+    module: StringOrList | None = None
+    exec_: StringOrList | None = Field(None, alias="exec")
+
+    def argv(self) -> list[str]:
+        """The chosen program and its arguments as a list."""
+        value = self.python or self.module or self.exec_ or []
+        return [value] if isinstance(value, str) else list(value)
+
+    @property
+    def mode(self) -> Literal["python", "module", "exec"] | None:
+        for mode, value in (("python", self.python), ("module", self.module), ("exec", self.exec_)):
+            if value is not None:
+                return mode  # type: ignore[return-value]
+        return None
+
+
+class DeepSpeedConfig(Model):
+    RENAMED: ClassVar[dict[str, str]] = {"slotPerWorker": "slotsPerWorker"}
+
+    run: DeepSpeedRun | None = None
+    slots_per_worker: int | None = Field(None, ge=1)
+    local_rank: bool = True
+    autotune: Literal["none", "run", "tune"] = "none"
+    other_args: list[str] = Field(default_factory=list)
+    custom_command: str | None = None
+
+
+class DeepSpeedWorker(Model):
+    replicas: int = Field(1, ge=1)
+    restart_policy: TrainingRestartPolicy = "OnFailure"
+    template: KubeObject = Field(default_factory=dict)
+
+
+class DeepSpeedJobSpec(JobSpec):
+    worker: DeepSpeedWorker
+    config: DeepSpeedConfig
+    disable_custom_env: bool = False
+    elastic: ElasticConfig | None = None
+    run_policy: RunPolicy = Field(default_factory=RunPolicy)
+    run_mode: RunMode | None = None
+    scheduler: SchedulePolicy | None = None
+
+    def replica_counts(self) -> dict[str, int]:
+        count = self.worker.replicas
+        if self.elastic is not None and self.elastic.enabled and self.elastic.max_replicas:
+            count = max(count, self.elastic.max_replicas)
+        return {"worker": count}
+
+    def issues(self) -> Issues:
+        issues = template_issues(self.worker.template, "worker.template", "DeepSpeedJob")
+        issues += mount_issues(
+            self.worker.template, "worker.template", DEEPSPEED_RESERVED_PATHS, "DeepSpeedJob"
+        )
+        config = self.config
+        if config.custom_command is None:
+            chosen = (
+                []
+                if config.run is None
+                else [
+                    name
+                    for name, value in (
+                        ("python", config.run.python),
+                        ("module", config.run.module),
+                        ("exec", config.run.exec_),
+                    )
+                    if value is not None
+                ]
+            )
+            if len(chosen) != 1:
+                found = f"got {', '.join(chosen)}" if chosen else "none is set"
+                issues.append(("config.run", f"set exactly one of python, module or exec ({found})"))
+            elif not config.run.argv():  # type: ignore[union-attr]
+                issues.append((f"config.run.{chosen[0]}", "must name a program"))
+        for i, arg in enumerate(config.other_args):
+            flag = arg.split("=", 1)[0]
+            if flag in FORBIDDEN_OTHER_ARGS:
+                issues.append(
+                    (f"config.otherArgs[{i}]", f"{flag} is not allowed: {FORBIDDEN_OTHER_ARGS[flag]}")
+                )
+            elif flag == "--launcher":
+                value = arg.split("=", 1)[1] if "=" in arg else _next(config.other_args, i)
+                if value is not None and value.lower() != "pdsh":
+                    issues.append((f"config.otherArgs[{i}]", "DeepSpeedJob supports only the pdsh launcher"))
+        return issues + run_mode_issues(self.run_mode, ["worker"])
+
+
+def _next(args: list[str], i: int) -> str | None:
+    return args[i + 1] if i + 1 < len(args) else None
+
+
+class DeepSpeedJob(T9kJob):
+    KIND: ClassVar[str] = "DeepSpeedJob"
+    PLURAL: ClassVar[str] = "deepspeedjobs"
+    SINGULAR: ClassVar[str] = "deepspeedjob"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("dj",)
+
+    spec: DeepSpeedJobSpec
+    status: JobStatus | None = None

@@ -1,0 +1,71 @@
+"""GenericJob: free-form replica types with user-written success and failure rules."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from t9k_provider.jobs.base import RankValue
+from t9k_provider.jobs.common import CleanUpPolicy, ReplicaSpec, RunMode, SchedulePolicy, ServiceOption
+from t9k_provider.jobs.job import JobSpec, T9kJob
+from t9k_provider.jobs.replicas import duplicate_type_issues, run_mode_issues
+from t9k_provider.jobs.status import JobStatus
+from t9k_provider.jobs.templates import Issues, template_issues
+
+# A rule maps replica types to ranks; it holds when every listed replica is in the rule's state.
+FinishedRule = dict[str, list[RankValue]]
+
+
+class GenericJobSpec(JobSpec):
+    replica_specs: list[ReplicaSpec] = Field(min_length=1)
+    success_rules: list[FinishedRule] | None = None
+    failure_rules: list[FinishedRule] | None = None
+    service: ServiceOption | None = None
+    clean_up_policy: CleanUpPolicy = "None"
+    run_mode: RunMode | None = None
+    scheduler: SchedulePolicy | None = None
+
+    def replica_counts(self) -> dict[str, int]:
+        return {r.type: r.replicas for r in self.replica_specs}
+
+    def issues(self) -> Issues:
+        issues = duplicate_type_issues([r.type for r in self.replica_specs], "replicaSpecs")
+        for i, replica in enumerate(self.replica_specs):
+            issues += template_issues(replica.template, f"replicaSpecs[{i}].template", "GenericJob")
+        counts = self.replica_counts()
+        for field, rules in (("successRules", self.success_rules), ("failureRules", self.failure_rules)):
+            for i, rule in enumerate(rules or []):
+                if not rule:
+                    issues.append((f"{field}[{i}]", "a rule must name at least one replica"))
+                for replica_type, ranks in rule.items():
+                    where = f"{field}[{i}].{replica_type}"
+                    if replica_type not in counts:
+                        issues.append((where, f"no replica type {replica_type!r} in spec.replicaSpecs"))
+                        continue
+                    for j, rank in enumerate(ranks):
+                        if int(rank) >= counts[replica_type]:
+                            issues.append(
+                                (
+                                    f"{where}[{j}]",
+                                    f"rank {rank} does not exist: {replica_type!r} has "
+                                    f"{counts[replica_type]} replica(s)",
+                                )
+                            )
+        if self.service is not None:
+            seen: set[str] = set()
+            for i, port in enumerate(self.service.ports):
+                if port.name in seen:
+                    issues.append((f"service.ports[{i}].name", f"duplicate port name {port.name!r}"))
+                seen.add(port.name)
+        return issues + run_mode_issues(self.run_mode, counts)
+
+
+class GenericJob(T9kJob):
+    KIND: ClassVar[str] = "GenericJob"
+    PLURAL: ClassVar[str] = "genericjobs"
+    SINGULAR: ClassVar[str] = "genericjob"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("gj",)
+
+    spec: GenericJobSpec
+    status: JobStatus | None = None

@@ -1,0 +1,98 @@
+"""Pieces shared by the SSH-launched kinds MPIJob and ColossalAIJob."""
+
+from __future__ import annotations
+
+import copy
+
+from t9k_provider.jobs.base import Model
+from t9k_provider.jobs.common import ReplicaSpec, RestartPolicy, RunMode, SchedulePolicy
+from t9k_provider.jobs.replicas import allowed_type_issues, duplicate_type_issues
+from t9k_provider.jobs.templates import Issues, container_index, containers, mount_issues, template_issues
+
+DEFAULT_SSH_MOUNT_PATH = "/root/.ssh"
+DEFAULT_SSHD_PATH = "/usr/sbin/sshd"
+LAUNCHER_WORKER_TYPES = ("launcher", "worker")
+
+
+class SSHSettings(Model):
+    """Where the SSH keys are mounted and which sshd the workers run (normalised form)."""
+
+    auth_mount_path: str = DEFAULT_SSH_MOUNT_PATH
+    sshd_path: str = DEFAULT_SSHD_PATH
+
+
+class NormalizedSSHJob(Model):
+    """The one form the controller compiles for MPIJob and ColossalAIJob, whichever shape was written.
+
+    `launcher.template` is never empty: a launcher written as `template: {}` (or left out) runs in a
+    copy of the worker template. `worker_container` and `launcher_container` name the containers
+    that run sshd and the launch command.
+    """
+
+    worker: ReplicaSpec
+    launcher: ReplicaSpec
+    worker_container: str
+    launcher_container: str
+    ssh: SSHSettings
+    clean_up_workers: bool = False
+    run_mode: RunMode | None = None
+    scheduler: SchedulePolicy | None = None
+
+
+NO_RESTART = RestartPolicy(policy="Never", limit=0)
+
+
+def split_replica_specs(specs: list[ReplicaSpec]) -> tuple[ReplicaSpec | None, ReplicaSpec | None]:
+    """(worker, launcher) from the `replicaSpecs` shape."""
+    by_type = {r.type: r for r in specs}
+    return by_type.get("worker"), by_type.get("launcher")
+
+
+def replica_specs_issues(specs: list[ReplicaSpec], kind: str, worker_container: str, ssh_path: str) -> Issues:
+    """Checks of the `replicaSpecs` shape: one worker spec, at most one single launcher."""
+    types = [r.type for r in specs]
+    issues = duplicate_type_issues(types, "replicaSpecs")
+    issues += allowed_type_issues(types, LAUNCHER_WORKER_TYPES, "replicaSpecs", kind)
+    if "worker" not in types:
+        issues.append(("replicaSpecs", f"{kind} needs a replica spec of type worker"))
+    for i, replica in enumerate(specs):
+        where = f"replicaSpecs[{i}].template"
+        if replica.type == "worker":
+            issues += template_issues(replica.template, where, kind, worker_container)
+        elif replica.type == "launcher":
+            if replica.replicas != 1:
+                issues.append((f"replicaSpecs[{i}].replicas", "there is exactly 1 launcher"))
+            issues += template_issues(replica.template, where, kind, may_be_empty=True)
+        issues += mount_issues(replica.template, where, [ssh_path], f"{kind} (SSH keys)")
+    return issues
+
+
+def launcher_from(
+    launcher: ReplicaSpec | None, worker: ReplicaSpec, worker_container: str, preferred: str
+) -> tuple[ReplicaSpec, str]:
+    """The launcher spec and its launch container; an empty launcher reuses the worker template."""
+    if launcher is not None and containers(launcher.template):
+        index = container_index(launcher.template, [preferred]) or 0
+        return launcher, containers(launcher.template)[index]["name"]
+    base = launcher or ReplicaSpec(type="launcher", restart_policy=NO_RESTART)
+    derived = base.model_copy(update={"template": copy.deepcopy(worker.template), "replicas": 1})
+    return derived, worker_container
+
+
+def field_exclusive_issues(
+    present: dict[str, bool], shape_a: tuple[str, ...], shape_b: tuple[str, ...]
+) -> Issues:
+    """The two API shapes must not be mixed; report the first field of the other shape."""
+    used_a = [f for f in shape_a if present[f]]
+    used_b = [f for f in shape_b if present[f]]
+    if used_a and used_b:
+        return [(used_b[0], f"cannot be combined with {used_a[0]}: use one API shape")]
+    if not used_a and not used_b:
+        return [("", f"set either {shape_a[0]} (documented shape) or {shape_b[0]} (replicaSpecs shape)")]
+    return []
+
+
+def worker_with(template: dict, replicas: int, restart: RestartPolicy = NO_RESTART) -> ReplicaSpec:
+    return ReplicaSpec(
+        type="worker", replicas=replicas, restart_policy=restart, template=copy.deepcopy(template)
+    )

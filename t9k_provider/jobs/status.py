@@ -1,0 +1,136 @@
+"""Status written by the controller: the common shape and BeamJob's own."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from t9k_provider.jobs.base import StatusModel
+
+JobPhase = Literal["Pending", "Running", "Paused", "Resuming", "Succeeded", "Failed", "Unknown"]
+ReplicaPhase = Literal["Creating", "Pending", "Running", "Succeeded", "Failed", "Unknown", "Deleted"]
+BeamJobPhase = Literal["Initializing", "Running", "Succeeded", "Failed", "Unknown"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+# Condition types of the replica kinds; BeamJob uses `ClusterRunning` and `JobRunning`.
+CONDITION_TYPES = ("Initialized", "Running", "ReplicaFailure", "Completed", "Failed", "Paused")
+_OLD_CONDITION_TYPES = {"Initializing": "Initialized"}
+
+
+class Condition(StatusModel):
+    type: str = Field(min_length=1)
+    status: ConditionStatus
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: str | None = None
+    last_update_time: str | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _canonical_type(cls, value: str) -> str:
+        return _OLD_CONDITION_TYPES.get(value, value)
+
+
+class ContainerStatus(StatusModel):
+    name: str
+    state: str | None = None
+    exit_code: int | None = None
+
+
+class ReplicaStatus(StatusModel):
+    """One replica (pod) of a type; `restartCount` counts controller recreations of it."""
+
+    name: str
+    uid: str | None = None
+    phase: ReplicaPhase | None = None
+    restart_count: int | None = Field(None, ge=0)
+    containers: list[ContainerStatus] | None = None
+
+
+class TaskStatus(StatusModel):
+    """All replicas of one type; `restartCount` is their sum."""
+
+    # Older docs call the replica list `status` (examples) or `replicaStatus` (API reference).
+    RENAMED: ClassVar[dict[str, str]] = {"status": "replicas", "replicaStatus": "replicas"}
+
+    type: str
+    restart_count: int | None = Field(None, ge=0)
+    replicas: list[ReplicaStatus] | None = None
+
+
+class Aggregate(StatusModel):
+    """Number of replicas in each phase."""
+
+    creating: int = 0
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    unknown: int = 0
+    deleted: int = 0
+
+
+class ObjectReference(StatusModel):
+    api_version: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+
+
+class DependentStatus(StatusModel):
+    """Readiness of a dependent object such as the job's TensorBoard."""
+
+    dependent: ObjectReference | None = None
+    ready: bool | None = None
+    reason: str | None = None
+    action: str | None = None
+    note: str | None = None
+    type: Literal["Normal", "Warning"] | None = None
+
+
+class JobStatus(StatusModel):
+    """Common status of every kind except BeamJob."""
+
+    phase: JobPhase | None = None
+    conditions: list[Condition] | None = None
+    tasks: list[TaskStatus] | None = None
+    aggregate: Aggregate | None = None
+    backoff_count: int | None = Field(None, ge=0)
+    tensorboard: DependentStatus | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
+    observed_generation: int | None = None
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions or [] if c.type == type_), None)
+
+
+class PodReference(StatusModel):
+    name: str | None = None
+    uid: str | None = None
+
+
+class PodPhase(StatusModel):
+    phase: str | None = None
+    reference: PodReference | None = None
+
+
+class FlinkClusterStatus(StatusModel):
+    job_manager_status: list[PodPhase] | None = None
+    task_manager_status: list[PodPhase] | None = None
+
+
+class BeamJobStatus(StatusModel):
+    phase: BeamJobPhase | None = None
+    conditions: list[Condition] | None = None
+    job_url: str | None = Field(None, alias="jobURL")
+    flink_cluster_status: FlinkClusterStatus | None = None
+    job_status: list[PodPhase] | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
+    observed_generation: int | None = None
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions or [] if c.type == type_), None)
