@@ -1,0 +1,1 @@
+"""The controller's I/O: informers, work queue, reconcile glue, status, events, leader election, HTTP."""

@@ -1,0 +1,214 @@
+"""The controller's only door to the Kubernetes API: raw JSON requests, counted in metrics.
+
+Objects stay plain dicts (no generated models), so built-in and custom resources are handled the same way and
+nothing the server returns is dropped. Every request is counted by verb and resource; issue 7 reads these
+counters to measure the controller's API efficiency.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient
+
+from t9k_provider.controller.runtime.metrics import Metrics
+
+MERGE_PATCH = "application/merge-patch+json"
+REQUEST_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        base = f"/api/{self.api_version}" if "/" not in self.api_version else f"/apis/{self.api_version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+        if subresource is not None:
+            base += f"/{subresource}"
+        return base
+
+
+class ApiError(Exception):
+    """A non-2xx answer; ``reason`` is the Status reason (NotFound, AlreadyExists, Conflict, Invalid, ...)."""
+
+    def __init__(self, status: int, body: dict[str, Any] | None, text: str = "") -> None:
+        body = body or {}
+        self.status = status
+        self.reason: str = body.get("reason") or ""
+        self.message: str = body.get("message") or text or f"HTTP {status}"
+        self.body = body
+        super().__init__(f"{status} {self.reason}: {self.message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409 and self.reason != "AlreadyExists"
+
+    @property
+    def expired(self) -> bool:
+        return self.status == 410
+
+
+class KubeApi:
+    def __init__(self, client: ApiClient, metrics: Metrics) -> None:
+        self._client = client
+        self._metrics = metrics
+
+    async def _send(
+        self,
+        verb: str,
+        method: str,
+        rt: ResourceType,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: aiohttp.ClientTimeout | float = REQUEST_TIMEOUT,
+    ) -> aiohttp.ClientResponse:
+        response: aiohttp.ClientResponse = await self._client.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        self._metrics.api_request(verb, rt.plural, response.status)
+        return response
+
+    async def _call(
+        self, verb: str, method: str, rt: ResourceType, path: str, **kwargs: Any
+    ) -> dict[str, Any]:
+        response = await self._send(verb, method, rt, path, **kwargs)
+        async with response:
+            text = await response.text()
+        try:
+            data = json.loads(text) if text else {}
+        except ValueError:
+            data = {}
+        if not 200 <= response.status < 300:
+            raise ApiError(response.status, data if isinstance(data, dict) else None, text[:500])
+        return data
+
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        return _typed(rt, await self._call("get", "GET", rt, rt.path(namespace, name)))
+
+    async def list(self, rt: ResourceType, namespace: str | None) -> tuple[list[dict[str, Any]], str]:
+        """All objects (built-in list items lack apiVersion/kind: they are filled in) and the list's RV."""
+        data = await self._call("list", "GET", rt, rt.path(namespace))
+        items = [_typed(rt, item) for item in data.get("items") or []]
+        return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
+
+    async def create(self, rt: ResourceType, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
+        return _typed(rt, await self._call("create", "POST", rt, rt.path(namespace), body=obj))
+
+    async def replace(self, rt: ResourceType, namespace: str | None, name: str, obj: dict[str, Any]) -> dict:
+        return _typed(rt, await self._call("update", "PUT", rt, rt.path(namespace, name), body=obj))
+
+    async def patch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        path = rt.path(namespace, name, subresource)
+        return _typed(rt, await self._call("patch", "PATCH", rt, path, body=patch, content_type=MERGE_PATCH))
+
+    async def delete(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+        }
+        if uid is not None:
+            options["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        return await self._call("delete", "DELETE", rt, rt.path(namespace, name), body=options)
+
+    async def watch(
+        self, rt: ResourceType, namespace: str | None, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Watch events from ``resource_version``; raises ApiError(410) when it is too old.
+
+        The server ends the stream after ``timeout_seconds``; the read timeout leaves it slack so a silent
+        connection is noticed instead of hanging forever.
+        """
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=REQUEST_TIMEOUT, sock_read=timeout_seconds + 30
+        )
+        response = await self._send("watch", "GET", rt, rt.path(namespace), query=query, timeout=timeout)
+        async with response:
+            if response.status != 200:
+                text = await response.text()
+                try:
+                    body = json.loads(text)
+                except ValueError:
+                    body = None
+                raise ApiError(response.status, body if isinstance(body, dict) else None, text[:500])
+            while True:
+                line = await response.content.readline()
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    raise ApiError(int(obj.get("code") or 500), obj)
+                self._metrics.watch_events.labels(resource=rt.plural, type=str(event.get("type"))).inc()
+                event["object"] = _typed(rt, obj)
+                yield event
+
+
+def _typed(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    if obj.get("kind") not in (None, "", rt.kind) or "metadata" not in obj:
+        return obj
+    obj.setdefault("apiVersion", rt.api_version)
+    obj["kind"] = rt.kind
+    return obj

@@ -1,0 +1,225 @@
+"""List+watch informers: a local cache per resource type with an owner-uid index.
+
+One informer lists once, then follows a watch from the list's resourceVersion, resuming from the last seen
+resourceVersion (bookmarks included) when the server ends the stream, and relisting only when the server says
+the version is too old (410). There is no polling.
+
+The cache is also written through by the controller's own successful writes (``observe``), so a reconcile that
+runs before the watch delivers the echo of the previous write never acts on older state than it produced
+itself. Events older than what the cache holds are dropped, comparing resourceVersions numerically (etcd and
+the local store use one global counter); tombstones keep a late event from resurrecting a deleted object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+from t9k_provider.controller.runtime.api import ApiError, KubeApi, ResourceType
+from t9k_provider.controller.runtime.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+Handler = Callable[[dict[str, Any] | None, dict[str, Any] | None], None]
+
+WATCH_TIMEOUT_SECONDS = 300
+MAX_BACKOFF = 30.0
+
+
+def object_key(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+def controller_ref(obj: dict[str, Any]) -> dict[str, Any] | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def _rv(obj: dict[str, Any] | None) -> int | None:
+    value = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _older(candidate: dict[str, Any] | int | None, current: dict[str, Any] | int | None) -> bool:
+    """True when ``candidate`` is known to be older than ``current`` (unknown versions are never older)."""
+    a = candidate if isinstance(candidate, int) or candidate is None else _rv(candidate)
+    b = current if isinstance(current, int) or current is None else _rv(current)
+    return a is not None and b is not None and a < b
+
+
+class Informer:
+    """Cache of one resource type in one namespace (or all namespaces when ``namespace`` is None)."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        rt: ResourceType,
+        namespace: str | None,
+        metrics: Metrics,
+        *,
+        keep: Callable[[dict[str, Any]], bool] | None = None,
+        on_change: Handler | None = None,
+        watch_timeout: int = WATCH_TIMEOUT_SECONDS,
+    ) -> None:
+        self.rt = rt
+        self.namespace = namespace
+        self.synced = asyncio.Event()
+        self._api = api
+        self._metrics = metrics
+        self._keep = keep or (lambda _obj: True)
+        self._on_change = on_change
+        self._watch_timeout = watch_timeout
+        self._store: dict[Key, dict[str, Any]] = {}
+        self._tombstones: dict[Key, int] = {}
+        self._by_owner: dict[str, set[Key]] = {}
+        self._resource_version = ""
+        self.last_error: str | None = None
+
+    # -- reads -------------------------------------------------------------------------------------
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._store.get((namespace, name))
+
+    def owned_by(self, uid: str) -> list[dict[str, Any]]:
+        return [self._store[key] for key in sorted(self._by_owner.get(uid, ()))]
+
+    def items(self) -> list[dict[str, Any]]:
+        return list(self._store.values())
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    # -- write-through ------------------------------------------------------------------------
+    def observe(self, obj: dict[str, Any]) -> None:
+        """Record an object the controller just wrote or read fresh."""
+        self._apply("MODIFIED", obj)
+
+    def observe_deleted(self, namespace: str, name: str, resource_version: int | None = None) -> None:
+        current = self._store.get((namespace, name))
+        if current is not None:
+            tomb = dict(current)
+            tomb["metadata"] = dict(current.get("metadata") or {})
+            if resource_version is not None:
+                tomb["metadata"]["resourceVersion"] = str(resource_version)
+            self._apply("DELETED", tomb)
+
+    # -- the loop ----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        backoff = 0.5
+        cause = "start"
+        while True:
+            try:
+                await self._relist(cause)
+                backoff = 0.5
+                await self._watch_until_expired()
+                cause = "expired"
+            except asyncio.CancelledError:
+                raise
+            except ApiError as exc:
+                cause = "expired" if exc.expired else "error"
+                if not exc.expired:
+                    await self._sleep_after_error(exc, backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+            except Exception as exc:  # network errors, server restarts: retry with backoff, never die
+                cause = "error"
+                await self._sleep_after_error(exc, backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+
+    async def _sleep_after_error(self, exc: BaseException, backoff: float) -> None:
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        log.warning("informer %s: %s; retrying in %.1fs", self.rt.plural, self.last_error, backoff)
+        await asyncio.sleep(backoff * (0.5 + random.random()))
+
+    async def _relist(self, cause: str) -> None:
+        self._metrics.relists.labels(resource=self.rt.plural, cause=cause).inc()
+        items, rv = await self._api.list(self.rt, self.namespace)
+        fresh = {object_key(obj): obj for obj in items if self._keep(obj)}
+        for key in [k for k in self._store if k not in fresh]:
+            self._apply("DELETED", self._store[key], force=True)
+        for obj in fresh.values():
+            self._apply("MODIFIED", obj, force=True)
+        self._tombstones.clear()
+        self._resource_version = rv
+        self.last_error = None
+        self.synced.set()
+
+    async def _watch_until_expired(self) -> None:
+        """Follow watches, resuming from the last version, until the server answers 410."""
+        while True:
+            async for event in self._api.watch(
+                self.rt, self.namespace, self._resource_version, self._watch_timeout
+            ):
+                obj = event["object"]
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if event["type"] != "BOOKMARK":
+                    self._apply(event["type"], obj)
+                if rv:
+                    self._resource_version = str(rv)
+                    self._forget_tombstones(_rv(obj))
+            self.last_error = None
+
+    def _forget_tombstones(self, watched: int | None) -> None:
+        """Once the watch is past a tombstone's version, no older event for that key can arrive any more."""
+        if watched is None or not self._tombstones:
+            return
+        for key in [k for k, rv in self._tombstones.items() if rv <= watched]:
+            del self._tombstones[key]
+
+    def _apply(self, kind: str, obj: dict[str, Any], *, force: bool = False) -> None:
+        key = object_key(obj)
+        current = self._store.get(key)
+        if not force:
+            if _older(obj, current) or _older(obj, self._tombstones.get(key)):
+                return
+            if (
+                kind != "DELETED"
+                and current is None
+                and _rv(obj) is not None
+                and _rv(obj) == self._tombstones.get(key)
+            ):
+                return
+        if kind == "DELETED" or not self._keep(obj):
+            if current is None:
+                return
+            self._index(current, add=False)
+            del self._store[key]
+            rv = _rv(obj)
+            if rv is not None:
+                self._tombstones[key] = rv
+            self._notify(current, None)
+            return
+        self._tombstones.pop(key, None)
+        if current is not None:
+            if (current.get("metadata") or {}).get("resourceVersion") == (obj.get("metadata") or {}).get(
+                "resourceVersion"
+            ):
+                return
+            self._index(current, add=False)
+        self._store[key] = obj
+        self._index(obj, add=True)
+        self._notify(current, obj)
+
+    def _index(self, obj: dict[str, Any], *, add: bool) -> None:
+        ref = controller_ref(obj)
+        if ref is None or not ref.get("uid"):
+            return
+        keys = self._by_owner.setdefault(ref["uid"], set())
+        if add:
+            keys.add(object_key(obj))
+        else:
+            keys.discard(object_key(obj))
+            if not keys:
+                del self._by_owner[ref["uid"]]
+
+    def _notify(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if self._on_change is not None:
+            self._on_change(old, new)

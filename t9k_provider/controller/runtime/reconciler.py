@@ -1,0 +1,260 @@
+"""The glue between caches, the pure engine and the API: one reconcile of one job.
+
+Order (docs/architecture.md §3): observe from the caches -> ``engine.reconcile`` -> write status (merge patch
+on ``/status``, only when changed, fenced on the resourceVersion it was computed from; on 409 re-read the job
+and recompute) -> execute the actions in order -> record the events. A crash between any two steps is repaired
+by the next reconcile, because the engine derives everything from observed state and the status it wrote.
+
+Create failures the API reports as permanent for this request (403 quota/forbidden, 422 invalid, AlreadyExists
+owned by someone else) are surfaced as a Warning event and as condition ``ReplicaFailure=True`` (reason
+``FailedCreate`` / ``ResourceExists``) and retried with per-job exponential backoff, never in a hot loop.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from t9k_provider.controller.engine.types import Create, Decision, Delete, Observed, Patch
+from t9k_provider.controller.runtime.api import ApiError, KubeApi
+from t9k_provider.controller.runtime.cache import Caches
+from t9k_provider.controller.runtime.events import EventRecorder
+from t9k_provider.controller.runtime.informer import controller_ref
+from t9k_provider.controller.runtime.metrics import Metrics
+from t9k_provider.controller.runtime.status_writer import merge_patch, status_patch
+
+log = logging.getLogger(__name__)
+
+JobKey = tuple[str, str, str]  # (kind, namespace, name)
+Engine = Callable[[Observed], Decision]
+
+STATUS_ATTEMPTS = 5
+
+
+class NotLeader(Exception):
+    """Raised before any write once this instance may no longer act."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    requeue_after: float | None = None
+    retry: bool = False  # back off and try again (a create failed)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    reason: str
+    message: str
+
+
+class Reconciler:
+    def __init__(
+        self,
+        api: KubeApi,
+        caches: Caches,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        engine: Engine,
+        *,
+        may_act: Callable[[], bool] = lambda: True,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    ) -> None:
+        self._api = api
+        self._caches = caches
+        self._recorder = recorder
+        self._metrics = metrics
+        self._engine = engine
+        self._may_act = may_act
+        self._clock = clock
+        self._failures: dict[str, dict[str, _Failure]] = {}  # job uid -> child name -> last create failure
+
+    async def reconcile(self, key: JobKey) -> Outcome:
+        kind, namespace, name = key
+        job = self._caches.job(kind, namespace, name)
+        if job is None or (job.get("metadata") or {}).get("deletionTimestamp"):
+            return Outcome()  # gone or going: ownerReference GC removes the children
+        uid = job["metadata"]["uid"]
+        decision: Decision | None = None
+        for _ in range(STATUS_ATTEMPTS):
+            decision = self._decide(job)
+            try:
+                job = await self._write_status(job, decision.status)
+                break
+            except ApiError as exc:
+                if exc.not_found:
+                    self._failures.pop(uid, None)
+                    return Outcome()
+                if not (exc.conflict or exc.expired):
+                    raise
+                self._metrics.status_writes.labels(outcome="conflict").inc()
+                job = await self._api.get(self._caches.job_types[kind], namespace, name)
+                self._caches.observe(job)
+                if job["metadata"].get("uid") != uid or job["metadata"].get("deletionTimestamp"):
+                    return Outcome()
+        else:
+            raise RuntimeError(f"status of {kind} {namespace}/{name} kept conflicting; will retry")
+        assert decision is not None
+        failed = False
+        for action in decision.actions:
+            failed |= not await self._execute(job, action)
+        for event in decision.events:
+            await self._recorder.record(job, event.type, event.reason, event.message)
+        if not failed:
+            self._failures.pop(uid, None)
+        return Outcome(requeue_after=decision.requeue_after, retry=failed)
+
+    def _decide(self, job: dict[str, Any]) -> Decision:
+        meta = job["metadata"]
+        children = self._caches.children_of(meta.get("namespace") or "", meta["uid"])
+        observed = Observed(job=copy.deepcopy(job), children=copy.deepcopy(children), now=self._clock())
+        decision = self._engine(observed)
+        failures = self._failures.get(meta["uid"])
+        if failures:
+            decision = Decision(
+                status=_with_failure_condition(
+                    job.get("status") or {}, decision.status, failures, observed.now
+                ),
+                actions=decision.actions,
+                events=decision.events,
+                requeue_after=decision.requeue_after,
+            )
+        return decision
+
+    async def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        body = status_patch(job, status)
+        if body is None:
+            self._metrics.status_writes.labels(outcome="unchanged").inc()
+            return job
+        self._fence()
+        meta = job["metadata"]
+        rt = self._caches.job_types[job["kind"]]
+        updated = await self._api.patch(rt, meta.get("namespace"), meta["name"], body, subresource="status")
+        self._metrics.status_writes.labels(outcome="written").inc()
+        self._caches.observe(updated)
+        lost = merge_patch(updated.get("status") or {}, status)
+        if lost:
+            log.warning("the server dropped status fields (CRD schema?): %s", sorted(lost), extra=_ctx(job))
+        return updated
+
+    async def _execute(self, job: dict[str, Any], action: Create | Delete | Patch) -> bool:
+        """Run one action; False when it failed in a way the user must see (already surfaced)."""
+        self._fence()
+        namespace = job["metadata"].get("namespace") or ""
+        if isinstance(action, Create):
+            return await self._create(job, namespace, action.obj)
+        rt = self._caches.resource_type(action.api_version, action.kind)
+        if isinstance(action, Delete):
+            try:
+                result = await self._api.delete(
+                    rt,
+                    namespace,
+                    action.name,
+                    uid=action.uid,
+                    grace_period_seconds=action.grace_period_seconds,
+                )
+            except ApiError as exc:
+                if (
+                    exc.not_found or exc.status == 409
+                ):  # already gone, or a different object (uid precondition)
+                    self._metrics.actions.labels(action="delete", kind=action.kind, outcome="gone").inc()
+                    if exc.not_found:
+                        self._caches.observe_deleted(rt, namespace, action.name, None)
+                    return True
+                raise
+            self._metrics.actions.labels(action="delete", kind=action.kind, outcome="ok").inc()
+            if result.get("kind") == action.kind and (result.get("metadata") or {}).get("deletionTimestamp"):
+                self._caches.observe(result)  # graceful deletion in progress
+            else:
+                self._caches.observe_deleted(rt, namespace, action.name, _int_rv(result))
+            return True
+        patched = await self._api.patch(rt, namespace, action.name, action.patch)
+        self._metrics.actions.labels(action="patch", kind=action.kind, outcome="ok").inc()
+        self._caches.observe(patched)
+        return True
+
+    async def _create(self, job: dict[str, Any], namespace: str, obj: dict[str, Any]) -> bool:
+        uid = job["metadata"]["uid"]
+        name = (obj.get("metadata") or {}).get("name") or ""
+        kind = obj.get("kind", "")
+        rt = self._caches.resource_type(obj.get("apiVersion", ""), kind)
+        ns = (obj.get("metadata") or {}).get("namespace") or namespace
+        try:
+            created = await self._api.create(rt, ns, obj)
+        except ApiError as exc:
+            if exc.already_exists:
+                existing = await self._api.get(rt, ns, name)
+                ref = controller_ref(existing)
+                if ref is not None and ref.get("uid") == uid:
+                    self._metrics.actions.labels(action="create", kind=kind, outcome="exists").inc()
+                    self._caches.observe(existing)
+                    self._clear_failure(uid, name)
+                    return True
+                message = f"{kind} {name!r} already exists and is not owned by this job"
+                return await self._create_failed(job, name, kind, "ResourceExists", message)
+            if exc.status in (400, 403, 422):
+                message = f"cannot create {kind} {name!r}: {exc.message}"
+                return await self._create_failed(job, name, kind, "FailedCreate", message)
+            raise
+        self._metrics.actions.labels(action="create", kind=kind, outcome="ok").inc()
+        self._caches.observe(created)
+        self._clear_failure(uid, name)
+        return True
+
+    async def _create_failed(
+        self, job: dict[str, Any], name: str, kind: str, reason: str, message: str
+    ) -> bool:
+        self._metrics.actions.labels(action="create", kind=kind, outcome=reason).inc()
+        log.warning("%s: %s", reason, message, extra=_ctx(job))
+        self._failures.setdefault(job["metadata"]["uid"], {})[name] = _Failure(reason, message)
+        await self._recorder.record(job, "Warning", reason, message)
+        return False
+
+    def _clear_failure(self, uid: str, name: str) -> None:
+        failures = self._failures.get(uid)
+        if failures is not None:
+            failures.pop(name, None)
+
+    def _fence(self) -> None:
+        if not self._may_act():
+            raise NotLeader("this instance no longer holds the leader lease")
+
+
+def _with_failure_condition(
+    current: dict[str, Any], desired: dict[str, Any], failures: dict[str, _Failure], now: datetime
+) -> dict[str, Any]:
+    """``desired`` plus ReplicaFailure=True describing the create failures."""
+    first = failures[sorted(failures)[0]]
+    message = "; ".join(failures[name].message for name in sorted(failures))
+    previous = next((c for c in current.get("conditions") or [] if c.get("type") == "ReplicaFailure"), None)
+    since = (
+        previous.get("lastTransitionTime")
+        if previous is not None and previous.get("status") == "True"
+        else now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+    condition = {
+        "type": "ReplicaFailure",
+        "status": "True",
+        "reason": first.reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+    status = dict(desired)
+    conditions = [c for c in desired.get("conditions") or [] if c.get("type") != "ReplicaFailure"]
+    status["conditions"] = [*conditions, condition]
+    return status
+
+
+def _int_rv(obj: dict[str, Any]) -> int | None:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _ctx(job: dict[str, Any]) -> dict[str, Any]:
+    meta = job.get("metadata") or {}
+    return {"job": f"{meta.get('namespace')}/{meta.get('name')}", "kind": job.get("kind")}
