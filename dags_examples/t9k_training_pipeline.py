@@ -1,0 +1,213 @@
+"""t9k_training_pipeline: prepare data, train with 2-worker DDP, evaluate, and hand the result on via XCom.
+
+What it shows:
+
+* ``prepare_data``: a GenericJob writes a deterministic synthetic data set to the shared volume.
+* ``train``: a PyTorchTrainingJob with two workers trains a small MLP with torch.distributed (gloo, CPU).
+  The controller injects ``MASTER_ADDR``/``MASTER_PORT``/``RANK``/``WORLD_SIZE``; rank 0 writes
+  ``model.pt`` and ``metrics.json``. The workers' logs (one ``epoch i/n loss=...`` line per epoch) stream
+  into the task log.
+* ``evaluate`` submits a GenericJob without waiting (``wait_for_completion=False``) and
+  ``wait_for_evaluation``, a ``T9kJobSensor`` in reschedule mode, waits for it without holding a worker slot.
+* ``report`` reads the evaluation job's ``EVAL {...}`` line through the hook and returns the metrics (XCom).
+
+Every job mounts the shared data directory (``params.data_root``, a hostPath by default; use a
+``persistentVolumeClaim`` on a multi-node cluster) at ``/data`` and the workload scripts at ``/workspace``.
+Job failures are not retried by Airflow (the operator fails the task with the replica's reason and last log
+lines); ``retries`` cover API trouble. Set the param ``fail_training`` (or ``T9K_DEMO_FAIL=1`` in the
+environment that parses this file) to make the training script exit 1 and see a failure end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pendulum
+from airflow.providers.common.compat.sdk import DAG, Param, task
+
+from t9k_provider.operators import GenericJobOperator, PyTorchTrainingJobOperator
+from t9k_provider.sensors import T9kJobSensor
+
+WORKLOADS = str(Path(__file__).resolve().parent / "workloads")
+IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"  # any image with python, torch and numpy
+RUN_DIR = "/data/runs/{{ run_id | pathsafe }}"
+NAMESPACE = "default"
+
+
+def pathsafe(value: str) -> str:
+    """Run ids contain ``:`` and ``+``; keep directory names portable."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", value)
+
+
+def volumes() -> list[dict[str, Any]]:
+    return [
+        {"name": "data", "hostPath": {"path": "{{ params.data_root }}", "type": "DirectoryOrCreate"}},
+        {"name": "workspace", "hostPath": {"path": WORKLOADS, "type": "Directory"}},
+    ]
+
+
+def container(name: str, args: list[str], env: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": IMAGE,
+        "workingDir": "/workspace",
+        "command": ["python", *args],
+        "env": env or [],
+        "resources": {
+            "requests": {"cpu": "500m", "memory": "512Mi"},
+            "limits": {"cpu": "1", "memory": "2Gi"},
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/data"},
+            {"name": "workspace", "mountPath": "/workspace", "readOnly": True},
+        ],
+    }
+
+
+def single_replica_job(name: str, args: list[str]) -> dict[str, Any]:
+    """A one-replica GenericJob that succeeds or fails with its only replica."""
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "GenericJob",
+        "metadata": {"labels": {"app.kubernetes.io/part-of": "t9k-training-pipeline"}},
+        "spec": {
+            "successRules": [{"worker": [0]}],
+            "failureRules": [{"worker": [0]}],
+            "cleanUpPolicy": "Unfinished",
+            "replicaSpecs": [
+                {
+                    "type": "worker",
+                    "replicas": 1,
+                    "restartPolicy": {"policy": "OnFailure", "limit": 2},
+                    "template": {"spec": {"containers": [container(name, args)], "volumes": volumes()}},
+                }
+            ],
+        },
+    }
+
+
+TRAIN_ARGS = [
+    "train_ddp.py",
+    "--data",
+    f"{RUN_DIR}/dataset",
+    "--out",
+    f"{RUN_DIR}/model",
+    "--epochs",
+    "{{ params.epochs }}",
+]
+FAIL_SWITCH = {"name": "T9K_DEMO_FAIL", "value": "{{ '1' if params.fail_training else '0' }}"}
+TRAINING_JOB: dict[str, Any] = {
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "PyTorchTrainingJob",
+    "metadata": {"labels": {"app.kubernetes.io/part-of": "t9k-training-pipeline"}},
+    "spec": {
+        # A restarted DDP rank cannot rejoin its peers' collective: let the job fail as a whole instead.
+        "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 1800, "cleanUpPolicy": "Unfinished"},
+        "replicaSpecs": [
+            {
+                "type": "worker",
+                "replicas": 2,
+                "restartPolicy": "Never",
+                "template": {
+                    "spec": {
+                        "containers": [container("pytorch", TRAIN_ARGS, [FAIL_SWITCH])],
+                        "volumes": volumes(),
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+with DAG(
+    dag_id="t9k_training_pipeline",
+    description="GenericJob data prep -> 2-worker PyTorch DDP training -> evaluation -> metrics in XCom",
+    doc_md=__doc__,
+    schedule="@daily",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=20)},
+    user_defined_filters={"pathsafe": pathsafe},
+    params={
+        "data_root": Param(
+            os.environ.get("T9K_DEMO_DATA_ROOT", "/tmp/t9k-demo-data"),
+            type="string",
+            description="Host directory mounted at /data in every job (one sub-directory per run).",
+        ),
+        "epochs": Param(8, type="integer", minimum=1, maximum=100),
+        "fail_training": Param(
+            os.environ.get("T9K_DEMO_FAIL", "").lower() in {"1", "true", "yes"},
+            type="boolean",
+            description="Make the training script exit 1 after its first epoch.",
+        ),
+    },
+    tags=["t9k", "example", "pytorch"],
+) as dag:
+    prepare_data = GenericJobOperator(
+        task_id="prepare_data",
+        namespace=NAMESPACE,
+        manifest=single_replica_job("prepare", ["prepare_data.py", "--out", f"{RUN_DIR}/dataset"]),
+    )
+
+    train = PyTorchTrainingJobOperator(
+        task_id="train",
+        namespace=NAMESPACE,
+        manifest=TRAINING_JOB,
+        get_logs=True,
+        log_replicas="worker",  # both ranks, each line prefixed with its pod
+        execution_timeout=timedelta(minutes=30),
+    )
+
+    evaluate = GenericJobOperator(
+        task_id="evaluate",
+        namespace=NAMESPACE,
+        manifest=single_replica_job(
+            "evaluate",
+            [
+                "evaluate.py",
+                "--data",
+                f"{RUN_DIR}/dataset",
+                "--model",
+                f"{RUN_DIR}/model",
+                "--out",
+                f"{RUN_DIR}/eval",
+            ],
+        ),
+        wait_for_completion=False,
+    )
+
+    wait_for_evaluation = T9kJobSensor(
+        task_id="wait_for_evaluation",
+        kind="GenericJob",
+        name="{{ ti.xcom_pull(task_ids='evaluate')['name'] }}",
+        namespace=NAMESPACE,
+        mode="reschedule",
+        poke_interval=5,
+        timeout=600,
+    )
+
+    @task
+    def report(job: dict[str, Any]) -> dict[str, Any]:
+        """Parse the evaluation job's ``EVAL {...}`` log line: the metrics become this task's XCom."""
+        from t9k_provider.hooks import T9kHook
+
+        hook = T9kHook()
+        for pod in hook.list_job_pods(job["namespace"], job["name"]):
+            log = hook.read_pod_log(job["namespace"], pod["metadata"]["name"], "evaluate")
+            for line in log.splitlines():
+                _, _, text = line.partition(" ")  # drop the timestamp
+                if text.startswith("EVAL "):
+                    metrics = json.loads(text.removeprefix("EVAL "))
+                    print(f"evaluation of job {job['name']}: {metrics}")
+                    return {**metrics, "job": job["name"]}
+        raise ValueError(f"no EVAL line in the logs of job {job['namespace']}/{job['name']}")
+
+    prepare_data >> train >> evaluate >> wait_for_evaluation
+    wait_for_evaluation >> report(evaluate.output)
