@@ -1,0 +1,68 @@
+"""Async access to T9k Jobs for triggers, built from ``T9kHook.credentials`` (never from a connection lookup).
+
+One ApiClient per trigger run, bound to its own Configuration. Exec-plugin credentials are loaded when the
+client opens, so a long wait re-reads them on every reconnect rather than caching an expiring token.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from kubernetes_asyncio import client, config
+
+from t9k_provider.jobs.constants import GROUP, VERSION
+
+
+class AsyncT9kClient:
+    """``async with AsyncT9kClient(credentials) as api: await api.get_job(...)``."""
+
+    def __init__(self, credentials: dict[str, Any]) -> None:
+        self._credentials = credentials
+        self._api_client: client.ApiClient | None = None
+
+    async def __aenter__(self) -> AsyncT9kClient:
+        configuration = client.Configuration()
+        if self._credentials.get("in_cluster"):
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            await config.load_kube_config_from_dict(
+                self._credentials["kubeconfig"],
+                context=self._credentials.get("context"),
+                client_configuration=configuration,
+            )
+        if self._credentials.get("disable_verify_ssl"):
+            configuration.verify_ssl = False
+        self._api_client = client.ApiClient(configuration=configuration)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._api_client is not None:
+            await self._api_client.close()
+            self._api_client = None
+
+    @property
+    def _custom(self) -> client.CustomObjectsApi:
+        if self._api_client is None:
+            raise RuntimeError("AsyncT9kClient used outside 'async with'")
+        return client.CustomObjectsApi(api_client=self._api_client)
+
+    async def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        return await self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+
+    async def delete_job(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Foreground delete guarded by ``uid``; False when the job (or that incarnation) is already gone."""
+        options = client.V1DeleteOptions(
+            propagation_policy="Foreground", preconditions=client.V1Preconditions(uid=uid) if uid else None
+        )
+        try:
+            await self._custom.delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, name, body=options
+            )
+        except client.ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True

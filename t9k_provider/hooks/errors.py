@@ -1,0 +1,121 @@
+"""How Kubernetes API failures map to Airflow outcomes: retry the call, retry the task, or fail for good."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+
+T = TypeVar("T")
+
+#: HTTP statuses worth retrying: throttling and server-side trouble. 409 is NOT here: a conflict on create
+#: is an identity question the operator answers (adopt or fail), never something to blindly repeat.
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+CALL_ATTEMPTS = 5
+BACKOFF_BASE_SECONDS = 0.5
+BACKOFF_CAP_SECONDS = 15.0
+
+
+class T9kApiError(AirflowException):
+    """A Kubernetes API failure that may go away: the task is retried per its ``retries``."""
+
+
+class T9kFatalApiError(AirflowFailException):
+    """A Kubernetes API failure that a retry cannot fix (bad spec, missing CRD, RBAC denial)."""
+
+
+def api_status(exc: BaseException) -> int | None:
+    """HTTP status of a sync or async ``ApiException``, else None (connection-level failure)."""
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) and status > 0 else None
+
+
+def is_api_exception(exc: BaseException) -> bool:
+    return type(exc).__name__ == "ApiException"
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Throttling, 5xx and connection-level errors; 4xx answers are definitive."""
+    if is_api_exception(exc):
+        status = api_status(exc)
+        return status is None or status in TRANSIENT_STATUSES
+    return isinstance(exc, (OSError, TimeoutError)) or _is_urllib3_error(exc) or _is_aiohttp_error(exc)
+
+
+def _is_urllib3_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("urllib3")
+
+
+def _is_aiohttp_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("aiohttp")
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    headers = getattr(exc, "headers", None) or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        return min(float(value), BACKOFF_CAP_SECONDS) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def backoff_seconds(attempt: int, exc: BaseException | None = None) -> float:
+    """Full-jitter exponential backoff, or the server's Retry-After when it sent one."""
+    hinted = retry_after_seconds(exc) if exc is not None else None
+    if hinted is not None:
+        return hinted
+    return random.uniform(0, min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2**attempt))
+
+
+def call_with_retry(what: str, fn: Callable[[], T], attempts: int = CALL_ATTEMPTS) -> T:
+    """Run one API call, retrying transient failures; a definitive answer is raised unchanged."""
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            if attempt == attempts - 1:
+                raise T9kApiError(
+                    f"{what}: Kubernetes API unavailable after {attempts} attempts: {exc}"
+                ) from exc
+            time.sleep(backoff_seconds(attempt, exc))
+    raise AssertionError("unreachable")
+
+
+def describe(exc: BaseException) -> str:
+    """The API server's own message when it sent a Status body, else the exception text."""
+    body = getattr(exc, "body", None)
+    if body:
+        import json
+
+        try:
+            parsed = json.loads(body)
+        except (TypeError, ValueError):
+            return str(body)[:500]
+        if isinstance(parsed, dict) and parsed.get("message"):
+            return str(parsed["message"])
+    reason = getattr(exc, "reason", None)
+    return f"{api_status(exc) or ''} {reason or exc}".strip()
+
+
+def classify(exc: BaseException, action: str) -> Exception:
+    """Turn an API failure during ``action`` into the Airflow exception that gives the right task outcome."""
+    if isinstance(exc, (AirflowException, AirflowFailException)):
+        return exc
+    status = api_status(exc) if is_api_exception(exc) else None
+    detail = describe(exc)
+    if status in (400, 422):
+        return T9kFatalApiError(f"{action}: the API server rejected the job: {detail}")
+    if status == 403:
+        return T9kFatalApiError(
+            f"{action}: permission denied (check the RBAC of the connection's user): {detail}"
+        )
+    if status == 401:
+        return T9kApiError(f"{action}: unauthorized (credentials expired or wrong): {detail}")
+    if status == 404:
+        return T9kFatalApiError(f"{action}: not found: {detail}")
+    return T9kApiError(f"{action}: {detail}")

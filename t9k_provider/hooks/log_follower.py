@@ -1,0 +1,94 @@
+"""Copy replica logs into the task log incrementally, with ``[pod/container]`` prefixes.
+
+Each ``poll()`` lists the job's pods once and reads every selected container from its cursor with bounded
+reads, so a dropped connection or a worker re-entry after deferral simply continues where it stopped.
+Log trouble is reported and never fails the task: the job's status alone decides the outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from t9k_provider.hooks import pod_logs
+
+#: Bounded reads per container per poll; with 1 MiB reads this caps one poll at a few MiB per container.
+MAX_READS_PER_POLL = 8
+
+
+class LogFollower:
+    def __init__(
+        self,
+        hook: Any,
+        namespace: str,
+        job_name: str,
+        select: Callable[[dict[str, str]], bool],
+        cursors: dict[str, list[int]] | None = None,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.hook = hook
+        self.namespace = namespace
+        self.job_name = job_name
+        self.select = select
+        self.cursors: dict[str, list[int]] = dict(cursors or {})
+        self.log = log or logging.getLogger(__name__)
+
+    def poll(self) -> int:
+        """Print every new line of the selected containers; return how many lines were printed."""
+        try:
+            pods = self.hook.list_job_pods(self.namespace, self.job_name)
+        except Exception as exc:
+            self.log.warning("cannot list pods of job %s for logs: %s", self.job_name, exc)
+            return 0
+        printed = 0
+        for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+            if self.select((pod.get("metadata") or {}).get("labels") or {}):
+                for container in _started_containers(pod):
+                    printed += self._drain(pod, container)
+        return printed
+
+    def _drain(self, pod: dict[str, Any], container: str) -> int:
+        name, uid = pod["metadata"]["name"], pod["metadata"].get("uid", "")
+        key = f"{uid}/{container}"
+        printed = 0
+        for _ in range(MAX_READS_PER_POLL):
+            cursor = self.cursors.get(key)
+            try:
+                text = self.hook.read_pod_log(
+                    self.namespace, name, container, since_time=pod_logs.since_time(cursor)
+                )
+            except Exception as exc:
+                self.log.debug("log of %s/%s not readable yet: %s", name, container, exc)
+                return printed
+            lines, moved = pod_logs.advance(pod_logs.parse_lines(text), cursor)
+            for line in lines:
+                self.log.info("[%s/%s] %s", name, container, line.text)
+            printed += len(lines)
+            if moved is not None:
+                self.cursors[key] = moved
+            if not lines or len(text.encode()) < pod_logs.READ_LIMIT_BYTES:
+                return printed
+        return printed
+
+    def tail(self, pod_name: str, containers: Sequence[str], lines: int) -> list[str]:
+        """Last ``lines`` lines of each container of one pod, for failure reports."""
+        out: list[str] = []
+        for container in containers:
+            try:
+                text = self.hook.read_pod_log(self.namespace, pod_name, container, tail_lines=lines)
+            except Exception as exc:
+                out.append(f"[{pod_name}/{container}] <log unavailable: {exc}>")
+                continue
+            out.extend(f"[{pod_name}/{container}] {line.text}" for line in pod_logs.parse_lines(text))
+        return out
+
+
+def _started_containers(pod: dict[str, Any]) -> list[str]:
+    """Containers that have (or had) a process, so reading their log cannot fail with 'waiting to start'."""
+    started = []
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = status.get("state") or {}
+        if state.get("running") or state.get("terminated") or status.get("lastState", {}).get("terminated"):
+            started.append(status["name"])
+    return started

@@ -1,0 +1,257 @@
+"""``T9kHook``: how operators, sensors and (through its credentials) triggers talk to a cluster.
+
+It reuses the cncf ``kubernetes`` connection type (users keep ``kubernetes_default``) but never touches the
+process-global ``kubernetes.client.Configuration``: every hook builds its own Configuration and ApiClient,
+so two connections in one worker cannot leak into each other. ``credentials`` resolves the connection on
+the worker into a self-contained dict (kubeconfig contents, context, in-cluster flag) that the trigger
+receives as kwargs; the triggerer needs neither the connection nor the kubeconfig file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+from kubernetes import client, config
+
+from t9k_provider.hooks import pod_logs
+from t9k_provider.hooks.errors import T9kFatalApiError, call_with_retry, classify, describe
+from t9k_provider.jobs.constants import GROUP, VERSION
+
+IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+#: Job-owned pods carry this label (set by the controller on every replica).
+OWNER_LABEL = "tensorstack.dev/owner-name"
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in {"1", "true", "yes", "on"} if value is not None else False
+
+
+def build_sync_client(credentials: dict[str, Any]) -> client.ApiClient:
+    """An ApiClient bound to its own Configuration (the global default is never read or written)."""
+    configuration = client.Configuration()
+    if credentials.get("in_cluster"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config_from_dict(
+            credentials["kubeconfig"],
+            context=credentials.get("context"),
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    if credentials.get("disable_verify_ssl"):
+        configuration.verify_ssl = False
+    return client.ApiClient(configuration=configuration)
+
+
+class T9kHook(KubernetesHook):
+    """Custom-object CRUD for T9k Jobs, their pods' logs and events, over a ``kubernetes`` connection."""
+
+    #: Its own connection type (same fields as ``kubernetes``); any ``kubernetes`` connection works too.
+    conn_type = "t9k"
+    hook_name = "TensorStack T9k"
+
+    @cached_property
+    def credentials(self) -> dict[str, Any]:
+        """The connection resolved into JSON-safe data: what the triggerer needs to open its own client."""
+        in_cluster = self._coalesce_param(self.in_cluster, _truthy(self._get_field("in_cluster")) or None)
+        context = self._coalesce_param(self.cluster_context, self._get_field("cluster_context"))
+        path = self._coalesce_param(self.config_file, self._get_field("kube_config_path"))
+        inline = self._get_field("kube_config")
+        chosen = [
+            name
+            for name, value in (
+                ("in_cluster", in_cluster),
+                ("kube_config", inline),
+                ("kube_config_path", path),
+                ("config_dict", self.config_dict),
+            )
+            if value
+        ]
+        if len(chosen) > 1:
+            raise T9kFatalApiError(
+                f"connection {self.conn_id!r}: {', '.join(chosen)} are mutually exclusive; set only one"
+            )
+        disable_verify_ssl = self._coalesce_param(
+            self.disable_verify_ssl, _truthy(self._get_field("disable_verify_ssl"))
+        )
+        base: dict[str, Any] = {"context": context, "disable_verify_ssl": bool(disable_verify_ssl)}
+        if in_cluster:
+            return {**base, "in_cluster": True}
+        if inline:
+            return {**base, "in_cluster": False, "kubeconfig": _parse_kubeconfig(inline, "kube_config")}
+        if path:
+            return {**base, "in_cluster": False, "kubeconfig": _read_kubeconfig(str(path))}
+        if self.config_dict:
+            return {**base, "in_cluster": False, "kubeconfig": dict(self.config_dict)}
+        if (
+            os.environ.get("KUBERNETES_SERVICE_HOST")
+            and Path(config.incluster_config.SERVICE_TOKEN_FILENAME).exists()
+        ):
+            return {**base, "in_cluster": True}
+        default = os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
+        return {**base, "in_cluster": False, "kubeconfig": _read_kubeconfig(default)}
+
+    def get_conn(self) -> client.ApiClient:
+        self._is_in_cluster = bool(self.credentials.get("in_cluster"))
+        return build_sync_client(self.credentials)
+
+    @cached_property
+    def default_namespace(self) -> str:
+        """Connection namespace, else the in-cluster service account's namespace, else ``default``."""
+        explicit = self._get_field("namespace")
+        if explicit:
+            return str(explicit)
+        if self.credentials.get("in_cluster") and IN_CLUSTER_NAMESPACE_FILE.exists():
+            return IN_CLUSTER_NAMESPACE_FILE.read_text().strip() or self.DEFAULT_NAMESPACE
+        return self.DEFAULT_NAMESPACE
+
+    def _to_dict(self, obj: Any) -> Any:
+        return obj if isinstance(obj, dict) else self.api_client.sanitize_for_serialization(obj)
+
+    # -- T9k Jobs (custom objects) -------------------------------------------------------------------
+
+    def create_job(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create once (no retry of the POST itself, whose outcome may be unknown); 409 is the caller's."""
+        try:
+            return self.custom_object_client.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, body
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                raise T9kFatalApiError(
+                    f"cannot create {plural}.{GROUP}/{VERSION} in namespace {namespace!r}: {describe(exc)}. "
+                    "Is the T9k CRD installed and does the namespace exist?"
+                ) from exc
+            if exc.status == 409:
+                raise
+            raise classify(exc, f"create {plural}/{body.get('metadata', {}).get('name')}") from exc
+
+    def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        """Read a job; ``ApiException`` 404 propagates so callers can tell "gone" from "unreachable"."""
+        return call_with_retry(
+            f"get {plural}/{name}",
+            lambda: self.custom_object_client.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, name
+            ),
+        )
+
+    def patch_job_annotations(
+        self, plural: str, namespace: str, name: str, annotations: dict[str, str]
+    ) -> None:
+        body = {"metadata": {"annotations": annotations}}
+        call_with_retry(
+            f"annotate {plural}/{name}",
+            lambda: self.custom_object_client.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, name, body
+            ),
+        )
+
+    def delete_job(
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> bool:
+        """Delete with foreground propagation; ``uid`` guards against deleting a newer job of the same name.
+
+        Returns False when there was nothing (or only a different job) to delete.
+        """
+        options = client.V1DeleteOptions(
+            propagation_policy="Foreground",
+            grace_period_seconds=grace_period_seconds,
+            preconditions=client.V1Preconditions(uid=uid) if uid else None,
+        )
+
+        def call() -> bool:
+            try:
+                self.custom_object_client.delete_namespaced_custom_object(
+                    GROUP, VERSION, namespace, plural, name, body=options
+                )
+            except client.ApiException as exc:
+                if exc.status in (404, 409):  # gone, or the uid precondition failed
+                    return False
+                raise
+            return True
+
+        return call_with_retry(f"delete {plural}/{name}", call)
+
+    # -- pods, logs, events -----------------------------------------------------------------------------
+
+    def list_job_pods(self, namespace: str, job_name: str, selector: str = "") -> list[dict[str, Any]]:
+        labels = ",".join(filter(None, [f"{OWNER_LABEL}={job_name}", selector]))
+        result = call_with_retry(
+            f"list pods of {job_name}",
+            lambda: self.core_v1_client.list_namespaced_pod(namespace, label_selector=labels),
+        )
+        return [self._to_dict(p) for p in result.items]
+
+    def read_pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        since_time: str | None = None,
+        tail_lines: int | None = None,
+        limit_bytes: int = pod_logs.READ_LIMIT_BYTES,
+    ) -> str:
+        """One bounded, timestamped read of a container's log (callers resume from the last timestamp)."""
+        kwargs: dict[str, Any] = {"container": container, "timestamps": True, "limit_bytes": limit_bytes}
+        if since_time:
+            kwargs["since_time"] = since_time
+        if tail_lines is not None:
+            kwargs["tail_lines"] = tail_lines
+
+        def call() -> str:
+            response = self.core_v1_client.read_namespaced_pod_log(
+                pod, namespace, _preload_content=False, **kwargs
+            )
+            return response.data.decode("utf-8", errors="replace")
+
+        return call_with_retry(f"read log of {pod}/{container}", call)
+
+    def list_events(self, namespace: str, involved_name: str) -> list[dict[str, Any]]:
+        result = call_with_retry(
+            f"list events of {involved_name}",
+            lambda: self.core_v1_client.list_namespaced_event(
+                namespace, field_selector=f"involvedObject.name={involved_name}", resource_version="0"
+            ),
+        )
+        return [self._to_dict(e) for e in result.items]
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            self.custom_object_client.list_namespaced_custom_object(
+                GROUP, VERSION, self.default_namespace, "genericjobs", limit=1
+            )
+        except Exception as exc:
+            return False, describe(exc)
+        return True, "Connection successfully tested: T9k Job API reachable"
+
+
+def _parse_kubeconfig(value: Any, source: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    try:
+        parsed = json.loads(value)
+    except (TypeError, ValueError):
+        parsed = yaml.safe_load(value)
+    if not isinstance(parsed, dict):
+        raise T9kFatalApiError(f"{source}: not a kubeconfig document")
+    return parsed
+
+
+def _read_kubeconfig(path: str) -> dict[str, Any]:
+    file = Path(path).expanduser()
+    try:
+        return _parse_kubeconfig(file.read_text(), str(file))
+    except OSError as exc:
+        raise T9kFatalApiError(f"cannot read kubeconfig {file}: {exc}") from exc

@@ -1,0 +1,87 @@
+"""Deadlines for waiting on a job, checked the same way by the sync wait loop and by the trigger.
+
+Every limit is anchored to an absolute instant: the job's creation time (admission/scheduling), the moment its
+Running condition turned true (running), or an epoch deadline fixed when the task started (execution_timeout).
+Restarting the triggerer or re-entering the worker therefore never extends a timeout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any, Literal, NamedTuple
+
+from t9k_provider.hooks import job_status
+
+
+def seconds(value: float | timedelta | None, field: str) -> float | None:
+    """A user-supplied duration (number of seconds or timedelta) as seconds, rejecting negatives."""
+    if value is None:
+        return None
+    result = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if result < 0:
+        raise ValueError(f"{field}: must not be negative, got {value!r}")
+    return result
+
+
+class Verdict(NamedTuple):
+    status: Literal["timeout", "failed"]
+    message: str
+
+
+@dataclass(frozen=True)
+class WaitLimits:
+    """Seconds allowed per stage; None means no limit. ``execution_deadline`` is epoch seconds."""
+
+    startup_timeout: float | None = None
+    running_timeout: float | None = None
+    execution_deadline: float | None = None
+    paused_timeout: float | None = None
+    unknown_timeout: float | None = None
+
+    def to_kwargs(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def check(self, job: dict[str, Any], now: float, first_seen: dict[str, float]) -> Verdict | None:
+        """Return why waiting must stop now, or None. ``first_seen`` remembers locally observed stages."""
+        if self.execution_deadline is not None and now >= self.execution_deadline:
+            return Verdict("timeout", "execution_timeout reached while waiting for the job")
+        state = job_status.outcome(job)
+        if state == "pending":
+            created = job_status.created_at(job)
+            start = created.timestamp() if created else first_seen.setdefault("pending", now)
+            if self.startup_timeout is not None and now - start >= self.startup_timeout:
+                return Verdict(
+                    "timeout",
+                    f"job still {job_status.phase(job) or 'Pending'} after startup_timeout="
+                    f"{self.startup_timeout:g}s (not admitted or not scheduled)",
+                )
+            return None
+        if state == "running":
+            since = job_status.running_since(job)
+            start = since.timestamp() if since else first_seen.setdefault("running", now)
+            if self.running_timeout is not None and now - start >= self.running_timeout:
+                return Verdict(
+                    "timeout", f"job still running after running_timeout={self.running_timeout:g}s"
+                )
+        if state == "paused":
+            since = job_status.paused_since(job)
+            start = since.timestamp() if since else first_seen.setdefault("paused", now)
+            if self.paused_timeout is not None and now - start >= self.paused_timeout:
+                return Verdict(
+                    "failed", f"job paused for longer than paused_timeout={self.paused_timeout:g}s"
+                )
+        else:
+            first_seen.pop("paused", None)
+        if state == "unknown":
+            start = first_seen.setdefault("unknown", now)
+            if self.unknown_timeout is not None and now - start >= self.unknown_timeout:
+                return Verdict(
+                    "failed", f"job phase Unknown for longer than unknown_timeout={self.unknown_timeout:g}s"
+                )
+        else:
+            first_seen.pop("unknown", None)
+        return None
+
+    def seconds_left(self, now: float) -> float | None:
+        return None if self.execution_deadline is None else self.execution_deadline - now

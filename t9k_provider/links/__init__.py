@@ -1,0 +1,1 @@
+"""Airflow extra links for T9k Jobs."""

@@ -1,0 +1,558 @@
+"""``T9kJobOperator``: submit a T9k Job, wait for it (in the worker or deferred), stream its logs, clean up.
+
+The job's status is the only source of truth for the task's outcome. Parsing a DAG file imports none of the
+Kubernetes clients nor the job models: they load inside ``execute``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator, conf
+
+from t9k_provider.hooks import job_status
+from t9k_provider.hooks.wait_limits import WaitLimits, seconds
+from t9k_provider.links.job import T9kJobLink
+from t9k_provider.operators import identity as ident
+from t9k_provider.operators.replicas import ReplicaTarget, default_targets, parse_targets
+
+if TYPE_CHECKING:
+    from t9k_provider.hooks.t9k import T9kHook
+
+ReattachPolicy = str | Callable[[dict[str, Any]], bool]
+REATTACH_POLICIES = ("if_unchecked", "if_running", "never")
+ON_FINISH_ACTIONS = ("keep", "delete", "delete_on_success")
+ON_KILL_ACTIONS = ("delete", "keep")
+#: XCom key holding the job identity, pushed before any waiting so a failed task still names its job.
+IDENTITY_XCOM_KEY = "t9k_job"
+#: How long a replaced or terminating job may take to disappear before a new one is created.
+DELETION_WAIT_SECONDS = 300.0
+
+
+class T9kJobFailed(AirflowFailException):
+    """The job ended Failed: retrying the task would rerun the same spec into the same failure."""
+
+
+class T9kJobTimeout(AirflowException):
+    """A wait limit was reached; the job was stopped per ``on_kill_action`` and the task may retry."""
+
+
+class JobRef(NamedTuple):
+    """Everything needed to find the job again: travels in defer kwargs and XCom as a dict."""
+
+    kind: str
+    plural: str
+    name: str
+    namespace: str
+    uid: str | None
+
+
+def _choice(value: str, allowed: Sequence[str], field: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"{field}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+class T9kJobOperator(BaseOperator):
+    """Run a T9k Job of any kind and succeed or fail with it.
+
+    :param manifest: the job: a dict, YAML/JSON text, a ``.yaml``/``.yml``/``.json`` file path (relative
+        to the DAG folder or ``template_searchpath``, or absolute; Jinja-rendered once) or a
+        ``t9k_provider.jobs`` model.
+    :param namespace: overrides the connection's namespace; must agree with ``metadata.namespace``.
+    :param kubernetes_conn_id: a ``kubernetes`` connection (``in_cluster``, ``kube_config_path``,
+        ``kube_config``, ``cluster_context``, ``namespace``).
+    :param wait_for_completion: False returns right after submission (or adoption).
+    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param poll_interval: seconds between status reads (jittered by +-20%).
+    :param startup_timeout: seconds from the job's creation until it leaves Pending (admission + scheduling).
+    :param running_timeout: seconds the job may run once its Running condition is true.
+    :param paused_timeout: seconds the job may stay Paused before the task fails (None: wait).
+    :param unknown_timeout: seconds the job may stay Unknown before the task fails (None: wait).
+    :param reattach_policy: when a job from an earlier try of this task instance exists: ``if_unchecked``
+        adopts it unless an earlier try already reported its outcome; ``if_running`` adopts only an unfinished
+        job; ``never`` replaces it; or a callable ``(job: dict) -> bool``. Replacing deletes the old job
+        first.
+    :param on_finish_action: ``keep``, ``delete`` or ``delete_on_success`` once the job is terminal.
+    :param on_kill_action: ``delete`` or ``keep`` the job when the task is killed or times out.
+    :param get_logs: copy replica logs into the task log.
+    :param log_replicas: ``"all"``, ``"<type>"`` or ``"<type>/<index>"`` (or a list); default: the
+        kind's leader replica.
+    :param logging_interval: deferrable mode only: seconds between worker re-entries that print new log lines;
+        None prints the logs once the job is finished.
+    :param failure_log_lines: log lines of the failing replica included in the failure report.
+    :param retry_on_job_failure: raise a retryable error (a new job on retry) instead of failing for good.
+    :param job_url_template: URL of the extra link, e.g. ``https://t9k.example/jobs/{namespace}/{name}``;
+        default ``[t9k] job_url_template``.
+    """
+
+    template_fields: Sequence[str] = (
+        "manifest",
+        "namespace",
+        "kubernetes_conn_id",
+        "cluster_context",
+        "config_file",
+        "log_replicas",
+    )
+    template_ext: Sequence[str] = (".yaml", ".yml", ".json")
+    template_fields_renderers = {"manifest": "yaml"}
+    operator_extra_links = (T9kJobLink(),)
+    ui_color = "#e8f0fe"
+
+    #: Set by the per-kind subclasses; None accepts every kind.
+    job_kind: str | None = None
+
+    def __init__(
+        self,
+        *,
+        manifest: Any,
+        namespace: str | None = None,
+        kubernetes_conn_id: str = "kubernetes_default",
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        in_cluster: bool | None = None,
+        wait_for_completion: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = 10.0,
+        startup_timeout: float | timedelta | None = None,
+        running_timeout: float | timedelta | None = None,
+        paused_timeout: float | timedelta | None = None,
+        unknown_timeout: float | timedelta | None = None,
+        reattach_policy: ReattachPolicy = "if_unchecked",
+        on_finish_action: str = "keep",
+        on_kill_action: str = "delete",
+        get_logs: bool = True,
+        log_replicas: str | Sequence[str] | None = None,
+        logging_interval: float | None = None,
+        failure_log_lines: int = 50,
+        retry_on_job_failure: bool = False,
+        job_url_template: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.manifest = manifest.to_manifest() if hasattr(manifest, "to_manifest") else manifest
+        self.namespace = namespace
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.in_cluster = in_cluster
+        self.wait_for_completion = wait_for_completion
+        self.deferrable = deferrable
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval: must be positive, got {poll_interval!r}")
+        self.poll_interval = float(poll_interval)
+        self.startup_timeout = seconds(startup_timeout, "startup_timeout")
+        self.running_timeout = seconds(running_timeout, "running_timeout")
+        self.paused_timeout = seconds(paused_timeout, "paused_timeout")
+        self.unknown_timeout = seconds(unknown_timeout, "unknown_timeout")
+        if not callable(reattach_policy):
+            _choice(reattach_policy, REATTACH_POLICIES, "reattach_policy")
+        self.reattach_policy = reattach_policy
+        self.on_finish_action = _choice(on_finish_action, ON_FINISH_ACTIONS, "on_finish_action")
+        self.on_kill_action = _choice(on_kill_action, ON_KILL_ACTIONS, "on_kill_action")
+        self.get_logs = get_logs
+        self.log_replicas = log_replicas
+        if log_replicas is not None and "{{" not in str(log_replicas):
+            parse_targets(log_replicas)  # fail at DAG parse time, not after submission
+        self.logging_interval = seconds(logging_interval, "logging_interval")
+        self.failure_log_lines = failure_log_lines
+        self.retry_on_job_failure = retry_on_job_failure
+        self.job_url_template = job_url_template or conf.get("t9k", "job_url_template", fallback=None)
+        self._job: JobRef | None = None
+        self._killed = False
+
+    # -- hook -------------------------------------------------------------------------------------------
+
+    @cached_property
+    def hook(self) -> T9kHook:
+        from t9k_provider.hooks.t9k import T9kHook
+
+        return T9kHook(
+            conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+
+    # -- building the manifest --------------------------------------------------------------------------
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        # Jinja's loader only searches the DAG folder and template_searchpath; an absolute file path is read
+        # here so it is rendered exactly once like any other template.
+        if isinstance(self.manifest, str) and self.manifest.endswith(tuple(self.template_ext)):
+            path = Path(self.manifest)
+            if path.is_absolute() and path.is_file():
+                self.manifest = path.read_text()
+        super().render_template_fields(context, jinja_env)
+
+    def build_manifest(self, task_identity: dict[str, str] | None, try_number: int | None) -> dict[str, Any]:
+        """Validate with the job models (before any API call) and add name, namespace and annotations."""
+        from t9k_provider.jobs import ManifestError, load
+
+        try:
+            model = load(self.manifest)
+        except ManifestError as exc:
+            raise AirflowFailException(f"invalid T9k Job manifest:\n{exc}") from exc
+        except (OSError, ValueError) as exc:
+            raise AirflowFailException(f"cannot read the T9k Job manifest: {exc}") from exc
+        if self.job_kind is not None and self.job_kind != model.KIND:
+            raise AirflowFailException(
+                f"kind: {type(self).__name__} runs {self.job_kind} jobs, the manifest is a {model.KIND}; "
+                "use T9kJobOperator or the matching operator"
+            )
+        body = model.to_manifest()
+        meta = body.setdefault("metadata", {})
+        stated = meta.get("namespace")
+        if self.namespace and stated and stated != self.namespace:
+            raise AirflowFailException(
+                f"metadata.namespace: {stated!r} disagrees with the operator's namespace={self.namespace!r}"
+            )
+        if not meta.get("name"):
+            placeholder = {ident.DAG_ID: self.dag_id, ident.TASK_ID: self.task_id, ident.RUN_ID: "dry-run"}
+            key = task_identity or {**placeholder, ident.MAP_INDEX: "-1"}
+            meta["name"] = ident.job_name(key, prefix=meta.pop("generateName", None))
+        if task_identity is not None:
+            meta["annotations"] = {
+                **(meta.get("annotations") or {}),
+                **ident.annotations(task_identity, try_number),
+            }
+        return body
+
+    def _plural(self, kind: str) -> str:
+        from t9k_provider.jobs import KINDS
+
+        return KINDS[kind].PLURAL
+
+    def dry_run(self) -> None:
+        """Print the manifest that would be submitted; needs neither credentials nor a cluster."""
+        import yaml
+
+        body = self.build_manifest(None, None)
+        body["metadata"].setdefault("namespace", self.namespace or "<connection namespace>")
+        print(yaml.safe_dump(body, sort_keys=False))
+
+    # -- execute ----------------------------------------------------------------------------------------
+
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        ti = context["ti"]
+        task_identity = ident.task_identity(ti)
+        body = self.build_manifest(task_identity, getattr(ti, "try_number", None))
+        kind = body["kind"]
+        plural = self._plural(kind)
+        namespace = self.namespace or body["metadata"].get("namespace") or self.hook.default_namespace
+        body["metadata"]["namespace"] = namespace
+        self.log.info(
+            "T9k %s %s/%s (connection %s)", kind, namespace, body["metadata"]["name"], self.kubernetes_conn_id
+        )
+        job = self._submit_or_adopt(body, plural, task_identity)
+        ref = JobRef(kind, plural, job["metadata"]["name"], namespace, job["metadata"].get("uid"))
+        self._job = ref
+        ti.xcom_push(key=IDENTITY_XCOM_KEY, value=ref._asdict())
+        T9kJobLink.persist(context, self.job_url_template, ref._asdict())
+        if not self.wait_for_completion:
+            return job_status.summary(job)
+        limits = self._limits(context)
+        if self.deferrable:
+            self._defer(ref, limits, cursors={})
+        return self._wait_here(context, ref, limits)
+
+    def _limits(self, context: Any) -> WaitLimits:
+        deadline = None
+        if self.execution_timeout:
+            ti = context["ti"]
+            started = getattr(ti, "start_date", None) or datetime.now(timezone.utc)
+            deadline = started.timestamp() + self.execution_timeout.total_seconds()
+        return WaitLimits(
+            startup_timeout=self.startup_timeout,
+            running_timeout=self.running_timeout,
+            execution_deadline=deadline,
+            paused_timeout=self.paused_timeout,
+            unknown_timeout=self.unknown_timeout,
+        )
+
+    # -- submission and adoption --------------------------------------------------------------------------
+
+    def _submit_or_adopt(
+        self, body: dict[str, Any], plural: str, task_identity: dict[str, str]
+    ) -> dict[str, Any]:
+        from kubernetes.client import ApiException
+
+        name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
+        for _ in range(3):
+            try:
+                created = self.hook.create_job(plural, namespace, body)
+                self.log.info("created job %s/%s uid=%s", namespace, name, created["metadata"].get("uid"))
+                return created
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+            try:
+                existing = self.hook.get_job(plural, namespace, name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue  # deleted between our create and get: create again
+                raise
+            if not ident.is_ours(existing, task_identity):
+                owner = (existing.get("metadata") or {}).get("annotations") or {}
+                marks = {k: v for k, v in owner.items() if k.startswith(ident.ANNOTATION_PREFIX)}
+                raise AirflowFailException(
+                    f"a {body['kind']} named {namespace}/{name} already exists and was not created by this "
+                    f"task instance (its Airflow annotations: {marks or 'none'}); "
+                    "choose another metadata.name or delete that job"
+                )
+            if (existing.get("metadata") or {}).get("deletionTimestamp") is None and self._adopt(existing):
+                self.log.info(
+                    "adopting job %s/%s (phase %s) left by an earlier try",
+                    namespace,
+                    name,
+                    job_status.phase(existing) or "unset",
+                )
+                return existing
+            self.log.info(
+                "replacing job %s/%s from an earlier try (reattach_policy=%s)",
+                namespace,
+                name,
+                getattr(self.reattach_policy, "__name__", self.reattach_policy),
+            )
+            self.hook.delete_job(plural, namespace, name, uid=existing["metadata"].get("uid"))
+            self._wait_gone(plural, namespace, name)
+        raise AirflowException(f"job {namespace}/{name} kept reappearing while being replaced; try again")
+
+    def _adopt(self, job: dict[str, Any]) -> bool:
+        policy = self.reattach_policy
+        if callable(policy):
+            return bool(policy(job))
+        if policy == "never":
+            return False
+        if policy == "if_running":
+            return job_status.outcome(job) not in ("succeeded", "failed")
+        return not ident.is_checked(job)
+
+    def _wait_gone(self, plural: str, namespace: str, name: str) -> None:
+        from kubernetes.client import ApiException
+
+        deadline = time.monotonic() + DELETION_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                self.hook.get_job(plural, namespace, name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                raise
+            time.sleep(1.0)
+        raise AirflowException(
+            f"job {namespace}/{name} still exists {DELETION_WAIT_SECONDS:g}s after deletion"
+        )
+
+    # -- waiting ------------------------------------------------------------------------------------------
+
+    def _log_follower(self, ref: JobRef, body: dict[str, Any] | None, cursors: dict[str, list[int]]) -> Any:
+        from t9k_provider.hooks.log_follower import LogFollower
+
+        targets = self._targets(ref.kind, body or {})
+        return LogFollower(
+            self.hook,
+            ref.namespace,
+            ref.name,
+            lambda labels: any(t.matches(labels) for t in targets),
+            cursors=cursors,
+            log=self.log,
+        )
+
+    def _targets(self, kind: str, body: dict[str, Any]) -> list[ReplicaTarget]:
+        if self.log_replicas is not None:
+            return parse_targets(self.log_replicas)
+        return default_targets(kind, body)
+
+    def _read(self, ref: JobRef) -> dict[str, Any]:
+        from kubernetes.client import ApiException
+
+        try:
+            job = self.hook.get_job(ref.plural, ref.namespace, ref.name)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise AirflowException(
+                    f"job {ref.namespace}/{ref.name} was deleted while the task waited"
+                ) from exc
+            from t9k_provider.hooks.errors import classify
+
+            raise classify(exc, f"read job {ref.name}") from exc
+        if ref.uid and job["metadata"].get("uid") != ref.uid:
+            raise AirflowException(f"job {ref.namespace}/{ref.name} was replaced by another object")
+        return job
+
+    def _wait_here(self, context: Any, ref: JobRef, limits: WaitLimits) -> dict[str, Any]:
+        job = self._read(ref)
+        follower = self._log_follower(ref, job, {}) if self.get_logs else None
+        first_seen: dict[str, float] = {}
+        while True:
+            if self._killed:
+                raise AirflowException(
+                    f"task killed while job {ref.name} ran (on_kill_action={self.on_kill_action})"
+                )
+            if follower is not None:
+                follower.poll()
+            state = job_status.outcome(job)
+            if state in ("succeeded", "failed"):
+                return self._conclude(ref, None, follower)
+            verdict = limits.check(job, time.time(), first_seen)
+            if verdict is not None:
+                return self._conclude(ref, {"status": verdict.status, "message": verdict.message}, follower)
+            time.sleep(self.poll_interval * random.uniform(0.8, 1.2))
+            job = self._read(ref)
+
+    def _defer(self, ref: JobRef, limits: WaitLimits, cursors: dict[str, list[int]]) -> None:
+        from t9k_provider.triggers.job import T9kJobTrigger
+
+        trigger = T9kJobTrigger(
+            credentials=self.hook.credentials,
+            kind=ref.kind,
+            plural=ref.plural,
+            name=ref.name,
+            namespace=ref.namespace,
+            uid=ref.uid,
+            poll_interval=self.poll_interval,
+            limits=limits.to_kwargs(),
+            logging_interval=self.logging_interval if self.get_logs else None,
+            on_kill_action=self.on_kill_action,
+        )
+        timeout = None
+        if limits.execution_deadline is not None:
+            # Leave the trigger time to report the timeout itself, so the job is stopped rather than orphaned.
+            padding = max(60.0, 2 * self.poll_interval)
+            timeout = timedelta(seconds=max(0.0, limits.execution_deadline - time.time()) + padding)
+        self.defer(
+            trigger=trigger,
+            method_name="execute_complete",
+            kwargs={"job": ref._asdict(), "cursors": cursors, "limits": limits.to_kwargs()},
+            timeout=timeout,
+        )
+
+    def execute_complete(
+        self,
+        context: Any,
+        event: dict[str, Any],
+        job: dict[str, Any],
+        cursors: dict[str, list[int]] | None = None,
+        limits: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Resume after the trigger fired: print new logs, then re-read the job before deciding anything."""
+        ref = JobRef(**job)
+        self._job = ref
+        follower = self._log_follower(ref, None, cursors or {}) if self.get_logs else None
+        if event.get("status") == "running":
+            if follower is not None:
+                follower.poll()
+            self._defer(ref, WaitLimits(**(limits or {})), follower.cursors if follower else {})
+        return self._conclude(ref, event, follower)
+
+    # -- concluding ---------------------------------------------------------------------------------------
+
+    def _conclude(self, ref: JobRef, event: dict[str, Any] | None, follower: Any) -> dict[str, Any]:
+        """Decide from a fresh read of the job; ``event`` only explains why waiting stopped early."""
+        job = self._read(ref)
+        if follower is not None:
+            follower.poll()
+        state = job_status.outcome(job)
+        if state == "succeeded":
+            self._mark_checked(ref)
+            if self.on_finish_action in ("delete", "delete_on_success"):
+                self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
+            self.log.info("job %s/%s succeeded", ref.namespace, ref.name)
+            return job_status.summary(job)
+        report = self._failure_report(ref, job, follower)
+        if state == "failed":
+            self._mark_checked(ref)
+            if self.on_finish_action == "delete":
+                self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
+            message = f"job {ref.namespace}/{ref.name} failed: {job_status.failure_reason(job)}\n{report}"
+            self.log.error("%s", message)
+            raise (AirflowException if self.retry_on_job_failure else T9kJobFailed)(message)
+        status = (event or {}).get("status")
+        reason = (event or {}).get(
+            "message"
+        ) or f"stopped waiting in phase {job_status.phase(job) or 'unset'}"
+        if status in ("timeout", "failed") and self.on_kill_action == "delete":
+            self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
+            reason += "; the job was deleted (on_kill_action=delete)"
+        message = f"job {ref.namespace}/{ref.name}: {reason}\n{report}"
+        self.log.error("%s", message)
+        if status == "timeout":
+            raise T9kJobTimeout(message)
+        if status == "failed" or (event or {}).get("retryable") is False:
+            raise AirflowFailException(message)
+        raise AirflowException(message)
+
+    def _mark_checked(self, ref: JobRef) -> None:
+        try:
+            self.hook.patch_job_annotations(ref.plural, ref.namespace, ref.name, {ident.CHECKED: "true"})
+        except Exception as exc:  # the outcome stands; a later try would merely re-report it
+            self.log.warning("could not mark job %s as checked: %s", ref.name, exc)
+
+    def _failure_report(self, ref: JobRef, job: dict[str, Any], follower: Any) -> str:
+        """Conditions, the failing replica's last log lines and recent events: what the user needs first."""
+        lines = [f"phase: {job_status.phase(job) or 'unset'}"]
+        lines += [
+            f"condition {c['type']}={c.get('status')}: {c.get('reason', '')} {c.get('message', '')}".rstrip()
+            for c in job_status.conditions(job)
+        ]
+        from t9k_provider.hooks.log_follower import LogFollower
+
+        reader = follower or LogFollower(self.hook, ref.namespace, ref.name, lambda _: True, log=self.log)
+        for pod_name in job_status.failed_replicas(job)[:1]:
+            containers = self._containers_of(ref, pod_name)
+            lines.append(f"last {self.failure_log_lines} log lines of {pod_name}:")
+            lines += reader.tail(pod_name, containers, self.failure_log_lines)
+        lines += self._events(ref, job)
+        return "\n".join(lines)
+
+    def _containers_of(self, ref: JobRef, pod_name: str) -> list[str]:
+        try:
+            pods = self.hook.list_job_pods(ref.namespace, ref.name)
+        except Exception:
+            return []
+        for pod in pods:
+            if pod["metadata"]["name"] == pod_name:
+                return [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        return []
+
+    def _events(self, ref: JobRef, job: dict[str, Any]) -> list[str]:
+        names = [ref.name, *job_status.failed_replicas(job)[:1]]
+        out = []
+        for name in names:
+            try:
+                events = self.hook.list_events(ref.namespace, name)
+            except Exception as exc:
+                out.append(f"events of {name} unavailable: {exc}")
+                continue
+            for event in events[-10:]:
+                out.append(f"event {name}: {event.get('type')} {event.get('reason')}: {event.get('message')}")
+        return out
+
+    # -- kill ---------------------------------------------------------------------------------------------
+
+    def on_kill(self) -> None:
+        """Stop the job (per ``on_kill_action``) and make sure the interrupted wait ends in failure."""
+        self._killed = True
+        ref = self._job
+        if ref is None or self.on_kill_action != "delete":
+            return
+        from t9k_provider.hooks.t9k import T9kHook
+
+        # A fresh hook: the signal may have interrupted a request on the main hook's connection pool.
+        hook = T9kHook(
+            conn_id=self.kubernetes_conn_id,
+            cluster_context=self.cluster_context,
+            config_file=self.config_file,
+            in_cluster=self.in_cluster,
+        )
+        deleted = hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
+        self.log.info(
+            "task killed: job %s/%s %s", ref.namespace, ref.name, "deleted" if deleted else "already gone"
+        )

@@ -1,0 +1,1 @@
+"""Airflow sensors for T9k Jobs."""

@@ -1,0 +1,143 @@
+"""``T9kJobSensor``: wait for an existing T9k Job (created elsewhere) in poke, reschedule or deferrable mode.
+
+Succeeded -> success; Failed -> ``AirflowFailException`` with the controller's reason; Paused and Unknown keep
+the sensor waiting unless ``paused_timeout``/``unknown_timeout`` bound them. The sensor's own ``timeout``
+applies as usual.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.compat.sdk import (
+    AirflowException,
+    AirflowFailException,
+    BaseSensorOperator,
+    conf,
+)
+
+from t9k_provider.hooks import job_status
+from t9k_provider.hooks.wait_limits import WaitLimits, seconds
+
+if TYPE_CHECKING:
+    from t9k_provider.hooks.t9k import T9kHook
+
+
+class T9kJobSensor(BaseSensorOperator):
+    """Wait until the job ``kind``/``name`` in ``namespace`` is terminal.
+
+    :param kind: the job's kind, e.g. ``PyTorchTrainingJob`` (old spellings accepted).
+    :param name: the job's name (templated; e.g. ``{{ ti.xcom_pull('train', key='t9k_job')['name'] }}``).
+    :param namespace: default: the connection's namespace.
+    :param paused_timeout: fail once the job has been Paused this many seconds (None: keep waiting).
+    :param unknown_timeout: fail once the job has been Unknown this many seconds (None: keep waiting).
+    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    """
+
+    template_fields: Sequence[str] = ("name", "namespace", "kubernetes_conn_id")
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        kubernetes_conn_id: str = "kubernetes_default",
+        paused_timeout: float | timedelta | None = None,
+        unknown_timeout: float | timedelta | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.kind = kind
+        self.name = name
+        self.namespace = namespace
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.paused_timeout = seconds(paused_timeout, "paused_timeout")
+        self.unknown_timeout = seconds(unknown_timeout, "unknown_timeout")
+        self.deferrable = deferrable
+        self._first_seen: dict[str, float] = {}
+
+    @cached_property
+    def hook(self) -> T9kHook:
+        from t9k_provider.hooks.t9k import T9kHook
+
+        return T9kHook(conn_id=self.kubernetes_conn_id)
+
+    @cached_property
+    def plural(self) -> str:
+        from t9k_provider.jobs import KINDS
+        from t9k_provider.jobs.constants import KIND_ALIASES
+
+        kind = KIND_ALIASES.get(self.kind, self.kind)
+        if kind not in KINDS:
+            raise AirflowFailException(
+                f"kind: {self.kind!r} is not a T9k Job kind ({', '.join(sorted(KINDS))})"
+            )
+        return KINDS[kind].PLURAL
+
+    def _namespace(self) -> str:
+        return self.namespace or self.hook.default_namespace
+
+    def _limits(self) -> WaitLimits:
+        return WaitLimits(paused_timeout=self.paused_timeout, unknown_timeout=self.unknown_timeout)
+
+    def execute(self, context: Any) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        if not self.poke(context):
+            self._defer()
+        return None
+
+    def _defer(self) -> None:
+        from t9k_provider.triggers.job import T9kJobTrigger
+
+        self.defer(
+            trigger=T9kJobTrigger(
+                credentials=self.hook.credentials,
+                kind=self.kind,
+                plural=self.plural,
+                name=self.name,
+                namespace=self._namespace(),
+                poll_interval=self.poke_interval,
+                limits=self._limits().to_kwargs(),
+                on_kill_action="keep",  # the sensor never owns the job
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout) if self.timeout else None,
+        )
+
+    def poke(self, context: Any) -> bool:
+        from kubernetes.client import ApiException
+
+        from t9k_provider.hooks.errors import classify
+
+        try:
+            job = self.hook.get_job(self.plural, self._namespace(), self.name)
+        except ApiException as exc:
+            raise classify(exc, f"read {self.kind} {self.name}") from exc
+        state = job_status.outcome(job)
+        self.log.info("job %s/%s phase %s", self._namespace(), self.name, job_status.phase(job) or "unset")
+        if state == "succeeded":
+            return True
+        if state == "failed":
+            raise AirflowFailException(f"job {self.name} failed: {job_status.failure_reason(job)}")
+        # A rescheduled sensor is a new instance: the Paused condition's timestamp still bounds Paused, while
+        # Unknown (no condition) is bounded per sensor run.
+        verdict = self._limits().check(job, time.time(), self._first_seen)
+        if verdict is not None:
+            raise AirflowFailException(f"job {self.name}: {verdict.message}")
+        return False
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> None:
+        status = event.get("status")
+        if status == "succeeded":
+            return
+        message = f"job {self.name}: {event.get('message') or status}"
+        if status in ("failed", "timeout") or event.get("retryable") is False:
+            raise AirflowFailException(message)
+        raise AirflowException(message)

@@ -1,0 +1,1 @@
+"""Airflow triggers for T9k Jobs."""

@@ -1,0 +1,176 @@
+"""``T9kJobTrigger``: wait for a T9k Job in the triggerer without holding a worker slot.
+
+It polls the job with one GET per (jittered) interval on its own async client, enforces the absolute deadlines
+of ``WaitLimits``, and fires exactly one event: ``succeeded``, ``failed``, ``timeout``, ``error`` or
+``running`` (a periodic hand-back so the worker can print new log lines). It never buffers logs, and it
+deletes the job only when a user kills the task (``on_kill``), never when the triggerer restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from t9k_provider.hooks import job_status
+from t9k_provider.hooks.wait_limits import WaitLimits
+
+#: Consecutive transient API failures tolerated before the trigger hands a retryable error to the task.
+MAX_CONSECUTIVE_ERRORS = 20
+#: Fresh clients opened after a 401, so expiring exec-plugin tokens are reloaded.
+MAX_REAUTHENTICATIONS = 3
+
+
+class T9kJobTrigger(BaseTrigger):
+    """Fires when the job is terminal, a limit is hit, or ``logging_interval`` elapsed."""
+
+    def __init__(
+        self,
+        *,
+        credentials: dict[str, Any],
+        kind: str,
+        plural: str,
+        name: str,
+        namespace: str,
+        uid: str | None = None,
+        poll_interval: float = 10.0,
+        limits: dict[str, Any] | None = None,
+        logging_interval: float | None = None,
+        on_kill_action: str = "delete",
+    ) -> None:
+        super().__init__()
+        self.credentials = credentials
+        self.kind = kind
+        self.plural = plural
+        self.name = name
+        self.namespace = namespace
+        self.uid = uid
+        self.poll_interval = poll_interval
+        self.limits = dict(limits or {})
+        self.logging_interval = logging_interval
+        self.on_kill_action = on_kill_action
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "credentials": self.credentials,
+                "kind": self.kind,
+                "plural": self.plural,
+                "name": self.name,
+                "namespace": self.namespace,
+                "uid": self.uid,
+                "poll_interval": self.poll_interval,
+                "limits": self.limits,
+                "logging_interval": self.logging_interval,
+                "on_kill_action": self.on_kill_action,
+            },
+        )
+
+    def _event(
+        self, status: str, message: str, job: dict[str, Any] | None = None, **extra: Any
+    ) -> TriggerEvent:
+        identity = {"name": self.name, "namespace": self.namespace, "uid": self.uid, "kind": self.kind}
+        return TriggerEvent(
+            {
+                "status": status,
+                "message": message,
+                "job": job_status.summary(job) if job else identity,
+                **extra,
+            }
+        )
+
+    def _client(self) -> Any:
+        from t9k_provider.hooks.async_t9k import AsyncT9kClient
+
+        return AsyncT9kClient(self.credentials)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from t9k_provider.hooks.errors import (
+            api_status,
+            backoff_seconds,
+            describe,
+            is_api_exception,
+            is_transient,
+        )
+
+        limits = WaitLimits(**self.limits)
+        first_seen: dict[str, float] = {}
+        hand_back_at = time.time() + self.logging_interval if self.logging_interval else None
+        errors = reauthentications = 0
+        while True:
+            async with self._client() as api:
+                while True:
+                    now = time.time()
+                    try:
+                        job = await api.get_job(self.plural, self.namespace, self.name)
+                    except Exception as exc:
+                        status = api_status(exc) if is_api_exception(exc) else None
+                        if status == 401 and reauthentications < MAX_REAUTHENTICATIONS:
+                            reauthentications += 1
+                            break  # reopen the client: reloads (exec-plugin) credentials
+                        if status == 404:
+                            yield self._event(
+                                "error", f"job {self.namespace}/{self.name} was deleted", retryable=False
+                            )
+                            return
+                        if not is_transient(exc) or errors >= MAX_CONSECUTIVE_ERRORS:
+                            yield self._event(
+                                "error",
+                                f"reading job {self.name}: {describe(exc)}",
+                                retryable=is_transient(exc),
+                            )
+                            return
+                        errors += 1
+                        self.log.warning("transient error reading job %s (%s): %s", self.name, errors, exc)
+                        if limits.execution_deadline is not None and now >= limits.execution_deadline:
+                            yield self._event(
+                                "timeout", "execution_timeout reached while the API was unreachable"
+                            )
+                            return
+                        await asyncio.sleep(backoff_seconds(errors, exc))
+                        continue
+                    errors = 0
+                    uid = (job.get("metadata") or {}).get("uid")
+                    if self.uid and uid != self.uid:
+                        yield self._event(
+                            "error",
+                            f"job {self.name} was replaced by another object (uid {uid})",
+                            job,
+                            retryable=False,
+                        )
+                        return
+                    state = job_status.outcome(job)
+                    if state in ("succeeded", "failed"):
+                        yield self._event(
+                            state, job_status.failure_reason(job) if state == "failed" else "", job
+                        )
+                        return
+                    verdict = limits.check(job, now, first_seen)
+                    if verdict is not None:
+                        yield self._event(verdict.status, verdict.message, job)
+                        return
+                    if hand_back_at is not None and now >= hand_back_at:
+                        yield self._event("running", "", job)
+                        return
+                    await asyncio.sleep(self._next_sleep(limits, now))
+
+    def _next_sleep(self, limits: WaitLimits, now: float) -> float:
+        """Jittered poll interval, shortened so the execution deadline is observed on time."""
+        delay = self.poll_interval * random.uniform(0.8, 1.2)
+        left = limits.seconds_left(now)
+        return max(0.05, min(delay, left)) if left is not None else delay
+
+    async def on_kill(self) -> None:
+        """A user killed the deferred task (Airflow >= 3.3): stop the job unless told to keep it."""
+        if self.on_kill_action != "delete":
+            return
+        async with self._client() as api:
+            deleted = await api.delete_job(self.plural, self.namespace, self.name, uid=self.uid)
+        self.log.info(
+            "task killed: job %s/%s %s", self.namespace, self.name, "deleted" if deleted else "already gone"
+        )
