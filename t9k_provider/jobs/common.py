@@ -14,14 +14,14 @@ CleanUpPolicy = Literal["All", "Unfinished", "None"]
 
 
 class RestartPolicy(Model):
-    """Variant A restart policy: a policy name plus a per-replica restart budget."""
+    """What to do when a replica fails, and how many times each replica may be restarted."""
 
     policy: RestartPolicyName = "OnFailure"
     limit: int = Field(0, ge=0, le=32767)
 
 
 class ReplicaSpec(Model):
-    """Variant A replica spec (GenericJob; MPIJob and ColossalAIJob `replicaSpecs` shape)."""
+    """Replicas of one type, with a restart policy object (`{policy, limit}`)."""
 
     type: str = Field(min_length=1)
     replicas: int = Field(1, ge=1)
@@ -30,7 +30,7 @@ class ReplicaSpec(Model):
 
 
 class TrainingReplicaSpec(Model):
-    """Variant B replica spec (PyTorch, TensorFlow and XGBoost TrainingJobs)."""
+    """Replicas of one type; restarts are limited job-wide by `runPolicy.backoffLimit`."""
 
     type: str = Field(min_length=1)
     replicas: int = Field(1, ge=1)
@@ -39,7 +39,7 @@ class TrainingReplicaSpec(Model):
 
 
 class PyTorchReplicaSpec(TrainingReplicaSpec):
-    """Variant B plus `scalingWeight`, which spreads elastic replicas across types."""
+    """Replicas of one type; `scalingWeight` spreads elastic replicas across types."""
 
     scaling_weight: int | None = Field(None, ge=0)
 
@@ -112,7 +112,7 @@ class T9kScheduler(Model):
 class SchedulePolicy(Model):
     """Absent: the default kube-scheduler; `t9kScheduler`: a PodGroup in a T9k queue."""
 
-    t9k_scheduler: T9kScheduler | None = None
+    t9k_scheduler: T9kScheduler | None = Field(None, alias="t9kScheduler")
 
 
 class ElasticConfig(Model):
