@@ -126,6 +126,10 @@ class Informer:
                 raise
             except ApiError as exc:
                 cause = "expired" if exc.expired else "error"
+                if exc.not_found and not self._store:
+                    # The type is not served (an optional CRD such as FlinkCluster is not installed): there is
+                    # nothing to cache, so count as synced and look again later.
+                    self.synced.set()
                 if not exc.expired:
                     await self._sleep_after_error(exc, backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF)

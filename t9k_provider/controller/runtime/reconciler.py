@@ -195,7 +195,7 @@ class Reconciler:
                     return True
                 message = f"{kind} {name!r} already exists and is not owned by this job"
                 return await self._create_failed(job, name, kind, "ResourceExists", message)
-            if exc.status in (400, 403, 422):
+            if exc.status in (400, 403, 404, 422):
                 message = f"cannot create {kind} {name!r}: {exc.message}"
                 return await self._create_failed(job, name, kind, "FailedCreate", message)
             raise
