@@ -1,0 +1,111 @@
+"""The SQLite store: revisions, restart, event history, compaction, indexes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from t9k_provider.local.store import ADDED, DELETED, MODIFIED, Compacted, Conflict, Store
+
+
+def _obj(name: str, ns: str = "default", **extra: object) -> dict:
+    return {"metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", **extra}, "data": {"v": name}}
+
+
+def test_every_write_gets_the_next_revision_as_a_string(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    a = store.create("", "configmaps", _obj("a"))
+    b = store.create("", "configmaps", _obj("b"))
+    a2 = store.update("", "configmaps", {**_obj("a"), "data": {"v": "2"}})
+    gone = store.delete(("", "configmaps", "default", "b"))
+    assert [a["metadata"]["resourceVersion"], b["metadata"]["resourceVersion"]] == ["1", "2"]
+    assert a2["metadata"]["resourceVersion"] == "3"
+    assert gone["metadata"]["resourceVersion"] == "4"  # DELETED carries the deletion's revision
+    assert store.revision == 4
+    assert [o["metadata"]["name"] for o in store.list("", "configmaps")] == ["a"]
+
+
+def test_create_of_existing_and_update_of_missing_conflict(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.create("", "configmaps", _obj("a"))
+    with pytest.raises(Conflict):
+        store.create("", "configmaps", _obj("a"))
+    with pytest.raises(Conflict):
+        store.update("", "configmaps", _obj("missing"))
+    with pytest.raises(Conflict):
+        store.delete(("", "configmaps", "default", "missing"))
+    assert store.revision == 1
+
+
+def test_restart_keeps_objects_revision_and_history(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    for i in range(5):
+        store.create("", "configmaps", _obj(f"c{i}"))
+    store.delete(("", "configmaps", "default", "c0"))
+    store.close()
+    again = Store(tmp_path / "s.db")
+    assert again.revision == 6
+    assert [o["metadata"]["name"] for o in again.list("", "configmaps")] == ["c1", "c2", "c3", "c4"]
+    events = list(again.events_since(4, "", "configmaps"))
+    assert [(e.type, e.revision) for e in events] == [(ADDED, 5), (DELETED, 6)]
+    assert events[1].prev is not None and events[1].prev["metadata"]["name"] == "c0"
+    assert again.create("", "configmaps", _obj("c9"))["metadata"]["resourceVersion"] == "7"
+
+
+def test_events_since_filters_by_resource_and_compaction_expires(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.create("", "configmaps", _obj("a"))
+    store.create("", "secrets", _obj("s"))
+    store.update("", "configmaps", _obj("a"))
+    assert [(e.type, e.revision) for e in store.events_since(0, "", "configmaps")] == [(ADDED, 1), (MODIFIED, 3)]
+    assert store.compact(2) == 2
+    with pytest.raises(Compacted) as info:
+        list(store.events_since(1, "", "configmaps"))
+    assert str(info.value) == "too old resource version: 1 (2)"
+    assert [e.revision for e in store.events_since(2, "", "configmaps")] == [3]
+    store.close()
+    assert Store(tmp_path / "s.db").compacted == 2
+
+
+def test_automatic_compaction_keeps_the_configured_history(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db", history=100)
+    for i in range(1000):
+        store.create("", "configmaps", _obj(f"c{i}"))
+    assert store.compacted == 900
+    assert len(list(store.events_since(900, "", "configmaps"))) == 100
+
+
+def test_listeners_see_commits_in_revision_order(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    seen = []
+    unsubscribe = store.subscribe(lambda e: seen.append((e.type, e.revision)))
+    store.create("", "configmaps", _obj("a"))
+    store.delete(("", "configmaps", "default", "a"))
+    unsubscribe()
+    store.create("", "configmaps", _obj("b"))
+    assert seen == [(ADDED, 1), (DELETED, 2)]
+
+
+def test_uid_and_owner_indexes_follow_writes(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.create("", "configmaps", _obj("owner"))
+    child = _obj("child", ownerReferences=[{"uid": "uid-owner", "name": "owner"}])
+    store.create("", "configmaps", child)
+    assert store.key_of_uid("uid-owner") == ("", "configmaps", "default", "owner")
+    assert store.dependents("uid-owner") == [("", "configmaps", "default", "child")]
+    store.update("", "configmaps", _obj("child"))
+    assert store.dependents("uid-owner") == []
+    store.delete(("", "configmaps", "default", "owner"))
+    assert store.key_of_uid("uid-owner") is None
+
+
+def test_a_failed_commit_changes_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.create("", "configmaps", _obj("a"))
+    bad = _obj("b")
+    bad["data"] = {"v": object()}  # not JSON-serialisable: fails before the transaction
+    with pytest.raises(TypeError):
+        store.create("", "configmaps", bad)
+    assert store.revision == 1
+    assert store.get(("", "configmaps", "default", "b")) is None
