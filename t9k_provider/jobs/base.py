@@ -58,6 +58,14 @@ def dns1035_problem(name: str, max_length: int = 63) -> str | None:
     return None
 
 
+def _declare_old_spellings(schema: dict[str, Any], cls: type[BaseModel]) -> None:
+    """Old spellings stay in the schema, so an API server does not prune them before we read them."""
+    properties = schema.get("properties", {})
+    for old, new in getattr(cls, "RENAMED", {}).items():
+        if new in properties:
+            properties[old] = {**properties[new], "description": f"Old spelling of {new}."}
+
+
 class Model(BaseModel):
     """snake_case attributes, camelCase manifest keys, unknown keys rejected."""
 
@@ -67,6 +75,9 @@ class Model(BaseModel):
         validate_by_alias=True,
         serialize_by_alias=True,
         extra="forbid",
+        # No coercion: `replicas: "3"` or `enabled: "yes"` is an error here, as in the CRD schema.
+        strict=True,
+        json_schema_extra=_declare_old_spellings,
     )
 
     # Old spelling -> canonical spelling of manifest keys, accepted on read only.

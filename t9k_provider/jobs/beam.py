@@ -48,6 +48,8 @@ class BeamJobSpec(JobSpec):
 
 
 class BeamJob(T9kJob):
+    """BeamJob runs an Apache Beam Python pipeline on a Flink cluster it creates."""
+
     KIND: ClassVar[str] = "BeamJob"
     PLURAL: ClassVar[str] = "beamjobs"
     SINGULAR: ClassVar[str] = "beamjob"

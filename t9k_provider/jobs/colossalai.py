@@ -168,6 +168,8 @@ class ColossalAIJobSpec(JobSpec):
 
 
 class ColossalAIJob(T9kJob):
+    """ColossalAIJob runs ColossalAI training: a launcher runs `colossalai run` over SSH."""
+
     KIND: ClassVar[str] = "ColossalAIJob"
     PLURAL: ClassVar[str] = "colossalaijobs"
     SINGULAR: ClassVar[str] = "colossalaijob"

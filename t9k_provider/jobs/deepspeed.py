@@ -127,6 +127,8 @@ def _next(args: list[str], i: int) -> str | None:
 
 
 class DeepSpeedJob(T9kJob):
+    """DeepSpeedJob runs DeepSpeed training: worker-0 starts `deepspeed` over pdsh on all workers."""
+
     KIND: ClassVar[str] = "DeepSpeedJob"
     PLURAL: ClassVar[str] = "deepspeedjobs"
     SINGULAR: ClassVar[str] = "deepspeedjob"

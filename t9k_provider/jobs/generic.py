@@ -62,6 +62,8 @@ class GenericJobSpec(JobSpec):
 
 
 class GenericJob(T9kJob):
+    """GenericJob runs replicas of free-form types; user-written rules decide success and failure."""
+
     KIND: ClassVar[str] = "GenericJob"
     PLURAL: ClassVar[str] = "genericjobs"
     SINGULAR: ClassVar[str] = "genericjob"

@@ -168,6 +168,8 @@ class MPIJobSpec(JobSpec):
 
 
 class MPIJob(T9kJob):
+    """MPIJob runs an OpenMPI program: a launcher starts mpirun over SSH on the workers."""
+
     KIND: ClassVar[str] = "MPIJob"
     PLURAL: ClassVar[str] = "mpijobs"
     SINGULAR: ClassVar[str] = "mpijob"

@@ -129,6 +129,8 @@ class XGBoostTrainingJobSpec(_TrainingSpec):
 
 
 class PyTorchTrainingJob(T9kJob):
+    """PyTorchTrainingJob runs PyTorch distributed training, optionally through torchrun."""
+
     KIND: ClassVar[str] = "PyTorchTrainingJob"
     PLURAL: ClassVar[str] = "pytorchtrainingjobs"
     SINGULAR: ClassVar[str] = "pytorchtrainingjob"
@@ -139,6 +141,8 @@ class PyTorchTrainingJob(T9kJob):
 
 
 class TensorFlowTrainingJob(T9kJob):
+    """TensorFlowTrainingJob runs TensorFlow distributed training (chief, worker, ps, evaluator)."""
+
     KIND: ClassVar[str] = "TensorFlowTrainingJob"
     PLURAL: ClassVar[str] = "tensorflowtrainingjobs"
     SINGULAR: ClassVar[str] = "tensorflowtrainingjob"
@@ -149,6 +153,8 @@ class TensorFlowTrainingJob(T9kJob):
 
 
 class XGBoostTrainingJob(T9kJob):
+    """XGBoostTrainingJob runs distributed XGBoost training (one master, workers)."""
+
     KIND: ClassVar[str] = "XGBoostTrainingJob"
     PLURAL: ClassVar[str] = "xgboosttrainingjobs"
     SINGULAR: ClassVar[str] = "xgboosttrainingjob"
