@@ -1,0 +1,64 @@
+"""Core/v1 Events as the scheduler, kubelet and Job controller record them."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from t9k_provider.local.kubelet.kube import ApiError, Kube
+
+log = logging.getLogger(__name__)
+NODE_NAME = "t9k-local-node"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+async def record(
+    kube: Kube,
+    obj: dict[str, Any],
+    reason: str,
+    message: str,
+    *,
+    component: str,
+    event_type: str = "Normal",
+    field_path: str | None = None,
+) -> None:
+    """Post one event about `obj`; failures are logged, never raised (events are best effort, as upstream)."""
+    meta = obj["metadata"]
+    ns = meta.get("namespace", "default")
+    involved: dict[str, Any] = {
+        "apiVersion": obj.get("apiVersion", "v1"),
+        "kind": obj.get("kind", "Pod"),
+        "namespace": ns,
+        "name": meta["name"],
+        "uid": meta.get("uid", ""),
+        "resourceVersion": meta.get("resourceVersion", ""),
+    }
+    if field_path:
+        involved["fieldPath"] = field_path
+    now = _now()
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{time.time_ns():x}{os.getpid() % 256:02x}", "namespace": ns},
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message,
+        "type": event_type,
+        "source": {"component": component, "host": NODE_NAME}
+        if component == "kubelet"
+        else {"component": component},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "reportingComponent": component,
+        "reportingInstance": NODE_NAME if component == "kubelet" else f"{component}-{NODE_NAME}",
+    }
+    try:
+        await kube.create(f"/api/v1/namespaces/{ns}/events", body)
+    except (ApiError, OSError) as exc:
+        log.debug("event %s for %s/%s not recorded: %s", reason, ns, meta["name"], exc)

@@ -1,0 +1,79 @@
+"""The kubelet-managed `/etc/hosts` of each pod: how service and pod names resolve without a DNS server.
+
+Every Service of the pod's namespace maps to the IPs of the pods its selector matches (ready or not: the local
+cluster has no kube-proxy, so a ClusterIP Service resolves like a headless one), under the short name and the
+`<svc>.<ns>`, `<svc>.<ns>.svc`, `<svc>.<ns>.svc.cluster.local` forms. A pod with `hostname` and `subdomain`
+also resolves as `<hostname>.<subdomain>[.<ns>[.svc[.cluster.local]]]`, as cluster DNS answers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+CLUSTER_DOMAIN = "cluster.local"
+HEADER = (
+    "# Kubernetes-managed hosts file (t9k-local kubelet).\n"
+    "127.0.0.1\tlocalhost\n"
+    "::1\tlocalhost ip6-localhost ip6-loopback\n"
+)
+
+
+def pod_hostname(pod: dict[str, Any]) -> str:
+    return (pod.get("spec") or {}).get("hostname") or pod["metadata"]["name"]
+
+
+def _forms(name: str, namespace: str) -> list[str]:
+    return [
+        name,
+        f"{name}.{namespace}",
+        f"{name}.{namespace}.svc",
+        f"{name}.{namespace}.svc.{CLUSTER_DOMAIN}",
+    ]
+
+
+def _selects(selector: dict[str, str] | None, labels: dict[str, str]) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+def render(
+    pod: dict[str, Any], pod_ip: str, pods: Iterable[tuple[dict[str, Any], str]], services: Iterable[dict]
+) -> str:
+    """Hosts file of `pod`; `pods` are (pod, ip) pairs of the namespace's pods that have an IP."""
+    ns = pod["metadata"].get("namespace", "default")
+    spec = pod.get("spec") or {}
+    lines = [HEADER]
+    own = pod_hostname(pod)
+    if spec.get("subdomain"):
+        lines.append(f"{pod_ip}\t{own}.{spec['subdomain']}.{ns}.svc.{CLUSTER_DOMAIN}\t{own}\n")
+    else:
+        lines.append(f"{pod_ip}\t{own}\n")
+    peers = [(p, ip) for p, ip in pods if p["metadata"].get("namespace", "default") == ns and ip]
+    svc_names = set()
+    for svc in sorted(services, key=lambda s: s["metadata"]["name"]):
+        if svc["metadata"].get("namespace", "default") != ns:
+            continue
+        name = svc["metadata"]["name"]
+        svc_names.add(name)
+        selector = (svc.get("spec") or {}).get("selector")
+        for peer, ip in peers:
+            if _selects(selector, (peer["metadata"].get("labels") or {})):
+                lines.append(f"{ip}\t{' '.join(_forms(name, ns))}\n")
+    for peer, ip in peers:
+        sub = (peer.get("spec") or {}).get("subdomain")
+        if sub and sub in svc_names:
+            host = pod_hostname(peer)
+            lines.append(f"{ip}\t{' '.join(f'{host}.{form}' for form in _forms(sub, ns))}\n")
+    return "".join(lines)
+
+
+def write_in_place(path, content: str) -> bool:
+    """Rewrite the file's content keeping its inode (it is bind-mounted into running containers)."""
+    try:
+        if path.read_text() == content:
+            return False
+    except FileNotFoundError:
+        pass
+    with open(path, "w") as f:
+        f.write(content)
+    return True

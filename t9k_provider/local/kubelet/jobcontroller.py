@@ -1,0 +1,245 @@
+"""A minimal batch/v1 Job controller (BeamJob submits through one): pods from the template, parallelism and
+completions, backoffLimit, activeDeadlineSeconds, suspend, and the Complete / Failed conditions."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from t9k_provider.local.kubelet import events
+from t9k_provider.local.kubelet.kube import ApiError, Informer, Kube, WorkQueue
+from t9k_provider.local.kubelet.shim import now_rfc3339
+from t9k_provider.local.logs import parse_timestamp
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "job-controller"
+EXPECTATION_TIMEOUT = 30.0
+DEFAULT_BACKOFF_LIMIT = 6
+
+
+def job_uid_of(pod: dict[str, Any]) -> str | None:
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1":
+            return ref.get("uid")
+    return None
+
+
+def _condition(ctype: str, reason: str, message: str, now: str) -> dict[str, Any]:
+    return {
+        "type": ctype,
+        "status": "True",
+        "lastProbeTime": now,
+        "lastTransitionTime": now,
+        "reason": reason,
+        "message": message,
+    }
+
+
+def finished_condition(job: dict[str, Any]) -> str | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return cond["type"]
+    return None
+
+
+class JobController:
+    def __init__(self, kube: Kube, jobs: Informer, pods: Informer) -> None:
+        self.kube = kube
+        self.jobs = jobs
+        self.pods = pods
+        self.queue = WorkQueue()
+        # Pods created but not yet seen by the informer, per job uid: name -> creation time (client-go
+        # expectations).
+        self.expected: dict[str, dict[str, float]] = {}
+
+    def on_job(self, key: tuple[str, str]) -> None:
+        self.queue.add(key)
+
+    def on_pod(self, key: tuple[str, str]) -> None:
+        pod = self.pods.cache.get(key)
+        refs = pod["metadata"].get("ownerReferences") if pod else None
+        for ref in refs or []:
+            if ref.get("kind") == "Job" and ref.get("controller"):
+                self.queue.add((key[0], ref["name"]))
+
+    async def run(self) -> None:
+        await self.jobs.synced.wait()
+        await self.pods.synced.wait()
+        while True:
+            for key in await self.queue.get_all():
+                job = self.jobs.cache.get(key)
+                if job is None:
+                    continue
+                try:
+                    await self.sync(job)
+                except (ApiError, OSError) as exc:
+                    log.warning("job %s/%s: sync failed: %s", *key, exc)
+                    self.queue.add_after(key, 1.0)
+
+    def _owned_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+        uid = job["metadata"]["uid"]
+        return [p for p in self.pods.items() if job_uid_of(p) == uid]
+
+    async def sync(self, job: dict[str, Any]) -> None:
+        meta, spec = job["metadata"], job.get("spec") or {}
+        ns, name, uid = meta.get("namespace", "default"), meta["name"], meta["uid"]
+        status = dict(job.get("status") or {})
+        pods = self._owned_pods(job)
+        seen = {p["metadata"]["name"] for p in pods}
+        expected = self.expected.setdefault(uid, {})
+        now_mono = time.monotonic()
+        for pod_name in list(expected):
+            if pod_name in seen or now_mono - expected[pod_name] > EXPECTATION_TIMEOUT:
+                del expected[pod_name]
+        if meta.get("deletionTimestamp"):
+            return
+        active = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        live = [p for p in active if not p["metadata"].get("deletionTimestamp")]
+        succeeded = max(int(status.get("succeeded") or 0), sum(_phase(p) == "Succeeded" for p in pods))
+        failed = max(int(status.get("failed") or 0), sum(_phase(p) == "Failed" for p in pods))
+        restarts = sum(_restarts(p) for p in active)
+        ready = sum(_ready(p) for p in active)
+        now = now_rfc3339()
+        finished = finished_condition(job)
+        suspended = bool(spec.get("suspend"))
+        new_status: dict[str, Any] = {
+            "active": len(live) + len(expected),
+            "succeeded": succeeded,
+            "failed": failed,
+        }
+        new_status["ready"] = ready
+        conditions = list(status.get("conditions") or [])
+        if not suspended and not status.get("startTime"):
+            new_status["startTime"] = now
+        start = status.get("startTime") or new_status.get("startTime")
+
+        if finished is None:
+            completions = spec.get("completions")
+            parallelism = int(spec.get("parallelism", 1))
+            backoff_limit = int(spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
+            deadline = spec.get("activeDeadlineSeconds")
+            failure: tuple[str, str] | None = None
+            if failed + restarts > backoff_limit:
+                failure = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+            elif deadline is not None and start and _age(start) >= float(deadline):
+                failure = ("DeadlineExceeded", "Job was active longer than specified deadline")
+            if failure is not None:
+                await self._delete_pods(job, live)
+                conditions.append(_condition("Failed", failure[0], failure[1], now))
+                new_status["active"] = 0
+                await events.record(
+                    self.kube, job, failure[0], failure[1], component=COMPONENT, event_type="Warning"
+                )
+            elif (completions is not None and succeeded >= int(completions)) or (
+                completions is None and succeeded > 0 and not live
+            ):
+                conditions.append(
+                    _condition(
+                        "Complete", "CompletionsReached", "Reached expected number of succeeded pods", now
+                    )
+                )
+                new_status["completionTime"] = now
+                await events.record(self.kube, job, "Completed", "Job completed", component=COMPONENT)
+            elif suspended:
+                await self._delete_pods(job, live)
+                new_status["active"] = 0
+            else:
+                if completions is not None:
+                    want = min(parallelism, int(completions) - succeeded)
+                else:
+                    want = parallelism if succeeded == 0 else 0
+                missing = want - len(live) - len(expected)
+                for _ in range(max(0, missing)):
+                    await self._create_pod(job)
+                new_status["active"] = len(live) + len(self.expected[uid])
+                if deadline is not None and start:
+                    self.queue.add_after((ns, name), max(0.0, float(deadline) - _age(start)) + 0.05)
+        else:
+            new_status["active"] = 0 if finished == "Failed" else new_status["active"]
+        new_status["conditions"] = conditions
+        merged = {**status, **new_status}
+        if merged != (job.get("status") or {}):
+            await self.kube.merge_patch(
+                f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status", {"status": merged}
+            )
+
+    async def _create_pod(self, job: dict[str, Any]) -> None:
+        meta = job["metadata"]
+        ns, name, uid = meta.get("namespace", "default"), meta["name"], meta["uid"]
+        template = (job.get("spec") or {}).get("template") or {}
+        tmeta = dict(template.get("metadata") or {})
+        labels = dict(tmeta.get("labels") or {})
+        labels.update(
+            {
+                "batch.kubernetes.io/controller-uid": uid,
+                "batch.kubernetes.io/job-name": name,
+                "controller-uid": uid,
+                "job-name": name,
+            }
+        )
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                **{
+                    k: v for k, v in tmeta.items() if k not in ("name", "namespace", "uid", "resourceVersion")
+                },
+                "generateName": f"{name}-",
+                "labels": labels,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": name,
+                        "uid": uid,
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": template.get("spec") or {},
+        }
+        created = await self.kube.create(f"/api/v1/namespaces/{ns}/pods", pod)
+        pod_name = created["metadata"]["name"]
+        if pod_name not in {p["metadata"]["name"] for p in self._owned_pods(job)}:
+            self.expected.setdefault(uid, {})[pod_name] = time.monotonic()
+        await events.record(
+            self.kube, job, "SuccessfulCreate", f"Created pod: {pod_name}", component=COMPONENT
+        )
+
+    async def _delete_pods(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
+        for pod in pods:
+            pmeta = pod["metadata"]
+            path = f"/api/v1/namespaces/{pmeta.get('namespace', 'default')}/pods/{pmeta['name']}"
+            try:
+                await self.kube.delete(path, {"preconditions": {"uid": pmeta["uid"]}})
+            except ApiError as exc:
+                if exc.status not in (404, 409):
+                    raise
+                continue
+            await events.record(
+                self.kube, job, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}", component=COMPONENT
+            )
+
+
+def _phase(pod: dict[str, Any]) -> str:
+    return (pod.get("status") or {}).get("phase", "Pending")
+
+
+def _restarts(pod: dict[str, Any]) -> int:
+    if (pod.get("spec") or {}).get("restartPolicy") != "OnFailure":
+        return 0
+    status = pod.get("status") or {}
+    statuses = list(status.get("containerStatuses") or []) + list(status.get("initContainerStatuses") or [])
+    return sum(int(s.get("restartCount") or 0) for s in statuses)
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+def _age(timestamp: str) -> float:
+    return time.time() - parse_timestamp(timestamp).timestamp()

@@ -1,0 +1,237 @@
+"""Pod networking: a network namespace per pod on the kubelet's own bridge, or the host-network fallback.
+
+netns mode (root, namespaces available): bridge `t9k0` with 10.251.0.1/24, one namespace per pod joined by a
+veth pair, no default route, no forwarding, no NAT, so pod traffic never leaves the bridge. Two replicas can
+listen on the same port. The API server (127.0.0.1 on the host) is not reachable from inside a pod.
+
+host mode (fallback, or `network="host"`): pods share the host network; each gets its own loopback address
+127.1.x.y as podIP. Processes binding 0.0.0.0 on the same port collide, and services resolve only where the
+kubelet can bind-mount the pod's hosts file over /etc/hosts (root), otherwise not at all.
+
+Addresses are leased machine-wide (one file per address under RUN_DIR/ipam), so several local clusters can
+share
+the bridge; each lease names the netns that holds it, so leases of crashed clusters are reclaimed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+BRIDGE = "t9k0"
+SUBNET = ipaddress.ip_network("10.251.0.0/24")
+BRIDGE_IP = "10.251.0.1"
+LOOPBACK_SUBNET = ipaddress.ip_network("127.1.0.0/16")
+NETNS_DIR = Path("/run/netns")
+
+
+def run_dir() -> Path:
+    if os.geteuid() == 0:
+        return Path("/run/t9k-local")
+    return Path(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/t9k-local-{os.getuid()}")
+
+
+def cluster_id(state_dir: Path) -> str:
+    return hashlib.sha1(str(Path(state_dir).resolve()).encode()).hexdigest()[:6]
+
+
+@dataclass
+class PodNet:
+    ip: str
+    netns: str | None  # path of the pod's network namespace, None in host mode
+    isolate: bool  # whether containers get their own UTS + mount namespaces (hostname, hosts file, volumes)
+
+
+class Ipam:
+    """Machine-wide address leases: `RUN_DIR/ipam/<ip>` holds the owner name (created with O_EXCL)."""
+
+    def __init__(self, directory: Path, network: ipaddress.IPv4Network, reserved: set[str]) -> None:
+        self.dir = directory
+        self.network = network
+        self.reserved = reserved
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def owner(self, ip: str) -> str | None:
+        try:
+            return (self.dir / ip).read_text()
+        except FileNotFoundError:
+            return None
+
+    def allocate(self, owner: str, alive: Callable[[str], bool]) -> str:
+        for addr in self.network.hosts():
+            ip = str(addr)
+            if ip in self.reserved:
+                continue
+            path = self.dir / ip
+            current = self.owner(ip)
+            if current == owner:
+                return ip
+            if current is not None and not alive(current):
+                path.unlink(missing_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(owner)
+            return ip
+        raise RuntimeError(f"no free pod address left in {self.network}")
+
+    def release_owner(self, owner: str) -> None:
+        for path in self.dir.iterdir():
+            if self.owner(path.name) == owner:
+                path.unlink(missing_ok=True)
+
+    def owners(self) -> dict[str, str]:
+        return {p.name: o for p in self.dir.iterdir() if (o := self.owner(p.name)) is not None}
+
+
+async def _ip(*args: str, check: bool = True) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        "ip", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await proc.communicate()
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {err.decode().strip()}")
+    return out.decode()
+
+
+def namespaces_available() -> bool:
+    """Root, the `ip` tool, and a network namespace can actually be created here."""
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--net", "--uts", "--mount", "true"], capture_output=True, timeout=10)
+    return probe.returncode == 0
+
+
+def mount_isolation_available() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    return (
+        subprocess.run(["unshare", "--uts", "--mount", "true"], capture_output=True, timeout=10).returncode
+        == 0
+    )
+
+
+class HostNetwork:
+    mode = "host"
+
+    def __init__(self, state_dir: Path) -> None:
+        self.cid = cluster_id(state_dir)
+        self.isolate = mount_isolation_available()
+        self.ipam = Ipam(run_dir() / "ipam-loopback", LOOPBACK_SUBNET, set())
+        self.host_ip = "127.0.0.1"
+
+    def _owner(self, uid: str) -> str:
+        return f"{self.cid}/{uid}"
+
+    async def setup(self, uid: str) -> PodNet:
+        # Loopback leases cannot be checked for liveness; each cluster frees its own in cleanup_stale.
+        ip = self.ipam.allocate(self._owner(uid), alive=lambda _owner: True)
+        return PodNet(ip=ip, netns=None, isolate=self.isolate)
+
+    async def teardown(self, uid: str) -> None:
+        self.ipam.release_owner(self._owner(uid))
+
+    async def cleanup_stale(self, live_uids: set[str]) -> None:
+        for owner in set(self.ipam.owners().values()):
+            cid, _, uid = owner.partition("/")
+            if cid == self.cid and uid not in live_uids:
+                self.ipam.release_owner(owner)
+
+    async def close(self) -> None:
+        return None
+
+
+class NetnsNetwork:
+    mode = "netns"
+
+    def __init__(self, state_dir: Path) -> None:
+        self.cid = cluster_id(state_dir)
+        self.ipam = Ipam(run_dir() / "ipam", SUBNET, {BRIDGE_IP})
+        self.host_ip = BRIDGE_IP
+
+    def netns_name(self, uid: str) -> str:
+        return f"t9k-{self.cid}-{uid[:8]}"
+
+    def _veth(self, uid: str) -> str:
+        return f"t9{self.cid[:5]}{uid[:8]}"
+
+    async def ensure_bridge(self) -> None:
+        if not Path(f"/sys/class/net/{BRIDGE}").exists():
+            await _ip("link", "add", BRIDGE, "type", "bridge", check=False)
+        addrs = await _ip("-o", "-4", "addr", "show", "dev", BRIDGE)
+        if f"{BRIDGE_IP}/" not in addrs:
+            await _ip("addr", "add", f"{BRIDGE_IP}/{SUBNET.prefixlen}", "dev", BRIDGE, check=False)
+        await _ip("link", "set", BRIDGE, "up")
+
+    async def setup(self, uid: str) -> PodNet:
+        name = self.netns_name(uid)
+        ip = self.ipam.allocate(name, alive=lambda owner: (NETNS_DIR / owner).exists())
+        path = NETNS_DIR / name
+        if not path.exists():
+            await self.ensure_bridge()
+            await _ip("netns", "add", name)
+            veth = self._veth(uid)
+            await _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name)
+            await _ip("link", "set", veth, "master", BRIDGE, "up")
+            await _ip("-n", name, "addr", "add", f"{ip}/{SUBNET.prefixlen}", "dev", "eth0")
+            await _ip("-n", name, "link", "set", "eth0", "up")
+            await _ip("-n", name, "link", "set", "lo", "up")
+        return PodNet(ip=ip, netns=str(path), isolate=True)
+
+    async def teardown(self, uid: str) -> None:
+        name = self.netns_name(uid)
+        if (NETNS_DIR / name).exists():
+            await _ip("netns", "del", name, check=False)
+        self.ipam.release_owner(name)
+
+    async def cleanup_stale(self, live_uids: set[str]) -> None:
+        live = {self.netns_name(uid) for uid in live_uids}
+        prefix = f"t9k-{self.cid}-"
+        names = [p.name for p in NETNS_DIR.iterdir()] if NETNS_DIR.is_dir() else []
+        for name in names:
+            if name.startswith(prefix) and name not in live:
+                log.info("removing stale pod network namespace %s", name)
+                await _ip("netns", "del", name, check=False)
+        for owner in set(self.ipam.owners().values()):
+            if owner.startswith(prefix) and owner not in live:
+                self.ipam.release_owner(owner)
+
+    async def close(self) -> None:
+        """Remove the bridge once no pod of any cluster is attached to it."""
+        brif = Path(f"/sys/class/net/{BRIDGE}/brif")
+        if brif.is_dir() and not any(brif.iterdir()):
+            await _ip("link", "del", BRIDGE, check=False)
+
+
+def select_network(mode: str, state_dir: Path) -> HostNetwork | NetnsNetwork:
+    """`auto` picks netns when namespaces work here; `netns` insists; `host` forces the fallback."""
+    if mode not in ("auto", "netns", "host"):
+        raise ValueError(f"network: must be one of auto, netns, host (got {mode!r})")
+    if mode == "host":
+        net: HostNetwork | NetnsNetwork = HostNetwork(state_dir)
+        log.warning("pod network: host (requested); pods get loopback addresses and share ports")
+        return net
+    if namespaces_available():
+        log.warning("pod network: netns (bridge %s, %s, no route outside the bridge)", BRIDGE, SUBNET)
+        return NetnsNetwork(state_dir)
+    if mode == "netns":
+        raise RuntimeError("network namespaces are not available here (needs root, `ip` and `unshare`)")
+    net = HostNetwork(state_dir)
+    log.warning(
+        "pod network: host (fallback: no root or namespaces unavailable); pods share the host network with "
+        "loopback addresses 127.1.x.y, same-port binds on 0.0.0.0 collide%s",
+        "" if net.isolate else ", service names do not resolve (no /etc/hosts isolation)",
+    )
+    return net

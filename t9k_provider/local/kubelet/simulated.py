@@ -1,0 +1,114 @@
+"""Mode "simulated" (kwok-like, for benchmarks): no processes, realistic status objects.
+
+Pods go Pending -> Running and stay there, unless annotated with `t9k.local/simulate-exit-code: "<n>"` (and
+optionally `t9k.local/simulate-after: "<seconds>"`, default 0): then every container terminates with that code
+after that long and the pod ends Succeeded (0) or Failed. Deleted pods are removed at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from t9k_provider.local.kubelet import events
+from t9k_provider.local.kubelet.kube import ApiError, Informer, Kube, WorkQueue
+from t9k_provider.local.kubelet.runtime import Attempt
+from t9k_provider.local.kubelet.shim import now_rfc3339
+from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status
+from t9k_provider.local.logs import parse_timestamp
+
+log = logging.getLogger(__name__)
+
+EXIT_CODE_ANNOTATION = "t9k.local/simulate-exit-code"
+AFTER_ANNOTATION = "t9k.local/simulate-after"
+HOST_IP = "127.0.0.1"
+
+
+def _rfc3339(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+class SimulatedKubelet:
+    def __init__(self, kube: Kube, pods: Informer) -> None:
+        self.kube = kube
+        self.pods = pods
+        self.queue = WorkQueue()
+        self.ips: dict[str, str] = {}
+
+    def on_pod(self, key: tuple[str, str]) -> None:
+        pod = self.pods.cache.get(key)
+        if pod is not None and pod["spec"].get("nodeName") == events.NODE_NAME:
+            self.queue.add(key)
+
+    def _ip(self, uid: str) -> str:
+        if uid not in self.ips:
+            n = len(self.ips) + 2
+            self.ips[uid] = f"10.252.{n // 250}.{n % 250 + 2}"
+        return self.ips[uid]
+
+    async def run(self) -> None:
+        while True:
+            for key in await self.queue.get_all():
+                pod = self.pods.cache.get(key)
+                if pod is None:
+                    continue
+                try:
+                    await self.sync(pod)
+                except (ApiError, OSError) as exc:
+                    log.warning("simulated pod %s/%s: %s", *key, exc)
+                    self.queue.add_after(key, 1.0)
+
+    async def sync(self, pod: dict[str, Any]) -> None:
+        meta, spec = pod["metadata"], pod["spec"]
+        path = f"/api/v1/namespaces/{meta.get('namespace', 'default')}/pods/{meta['name']}"
+        if meta.get("deletionTimestamp"):
+            body = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+            try:
+                await self.kube.delete(path, body)
+            except ApiError as exc:
+                if exc.status not in (404, 409):
+                    raise
+            return
+        current = pod.get("status") or {}
+        if current.get("phase") in TERMINAL_PHASES:
+            return
+        start = current.get("startTime") or now_rfc3339()
+        started = parse_timestamp(start).timestamp()
+        annotations = meta.get("annotations") or {}
+        code = annotations.get(EXIT_CODE_ANNOTATION)
+        after = float(annotations.get(AFTER_ANNOTATION, "0"))
+        done = code is not None and time.time() >= started + after
+        if code is not None and not done:
+            self.queue.add_after((meta.get("namespace", ""), meta["name"]), started + after - time.time())
+
+        def view(c: dict[str, Any]) -> ContainerView:
+            attempt = Attempt(n=0, running=not done, started_at=start)
+            if done:
+                attempt.exit_code = int(code or 0)
+                attempt.finished_at = _rfc3339(started + after)
+            return ContainerView(spec=c, attempts=[attempt])
+
+        inits = []
+        for c in spec.get("initContainers") or []:
+            inits.append(
+                ContainerView(
+                    spec=c,
+                    attempts=[Attempt(n=0, running=False, exit_code=0, started_at=start, finished_at=start)],
+                )
+            )
+        mains = [view(c) for c in spec["containers"]]
+        status = pod_status(
+            pod,
+            inits,
+            mains,
+            now=now_rfc3339(),
+            pod_ip=self._ip(meta["uid"]),
+            host_ip=HOST_IP,
+            start_time=start,
+            restart_pending=set(),
+        )
+        if done and status["phase"] not in TERMINAL_PHASES:
+            status["phase"] = "Succeeded" if int(code or 0) == 0 else "Failed"
+        if any(current.get(k) != v for k, v in status.items()):
+            await self.kube.merge_patch(f"{path}/status", {"status": status})
