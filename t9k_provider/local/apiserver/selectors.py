@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from t9k_provider.local.apiserver.fielderrors import invalid
 from t9k_provider.local.apiserver.names import is_qualified_name, is_valid_label_value
 
 
@@ -72,15 +73,7 @@ class LabelSelector:
 
 
 def _invalid(path: str, value: Any, detail: str) -> str:
-    return f"{path}: Invalid value: {_go_value(value)}: {detail}"
-
-
-def _go_value(value: Any) -> str:
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, (list, tuple)):
-        return "[]string{" + ", ".join(_go_value(v) for v in value) + "}"
-    return str(value)
+    return invalid(path, value, detail).error()
 
 
 def _aggregate(messages: list[str]) -> str:

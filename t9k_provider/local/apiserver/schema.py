@@ -1,0 +1,570 @@
+"""CRD schemas: validation, pruning and defaulting of custom resources, and the checks a CRD must pass.
+
+Semantics of apiextensions-apiserver (``apiserver/validation``, ``apiserver/schema/{pruning,defaulting}``,
+``apis/apiextensions/validation``); messages are kube-openapi's, wrapped in field errors.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import ipaddress
+import math
+import re
+import uuid
+from datetime import date, datetime
+from typing import Any
+
+from t9k_provider.local.apiserver.fielderrors import (
+    Cause,
+    duplicate,
+    forbidden,
+    go_value,
+    invalid,
+    not_supported,
+    required,
+    too_long,
+    too_many,
+    type_invalid,
+)
+from t9k_provider.local.apiserver.names import is_dns1035_label, is_dns1123_subdomain
+from t9k_provider.local.apiserver.patch import json_equal
+
+__all__ = ["Cause", "apply_defaults", "check_crd", "prune", "validate"]
+
+_TYPES = ["array", "boolean", "integer", "number", "object", "string"]
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _type_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _has_type(expected: str, value: Any) -> bool:
+    actual = _type_of(value)
+    if expected == "integer":
+        return actual == "integer" or (actual == "number" and math.isfinite(value) and value.is_integer())
+    if expected == "number":
+        return actual in ("integer", "number")
+    return actual == expected
+
+
+def _number(value: Any) -> str:
+    """Numbers as Go's ``%v`` prints a float64 limit."""
+    return go_value(float(value)) if isinstance(value, (int, float)) else str(value)
+
+
+# --------------------------------------------------------------------------------------------- formats
+
+_DURATION = re.compile(
+    r"[-+]?(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*\Z"
+)
+_HOSTNAME = re.compile(
+    r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*\Z"
+)
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+\Z")
+_MAC = re.compile(r"([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}\Z")
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s]*\Z")
+
+
+def _is_datetime(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return False
+    return "T" in text.upper() or " " in text
+
+
+def _is_date(text: str) -> bool:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
+
+
+def _is_byte(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_ip(text: str, version: int) -> bool:
+    try:
+        return ipaddress.ip_address(text).version == version
+    except ValueError:
+        return False
+
+
+def _is_cidr(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return "/" in text
+
+
+_FORMATS = {
+    "date-time": _is_datetime,
+    "datetime": _is_datetime,
+    "date": _is_date,
+    "duration": lambda t: bool(_DURATION.match(t)) or t == "0",
+    "byte": _is_byte,
+    "uuid": _is_uuid,
+    "ipv4": lambda t: _is_ip(t, 4),
+    "ipv6": lambda t: _is_ip(t, 6),
+    "cidr": _is_cidr,
+    "hostname": lambda t: bool(_HOSTNAME.match(t)) and len(t) <= 253,
+    "email": lambda t: bool(_EMAIL.match(t)),
+    "mac": lambda t: bool(_MAC.match(t)),
+    "uri": lambda t: bool(_URI.match(t)),
+}
+
+
+# --------------------------------------------------------------------------------------------- validation
+
+
+def validate(schema: dict, obj: Any) -> list[Cause]:
+    """Validate ``obj`` against an ``openAPIV3Schema``; returns the causes of a 422 (empty if valid)."""
+    out: list[Cause] = []
+    _validate(schema or {}, obj, "", out)
+    return out
+
+
+def _validate(s: dict, value: Any, path: str, out: list[Cause]) -> None:
+    declared = s.get("type", "")
+    if s.get("x-kubernetes-int-or-string"):
+        declared = "integer,string"
+    if value is None:
+        if declared and not s.get("nullable"):
+            out.append(type_invalid(path, "null", f'{path} in body must be of type {declared}: "null"'))
+        return
+    if declared and not any(_has_type(t, value) for t in declared.split(",")):
+        actual = _type_of(value)
+        out.append(type_invalid(path, actual, f'{path} in body must be of type {declared}: "{actual}"'))
+        return
+
+    if "enum" in s and not any(json_equal(value, e) for e in s["enum"] or []):
+        allowed = [e if isinstance(e, str) else go_value(e) for e in s["enum"] or []]
+        out.append(not_supported(path, value, allowed))
+
+    if isinstance(value, str):
+        _validate_string(s, value, path, out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        _validate_number(s, value, path, out)
+    elif isinstance(value, list):
+        _validate_array(s, value, path, out)
+    elif isinstance(value, dict):
+        _validate_object(s, value, path, out)
+
+    _validate_composition(s, value, path, out)
+
+
+def _validate_string(s: dict, value: str, path: str, out: list[Cause]) -> None:
+    if "maxLength" in s and len(value) > s["maxLength"]:
+        out.append(too_long(path, s["maxLength"]))
+    if "minLength" in s and len(value) < s["minLength"]:
+        out.append(invalid(path, value, f"{path} in body should be at least {s['minLength']} chars long"))
+    pattern = s.get("pattern")
+    if pattern:
+        try:
+            matched = re.search(pattern, value) is not None
+        except re.error:
+            matched = True  # check_crd rejects invalid patterns before any object meets them
+        if not matched:
+            out.append(invalid(path, value, f"{path} in body should match '{pattern}'"))
+    check = _FORMATS.get(s.get("format", ""))
+    if check is not None and not check(value):
+        out.append(type_invalid(path, value, f'{path} in body must be of type {s["format"]}: "{value}"'))
+
+
+def _validate_number(s: dict, value: float, path: str, out: list[Cause]) -> None:
+    if "maximum" in s:
+        limit = s["maximum"]
+        if s.get("exclusiveMaximum") and value >= limit:
+            out.append(invalid(path, value, f"{path} in body should be less than {_number(limit)}"))
+        elif value > limit:
+            out.append(
+                invalid(path, value, f"{path} in body should be less than or equal to {_number(limit)}")
+            )
+    if "minimum" in s:
+        limit = s["minimum"]
+        if s.get("exclusiveMinimum") and value <= limit:
+            out.append(invalid(path, value, f"{path} in body should be greater than {_number(limit)}"))
+        elif value < limit:
+            out.append(
+                invalid(path, value, f"{path} in body should be greater than or equal to {_number(limit)}")
+            )
+    factor = s.get("multipleOf")
+    if factor and not math.isclose(value / factor, round(value / factor), abs_tol=1e-9):
+        out.append(invalid(path, value, f"{path} in body should be a multiple of {_number(factor)}"))
+
+
+def _validate_array(s: dict, value: list, path: str, out: list[Cause]) -> None:
+    if "maxItems" in s and len(value) > s["maxItems"]:
+        out.append(too_many(path, len(value), s["maxItems"]))
+    if "minItems" in s and len(value) < s["minItems"]:
+        out.append(invalid(path, len(value), f"{path} in body should have at least {s['minItems']} items"))
+    if s.get("uniqueItems"):
+        for i, item in enumerate(value):
+            if any(json_equal(item, other) for other in value[:i]):
+                out.append(invalid(path, "", f"{path} in body shouldn't contain duplicates"))
+                break
+    items = s.get("items")
+    if isinstance(items, dict):
+        for i, item in enumerate(value):
+            _validate(items, item, f"{path}[{i}]", out)
+
+
+def _validate_object(s: dict, value: dict, path: str, out: list[Cause]) -> None:
+    if "maxProperties" in s and len(value) > s["maxProperties"]:
+        out.append(too_many(path, len(value), s["maxProperties"]))
+    if "minProperties" in s and len(value) < s["minProperties"]:
+        out.append(
+            invalid(path, len(value), f"{path} in body should have at least {s['minProperties']} properties")
+        )
+    for key in s.get("required") or []:
+        if key not in value:
+            out.append(required(_child(path, key)))
+    if s.get("x-kubernetes-embedded-resource"):
+        for key in ("apiVersion", "kind"):
+            if not value.get(key):
+                out.append(required(_child(path, key), "must not be empty"))
+    properties = s.get("properties") or {}
+    extra = s.get("additionalProperties")
+    for key, item in value.items():
+        if key in properties:
+            _validate(properties[key], item, _child(path, key), out)
+        elif isinstance(extra, dict):
+            _validate(extra, item, _child(path, key), out)
+        elif extra is False:
+            out.append(forbidden(_child(path, key), f"{_child(path, key)} in body is a forbidden property"))
+
+
+def _validate_composition(s: dict, value: Any, path: str, out: list[Cause]) -> None:
+    for sub in s.get("allOf") or []:
+        found = validate_at(sub, value, path)
+        if found:
+            out.extend(found)
+            out.append(invalid(path, value, f"{path} in body must validate all the schemas (allOf)"))
+    for keyword, rule in (
+        ("anyOf", "at least one schema (anyOf)"),
+        ("oneOf", "one and only one schema (oneOf)"),
+    ):
+        alternatives = s.get(keyword)
+        if not alternatives:
+            continue
+        results = [validate_at(sub, value, path) for sub in alternatives]
+        passed = sum(1 for r in results if not r)
+        if (keyword == "anyOf" and passed == 0) or (keyword == "oneOf" and passed != 1):
+            out.append(invalid(path, value, f"{path} in body must validate {rule}"))
+            if passed == 0:
+                out.extend(min(results, key=len))
+    if isinstance(s.get("not"), dict) and not validate_at(s["not"], value, path):
+        out.append(invalid(path, value, f"{path} in body must not validate the schema (not)"))
+
+
+def validate_at(schema: dict, value: Any, path: str) -> list[Cause]:
+    """Validate a value found at ``path`` (field paths in the causes start there)."""
+    out: list[Cause] = []
+    _validate(schema, value, path, out)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- pruning
+
+
+def prune(schema: dict, obj: dict) -> dict:
+    """Drop fields the schema does not declare (unless preserved), and nulls of non-nullable fields.
+
+    The object root and embedded resources keep ``apiVersion``, ``kind`` and ``metadata``.
+    """
+    result = copy.deepcopy(obj)
+    _prune(schema or {}, result, root=True)
+    return result
+
+
+def _drops_null(s: dict) -> bool:
+    return not s.get("nullable") and "default" not in s
+
+
+def _prune(s: dict, value: Any, root: bool = False) -> None:
+    if isinstance(value, dict):
+        properties = s.get("properties") or {}
+        extra = s.get("additionalProperties")
+        keep_unknown = bool(s.get("x-kubernetes-preserve-unknown-fields")) or extra is True
+        envelope = root or bool(s.get("x-kubernetes-embedded-resource"))
+        for key in list(value):
+            if envelope and key in ("apiVersion", "kind", "metadata"):
+                continue
+            sub = properties.get(key) if key in properties else extra if isinstance(extra, dict) else None
+            if sub is None:
+                if not keep_unknown:
+                    del value[key]
+            elif value[key] is None and _drops_null(sub):
+                del value[key]
+            else:
+                _prune(sub, value[key])
+    elif isinstance(value, list):
+        items = s.get("items")
+        if isinstance(items, dict):
+            for item in value:
+                _prune(items, item)
+
+
+# --------------------------------------------------------------------------------------------- defaulting
+
+
+def apply_defaults(schema: dict, obj: dict) -> dict:
+    """Fill absent (or null, non-nullable) fields from ``default:``, recursing into defaulted values too."""
+    result = copy.deepcopy(obj)
+    _default(schema or {}, result)
+    return result
+
+
+def _default(s: dict, value: Any) -> None:
+    if isinstance(value, dict):
+        properties = s.get("properties") or {}
+        for key, prop in properties.items():
+            if "default" in prop and (key not in value or (value[key] is None and not prop.get("nullable"))):
+                value[key] = copy.deepcopy(prop["default"])
+        extra = s.get("additionalProperties")
+        for key, item in value.items():
+            if key in properties:
+                _default(properties[key], item)
+            elif isinstance(extra, dict):
+                _default(extra, item)
+    elif isinstance(value, list) and isinstance(s.get("items"), dict):
+        for item in value:
+            _default(s["items"], item)
+
+
+# --------------------------------------------------------------------------------------------- CRD checks
+
+
+def check_crd(crd: dict) -> list[Cause]:
+    """The validation a CustomResourceDefinition (apiextensions.k8s.io/v1) must pass to be stored."""
+    out: list[Cause] = []
+    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
+    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    group = spec.get("group") or ""
+    plural = names.get("plural") or ""
+    name = (crd.get("metadata") or {}).get("name") or ""
+    if name != f"{plural}.{group}":
+        out.append(invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group'))
+
+    if not group:
+        out.append(required("spec.group"))
+    else:
+        errs = is_dns1123_subdomain(group)
+        if errs:
+            out.append(invalid("spec.group", group, ",".join(errs)))
+        if "." not in group:
+            out.append(invalid("spec.group", group, "should be a domain with at least one dot"))
+
+    scope = spec.get("scope") or ""
+    if not scope:
+        out.append(required("spec.scope"))
+    elif scope not in ("Cluster", "Namespaced"):
+        out.append(not_supported("spec.scope", scope, ["Cluster", "Namespaced"]))
+
+    out += _check_names(names)
+    out += _check_versions(spec.get("versions"))
+    if spec.get("preserveUnknownFields"):
+        out.append(
+            invalid(
+                "spec.preserveUnknownFields",
+                True,
+                "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in "
+                "spec.versions[*].schema instead",
+            )
+        )
+    return out
+
+
+def _check_names(names: dict) -> list[Cause]:
+    out: list[Cause] = []
+    plural = names.get("plural") or ""
+    if not plural:
+        out.append(required("spec.names.plural"))
+    for key in ("plural", "singular"):
+        value = names.get(key) or ""
+        errs = is_dns1035_label(value) if value else []
+        if errs:
+            out.append(invalid(f"spec.names.{key}", value, ",".join(errs)))
+    for key in ("kind", "listKind"):
+        value = names.get(key) or ""
+        if not value:
+            if key == "kind":
+                out.append(required("spec.names.kind"))
+            continue
+        errs = is_dns1035_label(value.lower())
+        if errs:
+            detail = "may have mixed case, but should otherwise match: " + ",".join(errs)
+            out.append(invalid(f"spec.names.{key}", value, detail))
+    if names.get("kind") and names.get("kind") == names.get("listKind"):
+        out.append(invalid("spec.names.listKind", names["listKind"], "kind and listKind cannot be the same"))
+    for i, short in enumerate(names.get("shortNames") or []):
+        errs = is_dns1035_label(short) if isinstance(short, str) else ["must be a string"]
+        if errs:
+            out.append(invalid(f"spec.names.shortNames[{i}]", short, ",".join(errs)))
+    return out
+
+
+def _check_versions(versions: Any) -> list[Cause]:
+    if not isinstance(versions, list) or not versions:
+        return [required("spec.versions", "must have exactly one version marked as storage version")]
+    out: list[Cause] = []
+    listed = [v.get("name", "") if isinstance(v, dict) else "" for v in versions]
+    if sum(1 for v in versions if isinstance(v, dict) and v.get("storage") is True) != 1:
+        out.append(
+            invalid("spec.versions", listed, "must have exactly one version marked as storage version")
+        )
+    if not any(isinstance(v, dict) and v.get("served") is True for v in versions):
+        out.append(invalid("spec.versions", listed, "must have at least one version marked as served"))
+    seen: set[str] = set()
+    for i, version in enumerate(versions):
+        base = f"spec.versions[{i}]"
+        if not isinstance(version, dict):
+            out.append(invalid(base, version, "must be an object"))
+            continue
+        vname = version.get("name") or ""
+        if not vname:
+            out.append(required(f"{base}.name"))
+        else:
+            errs = is_dns1035_label(vname)
+            if errs:
+                out.append(invalid(f"{base}.name", vname, ",".join(errs)))
+            if vname in seen:
+                out.append(duplicate(f"{base}.name", vname))
+            seen.add(vname)
+        for flag in ("served", "storage"):
+            if flag in version and not isinstance(version[flag], bool):
+                out.append(type_invalid(f"{base}.{flag}", version[flag], "must be a boolean"))
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        path = f"{base}.schema.openAPIV3Schema"
+        if schema is None:
+            out.append(required(path, "schemas are required"))
+        else:
+            _check_structural(schema, path, out, root=True)
+    return out
+
+
+def _check_structural(s: Any, path: str, out: list[Cause], root: bool = False, level: str = "object") -> None:
+    if not isinstance(s, dict):
+        out.append(invalid(path, s, "must be a schema object"))
+        return
+    kind = s.get("type") or ""
+    preserve = s.get("x-kubernetes-preserve-unknown-fields")
+    int_or_string = s.get("x-kubernetes-int-or-string") is True
+    embedded = s.get("x-kubernetes-embedded-resource") is True
+    properties = s.get("properties")
+    extra = s.get("additionalProperties")
+    items = s.get("items")
+
+    if kind and kind not in _TYPES:
+        out.append(not_supported(f"{path}.type", kind, _TYPES))
+    if root:
+        if not kind:
+            out.append(required(f"{path}.type", "must not be empty at the root"))
+        elif kind != "object":
+            out.append(invalid(f"{path}.type", kind, "must be object at the root"))
+        _check_root_metadata(properties, path, out)
+    elif not kind and not preserve and not int_or_string and not embedded:
+        out.append(required(f"{path}.type", f"must not be empty for specified {level} fields"))
+    if preserve is not None and preserve is not True:
+        out.append(
+            invalid(f"{path}.x-kubernetes-preserve-unknown-fields", preserve, "must be true or undefined")
+        )
+    if int_or_string and kind:
+        out.append(invalid(f"{path}.type", kind, "must be empty if x-kubernetes-int-or-string is true"))
+    if embedded:
+        if kind != "object":
+            out.append(
+                invalid(f"{path}.type", kind, "must be object if x-kubernetes-embedded-resource is true")
+            )
+        if not properties and not preserve:
+            out.append(
+                required(
+                    f"{path}.properties",
+                    "must not be empty if x-kubernetes-embedded-resource is true "
+                    "without x-kubernetes-preserve-unknown-fields",
+                )
+            )
+    if extra is False:
+        out.append(forbidden(f"{path}.additionalProperties", "additionalProperties cannot be set to false"))
+    elif extra is not None and properties:
+        out.append(
+            forbidden(
+                f"{path}.additionalProperties", "additionalProperties and properties are mutual exclusive"
+            )
+        )
+    if kind == "array" and items is None:
+        out.append(required(f"{path}.items", "must be specified"))
+    if isinstance(items, list):
+        out.append(forbidden(f"{path}.items", "items must be a schema object and not an array"))
+    if s.get("uniqueItems") is True:
+        out.append(
+            forbidden(
+                f"{path}.uniqueItems",
+                "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
+            )
+        )
+    pattern = s.get("pattern")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            detail = f"must be a valid regular expression, but isn't: {exc}"
+            out.append(invalid(f"{path}.pattern", pattern, detail))
+    if "default" in s:
+        out.extend(validate_at(s, s["default"], f"{path}.default"))
+
+    if isinstance(properties, dict):
+        for key, sub in properties.items():
+            _check_structural(sub, f"{path}.properties[{key}]", out)
+    if isinstance(items, dict):
+        _check_structural(items, f"{path}.items", out, level="array")
+    if isinstance(extra, dict):
+        _check_structural(extra, f"{path}.additionalProperties", out)
+
+
+def _check_root_metadata(properties: Any, path: str, out: list[Cause]) -> None:
+    metadata = properties.get("metadata") if isinstance(properties, dict) else None
+    if not isinstance(metadata, dict):
+        return
+    nested = metadata.get("properties") or {}
+    allowed_keys = {"type", "properties", "description"}
+    if set(metadata) - allowed_keys or set(nested) - {"name", "generateName"}:
+        out.append(
+            forbidden(
+                f"{path}.properties[metadata]",
+                "must not specify anything other than name and generateName, "
+                "but metadata is implicitly specified",
+            )
+        )
