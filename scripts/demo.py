@@ -1,0 +1,355 @@
+"""`make demo`: run the example training pipeline end to end on the embedded local cluster.
+
+Starts `t9k-local up` in a fresh state directory, points an isolated Airflow (its own AIRFLOW_HOME, the
+repository's `dags_examples/`, `kubernetes_default` built from the local kubeconfig) at it, runs
+`airflow dags test t9k_training_pipeline`, prints each T9k Job's phase and replica counts as they change,
+then a summary. The cluster is always stopped (also on failure and Ctrl-C). Exit status: 0 when every task
+succeeded and the training loss fell, 1 when the pipeline failed, 2 when the demo could not run it.
+
+Everything lives under `.t9k-demo/` (or `--home`): `cluster/` is recreated on every run (state from an
+earlier, possibly killed, run cannot leak into this one); `airflow/` (metadata DB, task logs) and `data/`
+(data sets, checkpoints, one directory per run) are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from t9k_provider.jobs import GROUP, KINDS, VERSION
+
+REPO = Path(__file__).resolve().parents[1]
+DAG_ID = "t9k_training_pipeline"
+NAMESPACE = "default"
+TASK_ANNOTATION = "airflow.apache.org/task-id"
+RUN_ANNOTATION = "airflow.apache.org/run-id"
+LOSS_LINE = re.compile(r"epoch (\d+)/(\d+) loss=([0-9.eE+-]+)")
+#: Lines of `airflow dags test` output worth showing live (the full output goes to a log file).
+SHOWN = re.compile(
+    r"\[DAG TEST\] (starting|end) task|epoch \d+/\d+ loss=|EVAL |ERROR|Traceback|DagRun failed"
+)
+TAIL_LINES = 20
+CLUSTER_START_TIMEOUT = 120
+PIPELINE_TIMEOUT = 1800
+
+
+class DemoError(Exception):
+    """The demo could not run the pipeline (as opposed to: the pipeline ran and failed)."""
+
+
+def say(message: str) -> None:
+    print(f"[demo {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def venv_bin() -> Path:
+    return Path(sys.executable).parent
+
+
+def run_quiet(cmd: list[str], env: dict[str, str], timeout: float, what: str) -> str:
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    if result.returncode != 0:
+        raise DemoError(f"{what} failed (exit {result.returncode}):\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+# -- the local cluster ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def local_cluster(state_dir: Path, env: dict[str, str]) -> Iterator[Path]:
+    """A fresh `t9k-local` (with the controller) for the duration of the block; yields its kubeconfig."""
+    t9k_local = str(venv_bin() / "t9k-local")
+    if state_dir.exists():
+        # A previous run may have been killed before it could stop its cluster.
+        subprocess.run(
+            [t9k_local, "down", "--state-dir", str(state_dir)],
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        shutil.rmtree(state_dir)
+    say(f"starting the local cluster (state in {state_dir})")
+    started = time.monotonic()
+    try:
+        run_quiet(
+            [t9k_local, "up", "--state-dir", str(state_dir)], env, CLUSTER_START_TIMEOUT, "t9k-local up"
+        )
+        say(f"local cluster up in {time.monotonic() - started:.1f}s")
+        yield state_dir / "kubeconfig"
+    finally:
+        say("stopping the local cluster")
+        subprocess.run([t9k_local, "down", "--state-dir", str(state_dir)], env=env, timeout=120, check=False)
+
+
+# -- watching the T9k Jobs -----------------------------------------------------------------------------
+
+
+@dataclass
+class JobView:
+    kind: str
+    name: str
+    task_id: str
+    phase: str
+    replicas: str
+    reason: str
+
+
+def describe_job(kind: str, obj: dict[str, Any]) -> JobView:
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    aggregate = status.get("aggregate") or {}
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(aggregate.items()) if n)
+    failed = [
+        c for c in status.get("conditions") or [] if c.get("type") == "Failed" and c.get("status") == "True"
+    ]
+    return JobView(
+        kind=kind,
+        name=meta.get("name", "?"),
+        task_id=(meta.get("annotations") or {}).get(TASK_ANNOTATION, "?"),
+        phase=status.get("phase") or "Pending",
+        replicas=counts or "no replicas yet",
+        reason=(failed[0].get("message") or failed[0].get("reason") or "") if failed else "",
+    )
+
+
+@dataclass
+class JobWatcher:
+    """Polls every T9k kind and prints a line whenever a job's phase or replica counts change."""
+
+    api: client.CustomObjectsApi
+    interval: float = 1.0
+    jobs: dict[str, JobView] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _started: float = field(default_factory=time.monotonic)
+
+    def poll(self) -> None:
+        for kind, model in KINDS.items():
+            try:
+                listed = self.api.list_namespaced_custom_object(
+                    GROUP, VERSION, NAMESPACE, model.PLURAL, _request_timeout=10
+                )
+            except Exception:  # the API may be busy or restarting; the next poll catches up
+                continue
+            for obj in listed.get("items") or []:
+                view = describe_job(kind, obj)
+                key = f"{kind}/{view.name}"
+                if self.jobs.get(key) != view:
+                    self.jobs[key] = view
+                    extra = f"  ({view.reason})" if view.reason else ""
+                    print(
+                        f"  +{time.monotonic() - self._started:6.1f}s  {kind:<22} {view.name:<32} "
+                        f"{view.phase:<10} {view.replicas}{extra}",
+                        flush=True,
+                    )
+
+    def run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+    def __enter__(self) -> JobWatcher:
+        self._thread = threading.Thread(target=self.run, name="job-watcher", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.poll()  # the final state
+
+
+# -- Airflow --------------------------------------------------------------------------------------------
+
+
+def airflow_env(
+    base: dict[str, str], airflow_home: Path, kubeconfig: Path, data_root: Path
+) -> dict[str, str]:
+    connection = {
+        "conn_type": "kubernetes",
+        "extra": {"kube_config_path": str(kubeconfig), "namespace": NAMESPACE},
+    }
+    return {
+        **base,
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags_examples"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(connection),
+        "T9K_DEMO_DATA_ROOT": str(data_root),
+    }
+
+
+def run_pipeline(env: dict[str, str], logical_date: str, log_file: Path) -> int:
+    """`airflow dags test`, its full output in `log_file`, the interesting lines on the terminal."""
+    cmd = [str(venv_bin() / "airflow"), "dags", "test", DAG_ID, logical_date]
+    say(f"running {' '.join(cmd[1:])} (full output: {log_file})")
+    with (
+        log_file.open("w") as log,
+        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc,
+    ):
+        deadline = time.monotonic() + PIPELINE_TIMEOUT
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                if SHOWN.search(line):
+                    print("    " + line.rstrip()[-160:], flush=True)
+                if time.monotonic() > deadline:
+                    raise DemoError(f"the pipeline did not finish within {PIPELINE_TIMEOUT}s")
+            return proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)  # lets the running task's on_kill delete its job
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+def task_states(env: dict[str, str], logical_date: str) -> dict[str, str]:
+    out = run_quiet(
+        [str(venv_bin() / "airflow"), "tasks", "states-for-dag-run", DAG_ID, logical_date, "-o", "json"],
+        env,
+        120,
+        "airflow tasks states-for-dag-run",
+    )
+    start = out.find("[")
+    return {row["task_id"]: row["state"] or "none" for row in json.loads(out[start:])}
+
+
+# -- summary ----------------------------------------------------------------------------------------------
+
+
+def job_pods(core: client.CoreV1Api, job: str) -> list[client.V1Pod]:
+    pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"tensorstack.dev/owner-name={job}").items
+    return sorted(pods, key=lambda p: p.metadata.name)
+
+
+def pod_log(core: client.CoreV1Api, pod: client.V1Pod, tail: int | None = None) -> str:
+    container = pod.spec.containers[0].name
+    try:
+        return core.read_namespaced_pod_log(
+            pod.metadata.name, NAMESPACE, container=container, tail_lines=tail
+        )
+    except client.ApiException as exc:
+        return f"(log unavailable: {exc.status} {exc.reason})"
+
+
+def losses(log: str) -> list[float]:
+    return [float(m[3]) for m in LOSS_LINE.finditer(log)]
+
+
+def summarize(states: dict[str, str], jobs: list[JobView], core: client.CoreV1Api, home: Path) -> bool:
+    """Print the summary; returns whether the run counts as a success."""
+    by_task = {job.task_id: job for job in jobs}
+    print("\n==== t9k_training_pipeline ====")
+    for task_id, state in states.items():
+        job = by_task.get(task_id)
+        where = f"{job.kind}/{job.name} ({job.phase})" if job else ""
+        print(f"  {task_id:<22} {state:<16} {where}")
+    ok = bool(states) and all(state == "success" for state in states.values())
+
+    train = by_task.get("train")
+    if train and train.phase == "Succeeded":
+        values = losses(pod_log(core, job_pods(core, train.name)[0]))
+        if values:
+            print(
+                f"\n  training loss: first epoch {values[0]:.4f} -> final epoch {values[-1]:.4f} "
+                f"({len(values)} epochs, read from {train.name}-worker-0's log)"
+            )
+        if not values or values[-1] >= values[0]:
+            print("  the training loss did not fall: treating the run as failed")
+            ok = False
+
+    print(f"\n  Airflow task logs : {home / 'airflow' / 'logs' / f'dag_id={DAG_ID}'}")
+    print(f"  replica logs      : {home / 'cluster' / 'pods'}/<namespace>_<pod>_<uid>/<container>/")
+    checkpoints = sorted((home / "data" / "runs").glob("*/model/model.pt"), key=lambda p: p.stat().st_mtime)
+    if checkpoints and ok:
+        print(f"  checkpoint        : {checkpoints[-1]}")
+        print(f"  metrics           : {checkpoints[-1].with_name('metrics.json')}")
+
+    if not ok:
+        for task_id, state in states.items():
+            if state != "failed":
+                continue
+            job = by_task.get(task_id)
+            print(
+                f"\n  FAILED task {task_id!r}"
+                + (f": {job.kind} {job.name} ({job.reason or job.phase})" if job else "")
+            )
+            for pod in job_pods(core, job.name) if job else []:
+                print(
+                    f"  --- last {TAIL_LINES} lines of replica {pod.metadata.name} ({pod.status.phase}) ---"
+                )
+                for line in pod_log(core, pod, TAIL_LINES).splitlines():
+                    print(f"    {line}")
+    return ok
+
+
+# -- main -----------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--home", type=Path, default=Path(os.environ.get("T9K_DEMO_HOME", REPO / ".t9k-demo"))
+    )
+    parser.add_argument(
+        "--fail-training",
+        action="store_true",
+        default=os.environ.get("T9K_DEMO_FAIL") == "1",
+        help="make the training script exit 1 (also: T9K_DEMO_FAIL=1)",
+    )
+    args = parser.parse_args(argv)
+
+    home: Path = args.home.resolve()
+    for sub in ("airflow", "data"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    base = {**os.environ, "PATH": f"{venv_bin()}{os.pathsep}{os.environ.get('PATH', '')}"}
+    base["T9K_DEMO_FAIL"] = "1" if args.fail_training else "0"
+    # SIGTERM takes the same path as Ctrl-C: the finally blocks stop Airflow and the cluster.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+    started = time.monotonic()
+    try:
+        with local_cluster(home / "cluster", base) as kubeconfig:
+            env = airflow_env(base, home / "airflow", kubeconfig, home / "data")
+            say("preparing the Airflow metadata database")
+            run_quiet([str(venv_bin() / "airflow"), "db", "migrate"], env, 300, "airflow db migrate")
+            api_client = config.new_client_from_config(config_file=str(kubeconfig))
+            logical_date = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+            with JobWatcher(client.CustomObjectsApi(api_client)) as watcher:
+                rc = run_pipeline(env, logical_date, home / "airflow-dags-test.log")
+            states = task_states(env, logical_date)
+            ok = (
+                summarize(states, list(watcher.jobs.values()), client.CoreV1Api(api_client), home) and rc == 0
+            )
+    except DemoError as exc:
+        say(f"error: {exc}")
+        return 2
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    say(f"{'succeeded' if ok else 'FAILED'} in {time.monotonic() - started:.0f}s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""Airflow for the example DAGs: a private AIRFLOW_HOME (unless another suite already chose one) and the
+DagBag of ``dags_examples/``, parsed once.
+
+``dag.test()`` runs only DAGs that its ``dags-folder`` bundle contains, so the tests that run DAGs point
+``[core] dags_folder`` at ``dags_examples/`` for their duration.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_HOME = Path(tempfile.mkdtemp(prefix="t9k-examples-airflow-"))
+os.environ.setdefault("AIRFLOW_HOME", str(_HOME))
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault(
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{Path(os.environ['AIRFLOW_HOME']) / 'airflow.db'}"
+)
+
+DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags_examples"
+
+
+@pytest.fixture(scope="session")
+def dagbag() -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS_FOLDER))
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    from airflow.utils import db
+
+    db.initdb()
+
+
+@pytest.fixture
+def examples_dags_folder(monkeypatch: pytest.MonkeyPatch, airflow_db: None) -> Iterator[Path]:
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(DAGS_FOLDER))
+    yield DAGS_FOLDER

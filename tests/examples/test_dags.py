@@ -1,0 +1,109 @@
+"""Every example DAG parses, says what it shows, and submits manifests that the job models accept."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import yaml
+
+from t9k_provider.jobs import load
+
+EXAMPLE_DAGS = {
+    "t9k_training_pipeline": {
+        "prepare_data": "GenericJob",
+        "train": "PyTorchTrainingJob",
+        "evaluate": "GenericJob",
+    },
+    "example_genericjob": {"rendezvous": "GenericJob"},
+    "example_pytorchtrainingjob": {"allreduce": "PyTorchTrainingJob"},
+    "example_tensorflowtrainingjob": {"tf_config": "TensorFlowTrainingJob"},
+    "example_xgboosttrainingjob": {"rabit_env": "XGBoostTrainingJob"},
+}
+RUN_ID = "scheduled__2026-01-02T00:00:00+00:00"
+
+
+def render_manifests(dag: Any, **params: Any) -> dict[str, dict[str, Any]]:
+    """What each job operator would submit for a run with these params (the operator renders the same way)."""
+    from t9k_provider.operators import T9kJobOperator
+
+    context = {"params": {**dag.params.dump(), **params}, "run_id": RUN_ID}
+    env = dag.get_template_env()
+    rendered = {
+        task.task_id: task.render_template(task.manifest, context, env)
+        for task in dag.tasks
+        if isinstance(task, T9kJobOperator)
+    }
+    # a manifest file renders to YAML text, which the operator parses
+    return {task_id: yaml.safe_load(m) if isinstance(m, str) else m for task_id, m in rendered.items()}
+
+
+def test_every_example_dag_parses(dagbag: Any) -> None:
+    assert dagbag.import_errors == {}
+    assert set(dagbag.dag_ids) == set(EXAMPLE_DAGS)
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXAMPLE_DAGS))
+def test_dag_documents_itself_and_retries(dagbag: Any, dag_id: str) -> None:
+    dag = dagbag.dags[dag_id]
+    assert dag.doc_md and dag.doc_md.startswith(f"{dag_id}: ")
+    for task in dag.tasks:
+        assert task.retries >= 1, task.task_id
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXAMPLE_DAGS))
+def test_manifests_render_to_valid_jobs_of_the_operator_kind(dagbag: Any, dag_id: str) -> None:
+    dag = dagbag.dags[dag_id]
+    rendered = render_manifests(dag)
+    assert {task_id: load(manifest).KIND for task_id, manifest in rendered.items()} == EXAMPLE_DAGS[dag_id]
+    for task_id, manifest in rendered.items():
+        assert dag.get_task(task_id).job_kind == manifest["kind"]
+        assert "{{" not in str(manifest) and "{%" not in str(manifest), task_id
+
+
+def test_pipeline_shape(dagbag: Any) -> None:
+    from t9k_provider.sensors.job import T9kJobSensor
+
+    dag = dagbag.dags["t9k_training_pipeline"]
+    assert dag.schedule == "@daily" and dag.catchup is False
+    assert {t: sorted(dag.get_task(t).downstream_task_ids) for t in dag.task_ids} == {
+        "prepare_data": ["train"],
+        "train": ["evaluate"],
+        "evaluate": ["report", "wait_for_evaluation"],
+        "wait_for_evaluation": ["report"],
+        "report": [],
+    }
+    sensor = dag.get_task("wait_for_evaluation")
+    assert isinstance(sensor, T9kJobSensor) and sensor.kind == "GenericJob"
+    assert dag.get_task("evaluate").wait_for_completion is False
+    train = dag.get_task("train")
+    assert train.get_logs and train.execution_timeout == timedelta(minutes=30)
+
+
+def test_pipeline_jobs_share_one_directory_per_run(dagbag: Any) -> None:
+    rendered = render_manifests(dagbag.dags["t9k_training_pipeline"], data_root="/srv/t9k")
+    run_dir = "/data/runs/scheduled__2026-01-02T00_00_00_00_00"
+    prepare = rendered["prepare_data"]["spec"]["replicaSpecs"][0]["template"]["spec"]
+    train = rendered["train"]["spec"]["replicaSpecs"][0]
+    evaluate = rendered["evaluate"]["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert prepare["containers"][0]["command"] == ["python", "prepare_data.py", "--out", f"{run_dir}/dataset"]
+    assert train["replicas"] == 2
+    command = " ".join(train["template"]["spec"]["containers"][0]["command"])
+    assert command == f"python train_ddp.py --data {run_dir}/dataset --out {run_dir}/model --epochs 8"
+    assert evaluate["containers"][0]["command"][-2:] == ["--out", f"{run_dir}/eval"]
+    for pod in (prepare, train["template"]["spec"], evaluate):
+        data = next(v for v in pod["volumes"] if v["name"] == "data")
+        assert data["hostPath"] == {"path": "/srv/t9k", "type": "DirectoryOrCreate"}
+
+
+@pytest.mark.parametrize(("fail", "value"), [(False, "0"), (True, "1")])
+def test_fail_training_param_reaches_the_training_script(dagbag: Any, fail: bool, value: str) -> None:
+    rendered = render_manifests(dagbag.dags["t9k_training_pipeline"], fail_training=fail)
+    env = rendered["train"]["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "T9K_DEMO_FAIL", "value": value} in env
+
+
+def test_tensorflow_manifest_file_takes_the_worker_count_param(dagbag: Any) -> None:
+    rendered = render_manifests(dagbag.dags["example_tensorflowtrainingjob"], workers=3)
+    assert rendered["tf_config"]["spec"]["replicaSpecs"][0]["replicas"] == 3
