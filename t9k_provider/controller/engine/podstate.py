@@ -1,0 +1,86 @@
+"""What an observed pod says about its replica: phase, training exit code, retryable or not (R9)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Pod failure reasons set by the node or the control plane, not by the user's program.
+INFRA_REASONS = frozenset(
+    {
+        "Evicted",
+        "Shutdown",
+        "Terminated",
+        "NodeShutdown",
+        "NodeLost",
+        "DeadlineExceeded",
+        "UnexpectedAdmissionError",
+        "OutOfcpu",
+        "OutOfmemory",
+        "OutOfpods",
+        "Preempting",
+    }
+)
+
+
+@dataclass(frozen=True)
+class PodState:
+    phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    exit_code: int | None  # of the training container, when it terminated
+    infra_failure: bool  # failed for a reason outside the user's program
+    ready: bool
+    terminating: bool
+    containers: list[dict[str, Any]]
+    reason: str
+
+
+def container_summaries(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        entry: dict[str, Any] = {"name": cs.get("name", "")}
+        if "terminated" in state:
+            entry["state"] = "terminated"
+            entry["exitCode"] = int(state["terminated"].get("exitCode", 0))
+        elif "running" in state:
+            entry["state"] = "running"
+        else:
+            entry["state"] = "waiting"
+        out.append(entry)
+    return out
+
+
+def _training_exit_code(pod: dict[str, Any], container: str) -> int | None:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    chosen = next((cs for cs in statuses if cs.get("name") == container), None)
+    if chosen is None and statuses and not container:
+        chosen = statuses[0]
+    if chosen is None:
+        return None
+    terminated = (chosen.get("state") or {}).get("terminated")
+    if terminated is None:
+        return None
+    code = terminated.get("exitCode")
+    return int(code) if code is not None else None
+
+
+def classify(pod: dict[str, Any], training_container: str) -> PodState:
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    reason = status.get("reason") or ""
+    conditions = status.get("conditions") or []
+    disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions)
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    has_ready_condition = any(c.get("type") == "Ready" for c in conditions)
+    exit_code = _training_exit_code(pod, training_container)
+    infra = phase == "Failed" and (reason in INFRA_REASONS or disrupted or exit_code is None)
+    return PodState(
+        phase=phase,
+        exit_code=exit_code,
+        infra_failure=infra,
+        # A pod without a Ready condition (e.g. a minimal kubelet) counts as ready once Running.
+        ready=phase == "Running" and (ready or not has_ready_condition),
+        terminating=bool((pod.get("metadata") or {}).get("deletionTimestamp")),
+        containers=container_summaries(pod),
+        reason=reason,
+    )

@@ -1,0 +1,38 @@
+"""The T9k Scheduler PodGroup (spec section 10): created before any pod, deleted at pause and at the end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import SchedulerPlan
+from .names import child_metadata
+
+PODGROUP_API_VERSION = "scheduler.tensorstack.dev/v1beta1"
+PODGROUP_KIND = "PodGroup"
+
+
+def podgroup_spec(plan: SchedulerPlan) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": plan.min_member, "queue": plan.queue, "priority": plan.priority}
+    if plan.roles:
+        spec["roles"] = [dict(r) for r in plan.roles]
+    return spec
+
+
+def build_podgroup(job: dict[str, Any], plan: SchedulerPlan) -> dict[str, Any]:
+    return {
+        "apiVersion": PODGROUP_API_VERSION,
+        "kind": PODGROUP_KIND,
+        "metadata": child_metadata(job, job["metadata"]["name"]),
+        "spec": podgroup_spec(plan),
+    }
+
+
+def podgroup_drift(observed: dict[str, Any], plan: SchedulerPlan) -> dict[str, Any] | None:
+    """The merge patch that brings the PodGroup's mutable fields back to the plan, or None.
+
+    The queue is immutable once pods joined it, so only minMember, priority and roles are kept in sync.
+    """
+    want = podgroup_spec(plan)
+    have = observed.get("spec") or {}
+    patch = {k: want.get(k) for k in ("minMember", "priority", "roles") if have.get(k) != want.get(k)}
+    return {"spec": patch} if patch else None

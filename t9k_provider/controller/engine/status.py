@@ -1,0 +1,100 @@
+"""Status helpers: timestamps, one condition per type, aggregate counts (spec section 7)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+CONDITION_ORDER = ("Initialized", "Running", "ReplicaFailure", "Completed", "Failed", "Paused")
+TERMINAL_PHASES = ("Succeeded", "Failed")
+REPLICA_PHASES = ("creating", "pending", "running", "succeeded", "failed", "unknown", "deleted")
+NO_REASON = "-"
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def merge_conditions(
+    prior: list[dict[str, Any]] | None,
+    desired: dict[str, tuple[str, str, str]],
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """`desired` maps type -> (status, reason, message). lastTransitionTime changes only on a flip.
+
+    Condition types present before but not desired now are kept unchanged (conditions never vanish).
+    """
+    by_type = {c.get("type"): c for c in prior or [] if c.get("type")}
+    by_type.pop("Initializing", None)  # old spelling, replaced by Initialized
+    out: dict[str, dict[str, Any]] = {}
+    for ctype in [*CONDITION_ORDER, *sorted(set(by_type) | set(desired))]:
+        if ctype in out:
+            continue
+        old = by_type.get(ctype)
+        if ctype in desired:
+            status, reason, message = desired[ctype]
+            flipped = old is None or old.get("status") != status
+            out[ctype] = {
+                "type": ctype,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": rfc3339(now)
+                if flipped
+                else old.get("lastTransitionTime", rfc3339(now)),
+            }
+        elif old is not None:
+            out[ctype] = dict(old)
+    return list(out.values())
+
+
+def condition(status: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == ctype), None)
+
+
+def condition_true(status: dict[str, Any], ctype: str) -> bool:
+    cond = condition(status, ctype)
+    return cond is not None and cond.get("status") == "True"
+
+
+def aggregate(phases: list[str]) -> dict[str, int]:
+    counts = dict.fromkeys(REPLICA_PHASES, 0)
+    for phase in phases:
+        key = phase.lower()
+        counts[key if key in counts else "unknown"] += 1
+    return counts
+
+
+def sanitized(prior: Any) -> dict[str, Any]:
+    """The prior status with malformed parts dropped: it is read back from the API and may be anything."""
+    if not isinstance(prior, dict):
+        return {}
+    out = dict(prior)
+    conditions = out.get("conditions")
+    out["conditions"] = [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
+    tasks = out.get("tasks")
+    out["tasks"] = [
+        {
+            **t,
+            "replicas": [r for r in t.get("replicas") or [] if isinstance(r, dict)]
+            if isinstance(t.get("replicas"), list)
+            else [],
+        }
+        for t in (tasks if isinstance(tasks, list) else [])
+        if isinstance(t, dict)
+    ]
+    if not isinstance(out.get("backoffCount"), int):
+        out.pop("backoffCount", None)
+    for key in ("phase", "startTime", "completionTime"):
+        if not isinstance(out.get(key), str):
+            out.pop(key, None)
+    return out

@@ -1,0 +1,143 @@
+"""PyTorchTrainingJob: ranks across types, MASTER_*/PET_* env, torchrun launch, elastic scaling (8.2)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from t9k_provider.controller.engine.model import Plan, ReplicaGroup
+from t9k_provider.jobs.common import PyTorchReplicaSpec
+from t9k_provider.jobs.training import PyTorchTrainingJob
+
+from .common import (
+    add_wait,
+    container_named,
+    declared_port,
+    ensure_port,
+    pick_container,
+    set_command,
+    with_env,
+)
+from .training import tensorboard_companion, training_plan
+
+PORT_NAME = "pytorchjob-port"
+DEFAULT_PORT = 23456
+TRAINING_CONTAINERS = ("pytorch", "python")
+
+
+def rank_order(specs: list[PyTorchReplicaSpec]) -> list[PyTorchReplicaSpec]:
+    """A type literally named `master` holds rank 0; otherwise the first listed type does."""
+    masters = [s for s in specs if s.type == "master"]
+    return masters + [s for s in specs if s.type != "master"]
+
+
+def elastic_counts(specs: list[PyTorchReplicaSpec], total: int) -> list[int]:
+    """Spread `total` replicas over the types by scalingWeight (default: the written replicas).
+
+    Largest remainder, ties to the earlier type; the master type always keeps at least one replica.
+    """
+    weights = [s.scaling_weight if s.scaling_weight is not None else s.replicas for s in specs]
+    if not sum(weights):
+        weights = [1] * len(specs)
+    shares = [total * w / sum(weights) for w in weights]
+    counts = [int(s) for s in shares]
+    order = sorted(range(len(specs)), key=lambda i: (-(shares[i] - counts[i]), i))
+    for i in order[: total - sum(counts)]:
+        counts[i] += 1
+    if counts and counts[0] == 0:
+        donor = max(range(len(counts)), key=lambda i: counts[i])
+        counts[donor] -= 1
+        counts[0] = 1
+    return counts
+
+
+def _gpu_count(container: dict[str, Any] | None) -> int:
+    limits = ((container or {}).get("resources") or {}).get("limits") or {}
+    value = limits.get("nvidia.com/gpu")
+    return int(value) if value is not None and str(value).isdigit() else 1
+
+
+def compile_pytorch(typed: PyTorchTrainingJob, job: dict[str, Any]) -> Plan:
+    spec = typed.spec
+    name = job["metadata"]["name"]
+    specs = rank_order(spec.replica_specs)
+    elastic = spec.elastic if spec.elastic is not None and spec.elastic.enabled else None
+    if elastic is not None:
+        assert elastic.min_replicas is not None and elastic.max_replicas is not None  # validated by the model
+        wanted = elastic.expected_replicas or sum(s.replicas for s in specs)
+        total = min(max(wanted, elastic.min_replicas), elastic.max_replicas)
+        counts = elastic_counts(specs, total)
+        nnodes = f"{elastic.min_replicas}:{elastic.max_replicas}"
+    else:
+        counts = [s.replicas for s in specs]
+        total = sum(counts)
+        nnodes = str(total)
+    master = specs[0]
+    master_container = pick_container(master.template, TRAINING_CONTAINERS)
+    port = declared_port(master.template, master_container, PORT_NAME) or DEFAULT_PORT
+    master_addr = f"{name}-{master.type}-0".lower()
+    torchrun = (
+        spec.torchrun_config if spec.torchrun_config is not None and spec.torchrun_config.enabled else None
+    )
+
+    groups = []
+    offset = 0
+    for rs, count in zip(specs, counts, strict=True):
+        cname = pick_container(rs.template, TRAINING_CONTAINERS)
+        templates = []
+        for index in range(count):
+            rank = offset + index
+            tpl = with_env(
+                rs.template,
+                {
+                    "MASTER_ADDR": master_addr,
+                    "MASTER_PORT": str(port),
+                    "RANK": str(rank),
+                    "WORLD_SIZE": str(total),
+                    "PYTHONUNBUFFERED": "1",
+                    "PET_MASTER_ADDR": master_addr,
+                    "PET_MASTER_PORT": str(port),
+                    "PET_NODE_RANK": str(rank),
+                    "PET_NNODES": nnodes,
+                },
+            )
+            ensure_port(tpl, cname, PORT_NAME, port)
+            if torchrun is not None:
+                main = container_named(tpl, cname) or {}
+                nproc = torchrun.proc_per_node
+                args = [f"--nnodes={nnodes}"]
+                if nproc is not None:
+                    args.append(f"--nproc_per_node={_gpu_count(main) if nproc == 'gpu' else int(nproc)}")
+                if torchrun.max_restarts is not None:
+                    args.append(f"--max_restarts={torchrun.max_restarts}")
+                args += [
+                    f"--rdzv_backend={torchrun.rdzv_backend}",
+                    f"--rdzv_endpoint={master_addr}:{port}",
+                    f"--rdzv_id={job['metadata']['uid']}",
+                    *torchrun.extra_options,
+                    *copy.deepcopy(main.get("args") or []),
+                ]
+                set_command(tpl, cname, ["torchrun", *args])
+            if rank != 0:
+                add_wait(tpl, cname, [master_addr])
+            templates.append(tpl)
+        offset += count
+        groups.append(
+            ReplicaGroup(
+                type=rs.type,
+                templates=tuple(templates),
+                restart_policy=rs.restart_policy,
+                training_container=cname,
+                service_ports=({"name": PORT_NAME, "port": port},),
+            )
+        )
+    return training_plan(
+        tuple(groups),
+        master.type,
+        spec.run_policy,
+        spec.run_mode,
+        spec.scheduler,
+        elastic_min=elastic.min_replicas if elastic is not None else None,
+        companions=tensorboard_companion(job, spec.tensorboard_spec),
+        tensorboard=name if spec.tensorboard_spec is not None else None,
+    )

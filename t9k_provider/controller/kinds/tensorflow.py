@@ -1,0 +1,72 @@
+"""TensorFlowTrainingJob: TF_CONFIG with short hosts, chief (else worker-0) decides (section 8.3).
+
+Decision: `evaluator` is not part of `cluster` (TensorFlow's side-car evaluator is outside the training
+cluster); its own TF_CONFIG carries the training cluster and `task.type: evaluator`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from t9k_provider.controller.engine.model import Plan, ReplicaGroup
+from t9k_provider.jobs.training import TensorFlowTrainingJob
+
+from .common import add_wait, declared_port, ensure_port, with_env
+from .training import tensorboard_companion, training_plan
+
+CONTAINER = "tensorflow"
+PORT_NAME = "tfjob-port"
+DEFAULT_PORT = 2222
+OUTSIDE_CLUSTER = ("evaluator",)
+
+
+def compile_tensorflow(typed: TensorFlowTrainingJob, job: dict[str, Any]) -> Plan:
+    spec = typed.spec
+    name = job["metadata"]["name"]
+    ports = {
+        rs.type: declared_port(rs.template, CONTAINER, PORT_NAME)
+        or declared_port(rs.template, CONTAINER, None)
+        or DEFAULT_PORT
+        for rs in spec.replica_specs
+    }
+    cluster = {
+        rs.type: [f"{name}-{rs.type}-{i}:{ports[rs.type]}".lower() for i in range(rs.replicas)]
+        for rs in spec.replica_specs
+        if rs.type not in OUTSIDE_CLUSTER
+    }
+    types = [rs.type for rs in spec.replica_specs]
+    master = "chief" if "chief" in types else "worker" if "worker" in types else types[0]
+    master_host = f"{name}-{master}-0".lower()
+    groups = []
+    for rs in spec.replica_specs:
+        templates = []
+        for index in range(rs.replicas):
+            tf_config = {
+                "cluster": cluster,
+                "task": {"type": rs.type, "index": index},
+                "environment": "cloud",
+            }
+            tpl = with_env(rs.template, {"TF_CONFIG": json.dumps(tf_config), "PYTHONUNBUFFERED": "1"})
+            ensure_port(tpl, CONTAINER, PORT_NAME, ports[rs.type])
+            if (rs.type, index) != (master, 0):
+                add_wait(tpl, CONTAINER, [master_host])
+            templates.append(tpl)
+        groups.append(
+            ReplicaGroup(
+                type=rs.type,
+                templates=tuple(templates),
+                restart_policy=rs.restart_policy,
+                training_container=CONTAINER,
+                service_ports=({"name": PORT_NAME, "port": ports[rs.type]},),
+            )
+        )
+    return training_plan(
+        tuple(groups),
+        master,
+        spec.run_policy,
+        spec.run_mode,
+        spec.scheduler,
+        companions=tensorboard_companion(job, spec.tensorboard_spec),
+        tensorboard=name if spec.tensorboard_spec is not None else None,
+    )

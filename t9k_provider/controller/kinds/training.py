@@ -1,0 +1,71 @@
+"""What the TrainingJobs (PyTorch, TensorFlow, XGBoost) and DeepSpeed share: run policy, master rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from t9k_provider.controller.engine.model import Companion, Plan, ReplicaGroup
+from t9k_provider.controller.engine.names import child_metadata
+from t9k_provider.jobs.common import RunMode, RunPolicy, SchedulePolicy, TensorBoardSpec
+
+from .common import mode_fields, scheduler_plan
+
+TENSORBOARD_API_VERSION = "tensorstack.dev/v1beta1"
+
+
+def each_replica(groups: tuple[ReplicaGroup, ...]) -> tuple[dict[str, tuple[int, ...]], ...]:
+    return tuple({g.type: (i,)} for g in groups for i in range(g.replicas))
+
+
+def training_plan(
+    groups: tuple[ReplicaGroup, ...],
+    master: str,
+    run_policy: RunPolicy,
+    run_mode: RunMode | None,
+    scheduler: SchedulePolicy | None,
+    *,
+    elastic_min: int | None = None,
+    companions: tuple[Companion, ...] = (),
+    tensorboard: str | None = None,
+) -> Plan:
+    """Success: the master (index 0 of `master`) succeeded. Failure: any replica failed for good (fail-fast,
+    R7) - or, when elastic, every replica did (the job may go on at a smaller scale, section 8.2)."""
+    if elastic_min is not None:
+        success = each_replica(groups)
+        failure: tuple[dict[str, tuple[int, ...]], ...] = (
+            {g.type: tuple(range(g.replicas)) for g in groups},
+        )
+    else:
+        success = ({master: (0,)},)
+        failure = each_replica(groups)
+    total = sum(g.replicas for g in groups)
+    return Plan(
+        groups=groups,
+        success_rules=success,
+        failure_rules=failure,
+        backoff_limit=run_policy.backoff_limit,
+        active_deadline_seconds=run_policy.active_deadline_seconds,
+        cleanup_policy=run_policy.clean_up_policy,
+        scheduler=scheduler_plan(scheduler, elastic_min if elastic_min is not None else total),
+        companions=companions,
+        tensorboard=tensorboard,
+        reports_backoff=True,
+        **mode_fields(run_mode, [g.type for g in groups]),
+    )
+
+
+def tensorboard_companion(job: dict[str, Any], spec: TensorBoardSpec | None) -> tuple[Companion, ...]:
+    """The TensorBoard `<job>` next to a PyTorch/TensorFlow job (section 8.9); kept after the end."""
+    if spec is None:
+        return ()
+    name = job["metadata"]["name"]
+
+    def build() -> dict[str, Any]:
+        return {
+            "apiVersion": TENSORBOARD_API_VERSION,
+            "kind": "TensorBoard",
+            "metadata": child_metadata(job, name),
+            "spec": spec.dump(),
+        }
+
+    return (Companion(TENSORBOARD_API_VERSION, "TensorBoard", name, build),)

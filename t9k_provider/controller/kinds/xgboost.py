@@ -1,0 +1,56 @@
+"""XGBoostTrainingJob: MASTER_ADDR/PORT, RANK (master 0, worker i+1), WORLD_SIZE; master decides (8.4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from t9k_provider.controller.engine.model import Plan, ReplicaGroup
+from t9k_provider.jobs.training import XGBoostTrainingJob
+
+from .common import add_wait, declared_port, ensure_port, with_env
+from .training import training_plan
+
+CONTAINER = "xgboost"
+PORT_NAME = "xgboostjob-port"
+DEFAULT_PORT = 9999
+
+
+def compile_xgboost(typed: XGBoostTrainingJob, job: dict[str, Any]) -> Plan:
+    spec = typed.spec
+    name = job["metadata"]["name"]
+    specs = sorted(spec.replica_specs, key=lambda s: s.type != "master")  # master first: rank 0
+    master = specs[0]
+    port = declared_port(master.template, CONTAINER, None) or DEFAULT_PORT
+    master_addr = f"{name}-master-0".lower()
+    total = sum(s.replicas for s in specs)
+    groups = []
+    offset = 0
+    for rs in specs:
+        templates = []
+        for index in range(rs.replicas):
+            rank = offset + index
+            tpl = with_env(
+                rs.template,
+                {
+                    "MASTER_ADDR": master_addr,
+                    "MASTER_PORT": str(port),
+                    "RANK": str(rank),
+                    "WORLD_SIZE": str(total),
+                    "PYTHONUNBUFFERED": "1",
+                },
+            )
+            ensure_port(tpl, CONTAINER, PORT_NAME, port)
+            if rank != 0:
+                add_wait(tpl, CONTAINER, [master_addr])
+            templates.append(tpl)
+        offset += rs.replicas
+        groups.append(
+            ReplicaGroup(
+                type=rs.type,
+                templates=tuple(templates),
+                restart_policy=rs.restart_policy,
+                training_container=CONTAINER,
+                service_ports=({"name": PORT_NAME, "port": port},),
+            )
+        )
+    return training_plan(tuple(groups), "master", spec.run_policy, spec.run_mode, spec.scheduler)

@@ -1,0 +1,191 @@
+"""A pure in-memory object set that applies engine Decisions, so tests can play whole pod lifecycles.
+
+It is a test helper, not a mock of the API: it keeps objects by (kind, name), assigns uids, honours uid
+preconditions on delete, rejects creating an existing name (AlreadyExists) and records every create.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from t9k_provider.controller.engine import Create, Decision, Delete, Observed, Patch, reconcile
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+API = "batch.tensorstack.dev/v1beta1"
+
+
+def fixed_keygen() -> tuple[str, str]:
+    return (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nTEST\n-----END OPENSSH PRIVATE KEY-----\n",
+        "ssh-ed25519 TEST t9k",
+    )
+
+
+def container(name: str = "main", command: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": "busybox", "command": command or ["true"], **extra}
+
+
+def template(*containers: dict[str, Any]) -> dict[str, Any]:
+    return {"spec": {"containers": list(containers) or [container()]}}
+
+
+def job(kind: str, spec: dict[str, Any], name: str = "demo") -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "generation": 1},
+        "spec": spec,
+    }
+
+
+def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+@dataclass
+class Sim:
+    job: dict[str, Any]
+    now: datetime = T0
+    objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    created: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, name, uid)
+    already_exists: list[tuple[str, str]] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)
+    # When True, deletes leave a terminating object (deletionTimestamp) until `finish_deletes()`.
+    graceful: bool = False
+    _uids: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    # -- observation and decision ----------------------------------------------------------------
+
+    def observed(self) -> Observed:
+        return Observed(
+            job=copy.deepcopy(self.job),
+            children=[copy.deepcopy(o) for o in self.objects.values()],
+            now=self.now,
+        )
+
+    def decide(self) -> Decision:
+        return reconcile(self.observed(), ssh_keygen=fixed_keygen)
+
+    def step(self, write_status: bool = True, prefix: int | None = None) -> Decision:
+        """One reconcile as the runtime runs it: status first, then actions in order, then events."""
+        decision = self.decide()
+        if write_status:
+            self.job["status"] = copy.deepcopy(decision.status)
+        actions = decision.actions if prefix is None else decision.actions[:prefix]
+        for action in actions:
+            self.apply(action)
+        self.events.extend(decision.events)
+        return decision
+
+    def settle(self, limit: int = 20) -> Decision:
+        """Reconcile until a round changes nothing (no actions, same status)."""
+        for _ in range(limit):
+            before = copy.deepcopy(self.job.get("status"))
+            decision = self.step()
+            if not decision.actions and decision.status == before:
+                return decision
+        raise AssertionError(f"no fixed point after {limit} reconciles: {decision}")
+
+    # -- applying actions ---------------------------------------------------------------------------
+
+    def apply(self, action: Any) -> None:
+        if isinstance(action, Create):
+            obj = copy.deepcopy(action.obj)
+            key = (obj["kind"], obj["metadata"]["name"])
+            if key in self.objects:
+                self.already_exists.append(key)
+                return
+            uid = f"{obj['kind'].lower()}-{next(self._uids)}"
+            obj["metadata"]["uid"] = uid
+            if obj["kind"] == "Pod":
+                obj["status"] = {"phase": "Pending"}
+            self.objects[key] = obj
+            self.created.append((obj["kind"], obj["metadata"]["name"], uid))
+        elif isinstance(action, Delete):
+            key = (action.kind, action.name)
+            obj = self.objects.get(key)
+            if obj is None or (action.uid is not None and obj["metadata"]["uid"] != action.uid):
+                return
+            if self.graceful and action.kind == "Pod" and action.grace_period_seconds != 0:
+                obj["metadata"].setdefault("deletionTimestamp", self.now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            else:
+                del self.objects[key]
+        elif isinstance(action, Patch):
+            merge(self.objects[(action.kind, action.name)], action.patch)
+        else:  # pragma: no cover - the engine only returns the three action types
+            raise TypeError(action)
+
+    def finish_deletes(self) -> None:
+        for key in [k for k, o in self.objects.items() if o["metadata"].get("deletionTimestamp")]:
+            del self.objects[key]
+
+    # -- the world moving on ------------------------------------------------------------------------
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        return {name: o for (kind, name), o in self.objects.items() if kind == "Pod"}
+
+    def pod(self, name: str) -> dict[str, Any]:
+        return self.objects[("Pod", name)]
+
+    def set_pod(
+        self,
+        name: str,
+        phase: str,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        container_name: str | None = None,
+    ) -> None:
+        pod = self.pod(name)
+        cname = container_name or pod["spec"]["containers"][0]["name"]
+        status: dict[str, Any] = {"phase": phase, "conditions": []}
+        if phase == "Running":
+            status["containerStatuses"] = [{"name": cname, "state": {"running": {}}}]
+            status["conditions"] = [{"type": "Ready", "status": "True"}]
+        elif exit_code is not None:
+            status["containerStatuses"] = [{"name": cname, "state": {"terminated": {"exitCode": exit_code}}}]
+        if reason:
+            status["reason"] = reason
+        pod["status"] = status
+
+    def run_all(self, names: list[str] | None = None) -> None:
+        for name in names or list(self.pods()):
+            if self.pod(name)["status"].get("phase") == "Pending":
+                self.set_pod(name, "Running")
+
+    def finish(self, name: str, exit_code: int = 0) -> None:
+        self.set_pod(name, "Succeeded" if exit_code == 0 else "Failed", exit_code=exit_code)
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    def delete_object(self, kind: str, name: str) -> None:
+        del self.objects[(kind, name)]
+
+    # -- reading the status ---------------------------------------------------------------------------
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.job.get("status") or {}
+
+    def cond(self, ctype: str) -> dict[str, Any] | None:
+        return next((c for c in self.status.get("conditions") or [] if c["type"] == ctype), None)
+
+    def replica(self, name: str) -> dict[str, Any]:
+        for task in self.status.get("tasks") or []:
+            for rec in task["replicas"]:
+                if rec["name"] == name:
+                    return rec
+        raise KeyError(name)
+
+    def kinds(self, kind: str) -> list[str]:
+        return sorted(name for (k, name) in self.objects if k == kind)
