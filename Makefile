@@ -21,6 +21,10 @@ test: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -q
 
+# The example training pipeline end to end on the embedded local cluster (see README "Run the example pipeline").
+demo: env
+	$(PY) scripts/demo.py
+
 lint: env
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
