@@ -163,8 +163,18 @@ class PodWorker:
         meta = pod["metadata"]
         recorded_phase = (pod.get("status") or {}).get("phase")
         terminal = recorded_phase in TERMINAL_PHASES or self.final is not None
-        if not self.dir.exists() and terminal:
-            return False  # finished before this kubelet knew it (e.g. pod dir removed): nothing to run
+        if terminal and self.final is None:
+            # Finished (possibly before this kubelet started): make sure nothing runs, release the network.
+            inits, mains = self._views() if self.dir.exists() else ([], [])
+            self._kill_running(inits + mains)
+            if meta.get("deletionTimestamp"):
+                await self._final_delete()
+            if self.net is not None or (self.dir / "network.json").exists():
+                await self.kubelet.network.teardown(self.uid)
+                (self.dir / "network.json").unlink(missing_ok=True)
+                self.net = None
+                self.kubelet.hosts_changed()
+            return False
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.net is None:
             self.net = await self._setup_network()
@@ -176,7 +186,7 @@ class PodWorker:
         restart_pending: set[str] = set()
         if deleting:
             await self._terminate(inits + mains)
-        elif not terminal:
+        elif self.final is None:
             await self._check_deadline(inits + mains)
             if self.final is None and self.ctx is not None:
                 restart_pending = await self._advance(inits, mains)

@@ -72,7 +72,7 @@ def container_status(pod: dict[str, Any], view: ContainerView, *, restart_pendin
     )
     status["restartCount"] = max(0, restart_count)
     last = None
-    if cur is not None and cur.running:
+    if cur is not None and cur.running and cur.started_at:
         status["state"] = {"running": {"startedAt": cur.started_at}}
         status.update(ready=True, started=True)
         last = finished[-1] if finished else None
@@ -118,8 +118,8 @@ def phase(pod: dict[str, Any], inits: list[ContainerView], mains: list[Container
     running = waiting = stopped = succeeded = 0
     for v in mains:
         cur = v.current
-        if cur is None:
-            waiting += 1
+        if cur is None or (cur.running and not cur.started_at and cur.n == 0):
+            waiting += 1  # not started yet (the shim has not reported the process)
         elif cur.running:
             running += 1
         else:
