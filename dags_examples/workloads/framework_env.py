@@ -1,6 +1,7 @@
 """Check the distributed-training environment a T9k controller gives a replica, then prove it works.
 
 ``--framework tensorflow`` validates ``TF_CONFIG`` (this replica must appear in its own cluster spec).
+``--framework mpi`` reports the rank Open MPI's ``mpirun`` gave this process (``OMPI_COMM_WORLD_*``).
 ``--framework rank`` (XGBoost, PyTorch) validates ``MASTER_ADDR``/``MASTER_PORT``/``RANK``/``WORLD_SIZE`` and
 then all-reduces the ranks over gloo, which only succeeds when every replica can reach the master: the same
 rendezvous an XGBoost (Rabit) or PyTorch script performs. Exits 2 with the missing variable on bad input.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 from datetime import timedelta
 
@@ -36,6 +38,11 @@ def check_tensorflow() -> None:
     )
 
 
+def check_mpi() -> None:
+    rank, size = int(require("OMPI_COMM_WORLD_RANK")), int(require("OMPI_COMM_WORLD_SIZE"))
+    print(f"mpi rank {rank}/{size} on {socket.gethostname()}", flush=True)
+
+
 def check_rank_rendezvous() -> None:
     import torch
     import torch.distributed as dist
@@ -57,12 +64,10 @@ def check_rank_rendezvous() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--framework", choices=["tensorflow", "rank"], required=True)
+    parser.add_argument("--framework", choices=["tensorflow", "mpi", "rank"], required=True)
     args = parser.parse_args(argv)
-    if args.framework == "tensorflow":
-        check_tensorflow()
-    else:
-        check_rank_rendezvous()
+    checks = {"tensorflow": check_tensorflow, "mpi": check_mpi, "rank": check_rank_rendezvous}
+    checks[args.framework]()
     return 0
 
 

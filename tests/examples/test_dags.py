@@ -20,6 +20,10 @@ EXAMPLE_DAGS = {
     "example_pytorchtrainingjob": {"allreduce": "PyTorchTrainingJob"},
     "example_tensorflowtrainingjob": {"tf_config": "TensorFlowTrainingJob"},
     "example_xgboosttrainingjob": {"rabit_env": "XGBoostTrainingJob"},
+    "example_mpijob": {"mpi_ranks": "MPIJob"},
+    "example_colossalaijob": {"colossalai_ranks": "ColossalAIJob"},
+    "example_deepspeedjob": {"deepspeed_ranks": "DeepSpeedJob"},
+    "example_beamjob": {"wordcount": "BeamJob"},
 }
 RUN_ID = "scheduled__2026-01-02T00:00:00+00:00"
 

@@ -134,6 +134,17 @@ def test_framework_env_tensorflow() -> None:
     assert "task=worker:1 me=tf-worker-1:2222" in result.stdout
 
 
+def test_framework_env_mpi() -> None:
+    result = run(
+        "framework_env.py",
+        "--framework",
+        "mpi",
+        env={"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("mpi rank 1/4 on ")
+
+
 def test_framework_env_names_the_missing_variable() -> None:
     env = {
         k: v for k, v in os.environ.items() if k not in {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"}

@@ -1,0 +1,109 @@
+"""Each example DAG runs to success under ``dag.test()`` against the local cluster with the real controller.
+
+Pods are local processes, so the training pipeline really trains (2 gloo ranks) and the failure switch really
+makes the training script exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from t9k_provider.local.testing import LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+KIND_EXAMPLES = [
+    "example_genericjob",
+    "example_pytorchtrainingjob",
+    "example_tensorflowtrainingjob",
+    "example_xgboosttrainingjob",
+]
+LOSS = re.compile(r"epoch (\d+)/(\d+) loss=([0-9.]+)")
+
+
+@pytest.fixture
+def cluster(
+    local_cluster_factory: Callable[..., LocalCluster],
+    monkeypatch: pytest.MonkeyPatch,
+    examples_dags_folder: Path,
+) -> LocalCluster:
+    """A local cluster with the controller, as Airflow's ``kubernetes_default`` connection."""
+    cluster = local_cluster_factory(controller=True)
+    connection = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(cluster.kubeconfig)}}
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps(connection))
+    return cluster
+
+
+def task_states(dag_run: Any) -> dict[str, str]:
+    return {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+
+
+def xcom(dag_run: Any, task_id: str) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = XComModel.get_many(
+            run_id=dag_run.run_id, key="return_value", task_ids=task_id, dag_ids=dag_run.dag_id
+        )
+        row = session.scalars(query).one()
+        return XComModel.deserialize_value(row)
+
+
+@pytest.mark.parametrize("dag_id", KIND_EXAMPLES)
+def test_kind_example_succeeds(dagbag: Any, cluster: LocalCluster, dag_id: str) -> None:
+    dag_run = dagbag.dags[dag_id].test()
+    states = task_states(dag_run)
+    assert dag_run.state == "success", states
+    (task_id,) = states
+    result = xcom(dag_run, task_id)
+    assert result["phase"] == "Succeeded" and result["namespace"] == "default"
+
+
+@pytest.mark.slow
+def test_training_pipeline_trains_evaluates_and_reports(
+    dagbag: Any, cluster: LocalCluster, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dag_run = dagbag.dags["t9k_training_pipeline"].test(run_conf={"data_root": str(tmp_path), "epochs": 5})
+    states = task_states(dag_run)
+    assert dag_run.state == "success", states
+    assert set(states.values()) == {"success"}
+
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    metrics = json.loads((run_dir / "model" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and len(metrics["losses"]) == 5
+    assert metrics["final_loss"] < metrics["first_loss"]
+    assert (run_dir / "model" / "model.pt").is_file()
+
+    report = xcom(dag_run, "report")
+    assert report == {**json.loads((run_dir / "eval" / "eval.json").read_text()), "job": report["job"]}
+    assert report["job"] == xcom(dag_run, "evaluate")["name"]
+
+    # the training replicas' own loss lines reached the task log
+    logged = [float(m[3]) for m in LOSS.finditer(capfd.readouterr().out)]
+    assert metrics["losses"][-1] == pytest.approx(logged[-1], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_failure_switch_fails_the_pipeline_at_the_training_task(
+    dagbag: Any, cluster: LocalCluster, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run_conf = {"data_root": str(tmp_path), "fail_training": True}
+    dag_run = dagbag.dags["t9k_training_pipeline"].test(run_conf=run_conf)
+    assert dag_run.state == "failed"
+    assert task_states(dag_run) == {
+        "prepare_data": "success",
+        "train": "failed",
+        "evaluate": "upstream_failed",
+        "wait_for_evaluation": "upstream_failed",
+        "report": "upstream_failed",
+    }
+    output = capfd.readouterr().out
+    assert "T9K_DEMO_FAIL is set, failing on purpose after epoch 1" in output
+    assert not list(tmp_path.glob("runs/*/model/model.pt"))
