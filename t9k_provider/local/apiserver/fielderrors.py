@@ -76,3 +76,7 @@ def aggregate(causes: list[Cause]) -> str:
     """``ErrorList.ToAggregate().Error()``: one error bare, several as ``[a, b]``, duplicates dropped."""
     messages = list(dict.fromkeys(c.error() for c in causes))
     return messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
+
+
+def not_found(field: str, value: Any) -> Cause:
+    return Cause("FieldValueNotFound", f"Not found: {go_value(value)}", field)

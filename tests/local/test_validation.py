@@ -1,0 +1,431 @@
+"""Built-in resource validation: metadata rules, kind rules, update immutability and the 422 message."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from t9k_provider.local.apiserver.fielderrors import Cause
+from t9k_provider.local.apiserver.validation import invalid_message, validate_create, validate_update
+
+
+def meta(name: str = "x", namespace: str | None = "default", **extra: Any) -> dict:
+    out: dict[str, Any] = {"name": name, **extra}
+    if namespace is not None:
+        out["namespace"] = namespace
+    return out
+
+
+def pod(**spec: Any) -> dict:
+    base = {
+        "metadata": meta("p"),
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "1"]}],
+            "restartPolicy": "Never",
+            **spec,
+        },
+    }
+    return base
+
+
+def fields(causes: list[Cause]) -> list[str]:
+    return [c.field for c in causes]
+
+
+def only(causes: list[Cause]) -> Cause:
+    assert len(causes) == 1, causes
+    return causes[0]
+
+
+# ----------------------------------------------------------------------------------------- names
+
+
+def test_valid_objects_pass() -> None:
+    assert validate_create("pods", pod()) == []
+    assert validate_create("configmaps", {"metadata": meta("cfg.v1"), "data": {"a.b": "1"}}) == []
+    assert validate_create("namespaces", {"metadata": meta("team-a", None)}) == []
+    assert validate_create("services", {"metadata": meta("svc"), "spec": {"ports": [{"port": 80}]}}) == []
+
+
+def test_subdomain_name_rule_and_message() -> None:
+    cause = only(validate_create("configmaps", {"metadata": meta("Bad_Name")}))
+    assert cause == Cause(
+        "FieldValueInvalid",
+        'Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
+        "characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
+        "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        "metadata.name",
+    )
+
+
+def test_service_names_are_dns1035_labels() -> None:
+    cause = only(validate_create("services", {"metadata": meta("1svc"), "spec": {"ports": [{"port": 80}]}}))
+    assert "a DNS-1035 label must consist of lower case alphanumeric characters" in cause.message
+    assert validate_create("configmaps", {"metadata": meta("1cfg")}) == []
+
+
+def test_namespace_names_are_dns1123_labels_and_cluster_scoped() -> None:
+    assert fields(validate_create("namespaces", {"metadata": meta("a.b", None)})) == ["metadata.name"]
+    assert only(validate_create("namespaces", {"metadata": meta("a", "default")})) == Cause(
+        "FieldValueForbidden", "Forbidden: not allowed on this type", "metadata.namespace"
+    )
+
+
+def test_name_too_long() -> None:
+    causes = validate_create("pods", {**pod(), "metadata": meta("a" * 254)})
+    assert any(c.message.endswith("must be no more than 253 characters") for c in causes)
+
+
+def test_missing_name_and_generate_name_prefix() -> None:
+    assert only(validate_create("configmaps", {"metadata": {"namespace": "default"}})) == Cause(
+        "FieldValueRequired", "Required value: name or generateName is required", "metadata.name"
+    )
+    ok = {"metadata": {"generateName": "job-", "name": "job-x7k2q", "namespace": "default"}}
+    assert validate_create("configmaps", ok) == []
+    bad = {"metadata": {"generateName": "Job-", "name": "job-x7k2q", "namespace": "default"}}
+    assert fields(validate_create("configmaps", bad)) == ["metadata.generateName"]
+
+
+def test_namespaced_resources_need_a_namespace() -> None:
+    assert fields(validate_create("configmaps", {"metadata": meta("c", None)})) == ["metadata.namespace"]
+
+
+def test_custom_resources_get_metadata_checks() -> None:
+    job = {"metadata": meta("Bad"), "spec": {"anything": True}}
+    assert fields(validate_create("customresources", job)) == ["metadata.name"]
+    assert validate_create("pytorchtrainingjobs", {"metadata": meta("good")}) == []
+
+
+# ----------------------------------------------------------------------------------------- labels etc.
+
+
+def test_label_keys_and_values() -> None:
+    labels = {"example.com/ok": "v", "bad key": "v", "k": "-bad", "long": "x" * 64, "a/b/c": ""}
+    causes = validate_create("configmaps", {"metadata": meta(labels=labels)})
+    assert set(fields(causes)) == {"metadata.labels"}
+    messages = [c.message for c in causes]
+    assert any(m.startswith('Invalid value: "bad key": name part must consist of') for m in messages)
+    assert any(m.startswith('Invalid value: "-bad": a valid label must be') for m in messages)
+    assert any(m == f'Invalid value: "{"x" * 64}": must be no more than 63 characters' for m in messages)
+    assert any(m.startswith('Invalid value: "a/b/c": a qualified name must consist of') for m in messages)
+
+
+def test_annotation_total_size_limit() -> None:
+    small = {"a": "x" * 1000}
+    assert validate_create("configmaps", {"metadata": meta(annotations=small)}) == []
+    big = {"a": "x" * (256 * 1024)}
+    assert only(validate_create("configmaps", {"metadata": meta(annotations=big)})) == Cause(
+        "FieldValueTooLong", "Too long: may not be more than 262144 bytes", "metadata.annotations"
+    )
+
+
+def test_owner_references_and_single_controller() -> None:
+    refs = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "a", "uid": "1", "controller": True},
+        {
+            "apiVersion": "batch.tensorstack.dev/v1beta1",
+            "kind": "X",
+            "name": "b",
+            "uid": "2",
+            "controller": True,
+        },
+        {"apiVersion": "", "kind": "", "name": "", "uid": ""},
+    ]
+    causes = validate_create("configmaps", {"metadata": meta(ownerReferences=refs)})
+    assert set(fields(causes)) == {
+        "metadata.ownerReferences",
+        "metadata.ownerReferences.apiVersion",
+        "metadata.ownerReferences.kind",
+        "metadata.ownerReferences.name",
+        "metadata.ownerReferences.uid",
+    }
+    assert any('Found "true" in references for a and b' in c.message for c in causes)
+
+
+def test_finalizers_must_be_qualified_and_not_orphan_with_foreground() -> None:
+    assert validate_create("configmaps", {"metadata": meta(finalizers=["example.com/x", "kubernetes"])}) == []
+    causes = validate_create(
+        "configmaps", {"metadata": meta(finalizers=["orphan", "foregroundDeletion", "a b"])}
+    )
+    assert len(causes) == 2
+    assert any("cannot be both set" in c.message for c in causes)
+
+
+# ----------------------------------------------------------------------------------------- pods
+
+
+def test_pod_requires_containers() -> None:
+    bad = pod()
+    bad["spec"]["containers"] = []
+    assert only(validate_create("pods", bad)) == Cause(
+        "FieldValueRequired", "Required value", "spec.containers"
+    )
+
+
+def test_pod_container_names_unique_labels_and_image_required() -> None:
+    bad = pod(
+        initContainers=[{"name": "c", "image": "x"}],
+        containers=[
+            {"name": "c", "image": "x"},
+            {"name": "Bad", "image": "y"},
+            {"image": "z"},
+            {"name": "n"},
+        ],
+    )
+    causes = validate_create("pods", bad)
+    assert Cause("FieldValueDuplicate", 'Duplicate value: "c"', "spec.containers[0].name") in causes
+    assert "spec.containers[1].name" in fields(causes)
+    assert Cause("FieldValueRequired", "Required value", "spec.containers[2].name") in causes
+    assert Cause("FieldValueRequired", "Required value", "spec.containers[3].image") in causes
+
+
+def test_pod_restart_policy_env_ports_and_volume_mounts() -> None:
+    bad = pod(restartPolicy="Sometimes", volumes=[{"name": "data", "emptyDir": {}}])
+    bad["spec"]["containers"][0].update(
+        env=[{"name": "1BAD", "value": "x"}, {"value": "y"}],
+        ports=[{"containerPort": 0}, {"containerPort": 80, "protocol": "HTTP"}],
+        volumeMounts=[{"name": "data", "mountPath": "/d"}, {"name": "nope", "mountPath": "/n"}],
+    )
+    causes = validate_create("pods", bad)
+    assert (
+        Cause(
+            "FieldValueNotSupported",
+            'Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"',
+            "spec.restartPolicy",
+        )
+        in causes
+    )
+    got = set(fields(causes))
+    assert {
+        "spec.containers[0].env[0].name",
+        "spec.containers[0].env[1].name",
+        "spec.containers[0].ports[0].containerPort",
+        "spec.containers[0].ports[1].protocol",
+        "spec.containers[0].volumeMounts[1].name",
+    } <= got
+    assert (
+        Cause("FieldValueNotFound", 'Not found: "nope"', "spec.containers[0].volumeMounts[1].name") in causes
+    )
+    assert "spec.containers[0].volumeMounts[0].name" not in got
+
+
+def test_pod_update_allows_image_labels_and_status() -> None:
+    old = pod(activeDeadlineSeconds=100)
+    new = copy.deepcopy(old)
+    new["spec"]["containers"][0]["image"] = "busybox:2"
+    new["spec"]["activeDeadlineSeconds"] = 50
+    new["metadata"]["labels"] = {"a": "b"}
+    new["status"] = {"phase": "Running"}
+    assert validate_update("pods", old, new) == []
+
+
+def test_pod_update_of_other_spec_fields_is_forbidden() -> None:
+    old = pod()
+    new = copy.deepcopy(old)
+    new["spec"]["containers"][0]["command"] = ["sleep", "2"]
+    cause = only(validate_update("pods", old, new))
+    assert cause.reason == "FieldValueForbidden"
+    assert cause.field == "spec"
+    assert cause.message.startswith(
+        "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+    )
+    assert 'spec.containers[0].command[1]: "1" -> "2"' in cause.message
+
+
+def test_pod_update_adding_container_and_raising_deadline() -> None:
+    old = pod(activeDeadlineSeconds=10)
+    more = copy.deepcopy(old)
+    more["spec"]["containers"].append({"name": "d", "image": "x"})
+    assert only(validate_update("pods", old, more)).message == (
+        "Forbidden: pod updates may not add or remove containers"
+    )
+    later = copy.deepcopy(old)
+    later["spec"]["activeDeadlineSeconds"] = 20
+    assert fields(validate_update("pods", old, later)) == ["spec.activeDeadlineSeconds"]
+
+
+def test_pod_update_tolerations_only_additions_and_empty_values_ignored() -> None:
+    old = pod(tolerations=[{"key": "a", "operator": "Exists"}])
+    added = copy.deepcopy(old)
+    added["spec"]["tolerations"].append({"key": "b", "operator": "Exists"})
+    added["spec"]["nodeSelector"] = {}
+    assert validate_update("pods", old, added) == []
+    removed = copy.deepcopy(old)
+    removed["spec"]["tolerations"] = []
+    assert fields(validate_update("pods", old, removed)) == ["spec.tolerations"]
+
+
+# ----------------------------------------------------------------------------------------- metadata updates
+
+
+def test_metadata_immutable_fields() -> None:
+    old = {"metadata": meta(uid="u1", creationTimestamp="2025-01-01T00:00:00Z")}
+    new = {"metadata": meta("y", "other", uid="u2", creationTimestamp="2025-02-01T00:00:00Z")}
+    causes = validate_update("configmaps", old, new)
+    assert Cause("FieldValueInvalid", 'Invalid value: "y": field is immutable', "metadata.name") in causes
+    assert {"metadata.namespace", "metadata.uid", "metadata.creationTimestamp"} <= set(fields(causes))
+    filled_by_server = {"metadata": meta()}
+    assert validate_update("configmaps", old, filled_by_server) == []
+
+
+def test_no_new_finalizers_while_deleting() -> None:
+    old = {"metadata": meta(deletionTimestamp="2025-01-01T00:00:00Z", finalizers=["a.io/x"])}
+    new = copy.deepcopy(old)
+    new["metadata"]["finalizers"] = ["a.io/x", "b.io/y"]
+    assert only(validate_update("configmaps", old, new)) == Cause(
+        "FieldValueForbidden",
+        "Forbidden: no new finalizers can be added if the object is being deleted, "
+        'found new finalizers []string{"b.io/y"}',
+        "metadata.finalizers",
+    )
+    removed = copy.deepcopy(old)
+    removed["metadata"]["finalizers"] = []
+    assert validate_update("configmaps", old, removed) == []
+
+
+# ----------------------------------------------------------------------------------------- other kinds
+
+
+def test_service_rules_and_cluster_ip_immutability() -> None:
+    bad = {
+        "metadata": meta("s"),
+        "spec": {"type": "Magic", "ports": [{"port": 80}, {"port": 70000, "name": "b"}]},
+    }
+    got = set(fields(validate_create("services", bad)))
+    assert got == {"spec.type", "spec.ports[0].name", "spec.ports[1].port"}
+    old = {"metadata": meta("s"), "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}}
+    new = copy.deepcopy(old)
+    new["spec"]["clusterIP"] = "10.96.0.11"
+    assert only(validate_update("services", old, new)) == Cause(
+        "FieldValueInvalid", 'Invalid value: "10.96.0.11": field is immutable', "spec.clusterIP"
+    )
+
+
+def test_configmap_keys_and_immutable_data() -> None:
+    bad = {"metadata": meta(), "data": {"bad key": "1", "k": "1"}, "binaryData": {"k": "MQ=="}}
+    causes = validate_create("configmaps", bad)
+    assert fields(causes) == ["data[bad key]", "binaryData[k]"]
+    old = {"metadata": meta(), "data": {"a": "1"}, "immutable": True}
+    new = copy.deepcopy(old)
+    new["data"]["a"] = "2"
+    assert fields(validate_update("configmaps", old, new)) == ["data"]
+
+
+def test_secret_type_is_immutable() -> None:
+    old = {"metadata": meta(), "type": "Opaque", "data": {}}
+    new = {**copy.deepcopy(old), "type": "kubernetes.io/tls"}
+    assert fields(validate_update("secrets", old, new)) == ["type"]
+
+
+def test_legacy_event_namespace_rule() -> None:
+    event = {
+        "metadata": meta("p.1", "ns"),
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "other"},
+    }
+    assert only(validate_create("events", event)) == Cause(
+        "FieldValueInvalid",
+        'Invalid value: "other": does not match event.namespace',
+        "involvedObject.namespace",
+    )
+    event["involvedObject"]["namespace"] = "ns"
+    assert validate_create("events", event) == []
+
+
+def test_event_with_event_time_needs_reporting_fields() -> None:
+    event = {
+        "metadata": meta("p.1", "ns"),
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "ns"},
+        "eventTime": "2025-01-02T03:04:05.000000Z",
+    }
+    causes = validate_create("events", event)
+    required = {c.field for c in causes if c.reason == "FieldValueRequired"}
+    assert required == {"reportingComponent", "reportingInstance", "action", "reason"}
+    event.update(reportingComponent="kopf", reportingInstance="dev", action="Logging", reason="Hello")
+    assert validate_create("events", event) == []
+
+
+def test_lease_spec_rules() -> None:
+    lease = {"metadata": meta("leader"), "spec": {"holderIdentity": "a", "leaseDurationSeconds": 0}}
+    assert fields(validate_create("leases", lease)) == ["spec.leaseDurationSeconds"]
+
+
+def test_job_rules_and_template_immutability() -> None:
+    template = {"metadata": {"labels": {"a": "b"}}, "spec": pod()["spec"]}
+    job = {"metadata": meta("j"), "spec": {"template": template, "backoffLimit": 2}}
+    assert validate_create("jobs", job) == []
+    always = copy.deepcopy(job)
+    always["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    assert only(validate_create("jobs", always)).message == (
+        'Unsupported value: "Always": supported values: "OnFailure", "Never"'
+    )
+    unset = copy.deepcopy(job)
+    del unset["spec"]["template"]["spec"]["restartPolicy"]
+    assert (
+        only(validate_create("jobs", unset)).message == 'Required value: valid values: "OnFailure", "Never"'
+    )
+    negative = copy.deepcopy(job)
+    negative["spec"]["completions"] = -1
+    assert fields(validate_create("jobs", negative)) == ["spec.completions"]
+    changed = copy.deepcopy(job)
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "other"
+    assert fields(validate_update("jobs", job, changed)) == ["spec.template"]
+
+
+def crd(scope: str = "Namespaced") -> dict:
+    return {
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": scope,
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                }
+            ],
+        },
+    }
+
+
+def test_crd_create_runs_crd_checks_and_scope_is_immutable() -> None:
+    assert validate_create("customresourcedefinitions", crd()) == []
+    bad = crd()
+    bad["metadata"]["name"] = "other.example.com"
+    assert fields(validate_create("customresourcedefinitions", bad)) == ["metadata.name"]
+    assert only(validate_update("customresourcedefinitions", crd(), crd("Cluster"))) == Cause(
+        "FieldValueInvalid", 'Invalid value: "Cluster": field is immutable', "spec.scope"
+    )
+
+
+# ----------------------------------------------------------------------------------------- message
+
+
+def test_invalid_message_single_and_multiple_causes() -> None:
+    one = [Cause("FieldValueRequired", "Required value", "spec.replicas")]
+    assert invalid_message("PyTorchTrainingJob", "batch.tensorstack.dev", "j", one) == (
+        'PyTorchTrainingJob.batch.tensorstack.dev "j" is invalid: spec.replicas: Required value'
+    )
+    two = [*one, Cause("FieldValueInvalid", 'Invalid value: "x": bad', "spec.mode"), one[0]]
+    assert invalid_message("Pod", "", "p", two) == (
+        'Pod "p" is invalid: [spec.replicas: Required value, spec.mode: Invalid value: "x": bad]'
+    )
+
+
+@pytest.mark.parametrize(
+    "resource",
+    ["pods", "services", "namespaces", "configmaps", "secrets", "events", "leases", "jobs", "nodes"],
+)
+def test_every_resource_accepts_empty_garbage_without_crashing(resource: str) -> None:
+    for body in (
+        {},
+        {"metadata": {}},
+        {"metadata": meta(), "spec": "nonsense", "data": 3, "involvedObject": 1},
+    ):
+        causes = validate_create(resource, body)
+        assert all(isinstance(c, Cause) for c in causes)
+        assert validate_update(resource, body, body) is not None
