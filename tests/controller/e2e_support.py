@@ -1,0 +1,124 @@
+"""Shared pieces of the controller's end-to-end tests: job manifests, a pod-creation recorder, waits."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from typing import Any
+
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
+
+NS = "default"
+TERMINAL = ("Succeeded", "Failed")
+
+
+def container(name: str, script: str, **extra: Any) -> dict[str, Any]:
+    """A container whose command runs under the process kubelet as ``sh -c script`` (the image is ignored)."""
+    return {"name": name, "image": "python:3.11-slim", "command": ["sh", "-c", script], **extra}
+
+
+def template(name: str, script: str, **extra: Any) -> dict[str, Any]:
+    return {"spec": {"containers": [container(name, script, **extra)]}}
+
+
+def job(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }
+
+
+class Jobs:
+    """Thin sync access to T9k jobs on a cluster."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+
+    def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        plural = KINDS[manifest["kind"]].PLURAL
+        return self.custom.create_namespaced_custom_object(GROUP, VERSION, NS, plural, manifest)
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, NS, KINDS[kind].PLURAL, name)
+
+    def patch(self, kind: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, NS, KINDS[kind].PLURAL, name, patch)
+
+    def phase(self, kind: str, name: str) -> str | None:
+        return (self.get(kind, name).get("status") or {}).get("phase")
+
+    def condition(self, kind: str, name: str, ctype: str) -> dict[str, Any] | None:
+        conditions = (self.get(kind, name).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c.get("type") == ctype), None)
+
+    def pods(self, job_name: str) -> list[client.V1Pod]:
+        selector = f"tensorstack.dev/owner-name={job_name}"
+        return sorted(
+            self.core.list_namespaced_pod(NS, label_selector=selector).items, key=lambda p: p.metadata.name
+        )
+
+    def pod_names(self, job_name: str) -> list[str]:
+        return [p.metadata.name for p in self.pods(job_name)]
+
+    def log(self, pod: str, container: str | None = None) -> str:
+        return self.core.read_namespaced_pod_log(pod, NS, container=container)
+
+    def owned(self, job_name: str, list_fn: Any) -> list[str]:
+        items = list_fn(NS, label_selector=f"tensorstack.dev/owner-name={job_name}").items
+        return sorted(i.metadata.name for i in items)
+
+
+class PodRecorder(threading.Thread):
+    """Watches pods and records every pod object ever seen, by name, as the set of its uids.
+
+    Two uids under one name mean the pod was created twice (a restart, or a duplicate / re-run)."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        super().__init__(daemon=True)
+        self._core = client.CoreV1Api(api_client)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.uids: dict[str, set[str]] = defaultdict(set)
+        self.error: BaseException | None = None
+        self.started_watching = threading.Event()
+
+    def _see(self, pod: client.V1Pod) -> None:
+        with self._lock:
+            self.uids[pod.metadata.name].add(pod.metadata.uid)
+
+    def run(self) -> None:
+        try:
+            listing = self._core.list_namespaced_pod(NS)
+            for pod in listing.items:
+                self._see(pod)
+            rv = listing.metadata.resource_version
+            self.started_watching.set()
+            while not self._stop.is_set():
+                try:
+                    for event in watch.Watch().stream(
+                        self._core.list_namespaced_pod, NS, resource_version=rv, timeout_seconds=2
+                    ):
+                        pod = event["object"]
+                        rv = pod.metadata.resource_version
+                        self._see(pod)
+                except ApiException as exc:
+                    if exc.status != 410:
+                        raise
+                    raise AssertionError("pod watch expired: creations may have been missed") from exc
+        except BaseException as exc:
+            self.error = exc
+            self.started_watching.set()
+
+    def stop(self) -> dict[str, set[str]]:
+        self._stop.set()
+        self.join(10)
+        if self.error is not None:
+            raise self.error
+        with self._lock:
+            return {name: set(uids) for name, uids in self.uids.items()}

@@ -1,0 +1,174 @@
+"""Runtime pieces against the real local API server: informer 410 relist, leader election, status writes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from t9k_provider.controller.runtime.api import ApiError, KubeApi, ResourceType
+from t9k_provider.controller.runtime.informer import Informer
+from t9k_provider.controller.runtime.leader import LEASES, LeaderElector
+from t9k_provider.controller.runtime.metrics import Metrics
+from t9k_provider.local.testing import LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+CONFIGMAPS = ResourceType("v1", "ConfigMap", "configmaps")
+SECRETS = ResourceType("v1", "Secret", "secrets")
+NS = "default"
+
+
+def configmap(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": name}}
+
+
+class GatedApi(KubeApi):
+    """The real API; watch requests wait while the gate is closed (to let the server compact meanwhile)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.waiting = asyncio.Event()
+        self.watch_from: list[str] = []
+
+    async def watch(
+        self, rt: ResourceType, namespace: str | None, rv: str, timeout: int
+    ) -> AsyncIterator[dict]:
+        if not self.gate.is_set():
+            self.waiting.set()
+            await self.gate.wait()
+        self.watch_from.append(rv)
+        async for event in super().watch(rt, namespace, rv, timeout):
+            yield event
+
+
+async def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    cluster = LocalCluster(tmp_path_factory.mktemp("runtime"), kubelet="simulated")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def test_informer_resumes_and_relists_after_compaction(cluster: LocalCluster) -> None:
+    async with cluster.async_api_client() as client:
+        metrics = Metrics()
+        api = GatedApi(client, metrics)
+        await api.create(CONFIGMAPS, NS, configmap("keep-a"))
+        informer = Informer(api, CONFIGMAPS, NS, metrics, watch_timeout=1)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            assert informer.get(NS, "keep-a") is not None
+            await api.create(CONFIGMAPS, NS, configmap("live-b"))
+            await wait_until(lambda: informer.get(NS, "live-b") is not None, 10, "watch delivers live-b")
+
+            api.gate.clear()  # the next reconnect (after timeoutSeconds=1) waits at the gate
+            await asyncio.wait_for(api.waiting.wait(), 10)
+            await api.delete(CONFIGMAPS, NS, "keep-a")
+            await api.create(CONFIGMAPS, NS, configmap("late-c"))
+            for i in range(3):  # unrelated writes move the global revision past anything the informer saw
+                await api.create(SECRETS, NS, {"metadata": {"name": f"s-{i}"}, "stringData": {"a": "b"}})
+            resp = await client.call_api(
+                "/_embedded/compact", "POST", auth_settings=["BearerToken"], _preload_content=False
+            )
+            assert resp.status == 200, await resp.text()
+            relists_before = metrics.relists.labels(resource="configmaps", cause="expired")._value.get()
+            api.gate.set()
+
+            await wait_until(lambda: informer.get(NS, "late-c") is not None, 10, "relist after 410")
+            assert informer.get(NS, "keep-a") is None, "the delete that happened during the gap is applied"
+            assert (
+                metrics.relists.labels(resource="configmaps", cause="expired")._value.get()
+                == relists_before + 1
+            )
+            assert len(api.watch_from) >= 3, "the informer resumed watches from its last version in between"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_two_electors_never_lead_at_once(cluster: LocalCluster) -> None:
+    timing = {"lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.25}
+    async with cluster.async_api_client() as client_a, cluster.async_api_client() as client_b:
+        a = LeaderElector(
+            KubeApi(client_a, Metrics()), Metrics(), namespace=NS, name="le", identity="a", **timing
+        )
+        b = LeaderElector(
+            KubeApi(client_b, Metrics()), Metrics(), namespace=NS, name="le", identity="b", **timing
+        )
+        overlaps = 0
+        leaders: list[str] = []
+
+        async def sample() -> None:
+            nonlocal overlaps
+            while True:
+                if a.is_leader() and b.is_leader():
+                    overlaps += 1
+                current = "a" if a.is_leader() else "b" if b.is_leader() else "-"
+                if not leaders or leaders[-1] != current:
+                    leaders.append(current)
+                await asyncio.sleep(0.01)
+
+        sampler = asyncio.create_task(sample())
+        await asyncio.wait_for(a.acquire(), 5)
+        a_hold = asyncio.create_task(a.hold())
+        b_acquire = asyncio.create_task(b.acquire())
+        await asyncio.sleep(3.0)  # longer than the lease: a keeps renewing, so b must still wait
+        assert not b_acquire.done() and a.is_leader()
+
+        a_hold.cancel()  # a "crashes": it stops renewing without releasing
+        crashed = time.monotonic()
+        await asyncio.wait_for(b_acquire, 10)
+        took = time.monotonic() - crashed
+        assert not a.is_leader()
+        assert took >= 1.5, "b must not take over before a's lease can have expired"
+        b_hold = asyncio.create_task(b.hold())
+        await asyncio.sleep(0.3)
+        assert b.is_leader()
+
+        lease = await KubeApi(client_a, Metrics()).get(LEASES, NS, "le")
+        assert lease["spec"]["holderIdentity"] == "b"
+        assert lease["spec"]["leaseTransitions"] == 1
+
+        b_hold.cancel()
+        await b.release()  # clean shutdown: a takes over without waiting for expiry
+        released = time.monotonic()
+        await asyncio.wait_for(a.acquire(), 5)
+        assert time.monotonic() - released < 1.5
+        sampler.cancel()
+        await asyncio.gather(sampler, a_hold, b_hold, return_exceptions=True)
+        assert overlaps == 0
+        assert leaders[:1] == ["-"] and "a" in leaders and "b" in leaders
+
+
+async def test_lease_writes_are_optimistic(cluster: LocalCluster) -> None:
+    """A stale lease update is refused (409), so two candidates cannot both win the same round."""
+    async with cluster.async_api_client() as client:
+        api = KubeApi(client, Metrics())
+        lease = await api.create(
+            LEASES,
+            NS,
+            {"metadata": {"name": "race"}, "spec": {"holderIdentity": "x", "leaseDurationSeconds": 1}},
+        )
+        first = dict(lease, spec={**lease["spec"], "holderIdentity": "y"})
+        second = dict(lease, spec={**lease["spec"], "holderIdentity": "z"})
+        await api.replace(LEASES, NS, "race", first)
+        with pytest.raises(ApiError) as exc:
+            await api.replace(LEASES, NS, "race", second)
+        assert exc.value.conflict
