@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import platform
 import re
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 NODE_NAME = "t9k-local-node"
@@ -202,6 +204,13 @@ def default_service_account(namespace: str) -> dict[str, Any]:
     }
 
 
+def _read_id(path: str) -> str:
+    try:
+        return Path(path).read_text().strip() or "t9k-local"
+    except OSError:
+        return "t9k-local"
+
+
 def local_node(cpus: int, memory_bytes: int) -> dict[str, Any]:
     now = now_time()
     capacity = {"cpu": str(cpus), "memory": f"{memory_bytes // 1024}Ki", "pods": "110"}
@@ -251,9 +260,17 @@ def local_node(cpus: int, memory_bytes: int) -> dict[str, Any]:
                 {"type": "Hostname", "address": NODE_NAME},
             ],
             "nodeInfo": {
+                "machineID": _read_id("/etc/machine-id"),
+                "systemUUID": _read_id("/etc/machine-id"),
+                "bootID": _read_id("/proc/sys/kernel/random/boot_id"),
+                "kernelVersion": platform.release(),
+                "osImage": platform.platform(),
+                "kubeProxyVersion": "v1.32.0-t9k-local",
                 "kubeletVersion": "v1.32.0-t9k-local",
                 "operatingSystem": "linux",
-                "architecture": "amd64",
+                "architecture": {"x86_64": "amd64", "aarch64": "arm64"}.get(
+                    platform.machine(), platform.machine()
+                ),
                 "containerRuntimeVersion": "t9k-local://process",
             },
         },

@@ -13,8 +13,8 @@ CRD_GROUP = "apiextensions.k8s.io"
 class Resource:
     """One served resource in one group/version.
 
-    ``storage_group`` / ``storage_resource`` name where objects live in the store (events.k8s.io events share
-    the core events' storage; custom resources keep one storage key for all their versions).
+    ``stored_as`` names the store's (group, resource) when it differs: events.k8s.io events share the core
+    events' storage. Custom resources keep one storage key for all their versions.
     """
 
     group: str
@@ -35,12 +35,15 @@ class Resource:
     schema: dict[str, Any] | None = None
     printer_columns: list[dict[str, Any]] = field(default_factory=list)
     scale: dict[str, Any] | None = None
-    storage_group: str = ""
-    storage_resource: str = ""
+    stored_as: tuple[str, str] | None = None
 
-    def __post_init__(self) -> None:
-        self.storage_group = self.storage_group or self.group
-        self.storage_resource = self.storage_resource or self.plural
+    @property
+    def storage_group(self) -> str:
+        return self.stored_as[0] if self.stored_as else self.group
+
+    @property
+    def storage_resource(self) -> str:
+        return self.stored_as[1] if self.stored_as else self.plural
 
     @property
     def group_version(self) -> str:
@@ -99,8 +102,7 @@ BUILTIN: list[Resource] = [
         "Event",
         True,
         short_names=["ev"],
-        storage_group="",
-        storage_resource="events",
+        stored_as=("", "events"),
     ),
     Resource(
         "batch",

@@ -1,0 +1,311 @@
+"""Server-internal controllers: CRD establishing and naming, namespace lifecycle, garbage collection.
+
+They run as one asyncio task woken by store events (and every second), and act through the same write
+pipeline as clients, so finalizers, watch events and validation apply to their writes too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from t9k_provider.local.apiserver import errors, kinds
+from t9k_provider.local.apiserver.objects import (
+    CRD_CLEANUP,
+    FOREGROUND,
+    ORPHAN,
+    DeleteOptions,
+    Objects,
+    deep_copy,
+)
+from t9k_provider.local.apiserver.resources import CRD_GROUP, Registry, Resource, resources_from_crd
+from t9k_provider.local.store import Event, Key
+
+log = logging.getLogger(__name__)
+CRD_PLURAL = "customresourcedefinitions"
+
+
+def _condition(ctype: str, status: str, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": kinds.now_time(),
+    }
+
+
+class Controllers:
+    def __init__(self, objects: Objects, registry: Registry) -> None:
+        self.objects = objects
+        self.store = objects.store
+        self.registry = registry
+        self._wake = asyncio.Event()
+        self._deleting: set[Key] = set()
+        self._crd_revisions: dict[str, str] = {}
+        for group, resource in self.store.resources():
+            for obj in self.store.list(group, resource):
+                if obj["metadata"].get("deletionTimestamp"):
+                    self._deleting.add(
+                        (group, resource, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+                    )
+        self.store.subscribe(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        if event.type != "DELETED" and event.obj["metadata"].get("deletionTimestamp"):
+            self._deleting.add(event.key)
+        else:
+            self._deleting.discard(event.key)
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 1.0)
+            self._wake.clear()
+            self.reconcile()
+            await asyncio.sleep(0)
+
+    def reconcile(self) -> None:
+        """One pass of every controller; each step is independent and logs (never raises) its failures."""
+        for step in (self.sync_crds, self.sync_namespaces, self.collect_garbage):
+            try:
+                step()
+            except Exception:
+                log.exception("controller step %s failed", step.__name__)
+
+    def _resource(self, group: str, resource: str) -> Resource | None:
+        served = self.registry.storage_versions(group, resource)
+        return served[0] if served else None
+
+    def _crd_resource(self) -> Resource:
+        res = self.registry.lookup(CRD_GROUP, "v1", CRD_PLURAL)
+        assert res is not None
+        return res
+
+    def _try(self, what: str, action: Any, *args: Any) -> Any:
+        try:
+            return action(*args)
+        except errors.ApiError as exc:
+            if exc.code not in (404, 409):
+                log.warning("%s: %s", what, exc.message)
+            return None
+
+    # -- CRDs ----------------------------------------------------------------------------------------------
+
+    def sync_crds(self) -> None:
+        crd_res = self._crd_resource()
+        live = set()
+        for crd in self.store.list(CRD_GROUP, CRD_PLURAL):
+            name = crd["metadata"]["name"]
+            live.add(name)
+            if crd["metadata"].get("deletionTimestamp"):
+                self._clean_up_crd(crd_res, crd)
+                continue
+            status = crd.get("status") or {}
+            established = any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in status.get("conditions") or ()
+            )
+            if established and self._crd_revisions.get(name) == crd["metadata"]["resourceVersion"]:
+                continue
+            spec = crd.get("spec") or {}
+            names = dict(spec.get("names") or {})
+            names.setdefault("singular", names.get("kind", "").lower())
+            names.setdefault("listKind", f"{names.get('kind', '')}List")
+            clash = self.registry.conflicts(
+                name, spec.get("group", ""), names.get("plural", ""), names.get("kind", "")
+            )
+            conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+            if clash:
+                conditions["NamesAccepted"] = _condition("NamesAccepted", "False", "NameConflict", clash)
+                conditions.setdefault(
+                    "Established",
+                    _condition("Established", "False", "NotAccepted", "not all names are accepted"),
+                )
+            else:
+                if conditions.get("NamesAccepted", {}).get("status") != "True":
+                    conditions["NamesAccepted"] = _condition(
+                        "NamesAccepted", "True", "NoConflicts", "no conflicts found"
+                    )
+                if conditions.get("Established", {}).get("status") != "True":
+                    conditions["Established"] = _condition(
+                        "Established", "True", "InitialNamesAccepted", "the initial names have been accepted"
+                    )
+            storage = [v["name"] for v in spec.get("versions") or () if v.get("storage")]
+            stored = list(status.get("storedVersions") or ())
+            stored += [v for v in storage if v not in stored]
+            new_status = {**status, "conditions": list(conditions.values()), "storedVersions": stored}
+            if not clash:
+                new_status["acceptedNames"] = names
+            if new_status != status:
+                crd = (
+                    self._try(f"crd {name} status", self.objects.write_status, crd_res, crd, new_status)
+                    or crd
+                )
+            if not clash:
+                self.registry.set_crd(name, resources_from_crd(crd))
+            self._crd_revisions[name] = crd["metadata"]["resourceVersion"]
+        for name in self.registry.crd_names():
+            if name not in live:
+                self.registry.drop_crd(name)
+                self._crd_revisions.pop(name, None)
+
+    def _clean_up_crd(self, crd_res: Resource, crd: dict[str, Any]) -> None:
+        spec = crd.get("spec") or {}
+        plural = ((crd.get("status") or {}).get("acceptedNames") or {}).get("plural") or (
+            spec.get("names") or {}
+        ).get("plural", "")
+        group = spec.get("group", "")
+        res = self._resource(group, plural)
+        remaining = self.store.list(group, plural)
+        if res is not None:
+            for obj in remaining:
+                if not obj["metadata"].get("deletionTimestamp"):
+                    meta = obj["metadata"]
+                    self._try(
+                        f"delete {plural}",
+                        self.objects.delete,
+                        res,
+                        meta.get("namespace", ""),
+                        meta["name"],
+                        DeleteOptions(),
+                    )
+        if not self.store.list(group, plural) and CRD_CLEANUP in (crd["metadata"].get("finalizers") or ()):
+            new = deep_copy(crd)
+            new["metadata"]["finalizers"] = [f for f in new["metadata"]["finalizers"] if f != CRD_CLEANUP]
+            self._try("finish crd deletion", self.objects.write, crd_res, crd, new)
+
+    # -- namespaces ----------------------------------------------------------------------------------------
+
+    def sync_namespaces(self) -> None:
+        ns_res = self.registry.lookup("", "v1", "namespaces")
+        sa_res = self.registry.lookup("", "v1", "serviceaccounts")
+        assert ns_res is not None and sa_res is not None
+        for ns in self.store.list("", "namespaces"):
+            name = ns["metadata"]["name"]
+            if not ns["metadata"].get("deletionTimestamp"):
+                if self.store.get(("", "serviceaccounts", name, "default")) is None:
+                    self._try(
+                        "default service account",
+                        self.objects.create,
+                        sa_res,
+                        name,
+                        kinds.default_service_account(name),
+                    )
+                continue
+            remaining = 0
+            for group, resource in self.registry.namespaced_storage():
+                items = self.store.list(group, resource, name)
+                remaining += len(items)
+                res = self._resource(group, resource)
+                if res is None:
+                    continue
+                for obj in items:
+                    if not obj["metadata"].get("deletionTimestamp"):
+                        self._try(
+                            f"delete {resource} in {name}",
+                            self.objects.delete,
+                            res,
+                            name,
+                            obj["metadata"]["name"],
+                            DeleteOptions(),
+                        )
+            if remaining == 0 and "kubernetes" in ((ns.get("spec") or {}).get("finalizers") or ()):
+                new = deep_copy(ns)
+                new["spec"]["finalizers"] = [f for f in new["spec"]["finalizers"] if f != "kubernetes"]
+                self._try(f"finalize namespace {name}", self.objects.write, ns_res, ns, new)
+
+    # -- garbage collection --------------------------------------------------------------------------------
+
+    def _owner_alive(self, dependent: dict[str, Any], ref: dict[str, Any]) -> bool:
+        key = self.store.key_of_uid(ref.get("uid", ""))
+        if key is None:
+            return False
+        namespace = dependent["metadata"].get("namespace", "")
+        return not key[2] or key[2] == namespace
+
+    def collect_garbage(self) -> None:
+        for owner_uid in self.store.owner_uids():
+            owner_key = self.store.key_of_uid(owner_uid)
+            for key in self.store.dependents(owner_uid):
+                obj = self.store.get(key)
+                if obj is None:
+                    continue
+                if owner_key is not None and self._owner_alive(obj, {"uid": owner_uid}):
+                    continue
+                self._orphan_or_delete(key, obj)
+        for key in sorted(self._deleting):
+            obj = self.store.get(key)
+            if obj is None:
+                self._deleting.discard(key)
+                continue
+            finalizers = obj["metadata"].get("finalizers") or ()
+            if FOREGROUND in finalizers:
+                self._foreground(key, obj)
+            elif ORPHAN in finalizers:
+                self._orphan(key, obj)
+
+    def _orphan_or_delete(self, key: Key, obj: dict[str, Any]) -> None:
+        """All owners gone: delete (background); some gone: drop the dangling references."""
+        res = self._resource(key[0], key[1])
+        if res is None:
+            return
+        refs = obj["metadata"].get("ownerReferences") or []
+        alive = [r for r in refs if self._owner_alive(obj, r)]
+        if not alive:
+            if not obj["metadata"].get("deletionTimestamp"):
+                self._try(f"gc {key}", self.objects.delete, res, key[2], key[3], DeleteOptions())
+            return
+        new = deep_copy(obj)
+        new["metadata"]["ownerReferences"] = alive
+        self._try(f"gc refs {key}", self.objects.write, res, obj, new)
+
+    def _foreground(self, key: Key, owner: dict[str, Any]) -> None:
+        uid = owner["metadata"]["uid"]
+        blocking = 0
+        for dep_key in self.store.dependents(uid):
+            dep = self.store.get(dep_key)
+            res = self._resource(dep_key[0], dep_key[1])
+            if dep is None or res is None:
+                continue
+            refs = [r for r in dep["metadata"].get("ownerReferences") or () if r.get("uid") == uid]
+            if any(r.get("blockOwnerDeletion") for r in refs):
+                blocking += 1
+            if not dep["metadata"].get("deletionTimestamp"):
+                self._try(
+                    f"foreground {dep_key}",
+                    self.objects.delete,
+                    res,
+                    dep_key[2],
+                    dep_key[3],
+                    DeleteOptions(propagation="Foreground"),
+                )
+        if blocking == 0:
+            self._drop_finalizer(key, owner, FOREGROUND)
+
+    def _orphan(self, key: Key, owner: dict[str, Any]) -> None:
+        uid = owner["metadata"]["uid"]
+        for dep_key in self.store.dependents(uid):
+            dep = self.store.get(dep_key)
+            res = self._resource(dep_key[0], dep_key[1])
+            if dep is None or res is None:
+                continue
+            new = deep_copy(dep)
+            refs = [r for r in new["metadata"].get("ownerReferences") or () if r.get("uid") != uid]
+            if refs:
+                new["metadata"]["ownerReferences"] = refs
+            else:
+                new["metadata"].pop("ownerReferences", None)
+            self._try(f"orphan {dep_key}", self.objects.write, res, dep, new)
+        self._drop_finalizer(key, owner, ORPHAN)
+
+    def _drop_finalizer(self, key: Key, obj: dict[str, Any], finalizer: str) -> None:
+        res = self._resource(key[0], key[1])
+        if res is None:
+            return
+        new = deep_copy(obj)
+        new["metadata"]["finalizers"] = [f for f in new["metadata"].get("finalizers") or () if f != finalizer]
+        self._try(f"drop {finalizer} from {key}", self.objects.write, res, obj, new)

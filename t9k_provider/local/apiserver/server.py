@@ -1,0 +1,128 @@
+"""The API server process object: store, registry, handlers, controllers, auth, boot objects."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from t9k_provider.local.apiserver import errors, kinds
+from t9k_provider.local.apiserver.controllers import CRD_PLURAL, Controllers
+from t9k_provider.local.apiserver.handlers import Handlers, error_response, respond
+from t9k_provider.local.apiserver.objects import Objects, deep_copy
+from t9k_provider.local.apiserver.resources import CRD_GROUP, Registry
+from t9k_provider.local.apiserver.watch import Hub
+from t9k_provider.local.store import Store
+
+log = logging.getLogger(__name__)
+HEALTH_PATHS = {"/healthz", "/livez", "/readyz"}
+HOST = "127.0.0.1"
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+class ApiServer:
+    """Serves the Kubernetes API on 127.0.0.1 only; every request but health checks needs the bearer token."""
+
+    def __init__(self, state_dir: Path, token: str, port: int = 0) -> None:
+        self.state_dir = state_dir
+        self.token = token
+        self.port = port
+        self.store = Store(state_dir / "store.db")
+        self.registry = Registry()
+        self.objects = Objects(self.store, self.registry)
+        self.hub = Hub(self.store)
+        self.handlers = Handlers(self.objects, self.hub, self.registry, state_dir)
+        self.controllers = Controllers(self.objects, self.registry)
+        self._runner: web.AppRunner | None = None
+        self._controller_task: asyncio.Task[None] | None = None
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path in HEALTH_PATHS:
+            return web.Response(text="ok", content_type="text/plain")
+        header = request.headers.get("Authorization", "")
+        supplied = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if not hmac.compare_digest(supplied.encode(), self.token.encode()):
+            return error_response(errors.unauthorized())
+        try:
+            return await handler(request)
+        except errors.ApiError as exc:
+            return error_response(exc)
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            log.exception("internal error serving %s %s", request.method, request.path_qs)
+            return respond(errors.internal(f"Internal error occurred: {exc}").status(), 500)
+
+    async def start(self) -> int:
+        """Boot objects, establish stored CRDs, then listen; returns the bound port."""
+        self.boot()
+        self.controllers.reconcile()
+        app = web.Application(middlewares=[self._middleware], client_max_size=64 << 20)
+        app.router.add_route("*", "/{tail:.*}", self.handlers.dispatch)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, HOST, self.port, shutdown_timeout=1.0)
+        await site.start()
+        server = site._server  # aiohttp exposes the bound sockets only there
+        assert server is not None and server.sockets
+        self.port = server.sockets[0].getsockname()[1]
+        self.handlers.address = f"{HOST}:{self.port}"
+        self._controller_task = asyncio.create_task(self.controllers.run(), name="t9k-local-controllers")
+        return self.port
+
+    async def stop(self) -> None:
+        self.hub.close_all()
+        if self._controller_task is not None:
+            self._controller_task.cancel()
+            await asyncio.gather(self._controller_task, return_exceptions=True)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self.store.close()
+
+    def boot(self) -> None:
+        """Create the namespaces and the Node every fresh cluster has (idempotent across restarts)."""
+        ns_res = self.registry.lookup("", "v1", "namespaces")
+        node_res = self.registry.lookup("", "v1", "nodes")
+        assert ns_res is not None and node_res is not None
+        for name in kinds.BOOT_NAMESPACES:
+            if self.store.get(("", "namespaces", "", name)) is None:
+                self.objects.create(ns_res, "", kinds.boot_namespace(name))
+        if self.store.get(("", "nodes", "", kinds.NODE_NAME)) is None:
+            self.objects.create(node_res, "", kinds.local_node(os.cpu_count() or 1, _memory_bytes()))
+
+    def register_crds(self, paths: list[Path]) -> list[str]:
+        """Create or update CRDs from YAML files (several documents per file allowed); returns their names."""
+        res = self.registry.lookup(CRD_GROUP, "v1", CRD_PLURAL)
+        assert res is not None
+        names = []
+        for path in paths:
+            for doc in yaml.safe_load_all(path.read_text()):
+                if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                name = doc["metadata"]["name"]
+                try:
+                    current = self.store.get((CRD_GROUP, CRD_PLURAL, "", name))
+                    if current is None:
+                        self.objects.create(res, "", doc)
+                    else:
+                        new = deep_copy(current)
+                        new["spec"] = doc["spec"]
+                        self.objects.write(res, current, new)
+                    names.append(name)
+                except errors.ApiError as exc:
+                    log.error("CRD %s from %s was rejected: %s", name, path, exc.message)
+        self.controllers.reconcile()
+        return names

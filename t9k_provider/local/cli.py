@@ -1,0 +1,271 @@
+"""``t9k-local``: start, stop and inspect the embedded local cluster.
+
+``run`` serves in the foreground (API server, node agents, T9k controller child process); ``up`` starts
+``run`` in the background and returns once the API answers; ``down`` stops it; ``status`` reports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from t9k_provider.local.state import AlreadyRunning, StateDir, default_state_dir, wait_ready
+
+log = logging.getLogger("t9k_provider.local")
+KUBELET_MODES = ("process", "simulated", "none")
+NETWORK_MODES = ("auto", "namespaces", "host")
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROJECT_CRDS = PACKAGE_DIR.parents[1] / "deploy" / "crds"
+COMPANION_CRDS = PACKAGE_DIR / "crds"
+
+
+def crd_files() -> list[Path]:
+    """The project's generated CRDs plus the companion CRDs the controller creates objects of."""
+    files = sorted(COMPANION_CRDS.glob("*.yaml"))
+    if PROJECT_CRDS.is_dir():
+        files += sorted(PROJECT_CRDS.glob("*.yaml"))
+    else:
+        log.warning("no project CRDs found at %s; only companion CRDs are registered", PROJECT_CRDS)
+    return files
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _pick_port(state: StateDir, requested: int | None) -> int:
+    """The requested port; else the previous run's (so kubeconfigs stay valid) if it is free; else any."""
+    if requested is not None:
+        return requested
+    previous = state.kubeconfig_port()
+    if previous:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", previous))
+                return previous
+            except OSError:
+                pass
+    return 0
+
+
+async def _stop_process(proc: asyncio.subprocess.Process, grace: float = 10.0) -> None:
+    if proc.returncode is not None:
+        return
+    proc.terminate()
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+
+
+async def serve(state: StateDir, port: int | None, controller: bool, kubelet: str, network: str) -> None:
+    from t9k_provider.local.apiserver.server import ApiServer
+
+    lock = state.acquire()
+    server = ApiServer(state.path, state.token(), _pick_port(state, port))
+    tasks: list[asyncio.Task[None]] = []
+    child: asyncio.subprocess.Process | None = None
+    try:
+        bound = await server.start()
+        names = server.register_crds(crd_files())
+        kubeconfig = state.write_kubeconfig(bound, server.token)
+        log.info(
+            "t9k-local API server on http://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
+        )
+        if kubelet != "none":
+            if _module_exists("t9k_provider.local.kubelet.agents"):
+                from t9k_provider.local.kubelet.agents import run_node_agents
+
+                tasks.append(
+                    asyncio.create_task(
+                        run_node_agents(kubeconfig, state.path, kubelet, network),
+                        name="t9k-local-node-agents",
+                    )
+                )
+            else:
+                log.warning("node agents are not available in this build; pods will stay Pending")
+        if controller:
+            if _module_exists("t9k_provider.controller.__main__"):
+                with open(state.path / "controller.log", "ab") as out:
+                    child = await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        "-m",
+                        "t9k_provider.controller",
+                        "--kubeconfig",
+                        str(kubeconfig),
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    )
+                log.info("T9k controller started (pid %d, log %s)", child.pid, state.path / "controller.log")
+            else:
+                log.info("the T9k controller module is not available; running without it")
+        state.publish_port(lock, bound)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        waiters = [asyncio.create_task(stop.wait()), *tasks]
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not waiters[0] and task.exception() is not None:
+                log.error("node agents stopped: %r", task.exception())
+                raise task.exception()  # type: ignore[misc]
+        log.info("shutting down")
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if child is not None:
+            await _stop_process(child)
+        await server.stop()
+        state.release(lock)
+
+
+# -- commands ---------------------------------------------------------------------------------------------
+
+
+def _server_args(args: argparse.Namespace, state: StateDir) -> list[str]:
+    argv = ["run", "--state-dir", str(state.path), "--kubelet", args.kubelet, "--network", args.network]
+    if args.port is not None:
+        argv += ["--port", str(args.port)]
+    if args.no_controller:
+        argv.append("--no-controller")
+    return argv
+
+
+def cmd_run(args: argparse.Namespace, state: StateDir) -> int:
+    try:
+        asyncio.run(serve(state, args.port, not args.no_controller, args.kubelet, args.network))
+    except AlreadyRunning as exc:
+        print(f"t9k-local: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_up(args: argparse.Namespace, state: StateDir) -> int:
+    state.ensure()
+    info = state.running(clean=True)
+    if info is not None:
+        print(
+            f"t9k-local: already running on {state.path} (pid {info.pid}); use `t9k-local down` first",
+            file=sys.stderr,
+        )
+        return 1
+    with open(state.log_file, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "t9k_provider.local.cli", *_server_args(args, state)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_ready(state, proc.pid, args.timeout, lambda: proc.poll() is None)
+    except (RuntimeError, TimeoutError) as exc:
+        if proc.poll() is None:
+            proc.kill()
+        print(f"t9k-local: {exc}", file=sys.stderr)
+        return 1
+    print(state.kubeconfig)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace, state: StateDir) -> int:
+    info = state.running(clean=True)
+    if info is None:
+        print(f"t9k-local: not running on {state.path}")
+        return 0
+    os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if state.running() is None:
+            print(f"t9k-local: stopped (pid {info.pid})")
+            return 0
+        time.sleep(0.1)
+    os.kill(info.pid, signal.SIGKILL)
+    print(f"t9k-local: killed pid {info.pid} after {args.timeout:g}s", file=sys.stderr)
+    return 1
+
+
+def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
+    from t9k_provider.local.state import ready
+
+    info = state.running(clean=True)
+    if info is None:
+        print(f"t9k-local: not running on {state.path}")
+        return 1
+    healthy = info.port is not None and ready(info.port)
+    print(f"t9k-local: running (pid {info.pid}) on {state.path}")
+    print(f"  server:     http://127.0.0.1:{info.port}" if info.port else "  server:     starting")
+    print(f"  ready:      {'yes' if healthy else 'no'}")
+    print(f"  kubeconfig: {state.kubeconfig}")
+    return 0 if healthy else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="t9k-local", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--state-dir",
+            type=Path,
+            default=None,
+            help="state directory (default: $T9K_LOCAL_HOME or ~/.t9k-local)",
+        )
+
+    for name, help_text in (
+        ("up", "start the cluster in the background"),
+        ("run", "run the cluster in the foreground"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        common(p)
+        p.add_argument(
+            "--port", type=int, default=None, help="API port (default: the previous one, else free)"
+        )
+        p.add_argument("--no-controller", action="store_true", help="do not start the T9k controller")
+        p.add_argument(
+            "--kubelet",
+            choices=KUBELET_MODES,
+            default="process",
+            help="node agents: run pods as processes, simulate them, or none",
+        )
+        p.add_argument(
+            "--network",
+            choices=NETWORK_MODES,
+            default="auto",
+            help="pod networking: namespaces (root), host (loopback fallback), or auto",
+        )
+        if name == "up":
+            p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
+    p = sub.add_parser("down", help="stop the background cluster")
+    common(p)
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait before SIGKILL")
+    common(sub.add_parser("status", help="show whether the cluster runs"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    state = StateDir(args.state_dir or default_state_dir())
+    commands = {"up": cmd_up, "run": cmd_run, "down": cmd_down, "status": cmd_status}
+    return commands[args.command](args, state)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

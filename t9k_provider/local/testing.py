@@ -1,0 +1,187 @@
+"""``LocalCluster``: a local cluster in a child process, for tests that need to stop, kill or restart it."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from t9k_provider.local.state import StateDir, wait_ready
+
+
+class LocalCluster:
+    """Runs ``t9k-local run`` on ``state_dir``; ``restart()`` keeps port and token, so clients carry on."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        port: int = 0,
+        controller: bool = False,
+        kubelet: str = "process",
+        network: str = "auto",
+    ) -> None:
+        self.state = StateDir(Path(state_dir))
+        self.port = port
+        self.controller = controller
+        self.kubelet = kubelet
+        self.network = network
+        self.token = ""
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state.kubeconfig
+
+    @property
+    def state_dir(self) -> Path:
+        return self.state.path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self, timeout: float = 30) -> LocalCluster:
+        if self._proc is not None and self._proc.poll() is None:
+            raise RuntimeError("this LocalCluster is already running")
+        self.state.ensure()
+        argv = [
+            sys.executable,
+            "-m",
+            "t9k_provider.local.cli",
+            "run",
+            "--state-dir",
+            str(self.state.path),
+            "--port",
+            str(self.port),
+            "--kubelet",
+            self.kubelet,
+            "--network",
+            self.network,
+        ]
+        if not self.controller:
+            argv.append("--no-controller")
+        with open(self.state.log_file, "ab") as out:
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        proc = self._proc
+        try:
+            self.port = wait_ready(self.state, proc.pid, timeout, lambda: proc.poll() is None)
+        except (RuntimeError, TimeoutError) as exc:
+            self.kill()
+            raise RuntimeError(f"{exc}\n--- server log tail ---\n{self.log_tail()}") from None
+        self.token = self.state.token()
+        return self
+
+    def stop(self, timeout: float = 20) -> None:
+        """SIGTERM and wait (SIGKILL after ``timeout``)."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        self._proc = None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would; the next ``start()`` finds and replaces the stale pid file."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+        self._proc = None
+
+    def restart(self, timeout: float = 30) -> LocalCluster:
+        self.stop()
+        return self.start(timeout)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.state.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- clients -------------------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30,
+    ) -> tuple[int, dict[str, str], Any]:
+        """One raw HTTP request with the bearer token: (status, headers, JSON body or text).
+
+        ``body`` may be bytes (sent as is) or any JSON value; set ``Content-Type`` in ``headers`` as needed.
+        """
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        sent = {"Authorization": f"Bearer {self.token}", **(headers or {})}
+        data: bytes | None
+        if body is None or isinstance(body, bytes):
+            data = body
+        else:
+            data = json.dumps(body).encode()
+            sent.setdefault("Content-Type", "application/json")
+        try:
+            conn.request(method, path, body=data, headers=sent)
+            resp = conn.getresponse()
+            raw = resp.read()
+        finally:
+            conn.close()
+        text = raw.decode(errors="replace")
+        try:
+            parsed: Any = json.loads(text) if "json" in (resp.getheader("Content-Type") or "") else text
+        except ValueError:
+            parsed = text
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, parsed
+
+    def api_client(self) -> Any:
+        """A sync ``kubernetes.client.ApiClient`` bound to this cluster (the global config is left alone)."""
+        from kubernetes import client
+
+        config = client.Configuration()
+        config.host = self.base_url
+        config.api_key = {"BearerToken": self.token}
+        config.api_key_prefix = {"BearerToken": "Bearer"}
+        return client.ApiClient(config)
+
+    def async_api_client(self) -> Any:
+        """A ``kubernetes_asyncio.client.ApiClient`` bound to this cluster; close it in the same loop."""
+        from kubernetes_asyncio import client
+
+        config = client.Configuration()
+        config.host = self.base_url
+        config.api_key = {"BearerToken": self.token}
+        config.api_key_prefix = {"BearerToken": "Bearer"}
+        return client.ApiClient(config)

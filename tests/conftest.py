@@ -1,0 +1,39 @@
+"""Shared fixtures: embedded local clusters (``t9k-local run`` in child processes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from t9k_provider.local.testing import LocalCluster
+
+
+@pytest.fixture(scope="module")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One cluster per test module, without the T9k controller (pods run as processes)."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("local-cluster"), controller=False)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def local_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+    """Start clusters with chosen options (``controller=``, ``kubelet=``, ...); all stop at teardown."""
+    clusters: list[LocalCluster] = []
+
+    def make(**options: Any) -> LocalCluster:
+        cluster = LocalCluster(tmp_path / f"cluster-{len(clusters)}", **options)
+        clusters.append(cluster)
+        return cluster.start()
+
+    try:
+        yield make
+    finally:
+        for cluster in clusters:
+            cluster.stop()

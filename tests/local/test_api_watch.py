@@ -1,0 +1,206 @@
+"""Acceptance: watch semantics (spec 3.6) with the sync and asyncio clients and raw HTTP."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from t9k_provider.local.testing import LocalCluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("api-watch"), kubelet="none") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def core(cluster: LocalCluster) -> client.CoreV1Api:
+    return client.CoreV1Api(cluster.api_client())
+
+
+@pytest.fixture
+def ns(core: client.CoreV1Api) -> str:
+    name = f"w-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def stream_lines(cluster: LocalCluster, path: str, *, max_seconds: float = 10) -> list[dict]:
+    """Read a watch response to its end (the server must close it) as parsed lines."""
+    conn = http.client.HTTPConnection("127.0.0.1", cluster.port, timeout=max_seconds)
+    conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token}"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    assert resp.getheader("Transfer-Encoding") == "chunked"
+    lines = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+    conn.close()
+    return lines
+
+
+def test_watch_without_rv_sends_synthetic_adds_then_closes_on_timeout(
+    core: client.CoreV1Api, ns: str
+) -> None:
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "a"}})
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "b"}})
+    started = time.monotonic()
+    events = list(watch.Watch().stream(core.list_namespaced_config_map, ns, timeout_seconds=1))
+    assert 0.8 < time.monotonic() - started < 5
+    assert [(e["type"], e["object"].metadata.name) for e in events] == [("ADDED", "a"), ("ADDED", "b")]
+
+
+def test_watch_from_list_rv_yields_exactly_later_changes(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "before"}})
+    listed = core.list_namespaced_config_map(ns)
+    rv = listed.metadata.resource_version
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "after"}})
+    core.patch_namespaced_config_map("before", ns, {"data": {"k": "v"}})
+    deleted = core.delete_namespaced_config_map("after", ns)
+    lines = stream_lines(
+        cluster, f"/api/v1/namespaces/{ns}/configmaps?watch=True&resourceVersion={rv}&timeoutSeconds=1"
+    )
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [
+        ("ADDED", "after"),
+        ("MODIFIED", "before"),
+        ("DELETED", "after"),
+    ]
+    assert all(e["object"]["kind"] == "ConfigMap" and e["object"]["apiVersion"] == "v1" for e in lines)
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in lines]
+    assert rvs == sorted(rvs) and rvs[0] > int(rv)
+    # the DELETED event carries the deletion's own revision, newer than the last state's
+    assert rvs[2] > rvs[0]
+    assert deleted.details.uid == lines[2]["object"]["metadata"]["uid"]
+
+
+def test_live_events_are_delivered_while_streaming(core: client.CoreV1Api, ns: str) -> None:
+    rv = core.list_namespaced_config_map(ns).metadata.resource_version
+    seen: list[tuple[str, str]] = []
+
+    def consume() -> None:
+        w = watch.Watch()
+        for event in w.stream(core.list_namespaced_config_map, ns, resource_version=rv, timeout_seconds=5):
+            seen.append((event["type"], event["object"].metadata.name))
+            if len(seen) == 2:
+                w.stop()
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    time.sleep(0.3)
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "live"}})
+    core.delete_namespaced_config_map("live", ns)
+    thread.join(10)
+    assert seen == [("ADDED", "live"), ("DELETED", "live")]
+
+
+def test_bookmarks_carry_a_resource_version(cluster: LocalCluster, ns: str) -> None:
+    lines = stream_lines(
+        cluster, f"/api/v1/namespaces/{ns}/pods?watch=true&allowWatchBookmarks=true&timeoutSeconds=2"
+    )
+    bookmarks = [e for e in lines if e["type"] == "BOOKMARK"]
+    assert bookmarks, lines
+    for b in bookmarks:
+        assert b["object"]["kind"] == "Pod" and b["object"]["metadata"]["resourceVersion"].isdigit()
+
+
+def test_compacted_resource_version_gets_410_in_stream(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    old = core.create_namespaced_config_map(ns, {"metadata": {"name": "old"}}).metadata.resource_version
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "newer"}})
+    cluster.request("POST", "/_embedded/compact", {})
+    lines = stream_lines(cluster, f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={old}")
+    assert len(lines) == 1 and lines[0]["type"] == "ERROR"
+    status = lines[0]["object"]
+    assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
+    assert status["message"].startswith(f"too old resource version: {old} (")
+    # the sync client surfaces it as ApiException(410) after its single retry
+    with pytest.raises(ApiException) as gone:
+        list(
+            watch.Watch().stream(core.list_namespaced_config_map, ns, resource_version=old, timeout_seconds=2)
+        )
+    assert gone.value.status == 410
+
+
+def test_selector_transitions_become_added_and_deleted(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "s", "labels": {"app": "no"}}})
+    rv = core.list_namespaced_config_map(ns).metadata.resource_version
+    core.patch_namespaced_config_map("s", ns, {"metadata": {"labels": {"app": "yes"}}})
+    core.patch_namespaced_config_map("s", ns, {"data": {"x": "1"}})
+    last = core.patch_namespaced_config_map("s", ns, {"metadata": {"labels": {"app": "no"}}})
+    lines = stream_lines(
+        cluster,
+        f"/api/v1/namespaces/{ns}/configmaps?watch=true&labelSelector=app%3Dyes"
+        f"&resourceVersion={rv}&timeoutSeconds=1",
+    )
+    assert [e["type"] for e in lines] == ["ADDED", "MODIFIED", "DELETED"]
+    gone = lines[2]["object"]
+    assert gone["metadata"]["labels"] == {"app": "yes"}  # the previous content ...
+    assert gone["metadata"]["resourceVersion"] == last.metadata.resource_version  # ... with the event's RV
+
+
+def test_kubectl_style_single_object_watch(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "one"}})
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "two"}})
+    _, _, listed = cluster.request(
+        "GET", f"/api/v1/namespaces/{ns}/configmaps?fieldSelector=metadata.name%3Done"
+    )
+    core.patch_namespaced_config_map("two", ns, {"data": {"a": "1"}})
+    core.patch_namespaced_config_map("one", ns, {"data": {"a": "1"}})
+    lines = stream_lines(
+        cluster,
+        f"/api/v1/namespaces/{ns}/configmaps?fieldSelector=metadata.name%3Done"
+        f"&resourceVersion={listed['metadata']['resourceVersion']}&watch=true"
+        "&timeoutSeconds=1",
+    )
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("MODIFIED", "one")]
+
+
+def test_errors_before_streaming_are_plain_status_responses(cluster: LocalCluster, ns: str) -> None:
+    status, headers, body = cluster.request(
+        "GET", f"/api/v1/namespaces/{ns}/pods?watch=true&labelSelector=a+in+("
+    )
+    assert (
+        status == 400 and body["kind"] == "Status" and "chunked" not in headers.get("transfer-encoding", "")
+    )
+    status, _, body = cluster.request("GET", "/api/v1/namespaces/x/widgets?watch=true")
+    assert status == 404
+
+
+async def test_asyncio_client_watch_and_resume(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    from kubernetes_asyncio import client as aclient
+    from kubernetes_asyncio import watch as awatch
+
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "x", "labels": {"app": "a"}}})
+    async with cluster.async_api_client() as api:
+        v1 = aclient.CoreV1Api(api)
+        listed = await v1.list_namespaced_config_map(ns, label_selector="app in (a,b),!missing")
+        assert [i.metadata.name for i in listed.items] == ["x"]
+        core.patch_namespaced_config_map("x", ns, {"data": {"k": "v"}})
+        seen = []
+        async with awatch.Watch() as w:
+            async for event in w.stream(
+                v1.list_namespaced_config_map,
+                ns,
+                resource_version=listed.metadata.resource_version,
+                timeout_seconds=1,
+                allow_watch_bookmarks=True,
+            ):
+                if event["type"] == "BOOKMARK":  # the raw object; it must carry a resourceVersion
+                    assert event["raw_object"]["metadata"]["resourceVersion"].isdigit()
+                    continue
+                seen.append((event["type"], event["object"].metadata.name))
+        assert seen == [("MODIFIED", "x")]
