@@ -46,6 +46,8 @@ class ReplicaStatus(StatusModel):
     phase: ReplicaPhase | None = None
     restart_count: int | None = Field(None, ge=0)
     containers: list[ContainerStatus] | None = None
+    # uid of the pod the controller is replacing: a failure is counted once however often it is observed.
+    replaced_uid: str | None = None
 
 
 class TaskStatus(StatusModel):
