@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from t9k_provider.controller.kinds import compile_job, run_compiled
+from t9k_provider.controller.kinds import decide
 from t9k_provider.jobs import ManifestError, load
 
 from .model import SpecError
@@ -38,10 +38,9 @@ def reconcile(observed: Observed, *, ssh_keygen: Callable[[], tuple[str, str]] |
     try:
         # Status is the controller's own output: never let it make a spec invalid.
         typed = load({k: v for k, v in job.items() if k != "status"})
-        compiled = compile_job(typed, job, ssh_keygen)
+        return decide(typed, job, observed.children, observed.now, ssh_keygen)
     except (ManifestError, SpecError) as exc:
         return invalid(job, exc, observed)
-    return run_compiled(job, compiled, observed.children, observed.now)
 
 
 def invalid(job: dict[str, Any], exc: ValueError, observed: Observed) -> Decision:

@@ -1,0 +1,171 @@
+"""BeamJob: a FlinkCluster `<job>-flinkcluster`, then a batch/v1 Job `<job>-batchjob` submitting the pipeline
+once the cluster runs; the job's outcome is the submit Job's (section 8.8).
+
+Decision (spec section 14.7): the submit container gets the Flink endpoint both as env `FLINK_MASTER`
+(`<job>-flinkcluster-jobmanager:8081`, the flink-operator's JobManager Service and REST port) and, unless the
+user already passed them, as the Beam pipeline options `--runner=FlinkRunner --flink_master=<endpoint>`.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any
+
+from t9k_provider.controller.engine.names import child_metadata
+from t9k_provider.controller.engine.status import TERMINAL_PHASES, merge_conditions, rfc3339, sanitized
+from t9k_provider.controller.engine.types import Action, Create, Decision, Delete, Event
+from t9k_provider.jobs.beam import BeamJob
+
+FLINK_API_VERSION = "flinkoperator.k8s.io/v1beta1"
+FLINK_KIND = "FlinkCluster"
+JOBMANAGER_REST_PORT = 8081
+
+
+def flink_endpoint(job_name: str) -> str:
+    return f"{job_name}-flinkcluster-jobmanager:{JOBMANAGER_REST_PORT}"
+
+
+def build_flinkcluster(typed: BeamJob, job: dict[str, Any]) -> dict[str, Any]:
+    name = f"{job['metadata']['name']}-flinkcluster"
+    written = typed.spec.flink_cluster_template.metadata or {}
+    meta = child_metadata(job, name)
+    meta["labels"] = {**(written.get("labels") or {}), **meta["labels"]}
+    if written.get("annotations"):
+        meta["annotations"] = dict(written["annotations"])
+    return {
+        "apiVersion": FLINK_API_VERSION,
+        "kind": FLINK_KIND,
+        "metadata": meta,
+        "spec": copy.deepcopy(typed.spec.flink_cluster_template.spec),
+    }
+
+
+def _with_endpoint(container: dict[str, Any], endpoint: str) -> None:
+    env = container.setdefault("env", [])
+    if not any(e.get("name") == "FLINK_MASTER" for e in env):
+        env.append({"name": "FLINK_MASTER", "value": endpoint})
+    written = [*(container.get("command") or []), *(container.get("args") or [])]
+    extra = []
+    if not any(str(a).startswith("--runner") for a in written):
+        extra.append("--runner=FlinkRunner")
+    if not any(str(a).startswith("--flink_master") for a in written):
+        extra.append(f"--flink_master={endpoint}")
+    if extra:
+        container["args"] = [*(container.get("args") or []), *extra]
+
+
+def build_batchjob(typed: BeamJob, job: dict[str, Any]) -> dict[str, Any]:
+    name = f"{job['metadata']['name']}-batchjob"
+    template = copy.deepcopy(typed.spec.job_template)
+    written = template.get("metadata") or {}
+    meta = child_metadata(job, name)
+    meta["labels"] = {**(written.get("labels") or {}), **meta["labels"]}
+    spec = template.get("spec") or {}
+    pod_spec = spec.setdefault("template", {}).setdefault("spec", {})
+    pod_spec.setdefault("restartPolicy", "Never")
+    containers = pod_spec.get("containers") or []
+    if containers:
+        _with_endpoint(containers[0], flink_endpoint(job["metadata"]["name"]))
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def _cluster_running(cluster: dict[str, Any] | None) -> bool:
+    return cluster is not None and (cluster.get("status") or {}).get("state") == "Running"
+
+
+def _batch_outcome(batch: dict[str, Any] | None) -> str | None:
+    for cond in (batch or {}).get("status", {}).get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            return "Succeeded" if cond["type"] == "Complete" else "Failed"
+    return None
+
+
+def reconcile_beam(
+    typed: BeamJob, job: dict[str, Any], children: list[dict[str, Any]], now: datetime
+) -> Decision:
+    prior = sanitized(job.get("status"))
+    name = job["metadata"]["name"]
+    by_key = {(c.get("kind"), (c.get("metadata") or {}).get("name")): c for c in children}
+    cluster = by_key.get((FLINK_KIND, f"{name}-flinkcluster"))
+    batch = by_key.get(("Job", f"{name}-batchjob"))
+    actions: list[Action] = []
+    events: list[Event] = []
+    prior_phase = prior.get("phase")
+
+    if prior_phase in TERMINAL_PHASES:
+        # cleanUpCluster runs only once the outcome is in status, so a crash never loses it.
+        if (
+            cluster is not None
+            and typed.spec.run_policy.clean_up_cluster
+            and not cluster["metadata"].get("deletionTimestamp")
+        ):
+            meta = cluster["metadata"]
+            actions.append(Delete(FLINK_API_VERSION, FLINK_KIND, meta["name"], uid=meta.get("uid")))
+        return Decision(status=job.get("status") or {}, actions=actions)
+
+    if cluster is None:
+        actions.append(Create(build_flinkcluster(typed, job)))
+    running = _cluster_running(cluster)
+    if batch is None and running:
+        actions.append(Create(build_batchjob(typed, job)))
+    outcome = _batch_outcome(batch)
+    active = bool(((batch or {}).get("status") or {}).get("active"))
+
+    desired: dict[str, tuple[str, str, str]] = {
+        "ClusterRunning": ("True", "Running", "The Flink cluster is running.")
+        if running
+        else ("False", "Creating", "Waiting for the Flink cluster to run."),
+    }
+    if outcome == "Succeeded":
+        phase, message = "Succeeded", "The Beam pipeline's submit Job completed."
+        desired.update(JobRunning=("False", "Succeeded", message), Completed=("True", "Succeeded", message))
+    elif outcome == "Failed":
+        phase, message = "Failed", "The Beam pipeline's submit Job failed."
+        desired.update(
+            JobRunning=("False", "Failed", message),
+            Completed=("False", "Failed", message),
+            Failed=("True", "Failed", message),
+        )
+    elif batch is not None:
+        phase = "Running"
+        desired["JobRunning"] = (
+            ("True", "Running", "The Beam pipeline is being submitted and run.")
+            if active
+            else ("False", "Pending", "The submit Job has no running pod yet.")
+        )
+    else:
+        phase = "Initializing"
+    if phase in TERMINAL_PHASES:
+        actions = []
+    status: dict[str, Any] = {
+        "phase": phase,
+        "conditions": merge_conditions(prior.get("conditions"), desired, now),
+        "startTime": prior.get("startTime") or rfc3339(now),
+    }
+    if phase in TERMINAL_PHASES:
+        status["completionTime"] = rfc3339(now)
+    if batch is not None:
+        status["jobStatus"] = [
+            {
+                "phase": outcome or ("Running" if active else "Pending"),
+                "reference": {"name": batch["metadata"]["name"], "uid": batch["metadata"].get("uid")},
+            }
+        ]
+    job_id = (((cluster or {}).get("status") or {}).get("components") or {}).get("job", {}).get("id")
+    if job_id:
+        status["jobURL"] = (
+            f"/t9k/flink-cluster/{name}-flinkcluster/namespace/{job['metadata'].get('namespace')}"
+            f"/#/job/{job_id}/overview/"
+        )
+    generation = job["metadata"].get("generation")
+    if generation is not None:
+        status["observedGeneration"] = generation
+    if phase != prior_phase:
+        events.append(Event("Warning" if phase == "Failed" else "Normal", phase, f"The job is {phase}."))
+    return Decision(
+        status=status,
+        actions=actions,
+        events=events,
+        requeue_after=1.0 if phase in TERMINAL_PHASES and typed.spec.run_policy.clean_up_cluster else None,
+    )

@@ -1,0 +1,114 @@
+"""DeepSpeedJob: sshd workers; worker-0 also runs `deepspeed` over pdsh with /t9k/hostfile (section 8.7)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from t9k_provider.controller.engine.model import Plan, ReplicaGroup
+from t9k_provider.jobs.deepspeed import DeepSpeedJob
+
+from .common import add_wait, container_named, pick_container, scheduler_plan, set_command, with_env
+from .ssh import (
+    SSH_PORT,
+    SSH_SERVICE_PORTS,
+    Keygen,
+    hostfile_configmap,
+    mount_hostfile,
+    mount_ssh,
+    ssh_secret,
+    worker_hosts,
+)
+from .training import training_plan
+
+SSHD = "/usr/sbin/sshd"
+SSH_MOUNT = "/root/.ssh"
+HOSTFILE = "/t9k/hostfile"
+ENV_FILE = "/root/.deepspeed_env"
+
+
+def deepspeed_args(typed: DeepSpeedJob, master: str) -> list[str]:
+    config = typed.spec.config
+    assert config.run is not None  # validated by the model unless customCommand is set
+    args = [f"--hostfile={HOSTFILE}"]
+    if not any(a.split("=", 1)[0] == "--master_addr" for a in config.other_args):
+        args.append(f"--master_addr={master}")
+    if not config.local_rank:
+        args.append("--no_local_rank")
+    if config.autotune != "none":
+        args.append(f"--autotuning={config.autotune}")
+    if config.run.mode == "module":
+        args.append("--module")
+    elif config.run.mode == "exec":
+        args.append("--no_python")
+    elastic = typed.spec.elastic
+    if elastic is not None and elastic.enabled:
+        args += [
+            "--elastic_training",
+            f"--min_elastic_nodes={elastic.min_replicas}",
+            f"--max_elastic_nodes={elastic.max_replicas}",
+        ]
+    return [*args, *config.other_args, *config.run.argv()]
+
+
+def env_file(template: dict[str, Any], container: str) -> str:
+    """`KEY=VALUE` lines of the job's own env values, which the DeepSpeed launcher exports on every node."""
+    lines = [
+        f"{e['name']}={e['value']}"
+        for e in (container_named(template, container) or {}).get("env") or []
+        if isinstance(e.get("value"), str) and "\n" not in e["value"]
+    ]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def compile_deepspeed(typed: DeepSpeedJob, job: dict[str, Any], keygen: Keygen | None) -> Plan:
+    spec = typed.spec
+    worker = spec.worker
+    elastic = spec.elastic if spec.elastic is not None and spec.elastic.enabled else None
+    count = worker.replicas
+    if elastic is not None:
+        assert elastic.min_replicas is not None and elastic.max_replicas is not None
+        count = min(max(elastic.expected_replicas or count, elastic.min_replicas), elastic.max_replicas)
+    hosts = worker_hosts(job, count)
+    cname = pick_container(worker.template, ("worker",))
+    slots = spec.config.slots_per_worker or 1
+    if spec.config.custom_command is not None:
+        launch = ["sh", "-c", f"{SSHD} && {spec.config.custom_command}"]
+    else:
+        launch = ["sh", "-c", f'{SSHD} && exec deepspeed "$@"', "deepspeed", *deepspeed_args(typed, hosts[0])]
+    templates = []
+    for index in range(count):
+        tpl = with_env(copy.deepcopy(worker.template), {"PYTHONUNBUFFERED": "1"})
+        set_command(tpl, cname, launch if index == 0 else [SSHD, "-D", "-e"])
+        mount_ssh(tpl, cname, job, SSH_MOUNT)
+        mount_hostfile(tpl, cname, job, {"hostfile": HOSTFILE, "deepspeed_env": ENV_FILE})
+        if index == 0:
+            add_wait(tpl, cname, [f"{h}:{SSH_PORT}" for h in hosts[1:]])
+        templates.append(tpl)
+    group = ReplicaGroup(
+        type="worker",
+        templates=tuple(templates),
+        restart_policy=worker.restart_policy,
+        training_container=cname,
+        service_ports=SSH_SERVICE_PORTS,
+        debug_command=(SSHD, "-D"),
+    )
+    hostfile = {
+        "hostfile": "".join(f"{h} slots={slots}\n" for h in hosts),
+        "deepspeed_env": "" if spec.disable_custom_env else env_file(worker.template, cname),
+    }
+    plan = training_plan(
+        (group,),
+        "worker",
+        spec.run_policy,
+        spec.run_mode,
+        spec.scheduler,
+        companions=(ssh_secret(job, keygen, SSH_MOUNT), hostfile_configmap(job, hostfile)),
+    )
+    # worker-0 is the launcher even when elastic; only the gang minimum follows elastic.minReplicas.
+    if elastic is not None:
+        plan = dataclasses.replace(
+            plan, scheduler=scheduler_plan(spec.scheduler, elastic.min_replicas or count)
+        )
+    return plan

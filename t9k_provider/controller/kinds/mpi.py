@@ -1,0 +1,52 @@
+"""MPIJob (both API shapes, via `spec.normalized()`): mpirun on the launcher over SSH (section 8.5).
+
+`Succeeded` means the launcher's mpirun exited 0: the program finished, not that its result is right.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from t9k_provider.controller.engine.model import Plan
+from t9k_provider.jobs.mpi import MPIJob, NormalizedMPIJob
+
+from .ssh import Keygen, worker_hosts
+from .sshjob import ssh_plan
+
+HOSTFILE = "/etc/mpi/hostfile"
+SUCCESS = "The launcher finished: mpirun exited 0. Read the launcher log for the program's result."
+
+
+def mpirun_command(n: NormalizedMPIJob, hostfile: str = HOSTFILE) -> list[str]:
+    cmd = ["mpirun", "--hostfile", hostfile]
+    if n.home:
+        cmd += ["--prefix", n.home]
+    for key, value in sorted(n.mca.items()):
+        cmd += ["-mca", key, value]
+    recovery = n.process_recovery
+    if recovery is not None and recovery.enabled:
+        cmd.append("--enable-recovery")
+        if recovery.limit is not None:
+            cmd += ["--max-restarts", str(recovery.limit)]
+    return [*cmd, *n.extra_args, *n.script]
+
+
+def compile_mpi(typed: MPIJob, job: dict[str, Any], keygen: Keygen | None) -> Plan:
+    n = typed.spec.normalized()
+    slots = n.processes_per_worker or 1
+    hosts = worker_hosts(job, n.worker.replicas)
+    return ssh_plan(
+        n,
+        job,
+        keygen,
+        launch=mpirun_command(n),
+        launcher_env={
+            "OMPI_MCA_orte_default_hostfile": HOSTFILE,
+            "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+            "PYTHONUNBUFFERED": "1",
+        },
+        hostfile_data={"hostfile": "".join(f"{h} slots={slots}\n" for h in hosts)},
+        hostfile_paths={"hostfile": HOSTFILE},
+        worker_debug=(n.ssh.sshd_path, "-D"),
+        success_message=SUCCESS,
+    )

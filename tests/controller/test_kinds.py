@@ -1,0 +1,831 @@
+"""One compiler per kind: the objects, commands, env and rules each kind produces, played in the Sim."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
+from engine_sim import Sim, container, job, template
+
+from t9k_provider.controller.engine import WATCHED_CHILD_TYPES, Create, Delete
+from t9k_provider.controller.engine.initwait import WAIT_CONTAINER_NAME
+from t9k_provider.controller.kinds.colossalai import extra_launch_args
+from t9k_provider.controller.kinds.pytorch import elastic_counts
+from t9k_provider.controller.kinds.ssh import generate_keypair
+from t9k_provider.jobs.common import PyTorchReplicaSpec
+
+
+def env_of(pod: dict, cname: str | None = None) -> dict[str, str]:
+    containers = pod["spec"]["containers"]
+    c = next((x for x in containers if x["name"] == cname), containers[0])
+    return {e["name"]: e.get("value") for e in c.get("env") or []}
+
+
+def main(pod: dict, cname: str) -> dict:
+    return next(c for c in pod["spec"]["containers"] if c["name"] == cname)
+
+
+def init_names(pod: dict) -> list[str]:
+    return [c["name"] for c in pod["spec"].get("initContainers") or []]
+
+
+def run_to_running(sim: Sim, rounds: int = 4) -> None:
+    for _ in range(rounds):
+        sim.step()
+        sim.run_all()
+    sim.step()
+
+
+# -- PyTorchTrainingJob -----------------------------------------------------------------------------
+
+
+def pytorch(**spec: object) -> dict:
+    body = {
+        "replicaSpecs": [
+            {
+                "type": "worker",
+                "replicas": 3,
+                "restartPolicy": "ExitCode",
+                "template": template(container("pytorch", ["python"], args=["train.py", "--epochs=1"])),
+            },
+        ],
+        **spec,
+    }
+    return job("PyTorchTrainingJob", body)
+
+
+def test_pytorch_env_ranks_port_services_and_wait():
+    manifest = job(
+        "PyTorchTrainingJob",
+        {
+            "replicaSpecs": [
+                {"type": "worker", "replicas": 2, "template": template(container("pytorch"))},
+                {"type": "master", "replicas": 1, "template": template(container("pytorch"))},
+            ]
+        },
+    )
+    sim = Sim(manifest)
+    sim.step()
+    master = sim.pod("demo-master-0")
+    assert env_of(master) | {} == {
+        "MASTER_ADDR": "demo-master-0",
+        "MASTER_PORT": "23456",
+        "RANK": "0",
+        "WORLD_SIZE": "3",
+        "PYTHONUNBUFFERED": "1",
+        "PET_MASTER_ADDR": "demo-master-0",
+        "PET_MASTER_PORT": "23456",
+        "PET_NODE_RANK": "0",
+        "PET_NNODES": "3",
+    }
+    assert env_of(sim.pod("demo-worker-1"))["RANK"] == "2"
+    assert main(master, "pytorch")["ports"] == [
+        {"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"}
+    ]
+    assert init_names(master) == []
+    assert init_names(sim.pod("demo-worker-0")) == [WAIT_CONTAINER_NAME]
+    assert sim.pod("demo-worker-0")["spec"]["initContainers"][0]["command"][-1] == "demo-master-0"
+    assert sim.kinds("Service") == ["demo-master-0", "demo-worker-0", "demo-worker-1"]
+    assert sim.objects[("Service", "demo-master-0")]["spec"]["ports"][0]["port"] == 23456
+
+
+def test_pytorch_first_type_is_master_and_declared_port_wins():
+    c = container(
+        "python",
+        ports=[{"name": "pytorchjob-port", "containerPort": 30000}],
+        env=[{"name": "WORLD_SIZE", "value": "user"}],
+    )
+    manifest = job(
+        "PyTorchTrainingJob",
+        {
+            "replicaSpecs": [
+                {"type": "ps", "replicas": 1, "template": template(c)},
+                {"type": "worker", "replicas": 2, "template": template(container("python"))},
+            ]
+        },
+    )
+    sim = Sim(manifest)
+    sim.step()
+    ps_env = env_of(sim.pod("demo-ps-0"))
+    assert ps_env["MASTER_ADDR"] == "demo-ps-0" and ps_env["MASTER_PORT"] == "30000"
+    assert ps_env["WORLD_SIZE"] == "user"  # a variable the user set keeps the user's value
+    assert env_of(sim.pod("demo-worker-1"))["RANK"] == "2"
+
+
+def test_pytorch_torchrun_command():
+    gpu = container(
+        "pytorch", ["python"], args=["-m", "pkg.train"], resources={"limits": {"nvidia.com/gpu": 4}}
+    )
+    manifest = pytorch(
+        torchrunConfig={
+            "enabled": True,
+            "procPerNode": "gpu",
+            "maxRestarts": 2,
+            "extraOptions": ["--log_dir=/tmp/x"],
+        }
+    )
+    manifest["spec"]["replicaSpecs"][0]["template"] = template(gpu)
+    sim = Sim(manifest)
+    sim.step()
+    c = main(sim.pod("demo-worker-1"), "pytorch")
+    assert c["command"] == [
+        "torchrun",
+        "--nnodes=3",
+        "--nproc_per_node=4",
+        "--max_restarts=2",
+        "--rdzv_backend=c10d",
+        "--rdzv_endpoint=demo-worker-0:23456",
+        "--rdzv_id=uid-demo",
+        "--log_dir=/tmp/x",
+        "-m",
+        "pkg.train",
+    ]
+    assert "args" not in c
+
+
+def test_pytorch_debug_replaces_torchrun():
+    manifest = pytorch(torchrunConfig={"enabled": True}, runMode={"debug": {"enabled": True}})
+    sim = Sim(manifest)
+    sim.step()
+    assert main(sim.pod("demo-worker-0"), "pytorch")["command"] == ["sleep", "inf"]
+
+
+def test_pytorch_success_is_the_master_and_failure_is_fail_fast():
+    sim = Sim(pytorch())
+    run_to_running(sim)
+    sim.finish("demo-worker-1")
+    sim.step()
+    assert sim.status["phase"] == "Running"
+    sim.finish("demo-worker-0")
+    sim.step()
+    assert sim.status["phase"] == "Succeeded"
+    assert sim.cond("Completed")["message"] == "The job has finished successfully."
+
+    sim = Sim(pytorch())
+    run_to_running(sim)
+    sim.finish("demo-worker-2", exit_code=1)  # ExitCode: 1 is permanent
+    sim.step()
+    assert sim.status["phase"] == "Failed"
+    assert sim.cond("Failed")["message"] == "The job exited with an error code."
+    assert "demo-worker-2 failed with exit code 1" in sim.cond("ReplicaFailure")["message"]
+
+
+@pytest.mark.parametrize(
+    ("code", "restarts"),
+    [(130, True), (137, True), (143, True), (138, True), (1, False), (2, False), (139, False), (255, False)],
+)
+def test_exit_code_policy(code, restarts):
+    sim = Sim(pytorch())
+    run_to_running(sim)
+    sim.finish("demo-worker-1", exit_code=code)
+    decision = sim.step()
+    assert any(isinstance(a, Delete) for a in decision.actions) is restarts
+    assert sim.status["phase"] == ("Running" if restarts else "Failed")
+    assert sim.status["backoffCount"] == (1 if restarts else 0)
+
+
+def test_exit_code_137_restarts_until_backoff_limit_then_fails():
+    sim = Sim(pytorch(runPolicy={"backoffLimit": 2}))
+    run_to_running(sim)
+    for expected in (1, 2):
+        sim.finish("demo-worker-1" if expected == 1 else "demo-worker-2", exit_code=137)
+        sim.step()
+        assert sim.status["backoffCount"] == expected  # one budget shared by every replica
+        run_to_running(sim, rounds=2)
+    sim.finish("demo-worker-0", exit_code=137)
+    sim.step()
+    assert sim.status["phase"] == "Failed" and sim.status["backoffCount"] == 2
+    assert "restart budget is exhausted" in sim.cond("ReplicaFailure")["message"]
+    assert sim.status["tasks"][0]["restartCount"] == 2
+
+
+def test_pytorch_elastic_scales_and_reports():
+    manifest = pytorch(
+        torchrunConfig={"enabled": True},
+        elastic={"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 9},
+        scheduler={"t9kScheduler": {"queue": "q"}},
+    )
+    sim = Sim(manifest)
+    sim.step()
+    assert sim.objects[("PodGroup", "demo")]["spec"]["minMember"] == 1
+    sim.step()
+    assert sim.kinds("Pod") == [f"demo-worker-{i}" for i in range(4)]  # expected clamped to max
+    assert main(sim.pod("demo-worker-0"), "pytorch")["command"][1] == "--nnodes=1:4"
+    assert env_of(sim.pod("demo-worker-0"))["PET_NNODES"] == "1:4"
+    sim.run_all()
+    sim.step()
+    sim.job["spec"]["elastic"]["expectedReplicas"] = 2
+    decision = sim.step()
+    deleted = sorted((a.kind, a.name) for a in decision.actions if isinstance(a, Delete))
+    assert deleted == [
+        ("Pod", "demo-worker-2"),
+        ("Pod", "demo-worker-3"),
+        ("Service", "demo-worker-2"),
+        ("Service", "demo-worker-3"),
+    ]
+    assert [r["name"] for r in sim.status["tasks"][0]["replicas"]] == ["demo-worker-0", "demo-worker-1"]
+    sim.finish("demo-worker-1")
+    sim.step()
+    assert sim.status["phase"] == "Succeeded"  # elastic: any worker finishing ends the job
+
+
+def test_elastic_counts_follow_scaling_weight():
+    specs = [
+        PyTorchReplicaSpec(type="master", replicas=1, scaling_weight=1),
+        PyTorchReplicaSpec(type="worker", replicas=1, scaling_weight=3),
+    ]
+    assert elastic_counts(specs, 4) == [1, 3]
+    assert elastic_counts(specs, 2) == [1, 1]
+    assert elastic_counts(specs, 1) == [1, 0]
+
+
+def test_tensorboard_companion_and_status():
+    manifest = pytorch(tensorboardSpec={"image": "tb:1", "trainingLogFilesets": ["t9k://pvc/p/log"]})
+    sim = Sim(manifest)
+    decision = sim.step()
+    assert decision.actions[0].obj["kind"] == "TensorBoard"
+    tb = sim.objects[("TensorBoard", "demo")]
+    assert tb["apiVersion"] == "tensorstack.dev/v1beta1"
+    assert tb["spec"] == {"image": "tb:1", "trainingLogFilesets": ["t9k://pvc/p/log"]}
+    sim.step()
+    assert sim.status["tensorboard"]["ready"] is False
+    tb["status"] = {"phase": "Running"}
+    sim.step()
+    assert sim.status["tensorboard"] == {
+        "dependent": {
+            "apiVersion": "tensorstack.dev/v1beta1",
+            "kind": "TensorBoard",
+            "name": "demo",
+            "namespace": "ns",
+            "uid": tb["metadata"]["uid"],
+        },
+        "ready": True,
+        "reason": "DependentReady",
+        "action": "NOP",
+        "note": "TensorBoard [demo] is ready",
+        "type": "Normal",
+    }
+
+
+# -- TensorFlowTrainingJob --------------------------------------------------------------------------
+
+
+def tensorflow(**spec: object) -> dict:
+    return job(
+        "TensorFlowTrainingJob",
+        {
+            "replicaSpecs": [
+                {"type": "chief", "template": template(container("tensorflow"))},
+                {
+                    "type": "ps",
+                    "template": template(
+                        container("tensorflow", ports=[{"name": "x", "containerPort": 5000}])
+                    ),
+                },
+                {"type": "worker", "replicas": 2, "template": template(container("tensorflow"))},
+                {"type": "evaluator", "template": template(container("tensorflow"))},
+            ],
+            **spec,
+        },
+    )
+
+
+def test_tf_config():
+    sim = Sim(tensorflow())
+    sim.step()
+    config = json.loads(env_of(sim.pod("demo-worker-1"))["TF_CONFIG"])
+    assert config == {
+        "cluster": {
+            "chief": ["demo-chief-0:2222"],
+            "ps": ["demo-ps-0:5000"],
+            "worker": ["demo-worker-0:2222", "demo-worker-1:2222"],
+        },
+        "task": {"type": "worker", "index": 1},
+        "environment": "cloud",
+    }
+    evaluator = json.loads(env_of(sim.pod("demo-evaluator-0"))["TF_CONFIG"])
+    assert "evaluator" not in evaluator["cluster"] and evaluator["task"] == {"type": "evaluator", "index": 0}
+    assert init_names(sim.pod("demo-chief-0")) == [] and init_names(sim.pod("demo-ps-0")) == [
+        WAIT_CONTAINER_NAME
+    ]
+
+
+def test_tf_chief_decides_and_unfinished_cleanup_removes_ps():
+    sim = Sim(tensorflow(runPolicy={"cleanUpPolicy": "Unfinished"}))
+    run_to_running(sim)
+    sim.finish("demo-worker-0")
+    sim.finish("demo-worker-1")
+    sim.step()
+    assert sim.status["phase"] == "Running"
+    sim.finish("demo-chief-0")
+    sim.step()
+    assert sim.status["phase"] == "Succeeded"
+    sim.step()
+    assert sim.kinds("Pod") == ["demo-chief-0", "demo-worker-0", "demo-worker-1"]
+
+
+def test_tf_without_chief_worker_zero_decides():
+    manifest = job(
+        "TensorFlowTrainingJob",
+        {"replicaSpecs": [{"type": "worker", "replicas": 2, "template": template(container("tensorflow"))}]},
+    )
+    sim = Sim(manifest)
+    run_to_running(sim)
+    sim.finish("demo-worker-0")
+    sim.step()
+    assert sim.status["phase"] == "Succeeded"
+
+
+# -- XGBoostTrainingJob -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ports", "port"), [([{"name": "xgboost-port", "containerPort": 9991}], "9991"), ([], "9999")]
+)
+def test_xgboost_env(ports, port):
+    manifest = job(
+        "XGBoostTrainingJob",
+        {
+            "replicaSpecs": [
+                {"type": "worker", "replicas": 2, "template": template(container("xgboost"))},
+                {"type": "master", "template": template(container("xgboost", ports=ports))},
+            ]
+        },
+    )
+    sim = Sim(manifest)
+    sim.step()
+    assert env_of(sim.pod("demo-master-0"), "xgboost") == {
+        "MASTER_ADDR": "demo-master-0",
+        "MASTER_PORT": port,
+        "RANK": "0",
+        "WORLD_SIZE": "3",
+        "PYTHONUNBUFFERED": "1",
+    }
+    assert env_of(sim.pod("demo-worker-1"), "xgboost")["RANK"] == "2"
+    run_to_running(sim)
+    sim.finish("demo-master-0")
+    sim.step()
+    assert sim.status["phase"] == "Succeeded"
+
+
+# -- MPIJob -----------------------------------------------------------------------------------------
+
+
+MPI_DOCUMENTED = {
+    "worker": {
+        "replicas": 2,
+        "cmd": ["./hello"],
+        "extraMPIArgs": ["-N", "2", "--allow-run-as-root"],
+        "processesPerWorker": 3,
+        "processRecovery": {"enable": True, "limit": 100},
+        "template": template(container("mpi-worker", ["ignored"])),
+    },
+    "mca": {"btl": "^openib", "pml": "ob1"},
+    "mpiHome": "/usr/local/openmpi",
+    "ssh": {"sshAuthMountPath": "/root/.ssh", "sshdPath": "/usr/sbin/sshd"},
+}
+MPI_NEW = {
+    "mpiConfig": {
+        "mca": {"btl": "^openib", "pml": "ob1"},
+        "home": "/usr/local/openmpi",
+        "extraArgs": ["-N", "2", "--allow-run-as-root"],
+        "script": ["./hello"],
+    },
+    "replicaSpecs": [
+        {"type": "worker", "replicas": 2, "template": template(container("worker", ["ignored"]))},
+        {"type": "launcher", "template": {}},
+    ],
+}
+
+
+@pytest.mark.parametrize("spec", [MPI_DOCUMENTED, MPI_NEW], ids=["documented", "replicaSpecs"])
+def test_mpi_objects_and_launcher_after_workers(spec):
+    sim = Sim(job("MPIJob", spec))
+    decision = sim.step()
+    assert [a.obj["kind"] for a in decision.actions if isinstance(a, Create)][:2] == ["Secret", "ConfigMap"]
+    secret = sim.objects[("Secret", "demo-ssh")]
+    assert secret["type"] == "kubernetes.io/ssh-auth"
+    assert base64.b64decode(secret["data"]["ssh-publickey"]).decode() == "ssh-ed25519 TEST t9k"
+    assert "StrictHostKeyChecking no" in base64.b64decode(secret["data"]["config"]).decode()
+    slots = "3" if "worker" in spec else "1"
+    assert sim.objects[("ConfigMap", "demo-hostfile")]["data"] == {
+        "hostfile": f"demo-worker-0 slots={slots}\ndemo-worker-1 slots={slots}\n"
+    }
+    assert sim.kinds("Pod") == ["demo-worker-0", "demo-worker-1"]  # no launcher yet
+    wname = "mpi-worker" if "worker" in spec else "worker"
+    worker = main(sim.pod("demo-worker-0"), wname)
+    assert worker["command"] == ["/usr/sbin/sshd", "-D", "-e"] and "args" not in worker
+    assert {"name": "t9k-ssh", "mountPath": "/root/.ssh", "readOnly": True} in worker["volumeMounts"]
+    sim.step()
+    assert ("Pod", "demo-launcher") not in sim.objects
+    sim.run_all()
+    sim.step()
+    launcher = sim.pod("demo-launcher")
+    lmain = launcher["spec"]["containers"][0]
+    expected = [
+        "mpirun",
+        "--hostfile",
+        "/etc/mpi/hostfile",
+        "--prefix",
+        "/usr/local/openmpi",
+        "-mca",
+        "btl",
+        "^openib",
+        "-mca",
+        "pml",
+        "ob1",
+    ]
+    if "worker" in spec:
+        expected += ["--enable-recovery", "--max-restarts", "100"]
+    assert lmain["command"] == [*expected, "-N", "2", "--allow-run-as-root", "./hello"]
+    assert env_of(launcher)["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+    assert {
+        "name": "t9k-hostfile",
+        "mountPath": "/etc/mpi/hostfile",
+        "subPath": "hostfile",
+        "readOnly": True,
+    } in lmain["volumeMounts"]
+    assert launcher["spec"]["initContainers"][0]["command"][-2:] == ["demo-worker-0:22", "demo-worker-1:22"]
+    assert sim.kinds("Service") == ["demo-worker-0", "demo-worker-1"]
+
+
+def test_mpi_succeeds_with_launcher_and_cleans_workers_only():
+    spec = {**MPI_DOCUMENTED, "runPolicy": {"cleanUpWorkers": True}}
+    sim = Sim(job("MPIJob", spec))
+    run_to_running(sim)
+    assert sim.status["phase"] == "Running"
+    sim.finish("demo-launcher")
+    sim.step()
+    assert sim.status["phase"] == "Succeeded"
+    assert "mpirun exited 0" in sim.cond("Completed")["message"]
+    sim.step()
+    assert sim.kinds("Pod") == ["demo-launcher"]
+
+
+def test_mpi_launcher_failure_fails_the_job():
+    sim = Sim(job("MPIJob", MPI_DOCUMENTED))
+    run_to_running(sim)
+    sim.finish("demo-launcher", exit_code=1)
+    sim.step()
+    assert sim.status["phase"] == "Failed"
+
+
+def test_mpi_gang_counts_workers_only_and_debug_commands():
+    spec = {
+        **MPI_DOCUMENTED,
+        "scheduler": {"t9kScheduler": {"queue": "q"}},
+        "runMode": {"debug": {"enabled": True}},
+    }
+    sim = Sim(job("MPIJob", spec))
+    run_to_running(sim)
+    assert sim.objects[("PodGroup", "demo")]["spec"]["minMember"] == 2
+    assert main(sim.pod("demo-worker-0"), "mpi-worker")["command"] == ["/usr/sbin/sshd", "-D"]
+    assert sim.pod("demo-launcher")["spec"]["containers"][0]["command"] == ["sleep", "inf"]
+    assert sim.pod("demo-launcher")["metadata"]["labels"]["scheduler.tensorstack.dev/role"] == "launcher"
+
+
+def test_ssh_secret_is_created_once_and_never_rotated():
+    sim = Sim(job("MPIJob", MPI_DOCUMENTED))
+    run_to_running(sim)
+    before = sim.objects[("Secret", "demo-ssh")]
+    assert not any(isinstance(a, Create) and a.obj["kind"] == "Secret" for a in sim.decide().actions)
+    assert sim.objects[("Secret", "demo-ssh")] is before
+
+
+def test_generated_keypair_is_a_valid_openssh_pair():
+    private, public = generate_keypair()
+    key = load_ssh_private_key(private.encode(), password=None)
+    assert public.startswith("ssh-ed25519 ")
+    assert load_ssh_public_key(public.encode()).public_bytes_raw() == key.public_key().public_bytes_raw()
+    assert generate_keypair() != (private, public)
+
+
+# -- ColossalAIJob ----------------------------------------------------------------------------------
+
+
+COLOSSAL_DOCUMENTED = {
+    "ssh": {"authMountPath": "/root/.ssh", "sshdPath": "/usr/sbin/sshd"},
+    "launcher": {"image": "hpcaitech/colossalai:0.3.0", "workingDir": "/workspace", "env": []},
+    "worker": {
+        "replicas": 2,
+        "procPerWorker": 2,
+        "command": ["train.py", "arg1"],
+        "torchArgs": ["--max_restarts=2"],
+        "template": template(container("worker", ["ignored"])),
+    },
+}
+COLOSSAL_NEW = {
+    "torchConfig": {"procPerWorker": 2, "script": ["train.py", "arg1"], "extraArgs": ["--max_restarts", "2"]},
+    "replicaSpecs": [
+        {"type": "launcher", "template": template(container("launcher"))},
+        {"type": "worker", "replicas": 2, "template": template(container("worker"))},
+    ],
+}
+
+
+@pytest.mark.parametrize("spec", [COLOSSAL_DOCUMENTED, COLOSSAL_NEW], ids=["documented", "replicaSpecs"])
+def test_colossalai_launcher_command(spec):
+    sim = Sim(job("ColossalAIJob", spec))
+    run_to_running(sim)
+    launcher = sim.pod("demo-launcher")["spec"]["containers"][0]
+    assert launcher["name"] == "launcher"
+    assert launcher["command"] == [
+        "colossalai",
+        "run",
+        "--hostfile",
+        "/etc/colossalai/hostfile",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "demo-worker-0",
+        "--master_port",
+        "29500",
+        "--extra_launch_args",
+        "max_restarts=2",
+        "train.py",
+        "arg1",
+    ]
+    assert sim.objects[("ConfigMap", "demo-hostfile")]["data"] == {
+        "hostfile": "demo-worker-0\ndemo-worker-1\n"
+    }
+    sim.finish("demo-launcher")
+    sim.step()
+    assert sim.status["phase"] == "Succeeded" and "read its log" in sim.cond("Completed")["message"]
+
+
+def test_extra_launch_args_forms():
+    assert extra_launch_args(["--a=1", "--b", "2", "--flag"]) == ["--extra_launch_args", "a=1,b=2,flag"]
+    assert extra_launch_args([]) == []
+
+
+# -- DeepSpeedJob -----------------------------------------------------------------------------------
+
+
+def deepspeed(config: dict, **spec: object) -> dict:
+    worker = container(
+        "worker",
+        ["ignored"],
+        env=[
+            {"name": "NCCL_DEBUG", "value": "INFO"},
+            {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s"}}},
+        ],
+    )
+    return job(
+        "DeepSpeedJob", {"worker": {"replicas": 3, "template": template(worker)}, "config": config, **spec}
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "args"),
+    [
+        (
+            {"run": {"python": ["train.py", "--deepspeed"]}, "slotsPerWorker": 2},
+            ["--hostfile=/t9k/hostfile", "--master_addr=demo-worker-0", "train.py", "--deepspeed"],
+        ),
+        (
+            {
+                "run": {"module": ["pkg.train"]},
+                "localRank": False,
+                "autotune": "tune",
+                "otherArgs": ["--num_gpus=1"],
+            },
+            [
+                "--hostfile=/t9k/hostfile",
+                "--master_addr=demo-worker-0",
+                "--no_local_rank",
+                "--autotuning=tune",
+                "--module",
+                "--num_gpus=1",
+                "pkg.train",
+            ],
+        ),
+        (
+            {"run": {"exec": "bash run.sh"}, "otherArgs": ["--master_addr=10.0.0.1"]},
+            ["--hostfile=/t9k/hostfile", "--no_python", "--master_addr=10.0.0.1", "bash run.sh"],
+        ),
+    ],
+)
+def test_deepspeed_launcher_command(config, args):
+    sim = Sim(deepspeed(config))
+    sim.step()
+    sim.step()
+    w0 = main(sim.pod("demo-worker-0"), "worker")
+    assert w0["command"] == ["sh", "-c", '/usr/sbin/sshd && exec deepspeed "$@"', "deepspeed", *args]
+    assert main(sim.pod("demo-worker-2"), "worker")["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    mounts = {m["mountPath"] for m in w0["volumeMounts"]}
+    assert {"/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env"} <= mounts
+    assert init_names(sim.pod("demo-worker-0")) == [WAIT_CONTAINER_NAME]
+    assert init_names(sim.pod("demo-worker-1")) == []
+
+
+def test_deepspeed_files_and_custom_command():
+    sim = Sim(deepspeed({"customCommand": "deepspeed --hostfile /t9k/hostfile t.py", "slotsPerWorker": 4}))
+    sim.step()
+    data = sim.objects[("ConfigMap", "demo-hostfile")]["data"]
+    assert data["hostfile"] == "".join(f"demo-worker-{i} slots=4\n" for i in range(3))
+    assert data["deepspeed_env"] == "NCCL_DEBUG=INFO\n"
+    sim.step()
+    assert main(sim.pod("demo-worker-0"), "worker")["command"] == [
+        "sh",
+        "-c",
+        "/usr/sbin/sshd && deepspeed --hostfile /t9k/hostfile t.py",
+    ]
+    disabled = Sim(deepspeed({"run": {"python": ["t.py"]}}, disableCustomEnv=True))
+    disabled.step()
+    assert disabled.objects[("ConfigMap", "demo-hostfile")]["data"]["deepspeed_env"] == ""
+
+
+def test_deepspeed_worker0_decides_and_elastic_resizes_the_hostfile():
+    spec = {
+        "elastic": {"enabled": True, "minReplicas": 2, "maxReplicas": 4, "expectedReplicas": 4},
+        "scheduler": {"t9kScheduler": {"queue": "q"}},
+    }
+    sim = Sim(deepspeed({"run": {"python": ["t.py"]}}, **spec))
+    run_to_running(sim)
+    assert len(sim.kinds("Pod")) == 4
+    assert sim.objects[("PodGroup", "demo")]["spec"]["minMember"] == 2
+    assert "--elastic_training" in main(sim.pod("demo-worker-0"), "worker")["command"]
+    sim.job["spec"]["elastic"]["expectedReplicas"] = 3
+    sim.step()
+    assert sim.objects[("ConfigMap", "demo-hostfile")]["data"]["hostfile"].count("\n") == 3
+    assert len(sim.kinds("Pod")) == 3
+    sim.finish("demo-worker-0")
+    sim.step()
+    assert sim.status["phase"] == "Succeeded" and "backoffCount" in sim.status
+
+
+def test_deepspeed_debug_runs_sshd():
+    sim = Sim(deepspeed({"run": {"python": ["t.py"]}}, runMode={"debug": {"enabled": True}}))
+    sim.step()
+    sim.step()
+    assert main(sim.pod("demo-worker-0"), "worker")["command"] == ["/usr/sbin/sshd", "-D"]
+
+
+# -- BeamJob ----------------------------------------------------------------------------------------
+
+
+def beam(**spec: object) -> dict:
+    return job(
+        "BeamJob",
+        {
+            "flinkClusterTemplate": {"spec": {"flinkVersion": "1.10.1", "image": {"name": "flink:1.10.1"}}},
+            "jobTemplate": {
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                container(
+                                    "submit",
+                                    ["python3", "-m", "apache_beam.examples.wordcount"],
+                                    args=["--output=/tmp/o"],
+                                )
+                            ]
+                        }
+                    }
+                }
+            },
+            **spec,
+        },
+    )
+
+
+def test_beam_flinkcluster_then_submit_job_then_outcome():
+    sim = Sim(beam(runPolicy={"cleanUpCluster": True}))
+    sim.step()
+    assert sim.status["phase"] == "Initializing"
+    cluster = sim.objects[("FlinkCluster", "demo-flinkcluster")]
+    assert cluster["apiVersion"] == "flinkoperator.k8s.io/v1beta1"
+    assert cluster["spec"] == {"flinkVersion": "1.10.1", "image": {"name": "flink:1.10.1"}}
+    assert cluster["metadata"]["ownerReferences"][0]["uid"] == "uid-demo"
+    sim.step()
+    assert sim.kinds("Job") == []  # the cluster is not running yet
+    cluster["status"] = {"state": "Running", "components": {"job": {"id": "abc"}}}
+    sim.step()
+    batch = sim.objects[("Job", "demo-batchjob")]
+    submit = batch["spec"]["template"]["spec"]["containers"][0]
+    assert submit["args"] == [
+        "--output=/tmp/o",
+        "--runner=FlinkRunner",
+        "--flink_master=demo-flinkcluster-jobmanager:8081",
+    ]
+    assert {"name": "FLINK_MASTER", "value": "demo-flinkcluster-jobmanager:8081"} in submit["env"]
+    assert batch["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert sim.cond("ClusterRunning")["status"] == "True"
+    batch["status"] = {"active": 1}
+    sim.step()
+    assert sim.status["phase"] == "Running" and sim.cond("JobRunning")["status"] == "True"
+    assert sim.status["jobURL"] == "/t9k/flink-cluster/demo-flinkcluster/namespace/ns/#/job/abc/overview/"
+    batch["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    decision = sim.step()
+    assert sim.status["phase"] == "Succeeded" and decision.actions == []
+    sim.step()
+    assert sim.kinds("FlinkCluster") == [] and sim.kinds("Job") == ["demo-batchjob"]
+
+
+def test_beam_failed_submit_job_fails_and_keeps_cluster_by_default():
+    sim = Sim(beam())
+    sim.step()
+    sim.objects[("FlinkCluster", "demo-flinkcluster")]["status"] = {"state": "Running"}
+    sim.step()
+    sim.objects[("Job", "demo-batchjob")]["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
+    sim.step()
+    sim.step()
+    assert sim.status["phase"] == "Failed" and sim.cond("Failed")["status"] == "True"
+    assert sim.kinds("FlinkCluster") == ["demo-flinkcluster"]
+
+
+def test_beam_user_runner_options_are_kept():
+    manifest = beam()
+    manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"] = [
+        "--runner=PortableRunner",
+        "--flink_master=elsewhere:8081",
+    ]
+    sim = Sim(manifest)
+    sim.step()
+    sim.objects[("FlinkCluster", "demo-flinkcluster")]["status"] = {"state": "Running"}
+    sim.step()
+    args = sim.objects[("Job", "demo-batchjob")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["--runner=PortableRunner", "--flink_master=elsewhere:8081"]
+
+
+# -- every kind -------------------------------------------------------------------------------------
+
+
+EVERY_KIND = {
+    "GenericJob": {"replicaSpecs": [{"type": "worker", "replicas": 2, "template": template()}]},
+    "PyTorchTrainingJob": pytorch()["spec"],
+    "TensorFlowTrainingJob": tensorflow()["spec"],
+    "XGBoostTrainingJob": {"replicaSpecs": [{"type": "master", "template": template(container("xgboost"))}]},
+    "MPIJob": MPI_DOCUMENTED,
+    "ColossalAIJob": COLOSSAL_DOCUMENTED,
+    "DeepSpeedJob": deepspeed({"run": {"python": ["t.py"]}})["spec"],
+    "BeamJob": beam()["spec"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EVERY_KIND))
+def test_every_child_is_owned_labelled_and_watched(kind):
+    sim = Sim(job(kind, EVERY_KIND[kind]))
+    run_to_running(sim)
+    if kind == "BeamJob":
+        sim.objects[("FlinkCluster", "demo-flinkcluster")]["status"] = {"state": "Running"}
+        sim.step()
+    watched = {(api, k) for api, k, _ in WATCHED_CHILD_TYPES}
+    assert sim.objects
+    for (k, name), obj in sim.objects.items():
+        assert (obj["apiVersion"], k) in watched, (k, name)
+        ref = obj["metadata"]["ownerReferences"]
+        assert ref == [
+            {
+                "apiVersion": "batch.tensorstack.dev/v1beta1",
+                "kind": kind,
+                "name": "demo",
+                "uid": "uid-demo",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        assert obj["metadata"]["labels"]["tensorstack.dev/owner-name"] == "demo"
+        assert obj["metadata"]["namespace"] == "ns"
+        if k == "Pod":
+            assert obj["spec"]["restartPolicy"] == "Never"
+    assert sim.already_exists == []
+
+
+@pytest.mark.parametrize("kind", sorted(EVERY_KIND))
+def test_every_kind_is_idempotent_when_nothing_changes(kind):
+    sim = Sim(job(kind, EVERY_KIND[kind]))
+    run_to_running(sim)
+    settled = sim.settle()
+    assert settled.actions == [] and sim.decide() == settled
+
+
+@pytest.mark.parametrize("kind", ["PyTorchTrainingJob", "MPIJob", "DeepSpeedJob", "TensorFlowTrainingJob"])
+def test_every_prefix_of_every_early_decision_converges(kind):
+    """Crash after any prefix of the first decisions (status written or not): same objects, no duplicates."""
+
+    def play(crash: tuple[int, int, bool] | None) -> Sim:
+        sim = Sim(job(kind, EVERY_KIND[kind]))
+        for step in range(6):
+            if crash is not None and crash[0] == step:
+                sim.step(write_status=crash[2], prefix=crash[1])
+            else:
+                sim.step()
+            sim.run_all()
+        sim.settle()
+        return sim
+
+    reference = Sim(job(kind, EVERY_KIND[kind]))
+    points = []
+    for step in range(6):
+        decision = reference.step()
+        points += [(step, k, w) for k in range(len(decision.actions)) for w in (True, False)]
+        reference.run_all()
+    clean = play(None)
+    for point in points:
+        crashed = play(point)
+        assert crashed.already_exists == [], point
+        assert sorted(crashed.objects) == sorted(clean.objects), point
+        assert crashed.status["phase"] == clean.status["phase"], point
