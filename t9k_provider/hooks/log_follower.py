@@ -89,6 +89,7 @@ def _started_containers(pod: dict[str, Any]) -> list[str]:
     started = []
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         state = status.get("state") or {}
-        if state.get("running") or state.get("terminated") or status.get("lastState", {}).get("terminated"):
+        last = status.get("lastState") or {}
+        if state.get("running") is not None or state.get("terminated") is not None or last.get("terminated"):
             started.append(status["name"])
     return started

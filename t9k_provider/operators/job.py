@@ -377,6 +377,7 @@ class T9kJobOperator(BaseOperator):
             job = self.hook.get_job(ref.plural, ref.namespace, ref.name)
         except ApiException as exc:
             if exc.status == 404:
+                self._raise_if_killed(ref)
                 raise AirflowException(
                     f"job {ref.namespace}/{ref.name} was deleted while the task waited"
                 ) from exc
@@ -392,10 +393,7 @@ class T9kJobOperator(BaseOperator):
         follower = self._log_follower(ref, job, {}) if self.get_logs else None
         first_seen: dict[str, float] = {}
         while True:
-            if self._killed:
-                raise AirflowException(
-                    f"task killed while job {ref.name} ran (on_kill_action={self.on_kill_action})"
-                )
+            self._raise_if_killed(ref)
             if follower is not None:
                 follower.poll()
             state = job_status.outcome(job)
@@ -406,6 +404,13 @@ class T9kJobOperator(BaseOperator):
                 return self._conclude(ref, {"status": verdict.status, "message": verdict.message}, follower)
             time.sleep(self.poll_interval * random.uniform(0.8, 1.2))
             job = self._read(ref)
+
+    def _raise_if_killed(self, ref: JobRef) -> None:
+        """``on_kill`` returns normally on SIGTERM; this turns it into a failure so a kill never succeeds."""
+        if self._killed:
+            raise AirflowException(
+                f"task killed while job {ref.name} ran (on_kill_action={self.on_kill_action})"
+            )
 
     def _defer(self, ref: JobRef, limits: WaitLimits, cursors: dict[str, list[int]]) -> None:
         from t9k_provider.triggers.job import T9kJobTrigger

@@ -1,0 +1,179 @@
+"""In-memory stand-ins for the cluster API used by the Airflow unit tests (imported as ``af_fakes``)."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes.client import ApiException
+
+GROUP_VERSION = "batch.tensorstack.dev/v1beta1"
+
+
+def api_error(status: int, message: str = "") -> ApiException:
+    exc = ApiException(status=status, reason=message or f"HTTP {status}")
+    exc.body = '{"kind":"Status","message":"%s"}' % (message or f"HTTP {status}")
+    exc.headers = {}
+    return exc
+
+
+def generic_manifest(name: str | None = None, **meta: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = dict(meta)
+    if name:
+        metadata["name"] = name
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "GenericJob",
+        "metadata": metadata,
+        "spec": {
+            "replicaSpecs": [
+                {
+                    "type": "worker",
+                    "replicas": 2,
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "main", "image": "python:3.11", "command": ["true"]}]
+                        }
+                    },
+                }
+            ]
+        },
+    }
+
+
+def with_status(
+    job: dict[str, Any], phase: str, *conditions: tuple[str, str, str], **extra: Any
+) -> dict[str, Any]:
+    """A copy of ``job`` carrying ``status.phase`` and ``(type, reason, message)`` conditions set True."""
+    out = copy.deepcopy(job)
+    out["status"] = {
+        "phase": phase,
+        "conditions": [
+            {
+                "type": t,
+                "status": "True",
+                "reason": r,
+                "message": m,
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+            for t, r, m in conditions
+        ],
+        **extra,
+    }
+    return out
+
+
+class FakeTI:
+    def __init__(self, **overrides: Any) -> None:
+        self.dag_id = "dag"
+        self.task_id = "train"
+        self.run_id = "manual__2026-01-01T00:00:00+00:00"
+        self.map_index = -1
+        self.try_number = 1
+        self.start_date = datetime.now(timezone.utc)
+        self.xcoms: dict[str, Any] = {}
+        self.__dict__.update(overrides)
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
+
+class FakeHook:
+    """The ``T9kHook`` surface the operator and sensor use, over an in-memory store.
+
+    ``phases`` is a script: each ``get_job`` pops the next status to show (the last one sticks), standing in
+    for the controller. ``failures`` maps a method name to exceptions raised by its next calls.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.script: list[tuple[str, tuple[tuple[str, str, str], ...]]] = []
+        self.calls: list[tuple[str, Any]] = []
+        self.failures: dict[str, list[BaseException]] = {}
+        self.pods: list[dict[str, Any]] = []
+        self.logs: dict[tuple[str, str], str] = {}
+        self.events: dict[str, list[dict[str, Any]]] = {}
+        self.default_namespace = "conn-ns"
+        self.credentials = {"in_cluster": False, "kubeconfig": {"clusters": []}, "context": None}
+        self._uid = 0
+
+    def _maybe_fail(self, method: str) -> None:
+        queue = self.failures.get(method)
+        if queue:
+            raise queue.pop(0)
+
+    def put(self, job: dict[str, Any]) -> dict[str, Any]:
+        self._uid += 1
+        job = copy.deepcopy(job)
+        meta = job.setdefault("metadata", {})
+        meta.setdefault("uid", f"uid-{self._uid}")
+        meta.setdefault("creationTimestamp", datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        self.jobs[(meta["namespace"], meta["name"])] = job
+        return job
+
+    def create_job(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("create", body))
+        self._maybe_fail("create_job")
+        if (namespace, body["metadata"]["name"]) in self.jobs:
+            raise api_error(409, "already exists")
+        return copy.deepcopy(self.put(body))
+
+    def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        self.calls.append(("get", name))
+        self._maybe_fail("get_job")
+        if (namespace, name) not in self.jobs:
+            raise api_error(404, "not found")
+        job = self.jobs[(namespace, name)]
+        if self.script:
+            phase, conditions = self.script[0] if len(self.script) == 1 else self.script.pop(0)
+            job.update(with_status(job, phase, *conditions))
+        return copy.deepcopy(job)
+
+    def patch_job_annotations(
+        self, plural: str, namespace: str, name: str, annotations: dict[str, str]
+    ) -> None:
+        self.calls.append(("annotate", annotations))
+        self.jobs[(namespace, name)]["metadata"].setdefault("annotations", {}).update(annotations)
+
+    def delete_job(self, plural: str, namespace: str, name: str, uid: str | None = None, **_: Any) -> bool:
+        self.calls.append(("delete", name))
+        job = self.jobs.get((namespace, name))
+        if job is None or (uid and job["metadata"]["uid"] != uid):
+            return False
+        del self.jobs[(namespace, name)]
+        return True
+
+    def list_job_pods(self, namespace: str, job_name: str, selector: str = "") -> list[dict[str, Any]]:
+        return copy.deepcopy(self.pods)
+
+    def read_pod_log(self, namespace: str, pod: str, container: str, **kwargs: Any) -> str:
+        self.calls.append(("log", (pod, container, kwargs)))
+        text = self.logs.get((pod, container), "")
+        if kwargs.get("tail_lines"):
+            text = "\n".join(text.splitlines()[-kwargs["tail_lines"] :])
+        return text
+
+    def list_events(self, namespace: str, involved_name: str) -> list[dict[str, Any]]:
+        return self.events.get(involved_name, [])
+
+    def deletes(self) -> list[str]:
+        return [arg for call, arg in self.calls if call == "delete"]
+
+
+def pod(
+    name: str, replica_type: str, index: int, job: str, containers: tuple[str, ...] = ("main",)
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"pod-{name}",
+            "labels": {
+                "tensorstack.dev/owner-name": job,
+                "batch.tensorstack.dev/replica-type": replica_type,
+                "batch.tensorstack.dev/replica-index": str(index),
+            },
+        },
+        "spec": {"containers": [{"name": c} for c in containers]},
+        "status": {"containerStatuses": [{"name": c, "state": {"running": {}}} for c in containers]},
+    }

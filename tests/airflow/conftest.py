@@ -1,0 +1,38 @@
+"""Airflow test environment: a private AIRFLOW_HOME and in-memory fakes of the cluster API.
+
+The environment variables are set at import time, before any test imports Airflow, so no test ever reads or
+writes the developer's ``~/airflow``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_HOME = Path(tempfile.mkdtemp(prefix="t9k-airflow-home-"))
+os.environ["AIRFLOW_HOME"] = str(_HOME)
+os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_HOME / 'airflow.db'}"
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(_HOME / "dags"))
+
+from af_fakes import FakeHook, FakeTI  # noqa: E402
+
+
+@pytest.fixture
+def fake_hook() -> FakeHook:
+    return FakeHook()
+
+
+@pytest.fixture
+def ti() -> FakeTI:
+    return FakeTI()
+
+
+@pytest.fixture
+def context(ti: FakeTI) -> dict[str, Any]:
+    return {"ti": ti, "run_id": ti.run_id}

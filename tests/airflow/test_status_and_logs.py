@@ -1,0 +1,199 @@
+"""Pure helpers: status interpretation, wait limits, log cursors, identity, replica targets."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from af_fakes import FakeHook, generic_manifest, pod, with_status
+
+from t9k_provider.hooks import job_status, pod_logs
+from t9k_provider.hooks.log_follower import LogFollower
+from t9k_provider.hooks.wait_limits import WaitLimits, seconds
+from t9k_provider.operators import identity as ident
+from t9k_provider.operators.replicas import ReplicaTarget, default_targets, parse_targets
+
+
+@pytest.mark.parametrize(
+    ("phase", "conditions", "expected"),
+    [
+        ("Pending", (), "pending"),
+        ("", (), "pending"),
+        ("Initializing", (), "pending"),
+        ("Running", (), "running"),
+        ("Resuming", (), "running"),
+        ("Paused", (), "paused"),
+        ("Unknown", (), "unknown"),
+        ("Succeeded", (), "succeeded"),
+        ("Failed", (), "failed"),
+        ("Running", (("Completed", "Succeeded", "done"),), "succeeded"),
+        ("Running", (("Failed", "Failed", "boom"),), "failed"),
+        ("Succeeded", (("Failed", "Failed", "boom"),), "failed"),
+    ],
+)
+def test_outcome_from_phase_and_conditions(phase: str, conditions: tuple, expected: str) -> None:
+    assert job_status.outcome(with_status(generic_manifest("j"), phase, *conditions)) == expected
+
+
+def test_failure_reason_and_failed_replicas() -> None:
+    job = with_status(
+        generic_manifest("j"),
+        "Failed",
+        ("Failed", "Failed", "The job is failed with rule: worker 0"),
+        tasks=[
+            {
+                "type": "worker",
+                "replicas": [
+                    {
+                        "name": "j-worker-0",
+                        "phase": "Succeeded",
+                        "containers": [{"name": "c", "exitCode": 0}],
+                    },
+                    {"name": "j-worker-1", "phase": "Failed", "containers": [{"name": "c", "exitCode": 3}]},
+                ],
+            }
+        ],
+    )
+    assert job_status.failure_reason(job) == "Failed: The job is failed with rule: worker 0"
+    assert job_status.failed_replicas(job) == ["j-worker-1"]
+    summary = job_status.summary(job)
+    assert summary["replicas"] == {"worker": 2}
+    assert summary["phase"] == "Failed"
+    assert summary["conditions"][0]["type"] == "Failed"
+
+
+def test_replica_counts_fall_back_to_spec() -> None:
+    assert job_status.replica_counts(generic_manifest("j")) == {"worker": 2}
+
+
+def test_wait_limits_startup_from_creation_time() -> None:
+    job = with_status(generic_manifest("j"), "Pending")
+    job["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    created = job_status.created_at(job).timestamp()
+    limits = WaitLimits(startup_timeout=60)
+    assert limits.check(job, created + 59, {}) is None
+    verdict = limits.check(job, created + 60, {})
+    assert verdict is not None and verdict.status == "timeout" and "startup_timeout=60s" in verdict.message
+
+
+def test_wait_limits_running_from_running_condition() -> None:
+    job = with_status(generic_manifest("j"), "Running", ("Running", "", "all running"))
+    since = job_status.running_since(job).timestamp()
+    limits = WaitLimits(running_timeout=10)
+    assert limits.check(job, since + 9, {}) is None
+    assert limits.check(job, since + 10, {}).status == "timeout"
+
+
+def test_wait_limits_execution_deadline_first() -> None:
+    job = with_status(generic_manifest("j"), "Running")
+    assert WaitLimits(execution_deadline=100).check(job, 100, {}).status == "timeout"
+    assert WaitLimits(execution_deadline=100).check(job, 99, {}) is None
+
+
+def test_wait_limits_unknown_tracked_locally_and_reset() -> None:
+    limits = WaitLimits(unknown_timeout=5)
+    seen: dict[str, float] = {}
+    unknown = with_status(generic_manifest("j"), "Unknown")
+    assert limits.check(unknown, 1000, seen) is None
+    assert limits.check(unknown, 1004, seen) is None
+    assert limits.check(with_status(generic_manifest("j"), "Running"), 1004.5, seen) is None
+    assert limits.check(unknown, 1006, seen) is None  # the clock restarted when it left Unknown
+    verdict = limits.check(unknown, 1011, seen)
+    assert verdict is not None and verdict.status == "failed"
+
+
+def test_wait_limits_paused_uses_condition_time() -> None:
+    job = with_status(generic_manifest("j"), "Paused", ("Paused", "", "paused"))
+    since = job_status.paused_since(job).timestamp()
+    assert WaitLimits(paused_timeout=30).check(job, since + 31, {}).status == "failed"
+    assert WaitLimits().check(job, since + 10**6, {}) is None
+
+
+def test_seconds_rejects_negative() -> None:
+    with pytest.raises(ValueError, match="startup_timeout"):
+        seconds(-1, "startup_timeout")
+
+
+def test_timestamp_parsing_handles_trimmed_nanoseconds() -> None:
+    a = pod_logs.parse_timestamp_ns("2026-01-02T03:04:05.1Z")
+    b = pod_logs.parse_timestamp_ns("2026-01-02T03:04:05.100000001Z")
+    assert a is not None and b is not None and b - a == 1
+    assert pod_logs.parse_timestamp_ns("not-a-time") is None
+
+
+def test_cursor_never_repeats_or_skips_lines() -> None:
+    text = (
+        "2026-01-02T03:04:05.000000001Z one\n"
+        "2026-01-02T03:04:05.000000002Z two\n"
+        "2026-01-02T03:04:05.000000002Z two-bis\n"
+    )
+    lines, cursor = pod_logs.advance(pod_logs.parse_lines(text), None)
+    assert [line.text for line in lines] == ["one", "two", "two-bis"]
+    assert cursor == [1767323045000000002, 2]
+    # A re-read from sinceTime (whole seconds) returns everything again plus one new line.
+    more = text + "2026-01-02T03:04:06Z three\n"
+    lines, cursor = pod_logs.advance(pod_logs.parse_lines(more), cursor)
+    assert [line.text for line in lines] == ["three"]
+    assert pod_logs.since_time(cursor) == "2026-01-02T03:04:06Z"
+    assert pod_logs.advance(pod_logs.parse_lines(more), cursor) == ([], cursor)
+
+
+def test_log_follower_prints_prefixed_lines_of_selected_replicas(caplog: pytest.LogCaptureFixture) -> None:
+    hook = FakeHook()
+    hook.pods = [pod("j-worker-0", "worker", 0, "j"), pod("j-worker-1", "worker", 1, "j")]
+    hook.logs[("j-worker-0", "main")] = "2026-01-02T03:04:05Z hello from 0\n"
+    hook.logs[("j-worker-1", "main")] = "2026-01-02T03:04:05Z hello from 1\n"
+    target = ReplicaTarget("worker", 0)
+    logger = logging.getLogger("t9k-test-follower")
+    follower = LogFollower(hook, "ns", "j", target.matches, log=logger)
+    with caplog.at_level(logging.INFO, logger="t9k-test-follower"):
+        assert follower.poll() == 1
+        assert follower.poll() == 0  # nothing new
+    assert "[j-worker-0/main] hello from 0" in caplog.text
+    assert "hello from 1" not in caplog.text
+    hook.logs[("j-worker-0", "main")] += "2026-01-02T03:04:07Z again\n"
+    with caplog.at_level(logging.INFO, logger="t9k-test-follower"):
+        assert follower.poll() == 1
+    assert follower.cursors["pod-j-worker-0/main"][0] == pod_logs.parse_timestamp_ns("2026-01-02T03:04:07Z")
+
+
+def test_log_follower_survives_log_errors() -> None:
+    hook = FakeHook()
+    hook.pods = [pod("j-worker-0", "worker", 0, "j")]
+
+    def broken(*args: object, **kwargs: object) -> str:
+        raise ConnectionResetError("stream dropped")
+
+    hook.read_pod_log = broken  # type: ignore[method-assign]
+    assert LogFollower(hook, "ns", "j", lambda _: True).poll() == 0
+
+
+def test_job_name_is_stable_and_unique_per_task_instance() -> None:
+    base = {ident.DAG_ID: "d", ident.TASK_ID: "Train_Model", ident.RUN_ID: "r1", ident.MAP_INDEX: "-1"}
+    name = ident.job_name(base)
+    assert name == ident.job_name(dict(base))
+    assert name.startswith("train-model-") and len(name) <= ident.MAX_GENERATED_NAME
+    assert name != ident.job_name({**base, ident.MAP_INDEX: "0"})
+    assert name != ident.job_name({**base, ident.RUN_ID: "r2"})
+    assert ident.job_name({**base, ident.TASK_ID: "9" * 80})[0].isalpha()
+    assert len(ident.job_name({**base, ident.TASK_ID: "x" * 80})) <= ident.MAX_GENERATED_NAME
+
+
+def test_parse_targets_and_defaults() -> None:
+    assert parse_targets("all") == [ReplicaTarget(None, None)]
+    assert parse_targets(["worker/1", "ps"]) == [ReplicaTarget("worker", 1), ReplicaTarget("ps", None)]
+    with pytest.raises(ValueError, match="log_replicas"):
+        parse_targets("worker/x")
+    pytorch = {"spec": {"replicaSpecs": [{"type": "worker"}, {"type": "master"}]}}
+    assert default_targets("PyTorchTrainingJob", pytorch) == [ReplicaTarget("master", 0)]
+    assert default_targets("TensorFlowTrainingJob", {"spec": {"replicaSpecs": [{"type": "worker"}]}}) == [
+        ReplicaTarget("worker", 0)
+    ]
+    assert default_targets("MPIJob", {}) == [ReplicaTarget("launcher", None)]
+    assert default_targets("GenericJob", generic_manifest()) == [ReplicaTarget("worker", 0)]
+
+
+def test_time_is_not_frozen() -> None:
+    # Guards the fakes above: limits compare against real epoch seconds.
+    assert time.time() > 1_700_000_000
