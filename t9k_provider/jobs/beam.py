@@ -38,7 +38,8 @@ class BeamJobSpec(JobSpec):
     scheduler: SchedulePolicy | None = None
 
     def extra_child_suffixes(self) -> list[str]:
-        return ["flinkcluster", "flinkcluster-jobmanager-0", "batchjob-xxxxx"]
+        # FlinkCluster `<job>-flinkcluster` names its Services and StatefulSets after itself.
+        return ["flinkcluster-jobmanager", "flinkcluster-taskmanager", "batchjob"]
 
     def issues(self) -> Issues:
         spec = self.job_template.get("spec")

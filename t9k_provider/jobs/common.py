@@ -105,6 +105,9 @@ class RunMode(Model):
 
 
 class T9kScheduler(Model):
+    # The DeepSpeedJob API reference spells the queue `Queue`.
+    RENAMED: ClassVar[dict[str, str]] = {"Queue": "queue"}
+
     queue: str = Field(min_length=1)
     priority: int = Field(0, ge=0, le=100)
 

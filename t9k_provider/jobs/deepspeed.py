@@ -35,6 +35,9 @@ FORBIDDEN_OTHER_ARGS = {
 class DeepSpeedRun(Model):
     """What `deepspeed` starts: exactly one of a script, a module or an executable, with its args."""
 
+    # The DeepSpeedJob API reference capitalises two of the keys.
+    RENAMED: ClassVar[dict[str, str]] = {"Module": "module", "Exec": "exec"}
+
     python: StringOrList | None = None
     module: StringOrList | None = None
     exec_: StringOrList | None = Field(None, alias="exec")

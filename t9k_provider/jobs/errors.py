@@ -22,6 +22,9 @@ class ManifestError(ValueError):
         self.path: str = self.issues[0][0]
         super().__init__("\n".join(_line(path, message) for path, message in self.issues))
 
+    def __reduce__(self) -> tuple[type[ManifestError], tuple[list[tuple[str, str]]]]:
+        return ManifestError, (self.issues,)
+
 
 def _line(path: str, message: str) -> str:
     return f"{path}: {message}" if path else message

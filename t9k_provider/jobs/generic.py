@@ -9,7 +9,7 @@ from pydantic import Field
 from t9k_provider.jobs.base import RankValue
 from t9k_provider.jobs.common import CleanUpPolicy, ReplicaSpec, RunMode, SchedulePolicy, ServiceOption
 from t9k_provider.jobs.job import JobSpec, T9kJob
-from t9k_provider.jobs.replicas import duplicate_type_issues, run_mode_issues
+from t9k_provider.jobs.replicas import duplicate_type_issues, run_mode_issues, type_name_issues
 from t9k_provider.jobs.status import JobStatus
 from t9k_provider.jobs.templates import Issues, template_issues
 
@@ -30,7 +30,8 @@ class GenericJobSpec(JobSpec):
         return {r.type: r.replicas for r in self.replica_specs}
 
     def issues(self) -> Issues:
-        issues = duplicate_type_issues([r.type for r in self.replica_specs], "replicaSpecs")
+        types = [r.type for r in self.replica_specs]
+        issues = type_name_issues(types, "replicaSpecs") + duplicate_type_issues(types, "replicaSpecs")
         for i, replica in enumerate(self.replica_specs):
             issues += template_issues(replica.template, f"replicaSpecs[{i}].template", "GenericJob")
         counts = self.replica_counts()

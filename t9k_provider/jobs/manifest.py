@@ -36,6 +36,8 @@ KINDS: dict[str, type[T9kJob]] = {
 def load(source: dict[str, Any] | str | Path) -> T9kJob:
     """A typed job from a manifest dict, YAML/JSON text, or the path of a file holding one."""
     data = _read(source)
+    if isinstance(data, str) and "\n" not in data and not isinstance(source, dict):
+        raise ManifestError([("", f"{data!r} is neither a file nor a manifest")])
     if not isinstance(data, dict):
         raise ManifestError([("", f"a manifest must be a mapping, got {type(data).__name__}")])
     kind = data.get("kind")

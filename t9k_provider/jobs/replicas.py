@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from t9k_provider.jobs.common import RunMode
 from t9k_provider.jobs.templates import Issues
+
+_TYPE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def type_name_issues(types: Sequence[str], path: str) -> Issues:
+    """Free-form types become part of pod and service names, so they must be lower-case labels."""
+    return [
+        (f"{path}[{i}].type", f"{t!r} must consist of lower-case letters, digits and '-' (it names pods)")
+        for i, t in enumerate(types)
+        if not _TYPE.match(t)
+    ]
 
 
 def duplicate_type_issues(types: Sequence[str], path: str) -> Issues:

@@ -17,7 +17,12 @@ from t9k_provider.jobs.common import (
     TrainingReplicaSpec,
 )
 from t9k_provider.jobs.job import JobSpec, T9kJob
-from t9k_provider.jobs.replicas import allowed_type_issues, duplicate_type_issues, run_mode_issues
+from t9k_provider.jobs.replicas import (
+    allowed_type_issues,
+    duplicate_type_issues,
+    run_mode_issues,
+    type_name_issues,
+)
 from t9k_provider.jobs.status import JobStatus
 from t9k_provider.jobs.templates import Issues, template_issues
 
@@ -67,6 +72,8 @@ class _TrainingSpec(JobSpec):
         issues = duplicate_type_issues(types, "replicaSpecs")
         if self.TYPES is not None:
             issues += allowed_type_issues(types, self.TYPES, "replicaSpecs", self.KIND)
+        else:
+            issues += type_name_issues(types, "replicaSpecs")
         for i, replica in enumerate(self.replica_specs):
             issues += template_issues(
                 replica.template, f"replicaSpecs[{i}].template", self.KIND, self.CONTAINER

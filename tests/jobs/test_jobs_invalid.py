@@ -219,6 +219,30 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.runMode.debug",
         "keep only 'enabled'",
     ),
+    (
+        "GenericJob",
+        {"spec.replicaSpecs[1].type": "Worker_1"},
+        "spec.replicaSpecs[1].type",
+        "lower-case letters",
+    ),
+    (
+        "PyTorchTrainingJob",
+        {"spec.replicaSpecs[0].type": "node.a"},
+        "spec.replicaSpecs[0].type",
+        "names pods",
+    ),
+    (
+        "DeepSpeedJob",
+        {"spec.config.run": {"python": "a.py", "Module": "m"}},
+        "spec.config.run",
+        "got python, module",
+    ),
+    (
+        "DeepSpeedJob",
+        {"spec.scheduler": {"t9kScheduler": {"Queue": "q", "queue": "q"}}},
+        "spec.scheduler.t9kScheduler",
+        "keep only 'queue'",
+    ),
     # PyTorchTrainingJob
     (
         "PyTorchTrainingJob",
@@ -633,7 +657,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ),
     ("BeamJob", {"metadata.name": "beam.job"}, "metadata.name", "DNS-1035"),
     ("BeamJob", {"status": {"phase": "Paused"}}, "status.phase", "'Initializing'"),
-    ("BeamJob", {"metadata.name": "b" * 40}, "metadata.name", "flinkcluster-jobmanager-0"),
+    ("BeamJob", {"metadata.name": "b" * 40}, "metadata.name", "flinkcluster-jobmanager"),
     ("BeamJob", {"spec.extra": 1}, "spec.extra", "unknown field"),
     # status of the replica kinds
     (

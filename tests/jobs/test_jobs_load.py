@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,14 @@ def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as caught:
         load(tmp_path / "absent.yaml")
     assert "cannot read" in str(caught.value)
+    with pytest.raises(ManifestError, match="neither a file nor a manifest"):
+        load(str(tmp_path / "absent.yaml"))
+
+
+def test_manifest_error_survives_pickling() -> None:
+    error = ManifestError([("spec.a", "bad"), ("spec.b", "worse")])
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.path, copy.issues, str(copy)) == (error.path, error.issues, str(error))
 
 
 def test_not_a_source() -> None:
