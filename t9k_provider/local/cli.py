@@ -22,7 +22,7 @@ from t9k_provider.local.state import AlreadyRunning, StateDir, default_state_dir
 
 log = logging.getLogger("t9k_provider.local")
 KUBELET_MODES = ("process", "simulated", "none")
-NETWORK_MODES = ("auto", "namespaces", "host")
+NETWORK_MODES = ("auto", "netns", "host")
 PACKAGE_DIR = Path(__file__).resolve().parent
 PROJECT_CRDS = PACKAGE_DIR.parents[1] / "deploy" / "crds"
 COMPANION_CRDS = PACKAGE_DIR / "crds"
@@ -72,7 +72,10 @@ async def _stop_process(proc: asyncio.subprocess.Process, grace: float = 10.0) -
         await proc.wait()
 
 
-async def serve(state: StateDir, port: int | None, controller: bool, kubelet: str, network: str) -> None:
+async def serve(
+    state: StateDir, port: int | None, controller: bool, kubelet: str | None, network: str
+) -> None:
+    """Serve until SIGTERM/SIGINT. ``kubelet`` None runs no node agents at all (API server alone)."""
     from t9k_provider.local.apiserver.server import ApiServer
 
     lock = state.acquire()
@@ -86,18 +89,11 @@ async def serve(state: StateDir, port: int | None, controller: bool, kubelet: st
         log.info(
             "t9k-local API server on http://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
         )
-        if kubelet != "none":
-            if _module_exists("t9k_provider.local.kubelet.agents"):
-                from t9k_provider.local.kubelet.agents import run_node_agents
+        if kubelet is not None:
+            from t9k_provider.local.kubelet.agents import run_node_agents
 
-                tasks.append(
-                    asyncio.create_task(
-                        run_node_agents(kubeconfig, state.path, kubelet, network),
-                        name="t9k-local-node-agents",
-                    )
-                )
-            else:
-                log.warning("node agents are not available in this build; pods will stay Pending")
+            agents = run_node_agents(kubeconfig, state.path, kubelet, network)
+            tasks.append(asyncio.create_task(agents, name="t9k-local-node-agents"))
         if controller:
             if _module_exists("t9k_provider.controller.__main__"):
                 with open(state.path / "controller.log", "ab") as out:
@@ -144,12 +140,15 @@ def _server_args(args: argparse.Namespace, state: StateDir) -> list[str]:
         argv += ["--port", str(args.port)]
     if args.no_controller:
         argv.append("--no-controller")
+    if args.no_node_agents:
+        argv.append("--no-node-agents")
     return argv
 
 
 def cmd_run(args: argparse.Namespace, state: StateDir) -> int:
     try:
-        asyncio.run(serve(state, args.port, not args.no_controller, args.kubelet, args.network))
+        kubelet = None if args.no_node_agents else args.kubelet
+        asyncio.run(serve(state, args.port, not args.no_controller, kubelet, args.network))
     except AlreadyRunning as exc:
         print(f"t9k-local: {exc}", file=sys.stderr)
         return 1
@@ -242,13 +241,18 @@ def build_parser() -> argparse.ArgumentParser:
             "--kubelet",
             choices=KUBELET_MODES,
             default="process",
-            help="node agents: run pods as processes, simulate them, or none",
+            help="run pods as local processes, simulate them, or none (scheduler and Job controller only)",
         )
         p.add_argument(
             "--network",
             choices=NETWORK_MODES,
             default="auto",
-            help="pod networking: namespaces (root), host (loopback fallback), or auto",
+            help="pod network for process pods: netns (needs root), host (loopback fallback), or auto",
+        )
+        p.add_argument(
+            "--no-node-agents",
+            action="store_true",
+            help="serve the API alone: no scheduler, kubelet or Job controller (API tests)",
         )
         if name == "up":
             p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")

@@ -16,7 +16,10 @@ from t9k_provider.local.state import StateDir, wait_ready
 
 
 class LocalCluster:
-    """Runs ``t9k-local run`` on ``state_dir``; ``restart()`` keeps port and token, so clients carry on."""
+    """Runs ``t9k-local run`` on ``state_dir``; ``restart()`` keeps port and token, so clients carry on.
+
+    ``node_agents=False`` serves the API alone (no scheduler, kubelet or Job controller).
+    """
 
     def __init__(
         self,
@@ -26,12 +29,14 @@ class LocalCluster:
         controller: bool = False,
         kubelet: str = "process",
         network: str = "auto",
+        node_agents: bool = True,
     ) -> None:
         self.state = StateDir(Path(state_dir))
         self.port = port
         self.controller = controller
         self.kubelet = kubelet
         self.network = network
+        self.node_agents = node_agents
         self.token = ""
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -71,6 +76,8 @@ class LocalCluster:
         ]
         if not self.controller:
             argv.append("--no-controller")
+        if not self.node_agents:
+            argv.append("--no-node-agents")
         with open(self.state.log_file, "ab") as out:
             self._proc = subprocess.Popen(
                 argv,

@@ -73,7 +73,7 @@ def widget_crd(plural: str = "widgets", kind: str = "Widget", scope: str = "Name
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("api-crd"), kubelet="none") as c:
+    with LocalCluster(tmp_path_factory.mktemp("api-crd"), node_agents=False) as c:
         yield c
 
 

@@ -16,7 +16,7 @@ from t9k_provider.local.testing import LocalCluster
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("api-deletion"), kubelet="none") as c:
+    with LocalCluster(tmp_path_factory.mktemp("api-deletion"), node_agents=False) as c:
         yield c
 
 
