@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -191,7 +193,13 @@ def test_ipam_leases_are_exclusive_and_reclaimed(tmp_path: Path) -> None:
     assert ipam.allocate("ns-a", alive=lambda _o: True) == a  # idempotent for the same owner
     ipam.release_owner("ns-a")
     assert ipam.allocate("ns-c", alive=lambda _o: True) == "10.9.0.2"
-    # a lease whose owner is dead is taken over
+    # a fresh lease is kept even though its owner's namespace does not exist yet (it is being created)
+    assert ipam.owner("10.9.0.3") == "ns-b"
+    assert ipam.allocate("ns-e", alive=lambda owner: owner != "ns-b") == "10.9.0.4"
+    ipam.release_owner("ns-e")
+    # a lease whose owner is dead is taken over once the grace period has passed
+    old = time.time() - network.LEASE_GRACE_SECONDS - 1
+    os.utime(tmp_path / "ipam" / "10.9.0.3", (old, old))
     assert ipam.allocate("ns-d", alive=lambda owner: owner != "ns-b") == "10.9.0.3"
     for i in range(3):
         ipam.allocate(f"fill-{i}", alive=lambda _o: True)

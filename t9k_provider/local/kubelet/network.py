@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ SUBNET = ipaddress.ip_network("10.251.0.0/24")
 BRIDGE_IP = "10.251.0.1"
 LOOPBACK_SUBNET = ipaddress.ip_network("127.1.0.0/16")
 NETNS_DIR = Path("/run/netns")
+#: Seconds a fresh lease is protected while its owner creates the namespace it names.
+LEASE_GRACE_SECONDS = 60.0
 
 
 def run_dir() -> Path:
@@ -76,7 +79,7 @@ class Ipam:
             current = self.owner(ip)
             if current == owner:
                 return ip
-            if current is not None and not alive(current):
+            if current is not None and not alive(current) and self._age(path) > LEASE_GRACE_SECONDS:
                 path.unlink(missing_ok=True)
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -86,6 +89,13 @@ class Ipam:
                 f.write(owner)
             return ip
         raise RuntimeError(f"no free pod address left in {self.network}")
+
+    def _age(self, path: Path) -> float:
+        """A lease is written before its owner's namespace exists: young leases are never reclaimed."""
+        try:
+            return time.time() - path.stat().st_mtime
+        except FileNotFoundError:
+            return float("inf")
 
     def release_owner(self, owner: str) -> None:
         for path in self.dir.iterdir():
