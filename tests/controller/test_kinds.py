@@ -201,6 +201,40 @@ def test_exit_code_137_restarts_until_backoff_limit_then_fails():
     assert sim.status["tasks"][0]["restartCount"] == 2
 
 
+def test_training_default_restart_policy_is_on_failure_and_priority_zero():
+    manifest = job(
+        "PyTorchTrainingJob",
+        {
+            "scheduler": {"t9kScheduler": {"queue": "q"}},
+            "replicaSpecs": [{"type": "worker", "replicas": 1, "template": template(container("pytorch"))}],
+        },
+    )
+    sim = Sim(manifest)
+    run_to_running(sim)
+    assert sim.objects[("PodGroup", "demo")]["spec"]["priority"] == 0
+    sim.finish("demo-worker-0", exit_code=1)
+    sim.step()
+    assert sim.status["backoffCount"] == 1 and sim.status["phase"] == "Running"
+
+
+@pytest.mark.parametrize(
+    ("names", "chosen"),
+    [
+        (["sidecar", "python", "pytorch"], "pytorch"),
+        (["sidecar", "python"], "python"),
+        (["trainer", "sidecar"], "trainer"),
+    ],
+)
+def test_torchrun_container_preference(names, chosen):
+    containers = [container(n, ["python"], args=["t.py"]) for n in names]
+    manifest = pytorch(torchrunConfig={"enabled": True})
+    manifest["spec"]["replicaSpecs"][0]["template"] = template(*containers)
+    sim = Sim(manifest)
+    sim.step()
+    commands = {c["name"]: c["command"][0] for c in sim.pod("demo-worker-0")["spec"]["containers"]}
+    assert commands == {n: "torchrun" if n == chosen else "python" for n in names}
+
+
 def test_pytorch_elastic_scales_and_reports():
     manifest = pytorch(
         torchrunConfig={"enabled": True},

@@ -1,0 +1,131 @@
+"""Random worlds: pods fail, succeed, get evicted or deleted, the controller crashes mid-decision.
+
+Whatever happens, the engine must keep its invariants: no duplicate creates, budgets never exceeded, a
+finished replica never re-run, terminal phases sticky, conditions consistent (R1, R2, R3, R11).
+"""
+
+from __future__ import annotations
+
+from engine_sim import Sim, container, job, template
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+WORLD_EVENTS = ("start", "succeed", "fail1", "fail137", "evict", "delete", "crash", "tick")
+
+
+def manifest(kind: str, policy: str) -> dict:
+    if kind == "GenericJob":
+        generic_policy = "OnFailure" if policy == "ExitCode" else policy
+        return job(
+            kind,
+            {
+                "replicaSpecs": [
+                    {
+                        "type": "master",
+                        "replicas": 1,
+                        "restartPolicy": {"policy": generic_policy, "limit": 2},
+                        "template": template(),
+                    },
+                    {
+                        "type": "worker",
+                        "replicas": 2,
+                        "restartPolicy": {"policy": generic_policy, "limit": 1},
+                        "template": template(),
+                    },
+                ],
+                "successRules": [{"master": [0]}],
+                "failureRules": [{"worker": [0, 1]}],
+                "cleanUpPolicy": "Unfinished",
+            },
+        )
+    return job(
+        kind,
+        {
+            "runPolicy": {"backoffLimit": 2, "cleanUpPolicy": "All"},
+            "replicaSpecs": [
+                {
+                    "type": "worker",
+                    "replicas": 3,
+                    "restartPolicy": policy,
+                    "template": template(container("pytorch")),
+                }
+            ],
+        },
+    )
+
+
+def limit_of(kind: str, replica: str) -> int:
+    return (2 if replica.endswith("master-0") else 1) if kind == "GenericJob" else 2
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(["GenericJob", "PyTorchTrainingJob"]),
+    policy=st.sampled_from(["Never", "OnFailure", "Always", "ExitCode"]),
+    script=st.lists(
+        st.tuples(st.sampled_from(WORLD_EVENTS), st.integers(0, 2), st.integers(0, 6)),
+        min_size=5,
+        max_size=40,
+    ),
+)
+def test_invariants_hold_in_random_worlds(kind, policy, script):
+    if kind == "GenericJob" and policy == "ExitCode":
+        policy = "OnFailure"
+    sim = Sim(manifest(kind, policy))
+    sim.step()
+    succeeded_uids: dict[str, str] = {}
+    terminal: str | None = None
+    for event, which, prefix in script:
+        pods = sorted(sim.pods())
+        name = pods[which % len(pods)] if pods else None
+        phase = sim.pod(name)["status"]["phase"] if name else None
+        live = phase in ("Pending", "Running")
+        if event == "start" and phase == "Pending":
+            sim.set_pod(name, "Running")
+        elif event == "succeed" and live:
+            sim.finish(name)
+        elif event == "fail1" and live:
+            sim.finish(name, exit_code=1)
+        elif event == "fail137" and live:
+            sim.finish(name, exit_code=137)
+        elif event == "evict" and phase in ("Pending", "Running"):
+            sim.set_pod(name, "Failed", reason="Evicted")
+        elif event == "delete" and name:
+            sim.delete_object("Pod", name)
+        elif event == "tick":
+            sim.advance(5)
+        crash = event == "crash"
+        sim.step(write_status=not crash or prefix % 2 == 0, prefix=prefix if crash else None)
+
+        status = sim.status
+        # R2: the engine never asks to create what already exists.
+        assert sim.already_exists == []
+        # R3: budgets are enforced on controller recreations.
+        if kind == "GenericJob":
+            for task in status["tasks"]:
+                for rec in task["replicas"]:
+                    assert rec["restartCount"] <= limit_of(kind, rec["name"])
+        else:
+            assert status["backoffCount"] <= 2
+        # R1: a replica recorded Succeeded (not restarted by Always) is never run again.
+        for task in status["tasks"]:
+            for rec in task["replicas"]:
+                if rec["phase"] == "Succeeded" and rec["uid"]:
+                    succeeded_uids.setdefault(rec["name"], rec["uid"])
+        if policy != "Always":
+            for rec_name, uid in succeeded_uids.items():
+                pod = sim.pods().get(rec_name)
+                assert pod is None or pod["metadata"]["uid"] == uid
+        # Terminal phases are sticky.
+        if terminal is not None:
+            assert status["phase"] == terminal
+        elif status["phase"] in ("Succeeded", "Failed"):
+            terminal = status["phase"]
+        # R11: one condition per type; Running never True together with a terminal condition.
+        types = [c["type"] for c in status["conditions"]]
+        assert len(types) == len(set(types))
+        if sim.cond("Completed") is not None and sim.cond("Completed")["status"] == "True":
+            assert sim.cond("Running")["status"] == "False"
+        if sim.cond("Failed") is not None and sim.cond("Failed")["status"] == "True":
+            assert sim.cond("Running") is None or sim.cond("Running")["status"] == "False"
+        assert sum(status["aggregate"].values()) == sum(len(t["replicas"]) for t in status["tasks"])
