@@ -1,0 +1,70 @@
+"""DAG-parse cost: importing the operators must not load the Kubernetes clients or the job models.
+
+Each check runs in a fresh interpreter so modules imported by other tests cannot hide a regression.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import json, sys, time
+start = time.perf_counter()
+import airflow.sdk
+mid = time.perf_counter()
+{body}
+end = time.perf_counter()
+print(json.dumps({{
+    "airflow_sdk_s": mid - start,
+    "extra_s": end - mid,
+    "loaded": sorted(m for m in sys.modules
+                     if m.split(".")[0] in ("kubernetes", "kubernetes_asyncio")
+                     or m.startswith("t9k_provider.jobs")
+                     or m.startswith("t9k_provider.hooks.t9k")
+                     or m.startswith("t9k_provider.hooks.async_t9k")),
+}}))
+"""
+
+WITH_PROVIDER = """
+from airflow.sdk import DAG
+from t9k_provider.operators import GenericJobOperator, PyTorchTrainingJobOperator
+from t9k_provider.sensors.job import T9kJobSensor
+with DAG("parse_probe", schedule=None):
+    GenericJobOperator(task_id="a", manifest={"kind": "GenericJob"})
+    PyTorchTrainingJobOperator(task_id="b", manifest="job.yaml")
+    T9kJobSensor(task_id="c", kind="GenericJob", name="x")
+"""
+
+WITHOUT_PROVIDER = """
+from airflow.sdk import DAG
+from airflow.providers.standard.operators.empty import EmptyOperator
+with DAG("parse_probe", schedule=None):
+    EmptyOperator(task_id="a")
+"""
+
+
+def probe(body: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(body=body)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(300)
+def test_operators_import_without_kubernetes_clients_or_models() -> None:
+    with_provider = probe(WITH_PROVIDER)
+    assert with_provider["loaded"] == []
+    without = probe(WITHOUT_PROVIDER)
+    print(
+        f"\nDAG parse: airflow.sdk {with_provider['airflow_sdk_s']:.2f}s; "
+        f"DAG with T9k operators +{with_provider['extra_s']:.3f}s; "
+        f"DAG with EmptyOperator +{without['extra_s']:.3f}s"
+    )

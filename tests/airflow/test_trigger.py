@@ -1,0 +1,212 @@
+"""T9kJobTrigger: serialisation, every event it can fire, transient errors, kill semantics."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import time
+from typing import Any
+
+import pytest
+from af_fakes import api_error, generic_manifest, with_status
+
+from t9k_provider.triggers.job import T9kJobTrigger
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class FakeAsyncClient:
+    """Stands in for ``AsyncT9kClient``: replays a script of jobs or exceptions, one per GET."""
+
+    opened = 0
+
+    def __init__(self, script: list[Any], deletes: list[tuple[str, str | None]]) -> None:
+        self.script = script
+        self.deletes = deletes
+
+    async def __aenter__(self) -> FakeAsyncClient:
+        FakeAsyncClient.opened += 1
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        item = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    async def delete_job(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        self.deletes.append((name, uid))
+        return True
+
+
+def trigger(**kwargs: Any) -> T9kJobTrigger:
+    defaults: dict[str, Any] = {
+        "credentials": {"in_cluster": False, "kubeconfig": {"k": "v"}, "context": "ctx"},
+        "kind": "GenericJob",
+        "plural": "genericjobs",
+        "name": "j",
+        "namespace": "ns",
+        "uid": "uid-1",
+        "poll_interval": 0.01,
+    }
+    return T9kJobTrigger(**{**defaults, **kwargs})
+
+
+def job(
+    phase: str, *conditions: tuple[str, str, str], uid: str = "uid-1", created: str | None = None
+) -> dict:
+    out = with_status(generic_manifest("j", namespace="ns", uid=uid), phase, *conditions)
+    if created:
+        out["metadata"]["creationTimestamp"] = created
+    return out
+
+
+def use_script(monkeypatch: pytest.MonkeyPatch, script: list[Any]) -> list[tuple[str, str | None]]:
+    deletes: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(T9kJobTrigger, "_client", lambda self: FakeAsyncClient(script, deletes))
+    monkeypatch.setattr("t9k_provider.hooks.errors.BACKOFF_BASE_SECONDS", 0.001)
+    return deletes
+
+
+async def first_event(t: T9kJobTrigger) -> dict[str, Any]:
+    events = [event.payload async for event in t.run()]
+    assert len(events) == 1
+    return events[0]
+
+
+def test_serialisation_round_trip() -> None:
+    original = trigger(limits={"startup_timeout": 5.0, "execution_deadline": 123.0}, logging_interval=30.0)
+    classpath, kwargs = original.serialize()
+    module, _, name = classpath.rpartition(".")
+    rebuilt = getattr(importlib.import_module(module), name)(**kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs)
+    assert classpath == "t9k_provider.triggers.job.T9kJobTrigger"
+    import json
+
+    json.dumps(kwargs)  # plain JSON: no client objects, no file paths the triggerer may lack
+
+
+async def test_succeeded(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(
+        monkeypatch, [job("Pending"), job("Running"), job("Succeeded", ("Completed", "Succeeded", "ok"))]
+    )
+    event = await first_event(trigger())
+    assert event["status"] == "succeeded"
+    assert event["job"]["phase"] == "Succeeded" and event["job"]["uid"] == "uid-1"
+
+
+async def test_failed_carries_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [job("Failed", ("Failed", "Failed", "The job exited with an error code."))])
+    event = await first_event(trigger())
+    assert event["status"] == "failed" and "error code" in event["message"]
+
+
+async def test_startup_timeout_uses_creation_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [job("Pending", created="2020-01-01T00:00:00Z")])
+    event = await first_event(trigger(limits={"startup_timeout": 60}))
+    assert event["status"] == "timeout" and "startup_timeout" in event["message"]
+
+
+async def test_execution_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [job("Running")])
+    started = time.monotonic()
+    event = await first_event(trigger(limits={"execution_deadline": time.time() + 0.3}, poll_interval=5))
+    assert event["status"] == "timeout"
+    assert time.monotonic() - started < 3  # the sleep was shortened to the deadline
+
+
+async def test_paused_limit_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [job("Paused", ("Paused", "", "paused"))])
+    event = await first_event(trigger(limits={"paused_timeout": 1}))
+    assert event["status"] == "failed" and "paused_timeout" in event["message"]
+
+
+async def test_transient_errors_are_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(
+        monkeypatch,
+        [api_error(503), ConnectionResetError("reset"), api_error(429), job("Succeeded")],
+    )
+    assert (await first_event(trigger()))["status"] == "succeeded"
+
+
+async def test_persistent_transient_errors_become_retryable_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("t9k_provider.triggers.job.MAX_CONSECUTIVE_ERRORS", 3)
+    use_script(monkeypatch, [api_error(503)])
+    event = await first_event(trigger())
+    assert event["status"] == "error" and event["retryable"] is True
+
+
+async def test_forbidden_is_a_fatal_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [api_error(403, "forbidden: cannot get genericjobs")])
+    event = await first_event(trigger())
+    assert event["status"] == "error" and event["retryable"] is False and "forbidden" in event["message"]
+
+
+async def test_unauthorized_reopens_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [api_error(401), job("Succeeded")])
+    FakeAsyncClient.opened = 0
+    assert (await first_event(trigger()))["status"] == "succeeded"
+    assert FakeAsyncClient.opened == 2
+
+
+async def test_deleted_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [api_error(404)])
+    event = await first_event(trigger())
+    assert event["status"] == "error" and "deleted" in event["message"]
+
+
+async def test_replaced_job_is_not_followed(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [job("Succeeded", uid="other")])
+    event = await first_event(trigger())
+    assert event["status"] == "error" and "replaced" in event["message"]
+
+
+async def test_logging_interval_hands_back_to_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [job("Running")])
+    event = await first_event(trigger(logging_interval=0.05))
+    assert event["status"] == "running"
+
+
+async def test_on_kill_deletes_only_with_delete_action(monkeypatch: pytest.MonkeyPatch) -> None:
+    deletes = use_script(monkeypatch, [job("Running")])
+    await trigger(on_kill_action="delete").on_kill()
+    assert deletes == [("j", "uid-1")]
+    await trigger(on_kill_action="keep").on_kill()
+    assert deletes == [("j", "uid-1")]
+
+
+async def test_triggerer_restart_never_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelling run() (what a triggerer shutdown does) and cleanup() leave the job alone."""
+    deletes = use_script(monkeypatch, [job("Running")])
+    t = trigger(poll_interval=0.01)
+    task = asyncio.ensure_future(first_event(t))
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await t.cleanup()
+    assert deletes == []
+
+
+async def test_real_async_client_is_bound_to_its_own_configuration() -> None:
+    from kubernetes_asyncio import client
+
+    from t9k_provider.hooks.async_t9k import AsyncT9kClient
+
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "secret-token"}}],
+        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "ctx",
+    }
+    before = client.Configuration.get_default_copy().host
+    async with AsyncT9kClient({"in_cluster": False, "kubeconfig": kubeconfig}) as api:
+        configuration = api._api_client.configuration
+        assert configuration.host == "http://127.0.0.1:1"
+        assert "secret-token" in str(configuration.api_key)
+    assert client.Configuration.get_default_copy().host == before
