@@ -22,8 +22,8 @@ KubeObject = Annotated[
 
 
 def _int_or_numeric_string(value: int | str) -> int | str:
-    if isinstance(value, str) and not value.isdigit():
-        raise ValueError(f"must be an integer or a string of digits, got {value!r}")
+    if (isinstance(value, str) and not value.isdigit()) or (isinstance(value, int) and value < 0):
+        raise ValueError(f"must be a non-negative integer or a string of digits, got {value!r}")
     return value
 
 

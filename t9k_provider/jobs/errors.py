@@ -82,7 +82,24 @@ def from_validation_error(exc: ValidationError, data: Any, prefix: Sequence[str 
                 issues.append((join_path([*base, path]) if path else join_path(base), message))
             continue
         issues.append((join_path(base), _message(err)))
-    return ManifestError(issues)
+    return ManifestError(_merge_union_branches(issues))
+
+
+def _merge_union_branches(issues: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """One line per path for a value that matches no branch of a union ("a valid string or a valid list")."""
+    merged: list[tuple[str, str]] = []
+    prefix = "Input should be "
+    for path, message in issues:
+        if (
+            merged
+            and merged[-1][0] == path
+            and merged[-1][1].startswith(prefix)
+            and message.startswith(prefix)
+        ):
+            merged[-1] = (path, f"{merged[-1][1]} or {message[len(prefix) :]}")
+        else:
+            merged.append((path, message))
+    return merged
 
 
 def _message(err: Any) -> str:

@@ -47,7 +47,8 @@ class T9kJob(Model):
     SHORT_NAMES: ClassVar[tuple[str, ...]]
 
     api_version: str = Field(API_VERSION, alias="apiVersion")
-    kind: str = ""
+    # Left out of a Python-built job, it still reads as the class's kind.
+    kind: str = Field("", validate_default=True)
     metadata: KubeObject = Field(default_factory=dict)
     spec: JobSpec
     status: Any = None

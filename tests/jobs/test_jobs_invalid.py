@@ -243,6 +243,18 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.scheduler.t9kScheduler",
         "keep only 'queue'",
     ),
+    (
+        "GenericJob",
+        {"spec.successRules": [{"worker": [-1]}]},
+        "spec.successRules[0].worker[0]",
+        "non-negative",
+    ),
+    (
+        "GenericJob",
+        {"spec.service.ports[0].targetPort": 1.5},
+        "spec.service.ports[0].targetPort",
+        "a valid integer or a valid string",
+    ),
     # PyTorchTrainingJob
     (
         "PyTorchTrainingJob",
@@ -565,6 +577,12 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "greater",
     ),
     # DeepSpeedJob
+    (
+        "DeepSpeedJob",
+        {"spec.config.run": {"python": 5}},
+        "spec.config.run.python",
+        "Input should be a valid string or a valid list",
+    ),
     (
         "DeepSpeedJob",
         {"spec.config.run": {}},

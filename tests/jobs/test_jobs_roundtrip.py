@@ -64,6 +64,7 @@ def test_models_built_in_python_write_complete_manifests() -> None:
             },
         }
     )
+    assert (job.kind, job.api_version, job.name) == ("GenericJob", "batch.tensorstack.dev/v1beta1", "py")
     assert job.to_manifest() == {
         "apiVersion": "batch.tensorstack.dev/v1beta1",
         "kind": "GenericJob",
