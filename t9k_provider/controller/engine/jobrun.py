@@ -268,7 +268,7 @@ class JobRun:
         elif phase == "Resuming":
             desired["Running"] = ("False", "Resuming", "The job is resuming from pause.")
         if rnd.failures:
-            desired["ReplicaFailure"] = ("True", "ReplicaFailure", " ".join(rnd.failures))
+            desired["ReplicaFailure"] = ("True", "ReplicaFailure", " ".join(rnd.failures.values()))
         elif phase == "Running" or condition(self.prior, "ReplicaFailure") is not None:
             desired["ReplicaFailure"] = ("False", NO_REASON, ALL_RUNNING)
         if condition(self.prior, "Paused") is not None:
@@ -286,7 +286,10 @@ class JobRun:
             self.events.extend(e for e in rnd.events if e.reason == "BackoffLimitExceeded")
         stopped = self._evaluate(STOPPED)
         if rnd is not None:
-            stopped.failures = rnd.failures
+            # Keep the first pass's words (e.g. "budget exhausted") where its verdict stands.
+            for key in stopped.failures:
+                if key in rnd.failures and rnd.records[key]["phase"] == stopped.records[key]["phase"]:
+                    stopped.failures[key] = rnd.failures[key]
         self.actions = []  # nothing is created, restarted or removed in the round that ends the job
         if phase == "Succeeded":
             desired = {
@@ -302,7 +305,9 @@ class JobRun:
                 "Running": ("False", "Failed", message),
             }
         if stopped.failures:
-            desired["ReplicaFailure"] = ("True", "ReplicaFailure", " ".join(stopped.failures))
+            desired["ReplicaFailure"] = ("True", "ReplicaFailure", " ".join(stopped.failures.values()))
+        elif condition(self.prior, "ReplicaFailure") is not None:
+            desired["ReplicaFailure"] = ("False", NO_REASON, ALL_RUNNING)
         conditions = merge_conditions(self.prior.get("conditions"), desired, self.now)
         return self._decision(
             stopped,

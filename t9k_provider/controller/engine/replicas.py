@@ -33,7 +33,7 @@ class Round:
     records: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     actions: list[Action] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)  # ReplicaFailure messages
+    failures: dict[tuple[str, int], str] = field(default_factory=dict)  # ReplicaFailure message per replica
     backoff_count: int = 0
     requeue_at: datetime | None = None
 
@@ -143,7 +143,7 @@ def evaluate(
                     _force_delete_if_stuck(rnd, pod, now)
                 phase = "Deleted" if mode == PAUSED else "Creating"
                 rnd.records[key] = _record(name, "", phase, prior.get("containers") or [], restarts, replaced)
-                rnd.failures.append(f"Pod {name} is being restarted.")
+                rnd.failures[key] = f"Pod {name} is being restarted."
                 continue
 
             if pod is None:
@@ -170,7 +170,7 @@ def evaluate(
                 if prior_phase in ("Pending", "Running", "Unknown") and not replaced:
                     # Deleted from outside (preemption, manual delete): recreate, never charge the budget.
                     msg = f"Pod {name} was deleted from outside the controller; recreating it."
-                    rnd.failures.append(msg)
+                    rnd.failures[key] = msg
                     rnd.events.append(Event("Warning", "PodDeleted", msg))
                 rnd.actions.append(Create(build_pod(job, plan, group, index, restarts, resumed)))
                 rnd.records[key] = _record(name, "", "Creating", [], restarts, replaced)
@@ -197,8 +197,8 @@ def evaluate(
             finished = state.phase in ("Succeeded", "Failed")
             if mode == STOPPED or not finished or debug:
                 rnd.records[key] = _record(name, uid, state.phase, state.containers, restarts, replaced)
-                if state.phase == "Failed" and mode == ACTIVE:
-                    rnd.failures.append(_describe(name, state).capitalize() + ".")
+                if state.phase == "Failed":
+                    rnd.failures[key] = _describe(name, state).capitalize() + "."
                 continue
 
             what = _describe(name, state)
@@ -207,7 +207,7 @@ def evaluate(
                 rnd.actions.append(Delete("v1", "Pod", name, uid=uid))
                 rnd.records[key] = _record(name, "", "Creating", state.containers, restarts, uid)
                 msg = f"{what.capitalize()}; recreating it without charging the restart budget."
-                rnd.failures.append(msg)
+                rnd.failures[key] = msg
                 rnd.events.append(Event("Warning", "ReplicaRecreated", msg))
                 continue
             if _restart_wanted(group, state):
@@ -219,15 +219,16 @@ def evaluate(
                     rnd.actions.append(Delete("v1", "Pod", name, uid=uid))
                     rnd.records[key] = _record(name, "", "Creating", state.containers, restarts, uid)
                     msg = f"{what.capitalize()}; restarting it ({budget})."
-                    rnd.failures.append(msg)
+                    rnd.failures[key] = msg
                     rnd.events.append(Event("Warning", "Restarting", msg))
                     continue
                 if state.phase == "Failed":
                     msg = f"{what.capitalize()} and its restart budget is exhausted."
-                    rnd.failures.append(msg)
-                    rnd.events.append(Event("Warning", "BackoffLimitExceeded", msg))
+                    rnd.failures[key] = msg
+                    if (prior_phase, prior.get("uid")) != ("Failed", uid):  # report it once
+                        rnd.events.append(Event("Warning", "BackoffLimitExceeded", msg))
             elif state.phase == "Failed":
-                rnd.failures.append(f"{what.capitalize()}.")
+                rnd.failures[key] = f"{what.capitalize()}."
             rnd.records[key] = _record(name, uid, state.phase, state.containers, restarts, None)
     return rnd
 
