@@ -255,6 +255,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.service.ports[0].targetPort",
         "a valid integer or a valid string",
     ),
+    ("GenericJob", {"spec.clean_up_policy": "All"}, "spec.clean_up_policy", "camelCase"),
     # PyTorchTrainingJob
     (
         "PyTorchTrainingJob",
