@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from t9k_provider.local.state import AlreadyRunning, StateDir, default_state_dir, wait_ready
+from t9k_provider.local.tls import ensure_pki
 
 log = logging.getLogger("t9k_provider.local")
 KUBELET_MODES = ("process", "simulated", "none")
@@ -79,7 +80,8 @@ async def serve(
     from t9k_provider.local.apiserver.server import ApiServer
 
     lock = state.acquire()
-    server = ApiServer(state.path, state.token(), _pick_port(state, port))
+    pki = ensure_pki(state.path)
+    server = ApiServer(state.path, state.token(), pki.server_context(), _pick_port(state, port))
     tasks: list[asyncio.Task[None]] = []
     child: asyncio.subprocess.Process | None = None
     try:
@@ -87,7 +89,7 @@ async def serve(
         names = server.register_crds(crd_files())
         kubeconfig = state.write_kubeconfig(bound, server.token)
         log.info(
-            "t9k-local API server on http://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
+            "t9k-local API server on https://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
         )
         if kubelet is not None:
             from t9k_provider.local.kubelet.agents import run_node_agents
@@ -207,9 +209,9 @@ def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
     if info is None:
         print(f"t9k-local: not running on {state.path}")
         return 1
-    healthy = info.port is not None and ready(info.port)
+    healthy = info.port is not None and ready(state, info.port)
     print(f"t9k-local: running (pid {info.pid}) on {state.path}")
-    print(f"  server:     http://127.0.0.1:{info.port}" if info.port else "  server:     starting")
+    print(f"  server:     https://127.0.0.1:{info.port}" if info.port else "  server:     starting")
     print(f"  ready:      {'yes' if healthy else 'no'}")
     print(f"  kubeconfig: {state.kubeconfig}")
     return 0 if healthy else 1

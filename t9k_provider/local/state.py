@@ -7,9 +7,11 @@ crashed) whatever pid it names.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import os
 import secrets
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -80,11 +82,22 @@ class StateDir:
         _write_private(path, token + "\n")
         return token
 
+    @property
+    def ca_cert(self) -> Path:
+        return self.path / "pki" / "ca.crt"
+
+    def client_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_cert))
+
     def write_kubeconfig(self, port: int, token: str) -> Path:
+        cluster = {
+            "server": f"https://127.0.0.1:{port}",
+            "certificate-authority-data": base64.b64encode(self.ca_cert.read_bytes()).decode(),
+        }
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": CLUSTER_NAME, "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+            "clusters": [{"name": CLUSTER_NAME, "cluster": cluster}],
             "users": [{"name": CLUSTER_NAME, "user": {"token": token}}],
             "contexts": [
                 {
@@ -167,9 +180,12 @@ class StateDir:
         return None
 
 
-def ready(port: int, timeout: float = 1.0) -> bool:
+def ready(state: StateDir, port: int, timeout: float = 1.0) -> bool:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=timeout) as resp:
+        context = state.client_context()
+        with urllib.request.urlopen(
+            f"https://127.0.0.1:{port}/readyz", timeout=timeout, context=context
+        ) as resp:
             return resp.status == 200
     except (urllib.error.URLError, OSError):
         return False
@@ -185,7 +201,7 @@ def wait_ready(state: StateDir, pid: int, timeout: float, alive: Callable[[], bo
         if not alive():
             raise RuntimeError(f"the t9k-local server exited during start-up; see {state.log_file}")
         found, port = state.read_pid_file()
-        if found == pid and port is not None and ready(port):
+        if found == pid and port is not None and ready(state, port):
             return port
         time.sleep(0.05)
     raise TimeoutError(f"the t9k-local server did not become ready within {timeout:g}s; see {state.log_file}")

@@ -50,7 +50,7 @@ class LocalCluster:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -139,6 +139,12 @@ class LocalCluster:
 
     # -- clients -------------------------------------------------------------------------------------------
 
+    def connection(self, timeout: float = 30) -> http.client.HTTPSConnection:
+        """A raw HTTPS connection that trusts this cluster's CA (send the ``token`` yourself)."""
+        return http.client.HTTPSConnection(
+            "127.0.0.1", self.port, timeout=timeout, context=self.state.client_context()
+        )
+
     def request(
         self,
         method: str,
@@ -152,7 +158,7 @@ class LocalCluster:
 
         ``body`` may be bytes (sent as is) or any JSON value; set ``Content-Type`` in ``headers`` as needed.
         """
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn = self.connection(timeout)
         sent = {"Authorization": f"Bearer {self.token}", **(headers or {})}
         data: bytes | None
         if body is None or isinstance(body, bytes):
@@ -181,6 +187,7 @@ class LocalCluster:
         config.host = self.base_url
         config.api_key = {"BearerToken": self.token}
         config.api_key_prefix = {"BearerToken": "Bearer"}
+        config.ssl_ca_cert = str(self.state.ca_cert)
         return client.ApiClient(config)
 
     def async_api_client(self) -> Any:
@@ -191,4 +198,5 @@ class LocalCluster:
         config.host = self.base_url
         config.api_key = {"BearerToken": self.token}
         config.api_key_prefix = {"BearerToken": "Bearer"}
+        config.ssl_ca_cert = str(self.state.ca_cert)
         return client.ApiClient(config)

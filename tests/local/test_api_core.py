@@ -61,7 +61,8 @@ def test_requests_without_the_token_get_401_but_health_checks_do_not(cluster: Lo
 def test_state_dir_and_kubeconfig_are_private(cluster: LocalCluster) -> None:
     assert cluster.state_dir.stat().st_mode & 0o777 == 0o700
     assert cluster.kubeconfig.stat().st_mode & 0o777 == 0o600
-    assert f"http://127.0.0.1:{cluster.port}" in cluster.kubeconfig.read_text()
+    assert f"https://127.0.0.1:{cluster.port}" in cluster.kubeconfig.read_text()
+    assert (cluster.state_dir / "pki" / "server.key").stat().st_mode & 0o777 == 0o600
 
 
 def test_version_and_discovery(cluster: LocalCluster) -> None:

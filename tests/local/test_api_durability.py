@@ -17,7 +17,7 @@ from t9k_provider.local.testing import LocalCluster
 
 def writer(cluster: LocalCluster, acknowledged: list[str], stop: threading.Event, limit: int = 3000) -> None:
     """Create configmaps until the server dies; remember every create answered 201."""
-    conn = http.client.HTTPConnection("127.0.0.1", cluster.port, timeout=5)
+    conn = cluster.connection(5)
     headers = {"Authorization": f"Bearer {cluster.token}", "Content-Type": "application/json"}
     for i in range(limit):
         if stop.is_set():

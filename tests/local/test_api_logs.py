@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import time
 import uuid
 from collections.abc import Callable
@@ -37,7 +36,7 @@ def wait_for(check: Callable[[], bool], timeout: float = 20) -> None:
 def get_log(
     cluster: LocalCluster, ns: str, pod: str, query: str = "", timeout: float = 20
 ) -> tuple[int, str]:
-    conn = http.client.HTTPConnection("127.0.0.1", cluster.port, timeout=timeout)
+    conn = cluster.connection(timeout)
     conn.request(
         "GET",
         f"/api/v1/namespaces/{ns}/pods/{pod}/log{query}",

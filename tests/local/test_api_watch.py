@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import threading
 import time
@@ -36,7 +35,7 @@ def ns(core: client.CoreV1Api) -> str:
 
 def stream_lines(cluster: LocalCluster, path: str, *, max_seconds: float = 10) -> list[dict]:
     """Read a watch response to its end (the server must close it) as parsed lines."""
-    conn = http.client.HTTPConnection("127.0.0.1", cluster.port, timeout=max_seconds)
+    conn = cluster.connection(max_seconds)
     conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token}"})
     resp = conn.getresponse()
     assert resp.status == 200

@@ -58,7 +58,10 @@ def test_events_since_filters_by_resource_and_compaction_expires(tmp_path: Path)
     store.create("", "configmaps", _obj("a"))
     store.create("", "secrets", _obj("s"))
     store.update("", "configmaps", _obj("a"))
-    assert [(e.type, e.revision) for e in store.events_since(0, "", "configmaps")] == [(ADDED, 1), (MODIFIED, 3)]
+    assert [(e.type, e.revision) for e in store.events_since(0, "", "configmaps")] == [
+        (ADDED, 1),
+        (MODIFIED, 3),
+    ]
     assert store.compact(2) == 2
     with pytest.raises(Compacted) as info:
         list(store.events_since(1, "", "configmaps"))

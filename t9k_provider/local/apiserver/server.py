@@ -6,6 +6,7 @@ import asyncio
 import hmac
 import logging
 import os
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,11 @@ def _memory_bytes() -> int:
 class ApiServer:
     """Serves the Kubernetes API on 127.0.0.1 only; every request but health checks needs the bearer token."""
 
-    def __init__(self, state_dir: Path, token: str, port: int = 0) -> None:
+    def __init__(self, state_dir: Path, token: str, ssl_context: ssl.SSLContext, port: int = 0) -> None:
         self.state_dir = state_dir
         self.token = token
         self.port = port
+        self.ssl_context = ssl_context
         self.store = Store(state_dir / "store.db")
         self.registry = Registry()
         self.objects = Objects(self.store, self.registry)
@@ -74,7 +76,7 @@ class ApiServer:
         app.router.add_route("*", "/{tail:.*}", self.handlers.dispatch)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, HOST, self.port, shutdown_timeout=1.0)
+        site = web.TCPSite(self._runner, HOST, self.port, shutdown_timeout=1.0, ssl_context=self.ssl_context)
         await site.start()
         server = site._server  # aiohttp exposes the bound sockets only there
         assert server is not None and server.sockets
