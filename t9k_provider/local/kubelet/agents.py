@@ -1,15 +1,15 @@
 """Entry point of the node agents: scheduler, kubelet (process or simulated) and batch/v1 Job controller.
 
 They are ordinary API clients of the local cluster: one `kubernetes_asyncio` ApiClient bound to its
-kubeconfig,
-shared informers (list+watch) for pods, services and jobs.
+kubeconfig, and shared informers (list+watch) for pods, services and jobs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from t9k_provider.local.kubelet.jobcontroller import JobController
 from t9k_provider.local.kubelet.kube import Informer, Kube, cancel_all
@@ -18,7 +18,7 @@ from t9k_provider.local.kubelet.network import select_network
 from t9k_provider.local.kubelet.scheduler import Scheduler
 from t9k_provider.local.kubelet.simulated import SimulatedKubelet
 
-log = logging.getLogger(__name__)
+Key = tuple[str, str]
 
 MODES = ("process", "simulated", "none")
 
@@ -36,40 +36,45 @@ async def run_node_agents(
     unless `stop_pods_on_exit` is False (their shims keep running and a later kubelet re-adopts them)."""
     if mode not in MODES:
         raise ValueError(f"mode: must be one of {', '.join(MODES)} (got {mode!r})")
+    net = await asyncio.to_thread(select_network, network, Path(state_dir)) if mode == "process" else None
     kube = await Kube.from_kubeconfig(Path(kubeconfig_path))
-    handlers_pods = []
-    pods = Informer(kube, "/api/v1/pods", lambda key: [h(key) for h in handlers_pods])
-    jobs_handlers = []
-    jobs = Informer(kube, "/apis/batch/v1/jobs", lambda key: [h(key) for h in jobs_handlers])
+    pod_handlers: list[Callable[[Key], None]] = []
+    job_handlers: list[Callable[[Key], None]] = []
+    service_handlers: list[Callable[[Key], None]] = []
+    pods = Informer(kube, "/api/v1/pods", _fan_out(pod_handlers))
+    jobs = Informer(kube, "/apis/batch/v1/jobs", _fan_out(job_handlers))
+    services = Informer(kube, "/api/v1/services", _fan_out(service_handlers))
     scheduler = Scheduler(kube, pods)
     job_controller = JobController(kube, jobs, pods)
-    handlers_pods += [scheduler.on_pod, job_controller.on_pod]
-    jobs_handlers.append(job_controller.on_job)
+    pod_handlers += [scheduler.on_pod, job_controller.on_pod]
+    job_handlers.append(job_controller.on_job)
+    runners: list[Coroutine[Any, Any, None]] = [scheduler.run(), job_controller.run()]
+    informers = [pods, jobs]
+    if net is not None:
+        kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
+        pod_handlers.append(kubelet.on_pod)
+        service_handlers.append(kubelet.on_service)
+        informers.append(services)
+        runners.append(kubelet.run(stop_pods_on_exit))
+    elif mode == "simulated":
+        sim = SimulatedKubelet(kube, pods)
+        pod_handlers.append(sim.on_pod)
+        runners.append(sim.run())
+    # Every handler is registered before the informers start, so none misses the initial list.
     loop = asyncio.get_running_loop()
-    tasks = [
-        loop.create_task(pods.run(), name="informer-pods"),
-        loop.create_task(jobs.run(), name="informer-jobs"),
-        loop.create_task(scheduler.run(), name="scheduler"),
-        loop.create_task(job_controller.run(), name="job-controller"),
-    ]
-    kubelet_task: asyncio.Task[None] | None = None
+    tasks = [loop.create_task(i.run(), name=f"informer {i.path}") for i in informers]
+    tasks += [loop.create_task(r) for r in runners]
     try:
-        if mode == "process":
-            net = await asyncio.to_thread(select_network, network, Path(state_dir))
-            services_handlers = []
-            services = Informer(kube, "/api/v1/services", lambda key: [h(key) for h in services_handlers])
-            kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
-            handlers_pods.append(kubelet.on_pod)
-            services_handlers.append(kubelet.on_service)
-            tasks.append(loop.create_task(services.run(), name="informer-services"))
-            kubelet_task = loop.create_task(kubelet.run(stop_pods_on_exit), name="kubelet")
-        elif mode == "simulated":
-            sim = SimulatedKubelet(kube, pods)
-            handlers_pods.append(sim.on_pod)
-            tasks.append(loop.create_task(sim.run(), name="kubelet-simulated"))
-        await asyncio.gather(*tasks, *([kubelet_task] if kubelet_task else []))
+        await asyncio.gather(*tasks)
     finally:
-        await cancel_all(tasks)
-        if kubelet_task is not None:
-            await cancel_all([kubelet_task])
+        # Cancel in reverse: the kubelet stops its containers before the informers go away.
+        await cancel_all(tasks[::-1])
         await kube.close()
+
+
+def _fan_out(handlers: list[Callable[[Key], None]]) -> Callable[[Key], None]:
+    def call(key: Key) -> None:
+        for handler in handlers:
+            handler(key)
+
+    return call

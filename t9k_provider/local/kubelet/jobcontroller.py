@@ -50,8 +50,7 @@ class JobController:
         self.jobs = jobs
         self.pods = pods
         self.queue = WorkQueue()
-        # Pods created but not yet seen by the informer, per job uid: name -> creation time (client-go
-        # expectations).
+        # Pods created but not yet seen by the informer (client-go "expectations"): job uid -> name -> time.
         self.expected: dict[str, dict[str, float]] = {}
 
     def on_job(self, key: tuple[str, str]) -> None:

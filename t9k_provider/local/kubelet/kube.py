@@ -1,8 +1,8 @@
 """A thin dict-level API client for the node agents, plus a list+watch informer.
 
-The agents are ordinary API clients: `kubernetes_asyncio`'s `ApiClient`, bound to the cluster's kubeconfig
-(never
-the global configuration), sends every request over HTTP. Objects stay plain dicts, as they are on the wire.
+The agents are ordinary API clients: `kubernetes_asyncio`'s `ApiClient`, bound to the cluster's
+kubeconfig (never the global configuration), sends every request over HTTP. Objects stay plain dicts, as
+they are on the wire.
 """
 
 from __future__ import annotations
@@ -130,8 +130,7 @@ def object_key(obj: dict[str, Any]) -> tuple[str, str]:
 
 class Informer:
     """Keeps a cache of one resource in sync by list+watch (resuming from the last resourceVersion,
-    relisting on
-    410) and calls `on_change(key)` for every object that changed, appeared or went away."""
+    relisting on 410) and calls `on_change(key)` for every object that changed, appeared or went away."""
 
     def __init__(self, kube: Kube, path: str, on_change: Callable[[tuple[str, str]], None]) -> None:
         self.kube = kube

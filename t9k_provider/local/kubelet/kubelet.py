@@ -1,10 +1,8 @@
 """The process kubelet: runs the pods bound to the node as local processes and reports their status.
 
 One worker task per pod drives it level-triggered from two sources of truth: the pod object (from the
-informer)
-and the container files under `STATE/pods/<pod>/` (see `runtime`). Status goes through `pods/status` as a
-merge
-patch, only when it changed.
+informer) and the container files under `STATE/pods/<pod>/` (see `runtime`). Status goes through
+`pods/status` as a merge patch, only when it changed.
 """
 
 from __future__ import annotations
@@ -41,11 +39,8 @@ START_GRACE = 30.0  # a launched shim gets this long to write its pid file befor
 
 
 def restart_backoff(finished_restarts: int) -> float:
-    """CrashLoopBackOff delay before restart number `finished_restarts`: 0 for the first, then 10s doubling
-    to 5m.
-
-    The base (10s) can be lowered with T9K_LOCAL_RESTART_BACKOFF (seconds) for quick local iterations and
-    tests.
+    """CrashLoopBackOff delay before restart number `finished_restarts`: 0 for the first, then 10s
+    doubling to 5m. The base can be lowered with T9K_LOCAL_RESTART_BACKOFF (seconds) for quick iterations.
     """
     if finished_restarts <= 1:
         return 0.0

@@ -8,9 +8,8 @@ host mode (fallback, or `network="host"`): pods share the host network; each get
 127.1.x.y as podIP. Processes binding 0.0.0.0 on the same port collide, and services resolve only where the
 kubelet can bind-mount the pod's hosts file over /etc/hosts (root), otherwise not at all.
 
-Addresses are leased machine-wide (one file per address under RUN_DIR/ipam), so several local clusters can
-share
-the bridge; each lease names the netns that holds it, so leases of crashed clusters are reclaimed.
+Addresses are leased machine-wide (one file per address under RUN_DIR/ipam), so several local clusters
+can share the bridge; each lease names the netns that holds it, so leases of crashed clusters are reclaimed.
 """
 
 from __future__ import annotations

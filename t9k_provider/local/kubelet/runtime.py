@@ -1,9 +1,8 @@
 """The process "container runtime": starts shims and reads container state back from the state dir.
 
-The files the shim writes are the source of truth (`<n>.spec.json` = attempt n was launched, `<n>.pid` =
-running,
-`<n>.exit` = finished), so a restarted kubelet re-adopts running containers and picks up exit codes written
-while it was down, and never launches attempt n twice.
+The files the shim writes are the source of truth (`<n>.spec.json` = attempt n was launched, `<n>.pid`
+= running, `<n>.exit` = finished), so a restarted kubelet re-adopts running containers, picks up exit
+codes written while it was down, and never launches attempt n twice.
 """
 
 from __future__ import annotations

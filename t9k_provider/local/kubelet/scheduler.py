@@ -1,8 +1,8 @@
 """Binds unscheduled pods to the single node (default-scheduler, and the T9k scheduler simulated by it).
 
 Pods of a T9k PodGroup (label `scheduler.tensorstack.dev/group-name`) are bound all together once
-`minMember` of
-them exist: the gang rule of the T9k scheduler, cheap here because there is one node with unlimited room.
+`minMember` of them exist: the gang rule of the T9k scheduler, cheap here because there is one node with
+unlimited room.
 """
 
 from __future__ import annotations
