@@ -8,6 +8,7 @@ Log trouble is reported and never fails the task: the job's status alone decides
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -56,7 +57,7 @@ class LogFollower:
             cursor = self.cursors.get(key)
             try:
                 text = self.hook.read_pod_log(
-                    self.namespace, name, container, since_time=pod_logs.since_time(cursor)
+                    self.namespace, name, container, since_seconds=pod_logs.since_seconds(cursor, time.time())
                 )
             except Exception as exc:
                 self.log.debug("log of %s/%s not readable yet: %s", name, container, exc)

@@ -7,6 +7,7 @@ so a deferred operator carries it across trigger round trips and a reconnect nev
 from __future__ import annotations
 
 import calendar
+import math
 import time
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -76,8 +77,9 @@ def advance(lines: Iterable[LogLine], cursor: Cursor | None) -> tuple[list[LogLi
     return fresh, [newest, at_newest]
 
 
-def since_time(cursor: Cursor | None) -> str | None:
-    """The API's ``sinceTime`` (whole seconds, so it never skips a line) for a cursor."""
+def since_seconds(cursor: Cursor | None, now: float) -> int | None:
+    """The API's ``sinceSeconds`` reaching back to the cursor's whole second (the clients have no
+    ``sinceTime``); the lines re-read from that second are dropped by ``advance``."""
     if not cursor or cursor[0] < 0:
         return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(cursor[0] // 1_000_000_000))
+    return max(1, math.ceil(now - cursor[0] // 1_000_000_000) + 1)

@@ -199,14 +199,14 @@ class T9kHook(KubernetesHook):
         pod: str,
         container: str,
         *,
-        since_time: str | None = None,
+        since_seconds: int | None = None,
         tail_lines: int | None = None,
         limit_bytes: int = pod_logs.READ_LIMIT_BYTES,
     ) -> str:
         """One bounded, timestamped read of a container's log (callers resume from the last timestamp)."""
         kwargs: dict[str, Any] = {"container": container, "timestamps": True, "limit_bytes": limit_bytes}
-        if since_time:
-            kwargs["since_time"] = since_time
+        if since_seconds:
+            kwargs["since_seconds"] = since_seconds
         if tail_lines is not None:
             kwargs["tail_lines"] = tail_lines
 

@@ -135,7 +135,8 @@ def test_cursor_never_repeats_or_skips_lines() -> None:
     more = text + "2026-01-02T03:04:06Z three\n"
     lines, cursor = pod_logs.advance(pod_logs.parse_lines(more), cursor)
     assert [line.text for line in lines] == ["three"]
-    assert pod_logs.since_time(cursor) == "2026-01-02T03:04:06Z"
+    # sinceSeconds reaches back to the cursor's whole second (03:04:06), seen from 03:04:10.5
+    assert pod_logs.since_seconds(cursor, 1767323050.5) == 6
     assert pod_logs.advance(pod_logs.parse_lines(more), cursor) == ([], cursor)
 
 
