@@ -457,3 +457,65 @@ def test_crd_root_metadata_may_only_restrict_name() -> None:
 
 def test_crd_preserve_unknown_fields_must_be_false() -> None:
     assert fields(check_crd(crd(preserveUnknownFields=True))) == {"spec.preserveUnknownFields"}
+
+
+# --------------------------------------------------------------------------------------------- robustness
+
+_names = st.sampled_from(["spec", "a", "b", "items", "type", "metadata", "x"])
+_scalars_json = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(-5, 5), st.text(max_size=3))
+_json = st.recursive(
+    _scalars_json,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_names, inner, max_size=3)),
+    max_leaves=15,
+)
+_leaf_schemas = st.one_of(
+    st.fixed_dictionaries({"type": st.sampled_from(["string", "integer", "number", "boolean"])}),
+    st.just({"x-kubernetes-int-or-string": True}),
+    st.just({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
+    st.just({"type": "string", "enum": ["a", "b"], "default": "a"}),
+    st.just({"type": "integer", "minimum": 0, "maximum": 3, "default": 1}),
+    st.just({"type": "string", "pattern": "^[a-z]*$", "maxLength": 2, "nullable": True}),
+)
+_schemas = st.recursive(
+    _leaf_schemas,
+    lambda inner: st.one_of(
+        st.builds(lambda p: {"type": "object", "properties": p}, st.dictionaries(_names, inner, max_size=3)),
+        st.builds(lambda i: {"type": "array", "items": i, "maxItems": 3}, inner),
+        st.builds(lambda a: {"type": "object", "additionalProperties": a}, inner),
+        st.builds(
+            lambda p: {"type": "object", "properties": p, "default": {}},
+            st.dictionaries(_names, inner, max_size=2),
+        ),
+    ),
+    max_leaves=8,
+)
+
+
+def _wrap(schema: dict) -> dict:
+    spec_schema = {"type": "object", "properties": {"apiVersion": {"type": "string"}, "spec": schema}}
+    wrapped = crd()
+    wrapped["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = spec_schema
+    return wrapped
+
+
+@settings(max_examples=300, deadline=None)
+@given(_schemas, _json)
+def test_accepted_schemas_never_crash_validation_pruning_or_defaulting(schema: dict, value: Any) -> None:
+    wrapped = _wrap(schema)
+    if check_crd(wrapped):
+        return
+    root = wrapped["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    obj = {"apiVersion": "example.com/v1", "spec": value}
+    assert all(isinstance(c, Cause) for c in validate(root, obj))
+    pruned = prune(root, obj)
+    assert prune(root, pruned) == pruned
+    defaulted = apply_defaults(root, pruned)
+    assert apply_defaults(root, defaulted) == defaulted
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["metadata", "spec", "names", "versions", "group", "scope"]), _json))
+def test_check_crd_reports_causes_for_any_json_instead_of_raising(body: dict) -> None:
+    assert all(isinstance(c, Cause) for c in check_crd(body))
+    broken = _wrap({"type": "object", "properties": body})
+    assert all(isinstance(c, Cause) for c in check_crd(broken))

@@ -275,3 +275,19 @@ def test_field_selector_escapes() -> None:
         parse_field_selector("metadata.name=a\\x", "ConfigMap")
     with pytest.raises(SelectorError, match="unescaped character"):
         parse_field_selector("metadata.name=a=b", "ConfigMap")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"matchLabels": True},
+        {"matchLabels": {"a": 1}},
+        {"matchExpressions": True},
+        {"matchExpressions": [None]},
+        {"matchExpressions": [{"key": 1, "operator": "Exists"}]},
+        {"matchExpressions": [{"key": "a", "operator": "In", "values": "b"}]},
+    ],
+)
+def test_label_selector_from_malformed_spec_raises_selector_error(spec: dict) -> None:
+    with pytest.raises(SelectorError):
+        label_selector_from_spec(spec)

@@ -6,6 +6,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.validation import invalid_message, validate_create, validate_update
@@ -429,3 +431,83 @@ def test_every_resource_accepts_empty_garbage_without_crashing(resource: str) ->
         causes = validate_create(resource, body)
         assert all(isinstance(c, Cause) for c in causes)
         assert validate_update(resource, body, body) is not None
+
+
+_keys = st.sampled_from(
+    [
+        "metadata",
+        "name",
+        "namespace",
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "spec",
+        "containers",
+        "initContainers",
+        "image",
+        "env",
+        "ports",
+        "volumes",
+        "volumeMounts",
+        "template",
+        "data",
+        "involvedObject",
+        "eventTime",
+        "restartPolicy",
+        "type",
+        "port",
+        "uid",
+        "generateName",
+        "tolerations",
+    ]
+)
+_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2, 70000), st.text(max_size=3)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_keys, inner, max_size=4)),
+    max_leaves=20,
+)
+_bodies = st.dictionaries(_keys, _json, max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(
+        [
+            "pods",
+            "services",
+            "namespaces",
+            "configmaps",
+            "secrets",
+            "events",
+            "leases",
+            "jobs",
+            "widgets",
+            "customresourcedefinitions",
+        ]
+    ),
+    _bodies,
+    _bodies,
+)
+def test_malformed_bodies_give_causes_never_exceptions(resource: str, old: dict, new: dict) -> None:
+    assert all(isinstance(c, Cause) for c in validate_create(resource, new))
+    assert all(isinstance(c, Cause) for c in validate_update(resource, old, new))
+
+
+def test_wrong_json_types_are_type_invalid_causes() -> None:
+    bad = pod()
+    bad["metadata"]["name"] = ["p"]
+    bad["spec"]["containers"][0]["command"] = "sleep 1"
+    causes = validate_create("pods", bad)
+    assert (
+        Cause("FieldValueTypeInvalid", 'Invalid value: ["p"]: must be of type string', "metadata.name")
+        in causes
+    )
+    assert (
+        Cause(
+            "FieldValueTypeInvalid",
+            'Invalid value: "sleep 1": must be of type array',
+            "spec.containers[0].command",
+        )
+        in causes
+    )

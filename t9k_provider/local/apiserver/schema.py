@@ -15,6 +15,7 @@ import uuid
 from datetime import date, datetime
 from typing import Any
 
+from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import (
     Cause,
     duplicate,
@@ -368,13 +369,17 @@ def _default(s: dict, value: Any) -> None:
 
 
 def check_crd(crd: dict) -> list[Cause]:
-    """The validation a CustomResourceDefinition (apiextensions.k8s.io/v1) must pass to be stored."""
+    """The validation a CustomResourceDefinition (apiextensions.k8s.io/v1) must pass to be stored.
+
+    A CRD that passes has well-typed schemas, so ``validate``, ``prune`` and ``apply_defaults`` can
+    rely on them.
+    """
     out: list[Cause] = []
-    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
-    group = spec.get("group") or ""
-    plural = names.get("plural") or ""
-    name = (crd.get("metadata") or {}).get("name") or ""
+    spec = jf.object_field(crd, "spec", "spec", out)
+    names = jf.object_field(spec, "names", "spec.names", out)
+    group = jf.text_field(spec, "group", "spec.group", out)
+    plural = jf.text_field(names, "plural", "spec.names.plural", out)
+    name = jf.text_field(jf.object_field(crd, "metadata", "metadata", out), "name", "metadata.name", out)
     if name != f"{plural}.{group}":
         out.append(invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group'))
 
@@ -387,19 +392,19 @@ def check_crd(crd: dict) -> list[Cause]:
         if "." not in group:
             out.append(invalid("spec.group", group, "should be a domain with at least one dot"))
 
-    scope = spec.get("scope") or ""
+    scope = jf.text_field(spec, "scope", "spec.scope", out)
     if not scope:
         out.append(required("spec.scope"))
     elif scope not in ("Cluster", "Namespaced"):
         out.append(not_supported("spec.scope", scope, ["Cluster", "Namespaced"]))
 
-    out += _check_names(names)
-    out += _check_versions(spec.get("versions"))
+    _check_names(names, out)
+    _check_versions(spec, out)
     if spec.get("preserveUnknownFields"):
         out.append(
             invalid(
                 "spec.preserveUnknownFields",
-                True,
+                spec["preserveUnknownFields"],
                 "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in "
                 "spec.versions[*].schema instead",
             )
@@ -407,18 +412,18 @@ def check_crd(crd: dict) -> list[Cause]:
     return out
 
 
-def _check_names(names: dict) -> list[Cause]:
-    out: list[Cause] = []
-    plural = names.get("plural") or ""
-    if not plural:
+def _check_names(names: dict, out: list[Cause]) -> None:
+    if not names.get("plural"):
         out.append(required("spec.names.plural"))
     for key in ("plural", "singular"):
-        value = names.get(key) or ""
+        value = (
+            jf.text_field(names, key, f"spec.names.{key}", out) if key == "singular" else _text(names, key)
+        )
         errs = is_dns1035_label(value) if value else []
         if errs:
             out.append(invalid(f"spec.names.{key}", value, ",".join(errs)))
     for key in ("kind", "listKind"):
-        value = names.get(key) or ""
+        value = jf.text_field(names, key, f"spec.names.{key}", out)
         if not value:
             if key == "kind":
                 out.append(required("spec.names.kind"))
@@ -429,31 +434,33 @@ def _check_names(names: dict) -> list[Cause]:
             out.append(invalid(f"spec.names.{key}", value, detail))
     if names.get("kind") and names.get("kind") == names.get("listKind"):
         out.append(invalid("spec.names.listKind", names["listKind"], "kind and listKind cannot be the same"))
-    for i, short in enumerate(names.get("shortNames") or []):
-        errs = is_dns1035_label(short) if isinstance(short, str) else ["must be a string"]
+    for i, short in enumerate(jf.string_items(names, "shortNames", "spec.names.shortNames", out)):
+        errs = is_dns1035_label(short)
         if errs:
             out.append(invalid(f"spec.names.shortNames[{i}]", short, ",".join(errs)))
-    return out
+    jf.string_items(names, "categories", "spec.names.categories", out)
 
 
-def _check_versions(versions: Any) -> list[Cause]:
-    if not isinstance(versions, list) or not versions:
-        return [required("spec.versions", "must have exactly one version marked as storage version")]
-    out: list[Cause] = []
-    listed = [v.get("name", "") if isinstance(v, dict) else "" for v in versions]
-    if sum(1 for v in versions if isinstance(v, dict) and v.get("storage") is True) != 1:
+def _text(parent: dict, key: str) -> str:
+    value = parent.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _check_versions(spec: dict, out: list[Cause]) -> None:
+    versions = jf.object_items(spec, "versions", "spec.versions", out)
+    if not versions:
+        out.append(required("spec.versions", "must have exactly one version marked as storage version"))
+        return
+    listed = [_text(v, "name") for _, v in versions]
+    if sum(1 for _, v in versions if v.get("storage") is True) != 1:
         out.append(
             invalid("spec.versions", listed, "must have exactly one version marked as storage version")
         )
-    if not any(isinstance(v, dict) and v.get("served") is True for v in versions):
+    if not any(v.get("served") is True for _, v in versions):
         out.append(invalid("spec.versions", listed, "must have at least one version marked as served"))
     seen: set[str] = set()
-    for i, version in enumerate(versions):
-        base = f"spec.versions[{i}]"
-        if not isinstance(version, dict):
-            out.append(invalid(base, version, "must be an object"))
-            continue
-        vname = version.get("name") or ""
+    for base, version in versions:
+        vname = jf.text_field(version, "name", f"{base}.name", out)
         if not vname:
             out.append(required(f"{base}.name"))
         else:
@@ -465,20 +472,106 @@ def _check_versions(versions: Any) -> list[Cause]:
             seen.add(vname)
         for flag in ("served", "storage"):
             if flag in version and not isinstance(version[flag], bool):
-                out.append(type_invalid(f"{base}.{flag}", version[flag], "must be a boolean"))
-        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+                out.append(type_invalid(f"{base}.{flag}", version[flag], "must be of type boolean"))
+        schema_holder = jf.object_field(version, "schema", f"{base}.schema", out)
         path = f"{base}.schema.openAPIV3Schema"
-        if schema is None:
+        if schema_holder.get("openAPIV3Schema") is None:
             out.append(required(path, "schemas are required"))
         else:
-            _check_structural(schema, path, out, root=True)
-    return out
+            _check_structural(schema_holder["openAPIV3Schema"], path, out, root=True)
 
 
-def _check_structural(s: Any, path: str, out: list[Cause], root: bool = False, level: str = "object") -> None:
+# The JSON type of each schema keyword, as JSONSchemaProps declares it.
+_KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
+    "type": (str,),
+    "format": (str,),
+    "pattern": (str,),
+    "description": (str,),
+    "title": (str,),
+    "properties": (dict,),
+    "items": (dict, list),
+    "additionalProperties": (dict, bool),
+    "required": (list,),
+    "enum": (list,),
+    "allOf": (list,),
+    "anyOf": (list,),
+    "oneOf": (list,),
+    "not": (dict,),
+    "nullable": (bool,),
+    "uniqueItems": (bool,),
+    "exclusiveMinimum": (bool,),
+    "exclusiveMaximum": (bool,),
+    "x-kubernetes-preserve-unknown-fields": (bool,),
+    "x-kubernetes-int-or-string": (bool,),
+    "x-kubernetes-embedded-resource": (bool,),
+    "minimum": (int, float),
+    "maximum": (int, float),
+    "multipleOf": (int, float),
+    "minLength": (int,),
+    "maxLength": (int,),
+    "minItems": (int,),
+    "maxItems": (int,),
+    "minProperties": (int,),
+    "maxProperties": (int,),
+}
+
+
+def _check_shape(s: Any, path: str, out: list[Cause]) -> bool:
+    """Keyword types (what decoding into JSONSchemaProps enforces); False stops deeper checks."""
     if not isinstance(s, dict):
-        out.append(invalid(path, s, "must be a schema object"))
-        return
+        out.append(type_invalid(path, s, "must be of type object"))
+        return False
+    ok = True
+    for key, expected in _KEYWORD_TYPES.items():
+        value = s.get(key)
+        if value is None:
+            continue
+        wrong = not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected)
+        if not wrong and expected == (int,) and value < 0:
+            out.append(invalid(f"{path}.{key}", value, "must be greater than or equal to 0"))
+            ok = False
+        elif wrong:
+            out.append(type_invalid(f"{path}.{key}", value, f"must be of type {_type_name(expected)}"))
+            ok = False
+    if isinstance(s.get("required"), list) and not all(isinstance(r, str) for r in s["required"]):
+        out.append(type_invalid(f"{path}.required", s["required"], "must be of type array of strings"))
+        ok = False
+    if isinstance(s.get("multipleOf"), (int, float)) and s["multipleOf"] <= 0:
+        out.append(invalid(f"{path}.multipleOf", s["multipleOf"], "must be greater than 0"))
+        ok = False
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        alternatives = s.get(keyword)
+        for i, sub in enumerate(alternatives if isinstance(alternatives, list) else []):
+            ok = _check_value_validation(sub, f"{path}.{keyword}[{i}]", out) and ok
+    if "not" in s and isinstance(s["not"], dict):
+        ok = _check_value_validation(s["not"], f"{path}.not", out) and ok
+    return ok
+
+
+def _type_name(expected: tuple[type, ...]) -> str:
+    names = {str: "string", dict: "object", list: "array", bool: "boolean", int: "integer", float: "number"}
+    if expected == (int, float):
+        return "number"
+    return " or ".join(names[t] for t in expected)
+
+
+def _check_value_validation(s: Any, path: str, out: list[Cause]) -> bool:
+    """Schemas under allOf/anyOf/oneOf/not only constrain values; they need shape, not types."""
+    if not _check_shape(s, path, out):
+        return False
+    ok = True
+    for key, sub in (s.get("properties") or {}).items():
+        ok = _check_value_validation(sub, f"{path}.properties[{key}]", out) and ok
+    for key in ("items", "additionalProperties"):
+        if isinstance(s.get(key), dict):
+            ok = _check_value_validation(s[key], f"{path}.{key}", out) and ok
+    return ok
+
+
+def _check_structural(s: Any, path: str, out: list[Cause], root: bool = False, level: str = "object") -> bool:
+    """Structural-schema rules; returns whether the subtree is well-typed (so defaults can be checked)."""
+    if not _check_shape(s, path, out):
+        return False
     kind = s.get("type") or ""
     preserve = s.get("x-kubernetes-preserve-unknown-fields")
     int_or_string = s.get("x-kubernetes-int-or-string") is True
@@ -497,7 +590,7 @@ def _check_structural(s: Any, path: str, out: list[Cause], root: bool = False, l
         _check_root_metadata(properties, path, out)
     elif not kind and not preserve and not int_or_string and not embedded:
         out.append(required(f"{path}.type", f"must not be empty for specified {level} fields"))
-    if preserve is not None and preserve is not True:
+    if preserve is False:
         out.append(
             invalid(f"{path}.x-kubernetes-preserve-unknown-fields", preserve, "must be true or undefined")
         )
@@ -539,28 +632,28 @@ def _check_structural(s: Any, path: str, out: list[Cause], root: bool = False, l
     if pattern is not None:
         try:
             re.compile(pattern)
-        except (re.error, TypeError) as exc:
+        except re.error as exc:
             detail = f"must be a valid regular expression, but isn't: {exc}"
             out.append(invalid(f"{path}.pattern", pattern, detail))
-    if "default" in s:
-        out.extend(validate_at(s, s["default"], f"{path}.default"))
 
-    if isinstance(properties, dict):
-        for key, sub in properties.items():
-            _check_structural(sub, f"{path}.properties[{key}]", out)
+    ok = True
+    for key, sub in (properties or {}).items():
+        ok = _check_structural(sub, f"{path}.properties[{key}]", out) and ok
     if isinstance(items, dict):
-        _check_structural(items, f"{path}.items", out, level="array")
+        ok = _check_structural(items, f"{path}.items", out, level="array") and ok
     if isinstance(extra, dict):
-        _check_structural(extra, f"{path}.additionalProperties", out)
+        ok = _check_structural(extra, f"{path}.additionalProperties", out) and ok
+    if "default" in s and ok:
+        out.extend(validate_at(s, s["default"], f"{path}.default"))
+    return ok
 
 
-def _check_root_metadata(properties: Any, path: str, out: list[Cause]) -> None:
-    metadata = properties.get("metadata") if isinstance(properties, dict) else None
+def _check_root_metadata(properties: dict | None, path: str, out: list[Cause]) -> None:
+    metadata = (properties or {}).get("metadata")
     if not isinstance(metadata, dict):
         return
-    nested = metadata.get("properties") or {}
-    allowed_keys = {"type", "properties", "description"}
-    if set(metadata) - allowed_keys or set(nested) - {"name", "generateName"}:
+    nested = metadata.get("properties") if isinstance(metadata.get("properties"), dict) else {}
+    if set(metadata) - {"type", "properties", "description"} or set(nested) - {"name", "generateName"}:
         out.append(
             forbidden(
                 f"{path}.properties[metadata]",

@@ -282,14 +282,24 @@ def label_selector_from_spec(selector: dict | None) -> LabelSelector:
     """``metav1.LabelSelectorAsSelector``: None selects nothing, ``{}`` selects everything."""
     if selector is None:
         return LabelSelector(nothing=True)
-    requirements = [new_requirement(k, _EQ, [v]) for k, v in (selector.get("matchLabels") or {}).items()]
-    for expr in selector.get("matchExpressions") or []:
-        op = expr.get("operator")
+    labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise SelectorError("matchLabels must be a map of string keys to string values")
+    if not isinstance(expressions, list) or not all(isinstance(e, dict) for e in expressions):
+        raise SelectorError("matchExpressions must be a list of label selector requirements")
+    requirements = [new_requirement(k, _EQ, [v]) for k, v in labels.items()]
+    for expr in expressions:
+        key, op, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
         if op not in _SPEC_OPERATORS:
             raise SelectorError(f'"{op}" is not a valid label selector operator')
-        requirements.append(
-            new_requirement(expr.get("key", ""), _SPEC_OPERATORS[op], expr.get("values") or [])
-        )
+        if (
+            not isinstance(key, str)
+            or not isinstance(values, list)
+            or not all(isinstance(v, str) for v in values)
+        ):
+            raise SelectorError("a label selector requirement needs a string key and a list of string values")
+        requirements.append(new_requirement(key, _SPEC_OPERATORS[op], values))
     return LabelSelector(tuple(requirements))
 
 

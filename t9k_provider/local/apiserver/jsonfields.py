@@ -1,0 +1,80 @@
+"""Typed reads of untyped JSON bodies: a value of the wrong JSON type becomes a cause, not an exception.
+
+The real server decodes bodies into Go structs before validating them; these helpers stand in for that
+step wherever validation reads a field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from t9k_provider.local.apiserver.fielderrors import Cause, type_invalid
+
+
+def type_error(path: str, value: Any, expected: str, out: list[Cause]) -> None:
+    out.append(type_invalid(path, value, f"must be of type {expected}"))
+
+
+def text_field(parent: dict, key: str, path: str, out: list[Cause]) -> str:
+    value = parent.get(key)
+    if value is None or isinstance(value, str):
+        return value or ""
+    type_error(path, value, "string", out)
+    return ""
+
+
+def object_field(parent: dict, key: str, path: str, out: list[Cause]) -> dict:
+    value = parent.get(key)
+    if value is None or isinstance(value, dict):
+        return value or {}
+    type_error(path, value, "object", out)
+    return {}
+
+
+def array_field(parent: dict, key: str, path: str, out: list[Cause]) -> list:
+    value = parent.get(key)
+    if value is None or isinstance(value, list):
+        return value or []
+    type_error(path, value, "array", out)
+    return []
+
+
+def object_items(parent: dict, key: str, path: str, out: list[Cause]) -> list[tuple[str, dict]]:
+    """The objects of a list field with their paths; non-object items are type errors."""
+    found = []
+    for i, item in enumerate(array_field(parent, key, path, out)):
+        if isinstance(item, dict):
+            found.append((f"{path}[{i}]", item))
+        else:
+            type_error(f"{path}[{i}]", item, "object", out)
+    return found
+
+
+def string_items(parent: dict, key: str, path: str, out: list[Cause]) -> list[str]:
+    found = []
+    for i, item in enumerate(array_field(parent, key, path, out)):
+        if isinstance(item, str):
+            found.append(item)
+        else:
+            type_error(f"{path}[{i}]", item, "string", out)
+    return found
+
+
+def string_map(parent: dict, key: str, path: str, out: list[Cause]) -> dict[str, str]:
+    found = {}
+    for name, value in object_field(parent, key, path, out).items():
+        if isinstance(value, str):
+            found[name] = value
+        else:
+            type_error(path, value, "string", out)
+    return found
+
+
+def int_field(parent: dict, key: str, path: str, out: list[Cause]) -> int | None:
+    value = parent.get(key)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    type_error(path, value, "integer", out)
+    return None
