@@ -119,7 +119,6 @@ class Handlers:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
-        want_table = check_accept(request)
         if not parts:
             return respond(
                 {"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]}
@@ -142,7 +141,8 @@ class Handlers:
                 return respond(doc)
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
-            raise errors.path_not_found()
+            raise errors.path_not_found()  # e.g. /openapi/v2: 404 whatever the Accept header (kubectl falls back)
+        want_table = check_accept(request)
         if not rest:
             doc = discovery.api_resource_list(self.registry, group, version)
             if doc is None or request.method != "GET":
