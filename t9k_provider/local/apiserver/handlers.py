@@ -141,7 +141,7 @@ class Handlers:
                 return respond(doc)
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
-            raise errors.path_not_found()  # e.g. /openapi/v2: 404 whatever the Accept header (kubectl falls back)
+            raise errors.path_not_found()  # /openapi/v2 etc.: 404 whatever the Accept (kubectl falls back)
         want_table = check_accept(request)
         if not rest:
             doc = discovery.api_resource_list(self.registry, group, version)
