@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
 import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -28,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from kubernetes import client, config
 
@@ -38,12 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "t9k_training_pipeline"
 NAMESPACE = "default"
 TASK_ANNOTATION = "airflow.apache.org/task-id"
-RUN_ANNOTATION = "airflow.apache.org/run-id"
 LOSS_LINE = re.compile(r"epoch (\d+)/(\d+) loss=([0-9.eE+-]+)")
-#: Lines of `airflow dags test` output worth showing live (the full output goes to a log file).
-SHOWN = re.compile(
-    r"\[DAG TEST\] (starting|end) task|epoch \d+/\d+ loss=|EVAL |ERROR|Traceback|DagRun failed"
-)
 TAIL_LINES = 20
 CLUSTER_START_TIMEOUT = 120
 PIPELINE_TIMEOUT = 1800
@@ -136,7 +133,6 @@ class JobWatcher:
     interval: float = 1.0
     jobs: dict[str, JobView] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
-    _started: float = field(default_factory=time.monotonic)
 
     def poll(self) -> None:
         for kind, model in KINDS.items():
@@ -152,11 +148,7 @@ class JobWatcher:
                 if self.jobs.get(key) != view:
                     self.jobs[key] = view
                     extra = f"  ({view.reason})" if view.reason else ""
-                    print(
-                        f"  +{time.monotonic() - self._started:6.1f}s  {kind:<22} {view.name:<32} "
-                        f"{view.phase:<10} {view.replicas}{extra}",
-                        flush=True,
-                    )
+                    say(f"  {kind} {view.name}: {view.phase}, replicas: {view.replicas}{extra}")
 
     def run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -194,12 +186,37 @@ def airflow_env(
     }
 
 
-def run_pipeline(env: dict[str, str], logical_date: str, log_file: Path) -> int:
-    """`airflow dags test`, its full output in `log_file`, the interesting lines on the terminal."""
+TASK_START = re.compile(r"\[DAG TEST\] starting task_id=(\S+)")
+TASK_END = re.compile(r"\[DAG TEST\] end task task_id=(\S+)")
+#: A replica log line copied by the operator: `... [<pod>/<container>] <text>   [airflow.task...`.
+REPLICA_LINE = re.compile(r"\] \[([\w.-]+/[\w.-]+)\] (.*?)\s+\[airflow\.task")
+REPLICA_SHOWN = re.compile(r"epoch \d+/\d+ loss=|^EVAL |^DATASET |^checkpoint|T9K_DEMO_FAIL|Error")
+OPERATOR_LINE = re.compile(
+    r"\[(?:info|error)\s*\] ((?:created|adopted) job \S+|job \S+ (?:succeeded|failed)[^\[]*)"
+)
+
+
+def interesting(line: str) -> str | None:
+    """The short form of an `airflow dags test` output line worth showing live, else None."""
+    if m := TASK_START.search(line):
+        return f"task {m[1]}: started"
+    if m := TASK_END.search(line):
+        return f"task {m[1]}: ended"
+    if (m := REPLICA_LINE.search(line)) and REPLICA_SHOWN.search(m[2]):
+        return f"  [{m[1]}] {m[2]}"
+    if m := OPERATOR_LINE.search(line):
+        return f"  {m[1].strip()}"
+    return None
+
+
+def run_pipeline(env: dict[str, str], logical_date: str, logs: Path) -> int:
+    """`airflow dags test`: full output in `logs/dags-test.log`, each task's part in `logs/<task>.log`."""
     cmd = [str(venv_bin() / "airflow"), "dags", "test", DAG_ID, logical_date]
-    say(f"running {' '.join(cmd[1:])} (full output: {log_file})")
+    logs.mkdir(parents=True, exist_ok=True)
+    say(f"running `airflow {' '.join(cmd[1:])}` (output in {logs}/)")
+    task_log: TextIO | None = None
     with (
-        log_file.open("w") as log,
+        (logs / "dags-test.log").open("w") as log,
         subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc,
     ):
         deadline = time.monotonic() + PIPELINE_TIMEOUT
@@ -207,12 +224,21 @@ def run_pipeline(env: dict[str, str], logical_date: str, log_file: Path) -> int:
             assert proc.stdout is not None
             for line in proc.stdout:
                 log.write(line)
-                if SHOWN.search(line):
-                    print("    " + line.rstrip()[-160:], flush=True)
+                if m := TASK_START.search(line):
+                    task_log = (logs / f"{m[1]}.log").open("w")
+                if task_log is not None:
+                    task_log.write(line)
+                    if TASK_END.search(line):
+                        task_log.close()
+                        task_log = None
+                if shown := interesting(line):
+                    say(shown)
                 if time.monotonic() > deadline:
                     raise DemoError(f"the pipeline did not finish within {PIPELINE_TIMEOUT}s")
             return proc.wait(timeout=60)
         finally:
+            if task_log is not None:
+                task_log.close()
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)  # lets the running task's on_kill delete its job
                 try:
@@ -221,15 +247,31 @@ def run_pipeline(env: dict[str, str], logical_date: str, log_file: Path) -> int:
                     proc.kill()
 
 
-def task_states(env: dict[str, str], logical_date: str) -> dict[str, str]:
-    out = run_quiet(
-        [str(venv_bin() / "airflow"), "tasks", "states-for-dag-run", DAG_ID, logical_date, "-o", "json"],
-        env,
-        120,
-        "airflow tasks states-for-dag-run",
-    )
-    start = out.find("[")
-    return {row["task_id"]: row["state"] or "none" for row in json.loads(out[start:])}
+def task_states(airflow_home: Path) -> tuple[str, dict[str, str]]:
+    """The latest run of the pipeline and its task states, read from Airflow's metadata DB (SQLite)."""
+    with contextlib.closing(sqlite3.connect(airflow_home / "airflow.db")) as db:
+        row = db.execute(
+            "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (DAG_ID,)
+        ).fetchone()
+        if row is None:
+            raise DemoError(f"no run of {DAG_ID} was recorded; see the dags-test log")
+        rows = db.execute(
+            "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ? "
+            "ORDER BY start_date IS NULL, start_date, task_id",
+            (DAG_ID, row[0]),
+        ).fetchall()
+    return row[0], {task_id: state or "none" for task_id, state in rows}
+
+
+def migrate_db(env: dict[str, str], airflow_home: Path) -> None:
+    """`airflow db migrate` once per Airflow version: warm runs skip its ~20 seconds."""
+    stamp = airflow_home / ".migrated"
+    version = importlib.metadata.version("apache-airflow")
+    if (airflow_home / "airflow.db").exists() and stamp.exists() and stamp.read_text() == version:
+        return
+    say("preparing the Airflow metadata database")
+    run_quiet([str(venv_bin() / "airflow"), "db", "migrate"], env, 300, "airflow db migrate")
+    stamp.write_text(version)
 
 
 # -- summary ----------------------------------------------------------------------------------------------
@@ -243,65 +285,83 @@ def job_pods(core: client.CoreV1Api, job: str) -> list[client.V1Pod]:
 def pod_log(core: client.CoreV1Api, pod: client.V1Pod, tail: int | None = None) -> str:
     container = pod.spec.containers[0].name
     try:
-        return core.read_namespaced_pod_log(
-            pod.metadata.name, NAMESPACE, container=container, tail_lines=tail
+        response = core.read_namespaced_pod_log(
+            pod.metadata.name, NAMESPACE, container=container, tail_lines=tail, _preload_content=False
         )
     except client.ApiException as exc:
         return f"(log unavailable: {exc.status} {exc.reason})"
+    return response.data.decode("utf-8", errors="replace")
 
 
 def losses(log: str) -> list[float]:
     return [float(m[3]) for m in LOSS_LINE.finditer(log)]
 
 
-def summarize(states: dict[str, str], jobs: list[JobView], core: client.CoreV1Api, home: Path) -> bool:
+@dataclass
+class Run:
+    """What the summary reports on: one pipeline run and where its artefacts are."""
+
+    run_id: str
+    states: dict[str, str]
+    jobs: list[JobView]
+    logs: Path
+    pods_dir: Path
+    data_root: Path
+
+
+def summarize(run: Run, core: client.CoreV1Api) -> bool:
     """Print the summary; returns whether the run counts as a success."""
-    by_task = {job.task_id: job for job in jobs}
-    print("\n==== t9k_training_pipeline ====")
-    for task_id, state in states.items():
+    by_task = {job.task_id: job for job in run.jobs}
+    print(f"\n==== {DAG_ID}  run {run.run_id} ====")
+    for task_id, state in run.states.items():
         job = by_task.get(task_id)
-        where = f"{job.kind}/{job.name} ({job.phase})" if job else ""
-        print(f"  {task_id:<22} {state:<16} {where}")
-    ok = bool(states) and all(state == "success" for state in states.values())
+        print(f"  {task_id:<22} {state:<16} {f'{job.kind} {job.name} ({job.phase})' if job else ''}")
+    ok = bool(run.states) and all(state == "success" for state in run.states.values())
 
     train = by_task.get("train")
-    if train and train.phase == "Succeeded":
-        values = losses(pod_log(core, job_pods(core, train.name)[0]))
+    if ok and train:
+        pods = job_pods(core, train.name)
+        values = losses(pod_log(core, pods[0])) if pods else []
         if values:
             print(
-                f"\n  training loss: first epoch {values[0]:.4f} -> final epoch {values[-1]:.4f} "
-                f"({len(values)} epochs, read from {train.name}-worker-0's log)"
+                f"\n  training loss: epoch 1 {values[0]:.6f} -> epoch {len(values)} {values[-1]:.6f} "
+                f"(read from {pods[0].metadata.name}'s log)"
             )
         if not values or values[-1] >= values[0]:
-            print("  the training loss did not fall: treating the run as failed")
+            print("  the training loss did not fall: the run counts as failed")
             ok = False
 
-    print(f"\n  Airflow task logs : {home / 'airflow' / 'logs' / f'dag_id={DAG_ID}'}")
-    print(f"  replica logs      : {home / 'cluster' / 'pods'}/<namespace>_<pod>_<uid>/<container>/")
-    checkpoints = sorted((home / "data" / "runs").glob("*/model/model.pt"), key=lambda p: p.stat().st_mtime)
-    if checkpoints and ok:
-        print(f"  checkpoint        : {checkpoints[-1]}")
-        print(f"  metrics           : {checkpoints[-1].with_name('metrics.json')}")
+    print(f"\n  task logs     : {run.logs}/<task>.log  (all output: {run.logs}/dags-test.log)")
+    if train:
+        print(f"  replica logs  : {run.pods_dir}/{NAMESPACE}_{train.name}-worker-<rank>_<uid>/pytorch/0.log")
+    run_dir = run.data_root / "runs" / re.sub(r"[^A-Za-z0-9._-]", "_", run.run_id)
+    if (run_dir / "model" / "model.pt").is_file():
+        print(f"  checkpoint    : {run_dir / 'model' / 'model.pt'}  (metrics.json beside it)")
+    if (run_dir / "eval" / "eval.json").is_file():
+        print(f"  evaluation    : {run_dir / 'eval' / 'eval.json'}")
 
-    if not ok:
-        for task_id, state in states.items():
-            if state != "failed":
-                continue
-            job = by_task.get(task_id)
+    for task_id, state in run.states.items():
+        if state != "failed":
+            continue
+        job = by_task.get(task_id)
+        print(
+            f"\n  FAILED: task {task_id!r}"
+            + (f", {job.kind} {job.name}: {job.reason or job.phase}" if job else "")
+        )
+        for pod in job_pods(core, job.name) if job else []:
             print(
-                f"\n  FAILED task {task_id!r}"
-                + (f": {job.kind} {job.name} ({job.reason or job.phase})" if job else "")
+                f"  --- last {TAIL_LINES} log lines of replica {pod.metadata.name} ({pod.status.phase}) ---"
             )
-            for pod in job_pods(core, job.name) if job else []:
-                print(
-                    f"  --- last {TAIL_LINES} lines of replica {pod.metadata.name} ({pod.status.phase}) ---"
-                )
-                for line in pod_log(core, pod, TAIL_LINES).splitlines():
-                    print(f"    {line}")
+            for line in pod_log(core, pod, TAIL_LINES).splitlines():
+                print(f"    {line}")
     return ok
 
 
 # -- main -----------------------------------------------------------------------------------------------
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,32 +375,31 @@ def main(argv: list[str] | None = None) -> int:
         "--fail-training",
         action="store_true",
         default=os.environ.get("T9K_DEMO_FAIL") == "1",
-        help="make the training script exit 1 (also: T9K_DEMO_FAIL=1)",
+        help="make the training script exit 1 after its first epoch (also: T9K_DEMO_FAIL=1)",
     )
     args = parser.parse_args(argv)
 
     home: Path = args.home.resolve()
-    for sub in ("airflow", "data"):
-        (home / sub).mkdir(parents=True, exist_ok=True)
+    airflow_home, data_root = home / "airflow", home / "data"
+    for path in (airflow_home, data_root):
+        path.mkdir(parents=True, exist_ok=True)
     base = {**os.environ, "PATH": f"{venv_bin()}{os.pathsep}{os.environ.get('PATH', '')}"}
     base["T9K_DEMO_FAIL"] = "1" if args.fail_training else "0"
-    # SIGTERM takes the same path as Ctrl-C: the finally blocks stop Airflow and the cluster.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)  # same path as Ctrl-C: the cluster is stopped on the way out
 
     started = time.monotonic()
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    logs = home / "logs" / now.strftime("%Y%m%dT%H%M%SZ")
     try:
         with local_cluster(home / "cluster", base) as kubeconfig:
-            env = airflow_env(base, home / "airflow", kubeconfig, home / "data")
-            say("preparing the Airflow metadata database")
-            run_quiet([str(venv_bin() / "airflow"), "db", "migrate"], env, 300, "airflow db migrate")
+            env = airflow_env(base, airflow_home, kubeconfig, data_root)
+            migrate_db(env, airflow_home)
             api_client = config.new_client_from_config(config_file=str(kubeconfig))
-            logical_date = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
             with JobWatcher(client.CustomObjectsApi(api_client)) as watcher:
-                rc = run_pipeline(env, logical_date, home / "airflow-dags-test.log")
-            states = task_states(env, logical_date)
-            ok = (
-                summarize(states, list(watcher.jobs.values()), client.CoreV1Api(api_client), home) and rc == 0
-            )
+                rc = run_pipeline(env, now.isoformat(), logs)
+            run_id, states = task_states(airflow_home)
+            run = Run(run_id, states, list(watcher.jobs.values()), logs, home / "cluster" / "pods", data_root)
+            ok = summarize(run, client.CoreV1Api(api_client)) and rc == 0
     except DemoError as exc:
         say(f"error: {exc}")
         return 2
