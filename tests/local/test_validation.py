@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.validation import invalid_message, validate_create, validate_update
 
@@ -511,3 +512,24 @@ def test_wrong_json_types_are_type_invalid_causes() -> None:
         )
         in causes
     )
+
+
+@pytest.mark.parametrize(
+    "value,printed",
+    [
+        (None, "null"),
+        (True, "true"),
+        (3, "3"),
+        (3.0, "3"),
+        (2.5, "2.5"),
+        ('a"b', '"a\\"b"'),
+        (["x"], '["x"]'),
+    ],
+)
+def test_values_print_like_field_errors(value: Any, printed: str) -> None:
+    assert fe.invalid("f", value, "d").message == f"Invalid value: {printed}: d"
+
+
+def test_singular_units_in_limits() -> None:
+    assert fe.too_long("f", 1).message == "Too long: may not be more than 1 byte"
+    assert fe.too_many("f", 2, 1).message == "Too many: 2: must have at most 1 item"

@@ -22,9 +22,9 @@ class Cause:
 
 
 def go_value(value: Any) -> str:
-    """A value as ``field.Error`` prints it: strings quoted, scalars bare, composites as JSON."""
+    """A value as ``field.Error`` prints it: strings quoted, scalars bare, the rest as JSON."""
     if value is None:
-        return '"null"'
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -65,11 +65,13 @@ def not_supported(field: str, value: Any, supported: list[str]) -> Cause:
 
 
 def too_long(field: str, max_bytes: int) -> Cause:
-    return Cause("FieldValueTooLong", f"Too long: may not be more than {max_bytes} bytes", field)
+    unit = "byte" if max_bytes == 1 else "bytes"
+    return Cause("FieldValueTooLong", f"Too long: may not be more than {max_bytes} {unit}", field)
 
 
 def too_many(field: str, actual: int, maximum: int) -> Cause:
-    return Cause("FieldValueTooMany", f"Too many: {actual}: must have at most {maximum} items", field)
+    unit = "item" if maximum == 1 else "items"
+    return Cause("FieldValueTooMany", f"Too many: {actual}: must have at most {maximum} {unit}", field)
 
 
 def aggregate(causes: list[Cause]) -> str:
