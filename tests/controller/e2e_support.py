@@ -67,7 +67,8 @@ class Jobs:
         return [p.metadata.name for p in self.pods(job_name)]
 
     def log(self, pod: str, container: str | None = None) -> str:
-        return self.core.read_namespaced_pod_log(pod, NS, container=container)
+        response = self.core.read_namespaced_pod_log(pod, NS, container=container, _preload_content=False)
+        return response.data.decode()
 
     def owned(self, job_name: str, list_fn: Any) -> list[str]:
         items = list_fn(NS, label_selector=f"tensorstack.dev/owner-name={job_name}").items
@@ -82,7 +83,7 @@ class PodRecorder(threading.Thread):
     def __init__(self, api_client: client.ApiClient) -> None:
         super().__init__(daemon=True)
         self._core = client.CoreV1Api(api_client)
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._lock = threading.Lock()
         self.uids: dict[str, set[str]] = defaultdict(set)
         self.error: BaseException | None = None
@@ -99,7 +100,7 @@ class PodRecorder(threading.Thread):
                 self._see(pod)
             rv = listing.metadata.resource_version
             self.started_watching.set()
-            while not self._stop.is_set():
+            while not self._halt.is_set():
                 try:
                     for event in watch.Watch().stream(
                         self._core.list_namespaced_pod, NS, resource_version=rv, timeout_seconds=2
@@ -116,7 +117,7 @@ class PodRecorder(threading.Thread):
             self.started_watching.set()
 
     def stop(self) -> dict[str, set[str]]:
-        self._stop.set()
+        self._halt.set()
         self.join(10)
         if self.error is not None:
             raise self.error

@@ -1,0 +1,320 @@
+"""End to end on the local cluster with real processes: issue 4's "Done when" list, one job per behaviour.
+
+One cluster (process kubelet) and one controller process serve the whole module; every test uses its own job
+names, so tests stay independent.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_process import ControllerProcess, wait_for
+from e2e_support import NS, TERMINAL, Jobs, PodRecorder, job, template
+from kubernetes import client
+
+from t9k_provider.local.testing import LocalCluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOADS = ROOT / "dags_examples" / "workloads"
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, ControllerProcess, Jobs]]:
+    state = tmp_path_factory.mktemp("e2e")
+    cluster = LocalCluster(state / "cluster", kubelet="process")
+    cluster.start()
+    controller = ControllerProcess(cluster.kubeconfig, state / "controller.log")
+    try:
+        controller.start().wait_ready(60)
+        yield cluster, controller, Jobs(cluster.api_client())
+    finally:
+        controller.stop()
+        cluster.stop()
+
+
+@pytest.fixture
+def jobs(env: tuple[LocalCluster, ControllerProcess, Jobs]) -> Jobs:
+    return env[2]
+
+
+def wait_phase(jobs: Jobs, kind: str, name: str, phases: tuple[str, ...], timeout: float = 60) -> dict:
+    def check() -> dict | None:
+        obj = jobs.get(kind, name)
+        return obj if (obj.get("status") or {}).get("phase") in phases else None
+
+    try:
+        return wait_for(check, timeout, f"{kind} {name} phase in {phases}")
+    except AssertionError as exc:
+        status = json.dumps(jobs.get(kind, name).get("status"), indent=1)
+        raise AssertionError(f"{exc}\nstatus: {status}") from None
+
+
+def cond(obj: dict, ctype: str) -> dict:
+    found = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
+    assert found is not None, f"no {ctype} condition in {obj.get('status')}"
+    return found
+
+
+def pod_phase(jobs: Jobs, name: str) -> str | None:
+    try:
+        return jobs.core.read_namespaced_pod(name, NS).status.phase
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def test_genericjob_success_rule_over_two_types(jobs: Jobs) -> None:
+    """Success needs master-0 and worker-0; worker-1 is still running and is cleaned up as unfinished."""
+    jobs.create(job("GenericJob", "gj-success", {
+        "successRules": [{"master": [0], "worker": [0]}],
+        "failureRules": [{"master": [0]}],
+        "cleanUpPolicy": "Unfinished",
+        "replicaSpecs": [
+            {"type": "master", "template": template("main", "sleep 0.5")},
+            {"type": "worker", "replicas": 2,
+             "template": template("main", "sleep 1; test $(rank) = 0 || sleep 300")},
+        ],
+    }))  # fmt: skip
+    obj = wait_phase(jobs, "GenericJob", "gj-success", TERMINAL)
+    assert obj["status"]["phase"] == "Succeeded"
+    assert cond(obj, "Completed")["status"] == "True"
+    assert cond(obj, "Running")["status"] == "False"
+    wait_for(lambda: pod_phase(jobs, "gj-success-worker-1") is None, 30, "unfinished worker-1 cleaned up")
+    assert pod_phase(jobs, "gj-success-master-0") == "Succeeded"
+
+
+def test_genericjob_failure_rule_needs_every_listed_replica(jobs: Jobs) -> None:
+    jobs.create(job("GenericJob", "gj-failure", {
+        "successRules": [{"worker": [0]}],
+        "failureRules": [{"master": [0], "worker": [1]}],
+        "replicaSpecs": [
+            {"type": "master", "restartPolicy": {"policy": "Never"}, "template": template("main", "exit 2")},
+            {
+                "type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
+                "template": template("main", "test $(rank) = 1 && { sleep 2; exit 1; }; sleep 300"),
+            },
+        ],
+    }))  # fmt: skip
+    wait_for(lambda: pod_phase(jobs, "gj-failure-master-0") == "Failed", 30, "master fails")
+    assert jobs.phase("GenericJob", "gj-failure") not in TERMINAL, (
+        "one failed replica of the rule is not enough"
+    )
+    obj = wait_phase(jobs, "GenericJob", "gj-failure", TERMINAL)
+    assert obj["status"]["phase"] == "Failed"
+    failed = cond(obj, "Failed")
+    assert failed["status"] == "True" and "master" in failed["message"] and "worker" in failed["message"]
+
+
+def test_pytorch_two_workers_train_with_gloo(jobs: Jobs, tmp_path: Path) -> None:
+    subprocess.run(
+        [PY, str(WORKLOADS / "prepare_data.py"), "--out", str(tmp_path), "--samples", "512"],
+        check=True, timeout=60, capture_output=True,
+    )  # fmt: skip
+    script = f"{PY} {WORKLOADS / 'train_ddp.py'} --data {tmp_path} --epochs 3 --out {tmp_path}"
+    jobs.create(job("PyTorchTrainingJob", "pj-ddp", {
+        "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "Never",
+                          "template": template("pytorch", script)}],
+    }))  # fmt: skip
+    obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-ddp", TERMINAL, timeout=150)
+    logs = {p: jobs.log(p) for p in ("pj-ddp-worker-0", "pj-ddp-worker-1")}
+    assert obj["status"]["phase"] == "Succeeded", logs
+    for rank, name in enumerate(sorted(logs)):
+        lines = [line for line in logs[name].splitlines() if line.startswith("epoch ")]
+        assert len(lines) == 3 and all(f"rank={rank} world_size=2" in line for line in lines), logs[name]
+    assert (tmp_path / "model.pt").exists()
+
+
+ENV_DUMP = (
+    f"{PY} -c 'import json, os; print(json.dumps({{k: os.environ.get(k) for k in "
+    '["TF_CONFIG", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"]}))\''
+)
+
+
+def dumped_env(jobs: Jobs, pod: str) -> dict[str, Any]:
+    # The job may succeed on its chief/master alone; the other replicas finish on their own.
+    wait_for(lambda: pod_phase(jobs, pod) == "Succeeded", 60, f"{pod} Succeeded")
+    lines = [line for line in jobs.log(pod).splitlines() if line.startswith("{")]
+    assert lines, jobs.log(pod)
+    return json.loads(lines[-1])
+
+
+def test_tensorflow_replicas_read_a_correct_tf_config(jobs: Jobs) -> None:
+    jobs.create(job("TensorFlowTrainingJob", "tj-env", {
+        "replicaSpecs": [
+            {"type": "chief", "template": template("tensorflow", ENV_DUMP)},
+            {"type": "worker", "replicas": 2, "template": template("tensorflow", ENV_DUMP)},
+        ],
+    }))  # fmt: skip
+    obj = wait_phase(jobs, "TensorFlowTrainingJob", "tj-env", TERMINAL, timeout=90)
+    assert obj["status"]["phase"] == "Succeeded"
+    for pod, task in (("tj-env-chief-0", ("chief", 0)), ("tj-env-worker-0", ("worker", 0)),
+                      ("tj-env-worker-1", ("worker", 1))):  # fmt: skip
+        config = json.loads(dumped_env(jobs, pod)["TF_CONFIG"])
+        assert config["task"] == {"type": task[0], "index": task[1]}
+        cluster = config["cluster"]
+        assert sorted(cluster) == ["chief", "worker"]
+        assert [h.split(":")[0].split(".")[0] for h in cluster["chief"]] == ["tj-env-chief-0"]
+        assert [h.split(":")[0].split(".")[0] for h in cluster["worker"]] == [
+            "tj-env-worker-0",
+            "tj-env-worker-1",
+        ]
+        assert all(h.rsplit(":", 1)[1].isdigit() for h in cluster["chief"] + cluster["worker"])
+
+
+def test_xgboost_replicas_read_master_addr_rank_and_world_size(jobs: Jobs) -> None:
+    jobs.create(job("XGBoostTrainingJob", "xj-env", {
+        "replicaSpecs": [
+            {"type": "master", "template": template("xgboost", ENV_DUMP)},
+            {"type": "worker", "replicas": 2, "template": template("xgboost", ENV_DUMP)},
+        ],
+    }))  # fmt: skip
+    obj = wait_phase(jobs, "XGBoostTrainingJob", "xj-env", TERMINAL, timeout=90)
+    assert obj["status"]["phase"] == "Succeeded"
+    ranks = {}
+    for pod in ("xj-env-master-0", "xj-env-worker-0", "xj-env-worker-1"):
+        env = dumped_env(jobs, pod)
+        assert env["MASTER_ADDR"].split(".")[0] == "xj-env-master-0"
+        assert env["MASTER_PORT"] and env["MASTER_PORT"].isdigit()
+        assert env["WORLD_SIZE"] == "3"
+        ranks[pod] = env["RANK"]
+    assert ranks == {"xj-env-master-0": "0", "xj-env-worker-0": "1", "xj-env-worker-1": "2"}
+
+
+def test_exitcode_137_restarts_until_backoff_limit_then_fails(
+    env: tuple[LocalCluster, ControllerProcess, Jobs], jobs: Jobs
+) -> None:
+    recorder = PodRecorder(env[0].api_client())
+    recorder.start()
+    assert recorder.started_watching.wait(10)
+    jobs.create(job("PyTorchTrainingJob", "pj-137", {
+        "runPolicy": {"backoffLimit": 2},
+        "replicaSpecs": [{"type": "master", "restartPolicy": "ExitCode",
+                          "template": template("pytorch", "sleep 0.3; exit 137")}],
+    }))  # fmt: skip
+    obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-137", TERMINAL)
+    time.sleep(1)
+    seen = recorder.stop()
+    assert obj["status"]["phase"] == "Failed"
+    assert obj["status"]["backoffCount"] == 2
+    assert len(seen["pj-137-master-0"]) == 3, "1 run + backoffLimit restarts"
+    assert cond(obj, "Failed")["status"] == "True"
+
+
+def test_exitcode_permanent_code_is_not_restarted(jobs: Jobs) -> None:
+    jobs.create(job("PyTorchTrainingJob", "pj-exit1", {
+        "runPolicy": {"backoffLimit": 5},
+        "replicaSpecs": [{"type": "master", "restartPolicy": "ExitCode",
+                          "template": template("pytorch", "exit 1")}],
+    }))  # fmt: skip
+    obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-exit1", TERMINAL)
+    assert obj["status"]["phase"] == "Failed"
+    assert obj["status"].get("backoffCount", 0) == 0
+
+
+def test_pause_then_resume(jobs: Jobs) -> None:
+    jobs.create(job("GenericJob", "gj-pause", {
+        "replicaSpecs": [{"type": "worker", "replicas": 2, "template": template("main", "sleep 300")}],
+    }))  # fmt: skip
+    wait_phase(jobs, "GenericJob", "gj-pause", ("Running",))
+    before = {p.metadata.name: p.metadata.uid for p in jobs.pods("gj-pause")}
+    assert sorted(before) == ["gj-pause-worker-0", "gj-pause-worker-1"]
+    jobs.patch("GenericJob", "gj-pause", {"spec": {"runMode": {"pause": {"enabled": True}}}})
+    obj = wait_phase(jobs, "GenericJob", "gj-pause", ("Paused",))
+    assert cond(obj, "Paused")["status"] == "True"
+    wait_for(lambda: not jobs.pods("gj-pause"), 30, "paused pods deleted")
+    jobs.patch("GenericJob", "gj-pause", {"spec": {"runMode": {"pause": {"enabled": False}}}})
+    wait_phase(jobs, "GenericJob", "gj-pause", ("Running",))
+    after = {p.metadata.name: p.metadata.uid for p in jobs.pods("gj-pause")}
+    assert sorted(after) == sorted(before) and not set(after.values()) & set(before.values())
+    assert cond(jobs.get("GenericJob", "gj-pause"), "Paused")["status"] == "False"
+
+
+def test_debug_mode_replaces_the_command_and_does_not_finish(jobs: Jobs) -> None:
+    jobs.create(job("GenericJob", "gj-debug", {
+        "runMode": {"debug": {"enabled": True}},
+        "replicaSpecs": [{"type": "worker", "template": template("main", "exit 1")}],
+    }))  # fmt: skip
+    wait_phase(jobs, "GenericJob", "gj-debug", ("Running",))
+    (pod,) = jobs.pods("gj-debug")
+    assert pod.spec.containers[0].command == ["sleep", "inf"]
+    wait_for(lambda: pod_phase(jobs, "gj-debug-worker-0") == "Running", 30, "debug pod running")
+    time.sleep(2)
+    assert jobs.phase("GenericJob", "gj-debug") == "Running"
+
+
+def test_active_deadline_fails_a_job_that_gets_no_further_events(jobs: Jobs) -> None:
+    jobs.create(job("PyTorchTrainingJob", "pj-deadline", {
+        "runPolicy": {"activeDeadlineSeconds": 3},
+        "replicaSpecs": [{"type": "master", "template": template("pytorch", "sleep 300")}],
+    }))  # fmt: skip
+    obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-deadline", TERMINAL, timeout=30)
+    assert obj["status"]["phase"] == "Failed"
+    assert cond(obj, "Failed")["reason"] == "DeadlineExceeded"
+    wait_for(lambda: not jobs.pods("pj-deadline"), 30, "unfinished pods deleted at the deadline")
+
+
+@pytest.mark.parametrize(
+    ("policy", "master_kept", "worker_kept"),
+    [("None", True, True), ("Unfinished", True, False), ("All", False, False)],
+)
+def test_cleanup_policy(jobs: Jobs, policy: str, master_kept: bool, worker_kept: bool) -> None:
+    name = f"gj-clean-{policy.lower()}"
+    jobs.create(job("GenericJob", name, {
+        "cleanUpPolicy": policy,
+        "successRules": [{"master": [0]}],
+        "replicaSpecs": [
+            {"type": "master", "template": template("main", "sleep 1")},
+            {"type": "worker", "template": template("main", "sleep 300")},
+        ],
+    }))  # fmt: skip
+    obj = wait_phase(jobs, "GenericJob", name, TERMINAL)
+    assert obj["status"]["phase"] == "Succeeded"
+    expected = sorted([f"{name}-master-0"] * master_kept + [f"{name}-worker-0"] * worker_kept)
+    wait_for(lambda: jobs.pod_names(name) == expected, 30, f"pods {expected} after cleanup {policy}")
+    time.sleep(1.5)
+    assert jobs.pod_names(name) == expected, "cleanup is applied once and stays applied"
+
+
+def test_t9k_scheduler_objects(jobs: Jobs) -> None:
+    jobs.create(job("GenericJob", "gj-sched", {
+        "scheduler": {"t9kScheduler": {"queue": "team-a", "priority": 50}},
+        "replicaSpecs": [{"type": "worker", "replicas": 2, "template": template("main", "sleep 300")}],
+    }))  # fmt: skip
+    custom = jobs.custom
+    group = wait_for(
+        lambda: _get_or_none(lambda: custom.get_namespaced_custom_object(
+            "scheduler.tensorstack.dev", "v1beta1", NS, "podgroups", "gj-sched")),
+        30, "PodGroup gj-sched",
+    )  # fmt: skip
+    assert group["spec"]["queue"] == "team-a"
+    assert group["spec"]["priority"] == 50
+    assert group["spec"]["minMember"] == 2
+    (owner,) = group["metadata"]["ownerReferences"]
+    assert owner["kind"] == "GenericJob" and owner["name"] == "gj-sched" and owner["controller"] is True
+    pods = wait_for(lambda: len(jobs.pods("gj-sched")) == 2 and jobs.pods("gj-sched"), 30, "two pods")
+    for pod in pods:
+        assert pod.spec.scheduler_name == "t9k-scheduler"
+        labels = pod.metadata.labels
+        assert labels["scheduler.tensorstack.dev/group-name"] == "gj-sched"
+        assert labels["scheduler.tensorstack.dev/queue"] == "team-a"
+        assert labels["scheduler.tensorstack.dev/role"] == "worker"
+
+
+def _get_or_none(read: Any) -> Any:
+    try:
+        return read()
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise

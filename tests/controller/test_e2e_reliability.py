@@ -1,0 +1,213 @@
+"""Reliability requirements on the local cluster: R13 invalid specs, R15 conflicts, R9/5.3 outside deletes,
+create failures surfaced without hot loops, and leader election between two controller processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from controller_process import ControllerProcess, wait_for
+from e2e_support import NS, TERMINAL, Jobs, job, template
+from kubernetes import client
+
+from t9k_provider.controller.engine import WATCHED_CHILD_TYPES, reconcile
+from t9k_provider.controller.runtime.api import KubeApi, ResourceType
+from t9k_provider.controller.runtime.cache import Caches
+from t9k_provider.controller.runtime.events import EventRecorder
+from t9k_provider.controller.runtime.informer import Informer
+from t9k_provider.controller.runtime.metrics import Metrics
+from t9k_provider.controller.runtime.reconciler import Reconciler
+from t9k_provider.jobs import API_VERSION, KINDS
+from t9k_provider.local.testing import LocalCluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(tmp_path_factory.mktemp("reliability"), kubelet="process")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def controller(cluster: LocalCluster, tmp_path: Path) -> Iterator[ControllerProcess]:
+    """One controller per test, so tests that run their own controllers never share the cluster with it."""
+    proc = ControllerProcess(cluster.kubeconfig, tmp_path / "controller.log")
+    try:
+        yield proc.start().wait_ready(60)
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def jobs(cluster: LocalCluster) -> Jobs:
+    return Jobs(cluster.api_client())
+
+
+def reconciles(controller: ControllerProcess, kind: str) -> float:
+    return controller.metric_sum("t9k_controller_reconcile_total", kind=kind)
+
+
+def events_for(jobs: Jobs, name: str) -> list[client.CoreV1Event]:
+    return jobs.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
+
+
+def test_invalid_spec_fails_with_the_field_named_and_no_hot_loop(
+    jobs: Jobs, controller: ControllerProcess
+) -> None:
+    """Applied directly (no client-side validation): the rule names a replica type that does not exist."""
+    jobs.create(job("GenericJob", "gj-invalid", {
+        "successRules": [{"chief": [0]}],
+        "replicaSpecs": [{"type": "worker", "template": template("main", "true")}],
+    }))  # fmt: skip
+    wait_for(lambda: jobs.phase("GenericJob", "gj-invalid") == "Failed", 30, "invalid job Failed")
+    failed = jobs.condition("GenericJob", "gj-invalid", "Failed")
+    assert failed is not None and failed["status"] == "True"
+    assert "spec.successRules" in failed["message"]
+    assert jobs.pods("gj-invalid") == []
+    settled = reconciles(controller, "GenericJob")
+    time.sleep(3)
+    assert reconciles(controller, "GenericJob") - settled <= 2, "no hot loop on an invalid job"
+
+
+def test_create_rejected_by_the_server_is_surfaced_not_hot_looped(
+    jobs: Jobs, controller: ControllerProcess
+) -> None:
+    """The pod template carries a label value the API server rejects (422) when the pod is created."""
+    tpl = template("main", "true")
+    tpl["metadata"] = {"labels": {"note": "not a valid label value!"}}
+    jobs.create(job("GenericJob", "gj-rejected", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
+
+    def surfaced() -> dict | None:
+        found = jobs.condition("GenericJob", "gj-rejected", "ReplicaFailure")
+        return found if found and found["status"] == "True" else None
+
+    condition = wait_for(surfaced, 30, "ReplicaFailure=True")
+    assert condition["reason"] == "FailedCreate" and "gj-rejected-worker-0" in condition["message"]
+    warnings = [e for e in events_for(jobs, "gj-rejected") if e.reason == "FailedCreate"]
+    assert warnings and warnings[0].type == "Warning"
+    assert warnings[0].reporting_component == "t9k-controller"
+    before = controller.metric_sum("t9k_controller_actions_total", action="create", outcome="FailedCreate")
+    time.sleep(3)
+    after = controller.metric_sum("t9k_controller_actions_total", action="create", outcome="FailedCreate")
+    assert after - before <= 6, "create retries back off exponentially"
+
+
+def test_pod_deleted_from_outside_is_recreated_without_using_the_backoff_budget(
+    jobs: Jobs, controller: ControllerProcess
+) -> None:
+    jobs.create(job("PyTorchTrainingJob", "pj-preempted", {
+        "runPolicy": {"backoffLimit": 0},
+        "replicaSpecs": [{"type": "master", "template": template("pytorch", "sleep 300")}],
+    }))  # fmt: skip
+    wait_for(lambda: jobs.phase("PyTorchTrainingJob", "pj-preempted") == "Running", 30, "Running")
+    (pod,) = jobs.pods("pj-preempted")
+    jobs.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
+
+    def replaced() -> bool:
+        pods = jobs.pods("pj-preempted")
+        return len(pods) == 1 and pods[0].metadata.uid != pod.metadata.uid
+
+    wait_for(replaced, 30, "the deleted pod recreated")
+    wait_for(lambda: jobs.phase("PyTorchTrainingJob", "pj-preempted") == "Running", 30, "Running again")
+    status = jobs.get("PyTorchTrainingJob", "pj-preempted")["status"]
+    assert status.get("backoffCount", 0) == 0
+    assert status["phase"] not in TERMINAL
+
+
+def test_events_record_transitions(jobs: Jobs, controller: ControllerProcess) -> None:
+    jobs.create(job("GenericJob", "gj-events", {
+        "replicaSpecs": [{"type": "worker", "template": template("main", "sleep 0.5")}],
+    }))  # fmt: skip
+    wait_for(lambda: jobs.phase("GenericJob", "gj-events") == "Succeeded", 30, "Succeeded")
+    events = wait_for(lambda: events_for(jobs, "gj-events"), 10, "events")
+    for event in events:
+        assert event.involved_object.kind == "GenericJob"
+        assert event.involved_object.uid == jobs.get("GenericJob", "gj-events")["metadata"]["uid"]
+        assert event.source.component == "t9k-controller"
+    assert len({e.reason for e in events}) >= 2, [e.reason for e in events]
+
+
+async def test_status_conflict_is_retried_from_fresh_state(cluster: LocalCluster, jobs: Jobs) -> None:
+    """A status computed from a stale copy of the job hits 409; the reconciler re-reads and loses nothing."""
+    created = jobs.create(job("GenericJob", "gj-conflict", {
+        "runMode": {"pause": {"enabled": True}},
+        "replicaSpecs": [{"type": "worker", "template": template("main", "true")}],
+    }))  # fmt: skip
+    jobs.patch("GenericJob", "gj-conflict", {"metadata": {"labels": {"touched": "by-user"}}})
+    async with cluster.async_api_client() as api_client:
+        metrics = Metrics()
+        api = KubeApi(api_client, metrics)
+        job_types = [ResourceType(API_VERSION, k, cls.PLURAL) for k, cls in KINDS.items()]
+        child_types = [ResourceType(*t) for t in WATCHED_CHILD_TYPES]
+        caches = Caches(job_types, child_types)
+        for rt in [*job_types, *child_types]:
+            caches.add(Informer(api, rt, NS, metrics))  # not started: the test controls the cache
+        caches.observe(created)  # stale: the user's label change bumped the resourceVersion since
+        reconciler = Reconciler(api, caches, EventRecorder(api, metrics, "test"), metrics, reconcile)
+        outcome = await reconciler.reconcile(("GenericJob", NS, "gj-conflict"))
+    assert not outcome.retry
+    assert metrics.status_writes.labels(outcome="conflict")._value.get() == 1
+    assert metrics.status_writes.labels(outcome="written")._value.get() == 1
+    fresh = jobs.get("GenericJob", "gj-conflict")
+    assert fresh["metadata"]["labels"]["touched"] == "by-user"
+    assert fresh["status"]["phase"] == "Paused"
+
+
+def test_two_leader_elected_controllers_never_act_together(
+    cluster: LocalCluster, jobs: Jobs, tmp_path: Path
+) -> None:
+    timing = ["--leader-elect", "--lease-name", "e2e-le", "--lease-duration", "3", "--renew-deadline", "2",
+              "--retry-period", "0.5"]  # fmt: skip
+    a = ControllerProcess(cluster.kubeconfig, tmp_path / "a.log", *timing, "--identity", "a")
+    b = ControllerProcess(cluster.kubeconfig, tmp_path / "b.log", *timing, "--identity", "b")
+    try:
+        a.start().wait_ready(60)
+        wait_for(lambda: a.metric_sum("t9k_controller_leader") == 1, 30, "a leads")
+        b.start().wait_ready(60)
+        jobs.create(job("GenericJob", "gj-le-1", {
+            "replicaSpecs": [{"type": "worker", "template": template("main", "sleep 0.5")}],
+        }))  # fmt: skip
+        wait_for(lambda: jobs.phase("GenericJob", "gj-le-1") == "Succeeded", 30, "job done by the leader")
+        assert b.metric_sum("t9k_controller_leader") == 0
+        assert b.metric_sum("t9k_controller_api_requests_total", access="write") == 0, "the standby wrote"
+        assert b.metric_sum("t9k_controller_reconcile_total") == 0
+
+        a.kill()  # crash without releasing: b waits for the lease to expire, then takes over
+        killed = time.monotonic()
+        wait_for(lambda: b.metric_sum("t9k_controller_leader") == 1, 30, "b takes over")
+        assert time.monotonic() - killed >= 2.0
+        jobs.create(job("GenericJob", "gj-le-2", {
+            "replicaSpecs": [{"type": "worker", "template": template("main", "sleep 0.5")}],
+        }))  # fmt: skip
+        wait_for(lambda: jobs.phase("GenericJob", "gj-le-2") == "Succeeded", 30, "job done by the new leader")
+
+        a.start().wait_ready(60)
+        assert b.stop() == 0  # clean shutdown releases the lease: a takes over within a retry period or two
+        released = time.monotonic()
+        wait_for(lambda: a.metric_sum("t9k_controller_leader") == 1, 10, "a takes over after release")
+        assert time.monotonic() - released < 2.5
+    finally:
+        a.kill()
+        b.kill()
+
+
+def test_health_endpoints(controller: ControllerProcess) -> None:
+    assert controller.ready()
+    assert controller.live() == (200, "ok\n")
+    names = {name for name, _ in controller.metrics()}
+    for metric in (
+        "reconcile_total",
+        "workqueue_depth",
+        "reconcile_duration_seconds_bucket",
+        "api_requests_total",
+    ):
+        assert f"t9k_controller_{metric}" in names, metric
+    reads = controller.metric_sum("t9k_controller_api_requests_total", access="read")
+    assert reads >= 16, "one list and one watch per watched type at least"
