@@ -32,7 +32,7 @@ class BeamRunMode(Model):
 
 class BeamJobSpec(JobSpec):
     flink_cluster_template: FlinkClusterTemplate
-    job_template: KubeObject
+    job_template: KubeObject = Field(description="batch/v1 JobTemplateSpec that submits the pipeline.")
     run_policy: BeamRunPolicy = Field(default_factory=BeamRunPolicy)
     run_mode: BeamRunMode | None = None
     scheduler: SchedulePolicy | None = None

@@ -59,7 +59,7 @@ class ColossalAIWorker(Model):
 
     replicas: int = Field(1, ge=1)
     proc_per_worker: int = Field(1, ge=1)
-    command: list[str] = Field(min_length=1)
+    command: list[str] = Field(min_length=1, description="Training script and its arguments.")
     torch_args: list[str] | None = None
     template: KubeObject = Field(default_factory=dict)
 

@@ -17,16 +17,18 @@ class RestartPolicy(Model):
     """What to do when a replica fails, and how many times each replica may be restarted."""
 
     policy: RestartPolicyName = "OnFailure"
-    limit: int = Field(0, ge=0, le=32767)
+    limit: int = Field(0, ge=0, le=32767, description="Restarts allowed per replica (default 0).")
 
 
 class ReplicaSpec(Model):
     """Replicas of one type, with a restart policy object (`{policy, limit}`)."""
 
-    type: str = Field(min_length=1)
+    type: str = Field(min_length=1, description="Replica type; pods are named <job>-<type>-<rank>.")
     replicas: int = Field(1, ge=1)
     restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
-    template: KubeObject = Field(default_factory=dict)
+    template: KubeObject = Field(
+        default_factory=dict, description="PodTemplateSpec; its restartPolicy is Never."
+    )
 
 
 class TrainingReplicaSpec(Model):
@@ -34,8 +36,12 @@ class TrainingReplicaSpec(Model):
 
     type: str = Field(min_length=1)
     replicas: int = Field(1, ge=1)
-    restart_policy: TrainingRestartPolicy = "OnFailure"
-    template: KubeObject = Field(default_factory=dict)
+    restart_policy: TrainingRestartPolicy = Field(
+        "OnFailure", description="ExitCode restarts on exit codes 130, 137, 138 and 143 only."
+    )
+    template: KubeObject = Field(
+        default_factory=dict, description="PodTemplateSpec; its restartPolicy is Never."
+    )
 
 
 class PyTorchReplicaSpec(TrainingReplicaSpec):
@@ -47,15 +53,19 @@ class PyTorchReplicaSpec(TrainingReplicaSpec):
 class RunPolicy(Model):
     """Run policy of the TrainingJobs and DeepSpeedJob."""
 
-    active_deadline_seconds: int | None = Field(None, ge=1)
-    backoff_limit: int = Field(3, ge=0)
-    clean_up_policy: CleanUpPolicy = "None"
+    active_deadline_seconds: int | None = Field(
+        None, ge=1, description="Fail the job this long after it started."
+    )
+    backoff_limit: int = Field(3, ge=0, description="Restarts allowed, shared by all replicas (default 3).")
+    clean_up_policy: CleanUpPolicy = Field(
+        "None", description="Replicas to delete once the job has finished."
+    )
 
 
 class WorkersRunPolicy(Model):
     """Run policy of MPIJob and ColossalAIJob: only whether workers are deleted after the end."""
 
-    clean_up_workers: bool = False
+    clean_up_workers: bool = Field(False, description="Delete the workers once finished; the launcher stays.")
 
 
 class DebugReplicaSpec(Model):
@@ -63,7 +73,7 @@ class DebugReplicaSpec(Model):
 
     type: str = Field(min_length=1)
     skip_init_container: bool = False
-    command: list[str] | None = None
+    command: list[str] | None = Field(None, description="Replaces the training container's command.")
 
 
 class DebugMode(Model):
@@ -109,7 +119,7 @@ class T9kScheduler(Model):
     RENAMED: ClassVar[dict[str, str]] = {"Queue": "queue"}
 
     queue: str = Field(min_length=1)
-    priority: int = Field(0, ge=0, le=100)
+    priority: int = Field(0, ge=0, le=100, description="PodGroup priority, 0..100 (default 0).")
 
 
 class SchedulePolicy(Model):
@@ -126,7 +136,7 @@ class ElasticConfig(Model):
     enabled: bool = False
     min_replicas: int | None = Field(None, ge=1)
     max_replicas: int | None = Field(None, ge=1)
-    expected_replicas: int | None = Field(None, ge=1)
+    expected_replicas: int | None = Field(None, ge=1, description="Desired scale, clamped to [min, max].")
 
     @model_validator(mode="after")
     def _range(self) -> ElasticConfig:

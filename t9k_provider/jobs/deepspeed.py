@@ -62,8 +62,10 @@ class DeepSpeedConfig(Model):
     slots_per_worker: int | None = Field(None, ge=1)
     local_rank: bool = True
     autotune: Literal["none", "run", "tune"] = "none"
-    other_args: list[str] = Field(default_factory=list)
-    custom_command: str | None = None
+    other_args: list[str] = Field(
+        default_factory=list, description="Extra deepspeed arguments (pdsh launcher)."
+    )
+    custom_command: str | None = Field(None, description="Replaces every config field but slotsPerWorker.")
 
 
 class DeepSpeedWorker(Model):

@@ -19,10 +19,16 @@ FinishedRule = dict[str, list[RankValue]]
 
 class GenericJobSpec(JobSpec):
     replica_specs: list[ReplicaSpec] = Field(min_length=1)
-    success_rules: list[FinishedRule] | None = None
-    failure_rules: list[FinishedRule] | None = None
+    success_rules: list[FinishedRule] | None = Field(
+        None, description="The job succeeds when all replicas of any one rule ({type: [ranks]}) succeeded."
+    )
+    failure_rules: list[FinishedRule] | None = Field(
+        None, description="The job fails when all replicas of any one rule failed for good."
+    )
     service: ServiceOption | None = None
-    clean_up_policy: CleanUpPolicy = "None"
+    clean_up_policy: CleanUpPolicy = Field(
+        "None", description="Replicas to delete once the job has finished."
+    )
     run_mode: RunMode | None = None
     scheduler: SchedulePolicy | None = None
 

@@ -44,7 +44,7 @@ class MPIWorker(Model):
 
     replicas: int = Field(1, ge=1)
     extra_mpi_args: list[str] | None = Field(None, alias="extraMPIArgs")
-    cmd: list[str] = Field(min_length=1)
+    cmd: list[str] = Field(min_length=1, description="Program mpirun starts once all workers are ready.")
     template: KubeObject = Field(default_factory=dict)
     processes_per_worker: int | None = Field(None, ge=1)
     process_recovery: ProcessRecovery | None = None
@@ -79,8 +79,8 @@ class MPIJobSpec(JobSpec):
     """Exactly one shape: `worker` (with `mca`, `mpiHome`) or `replicaSpecs` (with `mpiConfig`)."""
 
     worker: MPIWorker | None = None
-    mca: dict[str, str] | None = None
-    mpi_home: str | None = None
+    mca: dict[str, str] | None = Field(None, description="OpenMPI MCA parameters, passed as -mca <k> <v>.")
+    mpi_home: str | None = Field(None, description="OpenMPI installation prefix.")
     replica_specs: list[ReplicaSpec] | None = None
     mpi_config: MPIConfig | None = None
     ssh: MPISSH = Field(default_factory=MPISSH)

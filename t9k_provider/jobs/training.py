@@ -34,7 +34,9 @@ class TorchrunConfig(Model):
 
     enabled: bool = False
     max_restarts: int | None = Field(None, ge=0)
-    proc_per_node: IntOrString | None = None
+    proc_per_node: IntOrString | None = Field(
+        None, description='Processes per replica: a number, or "gpu" for the GPU count.'
+    )
     rdzv_backend: Literal["c10d", "etcd", "etcd-v2"] = "c10d"
     extra_options: list[str] = Field(default_factory=list)
     min_nodes: int | None = Field(None, ge=1)
