@@ -209,7 +209,9 @@ def test_composition_keywords() -> None:
 
 def test_additional_properties_false_forbids_unknown_keys() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
-    assert only(validate(schema, {"a": "x", "b": 1})).reason == "FieldValueForbidden"
+    assert only(validate(schema, {"a": "x", "b": 1})) == Cause(
+        "FieldValueInvalid", 'Invalid value: "b": .b in body is a forbidden property', ""
+    )
 
 
 def test_object_size_limits_and_unique_items() -> None:

@@ -264,7 +264,7 @@ def _validate_object(s: dict, value: dict, path: str, out: list[Cause]) -> None:
         elif isinstance(extra, dict):
             _validate(extra, item, _child(path, key), out)
         elif extra is False:
-            out.append(forbidden(_child(path, key), f"{_child(path, key)} in body is a forbidden property"))
+            out.append(invalid(path, key, f"{path}.{key} in body is a forbidden property"))
 
 
 def _validate_composition(s: dict, value: Any, path: str, out: list[Cause]) -> None:
