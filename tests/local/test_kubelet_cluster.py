@@ -1,0 +1,490 @@
+"""Node agents end to end: a real `t9k-local run` server, pods run as processes, driven by `kubernetes`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from t9k_provider.local.testing import LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+PY = "python"  # resolved through the pod PATH: the cluster's own interpreter
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    os.environ["T9K_LOCAL_RESTART_BACKOFF"] = "1"
+    c = LocalCluster(tmp_path_factory.mktemp("kubelet-cluster"), controller=False)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+        os.environ.pop("T9K_LOCAL_RESTART_BACKOFF", None)
+
+
+@pytest.fixture
+def core(cluster: LocalCluster) -> client.CoreV1Api:
+    return client.CoreV1Api(cluster.api_client())
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except ApiException as exc:  # e.g. logs of a container still waiting to start
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def pod_manifest(name: str, containers: list[dict], **spec: Any) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, **spec.pop("metadata", {})},
+        "spec": {"restartPolicy": "Never", "containers": containers, **spec},
+    }
+
+
+def c(name: str, script: str, **extra: Any) -> dict:
+    return {"name": name, "image": "python:3.11", "command": [PY, "-c", script], **extra}
+
+
+def phase_is(core: client.CoreV1Api, name: str, ns: str, *phases: str) -> Callable[[], Any]:
+    def probe() -> Any:
+        pod = core.read_namespaced_pod(name, ns)
+        return pod if pod.status.phase in phases else None
+
+    return probe
+
+
+def gone(core: client.CoreV1Api, name: str, ns: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        try:
+            core.read_namespaced_pod(name, ns)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    return probe
+
+
+def pod_log(core: client.CoreV1Api, name: str, ns: str, **params: Any) -> str:
+    """Raw log text (the generated client mangles `str` responses into a bytes repr, so read it raw)."""
+    resp = core.read_namespaced_pod_log(name, ns, _preload_content=False, **params)
+    return resp.data.decode()
+
+
+_ns_counter = iter(range(1000))
+
+
+@pytest.fixture
+def ns(core: client.CoreV1Api) -> str:
+    name = f"t{os.getpid()}-{next(_ns_counter)}"
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def test_two_containers_exit_codes_phases_and_logs(core: client.CoreV1Api, ns: str) -> None:
+    pod = pod_manifest(
+        "two",
+        [
+            c("ok", "import time; print('out a', flush=True); time.sleep(1); print('bye a')"),
+            c(
+                "bad",
+                "import sys, time; print('to stderr', file=sys.stderr, flush=True); time.sleep(2); "
+                "print('last line'); sys.exit(3)",
+            ),
+        ],
+    )
+    core.create_namespaced_pod(ns, pod)
+    running = wait_for("Running", phase_is(core, "two", ns, "Running"))
+    conds = {cd.type: cd.status for cd in running.status.conditions}
+    assert conds["PodScheduled"] == "True" and conds["Initialized"] == "True"
+    assert running.spec.node_name == "t9k-local-node"
+    assert running.status.pod_ip and running.status.host_ip and running.status.start_time
+    # follow the failing container: the stream must end by itself once the process exits
+    started = time.monotonic()
+    stream = core.read_namespaced_pod_log("two", ns, container="bad", follow=True, _preload_content=False)
+    text = b"".join(stream.stream()).decode()
+    assert time.monotonic() - started < 15
+    assert text.splitlines() == ["to stderr", "last line"]
+    done = wait_for("Failed", phase_is(core, "two", ns, "Failed"))
+    by_name = {s.name: s for s in done.status.container_statuses}
+    ok, bad = by_name["ok"].state.terminated, by_name["bad"].state.terminated
+    assert (ok.exit_code, ok.reason) == (0, "Completed")
+    assert (bad.exit_code, bad.reason) == (3, "Error")
+    assert bad.started_at and bad.finished_at and bad.container_id
+    assert by_name["bad"].image == "python:3.11" and by_name["bad"].restart_count == 0
+    assert pod_log(core, "two", ns, container="ok") == "out a\nbye a\n"
+    stamped = pod_log(core, "two", ns, container="ok", timestamps=True, tail_lines=1)
+    assert stamped.endswith(" bye a\n") and stamped[:4].isdigit()
+    reasons = {e.reason for e in core.list_namespaced_event(ns).items}
+    assert {"Scheduled", "Pulled", "Created", "Started"} <= reasons
+
+
+def test_init_containers_run_in_order_with_env_and_volumes(core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_config_map(
+        ns, {"metadata": {"name": "cfg"}, "data": {"greeting": "hello", "f.txt": "F"}}
+    )
+    core.create_namespaced_secret(ns, {"metadata": {"name": "sec"}, "stringData": {"token": "s3cret"}})
+    shared = [{"name": "work", "mountPath": "/scratch"}]
+    append = "import os; open('/scratch/order','a').write(os.environ['STEP'])"
+    main_script = (
+        "import os; print(open('/scratch/order').read()); print(os.environ['MSG']); "
+        "print(os.environ['TOKEN']); "
+        "print(os.environ['POD']); print(open('/etc/cfg/f.txt').read()); print(os.getcwd()); "
+        "print(os.environ['HOSTNAME'])"
+    )
+    pod = pod_manifest(
+        "init",
+        [
+            c(
+                "main",
+                main_script,
+                workingDir="/scratch/sub",
+                env=[
+                    {"name": "G", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "greeting"}}},
+                    {"name": "MSG", "value": "$(G) world"},
+                    {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "token"}}},
+                    {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                ],
+                volumeMounts=[*shared, {"name": "cfg", "mountPath": "/etc/cfg"}],
+            )
+        ],
+        initContainers=[
+            c(
+                "first",
+                "import time; time.sleep(0.5); " + append,
+                env=[{"name": "STEP", "value": "1"}],
+                volumeMounts=shared,
+            ),
+            c("second", append, env=[{"name": "STEP", "value": "2"}], volumeMounts=shared),
+        ],
+        volumes=[{"name": "work", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "cfg"}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+    done = wait_for("Succeeded", phase_is(core, "init", ns, "Succeeded", "Failed"))
+    assert done.status.phase == "Succeeded", done.status
+    inits = done.status.init_container_statuses
+    assert [s.name for s in inits] == ["first", "second"]
+    assert all(s.state.terminated.exit_code == 0 for s in inits)
+    assert inits[0].state.terminated.finished_at <= inits[1].state.terminated.started_at
+    lines = pod_log(core, "init", ns, container="main").splitlines()
+    assert lines == ["12", "hello world", "s3cret", "init", "F", "/scratch/sub", "init"]
+
+
+def test_on_failure_restarts_with_last_state(core: client.CoreV1Api, ns: str) -> None:
+    script = (
+        "import os, sys; p='/data/runs'; n=len(open(p).read()) if os.path.exists(p) else 0; "
+        "open(p,'a').write('x'); print('run', n); sys.exit(0 if n >= 2 else 5)"
+    )
+    pod = pod_manifest(
+        "flaky",
+        [c("main", script, volumeMounts=[{"name": "d", "mountPath": "/data"}])],
+        restartPolicy="OnFailure",
+        volumes=[{"name": "d", "emptyDir": {}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+    done = wait_for("Succeeded", phase_is(core, "flaky", ns, "Succeeded", "Failed"), timeout=40)
+    assert done.status.phase == "Succeeded"
+    st = done.status.container_statuses[0]
+    assert st.restart_count == 2
+    assert st.last_state.terminated.exit_code == 5
+    assert st.state.terminated.exit_code == 0
+    assert pod_log(core, "flaky", ns, container="main") == "run 2\n"
+    assert pod_log(core, "flaky", ns, container="main", previous=True) == "run 1\n"
+    assert "BackOff" in {e.reason for e in core.list_namespaced_event(ns).items}
+
+
+def test_graceful_delete_sigterm_then_sigkill(core: client.CoreV1Api, ns: str, cluster: LocalCluster) -> None:
+    polite = (
+        "import signal, sys, time, pathlib\n"
+        "def bye(*a):\n"
+        "    pathlib.Path('/out/polite').write_text('terminated'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+        "time.sleep(60)"
+    )
+    out_dir = cluster.state_dir / "graceful-out"
+    out_dir.mkdir()
+    vol = [{"name": "out", "mountPath": "/out"}]
+    pod = pod_manifest(
+        "slow",
+        [c("polite", polite, volumeMounts=vol), c("stubborn", stubborn)],
+        terminationGracePeriodSeconds=3,
+        volumes=[{"name": "out", "hostPath": {"path": str(out_dir)}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+    wait_for("Running", phase_is(core, "slow", ns, "Running"))
+    wait_for("ready", lambda: pod_log(core, "slow", ns, container="stubborn") == "ready\n")
+    started = time.monotonic()
+    core.delete_namespaced_pod("slow", ns)
+    wait_for("pod removed", gone(core, "slow", ns), timeout=20)
+    elapsed = time.monotonic() - started
+    assert 2.5 <= elapsed < 10, elapsed  # the stubborn container held on until the grace deadline
+    assert (out_dir / "polite").read_text() == "terminated"
+    assert "Killing" in {e.reason for e in core.list_namespaced_event(ns).items}
+    pod_dirs = list((cluster.state_dir / "pods").glob(f"{ns}_slow_*"))
+    wait_for("pod dir removed", lambda: not any(d.exists() for d in pod_dirs), timeout=5)
+
+
+def test_empty_command_is_create_container_error(core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_pod(ns, pod_manifest("nocmd", [{"name": "main", "image": "busybox"}]))
+
+    def waiting_reason() -> Any:
+        pod = core.read_namespaced_pod("nocmd", ns)
+        sts = pod.status.container_statuses or []
+        return (
+            sts and sts[0].state.waiting and sts[0].state.waiting.reason == "CreateContainerError" and sts[0]
+        )
+
+    st = wait_for("CreateContainerError", waiting_reason)
+    assert "no command specified" in st.state.waiting.message
+    assert core.read_namespaced_pod("nocmd", ns).status.phase == "Pending"
+
+
+def test_missing_configmap_is_create_container_config_error(core: client.CoreV1Api, ns: str) -> None:
+    env = [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "later", "key": "k"}}}]
+    core.create_namespaced_pod(
+        ns, pod_manifest("cfgerr", [c("main", "import os; print(os.environ['X'])", env=env)])
+    )
+
+    def waiting_reason() -> Any:
+        sts = core.read_namespaced_pod("cfgerr", ns).status.container_statuses or []
+        return sts and sts[0].state.waiting and sts[0].state.waiting.reason == "CreateContainerConfigError"
+
+    wait_for("CreateContainerConfigError", waiting_reason)
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "later"}, "data": {"k": "now"}})
+    wait_for("Succeeded", phase_is(core, "cfgerr", ns, "Succeeded"), timeout=20)
+    assert pod_log(core, "cfgerr", ns) == "now\n"
+
+
+def test_active_deadline_fails_the_pod(core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_pod(
+        ns, pod_manifest("late", [c("main", "import time; time.sleep(60)")], activeDeadlineSeconds=2)
+    )
+    failed = wait_for("Failed", phase_is(core, "late", ns, "Failed"), timeout=20)
+    assert failed.status.reason == "DeadlineExceeded"
+    wait_for(
+        "terminated",
+        lambda: core.read_namespaced_pod("late", ns).status.container_statuses[0].state.terminated,
+    )
+
+
+SERVER = (
+    "import os, socket\n"
+    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind((os.environ.get('BIND', '0.0.0.0'), 8080)); s.listen()\n"
+    "print('listening', flush=True)\n"
+    "while True:\n"
+    "    conn, _ = s.accept(); conn.sendall(os.environ['HOSTNAME'].encode()); conn.close()\n"
+)
+CLIENT = (
+    "import socket, sys, time\n"
+    "for target in sys.argv[1:]:\n"
+    "    for _ in range(100):\n"
+    "        try:\n"
+    "            conn = socket.create_connection((target, 8080), timeout=2); break\n"
+    "        except OSError:\n"
+    "            time.sleep(0.1)\n"
+    "    print(target, conn.recv(100).decode(), flush=True)\n"
+)
+
+
+def _service(name: str, selector: dict[str, str]) -> dict:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector,
+            "ports": [{"port": 8080}],
+        },
+    }
+
+
+def _same_port_scenario(core: client.CoreV1Api, ns: str, bind_pod_ip: bool) -> dict[str, Any]:
+    env = [{"name": "BIND", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}] if bind_pod_ip else []
+    for i in range(2):
+        core.create_namespaced_service(ns, _service(f"srv-{i}", {"replica": str(i)}))
+        core.create_namespaced_pod(
+            ns,
+            pod_manifest(f"srv-{i}", [c("main", SERVER, env=env)], metadata={"labels": {"replica": str(i)}}),
+        )
+    for i in range(2):
+        wait_for("listening", lambda i=i: pod_log(core, f"srv-{i}", ns) == "listening\n")
+    core.create_namespaced_pod(
+        ns,
+        pod_manifest(
+            "cli",
+            [
+                {
+                    "name": "main",
+                    "image": "x",
+                    "command": [PY, "-c", CLIENT, "srv-0", f"srv-1.{ns}.svc.cluster.local"],
+                }
+            ],
+        ),
+    )
+    done = wait_for("client done", phase_is(core, "cli", ns, "Succeeded", "Failed"), timeout=40)
+    out = pod_log(core, "cli", ns)
+    assert done.status.phase == "Succeeded", out
+    assert out.splitlines() == ["srv-0 srv-0", f"srv-1.{ns}.svc.cluster.local srv-1"]
+    return {i: core.read_namespaced_pod(f"srv-{i}", ns).status.pod_ip for i in range(2)}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="pod network namespaces need root")
+def test_same_port_replicas_reach_each_other_by_service_name(core: client.CoreV1Api, ns: str) -> None:
+    ips = _same_port_scenario(core, ns, bind_pod_ip=False)
+    assert all(ip.startswith("10.251.0.") for ip in ips.values()) and ips[0] != ips[1]
+
+
+def test_host_network_fallback_uses_loopback_pod_ips(
+    local_cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    cluster = local_cluster_factory(network="host")
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespace({"metadata": {"name": "hostnet"}})
+    ips = _same_port_scenario(core, "hostnet", bind_pod_ip=True)
+    assert all(ip.startswith("127.1.") for ip in ips.values()) and ips[0] != ips[1]
+    assert "pod network: host (requested)" in cluster.log_tail(200)
+
+
+def test_kubelet_restart_readopts_running_pod(local_cluster_factory: Callable[..., LocalCluster]) -> None:
+    cluster = local_cluster_factory()
+    core = client.CoreV1Api(cluster.api_client())
+    script = "import time, sys; print('start', flush=True); time.sleep(4); print('end'); sys.exit(4)"
+    core.create_namespaced_pod("default", pod_manifest("survivor", [c("main", script)]))
+    wait_for("running", lambda: pod_log(core, "survivor", "default") == "start\n")
+    cluster.kill()  # SIGKILL: agents die, the shim and its process carry on
+    time.sleep(0.5)
+    cluster.start()
+    core = client.CoreV1Api(cluster.api_client())
+    done = wait_for("Failed", phase_is(core, "survivor", "default", "Failed", "Succeeded"), timeout=30)
+    st = done.status.container_statuses[0]
+    assert st.state.terminated.exit_code == 4 and st.restart_count == 0
+    assert pod_log(core, "survivor", "default") == "start\nend\n"
+    pod_dir = next((cluster.state_dir / "pods").glob("default_survivor_*"))
+    assert sorted(p.name for p in (pod_dir / "main").glob("[0-9]*.log")) == ["0.log"]  # never started twice
+
+
+def test_simulated_mode(local_cluster_factory: Callable[..., LocalCluster]) -> None:
+    cluster = local_cluster_factory(kubelet="simulated")
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespaced_pod("default", pod_manifest("forever", [{"name": "m", "image": "x"}]))
+    annotations = {"t9k.local/simulate-exit-code": "0", "t9k.local/simulate-after": "1"}
+    core.create_namespaced_pod(
+        "default", pod_manifest("ends", [{"name": "m", "image": "x"}], metadata={"annotations": annotations})
+    )
+    running = wait_for("Running", phase_is(core, "forever", "default", "Running"))
+    assert running.status.container_statuses[0].state.running.started_at
+    assert running.status.pod_ip
+    done = wait_for("Succeeded", phase_is(core, "ends", "default", "Succeeded"), timeout=15)
+    assert done.status.container_statuses[0].state.terminated.exit_code == 0
+    time.sleep(0.5)
+    assert core.read_namespaced_pod("forever", "default").status.phase == "Running"
+    core.delete_namespaced_pod("forever", "default")
+    wait_for("deleted", gone(core, "forever", "default"), timeout=10)
+
+
+def _job(name: str, script: str, **spec: Any) -> dict:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {"spec": {"restartPolicy": "Never", "containers": [c("main", script)]}},
+            **spec,
+        },
+    }
+
+
+def _job_condition(batch: client.BatchV1Api, name: str, ns: str) -> Callable[[], Any]:
+    def probe() -> Any:
+        job = batch.read_namespaced_job(name, ns)
+        for cond in job.status.conditions or []:
+            if cond.type in ("Complete", "Failed") and cond.status == "True":
+                return job
+        return None
+
+    return probe
+
+
+def test_batch_job_completions_and_backoff_limit(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    batch = client.BatchV1Api(cluster.api_client())
+    batch.create_namespaced_job(ns, _job("ok", "print('work')", completions=3, parallelism=2))
+    batch.create_namespaced_job(ns, _job("bad", "import sys; sys.exit(1)", backoffLimit=1))
+    ok = wait_for("ok complete", _job_condition(batch, "ok", ns), timeout=40)
+    assert [cd.type for cd in ok.status.conditions if cd.status == "True"] == ["Complete"]
+    assert ok.status.succeeded == 3 and not ok.status.active
+    assert ok.status.start_time and ok.status.completion_time
+    pods = core.list_namespaced_pod(ns, label_selector="job-name=ok").items
+    assert len(pods) == 3 and all(p.metadata.name.startswith("ok-") for p in pods)
+    assert all(p.metadata.owner_references[0].uid == ok.metadata.uid for p in pods)
+    bad = wait_for("bad failed", _job_condition(batch, "bad", ns), timeout=40)
+    failed = next(cd for cd in bad.status.conditions if cd.type == "Failed")
+    assert failed.reason == "BackoffLimitExceeded"
+    assert bad.status.failed == 2
+
+
+def test_batch_job_deadline_deletes_active_pods(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    batch = client.BatchV1Api(cluster.api_client())
+    batch.create_namespaced_job(ns, _job("slow", "import time; time.sleep(60)", activeDeadlineSeconds=2))
+    job = wait_for("deadline", _job_condition(batch, "slow", ns), timeout=30)
+    failed = next(cd for cd in job.status.conditions if cd.type == "Failed")
+    assert failed.reason == "DeadlineExceeded"
+    wait_for(
+        "pods gone",
+        lambda: not core.list_namespaced_pod(ns, label_selector="job-name=slow").items,
+        timeout=20,
+    )
+
+
+def test_pod_spec_is_json_serialisable_in_shim_spec(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    """The shim spec on disk carries argv and the computed env (checked here as the kubelet wrote it)."""
+    core.create_namespaced_pod(
+        ns,
+        pod_manifest(
+            "argv",
+            [
+                {
+                    "name": "m",
+                    "image": "x",
+                    "command": ["echo"],
+                    "args": ["$(A)", "$$(A)", "$(NOPE)"],
+                    "env": [{"name": "A", "value": "a"}],
+                }
+            ],
+        ),
+    )
+    wait_for("Succeeded", phase_is(core, "argv", ns, "Succeeded"))
+    assert pod_log(core, "argv", ns) == "a $(A) $(NOPE)\n"
+    spec_file = next((cluster.state_dir / "pods").glob(f"{ns}_argv_*/m/0.spec.json"))
+    spec = json.loads(spec_file.read_text())
+    assert spec["argv"] == ["echo", "a", "$(A)", "$(NOPE)"]
+    assert spec["env"]["PATH"].split(":")[0] == os.path.dirname(os.sys.executable)
