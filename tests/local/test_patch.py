@@ -107,6 +107,17 @@ def test_failed_test_op_is_422_invalid() -> None:
     assert "testing value /metadata/resourceVersion failed" in err.value.detail
 
 
+def test_too_many_json_patch_operations_is_413() -> None:
+    ops = [{"op": "test", "path": "/a", "value": 1}] * 10001
+    with pytest.raises(PatchError) as err:
+        apply_patch({"a": 1}, body(ops), "application/json-patch+json", kind="X", custom=True)
+    assert (err.value.code, err.value.reason) == (413, "RequestEntityTooLarge")
+    assert err.value.message.endswith("is 10000, got 10001")
+    assert apply_patch({"a": 1}, body(ops[:10000]), "application/json-patch+json", kind="X", custom=True) == {
+        "a": 1
+    }
+
+
 def test_content_type_parameters_are_ignored() -> None:
     out = apply_patch(
         {"a": 1}, b'{"b": 2}', "application/merge-patch+json; charset=utf-8", kind="X", custom=True

@@ -17,11 +17,12 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
+MAX_JSON_PATCH_OPERATIONS = 10000
 _INVALID_PATCH_MESSAGE = "the server rejected our request due to an error in our request"
 
 
 class PatchError(Exception):
-    """A patch the server refuses; ``code``/``reason``/``message`` go into the Status object.
+    """A patch the server refuses (400/413/415/422); ``code``/``reason``/``message`` go into the Status.
 
     ``detail`` says what exactly failed, for logs: the real server hides it behind a generic
     message for JSON patch failures.
@@ -83,6 +84,13 @@ def apply_patch(current: dict, body: bytes, content_type: str, *, kind: str, cus
         if not isinstance(patch, list):
             raise _bad_request(
                 f"json: cannot unmarshal {_go_json_type(patch)} into Go value of type jsonpatch.Patch"
+            )
+        if len(patch) > MAX_JSON_PATCH_OPERATIONS:
+            raise PatchError(
+                413,
+                "RequestEntityTooLarge",
+                "Request entity too large: The allowed maximum operations in a JSON patch is "
+                f"{MAX_JSON_PATCH_OPERATIONS}, got {len(patch)}",
             )
         result: Any = json_patch(current, patch)
     elif media == MERGE_PATCH:
