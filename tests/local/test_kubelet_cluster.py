@@ -488,3 +488,37 @@ def test_pod_spec_is_json_serialisable_in_shim_spec(
     spec = json.loads(spec_file.read_text())
     assert spec["argv"] == ["echo", "a", "$(A)", "$(NOPE)"]
     assert spec["env"]["PATH"].split(":")[0] == os.path.dirname(os.sys.executable)
+
+
+def test_t9k_scheduler_binds_a_podgroup_as_a_gang(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    custom = client.CustomObjectsApi(cluster.api_client())
+    custom.create_namespaced_custom_object(
+        "scheduler.tensorstack.dev",
+        "v1beta1",
+        ns,
+        "podgroups",
+        {
+            "apiVersion": "scheduler.tensorstack.dev/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "g"},
+            "spec": {"minMember": 2},
+        },
+    )
+
+    def member(name: str) -> dict:
+        return pod_manifest(
+            name,
+            [c("main", "print('hi')")],
+            schedulerName="t9k-scheduler",
+            metadata={"labels": {"scheduler.tensorstack.dev/group-name": "g"}},
+        )
+
+    core.create_namespaced_pod(ns, member("m0"))
+    time.sleep(1.5)
+    assert not core.read_namespaced_pod("m0", ns).spec.node_name  # waits for the rest of its gang
+    core.create_namespaced_pod(ns, member("m1"))
+    for name in ("m0", "m1"):
+        done = wait_for(f"{name} done", phase_is(core, name, ns, "Succeeded"), timeout=20)
+        assert done.spec.node_name == "t9k-local-node"
