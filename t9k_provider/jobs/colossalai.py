@@ -14,11 +14,11 @@ from t9k_provider.jobs.ssh import (
     DEFAULT_SSH_MOUNT_PATH,
     DEFAULT_SSHD_PATH,
     LAUNCHER_WORKER_TYPES,
-    NO_RESTART,
     NormalizedSSHJob,
     SSHSettings,
     field_exclusive_issues,
     launcher_from,
+    no_restart,
     replica_specs_issues,
     split_replica_specs,
     worker_with,
@@ -127,7 +127,7 @@ class ColossalAIJobSpec(JobSpec):
         return issues + run_mode_issues(self.run_mode, LAUNCHER_WORKER_TYPES)
 
     def normalized(self) -> NormalizedColossalAIJob:
-        """Both shapes as one `NormalizedColossalAIJob`."""
+        """Both shapes as one `NormalizedColossalAIJob`, sharing nothing with this spec."""
         common = {
             "ssh": SSHSettings(auth_mount_path=self.ssh.auth_mount_path, sshd_path=self.ssh.sshd_path),
             "clean_up_workers": self.run_policy.clean_up_workers,
@@ -138,9 +138,9 @@ class ColossalAIJobSpec(JobSpec):
             assert self.launcher is not None  # guaranteed by issues()
             worker = worker_with(self.worker.template, self.worker.replicas)
             launcher = ReplicaSpec(
-                type="launcher", restart_policy=NO_RESTART, template=self.launcher.template()
+                type="launcher", restart_policy=no_restart(), template=self.launcher.template()
             )
-            return NormalizedColossalAIJob(
+            return NormalizedColossalAIJob.deep(
                 worker=worker,
                 launcher=launcher,
                 worker_container=WORKER_CONTAINER,
@@ -155,7 +155,7 @@ class ColossalAIJobSpec(JobSpec):
         launcher, launcher_container = launcher_from(
             written_launcher, worker, WORKER_CONTAINER, LAUNCHER_CONTAINER
         )
-        return NormalizedColossalAIJob(
+        return NormalizedColossalAIJob.deep(
             worker=worker,
             launcher=launcher,
             worker_container=WORKER_CONTAINER,

@@ -124,7 +124,7 @@ class MPIJobSpec(JobSpec):
         return issues + run_mode_issues(self.run_mode, LAUNCHER_WORKER_TYPES)
 
     def normalized(self) -> NormalizedMPIJob:
-        """Both shapes as one `NormalizedMPIJob`."""
+        """Both shapes as one `NormalizedMPIJob`, sharing nothing with this spec."""
         ssh = SSHSettings(auth_mount_path=self.ssh.ssh_auth_mount_path, sshd_path=self.ssh.sshd_path)
         common = {
             "ssh": ssh,
@@ -137,7 +137,7 @@ class MPIJobSpec(JobSpec):
             launcher, launcher_container = launcher_from(
                 None, worker, DOCUMENTED_WORKER_CONTAINER, "launcher"
             )
-            return NormalizedMPIJob(
+            return NormalizedMPIJob.deep(
                 worker=worker,
                 launcher=launcher,
                 worker_container=DOCUMENTED_WORKER_CONTAINER,
@@ -154,7 +154,7 @@ class MPIJobSpec(JobSpec):
         assert worker is not None and self.mpi_config is not None  # guaranteed by issues()
         launcher, launcher_container = launcher_from(written_launcher, worker, WORKER_CONTAINER, "launcher")
         config = self.mpi_config
-        return NormalizedMPIJob(
+        return NormalizedMPIJob.deep(
             worker=worker,
             launcher=launcher,
             worker_container=WORKER_CONTAINER,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any, TypeVar
 
 from t9k_provider.jobs.base import Model
 from t9k_provider.jobs.common import ReplicaSpec, RestartPolicy, RunMode, SchedulePolicy
@@ -19,6 +20,9 @@ class SSHSettings(Model):
 
     auth_mount_path: str = DEFAULT_SSH_MOUNT_PATH
     sshd_path: str = DEFAULT_SSHD_PATH
+
+
+_Normalized = TypeVar("_Normalized", bound="NormalizedSSHJob")
 
 
 class NormalizedSSHJob(Model):
@@ -38,8 +42,15 @@ class NormalizedSSHJob(Model):
     run_mode: RunMode | None = None
     scheduler: SchedulePolicy | None = None
 
+    @classmethod
+    def deep(cls: type[_Normalized], **fields: Any) -> _Normalized:
+        """Build from parts of a spec, copying them so the controller may change the result freely."""
+        return cls(**fields).model_copy(deep=True)
 
-NO_RESTART = RestartPolicy(policy="Never", limit=0)
+
+def no_restart() -> RestartPolicy:
+    """Documented shapes have no restart policy: a failed pod stays failed."""
+    return RestartPolicy(policy="Never", limit=0)
 
 
 def split_replica_specs(specs: list[ReplicaSpec]) -> tuple[ReplicaSpec | None, ReplicaSpec | None]:
@@ -74,7 +85,7 @@ def launcher_from(
     if launcher is not None and containers(launcher.template):
         index = container_index(launcher.template, [preferred]) or 0
         return launcher, containers(launcher.template)[index]["name"]
-    base = launcher or ReplicaSpec(type="launcher", restart_policy=NO_RESTART)
+    base = launcher or ReplicaSpec(type="launcher", restart_policy=no_restart())
     derived = base.model_copy(update={"template": copy.deepcopy(worker.template), "replicas": 1})
     return derived, worker_container
 
@@ -92,7 +103,8 @@ def field_exclusive_issues(
     return []
 
 
-def worker_with(template: dict, replicas: int, restart: RestartPolicy = NO_RESTART) -> ReplicaSpec:
+def worker_with(template: dict, replicas: int) -> ReplicaSpec:
+    """The worker replica spec of a documented shape."""
     return ReplicaSpec(
-        type="worker", replicas=replicas, restart_policy=restart, template=copy.deepcopy(template)
+        type="worker", replicas=replicas, restart_policy=no_restart(), template=copy.deepcopy(template)
     )

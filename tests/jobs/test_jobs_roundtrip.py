@@ -147,8 +147,16 @@ def test_colossalaijob_shapes_normalise_to_one_form() -> None:
     assert type(a) is type(b)
 
 
-def test_normalising_does_not_change_the_job() -> None:
-    job = load(FIXTURES[0].parent / "docs-mpijob-replicaspecs.yaml")
+@pytest.mark.parametrize(
+    "fixture",
+    ["docs-mpijob-replicaspecs.yaml", "docs-mpijob-basic.yaml", "docs-colossalaijob-replicaspecs.yaml"],
+)
+def test_normalising_does_not_change_the_job(fixture: str) -> None:
+    job = load(FIXTURES[0].parent / fixture)
     before = job.to_manifest()
-    job.spec.normalized().launcher.template["spec"]["containers"][0]["name"] = "changed"
+    normal = job.spec.normalized()
+    for replica in (normal.launcher, normal.worker):
+        replica.template["spec"]["containers"][0]["name"] = "changed"
+        replica.restart_policy.limit = 7
     assert job.to_manifest() == before
+    assert job.spec.normalized().worker.restart_policy.limit != 7
