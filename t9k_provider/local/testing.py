@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -140,10 +141,18 @@ class LocalCluster:
     # -- clients -------------------------------------------------------------------------------------------
 
     def connection(self, timeout: float = 30) -> http.client.HTTPSConnection:
-        """A raw HTTPS connection that trusts this cluster's CA (send the ``token`` yourself)."""
-        return http.client.HTTPSConnection(
+        """A connected raw HTTPS connection that trusts this cluster's CA (send the ``token`` yourself).
+
+        TCP_NODELAY is set, as urllib3 and aiohttp do: ``http.client`` sends headers and body in separate
+        writes, which Nagle's algorithm would otherwise hold back until the server's delayed ACK.
+        """
+        conn = http.client.HTTPSConnection(
             "127.0.0.1", self.port, timeout=timeout, context=self.state.client_context()
         )
+        conn.connect()
+        assert conn.sock is not None
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
 
     def request(
         self,

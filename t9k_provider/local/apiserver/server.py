@@ -24,6 +24,7 @@ from t9k_provider.local.store import Store
 log = logging.getLogger(__name__)
 HEALTH_PATHS = {"/healthz", "/livez", "/readyz"}
 HOST = "127.0.0.1"
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml parses the big CRDs ~10x faster
 
 
 def _memory_bytes() -> int:
@@ -111,7 +112,7 @@ class ApiServer:
         assert res is not None
         names = []
         for path in paths:
-            for doc in yaml.safe_load_all(path.read_text()):
+            for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                     continue
                 name = doc["metadata"]["name"]
