@@ -16,6 +16,8 @@ class T9kJobLink(BaseOperatorLink):
     name = "T9k Job"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        if not getattr(operator, "job_url_template", None):
+            return ""  # no console configured: nothing was persisted
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
 
     @classmethod

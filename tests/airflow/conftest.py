@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 _HOME = Path(tempfile.mkdtemp(prefix="t9k-airflow-home-"))
-os.environ["AIRFLOW_HOME"] = str(_HOME)
-os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
-os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_HOME / 'airflow.db'}"
-os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(_HOME / "dags"))
+os.environ.setdefault("AIRFLOW_HOME", str(_HOME))
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault(
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{Path(os.environ['AIRFLOW_HOME']) / 'airflow.db'}"
+)
 
 from af_fakes import FakeHook, FakeTI  # noqa: E402
 
