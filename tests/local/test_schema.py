@@ -225,6 +225,25 @@ def test_object_size_limits_and_unique_items() -> None:
     )
 
 
+def test_list_type_set_and_map_reject_duplicates() -> None:
+    as_set = {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}}
+    assert validate(as_set, ["a", "b"]) == []
+    assert only(validate(as_set, ["a", "b", "a"])) == Cause(
+        "FieldValueDuplicate", 'Duplicate value: "a"', "[2]"
+    )
+    as_map = {
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": {"type": "object", "properties": {"type": {"type": "string"}, "v": {"type": "integer"}}},
+    }
+    ok = [{"type": "Ready", "v": 1}, {"type": "Done", "v": 1}]
+    assert validate(as_map, ok) == []
+    assert only(validate(as_map, [*ok, {"type": "Ready", "v": 2}])) == Cause(
+        "FieldValueDuplicate", 'Duplicate value: {"type":"Ready"}', "[2]"
+    )
+
+
 # --------------------------------------------------------------------------------------------- pruning
 
 
@@ -434,6 +453,14 @@ def test_crd_requires_structural_schema() -> None:
         ({"type": "string", "x-kubernetes-int-or-string": True}, "type"),
         ({"type": "object", "x-kubernetes-embedded-resource": True}, "properties"),
         ({"type": "thing"}, "type"),
+        (
+            {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "bag"},
+            "x-kubernetes-list-type",
+        ),
+        (
+            {"type": "array", "items": {"type": "object"}, "x-kubernetes-list-type": "map"},
+            "x-kubernetes-list-map-keys",
+        ),
     ],
 )
 def test_crd_structural_rules(node: dict, field_suffix: str) -> None:

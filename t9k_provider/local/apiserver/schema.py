@@ -236,10 +236,31 @@ def _validate_array(s: dict, value: list, path: str, out: list[Cause]) -> None:
             if any(json_equal(item, other) for other in value[:i]):
                 out.append(invalid(path, "", f"{path} in body shouldn't contain duplicates"))
                 break
+    _validate_list_type(s, value, path, out)
     items = s.get("items")
     if isinstance(items, dict):
         for i, item in enumerate(value):
             _validate(items, item, f"{path}[{i}]", out)
+
+
+def _validate_list_type(s: dict, value: list, path: str, out: list[Cause]) -> None:
+    """``x-kubernetes-list-type`` set/map: items (or their map keys) must be unique."""
+    list_type = s.get("x-kubernetes-list-type")
+    if list_type not in ("set", "map"):
+        return
+    keys = s.get("x-kubernetes-list-map-keys") or []
+    seen: list[Any] = []
+    for i, item in enumerate(value):
+        if list_type == "map":
+            if not isinstance(item, dict):
+                continue
+            identity: Any = {k: item.get(k) for k in keys}
+        else:
+            identity = item
+        if any(json_equal(identity, other) for other in seen):
+            out.append(duplicate(f"{path}[{i}]", identity))
+        else:
+            seen.append(identity)
 
 
 def _validate_object(s: dict, value: dict, path: str, out: list[Cause]) -> None:
@@ -504,6 +525,9 @@ _KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
     "x-kubernetes-preserve-unknown-fields": (bool,),
     "x-kubernetes-int-or-string": (bool,),
     "x-kubernetes-embedded-resource": (bool,),
+    "x-kubernetes-list-type": (str,),
+    "x-kubernetes-list-map-keys": (list,),
+    "x-kubernetes-map-type": (str,),
     "minimum": (int, float),
     "maximum": (int, float),
     "multipleOf": (int, float),
@@ -533,8 +557,17 @@ def _check_shape(s: Any, path: str, out: list[Cause]) -> bool:
         elif wrong:
             out.append(type_invalid(f"{path}.{key}", value, f"must be of type {_type_name(expected)}"))
             ok = False
-    if isinstance(s.get("required"), list) and not all(isinstance(r, str) for r in s["required"]):
-        out.append(type_invalid(f"{path}.required", s["required"], "must be of type array of strings"))
+    for key in ("required", "x-kubernetes-list-map-keys"):
+        if isinstance(s.get(key), list) and not all(isinstance(r, str) for r in s[key]):
+            out.append(type_invalid(f"{path}.{key}", s[key], "must be of type array of strings"))
+            ok = False
+    list_type = s.get("x-kubernetes-list-type")
+    if isinstance(list_type, str) and list_type not in ("atomic", "set", "map"):
+        out.append(not_supported(f"{path}.x-kubernetes-list-type", list_type, ["atomic", "set", "map"]))
+        ok = False
+    if list_type == "map" and not s.get("x-kubernetes-list-map-keys"):
+        detail = "must not be empty if x-kubernetes-list-type is map"
+        out.append(required(f"{path}.x-kubernetes-list-map-keys", detail))
         ok = False
     if isinstance(s.get("multipleOf"), (int, float)) and s["multipleOf"] <= 0:
         out.append(invalid(f"{path}.multipleOf", s["multipleOf"], "must be greater than 0"))
