@@ -188,6 +188,7 @@ def airflow_env(
 
 TASK_START = re.compile(r"\[DAG TEST\] starting task_id=(\S+)")
 TASK_END = re.compile(r"\[DAG TEST\] end task task_id=(\S+)")
+TASK_STATE = re.compile(r"Task instance state updated .* new_state=(\w+)")
 #: A replica log line copied by the operator: `... [<pod>/<container>] <text>   [airflow.task...`.
 REPLICA_LINE = re.compile(r"\] \[([\w.-]+/[\w.-]+)\] (.*?)\s+\[airflow\.task")
 REPLICA_SHOWN = re.compile(r"epoch \d+/\d+ loss=|^EVAL |^DATASET |^checkpoint|T9K_DEMO_FAIL|Error")
@@ -196,12 +197,12 @@ OPERATOR_LINE = re.compile(
 )
 
 
-def interesting(line: str) -> str | None:
+def interesting(line: str, state: str | None) -> str | None:
     """The short form of an `airflow dags test` output line worth showing live, else None."""
     if m := TASK_START.search(line):
         return f"task {m[1]}: started"
     if m := TASK_END.search(line):
-        return f"task {m[1]}: ended"
+        return f"task {m[1]}: {state or 'ended'}"
     if (m := REPLICA_LINE.search(line)) and REPLICA_SHOWN.search(m[2]):
         return f"  [{m[1]}] {m[2]}"
     if m := OPERATOR_LINE.search(line):
@@ -215,6 +216,7 @@ def run_pipeline(env: dict[str, str], logical_date: str, logs: Path) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     say(f"running `airflow {' '.join(cmd[1:])}` (output in {logs}/)")
     task_log: TextIO | None = None
+    state: str | None = None
     with (
         (logs / "dags-test.log").open("w") as log,
         subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc,
@@ -225,13 +227,15 @@ def run_pipeline(env: dict[str, str], logical_date: str, logs: Path) -> int:
             for line in proc.stdout:
                 log.write(line)
                 if m := TASK_START.search(line):
-                    task_log = (logs / f"{m[1]}.log").open("w")
+                    task_log, state = (logs / f"{m[1]}.log").open("a"), None
+                if m := TASK_STATE.search(line):
+                    state = m[1]
                 if task_log is not None:
                     task_log.write(line)
                     if TASK_END.search(line):
                         task_log.close()
                         task_log = None
-                if shown := interesting(line):
+                if shown := interesting(line, state):
                     say(shown)
                 if time.monotonic() > deadline:
                     raise DemoError(f"the pipeline did not finish within {PIPELINE_TIMEOUT}s")
@@ -247,20 +251,31 @@ def run_pipeline(env: dict[str, str], logical_date: str, logs: Path) -> int:
                     proc.kill()
 
 
-def task_states(airflow_home: Path) -> tuple[str, dict[str, str]]:
-    """The latest run of the pipeline and its task states, read from Airflow's metadata DB (SQLite)."""
+def task_states(airflow_home: Path) -> tuple[str, dict[str, str], Any]:
+    """The latest run of the pipeline, its task states and the `report` task's XCom (None if it has none),
+    read from Airflow's metadata DB (SQLite)."""
     with contextlib.closing(sqlite3.connect(airflow_home / "airflow.db")) as db:
         row = db.execute(
             "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (DAG_ID,)
         ).fetchone()
         if row is None:
             raise DemoError(f"no run of {DAG_ID} was recorded; see the dags-test log")
+        run_id = row[0]
         rows = db.execute(
             "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ? "
-            "ORDER BY start_date IS NULL, start_date, task_id",
-            (DAG_ID, row[0]),
+            "ORDER BY start_date IS NULL, start_date, priority_weight DESC, task_id",
+            (DAG_ID, run_id),
         ).fetchall()
-    return row[0], {task_id: state or "none" for task_id, state in rows}
+        result = db.execute(
+            "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = 'report' "
+            "AND key = 'return_value'",
+            (DAG_ID, run_id),
+        ).fetchone()
+    return (
+        run_id,
+        {task_id: state or "none" for task_id, state in rows},
+        json.loads(result[0]) if result else None,
+    )
 
 
 def migrate_db(env: dict[str, str], airflow_home: Path) -> None:
@@ -303,6 +318,7 @@ class Run:
 
     run_id: str
     states: dict[str, str]
+    result: Any
     jobs: list[JobView]
     logs: Path
     pods_dir: Path
@@ -331,6 +347,8 @@ def summarize(run: Run, core: client.CoreV1Api) -> bool:
             print("  the training loss did not fall: the run counts as failed")
             ok = False
 
+    if run.result is not None:
+        print(f"\n  report XCom   : {json.dumps(run.result)}")
     print(f"\n  task logs     : {run.logs}/<task>.log  (all output: {run.logs}/dags-test.log)")
     if train:
         print(f"  replica logs  : {run.pods_dir}/{NAMESPACE}_{train.name}-worker-<rank>_<uid>/pytorch/0.log")
@@ -397,8 +415,9 @@ def main(argv: list[str] | None = None) -> int:
             api_client = config.new_client_from_config(config_file=str(kubeconfig))
             with JobWatcher(client.CustomObjectsApi(api_client)) as watcher:
                 rc = run_pipeline(env, now.isoformat(), logs)
-            run_id, states = task_states(airflow_home)
-            run = Run(run_id, states, list(watcher.jobs.values()), logs, home / "cluster" / "pods", data_root)
+            run_id, states, result = task_states(airflow_home)
+            jobs = list(watcher.jobs.values())
+            run = Run(run_id, states, result, jobs, logs, home / "cluster" / "pods", data_root)
             ok = summarize(run, client.CoreV1Api(api_client)) and rc == 0
     except DemoError as exc:
         say(f"error: {exc}")
