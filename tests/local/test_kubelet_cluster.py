@@ -522,3 +522,41 @@ def test_t9k_scheduler_binds_a_podgroup_as_a_gang(
     for name in ("m0", "m1"):
         done = wait_for(f"{name} done", phase_is(core, name, ns, "Succeeded"), timeout=20)
         assert done.spec.node_name == "t9k-local-node"
+
+
+RESOLVER = (
+    "import socket, sys, time\n"
+    "for name in sys.argv[1:]:\n"
+    "    for _ in range(200):\n"
+    "        try:\n"
+    "            print(name, socket.gethostbyname(name), flush=True); break\n"
+    "        except OSError:\n"
+    "            time.sleep(0.1)\n"
+)
+
+
+def test_hosts_files_follow_pods_and_services_created_later(core: client.CoreV1Api, ns: str) -> None:
+    """A running pod sees names of pods/services created after it started (the hosts file is live)."""
+    core.create_namespaced_service(ns, _service("sub", {"grp": "x"}))
+    argv = [PY, "-c", RESOLVER, "late-0.sub", f"late-svc.{ns}.svc", "early"]
+    core.create_namespaced_pod(ns, pod_manifest("early", [{"name": "m", "image": "x", "command": argv}]))
+    wait_for("early running", phase_is(core, "early", ns, "Running"))
+    time.sleep(0.5)
+    core.create_namespaced_service(ns, _service("late-svc", {"grp": "x"}))
+    late = pod_manifest(
+        "late-0",
+        [c("m", "import time; time.sleep(30)")],
+        hostname="late-0",
+        subdomain="sub",
+        metadata={"labels": {"grp": "x"}},
+    )
+    core.create_namespaced_pod(ns, late)
+    done = wait_for("resolved", phase_is(core, "early", ns, "Succeeded", "Failed"), timeout=30)
+    late_ip = core.read_namespaced_pod("late-0", ns).status.pod_ip
+    early_ip = done.status.pod_ip
+    assert pod_log(core, "early", ns).splitlines() == [
+        f"late-0.sub {late_ip}",
+        f"late-svc.{ns}.svc {late_ip}",
+        f"early {early_ip}",
+    ]
+    core.delete_namespaced_pod("late-0", ns, grace_period_seconds=0)
