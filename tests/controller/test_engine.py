@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import copy
+import os
+import socket
+import subprocess
+import time
 
 import pytest
 from engine_sim import Sim, container, job, template
 
 from t9k_provider.controller.engine import Create, Delete, Observed, reconcile
+from t9k_provider.controller.engine.initwait import wait_container
 from t9k_provider.controller.engine.names import (
     ANNOTATION_RESTART_COUNT,
     LABEL_JOB_UID,
@@ -764,3 +769,30 @@ def test_observed_is_not_mutated():
     snapshot = copy.deepcopy(manifest)
     reconcile(observed)
     assert manifest == snapshot
+
+
+# -- the peer wait init container, run for real (loopback only) ------------------------------------------
+
+
+def _run_wait(targets: list[str], timeout: int) -> subprocess.CompletedProcess[str]:
+    spec = wait_container("ignored-image", targets, timeout=timeout)
+    env = {**os.environ, **{e["name"]: e["value"] for e in spec["env"]}}
+    return subprocess.run(spec["command"], env=env, capture_output=True, text=True, timeout=30, check=False)
+
+
+def test_wait_container_returns_once_peers_are_reachable():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        started = time.monotonic()
+        done = _run_wait(["localhost", f"127.0.0.1:{port}"], timeout=20)
+    assert done.returncode == 0 and time.monotonic() - started < 10
+    assert f"127.0.0.1:{port} is reachable" in done.stdout
+
+
+def test_wait_container_gives_up_after_its_timeout_without_failing_the_pod():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+    started = time.monotonic()
+    done = _run_wait([f"127.0.0.1:{port}"], timeout=2)  # nothing listens any more
+    assert done.returncode == 0 and 2 <= time.monotonic() - started < 15
+    assert "giving up" in done.stderr

@@ -9,9 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-# Replica restart policies the engine executes (GenericJob's policy object is mapped onto these).
-RESTART_POLICIES = ("Never", "OnFailure", "Always", "ExitCode")
-
 
 class SpecError(ValueError):
     """A spec the controller cannot satisfy; the message starts with the field path."""
@@ -62,7 +59,6 @@ class SchedulerPlan:
     queue: str
     priority: int
     min_member: int
-    roles: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

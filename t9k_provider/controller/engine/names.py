@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
-
-from t9k_provider.jobs.constants import MAX_NAME_LENGTH
-
-from .model import SpecError
 
 LABEL_OWNER_NAME = "tensorstack.dev/owner-name"
 LABEL_COMPONENT = "tensorstack.dev/component"
@@ -22,24 +17,10 @@ LABEL_ROLE = "scheduler.tensorstack.dev/role"
 
 T9K_SCHEDULER_NAME = "t9k-scheduler"
 
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-
 
 def pod_name(job: str, replica_type: str, index: int, indexed: bool = True) -> str:
     base = f"{job}-{replica_type}".lower()
     return f"{base}-{index}" if indexed else base
-
-
-def check_child_name(name: str, path: str) -> None:
-    """Pods and per-replica Services share the name, so it must be a DNS-1035 label (R13)."""
-    if len(name) > MAX_NAME_LENGTH:
-        raise SpecError(
-            path,
-            f"child name {name!r} is longer than {MAX_NAME_LENGTH} characters; "
-            "shorten the job name or the replica type",
-        )
-    if not _DNS1035.match(name):
-        raise SpecError(path, f"child name {name!r} is not a valid DNS-1035 label")
 
 
 def owner_reference(job: dict[str, Any]) -> dict[str, Any]:

@@ -12,10 +12,7 @@ PODGROUP_KIND = "PodGroup"
 
 
 def podgroup_spec(plan: SchedulerPlan) -> dict[str, Any]:
-    spec: dict[str, Any] = {"minMember": plan.min_member, "queue": plan.queue, "priority": plan.priority}
-    if plan.roles:
-        spec["roles"] = [dict(r) for r in plan.roles]
-    return spec
+    return {"minMember": plan.min_member, "queue": plan.queue, "priority": plan.priority}
 
 
 def build_podgroup(job: dict[str, Any], plan: SchedulerPlan) -> dict[str, Any]:
@@ -30,9 +27,9 @@ def build_podgroup(job: dict[str, Any], plan: SchedulerPlan) -> dict[str, Any]:
 def podgroup_drift(observed: dict[str, Any], plan: SchedulerPlan) -> dict[str, Any] | None:
     """The merge patch that brings the PodGroup's mutable fields back to the plan, or None.
 
-    The queue is immutable once pods joined it, so only minMember, priority and roles are kept in sync.
+    The queue is immutable once pods joined it, so only minMember and priority are kept in sync.
     """
     want = podgroup_spec(plan)
     have = observed.get("spec") or {}
-    patch = {k: want.get(k) for k in ("minMember", "priority", "roles") if have.get(k) != want.get(k)}
+    patch = {k: want.get(k) for k in ("minMember", "priority") if have.get(k) != want.get(k)}
     return {"spec": patch} if patch else None

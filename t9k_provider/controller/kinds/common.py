@@ -43,13 +43,11 @@ def paused(run_mode: RunMode | None) -> bool:
     return run_mode is not None and run_mode.pause_enabled
 
 
-def scheduler_plan(
-    scheduler: SchedulePolicy | None, min_member: int, roles: tuple[dict[str, Any], ...] = ()
-) -> SchedulerPlan | None:
+def scheduler_plan(scheduler: SchedulePolicy | None, min_member: int) -> SchedulerPlan | None:
     if scheduler is None or scheduler.t9k_scheduler is None:
         return None
     t9k = scheduler.t9k_scheduler
-    return SchedulerPlan(queue=t9k.queue, priority=t9k.priority, min_member=min_member, roles=roles)
+    return SchedulerPlan(queue=t9k.queue, priority=t9k.priority, min_member=min_member)
 
 
 def container_named(template: dict[str, Any], name: str) -> dict[str, Any] | None:
