@@ -6,6 +6,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -560,3 +561,21 @@ def test_hosts_files_follow_pods_and_services_created_later(core: client.CoreV1A
         f"early {early_ip}",
     ]
     core.delete_namespaced_pod("late-0", ns, grace_period_seconds=0)
+
+
+def test_stopping_the_cluster_stops_its_containers_and_networks(
+    local_cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    cluster = local_cluster_factory()
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespaced_pod(
+        "default", pod_manifest("sleeper", [c("main", "import time; time.sleep(120)")])
+    )
+    pod = wait_for("running", phase_is(core, "sleeper", "default", "Running"))
+    pid_file = next((cluster.state_dir / "pods").glob("default_sleeper_*/main/0.pid"))
+    pid = json.loads(pid_file.read_text())["container"]
+    netns = list(Path("/run/netns").glob(f"t9k-*-{pod.metadata.uid[:8]}"))
+    assert netns or os.geteuid() != 0
+    cluster.stop()
+    wait_for("container process gone", lambda: not Path(f"/proc/{pid}").exists(), timeout=10)
+    assert not any(p.exists() for p in netns)

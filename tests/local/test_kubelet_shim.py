@@ -132,3 +132,34 @@ def test_namespaces_hostname_and_bind_mounts(tmp_path: Path) -> None:
     assert proc.wait(timeout=20) == 0
     assert _text(log) == [("stdout", "pod-a"), ("stdout", "payload")]
     assert not (target / "data.txt").exists()  # the bind mount was private to the container
+
+
+def test_attempt_whose_shim_vanished_is_recorded_as_unknown(tmp_path: Path) -> None:
+    from t9k_provider.local.kubelet import runtime
+
+    cdir = tmp_path / "c"
+    cdir.mkdir()
+    ShimSpec(argv=["true"], env={}, log_path=str(cdir / "0.log")).dump(cdir / "0.spec.json")
+    (cdir / "0.state.json").write_text(json.dumps({"startedAt": "2026-01-01T00:00:00Z", "pid": 1}))
+    (attempt,) = runtime.attempts(cdir)
+    assert attempt.running and not attempt.finished
+    lost = runtime.reap_lost(cdir, attempt)
+    assert (lost.exit_code, lost.reason) == (137, "ContainerStatusUnknown")
+    assert logs.read_exit_code(cdir / "0.log") == 137
+
+
+def test_live_shim_is_recognised_by_its_command_line(tmp_path: Path) -> None:
+    from t9k_provider.local.kubelet import runtime
+
+    cdir = tmp_path / "c"
+    runtime.launch(cdir, 0, ShimSpec(argv=["sleep", "5"], env={"PATH": os.environ["PATH"]}, log_path=""))
+    log = cdir / "0.log"
+    _wait_file(pid_path(log))
+    assert runtime.shim_alive(log)
+    assert runtime.signal_container(cdir, 0, signal.SIGKILL)
+    _wait_file(logs.exit_code_path(log))
+    assert runtime.read_attempt(cdir, 0).exit_code == 137
+    deadline = time.monotonic() + 5
+    while runtime.shim_alive(log):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
