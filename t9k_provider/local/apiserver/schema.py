@@ -500,6 +500,38 @@ def _check_versions(spec: dict, out: list[Cause]) -> None:
             out.append(required(path, "schemas are required"))
         else:
             _check_structural(schema_holder["openAPIV3Schema"], path, out, root=True)
+        _check_subresources(jf.object_field(version, "subresources", f"{base}.subresources", out), base, out)
+        _check_printer_columns(version, base, out)
+
+
+def _check_subresources(subresources: dict, base: str, out: list[Cause]) -> None:
+    path = f"{base}.subresources.scale"
+    scale = jf.object_field(subresources, "scale", path, out)
+    if "scale" not in subresources:
+        return
+    for key, root in (("specReplicasPath", ".spec."), ("statusReplicasPath", ".status.")):
+        value = jf.text_field(scale, key, f"{path}.{key}", out)
+        if not value:
+            out.append(required(f"{path}.{key}"))
+        elif not value.startswith(root):
+            out.append(invalid(f"{path}.{key}", value, f"should be a json path under {root[:-1]}"))
+
+
+_COLUMN_TYPES = ["boolean", "date", "integer", "number", "string"]
+
+
+def _check_printer_columns(version: dict, base: str, out: list[Cause]) -> None:
+    path = f"{base}.additionalPrinterColumns"
+    for column_path, column in jf.object_items(version, "additionalPrinterColumns", path, out):
+        if not jf.text_field(column, "name", f"{column_path}.name", out):
+            out.append(required(f"{column_path}.name"))
+        kind = jf.text_field(column, "type", f"{column_path}.type", out)
+        if not kind:
+            out.append(required(f"{column_path}.type"))
+        elif kind not in _COLUMN_TYPES:
+            out.append(not_supported(f"{column_path}.type", kind, _COLUMN_TYPES))
+        if not jf.text_field(column, "jsonPath", f"{column_path}.jsonPath", out):
+            out.append(required(f"{column_path}.jsonPath"))
 
 
 # The JSON type of each schema keyword, as JSONSchemaProps declares it.
