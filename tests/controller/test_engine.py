@@ -796,3 +796,17 @@ def test_wait_container_gives_up_after_its_timeout_without_failing_the_pod():
     done = _run_wait([f"127.0.0.1:{port}"], timeout=2)  # nothing listens any more
     assert done.returncode == 0 and 2 <= time.monotonic() - started < 15
     assert "giving up" in done.stderr
+
+
+def test_podgroup_follows_replica_changes_and_out_of_range_replicas_go():
+    sim = started(generic(replicas=3, scheduler={"t9kScheduler": {"queue": "q", "priority": 5}}))
+    sim.step()
+    sim.run_all()
+    sim.step()
+    assert sim.objects[("PodGroup", "demo")]["spec"]["minMember"] == 3
+    sim.job["spec"]["replicaSpecs"][0]["replicas"] = 2
+    sim.job["spec"]["scheduler"]["t9kScheduler"]["priority"] = 9
+    decision = sim.step()
+    assert sim.objects[("PodGroup", "demo")]["spec"] == {"minMember": 2, "queue": "q", "priority": 9}
+    assert [(a.kind, a.name) for a in decision.actions if isinstance(a, Delete)] == [("Pod", "demo-worker-2")]
+    assert [r["name"] for r in sim.status["tasks"][0]["replicas"]] == ["demo-worker-0", "demo-worker-1"]
