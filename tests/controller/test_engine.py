@@ -810,3 +810,16 @@ def test_podgroup_follows_replica_changes_and_out_of_range_replicas_go():
     assert sim.objects[("PodGroup", "demo")]["spec"] == {"minMember": 2, "queue": "q", "priority": 9}
     assert [(a.kind, a.name) for a in decision.actions if isinstance(a, Delete)] == [("Pod", "demo-worker-2")]
     assert [r["name"] for r in sim.status["tasks"][0]["replicas"]] == ["demo-worker-0", "demo-worker-1"]
+
+
+def test_unfinished_cleanup_removes_a_pod_that_was_being_replaced():
+    manifest = two_types(successRules=[{"master": [0]}], cleanUpPolicy="Unfinished")
+    manifest["spec"]["replicaSpecs"][1]["restartPolicy"] = {"policy": "OnFailure", "limit": 3}
+    sim = started(manifest)
+    sim.finish("demo-worker-0", exit_code=1)
+    sim.step(prefix=0)  # restart decided and counted, the delete never ran
+    sim.finish("demo-master-0")
+    sim.step()
+    assert sim.status["phase"] == "Succeeded"
+    sim.step()
+    assert sorted(sim.pods()) == ["demo-master-0"]

@@ -174,13 +174,15 @@ class JobRun:
         deadline = failed.get("status") == "True" and failed.get("reason") == "DeadlineExceeded"
         policy = self.plan.cleanup_policy
         deleted: list[str] = []
+        # A pod being replaced when the job ended is unfinished business (kubeflow/trainer#4063).
+        replacing = {r.get("replacedUid") for r in self.prior_records.values() if r.get("replacedUid")}
         for (rtype, _), pod in sorted(self.pods.items()):
             meta = pod["metadata"]
             if meta.get("deletionTimestamp"):
                 continue
             group = self.plan.group(rtype)
             phase = classify(pod, group.training_container if group else "").phase
-            unfinished = phase not in ("Succeeded", "Failed")
+            unfinished = phase not in ("Succeeded", "Failed") or meta.get("uid") in replacing
             in_scope = self.plan.cleanup_types is None or rtype in self.plan.cleanup_types
             if (in_scope and (policy == "All" or (policy == "Unfinished" and unfinished))) or (
                 deadline and unfinished
