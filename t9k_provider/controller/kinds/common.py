@@ -82,7 +82,7 @@ def ensure_port(template: dict[str, Any], container: str, name: str, port: int) 
     if target is None:
         return
     ports = target.setdefault("ports", [])
-    if not any(p.get("containerPort") == port for p in ports):
+    if not any(p.get("containerPort") == port or p.get("name") == name for p in ports):
         ports.append({"name": name, "containerPort": port, "protocol": "TCP"})
 
 
