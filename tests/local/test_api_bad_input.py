@@ -1,0 +1,127 @@
+"""Acceptance: malformed and hostile input gets 4xx Status answers; the server never fails or half-writes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from t9k_provider.local.testing import LocalCluster
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=12),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+META_KEYS = st.sampled_from(
+    [
+        "name",
+        "generateName",
+        "namespace",
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "resourceVersion",
+        "uid",
+    ]
+)
+PATHS = [
+    "/api/v1/namespaces/bad/configmaps",
+    "/api/v1/namespaces/bad/pods",
+    "/api/v1/namespaces/bad/services",
+    "/api/v1/namespaces/bad/events",
+    "/apis/coordination.k8s.io/v1/namespaces/bad/leases",
+    "/apis/batch/v1/namespaces/bad/jobs",
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("api-bad-input"), node_agents=False) as c:
+        c.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bad"}})
+        c.request(
+            "POST", "/api/v1/namespaces/bad/configmaps", {"metadata": {"name": "target"}, "data": {"a": "1"}}
+        )
+        yield c
+
+
+def _assert_status(status: int, body: object) -> None:
+    assert status < 500, body
+    if status >= 400:
+        assert isinstance(body, dict) and body["kind"] == "Status" and body["code"] == status
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    path=st.sampled_from(PATHS), spec=JSON_VALUES, meta=st.dictionaries(META_KEYS, JSON_VALUES, max_size=4)
+)
+def test_random_creates_never_fail_the_server(
+    cluster: LocalCluster, path: str, spec: object, meta: dict
+) -> None:
+    meta.pop("resourceVersion", None)  # a set RV on create is the one documented 500
+    status, _, body = cluster.request("POST", path, {"metadata": meta, "spec": spec, "data": spec})
+    _assert_status(status, body)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    patch=JSON_VALUES,
+    ctype=st.sampled_from(
+        [
+            "application/merge-patch+json",
+            "application/json-patch+json",
+            "application/strategic-merge-patch+json",
+        ]
+    ),
+)
+def test_random_patches_never_fail_the_server_or_corrupt_the_object(
+    cluster: LocalCluster, patch: object, ctype: str
+) -> None:
+    path = "/api/v1/namespaces/bad/configmaps/target"
+    status, _, body = cluster.request(
+        "PATCH", path, json.dumps(patch).encode(), headers={"Content-Type": ctype}
+    )
+    _assert_status(status, body)
+    status, _, current = cluster.request("GET", path)
+    assert status == 200 and current["metadata"]["name"] == "target" and current["metadata"]["uid"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{",
+        b"[]",
+        b"null",
+        b"42",
+        b'"text"',
+        b"\xff\xfe",
+        b'{"metadata": 3}',
+        b'{"metadata": {"name": 3}}',
+        b'{"metadata": {"labels": ["a"]}}',
+    ],
+)
+def test_malformed_bodies_get_400_or_422(cluster: LocalCluster, raw: bytes) -> None:
+    status, _, body = cluster.request(
+        "POST", "/api/v1/namespaces/bad/configmaps", raw, headers={"Content-Type": "application/json"}
+    )
+    assert status in (400, 422), body
+    assert body["kind"] == "Status"
+
+
+def test_wrong_kind_in_body_is_rejected(cluster: LocalCluster) -> None:
+    status, _, body = cluster.request(
+        "POST", "/api/v1/namespaces/bad/configmaps", {"kind": "Secret", "metadata": {"name": "x"}}
+    )
+    assert status == 400 and "does not match the expected kind" in body["message"]
+
+
+def test_server_is_healthy_afterwards(cluster: LocalCluster) -> None:
+    status, _, body = cluster.request("GET", "/api/v1/namespaces/bad/configmaps/target")
+    assert status == 200 and body["data"] is not None
