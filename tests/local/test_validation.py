@@ -533,3 +533,37 @@ def test_values_print_like_field_errors(value: Any, printed: str) -> None:
 def test_singular_units_in_limits() -> None:
     assert fe.too_long("f", 1).message == "Too long: may not be more than 1 byte"
     assert fe.too_many("f", 2, 1).message == "Too many: 2: must have at most 1 item"
+
+
+def test_container_resources_names_quantities_and_limits() -> None:
+    good = pod()
+    good["spec"]["containers"][0]["resources"] = {
+        "limits": {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": 1},
+        "requests": {"cpu": "500m", "memory": "512Mi", "nvidia.com/gpu": "1"},
+    }
+    assert validate_create("pods", good) == []
+    bad = pod()
+    bad["spec"]["containers"][0]["resources"] = {
+        "limits": {"cpu": "1", "gpu": "1", "memory": "1x", "nvidia.com/gpu": "2"},
+        "requests": {"cpu": "2", "example.com/fpga": "1", "nvidia.com/gpu": "1", "ephemeral-storage": "-1"},
+    }
+    causes = validate_create("pods", bad)
+    base = "spec.containers[0].resources"
+    expected = [
+        ('Invalid value: "gpu": must be a standard resource for containers', f"{base}.limits[gpu]"),
+        (
+            'Invalid value: "1x": quantities must match the regular expression '
+            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            f"{base}.limits[memory]",
+        ),
+        ('Invalid value: "2": must be less than or equal to cpu limit of 1', f"{base}.requests"),
+        ('Invalid value: "1": must be equal to nvidia.com/gpu limit of 2', f"{base}.requests"),
+    ]
+    for message, field in expected:
+        assert Cause("FieldValueInvalid", message, field) in causes
+    required = "Required value: Limit must be set for non overcommitable resources"
+    assert Cause("FieldValueRequired", required, f"{base}.limits") in causes
+    assert f"{base}.requests[ephemeral-storage]" in fields(causes)
+    fractional = pod()
+    fractional["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "500m"}}
+    assert only(validate_create("pods", fractional)).message == 'Invalid value: "500m": must be an integer'

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from t9k_provider.local.apiserver import fielderrors as fe
@@ -28,6 +29,7 @@ from t9k_provider.local.apiserver.names import (
     regex_error,
 )
 from t9k_provider.local.apiserver.patch import json_equal
+from t9k_provider.local.apiserver.quantity import QUANTITY_ERROR, parse_quantity
 from t9k_provider.local.apiserver.schema import check_crd
 
 NameCheck = Callable[[str, bool], list[str]]
@@ -251,6 +253,7 @@ def _container(base: str, c: dict, volumes: set[str], seen: set[str], out: list[
                 out.append(fe.duplicate(f"{port_path}.name", port_name))
             port_names.add(port_name)
         _protocol(port, f"{port_path}.protocol", out)
+    _resources(jf.object_field(c, "resources", f"{base}.resources", out), f"{base}.resources", out)
     for mount_path, mount in jf.object_items(c, "volumeMounts", f"{base}.volumeMounts", out):
         mount_name = jf.text_field(mount, "name", f"{mount_path}.name", out)
         if not mount_name:
@@ -259,6 +262,70 @@ def _container(base: str, c: dict, volumes: set[str], seen: set[str], out: list[
             out.append(fe.not_found(f"{mount_path}.name", mount_name))
         if not jf.text_field(mount, "mountPath", f"{mount_path}.mountPath", out):
             out.append(fe.required(f"{mount_path}.mountPath"))
+
+
+_STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+
+
+def _is_native(name: str) -> bool:
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _is_extended(name: str) -> bool:
+    return (
+        not _is_native(name)
+        and not name.startswith("requests.")
+        and not is_qualified_name("requests." + name)
+    )
+
+
+def _resource_name_errors(name: str, path: str) -> list[Cause]:
+    errors = [fe.invalid(path, name, m) for m in is_qualified_name(name)]
+    if "/" not in name:
+        if name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+            errors.append(fe.invalid(path, name, "must be a standard resource for containers"))
+    elif not _is_native(name) and not _is_extended(name):
+        errors.append(fe.invalid(path, name, "doesn't follow extended resource name standard"))
+    return errors
+
+
+def _quantities(section: dict, path: str, out: list[Cause]) -> dict[str, tuple[str, Decimal]]:
+    """Valid entries of ``limits``/``requests`` as (printed value, exact value)."""
+    found = {}
+    for name, raw in section.items():
+        entry = f"{path}[{name}]"
+        errors = _resource_name_errors(name, entry)
+        value = parse_quantity(raw) if isinstance(raw, (str, int, float)) else None
+        if value is None:
+            errors.append(fe.invalid(entry, raw, QUANTITY_ERROR))
+        elif value < 0:
+            errors.append(fe.invalid(entry, str(raw), "must be greater than or equal to 0"))
+        elif _is_extended(name) and value != value.to_integral_value():
+            errors.append(fe.invalid(entry, str(raw), "must be an integer"))
+        out += errors
+        if value is not None and not errors:
+            found[name] = (str(raw), value)
+    return found
+
+
+def _resources(resources: dict, path: str, out: list[Cause]) -> None:
+    """``ValidateResourceRequirements``: names, quantities, requests within limits."""
+    limits = _quantities(jf.object_field(resources, "limits", f"{path}.limits", out), f"{path}.limits", out)
+    requests = _quantities(
+        jf.object_field(resources, "requests", f"{path}.requests", out), f"{path}.requests", out
+    )
+    for name, (printed, value) in requests.items():
+        overcommit = _is_native(name) and not name.startswith("hugepages-")
+        if name in limits:
+            limit_printed, limit = limits[name]
+            if value != limit and not overcommit:
+                detail = f"must be equal to {name} limit of {limit_printed}"
+                out.append(fe.invalid(f"{path}.requests", printed, detail))
+            elif value > limit:
+                detail = f"must be less than or equal to {name} limit of {limit_printed}"
+                out.append(fe.invalid(f"{path}.requests", printed, detail))
+        elif not overcommit:
+            out.append(fe.required(f"{path}.limits", "Limit must be set for non overcommitable resources"))
 
 
 def _pod_spec(
