@@ -863,3 +863,93 @@ def test_every_prefix_of_every_early_decision_converges(kind):
         assert crashed.already_exists == [], point
         assert sorted(crashed.objects) == sorted(clean.objects), point
         assert crashed.status["phase"] == clean.status["phase"], point
+
+
+REPLICA_KINDS = sorted(k for k in EVERY_KIND if k != "BeamJob")
+DEBUG_COMMANDS = {
+    "GenericJob": {"demo-worker-0": ["sleep", "inf"]},
+    "PyTorchTrainingJob": {"demo-worker-0": ["sleep", "inf"]},
+    "TensorFlowTrainingJob": {"demo-chief-0": ["sleep", "inf"]},
+    "XGBoostTrainingJob": {"demo-master-0": ["sleep", "inf"]},
+    "MPIJob": {"demo-worker-0": ["/usr/sbin/sshd", "-D"], "demo-launcher": ["sleep", "inf"]},
+    "ColossalAIJob": {"demo-worker-0": ["sleep", "inf"], "demo-launcher": ["sleep", "inf"]},
+    "DeepSpeedJob": {"demo-worker-0": ["/usr/sbin/sshd", "-D"]},
+}
+TRAINING_CONTAINER = {
+    "PyTorchTrainingJob": "pytorch",
+    "TensorFlowTrainingJob": "tensorflow",
+    "XGBoostTrainingJob": "xgboost",
+    "MPIJob": "mpi-worker",
+    "DeepSpeedJob": "worker",
+    "ColossalAIJob": "worker",
+}
+
+
+def with_spec(kind: str, **extra: object) -> dict:
+    return job(kind, {**EVERY_KIND[kind], **extra})
+
+
+@pytest.mark.parametrize("kind", REPLICA_KINDS)
+def test_every_kind_debug_mode(kind):
+    sim = Sim(with_spec(kind, runMode={"debug": {"enabled": True}}))
+    run_to_running(sim)
+    for pod_name, command in DEBUG_COMMANDS[kind].items():
+        pod = sim.pod(pod_name)
+        cname = (
+            "launcher"
+            if pod_name.endswith("launcher") and kind == "ColossalAIJob"
+            else TRAINING_CONTAINER.get(kind)
+        )
+        assert main(pod, cname or pod["spec"]["containers"][0]["name"])["command"] == command
+    for name in sim.pods():
+        sim.finish(name, exit_code=1)
+    decision = sim.step()
+    assert sim.status["phase"] == "Running" and not any(isinstance(a, Delete) for a in decision.actions)
+
+
+@pytest.mark.parametrize("kind", REPLICA_KINDS)
+def test_every_kind_pause_and_resume(kind):
+    sim = Sim(with_spec(kind, runMode={"pause": {"enabled": False}}))
+    run_to_running(sim)
+    kept = {k: v for k, v in sim.objects.items() if k[0] != "Pod"}
+    pods = sim.kinds("Pod")
+    sim.job["spec"]["runMode"]["pause"]["enabled"] = True
+    sim.step()
+    assert sim.kinds("Pod") == [] and sim.status["phase"] == "Paused"
+    assert {
+        k: v for k, v in sim.objects.items() if k[0] != "Pod"
+    } == kept  # services, secrets, configmaps stay
+    sim.job["spec"]["runMode"]["pause"]["enabled"] = False
+    run_to_running(sim)
+    assert sim.kinds("Pod") == pods and sim.status["phase"] == "Running"
+    assert sim.status.get("backoffCount", 0) == 0
+
+
+@pytest.mark.parametrize("kind", REPLICA_KINDS)
+def test_every_kind_t9k_scheduler(kind):
+    sim = Sim(with_spec(kind, scheduler={"t9kScheduler": {"queue": "gpu", "priority": 7}}))
+    first = sim.step()
+    assert [a.obj["kind"] for a in first.actions if isinstance(a, Create) and a.obj["kind"] == "Pod"] == []
+    assert sim.objects[("PodGroup", "demo")]["spec"]["queue"] == "gpu"
+    run_to_running(sim)
+    for pod in sim.pods().values():
+        assert pod["spec"]["schedulerName"] == "t9k-scheduler"
+        assert pod["metadata"]["labels"]["scheduler.tensorstack.dev/queue"] == "gpu"
+        assert (
+            pod["metadata"]["labels"]["scheduler.tensorstack.dev/role"]
+            == pod["metadata"]["labels"]["batch.tensorstack.dev/replica-type"]
+        )
+
+
+@pytest.mark.parametrize(
+    "kind", ["PyTorchTrainingJob", "TensorFlowTrainingJob", "XGBoostTrainingJob", "DeepSpeedJob"]
+)
+def test_every_training_kind_active_deadline(kind):
+    spec = EVERY_KIND[kind]
+    sim = Sim(job(kind, {**spec, "runPolicy": {"activeDeadlineSeconds": 30}}))
+    run_to_running(sim)
+    sim.advance(31)
+    sim.step()
+    assert sim.status["phase"] == "Failed" and sim.cond("Failed")["reason"] == "DeadlineExceeded"
+    sim.step()
+    assert sim.kinds("Pod") == []
