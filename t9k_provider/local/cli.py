@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import logging
 import os
 import signal
@@ -37,13 +36,6 @@ def crd_files() -> list[Path]:
     else:
         log.warning("no project CRDs found at %s; only companion CRDs are registered", PROJECT_CRDS)
     return files
-
-
-def _module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 def _pick_port(state: StateDir, requested: int | None) -> int:
@@ -97,20 +89,17 @@ async def serve(
             agents = run_node_agents(kubeconfig, state.path, kubelet, network)
             tasks.append(asyncio.create_task(agents, name="t9k-local-node-agents"))
         if controller:
-            if _module_exists("t9k_provider.controller.__main__"):
-                with open(state.path / "controller.log", "ab") as out:
-                    child = await asyncio.create_subprocess_exec(
-                        sys.executable,
-                        "-m",
-                        "t9k_provider.controller",
-                        "--kubeconfig",
-                        str(kubeconfig),
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                    )
-                log.info("T9k controller started (pid %d, log %s)", child.pid, state.path / "controller.log")
-            else:
-                log.info("the T9k controller module is not available; running without it")
+            with open(state.path / "controller.log", "ab") as out:
+                child = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "t9k_provider.controller",
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            log.info("T9k controller started (pid %d, log %s)", child.pid, state.path / "controller.log")
         state.publish_port(lock, bound)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
