@@ -567,3 +567,53 @@ def test_container_resources_names_quantities_and_limits() -> None:
     fractional = pod()
     fractional["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "500m"}}
     assert only(validate_create("pods", fractional)).message == 'Invalid value: "500m": must be an integer'
+
+
+def test_env_value_from_sources() -> None:
+    good = pod()
+    good["spec"]["containers"][0]["env"] = [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "ROLE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['example.com/role']"}}},
+        {"name": "PW", "valueFrom": {"secretKeyRef": {"name": "s", "key": "password"}}},
+        {"name": "CFG", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "a.b"}}},
+    ]
+    assert validate_create("pods", good) == []
+    bad = pod()
+    bad["spec"]["containers"][0]["env"] = [
+        {"name": "A", "valueFrom": {}},
+        {"name": "B", "value": "x", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {
+            "name": "C",
+            "valueFrom": {
+                "fieldRef": {"fieldPath": "metadata.name"},
+                "secretKeyRef": {"name": "s", "key": "k"},
+            },
+        },
+        {"name": "D", "valueFrom": {"fieldRef": {"fieldPath": "spec.containers"}}},
+        {"name": "E", "valueFrom": {"configMapKeyRef": {"name": "c"}}},
+    ]
+    causes = validate_create("pods", bad)
+    env = "spec.containers[0].env"
+    messages = {c.field: c.message for c in causes}
+    assert messages[f"{env}[0].valueFrom"].endswith(
+        "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
+    )
+    assert (
+        messages[f"{env}[1].valueFrom"] == 'Invalid value: "": may not be specified when `value` is not empty'
+    )
+    assert messages[f"{env}[2].valueFrom"].endswith("may not have more than one field specified at a time")
+    assert messages[f"{env}[3].valueFrom.fieldRef.fieldPath"].startswith(
+        'Unsupported value: "spec.containers": supported values: "metadata.name", "metadata.namespace"'
+    )
+    assert messages[f"{env}[4].valueFrom.configMapKeyRef.key"] == "Required value"
+
+
+def test_hostname_subdomain_and_service_account_names() -> None:
+    good = pod(hostname="worker-0", subdomain="job-svc", serviceAccountName="runner")
+    assert validate_create("pods", good) == []
+    bad = pod(hostname="Worker_0", subdomain="a.b", serviceAccountName="Bad!")
+    assert set(fields(validate_create("pods", bad))) == {
+        "spec.hostname",
+        "spec.subdomain",
+        "spec.serviceAccountName",
+    }

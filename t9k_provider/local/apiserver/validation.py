@@ -54,6 +54,14 @@ _NAMESPACED = {
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
 _CONFIG_SIZE_LIMIT = 1024 * 1024
 IMMUTABLE = "field is immutable"
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+\Z")
+_CONFIG_KEY_MSG = regex_error(
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+    "[-._a-zA-Z0-9]+",
+    "key.name",
+    "KEY_NAME",
+    "key-name",
+)
 
 
 def invalid_message(kind: str, group: str, name: str, causes: list[Cause]) -> str:
@@ -225,6 +233,62 @@ def _protocol(parent: dict, path: str, out: list[Cause]) -> None:
         out.append(fe.not_supported(path, protocol, _PROTOCOLS))
 
 
+_ENV_FIELD_PATHS = [
+    "metadata.annotations",
+    "metadata.labels",
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.uid",
+    "spec.nodeName",
+    "spec.serviceAccountName",
+    "status.hostIP",
+    "status.hostIPs",
+    "status.podIP",
+    "status.podIPs",
+]
+_SUBSCRIPT = re.compile(r"(metadata\.(?:labels|annotations))\['(.*)'\]\Z")
+_ENV_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef")
+
+
+def _env_source(source: dict, value: str, path: str, out: list[Cause]) -> None:
+    """``validateEnvVarValueFrom``: exactly one source, and not together with ``value``."""
+    present = [key for key in _ENV_SOURCES if source.get(key) is not None]
+    for key in present:
+        ref = jf.object_field(source, key, f"{path}.{key}", out)
+        if key == "fieldRef":
+            _field_ref(ref, f"{path}.fieldRef", out)
+        elif key == "resourceFieldRef":
+            if not jf.text_field(ref, "resource", f"{path}.resourceFieldRef.resource", out):
+                out.append(fe.required(f"{path}.resourceFieldRef.resource"))
+        else:
+            key_name = jf.text_field(ref, "key", f"{path}.{key}.key", out)
+            if not key_name:
+                out.append(fe.required(f"{path}.{key}.key"))
+            elif not _CONFIG_KEY.match(key_name):
+                out.append(fe.invalid(f"{path}.{key}.key", key_name, _CONFIG_KEY_MSG))
+    if not present:
+        detail = "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
+        out.append(fe.invalid(path, "", detail))
+    elif value:
+        out.append(fe.invalid(path, "", "may not be specified when `value` is not empty"))
+    elif len(present) > 1:
+        out.append(fe.invalid(path, "", "may not have more than one field specified at a time"))
+
+
+def _field_ref(ref: dict, path: str, out: list[Cause]) -> None:
+    field_path = jf.text_field(ref, "fieldPath", f"{path}.fieldPath", out)
+    if not field_path:
+        out.append(fe.required(f"{path}.fieldPath"))
+        return
+    subscript = _SUBSCRIPT.match(field_path)
+    if subscript is not None:
+        key = subscript.group(2)
+        out += [fe.invalid(f"{path}.fieldPath", key, m) for m in is_qualified_name(key.lower())]
+    elif field_path not in _ENV_FIELD_PATHS or field_path in ("metadata.labels", "metadata.annotations"):
+        supported = [p for p in _ENV_FIELD_PATHS if p not in ("metadata.labels", "metadata.annotations")]
+        out.append(fe.not_supported(f"{path}.fieldPath", field_path, supported))
+
+
 def _container(base: str, c: dict, volumes: set[str], seen: set[str], out: list[Cause]) -> None:
     name = jf.text_field(c, "name", f"{base}.name", out)
     if not name:
@@ -244,6 +308,10 @@ def _container(base: str, c: dict, volumes: set[str], seen: set[str], out: list[
             out.append(fe.required(f"{env_path}.name"))
         elif not _ENV_NAME.match(env_name):
             out.append(fe.invalid(f"{env_path}.name", env_name, _ENV_NAME_MSG))
+        value = jf.text_field(env, "value", f"{env_path}.value", out)
+        if env.get("valueFrom") is not None:
+            source = jf.object_field(env, "valueFrom", f"{env_path}.valueFrom", out)
+            _env_source(source, value, f"{env_path}.valueFrom", out)
     port_names: set[str] = set()
     for port_path, port in jf.object_items(c, "ports", f"{base}.ports", out):
         _port(port, "containerPort", f"{port_path}.containerPort", out)
@@ -355,6 +423,16 @@ def _pod_spec(
         detail = "must be between 1 and 2147483647, inclusive"
         out.append(fe.invalid(f"{path}.activeDeadlineSeconds", deadline, detail))
     jf.int_field(spec, "terminationGracePeriodSeconds", f"{path}.terminationGracePeriodSeconds", out)
+    for key in ("hostname", "subdomain"):
+        value = jf.text_field(spec, key, f"{path}.{key}", out)
+        if value:
+            out += [fe.invalid(f"{path}.{key}", value, m) for m in is_dns1123_label(value)]
+    account = jf.text_field(spec, "serviceAccountName", f"{path}.serviceAccountName", out)
+    if account:
+        out += [
+            fe.invalid(f"{path}.serviceAccountName", account, m)
+            for m in name_is_dns_subdomain(account, False)
+        ]
     _labels(spec, "nodeSelector", f"{path}.nodeSelector", out)
 
 
@@ -474,15 +552,6 @@ def _service_update(old: dict, new: dict, out: list[Cause]) -> None:
 
 
 # ----------------------------------------------------------------------------------------- config data
-
-_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+\Z")
-_CONFIG_KEY_MSG = regex_error(
-    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
-    "[-._a-zA-Z0-9]+",
-    "key.name",
-    "KEY_NAME",
-    "key-name",
-)
 
 
 def _config_keys(obj: dict, sections: tuple[str, ...], out: list[Cause]) -> None:
