@@ -953,3 +953,69 @@ def test_every_training_kind_active_deadline(kind):
     assert sim.status["phase"] == "Failed" and sim.cond("Failed")["reason"] == "DeadlineExceeded"
     sim.step()
     assert sim.kinds("Pod") == []
+
+
+# -- what the engine writes survives the CRD schema (a structural schema prunes unknown fields) -------------
+
+
+def _pruned(value: object, schema: dict, path: str) -> list[str]:
+    """Paths of `value` a structural schema would prune or reject by type."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    out: list[str] = []
+    if isinstance(value, dict):
+        assert schema.get("type") == "object", path
+        props = schema.get("properties") or {}
+        for key, item in value.items():
+            if key not in props:
+                out.append(f"{path}.{key}")
+            else:
+                out += _pruned(item, props[key], f"{path}.{key}")
+    elif isinstance(value, list):
+        assert schema.get("type") == "array", path
+        for i, item in enumerate(value):
+            out += _pruned(item, schema["items"], f"{path}[{i}]")
+    else:
+        expected = {str: "string", bool: "boolean", int: "integer"}[type(value)]
+        assert schema.get("type") == expected or (expected == "integer" and schema.get("type") == "number"), (
+            path
+        )
+        if "enum" in schema:
+            assert value in schema["enum"], path
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(EVERY_KIND))
+def test_written_status_is_kept_by_the_crd_schema(kind):
+    from t9k_provider.jobs import KINDS
+    from t9k_provider.jobs.crds import crd
+
+    schema = crd(KINDS[kind])["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    spec = dict(EVERY_KIND[kind])
+    if kind in ("PyTorchTrainingJob", "TensorFlowTrainingJob"):
+        spec["tensorboardSpec"] = {"image": "tb"}
+    sim = Sim(job(kind, spec))
+    statuses = []
+    run_to_running(sim)
+    if kind == "BeamJob":
+        sim.objects[("FlinkCluster", "demo-flinkcluster")]["status"] = {
+            "state": "Running",
+            "components": {"job": {"id": "j1"}},
+        }
+        sim.step()
+        sim.objects[("Job", "demo-batchjob")]["status"] = {"active": 1}
+    else:
+        first = sorted(sim.pods())[0]
+        sim.set_pod(first, "Failed", exit_code=137)  # a restart: replacedUid, restartCount, backoffCount
+    sim.step()
+    statuses.append(sim.status)
+    for name in sim.pods():
+        sim.finish(name)
+    if kind == "BeamJob":
+        sim.objects[("Job", "demo-batchjob")]["status"] = {
+            "conditions": [{"type": "Complete", "status": "True"}]
+        }
+    sim.step()
+    statuses.append(sim.status)
+    for status in statuses:
+        assert _pruned(status, schema, "status") == []
