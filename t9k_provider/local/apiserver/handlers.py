@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import random
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -22,6 +24,7 @@ from t9k_provider.local.apiserver.resources import Registry, Resource
 from t9k_provider.local.apiserver.watch import Hub, Watcher
 from t9k_provider.local.store import Compacted
 
+log = logging.getLogger(__name__)
 JSON = "application/json"
 BODY_TYPES = ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"]
 _TRUE = {"1", "t", "true"}
@@ -108,10 +111,14 @@ class Handlers:
         self.registry = registry
         self.state_dir = state_dir
         self.address = "127.0.0.1:0"
+        #: Requests served, by (User-Agent, access); read at ``GET /_embedded/requests`` (benchmarks).
+        self.request_counts: Counter[tuple[str, str]] = Counter()
 
     # -- routing -------------------------------------------------------------------------------------------
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        if not request.path.startswith("/_embedded/"):
+            self.request_counts[(request.headers.get("User-Agent", ""), _access(request))] += 1
         try:
             return await self._dispatch(request)
         except errors.ApiError as exc:
@@ -378,8 +385,11 @@ class Handlers:
                     chunk.append(encode(*nxt))
                 await response.write(b"".join(chunk))
             await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the client went away
+        except Exception:
+            # headers are sent: the stream can only end; the client sees EOF and re-watches
+            log.exception("watch of %s failed", request.path_qs)
         finally:
             self.hub.close(watcher)
         return response
@@ -605,8 +615,10 @@ class Handlers:
             ):
                 await response.write(chunk)
             await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the client went away
+        except Exception:
+            log.exception("log stream of %s failed", request.path_qs)
         return response
 
     # -- test hooks ----------------------------------------------------------------------------------------
@@ -619,7 +631,18 @@ class Handlers:
                 revision = parse_int(request, "revision")
             compacted = self.objects.store.compact(int(revision) if revision is not None else None)
             return respond({"compacted": compacted, "revision": self.objects.store.revision})
+        if parts == ["requests"] and request.method == "GET":
+            counts = sorted(self.request_counts.items())
+            rows = [{"userAgent": ua, "access": access, "count": n} for (ua, access), n in counts]
+            return respond({"requests": rows})
         raise errors.path_not_found()
+
+
+def _access(request: web.Request) -> str:
+    """``watch`` (one long request), ``read`` (other GETs) or ``write``, as the controller's metrics say."""
+    if request.method not in ("GET", "HEAD"):
+        return "write"
+    return "watch" if request.query.get("watch", "").lower() in _TRUE else "read"
 
 
 def _since(request: web.Request) -> datetime | None:
