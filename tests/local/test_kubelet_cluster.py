@@ -248,8 +248,11 @@ def test_graceful_delete_sigterm_then_sigkill(core: client.CoreV1Api, ns: str, c
     wait_for("pod dir removed", lambda: not any(d.exists() for d in pod_dirs), timeout=5)
 
 
-def test_empty_command_is_create_container_error(core: client.CoreV1Api, ns: str) -> None:
-    core.create_namespaced_pod(ns, pod_manifest("nocmd", [{"name": "main", "image": "busybox"}]))
+@pytest.mark.parametrize(
+    "container", [{"name": "main", "image": "busybox"}, {"name": "main", "args": ["echo"]}]
+)
+def test_missing_command_is_create_container_error(core: client.CoreV1Api, ns: str, container: dict) -> None:
+    core.create_namespaced_pod(ns, pod_manifest("nocmd", [container]))
 
     def waiting_reason() -> Any:
         pod = core.read_namespaced_pod("nocmd", ns)
@@ -261,6 +264,7 @@ def test_empty_command_is_create_container_error(core: client.CoreV1Api, ns: str
     st = wait_for("CreateContainerError", waiting_reason)
     assert "no command specified" in st.state.waiting.message
     assert core.read_namespaced_pod("nocmd", ns).status.phase == "Pending"
+    assert "Failed" in {e.reason for e in core.list_namespaced_event(ns).items}
 
 
 def test_missing_configmap_is_create_container_config_error(core: client.CoreV1Api, ns: str) -> None:

@@ -330,12 +330,13 @@ class PodWorker:
         c = v.spec
         try:
             k8s_env = podenv.container_env(self.pod, c, self.ctx)
-            argv = podenv.container_argv(c, k8s_env)
-            if not argv:
+            if not c.get("command"):
+                # args alone would run with the image's entrypoint, which the local cluster cannot know.
                 raise _CreateError(
                     "failed to generate container spec: no command specified "
-                    "(the local cluster ignores images; set command/args)"
+                    "(the local cluster ignores images and their entrypoints; set command)"
                 )
+            argv = podenv.container_argv(c, k8s_env)
             mounts = volumes.container_mounts(c, self.volume_paths, k8s_env.get) if self.net.isolate else []
         except ContainerConfigError as exc:
             await self._config_failed(str(exc))
