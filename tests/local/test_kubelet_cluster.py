@@ -249,7 +249,8 @@ def test_graceful_delete_sigterm_then_sigkill(core: client.CoreV1Api, ns: str, c
 
 
 @pytest.mark.parametrize(
-    "container", [{"name": "main", "image": "busybox"}, {"name": "main", "args": ["echo"]}]
+    "container",
+    [{"name": "main", "image": "busybox"}, {"name": "main", "image": "busybox", "args": ["echo"]}],
 )
 def test_missing_command_is_create_container_error(core: client.CoreV1Api, ns: str, container: dict) -> None:
     core.create_namespaced_pod(ns, pod_manifest("nocmd", [container]))
