@@ -15,6 +15,8 @@ can share the bridge; each lease names the netns that holds it, so leases of cra
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
 import ipaddress
 import logging
@@ -22,7 +24,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,6 +117,19 @@ async def _ip(*args: str, check: bool = True) -> str:
     return out.decode()
 
 
+@contextlib.asynccontextmanager
+async def _bridge_lock() -> AsyncIterator[None]:
+    """Machine-wide lock (flock) around creating, attaching to and deleting the shared bridge."""
+    directory = run_dir()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(directory / "bridge.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def namespaces_available() -> bool:
     """Root, the `ip` tool, and a network namespace can actually be created here."""
     if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None:
@@ -184,19 +199,29 @@ class NetnsNetwork:
             await _ip("addr", "add", f"{BRIDGE_IP}/{SUBNET.prefixlen}", "dev", BRIDGE, check=False)
         await _ip("link", "set", BRIDGE, "up")
 
+    def _attached(self, uid: str) -> bool:
+        master = Path(f"/sys/class/net/{self._veth(uid)}/master")
+        return master.exists() and master.resolve().name == BRIDGE
+
     async def setup(self, uid: str) -> PodNet:
         name = self.netns_name(uid)
         ip = self.ipam.allocate(name, alive=lambda owner: (NETNS_DIR / owner).exists())
         path = NETNS_DIR / name
-        if not path.exists():
+        if path.exists() and self._attached(uid):
+            return PodNet(ip=ip, netns=str(path), isolate=True)
+        # The bridge lock keeps another cluster's close() from deleting the bridge while we attach to it.
+        async with _bridge_lock():
+            if path.exists():  # half-built by an interrupted setup: start over
+                await _ip("netns", "del", name, check=False)
             await self.ensure_bridge()
             await _ip("netns", "add", name)
             veth = self._veth(uid)
             await _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name)
-            await _ip("link", "set", veth, "master", BRIDGE, "up")
             await _ip("-n", name, "addr", "add", f"{ip}/{SUBNET.prefixlen}", "dev", "eth0")
             await _ip("-n", name, "link", "set", "eth0", "up")
             await _ip("-n", name, "link", "set", "lo", "up")
+            # Attaching to the bridge comes last: an attached veth marks a complete setup.
+            await _ip("link", "set", veth, "master", BRIDGE, "up")
         return PodNet(ip=ip, netns=str(path), isolate=True)
 
     async def teardown(self, uid: str) -> None:
@@ -219,9 +244,10 @@ class NetnsNetwork:
 
     async def close(self) -> None:
         """Remove the bridge once no pod of any cluster is attached to it."""
-        brif = Path(f"/sys/class/net/{BRIDGE}/brif")
-        if brif.is_dir() and not any(brif.iterdir()):
-            await _ip("link", "del", BRIDGE, check=False)
+        async with _bridge_lock():
+            brif = Path(f"/sys/class/net/{BRIDGE}/brif")
+            if brif.is_dir() and not any(brif.iterdir()):
+                await _ip("link", "del", BRIDGE, check=False)
 
 
 def select_network(mode: str, state_dir: Path) -> HostNetwork | NetnsNetwork:
