@@ -83,7 +83,6 @@ def configmap(name: str) -> str:
 
 
 def test_label_patch_and_selectors(kubectl) -> None:
-    # `kubectl create configmap` generators send protobuf, which this server does not decode (see docs)
     kubectl("create", "--validate=false", "-f", "-", stdin=configmap("kc"))
     kubectl("label", "configmap", "kc", "team=ml")
     kubectl("patch", "configmap", "kc", "--type=merge", "-p", '{"data":{"b":"2"}}')
@@ -207,3 +206,15 @@ def test_get_watch_streams_table_rows(cluster: LocalCluster, kubectl) -> None:
         proc.kill()
         out, _ = proc.communicate()
     assert "watched" in out
+
+
+def test_create_generators_send_protobuf(kubectl) -> None:
+    kubectl("create", "namespace", "gen")
+    kubectl("create", "configmap", "cfg", "-n", "gen", "--from-literal=a=1")
+    kubectl("create", "secret", "generic", "sec", "-n", "gen", "--from-literal=pw=s3cret")
+    kubectl("create", "serviceaccount", "robot", "-n", "gen")
+    assert kubectl("get", "cm", "cfg", "-n", "gen", "-o", "jsonpath={.data.a}") == "1"
+    assert kubectl("get", "secret", "sec", "-n", "gen", "-o", "jsonpath={.data.pw}") == "czNjcmV0"
+    assert "robot" in kubectl("get", "sa", "-n", "gen", "-o", "name")
+    unsupported = kubectl("create", "job", "j", "-n", "gen", "--image=busybox", "--", "true", check=False)
+    assert "the body of the request was in an unknown format" in unsupported

@@ -17,7 +17,7 @@ import yaml
 from aiohttp import web
 
 from t9k_provider.local import logs
-from t9k_provider.local.apiserver import discovery, errors, tables
+from t9k_provider.local.apiserver import discovery, errors, protobuf, tables
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, deep_copy, store_key
 from t9k_provider.local.apiserver.patch import PatchError, apply_patch
 from t9k_provider.local.apiserver.resources import Registry, Resource
@@ -26,7 +26,8 @@ from t9k_provider.local.store import Compacted
 
 log = logging.getLogger(__name__)
 JSON = "application/json"
-BODY_TYPES = ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"]
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+BODY_TYPES = ["application/json", "application/yaml", PROTOBUF]
 _TRUE = {"1", "t", "true"}
 _FALSE = {"0", "f", "false"}
 BOOKMARK_SECONDS = 1.0
@@ -92,8 +93,13 @@ async def read_body(request: web.Request) -> Any:
     ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
     if ctype and ctype not in BODY_TYPES:
         raise errors.unsupported_media_type(BODY_TYPES)
-    if ctype == "application/vnd.kubernetes.protobuf":
-        raise errors.unsupported_media_type(BODY_TYPES[:2])
+    if ctype == PROTOBUF:
+        try:
+            return protobuf.decode_object(raw)
+        except protobuf.UnsupportedKind:
+            raise errors.unsupported_media_type(BODY_TYPES[:2]) from None
+        except protobuf.ProtobufError as exc:
+            raise errors.bad_request(f"unable to decode the protobuf body: {exc}") from None
     if not raw.strip():
         return None
     try:
