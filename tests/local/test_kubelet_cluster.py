@@ -469,7 +469,7 @@ def test_batch_job_deadline_deletes_active_pods(
     )
 
 
-def test_pod_spec_is_json_serialisable_in_shim_spec(
+def test_shim_spec_carries_expanded_argv_and_base_env(
     cluster: LocalCluster, core: client.CoreV1Api, ns: str
 ) -> None:
     """The shim spec on disk carries argv and the computed env (checked here as the kubelet wrote it)."""
@@ -494,6 +494,11 @@ def test_pod_spec_is_json_serialisable_in_shim_spec(
     spec = json.loads(spec_file.read_text())
     assert spec["argv"] == ["echo", "a", "$(A)", "$(NOPE)"]
     assert spec["env"]["PATH"].split(":")[0] == os.path.dirname(os.sys.executable)
+    assert spec["env"]["HOSTNAME"] == "argv"
+    assert (spec["env"]["KUBERNETES_SERVICE_HOST"], spec["env"]["KUBERNETES_SERVICE_PORT"]) == (
+        "127.0.0.1",
+        str(cluster.port),
+    )
 
 
 def test_t9k_scheduler_binds_a_podgroup_as_a_gang(
