@@ -426,6 +426,7 @@ class T9kJobOperator(BaseOperator):
             limits=limits.to_kwargs(),
             logging_interval=self.logging_interval if self.get_logs else None,
             on_kill_action=self.on_kill_action,
+            resume={"job": ref._asdict(), "cursors": cursors, "limits": limits.to_kwargs()},
         )
         timeout = None
         if limits.execution_deadline is not None:
@@ -435,26 +436,23 @@ class T9kJobOperator(BaseOperator):
         self.defer(
             trigger=trigger,
             method_name="execute_complete",
-            kwargs={"job": ref._asdict(), "cursors": cursors, "limits": limits.to_kwargs()},
             timeout=timeout,
         )
 
-    def execute_complete(
-        self,
-        context: Any,
-        event: dict[str, Any],
-        job: dict[str, Any],
-        cursors: dict[str, list[int]] | None = None,
-        limits: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Resume after the trigger fired: print new logs, then re-read the job before deciding anything."""
-        ref = JobRef(**job)
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """Resume after the trigger fired: print new logs, then re-read the job before deciding anything.
+
+        Everything needed here travels in the event (``resume``), never in operator state or defer kwargs.
+        """
+        resume = event["resume"]
+        ref = JobRef(**resume["job"])
+        limits = resume["limits"]
         self._job = ref
-        follower = self._log_follower(ref, None, cursors or {}) if self.get_logs else None
+        follower = self._log_follower(ref, None, resume.get("cursors") or {}) if self.get_logs else None
         if event.get("status") == "running":
             if follower is not None:
                 follower.poll()
-            self._defer(ref, WaitLimits(**(limits or {})), follower.cursors if follower else {})
+            self._defer(ref, WaitLimits(**limits), follower.cursors if follower else {})
         return self._conclude(ref, event, follower)
 
     # -- concluding ---------------------------------------------------------------------------------------

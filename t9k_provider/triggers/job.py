@@ -41,6 +41,7 @@ class T9kJobTrigger(BaseTrigger):
         limits: dict[str, Any] | None = None,
         logging_interval: float | None = None,
         on_kill_action: str = "delete",
+        resume: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.credentials = credentials
@@ -53,6 +54,8 @@ class T9kJobTrigger(BaseTrigger):
         self.limits = dict(limits or {})
         self.logging_interval = logging_interval
         self.on_kill_action = on_kill_action
+        #: Small, opaque state of the waiting task, echoed in every event: the task keeps none across defer.
+        self.resume = resume
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -68,6 +71,7 @@ class T9kJobTrigger(BaseTrigger):
                 "limits": self.limits,
                 "logging_interval": self.logging_interval,
                 "on_kill_action": self.on_kill_action,
+                "resume": self.resume,
             },
         )
 
@@ -80,6 +84,7 @@ class T9kJobTrigger(BaseTrigger):
                 "status": status,
                 "message": message,
                 "job": job_status.summary(job) if job else identity,
+                "resume": self.resume,
                 **extra,
             }
         )

@@ -404,7 +404,8 @@ def test_deferrable_defers_with_identity_and_deadline(
     assert deferred.value.method_name == "execute_complete"
     # The framework's own timeout trails the trigger's deadline, so the trigger reports the timeout itself.
     assert deferred.value.timeout > timedelta(minutes=5)
-    assert deferred.value.kwargs["job"] == ti.xcoms["t9k_job"]
+    assert trigger.resume["job"] == ti.xcoms["t9k_job"]
+    assert not deferred.value.kwargs  # nothing outside the event: dag.test() and triggerers may drop kwargs
 
 
 def _deferred(
@@ -413,29 +414,30 @@ def _deferred(
     op = make(fake_hook, deferrable=True, **kwargs)
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(context)
-    return op, deferred.value.kwargs
+    return op, deferred.value.trigger.resume
 
 
 def test_execute_complete_success_rereads(fake_hook: FakeHook, context: dict[str, Any]) -> None:
-    op, kwargs = _deferred(fake_hook, context)
+    op, resume = _deferred(fake_hook, context)
     fake_hook.script = [SUCCEEDED]
-    result = op.execute_complete(context, {"status": "succeeded", "message": ""}, **kwargs)
+    result = op.execute_complete(context, {"status": "succeeded", "message": "", "resume": resume})
     assert result["phase"] == "Succeeded"
 
 
 def test_execute_complete_failed(fake_hook: FakeHook, context: dict[str, Any]) -> None:
-    op, kwargs = _deferred(fake_hook, context)
+    op, resume = _deferred(fake_hook, context)
     fake_hook.script = [FAILED]
     with pytest.raises(T9kJobFailed, match="failed with rule"):
-        op.execute_complete(context, {"status": "failed", "message": "x"}, **kwargs)
+        op.execute_complete(context, {"status": "failed", "message": "x", "resume": resume})
 
 
 def test_execute_complete_timeout_deletes(fake_hook: FakeHook, context: dict[str, Any]) -> None:
-    op, kwargs = _deferred(fake_hook, context)
+    op, resume = _deferred(fake_hook, context)
     fake_hook.script = [PENDING]
     with pytest.raises(T9kJobTimeout, match="startup_timeout"):
         op.execute_complete(
-            context, {"status": "timeout", "message": "job still Pending after startup_timeout"}, **kwargs
+            context,
+            {"status": "timeout", "message": "job still Pending after startup_timeout", "resume": resume},
         )
     assert fake_hook.deletes()
 
@@ -443,10 +445,10 @@ def test_execute_complete_timeout_deletes(fake_hook: FakeHook, context: dict[str
 def test_execute_complete_timeout_but_succeeded_meanwhile(
     fake_hook: FakeHook, context: dict[str, Any]
 ) -> None:
-    op, kwargs = _deferred(fake_hook, context)
+    op, resume = _deferred(fake_hook, context)
     fake_hook.script = [SUCCEEDED]
     assert (
-        op.execute_complete(context, {"status": "timeout", "message": "late"}, **kwargs)["phase"]
+        op.execute_complete(context, {"status": "timeout", "message": "late", "resume": resume})["phase"]
         == "Succeeded"
     )
     assert fake_hook.deletes() == []
@@ -456,11 +458,11 @@ def test_execute_complete_timeout_but_succeeded_meanwhile(
 def test_execute_complete_error(
     fake_hook: FakeHook, context: dict[str, Any], retryable: bool, fatal: bool
 ) -> None:
-    op, kwargs = _deferred(fake_hook, context)
+    op, resume = _deferred(fake_hook, context)
     fake_hook.script = [RUNNING]
     with pytest.raises(AirflowException) as failure:
         op.execute_complete(
-            context, {"status": "error", "message": "api down", "retryable": retryable}, **kwargs
+            context, {"status": "error", "message": "api down", "retryable": retryable, "resume": resume}
         )
     assert isinstance(failure.value, AirflowFailException) is fatal
     assert fake_hook.deletes() == []
@@ -469,23 +471,25 @@ def test_execute_complete_error(
 def test_execute_complete_running_prints_logs_and_defers_again(
     fake_hook: FakeHook, context: dict[str, Any]
 ) -> None:
-    op, kwargs = _deferred(fake_hook, context, logging_interval=30)
-    name = kwargs["job"]["name"]
+    op, resume = _deferred(fake_hook, context, logging_interval=30)
+    name = resume["job"]["name"]
     fake_hook.pods = [pod(f"{name}-worker-0", "worker", 0, name)]
     fake_hook.logs[(f"{name}-worker-0", "main")] = "2026-01-01T00:00:01Z step 1\n"
     fake_hook.script = [RUNNING]
     with pytest.raises(TaskDeferred) as again:
-        op.execute_complete(context, {"status": "running", "message": ""}, **kwargs)
-    cursors = again.value.kwargs["cursors"]
+        op.execute_complete(context, {"status": "running", "message": "", "resume": resume})
+    cursors = again.value.trigger.resume["cursors"]
     assert list(cursors) == [f"pod-{name}-worker-0/main"]
     assert again.value.trigger.logging_interval == 30
     # The next re-entry continues after the cursor: nothing is printed twice.
     fake_hook.calls.clear()
     fake_hook.logs[(f"{name}-worker-0", "main")] += "2026-01-01T00:00:02Z step 2\n"
     with pytest.raises(TaskDeferred) as third:
-        op.execute_complete(context, {"status": "running", "message": ""}, **again.value.kwargs)
+        op.execute_complete(
+            context, {"status": "running", "message": "", "resume": again.value.trigger.resume}
+        )
     assert (
-        third.value.kwargs["cursors"][f"pod-{name}-worker-0/main"][0]
+        third.value.trigger.resume["cursors"][f"pod-{name}-worker-0/main"][0]
         > cursors[f"pod-{name}-worker-0/main"][0]
     )
 

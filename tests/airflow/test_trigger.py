@@ -93,9 +93,10 @@ async def test_succeeded(monkeypatch: pytest.MonkeyPatch) -> None:
     use_script(
         monkeypatch, [job("Pending"), job("Running"), job("Succeeded", ("Completed", "Succeeded", "ok"))]
     )
-    event = await first_event(trigger())
+    event = await first_event(trigger(resume={"job": {"name": "j"}, "cursors": {"u/c": [5, 1]}}))
     assert event["status"] == "succeeded"
     assert event["job"]["phase"] == "Succeeded" and event["job"]["uid"] == "uid-1"
+    assert event["resume"] == {"job": {"name": "j"}, "cursors": {"u/c": [5, 1]}}  # echoed for the worker
 
 
 async def test_failed_carries_reason(monkeypatch: pytest.MonkeyPatch) -> None:
