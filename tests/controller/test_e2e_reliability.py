@@ -99,6 +99,35 @@ def test_create_rejected_by_the_server_is_surfaced_not_hot_looped(
     assert after - before <= 6, "create retries back off exponentially"
 
 
+def test_foreign_object_with_a_child_name_is_reported_not_adopted(
+    jobs: Jobs, controller: ControllerProcess
+) -> None:
+    """R2: AlreadyExists is success only when the existing object is ours (same controller owner uid)."""
+    squatter = {"metadata": {"name": "gj-squat-worker-0"}, "spec": {"containers": [
+        {"name": "c", "image": "x", "command": ["sleep", "300"]}]}}  # fmt: skip
+    jobs.core.create_namespaced_pod(NS, squatter)
+    jobs.create(job("GenericJob", "gj-squat", {
+        "replicaSpecs": [{"type": "worker", "template": template("main", "true")}],
+    }))  # fmt: skip
+
+    def surfaced() -> dict | None:
+        found = jobs.condition("GenericJob", "gj-squat", "ReplicaFailure")
+        return found if found and found["reason"] == "ResourceExists" else None
+
+    condition = wait_for(surfaced, 30, "ReplicaFailure=True reason ResourceExists")
+    assert condition["status"] == "True" and "gj-squat-worker-0" in condition["message"]
+    assert any(e.reason == "ResourceExists" for e in events_for(jobs, "gj-squat"))
+    pod = jobs.core.read_namespaced_pod("gj-squat-worker-0", NS)
+    assert not pod.metadata.owner_references, "the foreign pod is neither adopted nor deleted"
+    assert jobs.phase("GenericJob", "gj-squat") not in ("Succeeded",)
+
+    jobs.core.delete_namespaced_pod("gj-squat-worker-0", NS, grace_period_seconds=0)
+    wait_for(
+        lambda: jobs.phase("GenericJob", "gj-squat") == "Succeeded", 60, "job runs once the name is free"
+    )
+    assert jobs.condition("GenericJob", "gj-squat", "ReplicaFailure")["reason"] != "ResourceExists"
+
+
 def test_pod_deleted_from_outside_is_recreated_without_using_the_backoff_budget(
     jobs: Jobs, controller: ControllerProcess
 ) -> None:
