@@ -111,12 +111,6 @@ class Store:
         keys = sorted(k for k in bucket if namespace is None or k[0] == namespace)
         return [bucket[k] for k in keys]
 
-    def count(self, group: str, resource: str, namespace: str | None = None) -> int:
-        bucket = self._objects.get((group, resource), {})
-        if namespace is None:
-            return len(bucket)
-        return sum(1 for k in bucket if k[0] == namespace)
-
     def key_of_uid(self, uid: str) -> Key | None:
         return self._by_uid.get(uid)
 

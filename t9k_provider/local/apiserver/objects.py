@@ -23,7 +23,7 @@ from t9k_provider.local.apiserver.schema import apply_defaults, prune
 from t9k_provider.local.apiserver.schema import validate as validate_schema
 from t9k_provider.local.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 from t9k_provider.local.apiserver.validation import invalid_message, validate_create, validate_update
-from t9k_provider.local.store import Compacted, Conflict, Key, Store
+from t9k_provider.local.store import Conflict, Key, Store
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SYSTEM_META = (
@@ -54,7 +54,6 @@ class DeleteOptions:
 class DeleteResult:
     body: dict[str, Any]
     code: int
-    deleted: bool
 
 
 def store_key(res: Resource, namespace: str, name: str) -> Key:
@@ -460,7 +459,7 @@ class Objects:
                 if grace == 0 and not finalizers:
                     return self._remove(res, current, opts)
                 return self._pending(res, new, current, opts)
-            return DeleteResult(self.view(res, current), 200, False)
+            return DeleteResult(self.view(res, current), 200)
         if finalizers or grace > 0:
             new_meta["finalizers"] = finalizers
             new_meta["deletionTimestamp"] = _after(grace)
@@ -475,9 +474,9 @@ class Objects:
     ) -> DeleteResult:
         code = 202 if opts.orphan_dependents is False else 200
         if new == current or opts.dry_run:
-            return DeleteResult(self.view(res, new), code, False)
+            return DeleteResult(self.view(res, new), code)
         stored = self.store.update(res.storage_group, res.storage_resource, new)
-        return DeleteResult(self.view(res, stored), code, False)
+        return DeleteResult(self.view(res, stored), code)
 
     def _remove(self, res: Resource, current: dict[str, Any], opts: DeleteOptions) -> DeleteResult:
         meta = current["metadata"]
@@ -486,7 +485,7 @@ class Objects:
         else:
             deleted = self.store.delete(store_key(res, meta.get("namespace", ""), meta["name"]))
         if res.return_deleted_object:
-            return DeleteResult(self.view(res, deleted), 200, True)
+            return DeleteResult(self.view(res, deleted), 200)
         details: dict[str, Any] = {"name": meta["name"]}
         if res.group:
             details["group"] = res.group
@@ -495,7 +494,6 @@ class Objects:
         return DeleteResult(
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details},
             200,
-            True,
         )
 
     @staticmethod
@@ -568,12 +566,6 @@ class Objects:
     def _invalid(self, res: Resource, name: str, causes: list[Any]) -> errors.ApiError:
         message = invalid_message(res.kind, res.group, name, causes)
         return errors.invalid(res.kind, res.group, name, _cause_dicts(causes), message)
-
-    # -- revisions -----------------------------------------------------------------------------------------
-
-    def check_revision(self, revision: int) -> None:
-        if revision < self.store.compacted:
-            raise errors.expired(str(Compacted(revision, self.store.compacted)))
 
 
 def _after(seconds: int) -> str:

@@ -232,13 +232,6 @@ class Registry:
                 seen.setdefault((r.storage_group, r.storage_resource), None)
         return list(seen)
 
-    def by_owner_ref(self, api_version: str, kind: str) -> Resource | None:
-        group, _, version = api_version.rpartition("/")
-        for r in self.all():
-            if r.group == group and r.version == version and r.kind == kind:
-                return r
-        return None
-
     def set_crd(self, name: str, resources: list[Resource]) -> None:
         self._custom[name] = resources
 

@@ -87,7 +87,3 @@ class Hub:
         for watcher in self._watchers:
             watcher.queue.put_nowait(None)
         self._watchers.clear()
-
-    @property
-    def count(self) -> int:
-        return len(self._watchers)
