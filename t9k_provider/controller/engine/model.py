@@ -20,10 +20,12 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class ReplicaGroup:
-    """One replica type: `templates[i]` is the fully compiled PodTemplateSpec of replica `i`."""
+    """One replica type. `template(i)` builds the compiled PodTemplateSpec of replica `i` (a fresh dict); it
+    is called only when that pod is created, so a reconcile of a running job copies no templates."""
 
     type: str
-    templates: tuple[dict[str, Any], ...]
+    replicas: int
+    template: Callable[[int], dict[str, Any]]
     restart_policy: str = "Never"
     # Per-replica restart budget (GenericJob, MPI/ColossalAI new shape); None: the job-wide backoffLimit.
     restart_limit: int | None = None
@@ -39,10 +41,6 @@ class ReplicaGroup:
     # False: the kind cannot restart this replica at all, not even after an eviction (its peers
     # would not take it back, e.g. ColossalAI/MPI documented shape).
     recreatable: bool = True
-
-    @property
-    def replicas(self) -> int:
-        return len(self.templates)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from .model import ModeOverride, Plan, ReplicaGroup
@@ -50,7 +49,7 @@ def build_pod(
     job: dict[str, Any], plan: Plan, group: ReplicaGroup, index: int, restarts: int, resumed: bool
 ) -> dict[str, Any]:
     name = pod_name(job["metadata"]["name"], group.type, index, group.indexed)
-    template = copy.deepcopy(group.templates[index])
+    template = group.template(index)
     meta = template.get("metadata") or {}
     spec = template.get("spec") or {}
     labels = replica_labels(job, group.type, index, name)

@@ -109,13 +109,16 @@ def evaluate(
     rnd = Round(backoff_count=prior_backoff)
     job_name = job["metadata"]["name"]
     debug = plan.debug is not None
+    states = {
+        (g.type, i): classify(pods[(g.type, i)], g.training_container)
+        for g in plan.groups
+        for i in range(g.replicas)
+        if (g.type, i) in pods
+    }
     running_types = {
         g.type
         for g in plan.groups
-        if all(
-            (p := pods.get((g.type, i))) is not None and classify(p, g.training_container).ready
-            for i in range(g.replicas)
-        )
+        if all((s := states.get((g.type, i))) is not None and s.ready for i in range(g.replicas))
     }
     for group in plan.groups:
         for index in range(group.replicas):
@@ -177,7 +180,7 @@ def evaluate(
                 continue
 
             uid = pod["metadata"].get("uid", "")
-            state = classify(pod, group.training_container)
+            state = states[key]
             if replaced and uid != replaced:
                 replaced = None  # the replacement exists, so the old pod is gone for good
             if mode == PAUSED:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any
 
@@ -77,18 +76,20 @@ def compile_deepspeed(typed: DeepSpeedJob, job: dict[str, Any], keygen: Keygen |
         launch = ["sh", "-c", f"{SSHD} && {spec.config.custom_command}"]
     else:
         launch = ["sh", "-c", f'{SSHD} && exec deepspeed "$@"', "deepspeed", *deepspeed_args(typed, hosts[0])]
-    templates = []
-    for index in range(count):
-        tpl = with_env(copy.deepcopy(worker.template), {"PYTHONUNBUFFERED": "1"})
+
+    def build(index: int) -> dict[str, Any]:
+        tpl = with_env(worker.template, {"PYTHONUNBUFFERED": "1"})
         set_command(tpl, cname, launch if index == 0 else [SSHD, "-D", "-e"])
         mount_ssh(tpl, cname, job, SSH_MOUNT)
         mount_hostfile(tpl, cname, job, {"hostfile": HOSTFILE, "deepspeed_env": ENV_FILE})
         if index == 0:
             add_wait(tpl, cname, [f"{h}:{SSH_PORT}" for h in hosts[1:]])
-        templates.append(tpl)
+        return tpl
+
     group = ReplicaGroup(
         type="worker",
-        templates=tuple(templates),
+        replicas=count,
+        template=build,
         restart_policy=worker.restart_policy,
         training_container=cname,
         service_ports=SSH_SERVICE_PORTS,

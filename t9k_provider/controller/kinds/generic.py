@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from t9k_provider.controller.engine.model import Plan, ReplicaGroup
@@ -28,12 +29,13 @@ def compile_generic(job: GenericJob, name: str) -> Plan:
     groups = []
     for i, rs in enumerate(spec.replica_specs):
         path = f"spec.replicaSpecs[{i}].template"
+        # Checked once here: an unknown type, rank or port is an invalid spec whichever replica is built.
+        substitute_template(rs.template, variables, rs.type, 0, path)
         groups.append(
             ReplicaGroup(
                 type=rs.type,
-                templates=tuple(
-                    substitute_template(rs.template, variables, rs.type, r, path) for r in range(rs.replicas)
-                ),
+                replicas=rs.replicas,
+                template=partial(substitute_template, rs.template, variables, rs.type, path=path),
                 restart_policy=rs.restart_policy.policy,
                 restart_limit=rs.restart_policy.limit,
                 training_container=pick_container(rs.template, ()),

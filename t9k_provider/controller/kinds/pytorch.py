@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+from functools import partial
 from typing import Any
 
 from t9k_provider.controller.engine.model import Plan, ReplicaGroup
@@ -80,57 +80,58 @@ def compile_pytorch(typed: PyTorchTrainingJob, job: dict[str, Any]) -> Plan:
         spec.torchrun_config if spec.torchrun_config is not None and spec.torchrun_config.enabled else None
     )
 
+    def build(rs: PyTorchReplicaSpec, cname: str, offset: int, index: int) -> dict[str, Any]:
+        rank = offset + index
+        tpl = with_env(
+            rs.template,
+            {
+                "MASTER_ADDR": master_addr,
+                "MASTER_PORT": str(port),
+                "RANK": str(rank),
+                "WORLD_SIZE": str(total),
+                "PYTHONUNBUFFERED": "1",
+                "PET_MASTER_ADDR": master_addr,
+                "PET_MASTER_PORT": str(port),
+                "PET_NODE_RANK": str(rank),
+                "PET_NNODES": nnodes,
+            },
+        )
+        ensure_port(tpl, cname, PORT_NAME, port)
+        if torchrun is not None:
+            main = container_named(tpl, cname) or {}
+            nproc = torchrun.proc_per_node
+            args = [f"--nnodes={nnodes}"]
+            if nproc is not None:
+                args.append(f"--nproc_per_node={_gpu_count(main) if nproc == 'gpu' else int(nproc)}")
+            if torchrun.max_restarts is not None:
+                args.append(f"--max_restarts={torchrun.max_restarts}")
+            args += [
+                f"--rdzv_backend={torchrun.rdzv_backend}",
+                f"--rdzv_endpoint={master_addr}:{port}",
+                f"--rdzv_id={job['metadata']['uid']}",
+                *torchrun.extra_options,
+                *(main.get("args") or []),
+            ]
+            set_command(tpl, cname, ["torchrun", *args])
+        if rank != 0:
+            add_wait(tpl, cname, [master_addr])
+        return tpl
+
     groups = []
     offset = 0
     for rs, count in zip(specs, counts, strict=True):
         cname = pick_container(rs.template, TRAINING_CONTAINERS)
-        templates = []
-        for index in range(count):
-            rank = offset + index
-            tpl = with_env(
-                rs.template,
-                {
-                    "MASTER_ADDR": master_addr,
-                    "MASTER_PORT": str(port),
-                    "RANK": str(rank),
-                    "WORLD_SIZE": str(total),
-                    "PYTHONUNBUFFERED": "1",
-                    "PET_MASTER_ADDR": master_addr,
-                    "PET_MASTER_PORT": str(port),
-                    "PET_NODE_RANK": str(rank),
-                    "PET_NNODES": nnodes,
-                },
-            )
-            ensure_port(tpl, cname, PORT_NAME, port)
-            if torchrun is not None:
-                main = container_named(tpl, cname) or {}
-                nproc = torchrun.proc_per_node
-                args = [f"--nnodes={nnodes}"]
-                if nproc is not None:
-                    args.append(f"--nproc_per_node={_gpu_count(main) if nproc == 'gpu' else int(nproc)}")
-                if torchrun.max_restarts is not None:
-                    args.append(f"--max_restarts={torchrun.max_restarts}")
-                args += [
-                    f"--rdzv_backend={torchrun.rdzv_backend}",
-                    f"--rdzv_endpoint={master_addr}:{port}",
-                    f"--rdzv_id={job['metadata']['uid']}",
-                    *torchrun.extra_options,
-                    *copy.deepcopy(main.get("args") or []),
-                ]
-                set_command(tpl, cname, ["torchrun", *args])
-            if rank != 0:
-                add_wait(tpl, cname, [master_addr])
-            templates.append(tpl)
-        offset += count
         groups.append(
             ReplicaGroup(
                 type=rs.type,
-                templates=tuple(templates),
+                replicas=count,
+                template=partial(build, rs, cname, offset),
                 restart_policy=rs.restart_policy,
                 training_container=cname,
                 service_ports=({"name": PORT_NAME, "port": port},),
             )
         )
+        offset += count
     return training_plan(
         tuple(groups),
         master.type,

@@ -43,25 +43,27 @@ def ssh_plan(
     workers = n.worker.replicas
     hosts = worker_hosts(job, workers)
 
-    worker_templates = []
-    for _ in range(workers):
+    def worker(_: int) -> dict[str, Any]:
         tpl = copy.deepcopy(n.worker.template)
         set_command(tpl, n.worker_container, [n.ssh.sshd_path, "-D", "-e"])
         mount_ssh(tpl, n.worker_container, job, mount)
-        worker_templates.append(tpl)
+        return tpl
 
-    launcher = with_env(n.launcher.template, launcher_env)
-    set_command(launcher, n.launcher_container, launch)
-    mount_ssh(launcher, n.launcher_container, job, mount)
-    mount_hostfile(launcher, n.launcher_container, job, hostfile_paths)
-    add_wait(launcher, n.launcher_container, [f"{h}:{SSH_PORT}" for h in hosts])
+    def launcher(_: int) -> dict[str, Any]:
+        tpl = with_env(n.launcher.template, launcher_env)
+        set_command(tpl, n.launcher_container, launch)
+        mount_ssh(tpl, n.launcher_container, job, mount)
+        mount_hostfile(tpl, n.launcher_container, job, hostfile_paths)
+        add_wait(tpl, n.launcher_container, [f"{h}:{SSH_PORT}" for h in hosts])
+        return tpl
 
     worker_policy = n.worker.restart_policy
     launcher_policy = n.launcher.restart_policy
     groups = (
         ReplicaGroup(
             type="worker",
-            templates=tuple(worker_templates),
+            replicas=workers,
+            template=worker,
             restart_policy=worker_policy.policy,
             restart_limit=worker_policy.limit,
             training_container=n.worker_container,
@@ -71,7 +73,8 @@ def ssh_plan(
         ),
         ReplicaGroup(
             type="launcher",
-            templates=(launcher,),
+            replicas=1,
+            template=launcher,
             restart_policy=launcher_policy.policy,
             restart_limit=launcher_policy.limit,
             training_container=n.launcher_container,

@@ -7,9 +7,11 @@ cluster); its own TF_CONFIG carries the training cluster and `task.type: evaluat
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from t9k_provider.controller.engine.model import Plan, ReplicaGroup
+from t9k_provider.jobs.common import TrainingReplicaSpec
 from t9k_provider.jobs.training import TensorFlowTrainingJob
 
 from .common import add_wait, declared_port, ensure_port, with_env
@@ -38,31 +40,28 @@ def compile_tensorflow(typed: TensorFlowTrainingJob, job: dict[str, Any]) -> Pla
     types = [rs.type for rs in spec.replica_specs]
     master = "chief" if "chief" in types else "worker" if "worker" in types else types[0]
     master_host = f"{name}-{master}-0".lower()
-    groups = []
-    for rs in spec.replica_specs:
-        templates = []
-        for index in range(rs.replicas):
-            tf_config = {
-                "cluster": cluster,
-                "task": {"type": rs.type, "index": index},
-                "environment": "cloud",
-            }
-            tpl = with_env(rs.template, {"TF_CONFIG": json.dumps(tf_config), "PYTHONUNBUFFERED": "1"})
-            ensure_port(tpl, CONTAINER, PORT_NAME, ports[rs.type])
-            if (rs.type, index) != (master, 0):
-                add_wait(tpl, CONTAINER, [master_host])
-            templates.append(tpl)
-        groups.append(
-            ReplicaGroup(
-                type=rs.type,
-                templates=tuple(templates),
-                restart_policy=rs.restart_policy,
-                training_container=CONTAINER,
-                service_ports=({"name": PORT_NAME, "port": ports[rs.type]},),
-            )
+
+    def build(rs: TrainingReplicaSpec, index: int) -> dict[str, Any]:
+        tf_config = {"cluster": cluster, "task": {"type": rs.type, "index": index}, "environment": "cloud"}
+        tpl = with_env(rs.template, {"TF_CONFIG": json.dumps(tf_config), "PYTHONUNBUFFERED": "1"})
+        ensure_port(tpl, CONTAINER, PORT_NAME, ports[rs.type])
+        if (rs.type, index) != (master, 0):
+            add_wait(tpl, CONTAINER, [master_host])
+        return tpl
+
+    groups = tuple(
+        ReplicaGroup(
+            type=rs.type,
+            replicas=rs.replicas,
+            template=partial(build, rs),
+            restart_policy=rs.restart_policy,
+            training_container=CONTAINER,
+            service_ports=({"name": PORT_NAME, "port": ports[rs.type]},),
         )
+        for rs in spec.replica_specs
+    )
     return training_plan(
-        tuple(groups),
+        groups,
         master,
         spec.run_policy,
         spec.run_mode,

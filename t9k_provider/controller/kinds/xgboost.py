@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from t9k_provider.controller.engine.model import Plan, ReplicaGroup
+from t9k_provider.jobs.common import TrainingReplicaSpec
 from t9k_provider.jobs.training import XGBoostTrainingJob
 
 from .common import add_wait, declared_port, ensure_port, with_env
@@ -23,34 +25,34 @@ def compile_xgboost(typed: XGBoostTrainingJob, job: dict[str, Any]) -> Plan:
     port = declared_port(master.template, CONTAINER, None) or DEFAULT_PORT
     master_addr = f"{name}-master-0".lower()
     total = sum(s.replicas for s in specs)
+
+    def build(offset: int, rs: TrainingReplicaSpec, index: int) -> dict[str, Any]:
+        rank = offset + index
+        env = {
+            "MASTER_ADDR": master_addr,
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(total),
+            "PYTHONUNBUFFERED": "1",
+        }
+        tpl = with_env(rs.template, env)
+        ensure_port(tpl, CONTAINER, PORT_NAME, port)
+        if rank != 0:
+            add_wait(tpl, CONTAINER, [master_addr])
+        return tpl
+
     groups = []
     offset = 0
     for rs in specs:
-        templates = []
-        for index in range(rs.replicas):
-            rank = offset + index
-            tpl = with_env(
-                rs.template,
-                {
-                    "MASTER_ADDR": master_addr,
-                    "MASTER_PORT": str(port),
-                    "RANK": str(rank),
-                    "WORLD_SIZE": str(total),
-                    "PYTHONUNBUFFERED": "1",
-                },
-            )
-            ensure_port(tpl, CONTAINER, PORT_NAME, port)
-            if rank != 0:
-                add_wait(tpl, CONTAINER, [master_addr])
-            templates.append(tpl)
-        offset += rs.replicas
         groups.append(
             ReplicaGroup(
                 type=rs.type,
-                templates=tuple(templates),
+                replicas=rs.replicas,
+                template=partial(build, offset, rs),
                 restart_policy=rs.restart_policy,
                 training_container=CONTAINER,
                 service_ports=({"name": PORT_NAME, "port": port},),
             )
         )
+        offset += rs.replicas
     return training_plan(tuple(groups), "master", spec.run_policy, spec.run_mode, spec.scheduler)
