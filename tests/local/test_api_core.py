@@ -377,8 +377,7 @@ def test_lease_update_needs_resource_version_and_put_creates(cluster: LocalClust
         f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/fresh",
         {"metadata": {"name": "fresh"}, "spec": {"holderIdentity": "c"}},
     )
-    assert status == 201 or status == 200
-    assert body["metadata"]["name"] == "fresh"
+    assert status == 201 and body["metadata"]["name"] == "fresh"
 
 
 def test_patch_content_types(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:

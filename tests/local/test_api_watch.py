@@ -203,3 +203,19 @@ async def test_asyncio_client_watch_and_resume(
                     continue
                 seen.append((event["type"], event["object"].metadata.name))
         assert seen == [("MODIFIED", "x")]
+
+
+def test_watch_list_sends_initial_state_then_an_end_marker(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "present"}})
+    lines = stream_lines(
+        cluster,
+        f"/api/v1/namespaces/{ns}/configmaps?watch=true&sendInitialEvents=true"
+        "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1",
+    )
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in lines[:2]] == [
+        ("ADDED", "present"),
+        ("BOOKMARK", None),
+    ]
+    assert lines[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}

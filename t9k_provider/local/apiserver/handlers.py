@@ -226,8 +226,9 @@ class Handlers:
             body = await read_body(request)
             if sub == "finalize":
                 return respond(self._finalize(res, name, body))
+            existed = self.objects.store.get(store_key(res, ns, name)) is not None
             updated = self.objects.update(res, ns, name, body, subresource=sub, dry_run=dry_run)
-            return respond(self.objects.view(res, updated))
+            return respond(self.objects.view(res, updated), 200 if existed else 201)  # Lease PUT creates
         if method == "PATCH":
             ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
             patched = self.objects.patch(
@@ -323,7 +324,8 @@ class Handlers:
         match = self.objects.matcher(res, request.query.get("labelSelector", ""), field_selector)
         rv_param = request.query.get("resourceVersion", "")
         since: int | None = None
-        if rv_param and rv_param != "0":
+        send_initial = parse_bool(request, "sendInitialEvents")  # watch-list (W9): state, then a marker
+        if rv_param and rv_param != "0" and not send_initial:
             try:
                 since = int(rv_param)
             except ValueError:
@@ -340,6 +342,7 @@ class Handlers:
         response.enable_chunked_encoding()
         try:
             initial = self.hub.open(watcher, since)
+            opened_at = self.objects.store.revision
         except Compacted as exc:
             await response.prepare(request)
             expired = errors.expired(str(exc)).status()
@@ -353,12 +356,12 @@ class Handlers:
                 view = tables.table(res, [view], view["metadata"]["resourceVersion"], include_object)
             return json.dumps({"type": kind, "object": view}, separators=(",", ":")).encode() + b"\n"
 
-        def bookmark() -> bytes:
-            obj = {
-                "kind": res.kind,
-                "apiVersion": res.group_version,
-                "metadata": {"resourceVersion": str(self.objects.store.revision)},
-            }
+        def bookmark(revision: int | None = None, initial_end: bool = False) -> bytes:
+            """Only sent with an empty queue (or at ``revision``), so it never skips undelivered events."""
+            meta: dict[str, Any] = {"resourceVersion": str(revision or self.objects.store.revision)}
+            if initial_end:
+                meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+            obj = {"kind": res.kind, "apiVersion": res.group_version, "metadata": meta}
             return json.dumps({"type": "BOOKMARK", "object": obj}).encode() + b"\n"
 
         loop = asyncio.get_running_loop()
@@ -367,6 +370,8 @@ class Handlers:
             await response.prepare(request)
             if initial:
                 await response.write(b"".join(encode(k, o) for k, o in initial))
+            if send_initial:
+                await response.write(bookmark(opened_at, initial_end=True))
             while True:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
