@@ -1,0 +1,147 @@
+"""End to end: DAGs run with ``dag.test()`` against the local cluster running the real T9k controller.
+
+One cluster serves the whole module. Replica pods are local processes, so their output really flows through
+the kubelet's log files, the API server's pods/log endpoint and the operator into the task log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from t9k_provider.local.testing import LocalCluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+
+DAGS = Path(__file__).resolve().parent / "dags"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The cluster, as Airflow's ``kubernetes_default``, and ``dags/`` as the bundle ``dag.test()`` syncs."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("t9k-it-cluster"), controller=True)
+    cluster.start()
+    bundle = [
+        {
+            "name": "dags-folder",
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {"path": str(DAGS), "refresh_interval": 0},
+        }
+    ]
+    env = {
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(cluster.kubeconfig)}}
+        ),
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundle),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    from airflow.utils import db
+
+    db.initdb()
+    try:
+        yield cluster
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def dags(cluster: LocalCluster) -> dict[str, Any]:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAGS))
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags
+
+
+def jobs(cluster: LocalCluster, plural: str) -> list[dict[str, Any]]:
+    from t9k_provider.hooks.t9k import T9kHook
+
+    hook = T9kHook(conn_id="kubernetes_default")
+    return hook.custom_object_client.list_namespaced_custom_object(
+        "batch.tensorstack.dev", "v1beta1", "default", plural
+    )["items"]
+
+
+def run(dags: dict[str, Any], dag_id: str) -> tuple[str, dict[str, str], str]:
+    dag_run = dags[dag_id].test()
+    return dag_run.state, {ti.task_id: ti.state for ti in dag_run.get_task_instances()}, dag_run.run_id
+
+
+def result_of(dag_id: str, run_id: str) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = XComModel.get_many(run_id=run_id, key="return_value", task_ids="job", dag_ids=dag_id)
+        return XComModel.deserialize_value(session.scalars(query).one())
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "plural", "leader_line"),
+    [
+        ("it_generic", "genericjobs", "-worker-0/main] hello-from"),
+        ("it_generic_deferrable", "genericjobs", "-worker-0/main] hello-from"),
+        ("it_pytorch", "pytorchtrainingjobs", "-master-0/pytorch] hello-from 0"),
+        ("it_tensorflow", "tensorflowtrainingjobs", "-chief-0/tensorflow] hello-from"),
+        ("it_xgboost", "xgboosttrainingjobs", "-master-0/xgboost] hello-from 0"),
+    ],
+)
+def test_kind_dag_succeeds_with_replica_logs(
+    cluster: LocalCluster,
+    dags: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+    dag_id: str,
+    plural: str,
+    leader_line: str,
+) -> None:
+    state, tasks, run_id = run(dags, dag_id)
+    output = capfd.readouterr().out
+    assert state == "success", (tasks, output[-3000:])
+    result = result_of(dag_id, run_id)
+    assert result["phase"] == "Succeeded" and result["namespace"] == "default"
+    assert leader_line in output
+    (job,) = [j for j in jobs(cluster, plural) if j["metadata"]["name"] == result["name"]]
+    assert job["metadata"]["annotations"]["airflow.apache.org/dag-id"] == dag_id
+    assert job["metadata"]["annotations"]["airflow.apache.org/checked"] == "true"
+
+
+@pytest.mark.parametrize("dag_id", ["it_failing", "it_failing_deferrable"])
+def test_failing_job_fails_the_task_with_the_replica_reason(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str], dag_id: str
+) -> None:
+    state, tasks, _ = run(dags, dag_id)
+    output = capfd.readouterr().out
+    assert state == "failed" and tasks == {"job": "failed"}
+    assert "T9kJobFailed" in output
+    assert "cannot open dataset shard-7: permission denied" in output
+    assert "failed" in output.lower()
+
+
+def test_retry_adopts_the_running_job(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    state, tasks, _ = run(dags, "it_adopt")
+    output = capfd.readouterr().out
+    assert state == "success", (tasks, output[-3000:])
+    assert "simulated worker loss after submission" in output
+    assert "adopting job default/" in output
+    mine = [
+        j
+        for j in jobs(cluster, "genericjobs")
+        if j["metadata"]["annotations"].get("airflow.apache.org/dag-id") == "it_adopt"
+    ]
+    assert len(mine) == 1
+    assert mine[0]["metadata"]["annotations"]["airflow.apache.org/try-number"] == "1"  # the first try's job
+    assert mine[0]["status"]["phase"] == "Succeeded"
