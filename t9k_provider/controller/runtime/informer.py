@@ -28,6 +28,7 @@ Handler = Callable[[dict[str, Any] | None, dict[str, Any] | None], None]
 
 WATCH_TIMEOUT_SECONDS = 300
 MAX_BACKOFF = 30.0
+MIN_WATCH_SECONDS = 1.0
 
 
 def object_key(obj: dict[str, Any]) -> Key:
@@ -158,10 +159,13 @@ class Informer:
 
     async def _watch_until_expired(self) -> None:
         """Follow watches, resuming from the last version, until the server answers 410."""
+        loop = asyncio.get_running_loop()
         while True:
+            opened, events = loop.time(), 0
             async for event in self._api.watch(
                 self.rt, self.namespace, self._resource_version, self._watch_timeout
             ):
+                events += 1
                 obj = event["object"]
                 rv = (obj.get("metadata") or {}).get("resourceVersion")
                 if event["type"] != "BOOKMARK":
@@ -170,6 +174,9 @@ class Informer:
                     self._resource_version = str(rv)
                     self._forget_tombstones(_rv(obj))
             self.last_error = None
+            if not events and loop.time() - opened < MIN_WATCH_SECONDS:
+                # A server that closes watches at once must not turn this into a request loop.
+                await asyncio.sleep(MIN_WATCH_SECONDS * (0.5 + random.random()))
 
     def _forget_tombstones(self, watched: int | None) -> None:
         """Once the watch is past a tombstone's version, no older event for that key can arrive any more."""

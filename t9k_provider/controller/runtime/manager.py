@@ -114,10 +114,13 @@ class Manager:
             and str(ref.get("apiVersion", "")).startswith(self._group_prefix)
         )
 
-    def _job_changed(self, _old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        if new is not None:
-            meta = new.get("metadata") or {}
-            self.queue.add((new["kind"], meta.get("namespace") or "", meta.get("name") or ""))
+    def _job_changed(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is None:
+            if old is not None:
+                self.reconciler.forget((old.get("metadata") or {}).get("uid") or "")
+            return
+        meta = new.get("metadata") or {}
+        self.queue.add((new["kind"], meta.get("namespace") or "", meta.get("name") or ""))
 
     def _child_changed(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         obj = new if new is not None else old

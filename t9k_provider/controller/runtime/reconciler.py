@@ -107,6 +107,10 @@ class Reconciler:
             self._failures.pop(uid, None)
         return Outcome(requeue_after=decision.requeue_after, retry=failed)
 
+    def forget(self, uid: str) -> None:
+        """Drop what is remembered about a deleted job."""
+        self._failures.pop(uid, None)
+
     def _decide(self, job: dict[str, Any]) -> Decision:
         meta = job["metadata"]
         children = self._caches.children_of(meta.get("namespace") or "", meta["uid"])
@@ -171,7 +175,13 @@ class Reconciler:
             else:
                 self._caches.observe_deleted(rt, namespace, action.name, _int_rv(result))
             return True
-        patched = await self._api.patch(rt, namespace, action.name, action.patch)
+        try:
+            patched = await self._api.patch(rt, namespace, action.name, action.patch)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            self._metrics.actions.labels(action="patch", kind=action.kind, outcome="gone").inc()
+            return True  # deleted meanwhile: its delete event brings the next reconcile
         self._metrics.actions.labels(action="patch", kind=action.kind, outcome="ok").inc()
         self._caches.observe(patched)
         return True
