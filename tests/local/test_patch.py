@@ -568,3 +568,52 @@ def test_strategic_merge_does_not_mutate_inputs() -> None:
 def test_strategic_merge_on_plain_maps_equals_merge_patch(labels_patch: dict) -> None:
     patch = {"metadata": {"labels": labels_patch}}
     assert smp(patch) == merge_patch(POD, patch)
+
+
+plain_keys = st.sampled_from(["data", "spec", "x", "y", "z"])
+no_null_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(plain_keys, inner, max_size=3)),
+    max_leaves=10,
+)
+plain_patches = st.recursive(
+    st.one_of(scalars, st.none(), st.lists(no_null_values, max_size=3)),
+    lambda inner: st.dictionaries(plain_keys, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(plain_keys, no_null_values, max_size=4),
+    st.dictionaries(plain_keys, plain_patches, max_size=3),
+)
+def test_strategic_merge_without_merge_keys_or_directives_is_merge_patch(obj: dict, patch: dict) -> None:
+    assert strategic_merge_patch(obj, patch, "ConfigMap") == merge_patch(obj, patch)
+
+
+container_names = st.sampled_from(["a", "b", "c", "d", "e"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(container_names, unique=True, max_size=4),
+    st.lists(container_names, unique=True, max_size=4),
+    st.sets(container_names, max_size=2),
+)
+def test_merge_key_lists_union_update_and_delete(current: list, patched: list, deleted: set) -> None:
+    obj = {"spec": {"containers": [{"name": n, "image": f"old-{n}", "args": [n]} for n in current]}}
+    items: list[dict] = [{"name": n, "image": f"new-{n}"} for n in patched if n not in deleted]
+    items += [{"name": n, "$patch": "delete"} for n in deleted]
+    out = strategic_merge_patch(obj, {"spec": {"containers": items}}, "Pod")["spec"]["containers"]
+    names = [c["name"] for c in out]
+    assert set(names) == (set(current) | set(patched)) - deleted
+    assert len(names) == len(set(names))
+    by_name = {c["name"]: c for c in out}
+    for n in set(patched) - deleted:
+        assert by_name[n]["image"] == f"new-{n}"
+        assert by_name[n].get("args") == ([n] if n in current else None)
+    for n in set(current) - set(patched) - deleted:
+        assert by_name[n] == {"name": n, "image": f"old-{n}", "args": [n]}
+    patched_order = [n for n in names if n in patched]
+    assert patched_order == [n for n in patched if n not in deleted]
