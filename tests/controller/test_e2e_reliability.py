@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from controller_process import ControllerProcess, wait_for
@@ -240,3 +241,15 @@ def test_health_endpoints(controller: ControllerProcess) -> None:
         assert f"t9k_controller_{metric}" in names, metric
     reads = controller.metric_sum("t9k_controller_api_requests_total", access="read")
     assert reads >= 16, "one list and one watch per watched type at least"
+
+
+def test_local_cluster_runs_the_controller_by_default(local_cluster_factory: Any) -> None:
+    """`t9k-local run` (and `up`) start `python -m t9k_provider.controller` as a child process."""
+    cluster = local_cluster_factory(controller=True, kubelet="simulated")
+    jobs = Jobs(cluster.api_client())
+    tpl = template("main", "true")
+    tpl["metadata"] = {"annotations": {"t9k.local/simulate-exit-code": "0"}}
+    jobs.create(job("GenericJob", "gj-local", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
+    wait_for(
+        lambda: jobs.phase("GenericJob", "gj-local") == "Succeeded", 60, "the built-in controller ran it"
+    )
