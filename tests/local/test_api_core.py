@@ -101,8 +101,20 @@ def test_version_and_discovery(cluster: LocalCluster) -> None:
     assert status == 200 and group["kind"] == "APIGroup" and group["preferredVersion"]["version"] == "v1"
 
 
-def test_openapi_and_unknown_paths_are_404_status(cluster: LocalCluster) -> None:
-    for path in ("/openapi/v2", "/openapi/v3", "/swagger-2.0.0.pb-v1", "/api/v1/nothings", "/apis/nope/v1"):
+def test_openapi_v3_lists_field_validation_on_patch(cluster: LocalCluster) -> None:
+    _, _, root = cluster.request("GET", "/openapi/v3")
+    assert root["paths"]["api/v1"]["serverRelativeURL"] == "/openapi/v3/api/v1"
+    assert "apis/batch/v1" in root["paths"]
+    _, _, doc = cluster.request("GET", "/openapi/v3/api/v1")
+    patch = doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1", "kind": "Pod"}
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+    status, _, _ = cluster.request("GET", "/openapi/v3/apis/nope/v1")
+    assert status == 404
+
+
+def test_openapi_v2_and_unknown_paths_are_404_status(cluster: LocalCluster) -> None:
+    for path in ("/openapi/v2", "/swagger-2.0.0.pb-v1", "/api/v1/nothings", "/apis/nope/v1"):
         status, headers, body = cluster.request("GET", path)
         assert status == 404, path
         assert headers["content-type"].startswith("application/json")

@@ -223,6 +223,18 @@ def test_schema_validation_gives_422_with_causes(custom: client.CustomObjectsApi
     assert _status(required.value)["details"]["causes"][0]["reason"] == "FieldValueRequired"
 
 
+def test_strict_field_validation_rejects_undeclared_fields(cluster: LocalCluster, ns: str) -> None:
+    path = f"/apis/{GROUP}/v1/namespaces/{ns}/widgets?fieldValidation=Strict"
+    body = widget("strict", free={"kept": 1})
+    body["spec"]["typo"] = 1
+    status, _, answer = cluster.request("POST", path, body)
+    assert (status, answer["reason"]) == (400, "BadRequest")
+    assert answer["message"] == 'strict decoding error: unknown field "spec.typo"'
+    del body["spec"]["typo"]
+    status, _, _ = cluster.request("POST", path, body)
+    assert status == 201
+
+
 def test_unknown_fields_are_pruned_unless_preserved(custom: client.CustomObjectsApi, ns: str) -> None:
     created = custom.create_namespaced_custom_object(
         GROUP, "v1", ns, "widgets", {**widget("pruned", free={"anything": {"goes": 1}}), "extra": 1}

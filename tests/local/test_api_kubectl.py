@@ -76,6 +76,36 @@ def test_apply_get_and_reapply_a_pod(kubectl, tmp_path: Path) -> None:
     assert "pod/kp unchanged" in kubectl("apply", "-f", str(path), "--validate=false")
 
 
+def test_apply_validates_on_the_server_by_default(kubectl, tmp_path: Path) -> None:
+    job = {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "GenericJob",
+        "metadata": {"name": "strict"},
+        "spec": {
+            "replicaSpecs": [
+                {
+                    "type": "worker",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "w", "image": "python", "command": ["python", "-c", "print(1)"]}
+                            ]
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    assert "genericjob.batch.tensorstack.dev/strict created" in kubectl("apply", "-f", str(path))
+    job["spec"]["replicaSpec"] = []  # a typo of replicaSpecs
+    path.write_text(yaml.safe_dump(job))
+    failed = kubectl("apply", "-f", str(path), check=False)
+    assert 'strict decoding error: unknown field "spec.replicaSpec"' in failed
+
+
 def configmap(name: str) -> str:
     return yaml.safe_dump(
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}}

@@ -138,6 +138,15 @@ class Handlers:
             )
         if parts[0] == "version" and len(parts) == 1:
             return respond(discovery.KUBERNETES_VERSION)
+        if parts[:2] == ["openapi", "v3"] and request.method == "GET":
+            doc = (
+                discovery.openapi_v3_root(self.registry)
+                if len(parts) == 2
+                else discovery.openapi_v3_document(self.registry, "/".join(parts[2:]))
+            )
+            if doc is None:
+                raise errors.path_not_found()
+            return respond(doc)
         if parts[0] == "_embedded":
             return await self._embedded(request, parts[1:])
         if parts[0] == "api":
@@ -187,6 +196,7 @@ class Handlers:
         method = request.method
         res, ns, name, sub = route.res, route.namespace or "", route.name, route.subresource
         dry_run = request.query.get("dryRun") == "All"
+        strict = request.query.get("fieldValidation") == "Strict"
         if not name:
             if method == "GET":
                 if parse_bool(request, "watch"):
@@ -195,7 +205,9 @@ class Handlers:
             if method == "POST":
                 if res.namespaced and route.namespace is None:
                     raise errors.method_not_allowed()
-                created = self.objects.create(res, ns, await read_body(request), dry_run=dry_run)
+                created = self.objects.create(
+                    res, ns, await read_body(request), dry_run=dry_run, strict=strict
+                )
                 return respond(self.objects.view(res, created), 201)
             if method == "DELETE":
                 return await self.delete_collection(request, route)
@@ -227,12 +239,14 @@ class Handlers:
             if sub == "finalize":
                 return respond(self._finalize(res, name, body))
             existed = self.objects.store.get(store_key(res, ns, name)) is not None
-            updated = self.objects.update(res, ns, name, body, subresource=sub, dry_run=dry_run)
+            updated = self.objects.update(
+                res, ns, name, body, subresource=sub, dry_run=dry_run, strict=strict
+            )
             return respond(self.objects.view(res, updated), 200 if existed else 201)  # Lease PUT creates
         if method == "PATCH":
             ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
             patched = self.objects.patch(
-                res, ns, name, await request.read(), ctype, subresource=sub, dry_run=dry_run
+                res, ns, name, await request.read(), ctype, subresource=sub, dry_run=dry_run, strict=strict
             )
             return respond(self.objects.view(res, patched))
         if method == "DELETE" and not sub:

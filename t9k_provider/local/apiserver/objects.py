@@ -150,8 +150,12 @@ class Objects:
         body["kind"] = res.kind
         return body
 
-    def create(self, res: Resource, namespace: str, body: Any, *, dry_run: bool = False) -> dict[str, Any]:
+    def create(
+        self, res: Resource, namespace: str, body: Any, *, dry_run: bool = False, strict: bool = False
+    ) -> dict[str, Any]:
         obj = self.decode(res, body)
+        if strict:
+            self._check_declared(res, obj)
         meta = obj["metadata"]
         self._check_namespace(res, namespace, meta)
         if meta.get("resourceVersion"):
@@ -218,8 +222,11 @@ class Objects:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        strict: bool = False,
     ) -> dict[str, Any]:
         obj = self.decode(res, body)
+        if strict:
+            self._check_declared(res, obj)
         meta = obj["metadata"]
         self._check_namespace(res, namespace, meta)
         if meta.get("name") and meta["name"] != name:
@@ -231,7 +238,7 @@ class Objects:
         if current is None:
             if res.create_on_update and not subresource:
                 meta.pop("resourceVersion", None)
-                return self.create(res, namespace, obj, dry_run=dry_run)
+                return self.create(res, namespace, obj, dry_run=dry_run, strict=strict)
             raise errors.not_found(res.plural, res.group, name)
         rv = meta.get("resourceVersion")
         if rv:
@@ -261,6 +268,7 @@ class Objects:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        strict: bool = False,
     ) -> dict[str, Any]:
         current = self.get(res, namespace, name)
         base = self.view(res, current)
@@ -277,6 +285,8 @@ class Objects:
         if res.namespaced:
             patched["metadata"]["namespace"] = namespace
         obj = self.decode(res, patched)
+        if strict:
+            self._check_declared(res, obj)
         return self._write_update(res, current, obj, subresource=subresource, dry_run=dry_run)
 
     def write_status(self, res: Resource, current: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
@@ -535,6 +545,19 @@ class Objects:
                 res.group,
             )
 
+    def _check_declared(self, res: Resource, obj: dict[str, Any]) -> None:
+        """``fieldValidation=Strict``: fields the CRD schema would prune are a 400 instead of a silent drop.
+
+        Built-in kinds have no schema here, so they are not checked (documented difference).
+        """
+        if not (res.custom and res.schema):
+            return
+        unknown = _dropped_fields(obj, prune(res.schema, obj), "")
+        if unknown:
+            raise errors.bad_request(
+                "strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown)
+            )
+
     def _prune_and_default(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
         if not res.schema:
             return obj
@@ -570,3 +593,24 @@ class Objects:
 
 def _after(seconds: int) -> str:
     return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _dropped_fields(before: Any, after: Any, path: str) -> list[str]:
+    """Paths present (and not null) in ``before`` but missing from its pruned form ``after``."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key, value in before.items():
+            child = f"{path}.{key}" if path else key
+            if key not in after:
+                if value is not None:
+                    out.append(child)
+            else:
+                out += _dropped_fields(value, after[key], child)
+        return out
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [
+            f
+            for i, (b, a) in enumerate(zip(before, after, strict=True))
+            for f in _dropped_fields(b, a, f"{path}[{i}]")
+        ]
+    return []
