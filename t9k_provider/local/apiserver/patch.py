@@ -311,11 +311,15 @@ def json_patch(obj: Any, patch: list) -> Any:
 
 @dataclass(frozen=True)
 class _Field:
-    """Patch metadata of one field: ``strategy`` "merge"/"replace"/"" and the list merge key."""
+    """Patch metadata of one field (its ``patchStrategy``/``patchMergeKey`` tags) and of its children.
+
+    Lists merge only with ``strategy="merge"`` (by ``key``, or as a set of primitives without one);
+    every other list is replaced. ``retainKeys`` needs no metadata here: the server honours the
+    ``$retainKeys`` directive wherever a patch carries it.
+    """
 
     strategy: str = ""
     key: str = ""
-    retain_keys: bool = False
     node: dict[str, _Field] = field(default_factory=dict)
 
 
@@ -337,11 +341,11 @@ _POD_SPEC: dict[str, _Field] = {
     "initContainers": _Field("merge", "name", node=_CONTAINER),
     "ephemeralContainers": _Field("merge", "name", node=_CONTAINER),
     "imagePullSecrets": _Field("merge", "name"),
-    "volumes": _Field("merge", "name", retain_keys=True),
+    "volumes": _Field("merge", "name"),
     "hostAliases": _Field("merge", "ip"),
     "topologySpreadConstraints": _Field("merge", "topologyKey"),
     "schedulingGates": _Field("merge", "name"),
-    "resourceClaims": _Field("merge", "name", retain_keys=True),
+    "resourceClaims": _Field("merge", "name"),
 }
 _POD_TEMPLATE: dict[str, _Field] = {
     "metadata": _Field(node=_OBJECT_META),
@@ -430,7 +434,7 @@ def _merge_map(original: dict, patch: dict, node: dict[str, _Field]) -> dict:
             original.pop(key, None)
             continue
         current = original.get(key, _MISSING)
-        if isinstance(value, dict) and isinstance(current, dict) and meta.strategy != "replace":
+        if isinstance(value, dict) and isinstance(current, dict):
             original[key] = _merge_map(current, value, meta.node)
         elif isinstance(value, list) and isinstance(current, list) and meta.strategy == "merge":
             original[key] = _merge_list(current, value, meta)
