@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,8 @@ def result_of(dag_id: str, run_id: str) -> Any:
         ("it_pytorch", "pytorchtrainingjobs", "-master-0/pytorch] hello-from 0"),
         ("it_tensorflow", "tensorflowtrainingjobs", "-chief-0/tensorflow] hello-from"),
         ("it_xgboost", "xgboosttrainingjobs", "-master-0/xgboost] hello-from 0"),
+        ("it_mpi", "mpijobs", "-launcher/worker] fake mpirun: 2 hosts"),
+        ("it_colossalai", "colossalaijobs", "-launcher/launcher] fake colossalai: run --hostfile"),
     ],
 )
 def test_kind_dag_succeeds_with_replica_logs(
@@ -145,3 +148,40 @@ def test_retry_adopts_the_running_job(
     assert len(mine) == 1
     assert mine[0]["metadata"]["annotations"]["airflow.apache.org/try-number"] == "1"  # the first try's job
     assert mine[0]["status"]["phase"] == "Succeeded"
+
+
+def fake_flink_operator(stop: threading.Event) -> None:
+    """Plays the flink-operator the local cluster does not have: marks every FlinkCluster Running."""
+    from kubernetes.client import ApiException
+
+    from t9k_provider.hooks.t9k import T9kHook
+
+    api = T9kHook(conn_id="kubernetes_default").custom_object_client
+    group, version, plural = "flinkoperator.k8s.io", "v1beta1", "flinkclusters"
+    while not stop.wait(0.5):
+        for cluster in api.list_namespaced_custom_object(group, version, "default", plural)["items"]:
+            if (cluster.get("status") or {}).get("state") == "Running":
+                continue
+            body = {"status": {"state": "Running", "components": {"job": {"id": "0123abcd"}}}}
+            name = cluster["metadata"]["name"]
+            try:
+                api.patch_namespaced_custom_object_status(group, version, "default", plural, name, body)
+            except ApiException:
+                api.patch_namespaced_custom_object(group, version, "default", plural, name, body)
+
+
+def test_beam_dag_succeeds(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    stop = threading.Event()
+    operator = threading.Thread(target=fake_flink_operator, args=(stop,), daemon=True)
+    operator.start()
+    try:
+        state, tasks, run_id = run(dags, "it_beam")
+    finally:
+        stop.set()
+        operator.join(10)
+    output = capfd.readouterr().out
+    assert state == "success", (tasks, output[-3000:])
+    result = result_of("it_beam", run_id)
+    assert result["kind"] == "BeamJob" and result["phase"] == "Succeeded"

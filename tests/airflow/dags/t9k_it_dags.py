@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pendulum
 from airflow.providers.common.compat.sdk import DAG, AirflowException
 
 from t9k_provider.operators import (
+    BeamJobOperator,
+    ColossalAIJobOperator,
     GenericJobOperator,
+    MPIJobOperator,
     PyTorchTrainingJobOperator,
     T9kJobOperator,
     TensorFlowTrainingJobOperator,
@@ -87,6 +92,73 @@ SLOW = {
     },
 }
 
+# SSH kinds: workers run a stand-in sshd, launchers find stand-in mpirun/colossalai first on PATH.
+FAKEBIN = Path(__file__).resolve().parent / "fakebin"
+FAKE_PATH = os.pathsep.join([str(FAKEBIN), os.path.dirname(PY), "/usr/local/bin", "/usr/bin", "/bin"])
+
+
+def ssh_container(name: str) -> dict[str, Any]:
+    return {"name": name, "image": "t9k/ssh-runtime", "env": [{"name": "PATH", "value": FAKE_PATH}]}
+
+
+MPI = {
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "MPIJob",
+    "spec": {
+        "ssh": {"sshdPath": str(FAKEBIN / "sshd")},
+        "mpiConfig": {"script": ["python", "train.py", "--epochs", "1"]},
+        "runPolicy": {"cleanUpWorkers": True},
+        "replicaSpecs": [
+            {
+                "type": "worker",
+                "replicas": 2,
+                "template": {"spec": {"containers": [ssh_container("worker")]}},
+            },
+            {"type": "launcher", "replicas": 1, "template": {}},
+        ],
+    },
+}
+COLOSSALAI = {
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "ColossalAIJob",
+    "spec": {
+        "ssh": {"sshdPath": str(FAKEBIN / "sshd")},
+        "torchConfig": {"procPerWorker": 1, "script": ["train.py", "--dummy_data=True"]},
+        "replicaSpecs": [
+            {"type": "launcher", "template": {"spec": {"containers": [ssh_container("launcher")]}}},
+            {
+                "type": "worker",
+                "replicas": 2,
+                "template": {"spec": {"containers": [ssh_container("worker")]}},
+            },
+        ],
+    },
+}
+BEAM = {
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "BeamJob",
+    "spec": {
+        "flinkClusterTemplate": {
+            "spec": {"flinkVersion": "1.17", "image": {"name": "flink:1.17"}, "taskManager": {"replicas": 1}}
+        },
+        "jobTemplate": {
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            container(
+                                "submit", "import os; print('beam pipeline for', os.environ['FLINK_MASTER'])"
+                            )
+                        ],
+                    }
+                },
+            }
+        },
+    },
+}
+
 COMMON: dict[str, Any] = {
     "poll_interval": 1.0,
     "startup_timeout": 180,
@@ -139,3 +211,9 @@ single_task_dag(
         task_id="job", manifest=SLOW, retries=1, retry_delay=timedelta(seconds=0), deferrable=False, **COMMON
     ),
 )
+single_task_dag("it_mpi", lambda: MPIJobOperator(task_id="job", manifest=MPI, deferrable=False, **COMMON))
+single_task_dag(
+    "it_colossalai",
+    lambda: ColossalAIJobOperator(task_id="job", manifest=COLOSSALAI, deferrable=True, **COMMON),
+)
+single_task_dag("it_beam", lambda: BeamJobOperator(task_id="job", manifest=BEAM, deferrable=True, **COMMON))
