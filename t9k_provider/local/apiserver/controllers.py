@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import datetime, timezone
 from typing import Any
 
 from t9k_provider.local.apiserver import errors, kinds
@@ -25,6 +26,8 @@ from t9k_provider.local.store import Event, Key
 
 log = logging.getLogger(__name__)
 CRD_PLURAL = "customresourcedefinitions"
+EVENT_TTL_SECONDS = 3600
+EVENT_SWEEP_SECONDS = 60
 
 
 def _condition(ctype: str, status: str, reason: str, message: str) -> dict[str, Any]:
@@ -61,11 +64,16 @@ class Controllers:
         self._wake.set()
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_expiry = loop.time()
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), 1.0)
             self._wake.clear()
             self.reconcile()
+            if loop.time() >= next_expiry:
+                next_expiry = loop.time() + EVENT_SWEEP_SECONDS
+                self._try("expire events", self.expire_events, datetime.now(timezone.utc))
             await asyncio.sleep(0)
 
     def reconcile(self) -> None:
@@ -217,6 +225,30 @@ class Controllers:
                 new = deep_copy(ns)
                 new["spec"]["finalizers"] = [f for f in new["spec"]["finalizers"] if f != "kubernetes"]
                 self._try(f"finalize namespace {name}", self.objects.write, ns_res, ns, new)
+
+    # -- event TTL -----------------------------------------------------------------------------------------
+
+    def expire_events(self, now: datetime) -> int:
+        """Delete events whose last activity is older than the TTL (kube-apiserver's --event-ttl, 1 h)."""
+        res = self._resource("", "events")
+        assert res is not None
+        expired = 0
+        for event in self.store.list("", "events"):
+            series = event.get("series") or {}
+            stamps = [
+                event.get("lastTimestamp"),
+                event.get("eventTime"),
+                series.get("lastObservedTime"),
+                event["metadata"].get("creationTimestamp"),
+            ]
+            last = max(
+                (t for t in (kinds.parse_time(s) for s in stamps if isinstance(s, str)) if t), default=None
+            )
+            if last is not None and (now - last).total_seconds() > EVENT_TTL_SECONDS:
+                meta = event["metadata"]
+                self.objects.delete(res, meta.get("namespace", ""), meta["name"], DeleteOptions())
+                expired += 1
+        return expired
 
     # -- garbage collection --------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ def now_time() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse_time(value: str) -> datetime | None:
+def parse_time(value: str) -> datetime | None:
     text = value.strip()
     if text.endswith("Z") or text.endswith("z"):
         text = text[:-1] + "+00:00"
@@ -40,7 +40,7 @@ def normalize_time(value: Any, micro: bool) -> Any:
     """Re-serialise a timestamp as the real server does (``Time``: whole seconds; ``MicroTime``: 6 digits)."""
     if not isinstance(value, str):
         return value
-    parsed = _parse_time(value)
+    parsed = parse_time(value)
     if parsed is None:
         return value
     if micro:

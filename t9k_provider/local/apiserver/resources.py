@@ -94,6 +94,7 @@ BUILTIN: list[Resource] = [
     _core("secrets", "secret", "Secret"),
     _core("serviceaccounts", "serviceaccount", "ServiceAccount", short_names=["sa"]),
     _core("events", "event", "Event", short_names=["ev"]),
+    _core("podtemplates", "podtemplate", "PodTemplate"),
     Resource(
         "events.k8s.io",
         "v1",
