@@ -20,7 +20,7 @@ from t9k_provider.controller.runtime.events import EventRecorder
 from t9k_provider.controller.runtime.informer import Informer
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.controller.runtime.reconciler import Reconciler
-from t9k_provider.jobs import API_VERSION, KINDS
+from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -253,3 +253,29 @@ def test_local_cluster_runs_the_controller_by_default(local_cluster_factory: Any
     wait_for(
         lambda: jobs.phase("GenericJob", "gj-local") == "Succeeded", 60, "the built-in controller ran it"
     )
+
+
+def test_namespace_flag_limits_what_the_controller_sees(
+    cluster: LocalCluster, jobs: Jobs, tmp_path: Path
+) -> None:
+    jobs.core.create_namespace({"metadata": {"name": "team-a"}})
+    proc = ControllerProcess(cluster.kubeconfig, tmp_path / "ns.log", "--namespace", "team-a")
+    try:
+        proc.start().wait_ready(60)
+        tpl = template("main", "sleep 0.2")
+        inside = job("GenericJob", "gj-team-a", {"replicaSpecs": [{"type": "worker", "template": tpl}]})
+        inside["metadata"]["namespace"] = "team-a"
+        jobs.custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "genericjobs", inside)
+        jobs.create(job("GenericJob", "gj-outside", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
+
+        def phase_in_team_a() -> str | None:
+            obj = jobs.custom.get_namespaced_custom_object(
+                GROUP, VERSION, "team-a", "genericjobs", "gj-team-a"
+            )
+            return (obj.get("status") or {}).get("phase")
+
+        wait_for(lambda: phase_in_team_a() == "Succeeded", 60, "the job in the watched namespace ran")
+        assert "status" not in jobs.get("GenericJob", "gj-outside"), "a job outside the namespace is ignored"
+        assert jobs.pods("gj-outside") == []
+    finally:
+        proc.stop()
