@@ -1,0 +1,141 @@
+"""`run_node_agents` driven in-process against a cluster started without agents: the unprivileged host-network
+fallback (no namespaces at all) and re-adoption of containers after the agents were cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from t9k_provider.local.kubelet import network
+from t9k_provider.local.kubelet.agents import run_node_agents
+from t9k_provider.local.testing import LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+PROBE = (
+    "import os, socket\n"
+    "print(socket.gethostname())\n"
+    "print(os.environ['HOSTNAME'])\n"
+    "try:\n"
+    "    socket.gethostbyname('peer-svc')\n"
+    "    print('resolved')\n"
+    "except OSError:\n"
+    "    print('unresolved')\n"
+)
+
+
+def _pod(name: str, script: str, **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, **meta},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "python", "command": ["python", "-c", script]}],
+        },
+    }
+
+
+async def _wait(what: str, probe: Callable[[], Any], timeout: float = 30) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: Any = None
+    while loop.time() < deadline:
+        try:
+            last = await probe()
+        except ApiException as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+async def _log(core: client.CoreV1Api, name: str) -> str:
+    resp = await core.read_namespaced_pod_log(name, "default", _preload_content=False)
+    return (await resp.read()).decode()
+
+
+def _finished(core: client.CoreV1Api, name: str) -> Callable[[], Any]:
+    async def probe() -> Any:
+        pod = await core.read_namespaced_pod(name, "default")
+        return pod if pod.status.phase in ("Succeeded", "Failed") else None
+
+    return probe
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 30)
+
+
+async def test_unprivileged_host_network_fallback(
+    local_cluster_factory: Callable[..., LocalCluster], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = local_cluster_factory(kubelet="none")
+    monkeypatch.setattr(network, "mount_isolation_available", lambda: False)  # as without root
+    agents = asyncio.create_task(run_node_agents(cluster.kubeconfig, cluster.state_dir, "process", "host"))
+    api = cluster.async_api_client()
+    try:
+        core = client.CoreV1Api(api)
+        await core.create_namespaced_service(
+            "default",
+            {"metadata": {"name": "peer-svc"}, "spec": {"selector": {"app": "p"}, "ports": [{"port": 1}]}},
+        )
+        await core.create_namespaced_pod("default", _pod("probe", PROBE, labels={"app": "p"}))
+        pod = await _wait("probe finished", _finished(core, "probe"))
+        assert pod.status.phase == "Succeeded"
+        assert pod.status.pod_ip.startswith("127.1.")
+        # No namespaces: the machine's hostname, HOSTNAME set by env only, service names do not resolve.
+        assert (await _log(core, "probe")).splitlines() == [socket.gethostname(), "probe", "unresolved"]
+    finally:
+        await _stop(agents)
+        await api.close()
+
+
+async def test_cancelled_agents_leave_containers_running_for_the_next_kubelet(
+    local_cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    cluster = local_cluster_factory(kubelet="none")
+
+    def start() -> asyncio.Task[None]:
+        return asyncio.create_task(
+            run_node_agents(cluster.kubeconfig, cluster.state_dir, "process", "auto", stop_pods_on_exit=False)
+        )
+
+    agents = start()
+    api = cluster.async_api_client()
+    try:
+        core = client.CoreV1Api(api)
+        script = "import sys, time; print('up', flush=True); time.sleep(3); print('down'); sys.exit(6)"
+        await core.create_namespaced_pod("default", _pod("keeper", script))
+        await _wait("running", lambda: _log_is(core, "keeper", "up\n"))
+        await _stop(agents)
+        await asyncio.sleep(0.5)
+        agents = start()
+        pod = await _wait("finished", _finished(core, "keeper"))
+        st = pod.status.container_statuses[0]
+        assert (pod.status.phase, st.state.terminated.exit_code, st.restart_count) == ("Failed", 6, 0)
+        assert await _log(core, "keeper") == "up\ndown\n"
+    finally:
+        await _stop(agents)
+        await api.close()
+
+
+async def _log_is(core: client.CoreV1Api, name: str, text: str) -> bool:
+    return await _log(core, name) == text
+
+
+async def test_bad_mode_and_network_are_rejected(tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match="mode: must be one of"):
+        await run_node_agents(tmp_path / "kubeconfig", tmp_path, "docker")
+    with pytest.raises(ValueError, match="network: must be one of"):
+        network.select_network("bridge", tmp_path)
