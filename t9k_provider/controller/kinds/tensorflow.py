@@ -2,6 +2,8 @@
 
 Decision: `evaluator` is not part of `cluster` (TensorFlow's side-car evaluator is outside the training
 cluster); its own TF_CONFIG carries the training cluster and `task.type: evaluator`.
+No peer-wait init container (as in Kubeflow): TensorFlow's gRPC channels keep retrying a peer that does not
+resolve yet, while a wait on a chief that already finished would hold the other replicas for nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from t9k_provider.controller.engine.model import Plan, ReplicaGroup
 from t9k_provider.jobs.common import TrainingReplicaSpec
 from t9k_provider.jobs.training import TensorFlowTrainingJob
 
-from .common import add_wait, declared_port, ensure_port, with_env
+from .common import declared_port, ensure_port, with_env
 from .training import tensorboard_companion, training_plan
 
 CONTAINER = "tensorflow"
@@ -39,14 +41,11 @@ def compile_tensorflow(typed: TensorFlowTrainingJob, job: dict[str, Any]) -> Pla
     }
     types = [rs.type for rs in spec.replica_specs]
     master = "chief" if "chief" in types else "worker" if "worker" in types else types[0]
-    master_host = f"{name}-{master}-0".lower()
 
     def build(rs: TrainingReplicaSpec, index: int) -> dict[str, Any]:
         tf_config = {"cluster": cluster, "task": {"type": rs.type, "index": index}, "environment": "cloud"}
         tpl = with_env(rs.template, {"TF_CONFIG": json.dumps(tf_config), "PYTHONUNBUFFERED": "1"})
         ensure_port(tpl, CONTAINER, PORT_NAME, ports[rs.type])
-        if (rs.type, index) != (master, 0):
-            add_wait(tpl, CONTAINER, [master_host])
         return tpl
 
     groups = tuple(

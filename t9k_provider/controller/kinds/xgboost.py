@@ -1,4 +1,8 @@
-"""XGBoostTrainingJob: MASTER_ADDR/PORT, RANK (master 0, worker i+1), WORLD_SIZE; master decides (8.4)."""
+"""XGBoostTrainingJob: MASTER_ADDR/PORT, RANK (master 0, worker i+1), WORLD_SIZE; master decides (8.4).
+
+No peer-wait init container (as in Kubeflow): Rabit retries its tracker connection, while a wait on a master
+that already finished would hold the workers for nothing.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from t9k_provider.controller.engine.model import Plan, ReplicaGroup
 from t9k_provider.jobs.common import TrainingReplicaSpec
 from t9k_provider.jobs.training import XGBoostTrainingJob
 
-from .common import add_wait, declared_port, ensure_port, with_env
+from .common import declared_port, ensure_port, with_env
 from .training import training_plan
 
 CONTAINER = "xgboost"
@@ -37,8 +41,6 @@ def compile_xgboost(typed: XGBoostTrainingJob, job: dict[str, Any]) -> Plan:
         }
         tpl = with_env(rs.template, env)
         ensure_port(tpl, CONTAINER, PORT_NAME, port)
-        if rank != 0:
-            add_wait(tpl, CONTAINER, [master_addr])
         return tpl
 
     groups = []
