@@ -165,3 +165,26 @@ def test_volumes_materialise_items_modes_and_subpaths(tmp_path) -> None:
         )
     with pytest.raises(ContainerConfigError, match="unsupported volume type"):
         volumes.materialize({"spec": {"volumes": [{"name": "x", "nfs": {}}]}}, tmp_path / "p2", {}, {})
+
+
+def test_persistent_volume_claims_are_shared_namespace_directories(tmp_path) -> None:
+    from t9k_provider.local.kubelet import volumes
+
+    def pod(ns: str) -> dict:
+        return {
+            "metadata": {"namespace": ns},
+            "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]},
+        }
+
+    state = tmp_path / "state"
+    a = volumes.materialize(pod("ns1"), state / "pods" / "ns1_a_1", {}, {})["d"]
+    b = volumes.materialize(pod("ns1"), state / "pods" / "ns1_b_2", {}, {})["d"]
+    other = volumes.materialize(pod("ns2"), state / "pods" / "ns2_c_3", {}, {})["d"]
+    assert a == b == state / "volumes" / "ns1" / "data" and a.is_dir()
+    assert other == state / "volumes" / "ns2" / "data"
+    bad = {
+        "metadata": {},
+        "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "../x"}}]},
+    }
+    with pytest.raises(ContainerConfigError, match="claimName"):
+        volumes.materialize(bad, state / "pods" / "x", {}, {})

@@ -58,6 +58,8 @@ def materialize(
             _write_items(target, object_bytes(obj or {}, secret=True), src, f'volume "{name}"')
         elif "hostPath" in vol:
             target = _host_path(name, vol["hostPath"])
+        elif "persistentVolumeClaim" in vol:
+            target = claim_dir(pod, pod_dir, vol["persistentVolumeClaim"].get("claimName", ""))
         else:
             kinds = sorted(k for k in vol if k != "name")
             raise ContainerConfigError(
@@ -65,6 +67,17 @@ def materialize(
             )
         paths[name] = target
     return paths
+
+
+def claim_dir(pod: dict, pod_dir: Path, claim: str) -> Path:
+    """A PersistentVolumeClaim is a directory `STATE/volumes/<ns>/<claim>`, shared by the namespace's pods and
+    kept across them, like a ReadWriteMany local volume (claim objects themselves are not required)."""
+    if not claim or "/" in claim or claim in (".", ".."):
+        raise ContainerConfigError(f"persistentVolumeClaim.claimName: invalid claim name {claim!r}")
+    ns = pod["metadata"].get("namespace", "default")
+    path = pod_dir.parent.parent / "volumes" / ns / claim
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _host_path(name: str, src: dict) -> Path:
