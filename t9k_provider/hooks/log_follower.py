@@ -23,14 +23,14 @@ class LogFollower:
         self,
         hook: Any,
         namespace: str,
-        job_name: str,
+        label_selector: str,
         select: Callable[[dict[str, str]], bool],
         cursors: dict[str, list[int]] | None = None,
         log: logging.Logger | None = None,
     ) -> None:
         self.hook = hook
         self.namespace = namespace
-        self.job_name = job_name
+        self.label_selector = label_selector
         self.select = select
         self.cursors: dict[str, list[int]] = dict(cursors or {})
         self.log = log or logging.getLogger(__name__)
@@ -38,9 +38,9 @@ class LogFollower:
     def poll(self) -> int:
         """Print every new line of the selected containers; return how many lines were printed."""
         try:
-            pods = self.hook.list_job_pods(self.namespace, self.job_name)
+            pods = self.hook.list_pods(self.namespace, self.label_selector)
         except Exception as exc:
-            self.log.warning("cannot list pods of job %s for logs: %s", self.job_name, exc)
+            self.log.warning("cannot list pods %s for logs: %s", self.label_selector, exc)
             return 0
         printed = 0
         for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):

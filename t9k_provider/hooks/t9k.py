@@ -24,8 +24,6 @@ from t9k_provider.hooks.errors import T9kFatalApiError, call_with_retry, classif
 from t9k_provider.jobs.constants import GROUP, VERSION
 
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-#: Job-owned pods carry this label (set by the controller on every replica).
-OWNER_LABEL = "tensorstack.dev/owner-name"
 
 
 def _truthy(value: Any) -> bool:
@@ -185,11 +183,10 @@ class T9kHook(KubernetesHook):
 
     # -- pods, logs, events -----------------------------------------------------------------------------
 
-    def list_job_pods(self, namespace: str, job_name: str, selector: str = "") -> list[dict[str, Any]]:
-        labels = ",".join(filter(None, [f"{OWNER_LABEL}={job_name}", selector]))
+    def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         result = call_with_retry(
-            f"list pods of {job_name}",
-            lambda: self.core_v1_client.list_namespaced_pod(namespace, label_selector=labels),
+            f"list pods {label_selector}",
+            lambda: self.core_v1_client.list_namespaced_pod(namespace, label_selector=label_selector),
         )
         return [self._to_dict(p) for p in result.items]
 

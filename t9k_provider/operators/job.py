@@ -20,7 +20,7 @@ from t9k_provider.hooks import job_status
 from t9k_provider.hooks.wait_limits import WaitLimits, seconds
 from t9k_provider.links.job import T9kJobLink
 from t9k_provider.operators import identity as ident
-from t9k_provider.operators.replicas import ReplicaTarget, default_targets, parse_targets
+from t9k_provider.operators.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
@@ -359,7 +359,7 @@ class T9kJobOperator(BaseOperator):
         return LogFollower(
             self.hook,
             ref.namespace,
-            ref.name,
+            pod_selector(ref.kind, ref.name),
             lambda labels: any(t.matches(labels) for t in targets),
             cursors=cursors,
             log=self.log,
@@ -507,7 +507,9 @@ class T9kJobOperator(BaseOperator):
         ]
         from t9k_provider.hooks.log_follower import LogFollower
 
-        reader = follower or LogFollower(self.hook, ref.namespace, ref.name, lambda _: True, log=self.log)
+        reader = follower or LogFollower(
+            self.hook, ref.namespace, pod_selector(ref.kind, ref.name), lambda _: True, log=self.log
+        )
         for pod_name in job_status.failed_replicas(job)[:1]:
             containers = self._containers_of(ref, pod_name)
             lines.append(f"last {self.failure_log_lines} log lines of {pod_name}:")
@@ -517,7 +519,7 @@ class T9kJobOperator(BaseOperator):
 
     def _containers_of(self, ref: JobRef, pod_name: str) -> list[str]:
         try:
-            pods = self.hook.list_job_pods(ref.namespace, ref.name)
+            pods = self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
         except Exception:
             return []
         for pod in pods:

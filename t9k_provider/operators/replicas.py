@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+#: The controller labels every replica pod with its job's name.
+OWNER_LABEL = "tensorstack.dev/owner-name"
+#: BeamJob's submit pods come from its batch/v1 Job ``<job>-batchjob``, labelled by the Job controller.
+BATCH_JOB_LABEL = "batch.kubernetes.io/job-name"
 REPLICA_TYPE_LABEL = "batch.tensorstack.dev/replica-type"
 REPLICA_INDEX_LABEL = "batch.tensorstack.dev/replica-index"
 
@@ -57,3 +61,10 @@ def default_targets(kind: str, manifest: dict[str, Any]) -> list[ReplicaTarget]:
         if candidate in types:
             return [ReplicaTarget(candidate, 0)]
     return [ReplicaTarget(types[0], 0)] if types else [ReplicaTarget(None, None)]
+
+
+def pod_selector(kind: str, job_name: str) -> str:
+    """Label selector for the pods whose logs belong to the job."""
+    if kind == "BeamJob":
+        return f"{BATCH_JOB_LABEL}={job_name}-batchjob"
+    return f"{OWNER_LABEL}={job_name}"

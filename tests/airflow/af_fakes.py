@@ -144,8 +144,10 @@ class FakeHook:
         del self.jobs[(namespace, name)]
         return True
 
-    def list_job_pods(self, namespace: str, job_name: str, selector: str = "") -> list[dict[str, Any]]:
-        return copy.deepcopy(self.pods)
+    def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        self.calls.append(("list_pods", label_selector))
+        key, _, value = label_selector.partition("=")
+        return [copy.deepcopy(p) for p in self.pods if p["metadata"]["labels"].get(key) == value]
 
     def read_pod_log(self, namespace: str, pod: str, container: str, **kwargs: Any) -> str:
         self.calls.append(("log", (pod, container, kwargs)))

@@ -185,3 +185,8 @@ def test_beam_dag_succeeds(
     assert state == "success", (tasks, output[-3000:])
     result = result_of("it_beam", run_id)
     assert result["kind"] == "BeamJob" and result["phase"] == "Succeeded"
+    # the submit pod (from the batch/v1 Job) is the one whose log reaches the task log
+    assert (
+        "-batchjob-" in output
+        and f"/submit] beam pipeline for {result['name']}-flinkcluster-jobmanager:8081" in output
+    )

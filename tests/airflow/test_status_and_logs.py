@@ -12,7 +12,7 @@ from t9k_provider.hooks import job_status, pod_logs
 from t9k_provider.hooks.log_follower import LogFollower
 from t9k_provider.hooks.wait_limits import WaitLimits, seconds
 from t9k_provider.operators import identity as ident
-from t9k_provider.operators.replicas import ReplicaTarget, default_targets, parse_targets
+from t9k_provider.operators.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
 
 
 @pytest.mark.parametrize(
@@ -147,7 +147,7 @@ def test_log_follower_prints_prefixed_lines_of_selected_replicas(caplog: pytest.
     hook.logs[("j-worker-1", "main")] = "2026-01-02T03:04:05Z hello from 1\n"
     target = ReplicaTarget("worker", 0)
     logger = logging.getLogger("t9k-test-follower")
-    follower = LogFollower(hook, "ns", "j", target.matches, log=logger)
+    follower = LogFollower(hook, "ns", "tensorstack.dev/owner-name=j", target.matches, log=logger)
     with caplog.at_level(logging.INFO, logger="t9k-test-follower"):
         assert follower.poll() == 1
         assert follower.poll() == 0  # nothing new
@@ -167,7 +167,7 @@ def test_log_follower_survives_log_errors() -> None:
         raise ConnectionResetError("stream dropped")
 
     hook.read_pod_log = broken  # type: ignore[method-assign]
-    assert LogFollower(hook, "ns", "j", lambda _: True).poll() == 0
+    assert LogFollower(hook, "ns", "tensorstack.dev/owner-name=j", lambda _: True).poll() == 0
 
 
 def test_job_name_is_stable_and_unique_per_task_instance() -> None:
@@ -198,3 +198,8 @@ def test_parse_targets_and_defaults() -> None:
 def test_time_is_not_frozen() -> None:
     # Guards the fakes above: limits compare against real epoch seconds.
     assert time.time() > 1_700_000_000
+
+
+def test_pod_selector_per_kind() -> None:
+    assert pod_selector("PyTorchTrainingJob", "j") == "tensorstack.dev/owner-name=j"
+    assert pod_selector("BeamJob", "j") == "batch.kubernetes.io/job-name=j-batchjob"
