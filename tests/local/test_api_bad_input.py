@@ -125,3 +125,35 @@ def test_wrong_kind_in_body_is_rejected(cluster: LocalCluster) -> None:
 def test_server_is_healthy_afterwards(cluster: LocalCluster) -> None:
     status, _, body = cluster.request("GET", "/api/v1/namespaces/bad/configmaps/target")
     assert status == 200 and body["data"] is not None
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/apis/batch/v1/namespaces/bad/jobs", {"metadata": {}, "spec": {}}),
+        (
+            "/apis/batch/v1/namespaces/bad/jobs",
+            {"metadata": {"name": "j"}, "spec": {"template": {"metadata": 1}}},
+        ),
+        ("/api/v1/namespaces/bad/pods", {"metadata": {"name": "p"}, "spec": {"containers": 5}}),
+        (
+            "/api/v1/namespaces/bad/pods",
+            {"metadata": {"name": "p"}, "spec": {"containers": [1, {"image": 3, "ports": "x"}]}},
+        ),
+        (
+            "/api/v1/namespaces/bad/pods",
+            {
+                "metadata": {"name": "p"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "i", "resources": {"limits": [1], "requests": "x"}}]
+                },
+            },
+        ),
+        ("/api/v1/namespaces/bad/services", {"metadata": {"name": "s"}, "spec": {"ports": {"port": 1}}}),
+        ("/api/v1/namespaces", {"metadata": {"name": "n", "labels": ["x"]}}),
+    ],
+)
+def test_hostile_shapes_get_4xx(cluster: LocalCluster, path: str, body: dict) -> None:
+    status, _, answer = cluster.request("POST", path, body)
+    assert 400 <= status < 500, answer
+    assert answer["kind"] == "Status"

@@ -69,6 +69,11 @@ def normalize_timestamps(plural: str, obj: dict[str, Any]) -> None:
 # -- pods ----------------------------------------------------------------------------------------------------
 
 
+def _items(value: Any) -> list[Any]:
+    """A list field as a list; anything else (left for validation to report) as empty."""
+    return value if isinstance(value, list) else []
+
+
 def _image_pull_policy(image: str) -> str:
     last = (image or "").rsplit("/", 1)[-1]
     if "@" in last:
@@ -79,12 +84,14 @@ def _image_pull_policy(image: str) -> str:
 
 
 def _qos_class(spec: dict[str, Any]) -> str:
-    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    containers = [*_items(spec.get("containers")), *_items(spec.get("initContainers"))]
     requests_seen = limits_seen = False
     guaranteed = True
     for c in containers:
-        res = c.get("resources") or {}
-        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        res = c.get("resources") if isinstance(c, dict) else None
+        res = res if isinstance(res, dict) else {}
+        requests = res.get("requests") if isinstance(res.get("requests"), dict) else {}
+        limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
         requests_seen = requests_seen or bool(requests)
         limits_seen = limits_seen or bool(limits)
         for r in ("cpu", "memory"):
@@ -96,15 +103,16 @@ def _qos_class(spec: dict[str, Any]) -> str:
 
 
 def _default_container(c: dict[str, Any]) -> None:
-    c.setdefault("imagePullPolicy", _image_pull_policy(c.get("image", "")))
+    image = c.get("image")
+    c.setdefault("imagePullPolicy", _image_pull_policy(image if isinstance(image, str) else ""))
     c.setdefault("terminationMessagePath", "/dev/termination-log")
     c.setdefault("terminationMessagePolicy", "File")
     c.setdefault("resources", {})
-    for port in c.get("ports") or ():
+    for port in _items(c.get("ports")):
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
     res = c["resources"]
-    if isinstance(res, dict) and res.get("limits") and not res.get("requests"):
+    if isinstance(res, dict) and isinstance(res.get("limits"), dict) and not res.get("requests"):
         res["requests"] = dict(res["limits"])
 
 
@@ -117,7 +125,7 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
     spec.setdefault("securityContext", {})
     spec.setdefault("enableServiceLinks", True)
-    for c in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+    for c in [*_items(spec.get("containers")), *_items(spec.get("initContainers"))]:
         if isinstance(c, dict):
             _default_container(c)
 
@@ -138,7 +146,7 @@ def prepare_service(svc: dict[str, Any], used_ips: set[str]) -> None:
         return
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
-    for port in spec.get("ports") or ():
+    for port in _items(spec.get("ports")):
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
             port.setdefault("targetPort", port.get("port"))
@@ -159,7 +167,9 @@ def prepare_service(svc: dict[str, Any], used_ips: set[str]) -> None:
 
 def prepare_namespace(ns: dict[str, Any]) -> None:
     meta = ns["metadata"]
-    meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+    labels = meta.setdefault("labels", {})
+    if isinstance(labels, dict):  # anything else is left for validation to report
+        labels["kubernetes.io/metadata.name"] = meta.get("name", "")
     ns["spec"] = {"finalizers": ["kubernetes"]}
     ns["status"] = {"phase": "Active"}
 
@@ -168,8 +178,8 @@ def prepare_job(job: dict[str, Any]) -> None:
     spec = job.setdefault("spec", {})
     if not isinstance(spec, dict):
         return
-    uid = job["metadata"]["uid"]
-    name = job["metadata"]["name"]
+    uid = job["metadata"].get("uid", "")
+    name = job["metadata"].get("name", "")
     labels = {
         "batch.kubernetes.io/controller-uid": uid,
         "batch.kubernetes.io/job-name": name,
@@ -185,7 +195,10 @@ def prepare_job(job: dict[str, Any]) -> None:
         spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
     template = spec.setdefault("template", {})
     if isinstance(template, dict):
-        template.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+        tmeta = template.setdefault("metadata", {})
+        tlabels = tmeta.setdefault("labels", {}) if isinstance(tmeta, dict) else None
+        if isinstance(tlabels, dict):
+            tlabels.update(labels)
         tspec = template.setdefault("spec", {})
         if isinstance(tspec, dict):
             default_pod_spec(tspec)
