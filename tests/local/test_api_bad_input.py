@@ -157,3 +157,30 @@ def test_hostile_shapes_get_4xx(cluster: LocalCluster, path: str, body: dict) ->
     status, _, answer = cluster.request("POST", path, body)
     assert 400 <= status < 500, answer
     assert answer["kind"] == "Status"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    options=st.dictionaries(
+        st.sampled_from(
+            ["gracePeriodSeconds", "propagationPolicy", "orphanDependents", "preconditions", "dryRun"]
+        ),
+        JSON_VALUES,
+        max_size=3,
+    )
+)
+def test_random_delete_options_never_fail_the_server(cluster: LocalCluster, options: dict) -> None:
+    cluster.request("POST", "/api/v1/namespaces/bad/configmaps", {"metadata": {"name": "victim"}})
+    status, _, body = cluster.request("DELETE", "/api/v1/namespaces/bad/configmaps/victim", options)
+    _assert_status(status, body)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(meta=st.dictionaries(META_KEYS, JSON_VALUES, max_size=4), data=JSON_VALUES)
+def test_random_updates_never_fail_the_server(cluster: LocalCluster, meta: dict, data: object) -> None:
+    status, _, body = cluster.request(
+        "PUT",
+        "/api/v1/namespaces/bad/configmaps/target",
+        {"metadata": {**meta, "name": "target"}, "data": data},
+    )
+    _assert_status(status, body)

@@ -428,6 +428,20 @@ class Handlers:
         body = body or {}
         pre = body.get("preconditions") or {}
         grace = body.get("gracePeriodSeconds")
+        expected = [
+            ("preconditions", pre, dict),
+            ("gracePeriodSeconds", grace, int),
+            ("orphanDependents", body.get("orphanDependents"), bool),
+            ("propagationPolicy", body.get("propagationPolicy"), str),
+        ]
+        for field, value, kind in expected:
+            if value is not None and (
+                not isinstance(value, kind) or (kind is int and isinstance(value, bool))
+            ):
+                raise errors.bad_request(
+                    f"json: cannot unmarshal {type(value).__name__} into Go struct field "
+                    f"DeleteOptions.{field}"
+                )
         if grace is None:
             grace = parse_int(request, "gracePeriodSeconds")
         orphan = body.get("orphanDependents")

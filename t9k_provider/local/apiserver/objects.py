@@ -326,7 +326,8 @@ class Objects:
             else:
                 new.pop("status", None)
         if old_meta.get("deletionTimestamp"):
-            added = [f for f in meta.get("finalizers") or () if f not in (old_meta.get("finalizers") or ())]
+            new_finalizers = meta.get("finalizers") if isinstance(meta.get("finalizers"), list) else []
+            added = [f for f in new_finalizers if f not in (old_meta.get("finalizers") or ())]
             if added:
                 raise self._invalid(
                     res,
