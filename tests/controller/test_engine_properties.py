@@ -10,7 +10,7 @@ from engine_sim import Sim, container, job, template
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-WORLD_EVENTS = ("start", "succeed", "fail1", "fail137", "evict", "delete", "crash", "tick")
+WORLD_EVENTS = ("start", "succeed", "fail1", "fail137", "evict", "delete", "crash", "tick", "pause")
 
 
 def manifest(kind: str, policy: str) -> dict:
@@ -94,6 +94,9 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
             sim.delete_object("Pod", name)
         elif event == "tick":
             sim.advance(5)
+        elif event == "pause":
+            pause = sim.job["spec"].setdefault("runMode", {}).setdefault("pause", {"enabled": False})
+            pause["enabled"] = not pause["enabled"]
         crash = event == "crash"
         sim.step(write_status=not crash or prefix % 2 == 0, prefix=prefix if crash else None)
 
@@ -129,3 +132,8 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
         if sim.cond("Failed") is not None and sim.cond("Failed")["status"] == "True":
             assert sim.cond("Running") is None or sim.cond("Running")["status"] == "False"
         assert sum(status["aggregate"].values()) == sum(len(t["replicas"]) for t in status["tasks"])
+        # Pause: once a full round ran while paused, no pod is left running and the phase says so.
+        paused = ((sim.job["spec"].get("runMode") or {}).get("pause") or {}).get("enabled")
+        if paused and not crash and terminal is None:
+            assert status["phase"] == "Paused"
+            assert all(p["status"]["phase"] in ("Succeeded", "Failed") for p in sim.pods().values())
