@@ -219,3 +219,12 @@ def test_watch_list_sends_initial_state_then_an_end_marker(
         ("BOOKMARK", None),
     ]
     assert lines[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+def test_watch_from_a_future_revision_gets_504(cluster: LocalCluster, ns: str) -> None:
+    status, _, body = cluster.request(
+        "GET", f"/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion=999999999"
+    )
+    assert (status, body["reason"]) == (504, "Timeout")
+    assert body["message"].startswith("Too large resource version: 999999999")
+    assert body["details"]["retryAfterSeconds"] == 1

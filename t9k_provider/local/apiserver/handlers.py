@@ -344,6 +344,8 @@ class Handlers:
                 since = int(rv_param)
             except ValueError:
                 raise errors.bad_request(f"invalid resource version: {rv_param}") from None
+        if since is not None and since > self.objects.store.revision:
+            await self._wait_for_revision(since)
         timeout = parse_int(request, "timeoutSeconds")
         if timeout is None or timeout <= 0:
             timeout = random.randint(300, 600)
@@ -418,6 +420,24 @@ class Handlers:
         finally:
             self.hub.close(watcher)
         return response
+
+    async def _wait_for_revision(self, wanted: int, patience: float = 3.0) -> None:
+        """A watch from a future revision waits briefly, then gets 504 (a client of a wiped store relists)."""
+        deadline = asyncio.get_running_loop().time() + patience
+        while self.objects.store.revision < wanted:
+            if asyncio.get_running_loop().time() >= deadline:
+                raise errors.ApiError(
+                    504,
+                    "Timeout",
+                    f"Too large resource version: {wanted}, current: {self.objects.store.revision}",
+                    {
+                        "causes": [
+                            {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+                        ],
+                        "retryAfterSeconds": 1,
+                    },
+                )
+            await asyncio.sleep(0.05)
 
     # -- delete --------------------------------------------------------------------------------------------
 
