@@ -58,7 +58,7 @@ def limit_of(kind: str, replica: str) -> int:
     return (2 if replica.endswith("master-0") else 1) if kind == "GenericJob" else 2
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=st.sampled_from(["GenericJob", "PyTorchTrainingJob"]),
     policy=st.sampled_from(["Never", "OnFailure", "Always", "ExitCode"]),
