@@ -372,12 +372,12 @@ class Objects:
             new["spec"] = copy.deepcopy(old["spec"])
         else:
             new.pop("spec", None)
+        # as podStatusStrategy: old kubelets corrupted ownerReferences through /status, so they are kept
         meta, old_meta = new["metadata"], old["metadata"]
-        for field in ("ownerReferences", "finalizers"):
-            if field in old_meta:
-                meta[field] = copy.deepcopy(old_meta[field])
-            else:
-                meta.pop(field, None)
+        if "ownerReferences" in old_meta:
+            meta["ownerReferences"] = copy.deepcopy(old_meta["ownerReferences"])
+        else:
+            meta.pop("ownerReferences", None)
         return new
 
     def _finished_deleting(self, res: Resource, obj: dict[str, Any]) -> bool:
