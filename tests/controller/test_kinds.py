@@ -1056,3 +1056,18 @@ def test_children_round_trip_through_the_kubernetes_models(kind):
         assert api.sanitize_for_serialization(model) == body
         checked += 1
     assert checked
+
+
+def test_beam_cluster_that_stops_before_submission_fails_the_job():
+    sim = Sim(beam())
+    sim.step()
+    sim.objects[("FlinkCluster", "demo-flinkcluster")]["status"] = {"state": "Stopped"}
+    decision = sim.step()
+    assert sim.status["phase"] == "Failed" and decision.actions == []
+    assert sim.cond("Failed")["reason"] == "ClusterStopped"
+    assert sim.cond("ClusterRunning") == {
+        **sim.cond("ClusterRunning"),
+        "status": "False",
+        "reason": "Stopped",
+    }
+    assert sim.kinds("Job") == []

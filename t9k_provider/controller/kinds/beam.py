@@ -111,13 +111,18 @@ def reconcile_beam(
         actions.append(Create(build_batchjob(typed, job)))
     outcome = _batch_outcome(batch)
     active = bool(((batch or {}).get("status") or {}).get("active"))
+    cluster_state = ((cluster or {}).get("status") or {}).get("state")
+    stopped_early = batch is None and cluster_state == "Stopped"
 
     desired: dict[str, tuple[str, str, str]] = {
         "ClusterRunning": ("True", "Running", "The Flink cluster is running.")
         if running
-        else ("False", "Creating", "Waiting for the Flink cluster to run."),
+        else ("False", cluster_state or "Creating", "The Flink cluster is not running."),
     }
-    if outcome == "Succeeded":
+    if stopped_early:
+        phase, message = "Failed", "The Flink cluster stopped before the pipeline was submitted."
+        desired.update(Completed=("False", "Failed", message), Failed=("True", "ClusterStopped", message))
+    elif outcome == "Succeeded":
         phase, message = "Succeeded", "The Beam pipeline's submit Job completed."
         desired.update(JobRunning=("False", "Succeeded", message), Completed=("True", "Succeeded", message))
     elif outcome == "Failed":
