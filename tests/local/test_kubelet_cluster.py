@@ -375,7 +375,9 @@ def test_host_network_fallback_uses_loopback_pod_ips(
     assert "pod network: host (requested)" in cluster.log_tail(200)
 
 
-def test_kubelet_restart_readopts_running_pod(local_cluster_factory: Callable[..., LocalCluster]) -> None:
+def test_kubelet_restart_readopts_running_pod_and_stop_ends_containers(
+    local_cluster_factory: Callable[..., LocalCluster],
+) -> None:
     cluster = local_cluster_factory()
     core = client.CoreV1Api(cluster.api_client())
     script = "import time, sys; print('start', flush=True); time.sleep(4); print('end'); sys.exit(4)"
@@ -391,6 +393,19 @@ def test_kubelet_restart_readopts_running_pod(local_cluster_factory: Callable[..
     assert pod_log(core, "survivor", "default") == "start\nend\n"
     pod_dir = next((cluster.state_dir / "pods").glob("default_survivor_*"))
     assert sorted(p.name for p in (pod_dir / "main").glob("[0-9]*.log")) == ["0.log"]  # never started twice
+
+    # A clean stop (SIGTERM), unlike a crash, stops the containers and removes the pod networks.
+    core.create_namespaced_pod(
+        "default", pod_manifest("sleeper", [c("main", "import time; time.sleep(120)")])
+    )
+    pod = wait_for("running", phase_is(core, "sleeper", "default", "Running"))
+    pid_file = next((cluster.state_dir / "pods").glob("default_sleeper_*/main/0.pid"))
+    pid = json.loads(pid_file.read_text())["container"]
+    netns = list(Path("/run/netns").glob(f"t9k-*-{pod.metadata.uid[:8]}"))
+    assert netns or os.geteuid() != 0
+    cluster.stop()
+    wait_for("container process gone", lambda: not Path(f"/proc/{pid}").exists(), timeout=10)
+    assert not any(p.exists() for p in netns)
 
 
 def test_simulated_mode(local_cluster_factory: Callable[..., LocalCluster]) -> None:
@@ -571,21 +586,3 @@ def test_hosts_files_follow_pods_and_services_created_later(core: client.CoreV1A
         f"early {early_ip}",
     ]
     core.delete_namespaced_pod("late-0", ns, grace_period_seconds=0)
-
-
-def test_stopping_the_cluster_stops_its_containers_and_networks(
-    local_cluster_factory: Callable[..., LocalCluster],
-) -> None:
-    cluster = local_cluster_factory()
-    core = client.CoreV1Api(cluster.api_client())
-    core.create_namespaced_pod(
-        "default", pod_manifest("sleeper", [c("main", "import time; time.sleep(120)")])
-    )
-    pod = wait_for("running", phase_is(core, "sleeper", "default", "Running"))
-    pid_file = next((cluster.state_dir / "pods").glob("default_sleeper_*/main/0.pid"))
-    pid = json.loads(pid_file.read_text())["container"]
-    netns = list(Path("/run/netns").glob(f"t9k-*-{pod.metadata.uid[:8]}"))
-    assert netns or os.geteuid() != 0
-    cluster.stop()
-    wait_for("container process gone", lambda: not Path(f"/proc/{pid}").exists(), timeout=10)
-    assert not any(p.exists() for p in netns)

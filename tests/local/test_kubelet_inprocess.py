@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -77,10 +77,21 @@ async def _stop(task: asyncio.Task[None]) -> None:
         await asyncio.wait_for(task, 30)
 
 
+@pytest.fixture(scope="module")
+def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A cluster without node agents: the tests run `run_node_agents` themselves."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("bare-cluster"), kubelet="none")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
 async def test_unprivileged_host_network_fallback(
-    local_cluster_factory: Callable[..., LocalCluster], monkeypatch: pytest.MonkeyPatch
+    bare_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cluster = local_cluster_factory(kubelet="none")
+    cluster = bare_cluster
     monkeypatch.setattr(network, "mount_isolation_available", lambda: False)  # as without root
     agents = asyncio.create_task(run_node_agents(cluster.kubeconfig, cluster.state_dir, "process", "host"))
     api = cluster.async_api_client()
@@ -102,9 +113,9 @@ async def test_unprivileged_host_network_fallback(
 
 
 async def test_cancelled_agents_leave_containers_running_for_the_next_kubelet(
-    local_cluster_factory: Callable[..., LocalCluster],
+    bare_cluster: LocalCluster,
 ) -> None:
-    cluster = local_cluster_factory(kubelet="none")
+    cluster = bare_cluster
 
     def start() -> asyncio.Task[None]:
         return asyncio.create_task(
