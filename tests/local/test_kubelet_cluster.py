@@ -408,25 +408,6 @@ def test_kubelet_restart_readopts_running_pod_and_stop_ends_containers(
     assert not any(p.exists() for p in netns)
 
 
-def test_simulated_mode(local_cluster_factory: Callable[..., LocalCluster]) -> None:
-    cluster = local_cluster_factory(kubelet="simulated")
-    core = client.CoreV1Api(cluster.api_client())
-    core.create_namespaced_pod("default", pod_manifest("forever", [{"name": "m", "image": "x"}]))
-    annotations = {"t9k.local/simulate-exit-code": "0", "t9k.local/simulate-after": "1"}
-    core.create_namespaced_pod(
-        "default", pod_manifest("ends", [{"name": "m", "image": "x"}], metadata={"annotations": annotations})
-    )
-    running = wait_for("Running", phase_is(core, "forever", "default", "Running"))
-    assert running.status.container_statuses[0].state.running.started_at
-    assert running.status.pod_ip
-    done = wait_for("Succeeded", phase_is(core, "ends", "default", "Succeeded"), timeout=15)
-    assert done.status.container_statuses[0].state.terminated.exit_code == 0
-    time.sleep(0.5)
-    assert core.read_namespaced_pod("forever", "default").status.phase == "Running"
-    core.delete_namespaced_pod("forever", "default")
-    wait_for("deleted", gone(core, "forever", "default"), timeout=10)
-
-
 def _job(name: str, script: str, **spec: Any) -> dict:
     return {
         "apiVersion": "batch/v1",

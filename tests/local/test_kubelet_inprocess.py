@@ -145,6 +145,53 @@ async def _log_is(core: client.CoreV1Api, name: str, text: str) -> bool:
     return await _log(core, name) == text
 
 
+async def test_simulated_mode(bare_cluster: LocalCluster) -> None:
+    ns = "simulated"
+    agents = asyncio.create_task(
+        run_node_agents(bare_cluster.kubeconfig, bare_cluster.state_dir, "simulated")
+    )
+    api = bare_cluster.async_api_client()
+    try:
+        core = client.CoreV1Api(api)
+        await core.create_namespace({"metadata": {"name": ns}})
+        forever = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "forever"},
+                   "spec": {"containers": [{"name": "m", "image": "x"}]}}  # fmt: skip
+        annotations = {"t9k.local/simulate-exit-code": "3", "t9k.local/simulate-after": "1"}
+        ends = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ends", "annotations": annotations},
+                "spec": {"containers": [{"name": "m", "image": "x"}]}}  # fmt: skip
+        await core.create_namespaced_pod(ns, forever)
+        await core.create_namespaced_pod(ns, ends)
+
+        def phase(name: str, want: str) -> Callable[[], Any]:
+            async def probe() -> Any:
+                pod = await core.read_namespaced_pod(name, ns)
+                return pod if pod.status.phase == want else None
+
+            return probe
+
+        running = await _wait("Running", phase("forever", "Running"))
+        assert running.status.container_statuses[0].state.running.started_at
+        assert running.status.pod_ip and running.spec.node_name == "t9k-local-node"
+        done = await _wait("Failed", phase("ends", "Failed"), timeout=15)
+        assert done.status.container_statuses[0].state.terminated.exit_code == 3
+        await asyncio.sleep(0.5)
+        assert (await core.read_namespaced_pod("forever", ns)).status.phase == "Running"
+        assert not list((bare_cluster.state_dir / "pods").glob(f"{ns}_*"))  # no processes, no pod dirs
+        await core.delete_namespaced_pod("forever", ns)
+
+        async def gone() -> bool:
+            try:
+                await core.read_namespaced_pod("forever", ns)
+            except ApiException as exc:
+                return exc.status == 404
+            return False
+
+        await _wait("deleted", gone, timeout=10)
+    finally:
+        await _stop(agents)
+        await api.close()
+
+
 async def test_bad_mode_and_network_are_rejected(tmp_path: Any) -> None:
     with pytest.raises(ValueError, match="mode: must be one of"):
         await run_node_agents(tmp_path / "kubeconfig", tmp_path, "docker")
