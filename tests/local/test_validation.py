@@ -617,3 +617,39 @@ def test_hostname_subdomain_and_service_account_names() -> None:
         "spec.subdomain",
         "spec.serviceAccountName",
     }
+
+
+def test_volume_sources() -> None:
+    good = pod(
+        volumes=[
+            {"name": "a", "emptyDir": {}},
+            {"name": "b", "configMap": {"name": "cfg", "items": [{"key": "k", "path": "p"}]}},
+            {"name": "c", "secret": {"secretName": "s"}},
+            {"name": "d", "hostPath": {"path": "/tmp"}},
+        ]
+    )
+    assert validate_create("pods", good) == []
+    bad = pod(
+        volumes=[
+            {"name": "a"},
+            {"name": "b", "emptyDir": {}, "hostPath": {"path": "/x"}},
+            {"name": "c", "configMap": {"items": [{"key": "k"}]}},
+            {"name": "d", "secret": {}},
+        ]
+    )
+    causes = validate_create("pods", bad)
+    assert (
+        Cause("FieldValueRequired", "Required value: must specify a volume type", "spec.volumes[0]") in causes
+    )
+    assert (
+        Cause(
+            "FieldValueForbidden",
+            "Forbidden: may not specify more than 1 volume type",
+            "spec.volumes[1].hostPath",
+        )
+        in causes
+    )
+    assert {"spec.volumes[2].configMap.name", "spec.volumes[2].configMap.items[0].path"} <= set(
+        fields(causes)
+    )
+    assert "spec.volumes[3].secret.secretName" in fields(causes)

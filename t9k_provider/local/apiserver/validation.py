@@ -396,6 +396,34 @@ def _resources(resources: dict, path: str, out: list[Cause]) -> None:
             out.append(fe.required(f"{path}.limits", "Limit must be set for non overcommitable resources"))
 
 
+# Volume sources whose required field the local kubelet needs; any other source key still counts.
+_VOLUME_REQUIRED = {
+    "configMap": "name",
+    "secret": "secretName",
+    "hostPath": "path",
+    "persistentVolumeClaim": "claimName",
+}
+
+
+def _volume_source(volume: dict, path: str, out: list[Cause]) -> None:
+    """``validateVolumeSource``: exactly one source per volume, with its required field."""
+    sources = [key for key, value in volume.items() if key != "name" and value is not None]
+    if not sources:
+        out.append(fe.required(path, "must specify a volume type"))
+    for extra in sources[1:]:
+        out.append(fe.forbidden(f"{path}.{extra}", "may not specify more than 1 volume type"))
+    for key in sources[:1]:
+        source = jf.object_field(volume, key, f"{path}.{key}", out)
+        needed = _VOLUME_REQUIRED.get(key)
+        if needed and not jf.text_field(source, needed, f"{path}.{key}.{needed}", out):
+            out.append(fe.required(f"{path}.{key}.{needed}"))
+        for item_path, item in jf.object_items(source, "items", f"{path}.{key}.items", out):
+            if not jf.text_field(item, "key", f"{item_path}.key", out):
+                out.append(fe.required(f"{item_path}.key"))
+            if not jf.text_field(item, "path", f"{item_path}.path", out):
+                out.append(fe.required(f"{item_path}.path"))
+
+
 def _pod_spec(
     spec: dict, path: str, out: list[Cause], restart_policies: list[str] = _RESTART_POLICIES
 ) -> None:
@@ -409,6 +437,7 @@ def _pod_spec(
         if vname in volumes:
             out.append(fe.duplicate(f"{volume_path}.name", vname))
         volumes.add(vname)
+        _volume_source(volume, volume_path, out)
     containers = jf.object_items(spec, "containers", f"{path}.containers", out)
     if not spec.get("containers"):
         out.append(fe.required(f"{path}.containers"))
