@@ -73,6 +73,7 @@ async def serve(
 
     lock = state.acquire()
     pki = ensure_pki(state.path)
+    state.private_file("store.db")
     server = ApiServer(state.path, state.token(), pki.server_context(), _pick_port(state, port))
     tasks: list[asyncio.Task[None]] = []
     child: asyncio.subprocess.Process | None = None
@@ -89,7 +90,7 @@ async def serve(
             agents = run_node_agents(kubeconfig, state.path, kubelet, network)
             tasks.append(asyncio.create_task(agents, name="t9k-local-node-agents"))
         if controller:
-            with open(state.path / "controller.log", "ab") as out:
+            with state.open_log("controller.log") as out:
                 child = await asyncio.create_subprocess_exec(
                     sys.executable,
                     "-m",
@@ -155,7 +156,7 @@ def cmd_up(args: argparse.Namespace, state: StateDir) -> int:
             file=sys.stderr,
         )
         return 1
-    with open(state.log_file, "ab") as out:
+    with state.open_log(state.log_file.name) as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "t9k_provider.local.cli", *_server_args(args, state)],
             stdin=subprocess.DEVNULL,

@@ -71,6 +71,17 @@ class StateDir:
         self.path.mkdir(parents=True, exist_ok=True)
         os.chmod(self.path, 0o700)
 
+    def open_log(self, name: str) -> IO[bytes]:
+        """Append to a private (0600) log file in the state directory."""
+        fd = os.open(self.path / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return os.fdopen(fd, "ab")
+
+    def private_file(self, name: str) -> Path:
+        """Create ``name`` with mode 0600 unless it exists (SQLite gives its WAL the same mode)."""
+        path = self.path / name
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        return path
+
     def token(self) -> str:
         """The bearer token, kept across restarts so existing kubeconfigs stay valid."""
         path = self.path / "token"

@@ -79,7 +79,7 @@ class LocalCluster:
             argv.append("--no-controller")
         if not self.node_agents:
             argv.append("--no-node-agents")
-        with open(self.state.log_file, "ab") as out:
+        with self.state.open_log(self.state.log_file.name) as out:
             self._proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,

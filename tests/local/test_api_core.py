@@ -62,7 +62,8 @@ def test_state_dir_and_kubeconfig_are_private(cluster: LocalCluster) -> None:
     assert cluster.state_dir.stat().st_mode & 0o777 == 0o700
     assert cluster.kubeconfig.stat().st_mode & 0o777 == 0o600
     assert f"https://127.0.0.1:{cluster.port}" in cluster.kubeconfig.read_text()
-    assert (cluster.state_dir / "pki" / "server.key").stat().st_mode & 0o777 == 0o600
+    for private in ("pki/server.key", "token", "store.db", "store.db-wal", "server.log"):
+        assert (cluster.state_dir / private).stat().st_mode & 0o777 == 0o600, private
 
 
 def test_version_and_discovery(cluster: LocalCluster) -> None:
