@@ -268,6 +268,17 @@ def test_missing_command_is_create_container_error(core: client.CoreV1Api, ns: s
     assert "Failed" in {e.reason for e in core.list_namespaced_event(ns).items}
 
 
+def test_unknown_executable_is_a_start_error(core: client.CoreV1Api, ns: str) -> None:
+    container = {"name": "main", "image": "x", "command": ["no-such-binary-t9k", "--flag"]}
+    core.create_namespaced_pod(ns, pod_manifest("noexec", [container]))
+    done = wait_for("Failed", phase_is(core, "noexec", ns, "Failed", "Succeeded"))
+    term = done.status.container_statuses[0].state.terminated
+    assert (done.status.phase, term.exit_code, term.reason) == ("Failed", 128, "StartError")
+    assert '"no-such-binary-t9k": executable file not found in $PATH' in term.message
+    failed = [e for e in core.list_namespaced_event(ns).items if e.reason == "Failed"]
+    assert len(failed) == 1 and failed[0].type == "Warning" and "no-such-binary-t9k" in failed[0].message
+
+
 def test_missing_configmap_is_create_container_config_error(core: client.CoreV1Api, ns: str) -> None:
     env = [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "later", "key": "k"}}}]
     core.create_namespaced_pod(

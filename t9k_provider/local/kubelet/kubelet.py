@@ -78,7 +78,9 @@ class PodWorker:
         self.last_status: dict[str, Any] | None = None
         self.final: tuple[str, str, str] | None = None  # (phase, reason, message) decided by the kubelet
         self.start_time: str = (pod.get("status") or {}).get("startTime") or now_rfc3339()
-        self.backoff_reported: set[tuple[str, int]] = set()
+        self.reported: set[tuple[str, str, int]] = (
+            set()
+        )  # (event reason, container, attempt) already recorded
         self.deleted = False
         self.prepare_after = 0.0
 
@@ -178,6 +180,7 @@ class PodWorker:
             await self._prepare()
 
         inits, mains = self._views()
+        await self._report_start_errors(inits + mains)
         restart_pending: set[str] = set()
         if deleting:
             await self._terminate(inits + mains)
@@ -303,8 +306,8 @@ class PodWorker:
             v.waiting_reason = "CrashLoopBackOff"
             pod_ref = f"{self.pod['metadata']['name']}_{self.pod['metadata'].get('namespace')}({self.uid})"
             v.waiting_message = f"back-off {int(delay)}s restarting failed container={v.name} pod={pod_ref}"
-            if (v.name, cur.n) not in self.backoff_reported:
-                self.backoff_reported.add((v.name, cur.n))
+            if ("BackOff", v.name, cur.n) not in self.reported:
+                self.reported.add(("BackOff", v.name, cur.n))
                 await events.record(
                     self.kube,
                     self.pod,
@@ -385,6 +388,23 @@ class PodWorker:
         await events.record(
             self.kube, self.pod, "Started", f"Started container {v.name}", component="kubelet", field_path=fp
         )
+
+    async def _report_start_errors(self, views: list[ContainerView]) -> None:
+        """A process that could not be exec'd (exit 128, StartError) gets a Warning event, once."""
+        for v in views:
+            cur = v.current
+            if cur is None or cur.reason != "StartError" or ("StartError", v.name, cur.n) in self.reported:
+                continue
+            self.reported.add(("StartError", v.name, cur.n))
+            await events.record(
+                self.kube,
+                self.pod,
+                "Failed",
+                f"Error: failed to start container {v.name!r}: {cur.message}",
+                component="kubelet",
+                event_type="Warning",
+                field_path=self._field_path(v.name),
+            )
 
     def _kill_running(self, views: list[ContainerView]) -> None:
         for v in views:
