@@ -16,6 +16,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from t9k_provider.local.state import AlreadyRunning, StateDir, default_state_dir, wait_ready
 from t9k_provider.local.tls import ensure_pki
@@ -23,19 +26,15 @@ from t9k_provider.local.tls import ensure_pki
 log = logging.getLogger("t9k_provider.local")
 KUBELET_MODES = ("process", "simulated", "none")
 NETWORK_MODES = ("auto", "netns", "host")
-PACKAGE_DIR = Path(__file__).resolve().parent
-PROJECT_CRDS = PACKAGE_DIR.parents[1] / "deploy" / "crds"
-COMPANION_CRDS = PACKAGE_DIR / "crds"
+COMPANION_CRDS = Path(__file__).resolve().parent / "crds"
 
 
-def crd_files() -> list[Path]:
-    """The project's generated CRDs plus the companion CRDs the controller creates objects of."""
-    files = sorted(COMPANION_CRDS.glob("*.yaml"))
-    if PROJECT_CRDS.is_dir():
-        files += sorted(PROJECT_CRDS.glob("*.yaml"))
-    else:
-        log.warning("no project CRDs found at %s; only companion CRDs are registered", PROJECT_CRDS)
-    return files
+def crd_documents() -> list[dict[str, Any]]:
+    """The T9k Job CRDs (generated from the models, as in deploy/crds) plus the companion CRDs."""
+    from t9k_provider.jobs.crds import all_crds
+
+    companions = [yaml.safe_load(path.read_text()) for path in sorted(COMPANION_CRDS.glob("*.yaml"))]
+    return [*companions, *all_crds().values()]
 
 
 def _pick_port(state: StateDir, requested: int | None) -> int:
@@ -79,7 +78,7 @@ async def serve(
     child: asyncio.subprocess.Process | None = None
     try:
         bound = await server.start()
-        names = server.register_crds(crd_files())
+        names = server.register_crds(crd_documents())
         kubeconfig = state.write_kubeconfig(bound, server.token)
         log.info(
             "t9k-local API server on https://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
