@@ -653,3 +653,19 @@ def test_volume_sources() -> None:
         fields(causes)
     )
     assert "spec.volumes[3].secret.secretName" in fields(causes)
+
+
+def test_service_cluster_ip_secret_data_and_namespace_finalizers() -> None:
+    svc = {"metadata": meta("s"), "spec": {"clusterIP": "10.96.0.300", "ports": [{"port": 80}]}}
+    assert fields(validate_create("services", svc)) == ["spec.clusterIP"]
+    svc["spec"]["clusterIP"] = "None"
+    assert validate_create("services", svc) == []
+    secret = {"metadata": meta(), "data": {"ok": "aGk=", "bad": "not base64!"}}
+    assert only(validate_create("secrets", secret)).field == "data[bad]"
+    ns = {
+        "metadata": meta("team", None),
+        "spec": {"finalizers": ["kubernetes", "example.com/cleanup", "custom"]},
+    }
+    assert only(validate_create("namespaces", ns)).message == (
+        'Invalid value: "custom": name is neither a standard finalizer name nor is it fully qualified'
+    )

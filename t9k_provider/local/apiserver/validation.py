@@ -11,6 +11,8 @@ JSON type becomes a ``FieldValueTypeInvalid`` cause instead of an exception.
 
 from __future__ import annotations
 
+import base64
+import ipaddress
 import re
 from collections.abc import Callable
 from decimal import Decimal
@@ -553,7 +555,11 @@ def _service(obj: dict, out: list[Cause]) -> None:
     if kind and kind not in _SERVICE_TYPES:
         out.append(fe.not_supported("spec.type", kind, _SERVICE_TYPES))
     ports = jf.object_items(spec, "ports", "spec.ports", out)
-    headless = jf.text_field(spec, "clusterIP", "spec.clusterIP", out) == "None"
+    cluster_ip = jf.text_field(spec, "clusterIP", "spec.clusterIP", out)
+    headless = cluster_ip == "None"
+    if cluster_ip and not headless and not _is_ip(cluster_ip):
+        detail = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+        out.append(fe.invalid("spec.clusterIP", cluster_ip, detail))
     if not spec.get("ports") and kind != "ExternalName" and not headless:
         out.append(fe.required("spec.ports"))
     names: set[str] = set()
@@ -609,7 +615,37 @@ def _configmap(obj: dict, out: list[Cause]) -> None:
 
 def _secret(obj: dict, out: list[Cause]) -> None:
     _config_keys(obj, ("data",), out)
+    for key, value in _map(obj.get("data")).items():
+        if isinstance(value, str) and not _is_base64(value):
+            out.append(fe.invalid(f"data[{key}]", "<value omitted>", "must be base64 encoded"))
     jf.text_field(obj, "type", "type", out)
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _namespace(obj: dict, out: list[Cause]) -> None:
+    """``spec.finalizers`` entries are standard (``kubernetes``) or domain-qualified names."""
+    path = "spec.finalizers"
+    for name in jf.string_items(jf.object_field(obj, "spec", "spec", out), "finalizers", path, out):
+        out += [fe.invalid(path, name, m) for m in is_qualified_name(name)]
+        if "/" not in name and name != "kubernetes":
+            out.append(
+                fe.invalid(path, name, "name is neither a standard finalizer name nor is it fully qualified")
+            )
 
 
 def _immutable_data(old: dict, new: dict, sections: tuple[str, ...], out: list[Cause]) -> None:
@@ -726,6 +762,7 @@ def _crd_update(old: dict, new: dict, out: list[Cause]) -> None:
 
 
 _CREATE_RULES: dict[str, Callable[[dict, list[Cause]], None]] = {
+    "namespaces": _namespace,
     "pods": _pod,
     "services": _service,
     "configmaps": _configmap,
