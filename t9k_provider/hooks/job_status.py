@@ -13,8 +13,6 @@ Outcome = Literal["pending", "running", "paused", "unknown", "succeeded", "faile
 
 #: Phases before the job's replicas run: the admission/scheduling timeout applies here.
 PENDING_PHASES = frozenset({"", "Pending", "Initializing"})
-#: Phases of a running (or restarting) job: the running timeout applies here.
-RUNNING_PHASES = frozenset({"Running", "Resuming"})
 
 
 def conditions(job: dict[str, Any]) -> list[dict[str, Any]]:

@@ -23,6 +23,15 @@ from t9k_provider.hooks import pod_logs
 from t9k_provider.hooks.errors import T9kFatalApiError, call_with_retry, classify, describe
 from t9k_provider.jobs.constants import GROUP, VERSION
 
+#: Connection extras this hook reads; the ``t9k`` connection type declares exactly these.
+CONNECTION_FIELDS = (
+    "in_cluster",
+    "kube_config_path",
+    "kube_config",
+    "namespace",
+    "cluster_context",
+    "disable_verify_ssl",
+)
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -53,6 +62,12 @@ class T9kHook(KubernetesHook):
     #: Its own connection type (same fields as ``kubernetes``); any ``kubernetes`` connection works too.
     conn_type = "t9k"
     hook_name = "TensorStack T9k"
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """Airflow < 3.2 form: the kubernetes fields this hook reads (no XCom-sidecar fields)."""
+        widgets = super().get_connection_form_widgets()
+        return {name: widget for name, widget in widgets.items() if name in CONNECTION_FIELDS}
 
     @cached_property
     def credentials(self) -> dict[str, Any]:

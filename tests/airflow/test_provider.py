@@ -59,3 +59,11 @@ def test_airflow_providers_list_shows_the_provider(tmp_path: Path) -> None:
     listed = json.loads(result.stdout[result.stdout.index("[") :])
     ours = [p for p in listed if p["package_name"] == "t9k-airflow-provider"]
     assert ours and ours[0]["version"] == "0.1.0"
+
+
+def test_connection_type_declares_exactly_the_fields_the_hook_reads() -> None:
+    from t9k_provider.hooks.t9k import CONNECTION_FIELDS, T9kHook
+
+    (declared,) = get_provider_info()["connection-types"]
+    assert declared["connection-type"] == T9kHook.conn_type
+    assert set(declared["conn-fields"]) == set(CONNECTION_FIELDS)
