@@ -54,11 +54,6 @@ def parse_time(text: str | None) -> float | None:
     return logs.parse_timestamp(text).timestamp()
 
 
-def pod_dir_name(pod: dict[str, Any]) -> str:
-    meta = pod["metadata"]
-    return f"{meta.get('namespace', 'default')}_{meta['name']}_{meta['uid']}"
-
-
 class PodWorker:
     def __init__(self, kubelet: ProcessKubelet, pod: dict[str, Any]) -> None:
         self.kubelet = kubelet
@@ -78,9 +73,8 @@ class PodWorker:
         self.last_status: dict[str, Any] | None = None
         self.final: tuple[str, str, str] | None = None  # (phase, reason, message) decided by the kubelet
         self.start_time: str = (pod.get("status") or {}).get("startTime") or now_rfc3339()
-        self.reported: set[tuple[str, str, int]] = (
-            set()
-        )  # (event reason, container, attempt) already recorded
+        # (event reason, container, attempt) already recorded
+        self.reported: set[tuple[str, str, int]] = set()
         self.deleted = False
         self.prepare_after = 0.0
 
@@ -101,8 +95,6 @@ class PodWorker:
     def mark_gone(self) -> None:
         self.gone = True
         self.wakeup.set()
-
-    # -- main loop
 
     async def run(self) -> None:
         while not self.gone:
@@ -179,6 +171,7 @@ class PodWorker:
         if self.ctx is None and not deleting and not terminal and time.monotonic() >= self.prepare_after:
             await self._prepare()
 
+        runtime.reap_children()
         inits, mains = self._views()
         await self._report_start_errors(inits + mains)
         restart_pending: set[str] = set()

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,6 +123,16 @@ def reap_lost(container_dir: Path, attempt: Attempt) -> Attempt:
     return read_attempt(container_dir, attempt.n)
 
 
+# Shims this process started: polled so that finished ones do not linger as zombies.
+_children: list[subprocess.Popen[bytes]] = []
+_children_lock = threading.Lock()  # launch() runs in worker threads
+
+
+def reap_children() -> None:
+    with _children_lock:
+        _children[:] = [p for p in _children if p.poll() is None]
+
+
 def launch(container_dir: Path, n: int, spec: ShimSpec) -> None:
     """Start attempt `n` through a shim in its own session (it outlives this process)."""
     container_dir.mkdir(parents=True, exist_ok=True)
@@ -131,8 +142,9 @@ def launch(container_dir: Path, n: int, spec: ShimSpec) -> None:
     tmp = target.with_name(target.name + ".tmp")
     spec.dump(tmp)
     os.replace(tmp, target)
+    reap_children()
     with open(container_dir / "shim.log", "ab") as shim_log:
-        subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "t9k_provider.local.kubelet.shim", str(target)],
             stdin=subprocess.DEVNULL,
             stdout=shim_log,
@@ -140,6 +152,8 @@ def launch(container_dir: Path, n: int, spec: ShimSpec) -> None:
             start_new_session=True,
             close_fds=True,
         )
+    with _children_lock:
+        _children.append(proc)
 
 
 def signal_container(container_dir: Path, n: int, sig: int) -> bool:
