@@ -174,6 +174,14 @@ def test_hosts_file_maps_services_and_subdomains() -> None:
     assert "10.0.0.9" not in text and "nosel" not in text
 
 
+def test_hosts_file_includes_host_aliases() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"hostAliases": [{"ip": "10.1.2.3", "hostnames": ["foo.local", "bar"]}]},
+    }
+    assert "10.1.2.3\tfoo.local bar\n" in hosts.render(pod, "10.0.0.1", [], [])
+
+
 def test_hosts_file_is_rewritten_in_place(tmp_path: Path) -> None:
     path = tmp_path / "hosts"
     assert hosts.write_in_place(path, "a\n")

@@ -48,6 +48,10 @@ def render(
         lines.append(f"{pod_ip}\t{own}.{spec['subdomain']}.{ns}.svc.{CLUSTER_DOMAIN}\t{own}\n")
     else:
         lines.append(f"{pod_ip}\t{own}\n")
+    aliases = spec.get("hostAliases") or []
+    if aliases:
+        lines.append("\n# Entries added by HostAliases.\n")
+        lines += [f"{a.get('ip')}\t{' '.join(a.get('hostnames') or [])}\n" for a in aliases if a.get("ip")]
     peers = [(p, ip) for p, ip in pods if p["metadata"].get("namespace", "default") == ns and ip]
     svc_names = set()
     for svc in sorted(services, key=lambda s: s["metadata"]["name"]):
