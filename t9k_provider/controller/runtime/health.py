@@ -42,9 +42,5 @@ async def serve(app: web.Application, host: str, port: int) -> tuple[web.AppRunn
     """Start ``app``; returns the runner (for cleanup) and the bound port (``port`` 0 picks a free one)."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    server = site._server
-    sockets = getattr(server, "sockets", None) or []
-    bound = sockets[0].getsockname()[1] if sockets else port
-    return runner, bound
+    await web.TCPSite(runner, host, port).start()
+    return runner, int(runner.addresses[0][1])
