@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from t9k_provider.local.apiserver.jsonvalues import json_equal
 from t9k_provider.local.apiserver.patch import (
     PatchError,
     apply_patch,
-    json_equal,
     json_patch,
     merge_patch,
     strategic_merge_patch,
@@ -116,6 +116,16 @@ def test_too_many_json_patch_operations_is_413() -> None:
     assert apply_patch({"a": 1}, body(ops[:10000]), "application/json-patch+json", kind="X", custom=True) == {
         "a": 1
     }
+
+
+@pytest.mark.parametrize("ctype", ["application/json-patch+json", "application/merge-patch+json"])
+def test_deeply_nested_bodies_are_400_not_crashes(ctype: str) -> None:
+    with pytest.raises(PatchError) as err:
+        apply_patch({}, b"[" * 100_000, ctype, kind="Pod", custom=False)
+    assert err.value.code == 400
+    deep = b'{"a":' * 5000 + b"1" + b"}" * 5000
+    with pytest.raises(PatchError):
+        apply_patch({}, deep, "application/strategic-merge-patch+json", kind="Pod", custom=False)
 
 
 def test_content_type_parameters_are_ignored() -> None:

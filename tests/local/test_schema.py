@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -573,3 +574,11 @@ def test_check_crd_reports_causes_for_any_json_instead_of_raising(body: dict) ->
     assert all(isinstance(c, Cause) for c in check_crd(body))
     broken = _wrap({"type": "object", "properties": body})
     assert all(isinstance(c, Cause) for c in check_crd(broken))
+
+
+def test_deeply_nested_values_are_copied_pruned_and_validated() -> None:
+    deep = json.loads('{"a":' * 900 + "1" + "}" * 900)
+    data = obj(free=deep, replicas="x")
+    assert prune(SCHEMA, data)["spec"]["free"] == deep
+    assert apply_defaults(SCHEMA, data)["spec"]["free"] == deep
+    assert fields(validate(SCHEMA, data)) == {"spec.replicas"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -669,3 +670,12 @@ def test_service_cluster_ip_secret_data_and_namespace_finalizers() -> None:
     assert only(validate_create("namespaces", ns)).message == (
         'Invalid value: "custom": name is neither a standard finalizer name nor is it fully qualified'
     )
+
+
+def test_deeply_nested_objects_give_a_cause_not_a_crash() -> None:
+    deep = json.loads('{"a":' * 900 + "1" + "}" * 900)
+    old = pod(extra=deep)
+    new = json.loads(json.dumps(old))
+    new["spec"]["containers"][0]["image"] = "other"
+    causes = validate_update("pods", old, new)
+    assert all(isinstance(c, Cause) for c in causes)

@@ -7,10 +7,11 @@ apiserver ``handlers/patch.go``; strategic merge follows apimachinery ``strategi
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from t9k_provider.local.apiserver.jsonvalues import json_copy, json_equal
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -70,6 +71,13 @@ def apply_patch(current: dict, body: bytes, content_type: str, *, kind: str, cus
             "cluster; use kubectl apply without --server-side, or a merge/strategic-merge patch",
         )
     try:
+        return _apply(current, body, media, kind)
+    except RecursionError as exc:
+        raise _bad_request("the patch is nested too deeply") from exc
+
+
+def _apply(current: dict, body: bytes, media: str, kind: str) -> dict:
+    try:
         patch = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         message = {
@@ -120,23 +128,6 @@ def _go_json_type(value: Any) -> str:
     return "number"
 
 
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON value equality: ``1 == 1.0`` but ``True != 1`` (Python's ``==`` conflates bool and int)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return (
-            isinstance(b, list)
-            and len(a) == len(b)
-            and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-        )
-    if isinstance(a, (int, float)):
-        return isinstance(b, (int, float)) and a == b
-    return type(a) is type(b) and a == b
-
-
 # --------------------------------------------------------------------------------------------
 # RFC 7386 merge patch
 
@@ -144,7 +135,7 @@ def json_equal(a: Any, b: Any) -> bool:
 def merge_patch(obj: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, ``null`` deletes, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return json_copy(patch)
     result = dict(obj) if isinstance(obj, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -269,18 +260,18 @@ def _operand(op: dict, name: str, index: int) -> Any:
 
 def json_patch(obj: Any, patch: list) -> Any:
     """RFC 6902: apply the operations in order to a copy of ``obj``; any failure raises 422."""
-    doc = copy.deepcopy(obj)
+    doc = json_copy(obj)
     for index, op in enumerate(patch):
         if not isinstance(op, dict):
             raise _invalid(f"operation {index} is not a JSON object")
         kind = op.get("op")
         path = _operand(op, "path", index)
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(_operand(op, "value", index)))
+            doc = _add(doc, path, json_copy(_operand(op, "value", index)))
         elif kind == "remove":
             doc, _ = _remove(doc, path)
         elif kind == "replace":
-            doc = _replace(doc, path, copy.deepcopy(_operand(op, "value", index)))
+            doc = _replace(doc, path, json_copy(_operand(op, "value", index)))
         elif kind == "move":
             source = _operand(op, "from", index)
             if path != source and path.startswith(source + "/"):
@@ -291,7 +282,7 @@ def json_patch(obj: Any, patch: list) -> Any:
             value = _get(doc, _operand(op, "from", index))
             if value is _MISSING:
                 raise _invalid(f"copy operation does not apply: doc is missing from path: {op['from']}")
-            doc = _add(doc, path, copy.deepcopy(value))
+            doc = _add(doc, path, json_copy(value))
         elif kind == "test":
             actual = _get(doc, path)
             expected = op.get("value")
@@ -395,7 +386,7 @@ def _root_node(kind: str) -> dict[str, _Field]:
 
 def strategic_merge_patch(obj: dict, patch: dict, kind: str) -> dict:
     """Strategic merge of ``patch`` into ``obj`` for built-in ``kind``; directives never reach the result."""
-    return _merge_map(copy.deepcopy(obj), copy.deepcopy(patch), _root_node(kind))
+    return _merge_map(json_copy(obj), json_copy(patch), _root_node(kind))
 
 
 _SET_ORDER = "$setElementOrder/"

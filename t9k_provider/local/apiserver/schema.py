@@ -7,7 +7,6 @@ Semantics of apiextensions-apiserver (``apiserver/validation``, ``apiserver/sche
 from __future__ import annotations
 
 import base64
-import copy
 import ipaddress
 import math
 import re
@@ -28,8 +27,8 @@ from t9k_provider.local.apiserver.fielderrors import (
     too_many,
     type_invalid,
 )
+from t9k_provider.local.apiserver.jsonvalues import json_copy, json_equal
 from t9k_provider.local.apiserver.names import is_dns1035_label, is_dns1123_subdomain
-from t9k_provider.local.apiserver.patch import json_equal
 
 __all__ = ["Cause", "apply_defaults", "check_crd", "prune", "validate"]
 
@@ -153,7 +152,10 @@ _FORMATS = {
 def validate(schema: dict, obj: Any) -> list[Cause]:
     """Validate ``obj`` against an ``openAPIV3Schema``; returns the causes of a 422 (empty if valid)."""
     out: list[Cause] = []
-    _validate(schema or {}, obj, "", out)
+    try:
+        _validate(schema or {}, obj, "", out)
+    except RecursionError:
+        return [invalid("", "<value omitted>", "the object is nested too deeply to be validated")]
     return out
 
 
@@ -326,7 +328,7 @@ def prune(schema: dict, obj: dict) -> dict:
 
     The object root and embedded resources keep ``apiVersion``, ``kind`` and ``metadata``.
     """
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     _prune(schema or {}, result, root=True)
     return result
 
@@ -364,7 +366,7 @@ def _prune(s: dict, value: Any, root: bool = False) -> None:
 
 def apply_defaults(schema: dict, obj: dict) -> dict:
     """Fill absent (or null, non-nullable) fields from ``default:``, recursing into defaulted values too."""
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     _default(schema or {}, result)
     return result
 
@@ -374,7 +376,7 @@ def _default(s: dict, value: Any) -> None:
         properties = s.get("properties") or {}
         for key, prop in properties.items():
             if "default" in prop and (key not in value or (value[key] is None and not prop.get("nullable"))):
-                value[key] = copy.deepcopy(prop["default"])
+                value[key] = json_copy(prop["default"])
         extra = s.get("additionalProperties")
         for key, item in value.items():
             if key in properties:

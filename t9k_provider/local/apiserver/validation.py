@@ -21,6 +21,7 @@ from typing import Any
 from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import Cause
+from t9k_provider.local.apiserver.jsonvalues import json_equal
 from t9k_provider.local.apiserver.names import (
     is_dns1123_label,
     is_qualified_name,
@@ -30,7 +31,6 @@ from t9k_provider.local.apiserver.names import (
     name_is_dns_subdomain,
     regex_error,
 )
-from t9k_provider.local.apiserver.patch import json_equal
 from t9k_provider.local.apiserver.quantity import QUANTITY_ERROR, parse_quantity
 from t9k_provider.local.apiserver.schema import check_crd
 
@@ -56,6 +56,7 @@ _NAMESPACED = {
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
 _CONFIG_SIZE_LIMIT = 1024 * 1024
 IMMUTABLE = "field is immutable"
+TOO_DEEP = fe.invalid("", "<value omitted>", "the object is nested too deeply to be validated")
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+\Z")
 _CONFIG_KEY_MSG = regex_error(
     "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
@@ -75,22 +76,33 @@ def invalid_message(kind: str, group: str, name: str, causes: list[Cause]) -> st
 def validate_create(resource: str, obj: dict) -> list[Cause]:
     """Causes that make creating ``obj`` in ``resource`` (a plural, e.g. "pods") a 422."""
     out: list[Cause] = []
-    _object_meta(resource, jf.object_field(obj, "metadata", "metadata", out), out)
-    rule = _CREATE_RULES.get(resource)
-    if rule is not None:
-        rule(obj, out)
+    try:
+        _create(resource, obj, out)
+    except RecursionError:
+        return [TOO_DEEP]
     return out
 
 
 def validate_update(resource: str, old: dict, new: dict) -> list[Cause]:
     """Causes that make replacing ``old`` by ``new`` a 422 (metadata immutability, kind rules)."""
-    out = validate_create(resource, new)
-    # Type errors in ``new`` are already reported above; update rules read leniently.
-    _object_meta_update(_map(old.get("metadata")), _map(new.get("metadata")), out)
-    rule = _UPDATE_RULES.get(resource)
-    if rule is not None:
-        rule(old, new, out)
+    out: list[Cause] = []
+    try:
+        _create(resource, new, out)
+        # Type errors in ``new`` are already reported; update rules read leniently.
+        _object_meta_update(_map(old.get("metadata")), _map(new.get("metadata")), out)
+        rule = _UPDATE_RULES.get(resource)
+        if rule is not None:
+            rule(old, new, out)
+    except RecursionError:
+        return [TOO_DEEP]
     return out
+
+
+def _create(resource: str, obj: dict, out: list[Cause]) -> None:
+    _object_meta(resource, jf.object_field(obj, "metadata", "metadata", out), out)
+    rule = _CREATE_RULES.get(resource)
+    if rule is not None:
+        rule(obj, out)
 
 
 def _length(value: Any) -> int:

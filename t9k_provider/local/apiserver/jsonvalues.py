@@ -1,0 +1,28 @@
+"""JSON value helpers shared by the patch, schema and validation code."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON value equality: ``1 == 1.0`` but ``True != 1`` (Python's ``==`` conflates bool and int)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return (
+            isinstance(b, list)
+            and len(a) == len(b)
+            and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if isinstance(a, (int, float)):
+        return isinstance(b, (int, float)) and a == b
+    return type(a) is type(b) and a == b
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value; the C codec copes with nesting that ``copy.deepcopy`` cannot."""
+    return json.loads(json.dumps(value))
