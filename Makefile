@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: env test lint crds demo clean lock
+.PHONY: env test lint crds demo clean lock bench
 
 $(STAMP): requirements/dev.lock pyproject.toml
 	@command -v uv >/dev/null || python3 -m pip install --quiet uv
@@ -24,6 +24,10 @@ test: env
 # The example training pipeline end to end on the embedded local cluster (see README "Run the example pipeline").
 demo: env
 	$(PY) scripts/demo.py
+
+# Issue 7 benchmarks, side by side with their baselines (< 15 min on 2 cores); rewrites docs/benchmarks.md.
+bench: env
+	$(PY) -m benchmarks
 
 lint: env
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -1,40 +1,36 @@
-"""Benchmark the embedded local cluster's API server on this machine.
+"""Issue 7.4 (and issue 3's figures): the embedded local cluster's API server on this machine.
 
-Measures creates per second (one client, and several in parallel), LIST latency with 10,000 objects, and
-watch delivery latency (commit acknowledged -> event received). Runs against a fresh API-only cluster in a
-temporary directory, over HTTPS with keep-alive, and prints a small table.
+Creates per second (one client, and four in parallel), LIST latency with 10,000 objects, watch delivery
+latency (commit acknowledged -> event received), then the same after 100,000 more writes to the event log,
+which compaction must keep bounded. Runs against a fresh API-only cluster in a temporary directory, over
+HTTPS with keep-alive.
 
-    .venv/bin/python benchmarks/local_cluster.py [--objects 10000] [--watch-events 300]
+The 100,000 writes go through the server's storage layer (``Store.update``, the same commit and compaction
+path every API write takes) while the server is stopped: through HTTP they would take several minutes of the
+benchmark's budget and measure the create rate again.
+
+    .venv/bin/python -m benchmarks.local_cluster [--objects 10000] [--log-writes 100000]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
-import statistics
+import sqlite3
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.api import Client, ensure_namespace
+from benchmarks.stats import Figure, percentile
+from t9k_provider.local.store import Store
 from t9k_provider.local.testing import LocalCluster
 
-
-class Client:
-    """One keep-alive HTTPS connection with the cluster's token."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.conn = cluster.connection(30)
-        self.headers = {"Authorization": f"Bearer {cluster.token}", "Content-Type": "application/json"}
-
-    def call(self, method: str, path: str, body: object = None) -> tuple[int, bytes]:
-        self.conn.request(method, path, body=None if body is None else json.dumps(body), headers=self.headers)
-        resp = self.conn.getresponse()
-        return resp.status, resp.read()
-
-    def close(self) -> None:
-        self.conn.close()
+SECTION = "4. Local cluster"
+NAMESPACE = "bench"
 
 
 def configmap(name: str, i: int) -> dict:
@@ -47,6 +43,7 @@ def configmap(name: str, i: int) -> dict:
 def create_many(cluster: LocalCluster, namespace: str, prefix: str, count: int, workers: int) -> float:
     """Create ``count`` configmaps with ``workers`` parallel clients; returns creates per second."""
     per_worker = count // workers
+    failures: list[str] = []
 
     def work(w: int) -> None:
         client = Client(cluster)
@@ -55,7 +52,8 @@ def create_many(cluster: LocalCluster, namespace: str, prefix: str, count: int, 
                 "POST", f"/api/v1/namespaces/{namespace}/configmaps", configmap(f"{prefix}-{w}-{i}", i)
             )
             if status != 201:
-                raise RuntimeError(f"create failed: {status} {body[:200]!r}")
+                failures.append(f"create failed: {status} {body[:200]!r}")
+                break
         client.close()
 
     threads = [threading.Thread(target=work, args=(w,)) for w in range(workers)]
@@ -64,6 +62,8 @@ def create_many(cluster: LocalCluster, namespace: str, prefix: str, count: int, 
         t.start()
     for t in threads:
         t.join()
+    if failures:
+        raise RuntimeError(failures[0])
     return per_worker * workers / (time.perf_counter() - started)
 
 
@@ -76,12 +76,7 @@ def timed(action: Callable[[], object], runs: int) -> list[float]:
     return samples
 
 
-def percentile(samples: list[float], p: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-def watch_latency(cluster: LocalCluster, namespace: str, events: int) -> list[float]:
+def watch_latency(cluster: LocalCluster, namespace: str, prefix: str, events: int) -> list[float]:
     """Create objects one by one while a watch is open; latency = event received - create acknowledged."""
     acked: dict[str, float] = {}
     received: dict[str, float] = {}
@@ -111,7 +106,7 @@ def watch_latency(cluster: LocalCluster, namespace: str, events: int) -> list[fl
     thread.start()
     ready.wait(10)
     for i in range(events):
-        name = f"w-{i}"
+        name = f"{prefix}-{i}"
         status, _ = client.call("POST", f"/api/v1/namespaces/{namespace}/configmaps", configmap(name, i))
         if status != 201:
             raise RuntimeError(f"create failed: {status}")
@@ -119,54 +114,129 @@ def watch_latency(cluster: LocalCluster, namespace: str, events: int) -> list[fl
         time.sleep(0.002)
     thread.join(30)
     client.close()
-    return [max(received[n] - acked[n], 0.0) for n in acked if n in received]
+    if len(received) < events:
+        raise RuntimeError(f"the watch delivered {len(received)} of {events} events")
+    return [max(received[n] - acked[n], 0.0) for n in acked]
+
+
+def write_event_log(store_path: Path, writes: int) -> int:
+    """``writes`` updates of the benchmark's configmaps through the storage layer (server stopped).
+
+    Returns the number of events the store keeps (its compaction history).
+    """
+    store = Store(store_path)
+    try:
+        names = [obj["metadata"]["name"] for obj in store.list("", "configmaps", NAMESPACE)][:1000]
+        for i in range(writes):
+            obj = copy.deepcopy(store.get(("", "configmaps", NAMESPACE, names[i % len(names)])))
+            assert obj is not None
+            obj["data"]["index"] = str(i)
+            store.update("", "configmaps", obj)
+        return store.history
+    finally:
+        store.close()
+
+
+def event_log(store_path: Path) -> tuple[int, int]:
+    """(events retained, newest revision), read from the live database (WAL readers do not block)."""
+    db = sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)
+    try:
+        count = db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+        revision = db.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
+        return int(count), int(revision)
+    finally:
+        db.close()
+
+
+class Samples:
+    def __init__(self) -> None:
+        self.values: dict[str, list[float]] = {}
+
+    def add(self, key: str, value: float) -> None:
+        self.values.setdefault(key, []).append(value)
+
+
+def measure_round(
+    cluster: LocalCluster, samples: Samples, tag: str, runs: int, creates: int, events: int
+) -> None:
+    client = Client(cluster)
+    for run in range(runs):
+        samples.add(f"{tag}creates1", create_many(cluster, NAMESPACE, f"{tag}one{run}", creates, 1))
+        samples.add(f"{tag}creates4", create_many(cluster, NAMESPACE, f"{tag}four{run}", creates, 4))
+        full = timed(lambda: client.call("GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps"), 3)
+        samples.add(f"{tag}list", percentile(full, 50))
+        selected = timed(
+            lambda: client.call("GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps?labelSelector=shard%3D3"),
+            3,
+        )
+        samples.add(f"{tag}select", percentile(selected, 50))
+        page = timed(lambda: client.call("GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps?limit=500"), 3)
+        samples.add(f"{tag}page", percentile(page, 50))
+        latencies = watch_latency(cluster, "watch", f"{tag}w{run}", events)
+        samples.add(f"{tag}watch50", percentile(latencies, 50))
+        samples.add(f"{tag}watch99", percentile(latencies, 99))
+    client.close()
+
+
+def measure(
+    runs: int, objects: int = 10_000, creates: int = 1_000, watch_events: int = 200, log_writes: int = 100_000
+) -> list[Figure]:
+    samples = Samples()
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = LocalCluster(Path(tmp) / "bench", node_agents=False)
+        with cluster:
+            client = Client(cluster)
+            for ns in (NAMESPACE, "watch"):
+                ensure_namespace(client, ns)
+            create_many(cluster, NAMESPACE, "fill", objects, 4)
+            count = len(client.json("GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps")["items"])
+            client.close()
+            measure_round(cluster, samples, "", runs, creates, watch_events)
+        store = cluster.state_dir / "store.db"
+        history = write_event_log(store, log_writes)
+        with cluster:
+            retained, revision = event_log(store)
+            measure_round(cluster, samples, "after.", runs, creates, watch_events)
+        size_mb = sum(p.stat().st_size for p in cluster.state_dir.glob("store.db*")) / 2**20
+
+    v = samples.values
+    figures: list[Figure] = []
+    for tag, label in (("", ""), ("after.", f"after {log_writes:,} writes: ")):
+        rows = (
+            ("creates1", "creates/s, 1 client", "creates/s", 1, 0),
+            ("creates4", "creates/s, 4 clients", "creates/s", 1, 0),
+            ("list", f"LIST all {count:,} objects (p50 of 3)", "ms", 1000, 0),
+            ("select", "LIST labelSelector matching 1/10 of them", "ms", 1000, 0),
+            ("page", "LIST limit=500 page", "ms", 1000, 0),
+            ("watch50", f"watch delivery p50 ({watch_events} events)", "ms", 1000, 2),
+            ("watch99", f"watch delivery p99 ({watch_events} events)", "ms", 1000, 2),
+        )
+        for key, name, unit, scale, digits in rows:
+            figures.append(
+                Figure(SECTION, label + name, unit, [x * scale for x in v[tag + key]], digits=digits)
+            )
+    bound = history + 1000  # compaction keeps `history` events and runs every 1,000 writes
+    figures += [
+        Figure(SECTION, f"event log rows after {revision:,} revisions (bound {bound:,})", "rows",
+               [float(retained)] * runs, target=("<=", float(bound)), digits=0,
+               note="one fill; the same count in every run"),
+        Figure(SECTION, "store.db + WAL on disk after the writes", "MiB", [size_mb] * runs, digits=0,
+               note="one fill; the same size in every run"),
+    ]  # fmt: skip
+    return figures
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--objects", type=int, default=10_000, help="objects present for the LIST benchmark")
-    parser.add_argument("--creates", type=int, default=2_000, help="creates timed per client mode")
-    parser.add_argument("--watch-events", type=int, default=300)
+    parser.add_argument("--creates", type=int, default=1_000, help="creates timed per client mode and run")
+    parser.add_argument("--watch-events", type=int, default=200)
+    parser.add_argument("--log-writes", type=int, default=100_000)
     args = parser.parse_args()
-
-    rows: list[tuple[str, str]] = []
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        LocalCluster(Path(tmp) / "bench", node_agents=False) as cluster,
-    ):
-        client = Client(cluster)
-        for ns in ("bench", "watch"):
-            client.call("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
-        single = create_many(cluster, "bench", "one", args.creates, 1)
-        rows.append(("creates/s, 1 client", f"{single:,.0f}"))
-        parallel = create_many(cluster, "bench", "four", args.creates, 4)
-        rows.append(("creates/s, 4 clients", f"{parallel:,.0f}"))
-        remaining = args.objects - 2 * args.creates
-        if remaining > 0:
-            create_many(cluster, "bench", "fill", remaining, 4)
-        count = len(json.loads(client.call("GET", "/api/v1/namespaces/bench/configmaps")[1])["items"])
-        full = timed(lambda: client.call("GET", "/api/v1/namespaces/bench/configmaps"), 5)
-        rows.append((f"LIST all {count:,} objects, p50", f"{percentile(full, 50) * 1000:,.0f} ms"))
-        selected = timed(
-            lambda: client.call("GET", "/api/v1/namespaces/bench/configmaps?labelSelector=shard%3D3"), 5
-        )
-        rows.append(
-            (f"LIST labelSelector (1/10 of {count:,}), p50", f"{percentile(selected, 50) * 1000:,.0f} ms")
-        )
-        page = timed(lambda: client.call("GET", "/api/v1/namespaces/bench/configmaps?limit=500"), 5)
-        rows.append(("LIST limit=500 page, p50", f"{percentile(page, 50) * 1000:,.0f} ms"))
-        latencies = watch_latency(cluster, "watch", args.watch_events)
-        rows.append(
-            (f"watch delivery p50 ({len(latencies)} events)", f"{percentile(latencies, 50) * 1000:.1f} ms")
-        )
-        rows.append(("watch delivery p99", f"{percentile(latencies, 99) * 1000:.1f} ms"))
-        rows.append(("watch delivery mean", f"{statistics.mean(latencies) * 1000:.1f} ms"))
-        client.close()
-    width = max(len(name) for name, _ in rows)
-    print(f"{'measure':<{width}}  value")
-    print(f"{'-' * width}  {'-' * 10}")
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    figures = measure(args.runs, args.objects, args.creates, args.watch_events, args.log_writes)
+    for f in figures:
+        print(f"{f.name:<60} {f.fmt(f.median):>10} {f.unit}  ({f.fmt(f.low)}-{f.fmt(f.high)})")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,164 @@
+"""Issue 7.2: controller latency and scale with the simulated kubelet (real API server and controller).
+
+For 1, 50 and 200 GenericJobs of 4 replicas created at once: time from each job's create acknowledgement to
+the last of its 4 pods appearing on a pod watch (p50/p99); controller CPU seconds per 1,000 reconciles, from
+/proc/<pid>/stat and its reconcile counter; controller RSS with 1,000 such jobs (4,000 pods) in its caches.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks import manifests
+from benchmarks.api import Client, Watch, ensure_namespace, wait_until
+from benchmarks.controller_efficiency import settle
+from benchmarks.controller_process import PREFIX, Controller, metric_sum, reconciles
+from benchmarks.stats import Figure, percentile
+from t9k_provider.controller.engine.names import LABEL_OWNER_NAME
+from t9k_provider.local.testing import LocalCluster
+
+SECTION = "2. Controller latency and scale"
+NAMESPACE = "scale"
+REPLICAS = 4
+REQUESTS = f"{PREFIX}_api_requests_total"
+CREATORS = 8
+
+
+class PodTimes:
+    """When each job's pods first appeared on the watch."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.first_seen: dict[str, dict[str, float]] = defaultdict(dict)
+        self.live: set[str] = set()
+
+    def on_event(self, type_: str, obj: dict[str, Any], received: float) -> None:
+        meta = obj.get("metadata") or {}
+        owner = (meta.get("labels") or {}).get(LABEL_OWNER_NAME)
+        with self.lock:
+            if type_ == "DELETED":
+                self.live.discard(meta.get("name", ""))
+                return
+            self.live.add(meta.get("name", ""))
+            if owner:
+                self.first_seen[owner].setdefault(meta["name"], received)
+
+    def complete(self, names: list[str]) -> bool:
+        with self.lock:
+            return all(len(self.first_seen.get(n, ())) >= REPLICAS for n in names)
+
+    def last_pod(self, name: str) -> float:
+        with self.lock:
+            return max(self.first_seen[name].values())
+
+
+def create_jobs(cluster: LocalCluster, namespace: str, names: list[str]) -> dict[str, float]:
+    """Create the jobs from ``CREATORS`` parallel clients; returns each job's create acknowledgement time."""
+    acked: dict[str, float] = {}
+    local = threading.local()
+    clients: list[Client] = []
+    lock = threading.Lock()
+
+    def create(name: str) -> None:
+        if not hasattr(local, "client"):
+            local.client = Client(cluster)
+            with lock:
+                clients.append(local.client)
+        body = manifests.job("GenericJob", name, namespace, REPLICAS, None)
+        local.client.json("POST", manifests.collection("GenericJob", namespace), body)
+        acked[name] = time.perf_counter()
+
+    with ThreadPoolExecutor(CREATORS) as pool:
+        list(pool.map(create, names))
+    for client in clients:
+        client.close()
+    return acked
+
+
+def burst(
+    cluster: LocalCluster, controller: Controller, pods: PodTimes, jobs: int, tag: str
+) -> tuple[list[float], float, float]:
+    """Create ``jobs`` jobs at once; (creation-to-all-pods latencies, CPU seconds, reconciles) until idle."""
+    names = [f"{tag}-{i}" for i in range(jobs)]
+    idle = settle(controller, quiet=1.0, timeout=300)
+    cpu = controller.cpu_seconds()
+    acked = create_jobs(cluster, NAMESPACE, names)
+    wait_until(lambda: pods.complete(names), 60 + jobs, f"the pods of {jobs} jobs", interval=0.1)
+    latencies = [pods.last_pod(n) - acked[n] for n in names]
+    done = settle(controller, quiet=1.0, timeout=300)
+    return latencies, controller.cpu_seconds() - cpu, reconciles(done) - reconciles(idle)
+
+
+def measure(
+    cluster: LocalCluster,
+    log_dir: Path,
+    runs: int,
+    bursts: tuple[int, ...] = (1, 50, 200),
+    resident_jobs: int = 1000,
+) -> list[Figure]:
+    """Bursts accumulate (jobs stay Running, as in a busy cluster) and are then topped up to
+    ``resident_jobs``, whose memory is read from the controller that built them and from restarted ones."""
+    client = Client(cluster)
+    ensure_namespace(client, NAMESPACE)
+    pods = PodTimes()
+    watch = Watch(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods", pods.on_event)
+    watch.start()
+    watch.ready.wait(10)
+    p50: dict[int, list[float]] = defaultdict(list)
+    p99: dict[int, list[float]] = defaultdict(list)
+    cpu_per_1000: list[float] = []
+    rss: list[float] = []
+    resync_writes: list[float] = []
+    created = 0
+    try:
+        with Controller(cluster.kubeconfig, log_dir / "controller-scale.log") as controller:
+            for run in range(runs):
+                cpu = count = 0.0
+                for jobs in bursts:
+                    latencies, used, reconciled = burst(cluster, controller, pods, jobs, f"b{jobs}-{run}")
+                    p50[jobs].append(percentile(latencies, 50))
+                    p99[jobs].append(percentile(latencies, 99))
+                    cpu, count = cpu + used, count + reconciled
+                    created += jobs
+                cpu_per_1000.append(cpu / count * 1000)
+            names = [f"resident-{i}" for i in range(max(0, resident_jobs - created))]
+            create_jobs(cluster, NAMESPACE, names)
+            wait_until(lambda: pods.complete(names), 120 + len(names), "the resident jobs' pods", 0.5)
+            settle(controller, quiet=2.0, timeout=300)
+            rss.append(controller.rss_bytes() / 2**20)
+        for restart in range(1, runs):
+            log = log_dir / f"controller-restart-{restart}.log"
+            with Controller(cluster.kubeconfig, log) as controller:
+                settled = settle(controller, quiet=2.0, timeout=300)
+                rss.append(controller.rss_bytes() / 2**20)
+                resync_writes.append(metric_sum(settled, REQUESTS, access="write"))
+    finally:
+        watch.stop()
+        client.close()
+    resident = max(resident_jobs, created)
+
+    figures: list[Figure] = []
+    for jobs in bursts:
+        target = ("<", 1.0) if jobs == max(bursts) else None
+        figures += [
+            Figure(SECTION, f"{jobs} jobs at once: creation -> all 4 pods, p50", "s", p50[jobs], digits=3),
+            Figure(
+                SECTION, f"{jobs} jobs at once: creation -> all 4 pods, p99", "s", p99[jobs], target, digits=3
+            ),
+        ]
+    figures += [
+        Figure(SECTION, "controller CPU per 1,000 reconciles", "CPU s", cpu_per_1000, digits=2),
+        Figure(SECTION, f"controller RSS, {resident:,} jobs x {REPLICAS} pods cached", "MiB", rss,
+               target=("<", 200.0), digits=0),
+    ]  # fmt: skip
+    if resync_writes:
+        name = f"writes by a restarted controller over {resident:,} settled jobs"
+        figures.append(
+            Figure(SECTION, name, "requests", resync_writes, target=("<=", 0.0), digits=0, zero_ok=True)
+        )
+    return figures

@@ -1,0 +1,133 @@
+"""``python -m benchmarks``: run every benchmark of issue 7 and rewrite ``docs/benchmarks.md``.
+
+``--quick`` runs each benchmark in a tiny configuration (the smoke test of ``make test``); it writes its
+report elsewhere (``--output``) and its figures mean nothing. The run fails (exit 1) when a measurement is
+implausible (see ``stats.check``); a missed target is reported, not failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import (
+    controller_efficiency,
+    controller_scale,
+    dag_parse,
+    local_cluster,
+    machine,
+    report,
+    waiting_cost,
+)
+from benchmarks.controller_process import Controller
+from benchmarks.manifests import KIND_ORDER
+from benchmarks.stats import Figure, MeasurementError, check
+from t9k_provider.local.testing import LocalCluster
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+@dataclass(frozen=True)
+class Profile:
+    runs: int
+    kinds: tuple[str, ...]
+    job_seconds: float
+    durations: tuple[float, float]
+    bursts: tuple[int, ...]
+    resident_jobs: int
+    waiting_tasks: int
+    poll: float
+    window: float
+    objects: int
+    creates: int
+    watch_events: int
+    log_writes: int
+
+
+FULL = Profile(
+    runs=3, kinds=KIND_ORDER, job_seconds=1.0, durations=(2.0, 12.0), bursts=(1, 50, 200), resident_jobs=1000,
+    waiting_tasks=200, poll=3.0, window=9.0, objects=10_000, creates=1_000, watch_events=200,
+    log_writes=100_000,
+)  # fmt: skip
+QUICK = Profile(
+    runs=1, kinds=("GenericJob",), job_seconds=0.2, durations=(1.0, 2.0), bursts=(1, 3), resident_jobs=4,
+    waiting_tasks=3, poll=0.5, window=1.5, objects=60, creates=20, watch_events=10, log_writes=1_500,
+)  # fmt: skip
+
+
+def controller_benchmarks(p: Profile, work: Path) -> list[Figure]:
+    """Sections 1 and 2 share one cluster with the simulated kubelet (different namespaces)."""
+    with LocalCluster(work / "controller-cluster", kubelet="simulated") as cluster:
+        with Controller(cluster.kubeconfig, work / "controller-efficiency.log") as controller:
+            figures = controller_efficiency.measure(
+                cluster, controller, p.runs, p.kinds, p.job_seconds, p.durations
+            )
+        figures += controller_scale.measure(cluster, work, p.runs, p.bursts, p.resident_jobs)
+    return figures
+
+
+def waiting_benchmark(p: Profile, work: Path) -> list[Figure]:
+    with LocalCluster(work / "waiting-cluster", node_agents=False) as cluster:
+        return waiting_cost.measure(cluster, work, p.runs, p.waiting_tasks, p.poll, p.window)
+
+
+SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
+    "controller": controller_benchmarks,
+    "waiting": waiting_benchmark,
+    "local": lambda p, work: local_cluster.measure(
+        p.runs, p.objects, p.creates, p.watch_events, p.log_writes
+    ),
+    "dags": lambda p, work: dag_parse.measure(p.runs),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny configuration (smoke test)")
+    parser.add_argument(
+        "--only", action="append", choices=sorted(SECTIONS), help="run only these (repeatable)"
+    )
+    parser.add_argument("--output", type=Path, help=f"report path (default {DOC}; required with --quick)")
+    parser.add_argument("--work-dir", type=Path, help="keep clusters and logs here (default: a temp dir)")
+    args = parser.parse_args(argv)
+    if args.quick and args.output is None:
+        parser.error("--quick needs --output: its figures must not replace docs/benchmarks.md")
+    profile = QUICK if args.quick else FULL
+    output = args.output or DOC
+    load_start = machine.load_average()
+    started = time.perf_counter()
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="t9k-bench-") as tmp:
+        work = args.work_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        for name, section in SECTIONS.items():
+            if args.only and name not in args.only:
+                continue
+            began = time.perf_counter()
+            print(f"[bench] {name} ...", flush=True)
+            section_figures = section(profile, work)
+            try:
+                check(section_figures, profile.runs)
+            except MeasurementError as exc:
+                print(f"[bench] {name}: {exc}", file=sys.stderr)
+                return 1
+            figures += section_figures
+            print(f"[bench] {name} done in {time.perf_counter() - began:.0f} s", flush=True)
+            for f in section_figures:
+                print(
+                    f"    {f.name}: {f.fmt(f.median)} {f.unit} ({f.fmt(f.low)}-{f.fmt(f.high)})", flush=True
+                )
+    seconds = time.perf_counter() - started
+    command = "make bench" if not args.quick else "python -m benchmarks --quick"
+    text = report.render(
+        figures, machine.describe(), profile.runs, seconds, (load_start, machine.load_average()), command
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    print(f"[bench] wrote {output} after {seconds / 60:.1f} min", flush=True)
+    return 0
