@@ -656,8 +656,22 @@ def test_table_output_for_pods(cluster: LocalCluster, core: client.CoreV1Api, ns
         "GET", f"/api/v1/namespaces/{ns}/pods?includeObject=Object", headers={"Accept": TABLE}
     )
     assert full["rows"][0]["object"]["spec"]["containers"][0]["name"] == "c"
-    _, _, cms = cluster.request("GET", "/api/v1/namespaces", headers={"Accept": TABLE})
+    _, _, cms = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps", headers={"Accept": TABLE})
     assert [c["name"] for c in cms["columnDefinitions"]] == ["Name", "Age"]
+    _, _, namespaces = cluster.request("GET", f"/api/v1/namespaces/{ns}", headers={"Accept": TABLE})
+    assert namespaces["rows"][0]["cells"][:2] == [ns, "Active"]
+    _, _, nodes = cluster.request("GET", "/api/v1/nodes", headers={"Accept": TABLE})
+    assert nodes["rows"][0]["cells"][:3] == ["t9k-local-node", "Ready", "control-plane"]
+    core.create_namespaced_service(ns, {"metadata": {"name": "tsvc"}, "spec": {"ports": [{"port": 80}]}})
+    _, _, services = cluster.request("GET", f"/api/v1/namespaces/{ns}/services", headers={"Accept": TABLE})
+    assert [c["name"] for c in services["columnDefinitions"]][:5] == [
+        "Name",
+        "Type",
+        "Cluster-IP",
+        "External-IP",
+        "Port(s)",
+    ]
+    assert services["rows"][0]["cells"][4] == "80/TCP"
 
 
 def test_embedded_compact_hook(cluster: LocalCluster, tmp_path: Path) -> None:

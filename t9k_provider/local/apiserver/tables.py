@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -142,42 +143,117 @@ def _pod_cells(pod: dict[str, Any]) -> list[Any]:
     ]
 
 
+def _col(name: str, kind: str = "string", priority: int = 0) -> dict[str, Any]:
+    return {"name": name, "type": kind, "format": "", "description": name, "priority": priority}
+
+
+def _namespace_cells(ns: dict[str, Any]) -> list[Any]:
+    meta = ns["metadata"]
+    return [meta["name"], (ns.get("status") or {}).get("phase", ""), _age(meta.get("creationTimestamp"))]
+
+
+def _node_cells(node: dict[str, Any]) -> list[Any]:
+    meta, status = node["metadata"], node.get("status") or {}
+    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
+    roles = sorted(
+        k.rsplit("/", 1)[1] for k in meta.get("labels") or {} if k.startswith("node-role.kubernetes.io/")
+    )
+    return [
+        meta["name"],
+        "Ready" if ready.get("status") == "True" else "NotReady",
+        ",".join(roles) or "<none>",
+        _age(meta.get("creationTimestamp")),
+        (status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+    ]
+
+
+def _service_cells(svc: dict[str, Any]) -> list[Any]:
+    meta, spec = svc["metadata"], svc.get("spec") or {}
+    ports = ",".join(
+        f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or () if isinstance(p, dict)
+    )
+    return [
+        meta["name"],
+        spec.get("type", ""),
+        spec.get("clusterIP") or "<none>",
+        "<none>",
+        ports or "<none>",
+        _age(meta.get("creationTimestamp")),
+    ]
+
+
+def _event_cells(event: dict[str, Any]) -> list[Any]:
+    involved = event.get("involvedObject") or {}
+    last = event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+    subject = f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
+    return [
+        _age(_whole_seconds(last)),
+        event.get("type", ""),
+        event.get("reason", ""),
+        subject,
+        event.get("message", ""),
+        event["metadata"]["name"],
+    ]
+
+
+def _job_cells(job: dict[str, Any]) -> list[Any]:
+    meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or ()}
+    state = (
+        "Complete"
+        if conditions.get("Complete") == "True"
+        else ("Failed" if conditions.get("Failed") == "True" else "Running")
+    )
+    return [
+        meta["name"],
+        state,
+        f"{status.get('succeeded', 0)}/{spec.get('completions', 1)}",
+        _age(meta.get("creationTimestamp")),
+    ]
+
+
+def _whole_seconds(stamp: Any) -> str | None:
+    return stamp[:19] + "Z" if isinstance(stamp, str) and len(stamp) >= 19 else None
+
+
+_BUILTIN: dict[tuple[str, str], tuple[list[dict[str, Any]], Callable[[dict[str, Any]], list[Any]]]] = {
+    ("", "pods"): (
+        [
+            _NAME_COLUMN,
+            _col("Ready"),
+            _col("Status"),
+            _col("Restarts", "integer"),
+            _AGE_COLUMN,
+            _col("IP", priority=1),
+            _col("Node", priority=1),
+        ],
+        _pod_cells,
+    ),
+    ("", "namespaces"): ([_NAME_COLUMN, _col("Status"), _AGE_COLUMN], _namespace_cells),
+    ("", "nodes"): ([_NAME_COLUMN, _col("Status"), _col("Roles"), _AGE_COLUMN, _col("Version")], _node_cells),
+    ("", "services"): (
+        [_NAME_COLUMN, _col("Type"), _col("Cluster-IP"), _col("External-IP"), _col("Port(s)"), _AGE_COLUMN],
+        _service_cells,
+    ),
+    ("", "events"): (
+        [
+            _col("Last Seen"),
+            _col("Type"),
+            _col("Reason"),
+            _col("Object"),
+            _col("Message"),
+            _col("Name", priority=1),
+        ],
+        _event_cells,
+    ),
+    ("batch", "jobs"): ([_NAME_COLUMN, _col("Status"), _col("Completions"), _AGE_COLUMN], _job_cells),
+}
+
+
 def _columns(res: Resource) -> list[dict[str, Any]]:
-    if res.plural == "pods" and not res.custom:
-        extra = [
-            ("Ready", "The aggregate readiness state of this pod for accepting traffic."),
-            ("Status", "The aggregate status of the containers in this pod."),
-            ("Restarts", "The number of times the containers in this pod have been restarted."),
-        ]
-        cols = [_NAME_COLUMN]
-        cols += [
-            {
-                "name": n,
-                "type": "integer" if n == "Restarts" else "string",
-                "format": "",
-                "description": d,
-                "priority": 0,
-            }
-            for n, d in extra
-        ]
-        cols.append(_AGE_COLUMN)
-        cols += [
-            {
-                "name": "IP",
-                "type": "string",
-                "format": "",
-                "description": "IP address of the pod.",
-                "priority": 1,
-            },
-            {
-                "name": "Node",
-                "type": "string",
-                "format": "",
-                "description": "Node the pod runs on.",
-                "priority": 1,
-            },
-        ]
-        return cols
+    builtin = None if res.custom else _BUILTIN.get((res.group, res.plural))
+    if builtin is not None:
+        return builtin[0]
     if res.printer_columns:
         cols = [_NAME_COLUMN]
         for c in res.printer_columns:
@@ -197,8 +273,9 @@ def _columns(res: Resource) -> list[dict[str, Any]]:
 
 
 def _cells(res: Resource, obj: dict[str, Any]) -> list[Any]:
-    if res.plural == "pods" and not res.custom:
-        return _pod_cells(obj)
+    builtin = None if res.custom else _BUILTIN.get((res.group, res.plural))
+    if builtin is not None:
+        return builtin[1](obj)
     meta = obj["metadata"]
     if res.printer_columns:
         cells = [meta["name"], *(_printer_cell(obj, c) for c in res.printer_columns)]
