@@ -190,3 +190,27 @@ def test_beam_dag_succeeds(
         "-batchjob-" in output
         and f"/submit] beam pipeline for {result['name']}-flinkcluster-jobmanager:8081" in output
     )
+
+
+def test_sensor_waits_for_a_job_submitted_upstream(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    state, tasks, _ = run(dags, "it_sensor")
+    output = capfd.readouterr().out
+    assert state == "success", (tasks, output[-3000:])
+    assert tasks == {"submit": "success", "wait_deferred": "success", "wait_poke": "success"}
+
+
+def test_execution_timeout_is_enforced_while_deferred(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    state, tasks, _ = run(dags, "it_timeout_deferrable")
+    output = capfd.readouterr().out
+    assert state == "failed" and tasks == {"job": "failed"}, output[-3000:]
+    assert "execution_timeout reached" in output and "T9kJobTimeout" in output
+    left = [
+        j
+        for j in jobs(cluster, "genericjobs")
+        if j["metadata"]["annotations"].get("airflow.apache.org/dag-id") == "it_timeout_deferrable"
+    ]
+    assert all(j["metadata"].get("deletionTimestamp") for j in left)  # deleted (foreground: maybe finishing)

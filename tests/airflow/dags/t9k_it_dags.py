@@ -21,6 +21,7 @@ from t9k_provider.operators import (
     TensorFlowTrainingJobOperator,
     XGBoostTrainingJobOperator,
 )
+from t9k_provider.sensors.job import T9kJobSensor
 
 PY = sys.executable
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
@@ -159,6 +160,16 @@ BEAM = {
     },
 }
 
+SLEEPER = {
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "GenericJob",
+    "spec": {
+        "replicaSpecs": [
+            replica("worker", "main", "import time; time.sleep(300)", policy={"policy": "Never"})
+        ]
+    },
+}
+
 COMMON: dict[str, Any] = {
     "poll_interval": 1.0,
     "startup_timeout": 180,
@@ -217,3 +228,24 @@ single_task_dag(
     lambda: ColossalAIJobOperator(task_id="job", manifest=COLOSSALAI, deferrable=True, **COMMON),
 )
 single_task_dag("it_beam", lambda: BeamJobOperator(task_id="job", manifest=BEAM, deferrable=True, **COMMON))
+
+
+with DAG("it_sensor", schedule=None, start_date=START, catchup=False, tags=["t9k-it"]):
+    submitted = GenericJobOperator(task_id="submit", manifest=SLOW, wait_for_completion=False, **COMMON)
+    job_name = "{{ ti.xcom_pull(task_ids='submit', key='t9k_job')['name'] }}"
+    deferred = T9kJobSensor(
+        task_id="wait_deferred", kind="GenericJob", name=job_name, deferrable=True, poke_interval=1
+    )
+    poked = T9kJobSensor(task_id="wait_poke", kind="GenericJob", name=job_name, poke_interval=1, timeout=120)
+    submitted >> deferred >> poked
+
+single_task_dag(
+    "it_timeout_deferrable",
+    lambda: GenericJobOperator(
+        task_id="job",
+        manifest=SLEEPER,
+        deferrable=True,
+        poll_interval=1.0,
+        execution_timeout=timedelta(seconds=8),
+    ),
+)
