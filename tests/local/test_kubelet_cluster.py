@@ -550,6 +550,7 @@ RESOLVER = (
     "            print(name, socket.gethostbyname(name), flush=True); break\n"
     "        except OSError:\n"
     "            time.sleep(0.1)\n"
+    "print('nameserver' in open('/etc/resolv.conf').read())\n"
 )
 
 
@@ -576,5 +577,6 @@ def test_hosts_files_follow_pods_and_services_created_later(core: client.CoreV1A
         f"late-0.sub {late_ip}",
         f"late-svc.{ns}.svc {late_ip}",
         f"early {early_ip}",
+        "False",  # no nameserver: lookups of unknown names never leave the pod
     ]
     core.delete_namespaced_pod("late-0", ns, grace_period_seconds=0)

@@ -18,6 +18,11 @@ HEADER = (
     "::1\tlocalhost ip6-localhost ip6-loopback\n"
 )
 
+# No cluster DNS: with no nameserver line, resolvers only ever ask 127.0.0.1 (fails fast, stays local).
+RESOLV_CONF = (
+    "# t9k-local: no cluster DNS; service and pod names resolve through /etc/hosts\noptions attempts:1\n"
+)
+
 
 def pod_hostname(pod: dict[str, Any]) -> str:
     return (pod.get("spec") or {}).get("hostname") or pod["metadata"]["name"]

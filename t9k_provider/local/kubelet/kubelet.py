@@ -239,6 +239,7 @@ class PodWorker:
             configmaps=configmaps, secrets=secrets, pod_ip=self.net.ip, host_ip=self.kubelet.network.host_ip
         )
         self.config_error = None
+        (self.dir / "resolv.conf").write_text(hosts.RESOLV_CONF)
         self.kubelet.write_hosts(self)
 
     async def _fetch(self, path: str) -> dict[str, Any] | None:
@@ -351,8 +352,12 @@ class PodWorker:
                 )
             return
         self.create_errors.pop(v.name, None)
-        if self.net.isolate and not any(m.target == "/etc/hosts" for m in mounts):
-            mounts.append(Mount(source=str(self.dir / "etc-hosts"), target="/etc/hosts"))
+        if self.net.isolate:
+            # The kubelet's hosts file, and a resolv.conf without nameservers: DNS lookups can only go to the
+            # loopback address, never to the host's resolver (pod traffic stays local).
+            managed = {"/etc/hosts": "etc-hosts", "/etc/resolv.conf": "resolv.conf"}
+            taken = {m.target for m in mounts}
+            mounts += [Mount(str(self.dir / f), t) for t, f in managed.items() if t not in taken]
         env = {**self.kubelet.base_env(self.pod), **k8s_env}
         spec = ShimSpec(
             argv=argv,
