@@ -22,7 +22,7 @@ from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, deep_co
 from t9k_provider.local.apiserver.patch import PatchError, apply_patch
 from t9k_provider.local.apiserver.resources import Registry, Resource
 from t9k_provider.local.apiserver.watch import Hub, Watcher
-from t9k_provider.local.store import Compacted
+from t9k_provider.local.store import Compacted, Key
 
 log = logging.getLogger(__name__)
 JSON = "application/json"
@@ -110,9 +110,33 @@ async def read_body(request: web.Request) -> Any:
         raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
 
 
+class ItemCache:
+    """Serialised list items, reused until the object changes: a LIST of many objects is mostly json.dumps."""
+
+    def __init__(self, objects: Objects) -> None:
+        self.objects = objects
+        self._texts: dict[Key, dict[str, tuple[str, str]]] = {}  # key -> group/version -> (rv, json)
+        objects.store.subscribe(lambda event: self._texts.pop(event.key, None))
+
+    def text(self, res: Resource, obj: dict[str, Any]) -> str:
+        meta = obj["metadata"]
+        key = store_key(res, meta.get("namespace", ""), meta["name"])
+        per_version = self._texts.setdefault(key, {})
+        cached = per_version.get(res.group_version)
+        if cached is not None and cached[0] == meta["resourceVersion"]:
+            return cached[1]
+        view = self.objects.view(res, obj)
+        if not res.custom:  # built-in list items omit kind and apiVersion, as a real server's do
+            view = {k: v for k, v in view.items() if k not in ("kind", "apiVersion")}
+        text = json.dumps(view, separators=(",", ":"))
+        per_version[res.group_version] = (meta["resourceVersion"], text)
+        return text
+
+
 class Handlers:
     def __init__(self, objects: Objects, hub: Hub, registry: Registry, state_dir: Path) -> None:
         self.objects = objects
+        self.items = ItemCache(objects)
         self.hub = hub
         self.registry = registry
         self.state_dir = state_dir
@@ -290,21 +314,22 @@ class Handlers:
             next_token = base64.urlsafe_b64encode(
                 json.dumps({"rv": revision, "start": start}).encode()
             ).decode()
-        views = [self.objects.view(res, o) for o in items]
         if want_table:
+            views = [self.objects.view(res, o) for o in items]
             return respond(
                 tables.table(
                     res, views, str(revision), request.query.get("includeObject", "Metadata"), next_token
                 )
             )
-        if not res.custom:
-            views = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in views]
         metadata: dict[str, Any] = {"resourceVersion": str(revision)}
         if next_token:
             metadata["continue"] = next_token
-        return respond(
-            {"kind": res.list_kind, "apiVersion": res.group_version, "metadata": metadata, "items": views}
+        head = json.dumps(
+            {"kind": res.list_kind, "apiVersion": res.group_version, "metadata": metadata},
+            separators=(",", ":"),
         )
+        body = ",".join(self.items.text(res, o) for o in items)
+        return web.Response(text=f'{head[:-1]},"items":[{body}]}}', content_type=JSON)
 
     def _after_token(self, token: str, items: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
         try:
