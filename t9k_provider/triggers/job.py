@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +20,16 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from t9k_provider.hooks import job_status
 from t9k_provider.hooks.wait_limits import WaitLimits
 
+
+def _airflow_at_least(major: int, minor: int) -> bool:
+    from airflow import __version__
+
+    found = [int(part) for part in re.findall(r"\d+", __version__)[:2]]
+    return tuple(found) >= (major, minor)
+
+
+#: Airflow 3.3 calls ``BaseTrigger.on_kill`` on user kills; before that only ``cleanup`` runs, on every exit.
+TRIGGER_ON_KILL = _airflow_at_least(3, 3)
 #: Consecutive transient API failures tolerated before the trigger hands a retryable error to the task.
 MAX_CONSECUTIVE_ERRORS = 20
 #: Fresh clients opened after a 401, so expiring exec-plugin tokens are reloaded.
@@ -56,6 +67,7 @@ class T9kJobTrigger(BaseTrigger):
         self.on_kill_action = on_kill_action
         #: Small, opaque state of the waiting task, echoed in every event: the task keeps none across defer.
         self.resume = resume
+        self._fired = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -79,6 +91,7 @@ class T9kJobTrigger(BaseTrigger):
         self, status: str, message: str, job: dict[str, Any] | None = None, **extra: Any
     ) -> TriggerEvent:
         identity = {"name": self.name, "namespace": self.namespace, "uid": self.uid, "kind": self.kind}
+        self._fired = True  # the task resumes on a worker: nothing left for on_kill/cleanup to stop
         return TriggerEvent(
             {
                 "status": status,
@@ -172,10 +185,62 @@ class T9kJobTrigger(BaseTrigger):
 
     async def on_kill(self) -> None:
         """A user killed the deferred task (Airflow >= 3.3): stop the job unless told to keep it."""
-        if self.on_kill_action != "delete":
+        await self._stop_job("task killed")
+
+    async def cleanup(self) -> None:
+        """Airflow < 3.3: delete only if the task is no longer deferred (a user kill), never on restart."""
+        if TRIGGER_ON_KILL or self._fired or self.on_kill_action != "delete":
+            return
+        try:
+            state = await self._task_state()
+        except Exception as exc:
+            self.log.warning("cannot read the task's state, keeping job %s: %s", self.name, exc)
+            return
+        if state is not None and str(state).lower() != "deferred":
+            await self._stop_job(f"task left the deferred state ({state})")
+
+    async def _task_state(self) -> Any:
+        from asgiref.sync import sync_to_async
+
+        ti = self.task_instance
+        if ti is None:
+            return None
+        if _airflow_at_least(3, 0):
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
+                dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=ti.map_index
+            )
+            key = (
+                f"{ti.task_id}_{ti.map_index}"
+                if ti.map_index is not None and ti.map_index >= 0
+                else ti.task_id
+            )
+            return states.get(ti.run_id, {}).get(key)
+        return await sync_to_async(_task_state_from_db)(ti)
+
+    async def _stop_job(self, why: str) -> None:
+        if self._fired or self.on_kill_action != "delete":
             return
         async with self._client() as api:
             deleted = await api.delete_job(self.plural, self.namespace, self.name, uid=self.uid)
         self.log.info(
-            "task killed: job %s/%s %s", self.namespace, self.name, "deleted" if deleted else "already gone"
+            "%s: job %s/%s %s", why, self.namespace, self.name, "deleted" if deleted else "already gone"
+        )
+
+
+def _task_state_from_db(ti: Any) -> Any:
+    """Airflow 2.x: the triggerer reads the metadata database directly."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return session.scalar(
+            select(TaskInstance.state).where(
+                TaskInstance.dag_id == ti.dag_id,
+                TaskInstance.task_id == ti.task_id,
+                TaskInstance.run_id == ti.run_id,
+                TaskInstance.map_index == ti.map_index,
+            )
         )

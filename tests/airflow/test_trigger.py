@@ -211,3 +211,55 @@ async def test_real_async_client_is_bound_to_its_own_configuration() -> None:
         assert configuration.host == "http://127.0.0.1:1"
         assert "secret-token" in str(configuration.api_key)
     assert client.Configuration.get_default_copy().host == before
+
+
+@pytest.mark.parametrize(
+    ("state", "deleted"), [("deferred", False), (None, False), ("failed", True), ("success", True)]
+)
+async def test_cleanup_before_airflow_3_3_deletes_only_after_a_user_kill(
+    monkeypatch: pytest.MonkeyPatch, state: str | None, deleted: bool
+) -> None:
+    deletes = use_script(monkeypatch, [job("Running")])
+    monkeypatch.setattr("t9k_provider.triggers.job.TRIGGER_ON_KILL", False)
+    t = trigger()
+
+    async def task_state() -> str | None:
+        return state
+
+    monkeypatch.setattr(t, "_task_state", task_state)
+    await t.cleanup()
+    assert bool(deletes) is deleted
+
+
+async def test_cleanup_is_inert_on_airflow_3_3_and_after_an_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    deletes = use_script(monkeypatch, [job("Succeeded")])
+    t = trigger()
+
+    async def killed() -> str:
+        return "failed"
+
+    monkeypatch.setattr(t, "_task_state", killed)
+    monkeypatch.setattr("t9k_provider.triggers.job.TRIGGER_ON_KILL", True)
+    await t.cleanup()  # 3.3+: on_kill is the only path
+    monkeypatch.setattr("t9k_provider.triggers.job.TRIGGER_ON_KILL", False)
+    await first_event(t)
+    await t.cleanup()  # the event already handed the job back to a worker
+    await t.on_kill()
+    assert deletes == []
+
+
+async def test_task_state_reads_the_mapped_key(mocker: Any) -> None:
+    get_states = mocker.patch(
+        "airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states",
+        return_value={"run": {"job_3": "deferred"}},
+    )
+    t = trigger()
+    t.task_instance = mocker.Mock(
+        dag_id="d",
+        task_id="job",
+        run_id="run",
+        map_index=3,
+        spec=["dag_id", "task_id", "run_id", "map_index"],
+    )
+    assert await t._task_state() == "deferred"
+    assert get_states.call_args.kwargs["map_index"] == 3
