@@ -1,0 +1,77 @@
+"""The runner end to end: the server's request counter, a failed sanity check, and the quick smoke run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from benchmarks import run
+from benchmarks.api import USER_AGENT, Client, request_counts
+from benchmarks.stats import Figure
+from t9k_provider.local.testing import LocalCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_server_counts_requests_by_user_agent_and_access(
+    local_cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    cluster = local_cluster_factory(node_agents=False)
+    client = Client(cluster)
+    before = request_counts(client)
+    path = "/api/v1/namespaces/default/configmaps"
+    client.json("GET", path)
+    client.json("POST", path, {"metadata": {"name": "counted"}, "data": {"a": "b"}})
+    assert client.call("GET", f"{path}?watch=true&timeoutSeconds=1")[0] == 200
+    status, _, _ = cluster.request("GET", path, headers={"User-Agent": "someone-else"})
+    assert status == 200
+    after = request_counts(client)  # reading the counters is not counted itself
+    client.close()
+
+    def added(agent: str, access: str) -> int:
+        return after.get((agent, access), 0) - before.get((agent, access), 0)
+
+    assert [added(USER_AGENT, a) for a in ("read", "write", "watch")] == [1, 1, 1]
+    assert added("someone-else", "read") == 1
+
+
+def test_a_broken_measurement_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(profile: run.Profile, work: Path) -> list[Figure]:
+        return [Figure("1. X", "requests per job", "requests", [0.0] * profile.runs)]
+
+    monkeypatch.setattr(run, "SECTIONS", {"broken": broken})
+    output = tmp_path / "report.md"
+    assert run.main(["--quick", "--output", str(output), "--work-dir", str(tmp_path / "work")]) == 1
+    assert not output.exists()
+
+
+def test_quick_needs_its_own_output() -> None:
+    with pytest.raises(SystemExit):
+        run.main(["--quick"])
+
+
+@pytest.mark.timeout(900)
+def test_quick_run_of_every_benchmark(tmp_path: Path) -> None:
+    """Every benchmark in a tiny configuration, through the real command; the report has all sections."""
+    output = tmp_path / "report.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--output", str(output), "--work-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=840,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = output.read_text()
+    sections = (
+        "1. Controller efficiency",
+        "2. Controller latency",
+        "3. Waiting cost",
+        "4. Local",
+        "5. DAG parse",
+    )
+    for section in sections:
+        assert f"## {section}" in text
+    assert "GenericJob: writes / minimum" in text
+    assert "T9kJobTrigger: API requests per waiting task per minute" in text
