@@ -499,7 +499,7 @@ class T9kJobOperator(BaseOperator):
             self.log.warning("could not mark job %s as checked: %s", ref.name, exc)
 
     def _failure_report(self, ref: JobRef, job: dict[str, Any], follower: Any) -> str:
-        """Conditions, the failing replica's last log lines and recent events: what the user needs first."""
+        """Conditions, the failing (or stuck) replica's state, last log lines and recent events."""
         lines = [f"phase: {job_status.phase(job) or 'unset'}"]
         lines += [
             f"condition {c['type']}={c.get('status')}: {c.get('reason', '')} {c.get('message', '')}".rstrip()
@@ -507,38 +507,33 @@ class T9kJobOperator(BaseOperator):
         ]
         from t9k_provider.hooks.log_follower import LogFollower
 
-        reader = follower or LogFollower(
-            self.hook, ref.namespace, pod_selector(ref.kind, ref.name), lambda _: True, log=self.log
-        )
-        for pod_name in job_status.failed_replicas(job)[:1]:
-            containers = self._containers_of(ref, pod_name)
-            lines.append(f"last {self.failure_log_lines} log lines of {pod_name}:")
-            lines += reader.tail(pod_name, containers, self.failure_log_lines)
-        lines += self._events(ref, job)
+        selector = pod_selector(ref.kind, ref.name)
+        try:
+            pods = {p["metadata"]["name"]: p for p in self.hook.list_pods(ref.namespace, selector)}
+        except Exception as exc:
+            pods = {}
+            lines.append(f"pods unavailable: {exc}")
+        failed = job_status.failed_replicas(job)[:1]
+        stuck = [n for n, p in sorted(pods.items()) if (p.get("status") or {}).get("phase") == "Pending"][:2]
+        for name in stuck:
+            lines += [f"pod {name} Pending: {why}" for why in _waiting_reasons(pods[name])]
+        reader = follower or LogFollower(self.hook, ref.namespace, selector, lambda _: True, log=self.log)
+        for name in failed:
+            containers = [
+                c["name"] for c in ((pods.get(name) or {}).get("spec") or {}).get("containers") or []
+            ]
+            lines.append(f"last {self.failure_log_lines} log lines of {name}:")
+            lines += reader.tail(name, containers, self.failure_log_lines)
+        for name in [ref.name, *failed, *(n for n in stuck if n not in failed)]:
+            lines += self._events(ref.namespace, name)
         return "\n".join(lines)
 
-    def _containers_of(self, ref: JobRef, pod_name: str) -> list[str]:
+    def _events(self, namespace: str, name: str) -> list[str]:
         try:
-            pods = self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
-        except Exception:
-            return []
-        for pod in pods:
-            if pod["metadata"]["name"] == pod_name:
-                return [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
-        return []
-
-    def _events(self, ref: JobRef, job: dict[str, Any]) -> list[str]:
-        names = [ref.name, *job_status.failed_replicas(job)[:1]]
-        out = []
-        for name in names:
-            try:
-                events = self.hook.list_events(ref.namespace, name)
-            except Exception as exc:
-                out.append(f"events of {name} unavailable: {exc}")
-                continue
-            for event in events[-10:]:
-                out.append(f"event {name}: {event.get('type')} {event.get('reason')}: {event.get('message')}")
-        return out
+            events = self.hook.list_events(namespace, name)
+        except Exception as exc:
+            return [f"events of {name} unavailable: {exc}"]
+        return [f"event {name}: {e.get('type')} {e.get('reason')}: {e.get('message')}" for e in events[-10:]]
 
     # -- kill ---------------------------------------------------------------------------------------------
 
@@ -561,3 +556,20 @@ class T9kJobOperator(BaseOperator):
         self.log.info(
             "task killed: job %s/%s %s", ref.namespace, ref.name, "deleted" if deleted else "already gone"
         )
+
+
+def _waiting_reasons(pod: dict[str, Any]) -> list[str]:
+    """Why a pod is not running: unschedulable conditions, waiting containers (e.g. ImagePullBackOff)."""
+    status = pod.get("status") or {}
+    reasons = [
+        f"{c.get('reason')}: {c.get('message', '')}".rstrip(": ")
+        for c in status.get("conditions") or []
+        if c.get("status") == "False" and c.get("reason")
+    ]
+    for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            reasons.append(
+                f"container {cs.get('name')}: {waiting['reason']} {waiting.get('message', '')}".rstrip()
+            )
+    return reasons

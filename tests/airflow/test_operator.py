@@ -555,3 +555,28 @@ def test_create_conflict_then_vanished_job_is_recreated(fake_hook: FakeHook, con
     result = make(fake_hook).execute(context)
     assert result["phase"] == "Succeeded"
     assert [c for c, _ in fake_hook.calls].count("create") == 2
+
+
+def test_startup_timeout_report_explains_pending_pods(fake_hook: FakeHook, context: dict[str, Any]) -> None:
+    name = ident.job_name(ident.task_identity(context["ti"]))
+    stuck = pod(f"{name}-worker-0", "worker", 0, name)
+    stuck["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
+        ],
+        "containerStatuses": [
+            {"name": "main", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no"}}}
+        ],
+    }
+    fake_hook.pods = [stuck]
+    fake_hook.events[f"{name}-worker-0"] = [
+        {"type": "Warning", "reason": "FailedScheduling", "message": "0/1 nodes"}
+    ]
+    fake_hook.script = [PENDING]
+    with pytest.raises(T9kJobTimeout) as failure:
+        make(fake_hook, startup_timeout=0.05).execute(context)
+    message = str(failure.value)
+    assert "Unschedulable: 0/1 nodes" in message
+    assert "container main: ImagePullBackOff" in message
+    assert "Warning FailedScheduling" in message
