@@ -279,3 +279,29 @@ def test_namespace_flag_limits_what_the_controller_sees(
         assert jobs.pods("gj-outside") == []
     finally:
         proc.stop()
+
+
+def test_controller_rides_out_an_api_server_restart(local_cluster_factory: Any, tmp_path: Path) -> None:
+    """Watches break and requests fail while the server is down; informers back off and resume."""
+    cluster = local_cluster_factory(kubelet="simulated")
+    jobs = Jobs(cluster.api_client())
+    proc = ControllerProcess(cluster.kubeconfig, tmp_path / "restart.log")
+    tpl = template("main", "true")
+    tpl["metadata"] = {"annotations": {"t9k.local/simulate-exit-code": "0"}}
+    try:
+        proc.start().wait_ready(60)
+        jobs.create(job("GenericJob", "gj-before", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
+        wait_for(lambda: jobs.phase("GenericJob", "gj-before") == "Succeeded", 60, "first job")
+        watches = proc.metric_sum("t9k_controller_api_requests_total", verb="watch")
+        cluster.restart()
+        jobs = Jobs(cluster.api_client())
+        jobs.create(job("GenericJob", "gj-after", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
+        wait_for(
+            lambda: jobs.phase("GenericJob", "gj-after") == "Succeeded", 90, "job created after the restart"
+        )
+        assert proc.running(), "the controller survived the outage"
+        # Watches broke and were resumed from their last resourceVersion (the store kept its history).
+        assert proc.metric_sum("t9k_controller_api_requests_total", verb="watch") > watches
+        assert proc.live()[0] == 200
+    finally:
+        proc.stop()

@@ -27,7 +27,9 @@ def pod(name: str, rv: int, owner: str | None = "job-uid", phase: str = "Pending
 class ScriptedApi:
     """Answers list() from ``lists`` and watch() from ``watches`` in order; records the RVs watched from."""
 
-    def __init__(self, lists: list[tuple[list[dict], str]], watches: list[list[dict] | ApiError]) -> None:
+    def __init__(
+        self, lists: list[tuple[list[dict], str] | ApiError], watches: list[list[dict] | ApiError]
+    ) -> None:
         self.lists = lists
         self.watches = watches
         self.watched_from: list[str] = []
@@ -36,7 +38,10 @@ class ScriptedApi:
 
     async def list(self, rt: ResourceType, namespace: str | None) -> tuple[list[dict], str]:
         self.list_calls += 1
-        return self.lists.pop(0)
+        answer = self.lists.pop(0)
+        if isinstance(answer, ApiError):
+            raise answer
+        return answer
 
     async def watch(
         self, rt: ResourceType, namespace: str | None, rv: str, timeout: int
@@ -143,13 +148,30 @@ async def test_keep_filter_drops_foreign_objects() -> None:
     assert informer.get("ns", "a") is None, "an object that loses its owner leaves the cache"
 
 
-async def test_errors_back_off_and_recover() -> None:
+async def test_a_broken_watch_resumes_without_relisting() -> None:
     api = ScriptedApi(
-        lists=[([pod("a", 1)], "1"), ([pod("a", 3)], "3")],
-        watches=[ApiError(500, {"reason": "InternalError"})],
+        lists=[([pod("a", 1)], "1")],
+        watches=[ApiError(500, {"reason": "InternalError"}), [{"type": "MODIFIED", "object": pod("a", 3)}]],
+    )
+    informer = make(api)
+    await run_until_exhausted(informer, api)
+    assert api.list_calls == 1
+    assert api.watched_from == ["1", "1", "3"]
+    assert informer.get("ns", "a")["metadata"]["resourceVersion"] == "3"
+
+
+async def test_a_failed_list_is_retried_before_syncing() -> None:
+    api = ScriptedApi(
+        lists=[ApiError(503, {"reason": "ServiceUnavailable"}), ([pod("a", 2)], "2")], watches=[]
     )
     informer = make(api)
     await run_until_exhausted(informer, api)
     assert informer.synced.is_set()
-    assert api.list_calls == 2
-    assert informer.get("ns", "a")["metadata"]["resourceVersion"] == "3"
+    assert api.list_calls == 2 and api.watched_from == ["2"]
+
+
+async def test_an_unserved_type_counts_as_synced_and_is_listed_again_later() -> None:
+    api = ScriptedApi(lists=[ApiError(404, {"reason": "NotFound"}), ([pod("a", 4)], "4")], watches=[])
+    informer = make(api)
+    await run_until_exhausted(informer, api)
+    assert api.list_calls == 2 and informer.get("ns", "a") is not None

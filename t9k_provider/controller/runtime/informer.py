@@ -115,27 +115,30 @@ class Informer:
 
     # -- the loop ----------------------------------------------------------------------------------
     async def run(self) -> None:
+        """List, then watch; a broken watch resumes from the last version, only 410 forces a relist."""
         backoff = 0.5
-        cause = "start"
+        cause: str | None = "start"  # why the next round must list first; None: resume the watch
         while True:
             try:
-                await self._relist(cause)
+                if cause is not None:
+                    await self._relist(cause)
+                    cause = None
+                await self._watch_once()
                 backoff = 0.5
-                await self._watch_until_expired()
-                cause = "expired"
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
-                cause = "expired" if exc.expired else "error"
+                if exc.expired:
+                    cause = "expired"
+                    continue
                 if exc.not_found and not self._store:
                     # The type is not served (an optional CRD such as FlinkCluster is not installed): there is
                     # nothing to cache, so count as synced and look again later.
                     self.synced.set()
-                if not exc.expired:
-                    await self._sleep_after_error(exc, backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    cause = cause or "error"
+                await self._sleep_after_error(exc, backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
             except Exception as exc:  # network errors, server restarts: retry with backoff, never die
-                cause = "error"
                 await self._sleep_after_error(exc, backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
 
@@ -157,26 +160,25 @@ class Informer:
         self.last_error = None
         self.synced.set()
 
-    async def _watch_until_expired(self) -> None:
-        """Follow watches, resuming from the last version, until the server answers 410."""
+    async def _watch_once(self) -> None:
+        """Follow one watch stream from the last version until the server ends it."""
         loop = asyncio.get_running_loop()
-        while True:
-            opened, events = loop.time(), 0
-            async for event in self._api.watch(
-                self.rt, self.namespace, self._resource_version, self._watch_timeout
-            ):
-                events += 1
-                obj = event["object"]
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if event["type"] != "BOOKMARK":
-                    self._apply(event["type"], obj)
-                if rv:
-                    self._resource_version = str(rv)
-                    self._forget_tombstones(_rv(obj))
-            self.last_error = None
-            if not events and loop.time() - opened < MIN_WATCH_SECONDS:
-                # A server that closes watches at once must not turn this into a request loop.
-                await asyncio.sleep(MIN_WATCH_SECONDS * (0.5 + random.random()))
+        opened, events = loop.time(), 0
+        async for event in self._api.watch(
+            self.rt, self.namespace, self._resource_version, self._watch_timeout
+        ):
+            events += 1
+            obj = event["object"]
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if event["type"] != "BOOKMARK":
+                self._apply(event["type"], obj)
+            if rv:
+                self._resource_version = str(rv)
+                self._forget_tombstones(_rv(obj))
+        self.last_error = None
+        if not events and loop.time() - opened < MIN_WATCH_SECONDS:
+            # A server that closes watches at once must not turn this into a request loop.
+            await asyncio.sleep(MIN_WATCH_SECONDS * (0.5 + random.random()))
 
     def _forget_tombstones(self, watched: int | None) -> None:
         """Once the watch is past a tombstone's version, no older event for that key can arrive any more."""
