@@ -198,9 +198,10 @@ with DAG(
     def report(job: dict[str, Any]) -> dict[str, Any]:
         """Parse the evaluation job's ``EVAL {...}`` log line: the metrics become this task's XCom."""
         from t9k_provider.hooks.t9k import T9kHook
+        from t9k_provider.operators.replicas import pod_selector
 
         hook = T9kHook()
-        for pod in hook.list_job_pods(job["namespace"], job["name"]):
+        for pod in hook.list_pods(job["namespace"], pod_selector(job["kind"], job["name"])):
             log = hook.read_pod_log(job["namespace"], pod["metadata"]["name"], "evaluate")
             for line in log.splitlines():
                 _, _, text = line.partition(" ")  # drop the timestamp

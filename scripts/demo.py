@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from kubernetes import client, config
 
 from t9k_provider.jobs import GROUP, KINDS, VERSION
+from t9k_provider.local.kubelet.network import namespaces_available
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "t9k_training_pipeline"
@@ -404,6 +405,15 @@ def main(argv: list[str] | None = None) -> int:
     base = {**os.environ, "PATH": f"{venv_bin()}{os.pathsep}{os.environ.get('PATH', '')}"}
     base["T9K_DEMO_FAIL"] = "1" if args.fail_training else "0"
     signal.signal(signal.SIGTERM, _interrupt)  # same path as Ctrl-C: the cluster is stopped on the way out
+
+    if not namespaces_available():
+        say(
+            "error: the local cluster cannot isolate pods here: its replicas need network namespaces "
+            "(service names such as <job>-worker-0) and mount namespaces (the /data and /workspace "
+            "volumes), which need root, `ip` (iproute2) and `unshare`. Run as root, e.g. in a container "
+            "or VM (README: Troubleshooting)."
+        )
+        return 2
 
     started = time.monotonic()
     now = datetime.now(timezone.utc).replace(microsecond=0)

@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def train(args: argparse.Namespace, rank: int, world: int) -> int:
+    # A tiny model: one thread per rank beats several threads per rank fighting over the same cores.
+    torch.set_num_threads(1)
     torch.manual_seed(args.seed)  # same initial weights on every rank; DDP also broadcasts rank 0's
     data = np.load(Path(args.data) / "train.npz")
     x = torch.from_numpy(data["x"])[rank::world]

@@ -2,7 +2,7 @@
 DagBag of ``dags_examples/``, parsed once.
 
 ``dag.test()`` runs only DAGs that its ``dags-folder`` bundle contains, so the tests that run DAGs point
-``[core] dags_folder`` at ``dags_examples/`` for their duration.
+the dags folder at ``dags_examples/`` for their duration.
 """
 
 from __future__ import annotations
@@ -42,5 +42,9 @@ def airflow_db() -> None:
 
 @pytest.fixture
 def examples_dags_folder(monkeypatch: pytest.MonkeyPatch, airflow_db: None) -> Iterator[Path]:
+    from airflow import settings
+
     monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(DAGS_FOLDER))
+    # the dags-folder bundle reads settings.DAGS_FOLDER, which Airflow computes once at import
+    monkeypatch.setattr(settings, "DAGS_FOLDER", str(DAGS_FOLDER))
     yield DAGS_FOLDER
