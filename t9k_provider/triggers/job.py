@@ -140,7 +140,8 @@ class T9kJobTrigger(BaseTrigger):
                             yield self._event(
                                 "error",
                                 f"reading job {self.name}: {describe(exc)}",
-                                retryable=is_transient(exc),
+                                # 401: a new try resolves the connection afresh on a worker
+                                retryable=is_transient(exc) or status == 401,
                             )
                             return
                         errors += 1
@@ -152,7 +153,7 @@ class T9kJobTrigger(BaseTrigger):
                             return
                         await asyncio.sleep(backoff_seconds(errors, exc))
                         continue
-                    errors = 0
+                    errors = reauthentications = 0
                     uid = (job.get("metadata") or {}).get("uid")
                     if self.uid and uid != self.uid:
                         yield self._event(

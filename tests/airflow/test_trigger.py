@@ -147,10 +147,18 @@ async def test_forbidden_is_a_fatal_error(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 async def test_unauthorized_reopens_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
-    use_script(monkeypatch, [api_error(401), job("Succeeded")])
+    # Expiring tokens over a long wait: every 401 after a good read gets a fresh client again.
+    script = [api_error(401), job("Running")] * 5 + [job("Succeeded")]
+    use_script(monkeypatch, script)
     FakeAsyncClient.opened = 0
     assert (await first_event(trigger()))["status"] == "succeeded"
-    assert FakeAsyncClient.opened == 2
+    assert FakeAsyncClient.opened == 6
+
+
+async def test_repeated_unauthorized_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [api_error(401)])
+    event = await first_event(trigger())
+    assert event["status"] == "error" and event["retryable"] is True
 
 
 async def test_deleted_job(monkeypatch: pytest.MonkeyPatch) -> None:
