@@ -228,3 +228,41 @@ def test_watch_from_a_future_revision_gets_504(cluster: LocalCluster, ns: str) -
     assert (status, body["reason"]) == (504, "Timeout")
     assert body["message"].startswith("Too large resource version: 999999999")
     assert body["details"]["retryAfterSeconds"] == 1
+
+
+def test_many_watchers_see_every_write_in_revision_order(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    rv = core.list_namespaced_config_map(ns).metadata.resource_version
+    writes = 150
+    results: list[list[int]] = []
+
+    def watch_all() -> None:
+        conn = cluster.connection(30)
+        conn.request(
+            "GET",
+            f"/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=20",
+            headers={"Authorization": f"Bearer {cluster.token}"},
+        )
+        resp = conn.getresponse()
+        seen: list[int] = []
+        while len(seen) < writes:
+            line = resp.readline()
+            if not line:
+                break
+            seen.append(int(json.loads(line)["object"]["metadata"]["resourceVersion"]))
+        conn.close()
+        results.append(seen)
+
+    watchers = [threading.Thread(target=watch_all) for _ in range(12)]
+    for w in watchers:
+        w.start()
+    for i in range(writes // 3):
+        core.create_namespaced_config_map(ns, {"metadata": {"name": f"m{i}"}})
+        core.patch_namespaced_config_map(f"m{i}", ns, {"data": {"v": "1"}})
+        core.delete_namespaced_config_map(f"m{i}", ns)
+    for w in watchers:
+        w.join(30)
+    assert len(results) == 12
+    for seen in results:
+        assert len(seen) == writes and seen == sorted(seen) and len(set(seen)) == writes
