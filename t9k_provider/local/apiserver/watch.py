@@ -15,6 +15,7 @@ from typing import Any
 from t9k_provider.local.store import ADDED, DELETED, MODIFIED, Event, Store
 
 Frame = tuple[str, dict[str, Any]]
+MAX_PENDING = 10_000  # undelivered frames a watcher may accumulate before it is closed
 
 
 @dataclass(eq=False)
@@ -58,10 +59,16 @@ class Hub:
         store.subscribe(self._on_event)
 
     def _on_event(self, event: Event) -> None:
-        for watcher in self._watchers:
+        for watcher in list(self._watchers):
             frame = watcher.translate(event)
-            if frame is not None:
-                watcher.queue.put_nowait(frame)
+            if frame is None:
+                continue
+            if watcher.queue.qsize() >= MAX_PENDING:
+                # Too slow: end its stream after what is queued; the client re-watches from its last RV.
+                self._watchers.discard(watcher)
+                watcher.queue.put_nowait(None)
+                continue
+            watcher.queue.put_nowait(frame)
 
     def open(self, watcher: Watcher, since: int | None) -> list[Frame]:
         """Register ``watcher`` and return its initial frames: synthetic ADDEDs (``since`` None) or history.

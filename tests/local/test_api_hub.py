@@ -1,0 +1,44 @@
+"""The watch hub in-process: selector transitions and closing watchers that fall too far behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from t9k_provider.local.apiserver import watch
+from t9k_provider.local.apiserver.watch import Hub, Watcher
+from t9k_provider.local.store import Store
+
+
+def cm(name: str, **labels: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": name, "labels": labels}}
+
+
+def test_slow_watcher_is_closed_after_its_backlog(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(watch, "MAX_PENDING", 3)
+    store = Store(tmp_path / "s.db")
+    hub = Hub(store)
+    slow = Watcher("", "configmaps", "ns", lambda o: o is not None)
+    assert hub.open(slow, None) == []
+    for i in range(5):
+        store.create("", "configmaps", cm(f"c{i}"))
+    frames = [slow.queue.get_nowait() for _ in range(slow.queue.qsize())]
+    assert [f[1]["metadata"]["name"] for f in frames[:3]] == ["c0", "c1", "c2"] and frames[3] is None
+    store.create("", "configmaps", cm("late"))
+    assert slow.queue.empty()  # no longer registered
+
+
+def test_selector_transitions(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    hub = Hub(store)
+    w = Watcher(
+        "",
+        "configmaps",
+        "ns",
+        lambda o: o is not None and (o["metadata"].get("labels") or {}).get("a") == "1",
+    )
+    hub.open(w, None)
+    store.create("", "configmaps", cm("x", a="0"))
+    store.update("", "configmaps", cm("x", a="1"))
+    store.update("", "configmaps", cm("x", a="0"))
+    kinds = [w.queue.get_nowait()[0] for _ in range(w.queue.qsize())]
+    assert kinds == ["ADDED", "DELETED"]
