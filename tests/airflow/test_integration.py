@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -214,3 +215,14 @@ def test_execution_timeout_is_enforced_while_deferred(
         if j["metadata"]["annotations"].get("airflow.apache.org/dag-id") == "it_timeout_deferrable"
     ]
     assert all(j["metadata"].get("deletionTimestamp") for j in left)  # deleted (foreground: maybe finishing)
+
+
+def test_deferred_log_hand_backs_print_every_line_once(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    state, tasks, _ = run(dags, "it_logging_interval")
+    output = capfd.readouterr().out
+    assert state == "success", (tasks, output[-3000:])
+    ticks = re.findall(r"-worker-0/main\] (tick \d)", output)
+    assert ticks == [f"tick {i}" for i in range(8)]
+    assert output.count("Pausing task as DEFERRED") >= 2  # it really came back to the worker in between

@@ -170,6 +170,21 @@ SLEEPER = {
     },
 }
 
+TICKER = {
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "GenericJob",
+    "spec": {
+        "replicaSpecs": [
+            replica(
+                "worker",
+                "main",
+                "import time\nfor i in range(8):\n    print(f'tick {i}', flush=True)\n    time.sleep(1)",
+                policy={"policy": "Never"},
+            )
+        ]
+    },
+}
+
 COMMON: dict[str, Any] = {
     "poll_interval": 1.0,
     "startup_timeout": 180,
@@ -248,4 +263,9 @@ single_task_dag(
         poll_interval=1.0,
         execution_timeout=timedelta(seconds=8),
     ),
+)
+
+single_task_dag(
+    "it_logging_interval",
+    lambda: GenericJobOperator(task_id="job", manifest=TICKER, deferrable=True, logging_interval=2, **COMMON),
 )
