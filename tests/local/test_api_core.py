@@ -677,3 +677,41 @@ def test_table_output_for_pods(cluster: LocalCluster, core: client.CoreV1Api, ns
 def test_embedded_compact_hook(cluster: LocalCluster, tmp_path: Path) -> None:
     status, _, body = cluster.request("POST", "/_embedded/compact", {})
     assert status == 200 and body["compacted"] == body["revision"]
+
+
+def test_log_instance_follows_the_kubelet_rules(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    core.create_namespaced_pod(ns, _pod("lg"))
+    path = f"/api/v1/namespaces/{ns}/pods/lg/log"
+
+    def with_status(container_status: dict) -> tuple[int, object]:
+        core.patch_namespaced_pod_status(
+            "lg",
+            ns,
+            {
+                "status": {
+                    "containerStatuses": [
+                        {"name": "c", "image": "busybox", "imageID": "", "ready": False, **container_status}
+                    ]
+                }
+            },
+        )
+        status, _, body = cluster.request("GET", path)
+        return status, body
+
+    status, body = with_status({"restartCount": 0, "state": {"waiting": {"reason": "ErrImagePull"}}})
+    assert (status, body["message"]) == (
+        400,
+        'container "c" in pod "lg" is waiting to start: image can\'t be pulled',
+    )
+    status, body = with_status(
+        {
+            "restartCount": 2,
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"exitCode": 1}},
+        }
+    )
+    assert status == 200  # the last run's output while the container backs off
+    status, _, body = cluster.request("GET", path + "?previous=true")
+    assert status == 200

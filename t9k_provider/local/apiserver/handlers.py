@@ -652,23 +652,9 @@ class Handlers:
             raise errors.bad_request(f"container {container} is not valid for pod {name}")
         statuses = [*(status.get("containerStatuses") or ()), *(status.get("initContainerStatuses") or ())]
         cstatus = next((s for s in statuses if s.get("name") == container), None)
-        restarts = int((cstatus or {}).get("restartCount") or 0)
-        follow = parse_bool(request, "follow")
-        if parse_bool(request, "previous"):
-            if cstatus is None or restarts == 0:
-                raise errors.bad_request(
-                    f'previous terminated container "{container}" in pod "{name}" not found'
-                )
-            restart = restarts - 1
-            follow = False
-        else:
-            restart = restarts
-            state = (cstatus or {}).get("state") or {}
-            if cstatus is None or "waiting" in state:
-                reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
-                raise errors.bad_request(
-                    f'container "{container}" in pod "{name}" is waiting to start: {reason}'
-                )
+        restart, follow = _log_instance(
+            cstatus, container, name, parse_bool(request, "previous"), parse_bool(request, "follow")
+        )
         since_time = _since(request)
         tail = parse_int(request, "tailLines")
         limit = parse_int(request, "limitBytes")
@@ -727,6 +713,29 @@ def _access(request: web.Request) -> str:
     if request.method not in ("GET", "HEAD"):
         return "write"
     return "watch" if request.query.get("watch", "").lower() in _TRUE else "read"
+
+
+def _log_instance(
+    cstatus: dict[str, Any] | None, container: str, pod: str, previous: bool, follow: bool
+) -> tuple[int, bool]:
+    """The run whose log is served (its restart index) and whether to follow it, as the kubelet decides."""
+    status = cstatus or {}
+    restarts = int(status.get("restartCount") or 0)
+    state, last = status.get("state") or {}, status.get("lastState") or {}
+    if previous:
+        if not last.get("terminated") or restarts == 0:
+            raise errors.bad_request(f'previous terminated container "{container}" in pod "{pod}" not found')
+        return restarts - 1, False
+    if "running" in state or "terminated" in state:
+        return restarts, follow
+    if last.get("terminated") and restarts > 0:  # e.g. CrashLoopBackOff: the last run's output
+        return restarts - 1, False
+    reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+    if reason == "ErrImagePull":
+        reason = "image can't be pulled"
+    elif reason == "ImagePullBackOff":
+        reason = "trying and failing to pull image"
+    raise errors.bad_request(f'container "{container}" in pod "{pod}" is waiting to start: {reason}')
 
 
 def _since(request: web.Request) -> datetime | None:
