@@ -80,6 +80,7 @@ async def serve(
         bound = await server.start()
         names = server.register_crds(crd_documents())
         kubeconfig = state.write_kubeconfig(bound, server.token)
+        server.ready = True
         log.info(
             "t9k-local API server on https://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
         )

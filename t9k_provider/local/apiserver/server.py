@@ -46,12 +46,15 @@ class ApiServer:
         self.hub = Hub(self.store)
         self.handlers = Handlers(self.objects, self.hub, self.registry, state_dir)
         self.controllers = Controllers(self.objects, self.registry)
+        self.ready = False  # /readyz answers 503 until the owner says the boot work is done
         self._runner: web.AppRunner | None = None
         self._controller_task: asyncio.Task[None] | None = None
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path in HEALTH_PATHS:
+            if request.path == "/readyz" and not self.ready:
+                return web.Response(text="not ready: registering CRDs", status=503, content_type="text/plain")
             return web.Response(text="ok", content_type="text/plain")
         header = request.headers.get("Authorization", "")
         supplied = header[7:].strip() if header.lower().startswith("bearer ") else ""
