@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
@@ -32,6 +33,7 @@ CONNECTION_FIELDS = (
     "cluster_context",
     "disable_verify_ssl",
 )
+T = TypeVar("T")
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -124,6 +126,18 @@ class T9kHook(KubernetesHook):
             return IN_CLUSTER_NAMESPACE_FILE.read_text().strip() or self.DEFAULT_NAMESPACE
         return self.DEFAULT_NAMESPACE
 
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """``call_with_retry``, plus one fresh login after a 401 (expired exec-plugin or rotated token)."""
+        try:
+            return call_with_retry(what, fn)
+        except client.ApiException as exc:
+            if exc.status != 401:
+                raise
+            self.log.info("%s: 401 from the API server, reloading the connection's credentials", what)
+            for cached in ("credentials", "api_client", "core_v1_client", "custom_object_client"):
+                self.__dict__.pop(cached, None)
+            return call_with_retry(what, fn)
+
     def _to_dict(self, obj: Any) -> Any:
         return obj if isinstance(obj, dict) else self.api_client.sanitize_for_serialization(obj)
 
@@ -147,7 +161,7 @@ class T9kHook(KubernetesHook):
 
     def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         """Read a job; ``ApiException`` 404 propagates so callers can tell "gone" from "unreachable"."""
-        return call_with_retry(
+        return self._call(
             f"get {plural}/{name}",
             lambda: self.custom_object_client.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, plural, name
@@ -158,7 +172,7 @@ class T9kHook(KubernetesHook):
         self, plural: str, namespace: str, name: str, annotations: dict[str, str]
     ) -> None:
         body = {"metadata": {"annotations": annotations}}
-        call_with_retry(
+        self._call(
             f"annotate {plural}/{name}",
             lambda: self.custom_object_client.patch_namespaced_custom_object(
                 GROUP, VERSION, namespace, plural, name, body
@@ -194,12 +208,12 @@ class T9kHook(KubernetesHook):
                 raise
             return True
 
-        return call_with_retry(f"delete {plural}/{name}", call)
+        return self._call(f"delete {plural}/{name}", call)
 
     # -- pods, logs, events -----------------------------------------------------------------------------
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        result = call_with_retry(
+        result = self._call(
             f"list pods {label_selector}",
             lambda: self.core_v1_client.list_namespaced_pod(namespace, label_selector=label_selector),
         )
@@ -228,10 +242,10 @@ class T9kHook(KubernetesHook):
             )
             return response.data.decode("utf-8", errors="replace")
 
-        return call_with_retry(f"read log of {pod}/{container}", call)
+        return self._call(f"read log of {pod}/{container}", call)
 
     def list_events(self, namespace: str, involved_name: str) -> list[dict[str, Any]]:
-        result = call_with_retry(
+        result = self._call(
             f"list events of {involved_name}",
             lambda: self.core_v1_client.list_namespaced_event(
                 namespace, field_selector=f"involvedObject.name={involved_name}", resource_version="0"

@@ -179,3 +179,17 @@ def test_delete_uses_foreground_and_uid_precondition(monkeypatch: pytest.MonkeyP
     assert options.propagation_policy == "Foreground" and options.preconditions.uid == "u1"
     custom.delete_namespaced_custom_object.side_effect = api_error(409, "precondition failed")
     assert hook.delete_job("genericjobs", "ns", "x", uid="u1") is False
+
+
+def test_a_401_reloads_credentials_once(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
+    connection(monkeypatch, "k7", {"kube_config": json.dumps(kubeconfig())})
+    hook = T9kHook(conn_id="k7")
+    first, second = mocker.Mock(), mocker.Mock()
+    first.get_namespaced_custom_object.side_effect = api_error(401, "token expired")
+    second.get_namespaced_custom_object.return_value = {"metadata": {"name": "x"}}
+    hook.__dict__["custom_object_client"] = first
+    rebuilt = mocker.patch("kubernetes.client.CustomObjectsApi", return_value=second)
+    assert hook.get_job("genericjobs", "ns", "x") == {"metadata": {"name": "x"}}
+    assert first.get_namespaced_custom_object.call_count == 1  # a 401 is not retried on the stale client
+    assert second.get_namespaced_custom_object.call_count == 1
+    assert rebuilt.call_count == 1  # a new client, on a new ApiClient from freshly resolved credentials
