@@ -28,6 +28,20 @@ def pod_hostname(pod: dict[str, Any]) -> str:
     return (pod.get("spec") or {}).get("hostname") or pod["metadata"]["name"]
 
 
+def signature(pod: dict[str, Any]) -> tuple[Any, ...]:
+    """Everything about a pod that can change a hosts file: when it is unchanged, nothing is rewritten."""
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    labels = tuple(sorted((meta.get("labels") or {}).items()))
+    return (
+        meta.get("uid"),
+        labels,
+        spec.get("hostname"),
+        spec.get("subdomain"),
+        status.get("podIP"),
+        status.get("phase") in ("Succeeded", "Failed"),
+    )
+
+
 def _forms(name: str, namespace: str) -> list[str]:
     return [
         name,

@@ -77,6 +77,8 @@ class PodWorker:
         self.reported: set[tuple[str, str, int]] = set()
         self.deleted = False
         self.prepare_after = 0.0
+        self.kill_deadline: float | None = None
+        self.seen_grace: int | None = None
 
     @property
     def name(self) -> str:
@@ -411,9 +413,21 @@ class PodWorker:
                 runtime.signal_container(self.dir / v.name, cur.n, signal.SIGKILL)
 
     async def _terminate(self, views: list[ContainerView]) -> None:
-        """Graceful deletion: SIGTERM each running container once, SIGKILL at the deletion deadline."""
+        """Graceful deletion: SIGTERM each running container once, SIGKILL when the grace period is over.
+
+        As in the kubelet, the grace period (`deletionGracePeriodSeconds`) counts from when the deletion is
+        seen (`deletionTimestamp` has second precision); a second DELETE may only shorten it."""
         meta = self.pod["metadata"]
-        deadline = parse_time(meta.get("deletionTimestamp")) or time.time()
+        grace = meta.get("deletionGracePeriodSeconds")
+        if grace is not None and grace != self.seen_grace:
+            self.seen_grace = grace
+            candidate = time.time() + float(grace)
+            self.kill_deadline = (
+                candidate if self.kill_deadline is None else min(self.kill_deadline, candidate)
+            )
+        elif self.kill_deadline is None:
+            self.kill_deadline = parse_time(meta.get("deletionTimestamp")) or time.time()
+        deadline = self.kill_deadline
         for v in views:
             cur = v.current
             if cur is None or not cur.running:
@@ -460,8 +474,6 @@ class PodWorker:
             if exc.status != 404:
                 raise
         self.last_status = status
-        if status.get("podIP"):
-            self.kubelet.hosts_changed()
 
     async def _final_delete(self) -> None:
         if self.deleted:
@@ -496,6 +508,7 @@ class ProcessKubelet:
         self.workers: dict[str, PodWorker] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._hosts_dirty = asyncio.Event()
+        self._host_signatures: dict[tuple[str, str], tuple[Any, ...] | None] = {}
         server = urlparse(kube.server)
         self._api_host = server.hostname or "127.0.0.1"
         self._api_port = str(server.port or (443 if server.scheme == "https" else 80))
@@ -518,7 +531,10 @@ class ProcessKubelet:
             wkey = (worker.pod["metadata"].get("namespace", ""), worker.pod["metadata"]["name"])
             if wkey == key and (pod is None or pod["metadata"]["uid"] != uid):
                 worker.mark_gone()
-        self.hosts_changed()
+        signature = hosts.signature(pod) if pod is not None else None
+        if self._host_signatures.get(key) != signature:  # most pod updates do not change any hosts file
+            self._host_signatures[key] = signature
+            self.hosts_changed()
         if pod is None or pod["spec"].get("nodeName") != NODE_NAME:
             return
         uid = pod["metadata"]["uid"]
