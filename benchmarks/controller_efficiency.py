@@ -19,6 +19,7 @@ from benchmarks import manifests
 from benchmarks.api import Client, Watch, wait_until
 from benchmarks.controller_process import PREFIX, Controller, delta, reconciles
 from benchmarks.stats import Figure
+from t9k_provider.controller.engine.names import LABEL_OWNER_NAME
 from t9k_provider.local.testing import LocalCluster
 
 SECTION = "1. Controller efficiency"
@@ -83,6 +84,16 @@ def _play_flink_operator(client: Client, namespace: str, name: str, stop: thread
         time.sleep(0.05)
 
 
+def describe(client: Client, kind: str, name: str, namespace: str) -> str:
+    """The job's status and its pods' phases, for an error message."""
+    job = client.json("GET", f"{manifests.collection(kind, namespace)}/{name}")
+    pods = client.json(
+        "GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={LABEL_OWNER_NAME}%3D{name}"
+    )
+    phases = {p["metadata"]["name"]: (p.get("status") or {}).get("phase") for p in pods["items"]}
+    return f"status {json.dumps(job.get('status'))[:1500]}, pods {phases}"
+
+
 def settle(controller: Controller, quiet: float = 1.5, timeout: float = 60) -> dict:
     """Wait until the controller has not reconciled for ``quiet`` seconds; returns its metrics then."""
     deadline = time.monotonic() + timeout
@@ -128,7 +139,10 @@ def job_cost(
         "POST", manifests.collection(kind, namespace), manifests.job(kind, name, namespace, 2, seconds)
     )
     try:
-        wait_until(lambda: trail.phase in TERMINAL, timeout, f"{kind} {name} to finish")
+        try:
+            wait_until(lambda: trail.phase in TERMINAL, timeout, f"{kind} {name} to finish")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; now: {describe(client, kind, name, namespace)}") from None
         elapsed = time.perf_counter() - started
         after = settle(controller)
     finally:

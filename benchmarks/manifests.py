@@ -1,4 +1,4 @@
-"""Job manifests for the simulated kubelet: one per kind, every pod ending by itself after ``seconds``.
+"""Job manifests for the simulated kubelet: one per kind, its pods ending by themselves after ``seconds``.
 
 The simulated kubelet ends a pod annotated ``t9k.local/simulate-exit-code`` after
 ``t9k.local/simulate-after`` seconds; without the annotation pods stay Running (for scale runs).
@@ -56,11 +56,12 @@ def spec(kind: str, replicas: int, seconds: float | None) -> dict[str, Any]:
                 _replica("worker", replicas - 1, "xgboost", seconds),
             ]
         }
+    # SSH kinds: workers run sshd until the controller ends them; only the launcher finishes by itself.
     if kind == "MPIJob":
         return {
             "mpiConfig": {"script": ["python", "train.py"]},
             "replicaSpecs": [
-                _replica("worker", replicas, "worker", seconds),
+                _replica("worker", replicas, "worker", None),
                 {"type": "launcher", "replicas": 1, "template": _template("launcher", seconds)},
             ],
         }
@@ -74,7 +75,7 @@ def spec(kind: str, replicas: int, seconds: float | None) -> dict[str, Any]:
             "torchConfig": {"procPerWorker": 1, "script": ["train.py"]},
             "replicaSpecs": [
                 {"type": "launcher", "template": _template("launcher", seconds)},
-                _replica("worker", replicas, "worker", seconds),
+                _replica("worker", replicas, "worker", None),
             ],
         }
     if kind == "BeamJob":

@@ -44,7 +44,7 @@ def test_status_trail_counts_distinct_consecutive_states_of_its_job() -> None:
 
 
 @pytest.mark.parametrize("kind", manifests.KIND_ORDER)
-def test_every_kind_has_a_valid_manifest_whose_pods_end_by_themselves(kind: str) -> None:
+def test_every_kind_has_a_valid_manifest_that_ends_by_itself(kind: str) -> None:
     manifest = manifests.job(kind, "x", "ns", replicas=4, seconds=1.5)
     assert manifest["kind"] == kind
     text = str(manifest)
