@@ -96,9 +96,10 @@ def render(
     machine: dict[str, str],
     runs: int,
     seconds: float,
-    load: tuple[str, str],
+    timeline: list[tuple[str, float, str]],
     command: str,
 ) -> str:
+    """``timeline``: (step, seconds it took, load average when it ended); the first step is the start."""
     lines = [
         "# Benchmarks",
         "",
@@ -111,8 +112,12 @@ def render(
         "| | |",
         "|---|---|",
         *[f"| {k} | {v} |" for k, v in machine.items()],
-        f"| load average (1/5/15 min) at start | {load[0]} |",
-        f"| load average (1/5/15 min) at end | {load[1]} |",
+        "",
+        "The machine is shared: the load average (runnable processes, 2 cores) says how busy it was.",
+        "",
+        "| step | minutes | load average (1 / 5 / 15 min) at its end |",
+        "|---|---:|---|",
+        *[f"| {step} | {secs / 60:.1f} | {load} |" for step, secs, load in timeline],
         "",
         "## Targets",
         "",

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--quick needs --output: its figures must not replace docs/benchmarks.md")
     profile = QUICK if args.quick else FULL
     output = args.output or DOC
-    load_start = machine.load_average()
+    timeline = [("start", 0.0, machine.load_average())]
     started = time.perf_counter()
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="t9k-bench-") as tmp:
@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[bench] {name}: {exc}", file=sys.stderr)
                 return 1
             figures += section_figures
+            timeline.append((name, time.perf_counter() - began, machine.load_average()))
             print(f"[bench] {name} done in {time.perf_counter() - began:.0f} s", flush=True)
             for f in section_figures:
                 print(
@@ -124,9 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     seconds = time.perf_counter() - started
     command = "make bench" if not args.quick else "python -m benchmarks --quick"
-    text = report.render(
-        figures, machine.describe(), profile.runs, seconds, (load_start, machine.load_average()), command
-    )
+    text = report.render(figures, machine.describe(), profile.runs, seconds, timeline, command)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
     print(f"[bench] wrote {output} after {seconds / 60:.1f} min", flush=True)

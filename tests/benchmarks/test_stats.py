@@ -57,10 +57,10 @@ def test_report_lists_every_figure_and_the_targets() -> None:
         figure([1.0, 2.0, 3.0], target=("<", 1.0)),
         Figure("2. T", "latency p99", "s", [0.5, 0.6, 0.7]),
     ]
-    text = render(
-        figures, {"CPU": "test"}, 3, 60.0, ("1.00 / 1.00 / 1.00", "2.00 / 2.00 / 2.00"), "make bench"
-    )
+    timeline = [("start", 0.0, "1.00 / 1.00 / 1.00"), ("controller", 90.0, "2.00 / 1.50 / 1.20")]
+    text = render(figures, {"CPU": "test"}, 3, 60.0, timeline, "make bench")
     assert "## 1. S" in text and "## 2. T" in text
     assert "| requests per job | 2.0 | 1.0-3.0 | requests | < 1.0: **missed** (2.0x off) |" in text
     assert "| latency p99 | 0.6 | 0.5-0.7 | s |  |" in text
-    assert "load average (1/5/15 min) at start | 1.00 / 1.00 / 1.00" in text
+    assert "| start | 0.0 | 1.00 / 1.00 / 1.00 |" in text
+    assert "| controller | 1.5 | 2.00 / 1.50 / 1.20 |" in text
