@@ -226,3 +226,46 @@ def test_deferred_log_hand_backs_print_every_line_once(
     ticks = re.findall(r"-worker-0/main\] (tick \d)", output)
     assert ticks == [f"tick {i}" for i in range(8)]
     assert output.count("Pausing task as DEFERRED") >= 2  # it really came back to the worker in between
+
+
+def test_kill_while_running_deletes_the_job_and_fails(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """on_kill from another thread (as the task runner's SIGTERM handler does) against the real cluster."""
+    from af_fakes import FakeTI
+    from airflow.providers.common.compat.sdk import AirflowException
+
+    monkeypatch.syspath_prepend(str(DAGS))  # the DAG module also holds the test manifests
+    from t9k_it_dags import SLEEPER
+
+    from t9k_provider.operators import GenericJobOperator
+
+    op = GenericJobOperator(task_id="killme", manifest=SLEEPER, poll_interval=0.5, deferrable=False)
+    ti = FakeTI(dag_id="it_kill", task_id="killme")
+    outcome: dict[str, BaseException | None] = {}
+
+    def execute() -> None:
+        try:
+            op.execute({"ti": ti})
+            outcome["error"] = None
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=execute, daemon=True)
+    worker.start()
+    for _ in range(120):
+        mine = (
+            [j for j in jobs(cluster, "genericjobs") if j["metadata"]["name"] == op._job.name]
+            if op._job
+            else []
+        )
+        if mine and (mine[0].get("status") or {}).get("phase") == "Running":
+            break
+        threading.Event().wait(0.5)
+    else:
+        pytest.fail("the job never ran")
+    op.on_kill()
+    worker.join(60)
+    assert isinstance(outcome["error"], AirflowException) and "killed" in str(outcome["error"])
+    left = [j for j in jobs(cluster, "genericjobs") if j["metadata"]["name"] == op._job.name]
+    assert all(j["metadata"].get("deletionTimestamp") for j in left)
