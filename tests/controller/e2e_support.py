@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client, watch
@@ -12,6 +14,41 @@ from kubernetes.client.rest import ApiException
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
 
 NS = "default"
+
+# Stand-ins for tools this machine lacks (sshd, mpirun, colossalai), put on replicas' PATH by the tests.
+FAKE_SSHD = """
+import socket, sys
+print("fake sshd", *sys.argv[1:], flush=True)
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("0.0.0.0", 22))
+server.listen()
+while True:
+    server.accept()[0].close()
+"""
+# Prints what a real launcher would use: its argv, the hostfile it was pointed at, the SSH material.
+FAKE_LAUNCHER = """
+import json, os, sys
+hostfile = os.environ["HOSTFILE"]
+print(json.dumps({
+    "argv": sys.argv[1:],
+    "hostfile": open(hostfile).read(),
+    "ssh": sorted(os.listdir("/root/.ssh")),
+    "ssh_config": open("/root/.ssh/config").read(),
+    "env": {k: v for k, v in os.environ.items() if k.startswith("OMPI_")},
+}))
+"""
+
+
+def fake_tools(bin_dir: Path) -> Path:
+    """Write executable fakes: ``sshd`` listens on port 22; ``mpirun``/``colossalai`` report what they see."""
+    for name, body in (("sshd", FAKE_SSHD), ("mpirun", FAKE_LAUNCHER), ("colossalai", FAKE_LAUNCHER)):
+        path = bin_dir / name
+        path.write_text(f"#!{sys.executable}\n{body}")
+        path.chmod(0o755)
+    return bin_dir
+
+
 TERMINAL = ("Succeeded", "Failed")
 
 

@@ -16,45 +16,17 @@ from typing import Any
 
 import pytest
 from controller_process import ControllerProcess, wait_for
-from e2e_support import NS, TERMINAL, Jobs, job
+from e2e_support import NS, TERMINAL, Jobs, fake_tools, job
 from kubernetes import client
 
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-FAKE_SSHD = """
-import socket, sys
-print("fake sshd", *sys.argv[1:], flush=True)
-server = socket.socket()
-server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-server.bind(("0.0.0.0", 22))
-server.listen()
-while True:
-    server.accept()[0].close()
-"""
-# Prints what a real launcher would use: its argv, the hostfile it was pointed at, the SSH material.
-FAKE_LAUNCHER = """
-import json, os, sys
-hostfile = os.environ["HOSTFILE"]
-print(json.dumps({
-    "argv": sys.argv[1:],
-    "hostfile": open(hostfile).read(),
-    "ssh": sorted(os.listdir("/root/.ssh")),
-    "ssh_config": open("/root/.ssh/config").read(),
-    "env": {k: v for k, v in os.environ.items() if k.startswith("OMPI_")},
-}))
-"""
-
 
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bin_dir = tmp_path_factory.mktemp("fake-tools")
-    for name, body in (("sshd", FAKE_SSHD), ("mpirun", FAKE_LAUNCHER), ("colossalai", FAKE_LAUNCHER)):
-        path = bin_dir / name
-        path.write_text(f"#!{sys.executable}\n{body}")
-        path.chmod(0o755)
-    return bin_dir
+    return fake_tools(tmp_path_factory.mktemp("fake-tools"))
 
 
 @pytest.fixture(scope="module")
