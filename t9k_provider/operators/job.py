@@ -20,6 +20,7 @@ from t9k_provider.hooks import job_status
 from t9k_provider.hooks.wait_limits import WaitLimits, seconds
 from t9k_provider.links.job import T9kJobLink
 from t9k_provider.operators import identity as ident
+from t9k_provider.operators.diagnostics import failure_report
 from t9k_provider.operators.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
 
 if TYPE_CHECKING:
@@ -469,7 +470,9 @@ class T9kJobOperator(BaseOperator):
                 self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
             self.log.info("job %s/%s succeeded", ref.namespace, ref.name)
             return job_status.summary(job)
-        report = self._failure_report(ref, job, follower)
+        report = failure_report(
+            self.hook, ref.kind, ref.namespace, ref.name, job, follower, self.failure_log_lines, self.log
+        )
         if state == "failed":
             self._mark_checked(ref)
             if self.on_finish_action == "delete":
@@ -498,43 +501,6 @@ class T9kJobOperator(BaseOperator):
         except Exception as exc:  # the outcome stands; a later try would merely re-report it
             self.log.warning("could not mark job %s as checked: %s", ref.name, exc)
 
-    def _failure_report(self, ref: JobRef, job: dict[str, Any], follower: Any) -> str:
-        """Conditions, the failing (or stuck) replica's state, last log lines and recent events."""
-        lines = [f"phase: {job_status.phase(job) or 'unset'}"]
-        lines += [
-            f"condition {c['type']}={c.get('status')}: {c.get('reason', '')} {c.get('message', '')}".rstrip()
-            for c in job_status.conditions(job)
-        ]
-        from t9k_provider.hooks.log_follower import LogFollower
-
-        selector = pod_selector(ref.kind, ref.name)
-        try:
-            pods = {p["metadata"]["name"]: p for p in self.hook.list_pods(ref.namespace, selector)}
-        except Exception as exc:
-            pods = {}
-            lines.append(f"pods unavailable: {exc}")
-        failed = job_status.failed_replicas(job)[:1]
-        stuck = [n for n, p in sorted(pods.items()) if (p.get("status") or {}).get("phase") == "Pending"][:2]
-        for name in stuck:
-            lines += [f"pod {name} Pending: {why}" for why in _waiting_reasons(pods[name])]
-        reader = follower or LogFollower(self.hook, ref.namespace, selector, lambda _: True, log=self.log)
-        for name in failed:
-            containers = [
-                c["name"] for c in ((pods.get(name) or {}).get("spec") or {}).get("containers") or []
-            ]
-            lines.append(f"last {self.failure_log_lines} log lines of {name}:")
-            lines += reader.tail(name, containers, self.failure_log_lines)
-        for name in [ref.name, *failed, *(n for n in stuck if n not in failed)]:
-            lines += self._events(ref.namespace, name)
-        return "\n".join(lines)
-
-    def _events(self, namespace: str, name: str) -> list[str]:
-        try:
-            events = self.hook.list_events(namespace, name)
-        except Exception as exc:
-            return [f"events of {name} unavailable: {exc}"]
-        return [f"event {name}: {e.get('type')} {e.get('reason')}: {e.get('message')}" for e in events[-10:]]
-
     # -- kill ---------------------------------------------------------------------------------------------
 
     def on_kill(self) -> None:
@@ -556,20 +522,3 @@ class T9kJobOperator(BaseOperator):
         self.log.info(
             "task killed: job %s/%s %s", ref.namespace, ref.name, "deleted" if deleted else "already gone"
         )
-
-
-def _waiting_reasons(pod: dict[str, Any]) -> list[str]:
-    """Why a pod is not running: unschedulable conditions, waiting containers (e.g. ImagePullBackOff)."""
-    status = pod.get("status") or {}
-    reasons = [
-        f"{c.get('reason')}: {c.get('message', '')}".rstrip(": ")
-        for c in status.get("conditions") or []
-        if c.get("status") == "False" and c.get("reason")
-    ]
-    for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason"):
-            reasons.append(
-                f"container {cs.get('name')}: {waiting['reason']} {waiting.get('message', '')}".rstrip()
-            )
-    return reasons
