@@ -305,3 +305,34 @@ def test_controller_rides_out_an_api_server_restart(local_cluster_factory: Any, 
         assert proc.live()[0] == 200
     finally:
         proc.stop()
+
+
+def test_elastic_scale_down_removes_out_of_range_pods_and_services(
+    local_cluster_factory: Any, tmp_path: Path
+) -> None:
+    """R12 end to end: indices >= expectedReplicas lose their pod and Service; ranks stay contiguous."""
+    cluster = local_cluster_factory(kubelet="simulated")
+    jobs = Jobs(cluster.api_client())
+    proc = ControllerProcess(cluster.kubeconfig, tmp_path / "elastic.log")
+    try:
+        proc.start().wait_ready(60)
+        jobs.create(job("PyTorchTrainingJob", "pj-elastic", {
+            "torchrunConfig": {"enabled": True},
+            "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 3},
+            "replicaSpecs": [{"type": "worker", "template": template("pytorch", "train.py")}],
+        }))  # fmt: skip
+        names = [f"pj-elastic-worker-{i}" for i in range(3)]
+
+        def children() -> tuple[list[str], list[str]]:
+            return jobs.pod_names("pj-elastic"), jobs.owned("pj-elastic", jobs.core.list_namespaced_service)
+
+        wait_for(lambda: children() == (names, names), 30, "three workers with their services")
+        jobs.patch("PyTorchTrainingJob", "pj-elastic", {"spec": {"elastic": {"expectedReplicas": 1}}})
+        wait_for(lambda: children() == (names[:1], names[:1]), 30, "scaled down to worker-0")
+        tasks = jobs.get("PyTorchTrainingJob", "pj-elastic")["status"]["tasks"]
+        assert [r["name"] for r in tasks[0]["replicas"]] == names[:1]
+        jobs.patch("PyTorchTrainingJob", "pj-elastic", {"spec": {"elastic": {"expectedReplicas": 2}}})
+        wait_for(lambda: children() == (names[:2], names[:2]), 30, "scaled up to two workers")
+        assert jobs.phase("PyTorchTrainingJob", "pj-elastic") not in TERMINAL
+    finally:
+        proc.stop()
