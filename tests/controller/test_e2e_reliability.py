@@ -336,3 +336,34 @@ def test_elastic_scale_down_removes_out_of_range_pods_and_services(
         assert jobs.phase("PyTorchTrainingJob", "pj-elastic") not in TERMINAL
     finally:
         proc.stop()
+
+
+def test_evicted_pod_is_replaced_without_using_the_backoff_budget(
+    local_cluster_factory: Any, tmp_path: Path
+) -> None:
+    """R9: the node evicts a replica (pod Failed, reason Evicted, no exit code): a retryable failure."""
+    cluster = local_cluster_factory(kubelet="simulated")
+    jobs = Jobs(cluster.api_client())
+    proc = ControllerProcess(cluster.kubeconfig, tmp_path / "evict.log")
+    try:
+        proc.start().wait_ready(60)
+        jobs.create(job("PyTorchTrainingJob", "pj-evicted", {
+            "runPolicy": {"backoffLimit": 0},
+            "replicaSpecs": [{"type": "master", "restartPolicy": "OnFailure",
+                              "template": template("pytorch", "train.py")}],
+        }))  # fmt: skip
+        wait_for(lambda: jobs.phase("PyTorchTrainingJob", "pj-evicted") == "Running", 30, "Running")
+        (pod,) = jobs.pods("pj-evicted")
+        jobs.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": {
+            "phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory.",
+        }})  # fmt: skip
+
+        def replaced() -> bool:
+            pods = jobs.pods("pj-evicted")
+            return len(pods) == 1 and pods[0].metadata.uid != pod.metadata.uid
+
+        wait_for(replaced, 30, "the evicted pod replaced")
+        wait_for(lambda: jobs.phase("PyTorchTrainingJob", "pj-evicted") == "Running", 30, "Running again")
+        assert jobs.get("PyTorchTrainingJob", "pj-evicted")["status"].get("backoffCount", 0) == 0
+    finally:
+        proc.stop()
