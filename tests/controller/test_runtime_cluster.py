@@ -172,3 +172,28 @@ async def test_lease_writes_are_optimistic(cluster: LocalCluster) -> None:
         with pytest.raises(ApiError) as exc:
             await api.replace(LEASES, NS, "race", second)
         assert exc.value.conflict
+
+
+class FlakyApi(KubeApi):
+    """The real API, except that the first ``failures`` reads fail like a dropped connection."""
+
+    def __init__(self, *args: Any, failures: int) -> None:
+        super().__init__(*args)
+        self.failures = failures
+
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionResetError("connection reset by peer")
+        return await super().get(rt, namespace, name)
+
+
+async def test_a_candidate_survives_api_errors_while_waiting(cluster: LocalCluster) -> None:
+    async with cluster.async_api_client() as client:
+        api = FlakyApi(client, Metrics(), failures=2)
+        elector = LeaderElector(
+            api, Metrics(), namespace=NS, name="flaky", identity="f",
+            lease_duration=2.0, renew_deadline=1.5, retry_period=0.1,
+        )  # fmt: skip
+        await asyncio.wait_for(elector.acquire(), 10)
+        assert elector.is_leader() and api.failures == 0

@@ -63,7 +63,12 @@ class LeaderElector:
     async def acquire(self) -> None:
         """Block until this instance holds the lease."""
         log.info("waiting for leader lease %s/%s as %s", self._namespace, self._name, self.identity)
-        while not await self._try_acquire_or_renew():
+        while True:
+            try:
+                if await self._try_acquire_or_renew():
+                    break
+            except Exception as exc:  # API down or forbidden: a standby keeps waiting, it does not crash
+                log.warning("leader lease attempt failed: %s", exc)
             await asyncio.sleep(self._retry_period * (1 + 0.2 * random.random()))
         log.info("acquired leader lease %s/%s", self._namespace, self._name)
         self._metrics.leader.set(1)
