@@ -52,6 +52,13 @@ class AsyncT9kClient:
     async def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         return await self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
 
+    async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        if self._api_client is None:
+            raise RuntimeError("AsyncT9kClient used outside 'async with'")
+        core = client.CoreV1Api(api_client=self._api_client)
+        result = await core.list_namespaced_pod(namespace, label_selector=label_selector)
+        return [self._api_client.sanitize_for_serialization(pod) for pod in result.items]
+
     async def delete_job(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
         """Foreground delete guarded by ``uid``; False when the job (or that incarnation) is already gone."""
         options = client.V1DeleteOptions(

@@ -38,6 +38,7 @@ class WaitLimits:
     execution_deadline: float | None = None
     paused_timeout: float | None = None
     unknown_timeout: float | None = None
+    pod_error_timeout: float | None = None
 
     def to_kwargs(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,5 +84,46 @@ class WaitLimits:
             first_seen.pop("unknown", None)
         return None
 
+    @property
+    def watches_pods(self) -> bool:
+        return self.pod_error_timeout is not None
+
+    def check_pods(
+        self, pods: list[dict[str, Any]], now: float, first_seen: dict[str, float]
+    ) -> Verdict | None:
+        """Fail fast when a replica cannot start (bad image, bad config) for ``pod_error_timeout`` seconds."""
+        problem = blocking_pod_problem(pods)
+        if problem is None or self.pod_error_timeout is None:
+            first_seen.pop("pod_error", None)
+            return None
+        start = first_seen.setdefault("pod_error", now)
+        if now - start >= self.pod_error_timeout:
+            return Verdict("timeout", f"{problem} for pod_error_timeout={self.pod_error_timeout:g}s")
+        return None
+
     def seconds_left(self, now: float) -> float | None:
         return None if self.execution_deadline is None else self.execution_deadline - now
+
+
+#: Container waiting reasons that do not resolve by waiting: the image or the container config is wrong.
+BLOCKING_WAITING_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    }
+)
+
+
+def blocking_pod_problem(pods: list[dict[str, Any]]) -> str | None:
+    """The first container that cannot start, as ``pod <name> container <c>: <reason>: <message>``."""
+    for pod in pods:
+        status = pod.get("status") or {}
+        for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in BLOCKING_WAITING_REASONS:
+                detail = f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+                return f"pod {pod['metadata']['name']} container {cs.get('name')}: {detail}"
+    return None

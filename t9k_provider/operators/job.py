@@ -76,6 +76,9 @@ class T9kJobOperator(BaseOperator):
     :param running_timeout: seconds the job may run once its Running condition is true.
     :param paused_timeout: seconds the job may stay Paused before the task fails (None: wait).
     :param unknown_timeout: seconds the job may stay Unknown before the task fails (None: wait).
+    :param pod_error_timeout: seconds a replica may be unable to start (ErrImagePull, ImagePullBackOff,
+        InvalidImageName, CreateContainerConfigError) before the job is stopped and the task fails
+        (retryable); None disables the check and its pod reads.
     :param reattach_policy: when a job from an earlier try of this task instance exists: ``if_unchecked``
         adopts it unless an earlier try already reported its outcome; ``if_running`` adopts only an unfinished
         job; ``never`` replaces it; or a callable ``(job: dict) -> bool``. Replacing deletes the old job
@@ -125,6 +128,7 @@ class T9kJobOperator(BaseOperator):
         running_timeout: float | timedelta | None = None,
         paused_timeout: float | timedelta | None = None,
         unknown_timeout: float | timedelta | None = None,
+        pod_error_timeout: float | timedelta | None = 120,
         reattach_policy: ReattachPolicy = "if_unchecked",
         on_finish_action: str = "keep",
         on_kill_action: str = "delete",
@@ -152,6 +156,7 @@ class T9kJobOperator(BaseOperator):
         self.running_timeout = seconds(running_timeout, "running_timeout")
         self.paused_timeout = seconds(paused_timeout, "paused_timeout")
         self.unknown_timeout = seconds(unknown_timeout, "unknown_timeout")
+        self.pod_error_timeout = seconds(pod_error_timeout, "pod_error_timeout")
         if not callable(reattach_policy):
             _choice(reattach_policy, REATTACH_POLICIES, "reattach_policy")
         self.reattach_policy = reattach_policy
@@ -275,6 +280,7 @@ class T9kJobOperator(BaseOperator):
             execution_deadline=deadline,
             paused_timeout=self.paused_timeout,
             unknown_timeout=self.unknown_timeout,
+            pod_error_timeout=self.pod_error_timeout,
         )
 
     # -- submission and adoption --------------------------------------------------------------------------
@@ -400,11 +406,22 @@ class T9kJobOperator(BaseOperator):
             state = job_status.outcome(job)
             if state in ("succeeded", "failed"):
                 return self._conclude(ref, None, follower)
-            verdict = limits.check(job, time.time(), first_seen)
+            now = time.time()
+            verdict = limits.check(job, now, first_seen)
+            if verdict is None and limits.watches_pods:
+                verdict = limits.check_pods(self._pods(ref), now, first_seen)
             if verdict is not None:
                 return self._conclude(ref, {"status": verdict.status, "message": verdict.message}, follower)
             time.sleep(self.poll_interval * random.uniform(0.8, 1.2))
             job = self._read(ref)
+
+    def _pods(self, ref: JobRef) -> list[dict[str, Any]]:
+        """The job's pods for fail-fast checks; a failed read only skips this round."""
+        try:
+            return self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
+        except Exception as exc:
+            self.log.debug("cannot list pods of job %s: %s", ref.name, exc)
+            return []
 
     def _raise_if_killed(self, ref: JobRef) -> None:
         """``on_kill`` returns normally on SIGTERM; this turns it into a failure so a kill never succeeds."""
@@ -428,6 +445,7 @@ class T9kJobOperator(BaseOperator):
             logging_interval=self.logging_interval if self.get_logs else None,
             on_kill_action=self.on_kill_action,
             resume={"job": ref._asdict(), "cursors": cursors, "limits": limits.to_kwargs()},
+            pod_selector=pod_selector(ref.kind, ref.name),
         )
         timeout = None
         if limits.execution_deadline is not None:

@@ -53,6 +53,7 @@ class T9kJobTrigger(BaseTrigger):
         logging_interval: float | None = None,
         on_kill_action: str = "delete",
         resume: dict[str, Any] | None = None,
+        pod_selector: str | None = None,
     ) -> None:
         super().__init__()
         self.credentials = credentials
@@ -67,6 +68,7 @@ class T9kJobTrigger(BaseTrigger):
         self.on_kill_action = on_kill_action
         #: Small, opaque state of the waiting task, echoed in every event: the task keeps none across defer.
         self.resume = resume
+        self.pod_selector = pod_selector
         self._fired = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -84,6 +86,7 @@ class T9kJobTrigger(BaseTrigger):
                 "logging_interval": self.logging_interval,
                 "on_kill_action": self.on_kill_action,
                 "resume": self.resume,
+                "pod_selector": self.pod_selector,
             },
         )
 
@@ -170,6 +173,8 @@ class T9kJobTrigger(BaseTrigger):
                         )
                         return
                     verdict = limits.check(job, now, first_seen)
+                    if verdict is None and limits.watches_pods and self.pod_selector:
+                        verdict = limits.check_pods(await self._pods(api), now, first_seen)
                     if verdict is not None:
                         yield self._event(verdict.status, verdict.message, job)
                         return
@@ -177,6 +182,14 @@ class T9kJobTrigger(BaseTrigger):
                         yield self._event("running", "", job)
                         return
                     await asyncio.sleep(self._next_sleep(limits, now))
+
+    async def _pods(self, api: Any) -> list[dict[str, Any]]:
+        """The job's pods for fail-fast checks; a failed read only skips this round."""
+        try:
+            return await api.list_pods(self.namespace, self.pod_selector)
+        except Exception as exc:
+            self.log.debug("cannot list pods of job %s: %s", self.name, exc)
+            return []
 
     def _next_sleep(self, limits: WaitLimits, now: float) -> float:
         """Jittered poll interval, shortened so the execution deadline is observed on time."""

@@ -399,7 +399,8 @@ def test_deferrable_defers_with_identity_and_deadline(
     assert isinstance(trigger, T9kJobTrigger)
     assert trigger.name == ti.xcoms["t9k_job"]["name"] and trigger.uid == "uid-1"
     assert trigger.credentials == fake_hook.credentials
-    assert trigger.limits["startup_timeout"] == 60
+    assert trigger.limits["startup_timeout"] == 60 and trigger.limits["pod_error_timeout"] == 120
+    assert trigger.pod_selector == f"tensorstack.dev/owner-name={trigger.name}"
     assert trigger.limits["execution_deadline"] == pytest.approx(ti.start_date.timestamp() + 300)
     assert deferred.value.method_name == "execute_complete"
     # The framework's own timeout trails the trigger's deadline, so the trigger reports the timeout itself.
@@ -580,3 +581,26 @@ def test_startup_timeout_report_explains_pending_pods(fake_hook: FakeHook, conte
     assert "Unschedulable: 0/1 nodes" in message
     assert "container main: ImagePullBackOff" in message
     assert "Warning FailedScheduling" in message
+
+
+def test_replica_that_cannot_start_fails_fast(fake_hook: FakeHook, context: dict[str, Any]) -> None:
+    name = ident.job_name(ident.task_identity(context["ti"]))
+    stuck = pod(f"{name}-worker-0", "worker", 0, name)
+    stuck["status"] = {
+        "phase": "Pending",
+        "containerStatuses": [
+            {"name": "main", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}}
+        ],
+    }
+    fake_hook.pods = [stuck]
+    fake_hook.script = [PENDING]
+    with pytest.raises(T9kJobTimeout, match="ImagePullBackOff: no such image") as failure:
+        make(fake_hook, pod_error_timeout=0, get_logs=False).execute(context)
+    assert "pod_error_timeout=0s" in str(failure.value)
+    assert fake_hook.deletes()
+
+
+def test_pod_checks_can_be_disabled(fake_hook: FakeHook, context: dict[str, Any]) -> None:
+    fake_hook.script = [RUNNING, RUNNING, SUCCEEDED]
+    make(fake_hook, pod_error_timeout=None, get_logs=False).execute(context)
+    assert not [c for c, _ in fake_hook.calls if c == "list_pods"]

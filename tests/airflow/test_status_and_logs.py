@@ -203,3 +203,29 @@ def test_time_is_not_frozen() -> None:
 def test_pod_selector_per_kind() -> None:
     assert pod_selector("PyTorchTrainingJob", "j") == "tensorstack.dev/owner-name=j"
     assert pod_selector("BeamJob", "j") == "batch.kubernetes.io/job-name=j-batchjob"
+
+
+def _pod_waiting(reason: str) -> dict:
+    stuck = pod("j-worker-0", "worker", 0, "j")
+    stuck["status"] = {
+        "containerStatuses": [{"name": "main", "state": {"waiting": {"reason": reason, "message": "m"}}}]
+    }
+    return stuck
+
+
+def test_blocking_pod_problems_fail_after_their_grace() -> None:
+    from t9k_provider.hooks.wait_limits import blocking_pod_problem
+
+    assert blocking_pod_problem([pod("j-worker-0", "worker", 0, "j")]) is None
+    assert blocking_pod_problem([_pod_waiting("ContainerCreating")]) is None
+    assert blocking_pod_problem([_pod_waiting("ImagePullBackOff")]) == (
+        "pod j-worker-0 container main: ImagePullBackOff: m"
+    )
+    limits = WaitLimits(pod_error_timeout=30)
+    seen: dict[str, float] = {}
+    assert limits.check_pods([_pod_waiting("ErrImagePull")], 100, seen) is None
+    assert limits.check_pods([], 120, seen) is None  # recovered: the clock restarts
+    assert limits.check_pods([_pod_waiting("ErrImagePull")], 125, seen) is None
+    verdict = limits.check_pods([_pod_waiting("ImagePullBackOff")], 155, seen)
+    assert verdict is not None and verdict.status == "timeout" and "pod_error_timeout=30s" in verdict.message
+    assert not WaitLimits().watches_pods and limits.watches_pods

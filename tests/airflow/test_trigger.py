@@ -20,6 +20,8 @@ class FakeAsyncClient:
 
     opened = 0
 
+    pods: list[dict[str, Any]] = []
+
     def __init__(self, script: list[Any], deletes: list[tuple[str, str | None]]) -> None:
         self.script = script
         self.deletes = deletes
@@ -36,6 +38,9 @@ class FakeAsyncClient:
         if isinstance(item, BaseException):
             raise item
         return item
+
+    async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        return self.pods
 
     async def delete_job(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
         self.deletes.append((name, uid))
@@ -271,3 +276,18 @@ async def test_task_state_reads_the_mapped_key(mocker: Any) -> None:
     )
     assert await t._task_state() == "deferred"
     assert get_states.call_args.kwargs["map_index"] == 3
+
+
+async def test_replica_that_cannot_start_ends_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [job("Pending")])
+    stuck = {
+        "metadata": {"name": "j-worker-0"},
+        "status": {
+            "containerStatuses": [{"name": "main", "state": {"waiting": {"reason": "InvalidImageName"}}}]
+        },
+    }
+    monkeypatch.setattr(FakeAsyncClient, "pods", [stuck])
+    event = await first_event(
+        trigger(limits={"pod_error_timeout": 0}, pod_selector="tensorstack.dev/owner-name=j")
+    )
+    assert event["status"] == "timeout" and "InvalidImageName" in event["message"]
