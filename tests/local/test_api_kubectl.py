@@ -248,3 +248,9 @@ def test_create_generators_send_protobuf(kubectl) -> None:
     assert "robot" in kubectl("get", "sa", "-n", "gen", "-o", "name")
     unsupported = kubectl("create", "job", "j", "-n", "gen", "--image=busybox", "--", "true", check=False)
     assert "the body of the request was in an unknown format" in unsupported
+
+
+def test_auth_can_i_and_crd_table(kubectl) -> None:
+    assert kubectl("auth", "can-i", "create", "pods").strip() == "yes"
+    header = kubectl("get", "crd").splitlines()[0].split()
+    assert header == ["NAME", "CREATED", "AT"]

@@ -66,7 +66,7 @@ def _resource_entries(res: Resource) -> list[dict[str, Any]]:
         "singularName": res.singular,
         "namespaced": res.namespaced,
         "kind": res.kind,
-        "verbs": list(ALL_VERBS),
+        "verbs": ["create"] if res.review else list(ALL_VERBS),
     }
     if res.short_names:
         main["shortNames"] = list(res.short_names)

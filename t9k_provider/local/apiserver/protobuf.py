@@ -1,6 +1,7 @@
 """Decode the Kubernetes protobuf request bodies kubectl's ``create <kind>`` generators send.
 
-kubectl 1.32 posts ``kubectl create namespace|configmap|secret|serviceaccount`` objects as
+kubectl 1.32 posts ``kubectl create namespace|configmap|secret|serviceaccount`` objects (and the access review
+of ``kubectl auth can-i``) as
 ``application/vnd.kubernetes.protobuf``: the magic ``k8s\\0`` followed by a ``runtime.Unknown`` envelope
 whose ``raw`` field is the object's message (field numbers from k8s.io/api ``generated.proto``). Only those
 kinds are decoded; any other protobuf body gets 415, as JSON and YAML are the server's formats. Empty strings
@@ -48,6 +49,15 @@ _OBJECT_REFERENCE: Schema = {
     4: ("uid", "string", False),
     5: ("apiVersion", "string", False),
 }
+_RESOURCE_ATTRIBUTES: Schema = {
+    1: ("namespace", "string", False),
+    2: ("verb", "string", False),
+    3: ("group", "string", False),
+    4: ("version", "string", False),
+    5: ("resource", "string", False),
+    6: ("subresource", "string", False),
+    7: ("name", "string", False),
+}
 KINDS: dict[str, Schema] = {
     "Namespace": {
         1: ("metadata", _OBJECT_META, False),
@@ -65,6 +75,21 @@ KINDS: dict[str, Schema] = {
         3: ("type", "string", False),
         4: ("stringData", "map_string", False),
         5: ("immutable", "bool", False),
+    },
+    "SelfSubjectAccessReview": {
+        1: ("metadata", _OBJECT_META, False),
+        2: (
+            "spec",
+            {
+                1: ("resourceAttributes", _RESOURCE_ATTRIBUTES, False),
+                2: (
+                    "nonResourceAttributes",
+                    {1: ("path", "string", False), 2: ("verb", "string", False)},
+                    False,
+                ),
+            },
+            False,
+        ),
     },
     "ServiceAccount": {
         1: ("metadata", _OBJECT_META, False),

@@ -31,6 +31,7 @@ class Resource:
     unconditional_update: bool = True
     create_on_update: bool = False
     tracks_generation: bool = False
+    review: bool = False  # create-only and never stored: answered from the request (access reviews)
     custom: bool = False
     schema: dict[str, Any] | None = None
     printer_columns: list[dict[str, Any]] = field(default_factory=list)
@@ -118,6 +119,15 @@ BUILTIN: list[Resource] = [
         tracks_generation=True,
     ),
     Resource(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        False,
+        review=True,
+    ),
+    Resource(
         "coordination.k8s.io",
         "v1",
         "leases",
@@ -153,7 +163,14 @@ SUBRESOURCE_VERBS = {
 }
 
 # Discovery lists these groups first, in this order (as a real server does); others follow sorted.
-GROUP_ORDER = ["", "apiextensions.k8s.io", "batch", "coordination.k8s.io", "events.k8s.io"]
+GROUP_ORDER = [
+    "",
+    "apiextensions.k8s.io",
+    "authorization.k8s.io",
+    "batch",
+    "coordination.k8s.io",
+    "events.k8s.io",
+]
 
 
 def resources_from_crd(crd: dict[str, Any]) -> list[Resource]:

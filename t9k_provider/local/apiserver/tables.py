@@ -247,6 +247,10 @@ _BUILTIN: dict[tuple[str, str], tuple[list[dict[str, Any]], Callable[[dict[str, 
         _event_cells,
     ),
     ("batch", "jobs"): ([_NAME_COLUMN, _col("Status"), _col("Completions"), _AGE_COLUMN], _job_cells),
+    ("apiextensions.k8s.io", "customresourcedefinitions"): (
+        [_NAME_COLUMN, _col("Created At", "date")],
+        lambda crd: [crd["metadata"]["name"], crd["metadata"].get("creationTimestamp")],
+    ),
 }
 
 
