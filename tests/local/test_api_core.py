@@ -715,3 +715,17 @@ def test_log_instance_follows_the_kubelet_rules(
     assert status == 200  # the last run's output while the container backs off
     status, _, body = cluster.request("GET", path + "?previous=true")
     assert status == 200
+
+
+def test_server_side_apply_creates_then_merges(cluster: LocalCluster, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps/applied"
+    headers = {"Content-Type": "application/apply-patch+yaml"}
+    body = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  a: '1'\n"
+    status, _, answer = cluster.request("PATCH", path, body, headers=headers)
+    assert status == 400 and "fieldManager" in answer["message"]
+    status, _, created = cluster.request("PATCH", path + "?fieldManager=test", body, headers=headers)
+    assert status == 201 and created["data"] == {"a": "1"}
+    status, _, merged = cluster.request(
+        "PATCH", path + "?fieldManager=test", body.replace(b"a: '1'", b"b: '2'"), headers=headers
+    )
+    assert status == 200 and merged["data"] == {"a": "1", "b": "2"}  # no field ownership: `a` stays

@@ -254,3 +254,37 @@ def test_auth_can_i_and_crd_table(kubectl) -> None:
     assert kubectl("auth", "can-i", "create", "pods").strip() == "yes"
     header = kubectl("get", "crd").splitlines()[0].split()
     assert header == ["NAME", "CREATED", "AT"]
+
+
+def test_server_side_apply(kubectl, tmp_path: Path) -> None:
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ssa", "labels": {"a": "1"}},
+        "data": {"k": "v1"},
+    }
+    path = tmp_path / "cm.yaml"
+    path.write_text(yaml.safe_dump(cm))
+    assert "configmap/ssa serverside-applied" in kubectl("apply", "--server-side", "-f", str(path))
+    cm["data"]["k"] = "v2"
+    path.write_text(yaml.safe_dump(cm))
+    kubectl("apply", "--server-side", "-f", str(path))
+    assert kubectl("get", "cm", "ssa", "-o", "jsonpath={.data.k} {.metadata.labels.a}") == "v2 1"
+    gadgetless = {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "GenericJob",
+        "metadata": {"name": "ssa"},
+        "spec": {
+            "replicaSpecs": [
+                {
+                    "type": "worker",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {"containers": [{"name": "w", "image": "python", "command": ["true"]}]}
+                    },
+                }
+            ]
+        },
+    }
+    path.write_text(yaml.safe_dump(gadgetless))
+    assert "serverside-applied" in kubectl("apply", "--server-side", "-f", str(path))

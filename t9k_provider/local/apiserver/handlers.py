@@ -19,7 +19,7 @@ from aiohttp import web
 from t9k_provider.local import logs
 from t9k_provider.local.apiserver import discovery, errors, protobuf, tables
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, deep_copy, store_key
-from t9k_provider.local.apiserver.patch import PatchError, apply_patch
+from t9k_provider.local.apiserver.patch import APPLY_PATCH, PatchError, apply_patch
 from t9k_provider.local.apiserver.resources import Registry, Resource
 from t9k_provider.local.apiserver.watch import Hub, Watcher
 from t9k_provider.local.store import Compacted, Key
@@ -273,6 +273,15 @@ class Handlers:
             return respond(self.objects.view(res, updated), 200 if existed else 201)  # Lease PUT creates
         if method == "PATCH":
             ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+            if ctype == APPLY_PATCH:
+                if not request.query.get("fieldManager"):
+                    raise errors.bad_request(
+                        "PATCH requests with application/apply-patch+yaml require the fieldManager parameter"
+                    )
+                applied, created = self.objects.apply(
+                    res, ns, name, await request.read(), subresource=sub, dry_run=dry_run, strict=strict
+                )
+                return respond(self.objects.view(res, applied), 201 if created else 200)
             patched = self.objects.patch(
                 res, ns, name, await request.read(), ctype, subresource=sub, dry_run=dry_run, strict=strict
             )

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import yaml
+
 from t9k_provider.local.apiserver import errors, kinds
 from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.patch import PatchError, apply_patch
+from t9k_provider.local.apiserver.patch import PatchError, apply_patch, merge_patch, strategic_merge_patch
 from t9k_provider.local.apiserver.resources import Registry, Resource
 from t9k_provider.local.apiserver.schema import apply_defaults, prune
 from t9k_provider.local.apiserver.schema import validate as validate_schema
@@ -35,6 +37,7 @@ _SYSTEM_META = (
     "selfLink",
     "managedFields",
 )
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 CRD_CLEANUP = "customresourcecleanup.apiextensions.k8s.io"
@@ -276,6 +279,60 @@ class Objects:
             patched = apply_patch(deep_copy(base), body, content_type, kind=res.kind, custom=res.custom)
         except PatchError as exc:
             raise errors.ApiError(exc.code, exc.reason, exc.message) from exc
+        return self._write_patched(res, namespace, name, current, patched, subresource, dry_run, strict)
+
+    def apply(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        body: bytes,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+        strict: bool = False,
+    ) -> tuple[dict[str, Any], bool]:
+        """Server-side apply, approximated: create when missing, else merge the applied configuration in
+        (strategic merge for built-in kinds, merge patch for custom resources). There is no field ownership:
+        fields a manager stops applying are kept, and conflicts are never reported. Returns (object, created).
+        """
+        try:
+            applied = yaml.load(body, Loader=_YAML_LOADER)
+        except yaml.YAMLError as exc:
+            raise errors.bad_request(f"error decoding YAML: {exc}") from None
+        if not isinstance(applied, dict):
+            raise errors.bad_request("the applied configuration must be an object")
+        meta = applied.setdefault("metadata", {})
+        if not isinstance(meta, dict) or meta.get("name", name) != name:
+            raise errors.bad_request(
+                "the name of the applied configuration does not match the name on the URL"
+            )
+        meta["name"] = name
+        current = self.store.get(store_key(res, namespace, name))
+        if current is None:
+            if subresource:
+                raise errors.not_found(res.plural, res.group, name)
+            return self.create(res, namespace, applied, dry_run=dry_run, strict=strict), True
+        base = deep_copy(self.view(res, current))
+        try:
+            merged = (
+                merge_patch(base, applied) if res.custom else strategic_merge_patch(base, applied, res.kind)
+            )
+        except PatchError as exc:
+            raise errors.ApiError(exc.code, exc.reason, exc.message) from exc
+        return self._write_patched(res, namespace, name, current, merged, subresource, dry_run, strict), False
+
+    def _write_patched(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        current: dict[str, Any],
+        patched: Any,
+        subresource: str,
+        dry_run: bool,
+        strict: bool,
+    ) -> dict[str, Any]:
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise errors.bad_request("the patch result is not an object")
         rv = patched["metadata"].get("resourceVersion")
