@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 CRD_PLURAL = "customresourcedefinitions"
 EVENT_TTL_SECONDS = 3600
 EVENT_SWEEP_SECONDS = 60
+MIN_PASS_INTERVAL = 0.05
 
 
 def _condition(ctype: str, status: str, reason: str, message: str) -> dict[str, Any]:
@@ -74,7 +75,8 @@ class Controllers:
             if loop.time() >= next_expiry:
                 next_expiry = loop.time() + EVENT_SWEEP_SECONDS
                 self._try("expire events", self.expire_events, datetime.now(timezone.utc))
-            await asyncio.sleep(0)
+            # A pass scans every owner reference; at most ~20 passes a second keeps write bursts cheap.
+            await asyncio.sleep(MIN_PASS_INTERVAL)
 
     def reconcile(self) -> None:
         """One pass of every controller; each step is independent and logs (never raises) its failures."""
