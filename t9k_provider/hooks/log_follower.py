@@ -34,6 +34,8 @@ class LogFollower:
         self.select = select
         self.cursors: dict[str, list[int]] = dict(cursors or {})
         self.log = log or logging.getLogger(__name__)
+        self._read_limits: dict[str, int] = {}
+        self._warned: set[str] = set()
 
     def poll(self) -> int:
         """Print every new line of the selected containers; return how many lines were printed."""
@@ -55,12 +57,17 @@ class LogFollower:
         printed = 0
         for _ in range(MAX_READS_PER_POLL):
             cursor = self.cursors.get(key)
+            limit = self._read_limits.get(key, pod_logs.READ_LIMIT_BYTES)
             try:
                 text = self.hook.read_pod_log(
-                    self.namespace, name, container, since_seconds=pod_logs.since_seconds(cursor, time.time())
+                    self.namespace,
+                    name,
+                    container,
+                    since_seconds=pod_logs.since_seconds(cursor, time.time()),
+                    limit_bytes=limit,
                 )
             except Exception as exc:
-                self.log.debug("log of %s/%s not readable yet: %s", name, container, exc)
+                self._report(key, f"cannot read the log of {name}/{container}: {exc}", exc)
                 return printed
             lines, moved = pod_logs.advance(pod_logs.parse_lines(text), cursor)
             for line in lines:
@@ -68,9 +75,32 @@ class LogFollower:
             printed += len(lines)
             if moved is not None:
                 self.cursors[key] = moved
-            if not lines or len(text.encode()) < pod_logs.READ_LIMIT_BYTES:
+            full = len(text.encode()) >= limit
+            if not full:
+                return printed
+            if not lines and cursor is not None:
+                # Only already-seen lines filled the read: read more, or (over the cap) give up that burst.
+                if limit < pod_logs.MAX_READ_LIMIT_BYTES:
+                    self._read_limits[key] = limit * 4
+                    continue
+                self.cursors[key] = pod_logs.skip_to_recent(time.time())
+                self.log.warning(
+                    "[%s/%s] more log output than can be read back (%d MiB within a few seconds): "
+                    "lines before now were skipped",
+                    name,
+                    container,
+                    pod_logs.MAX_READ_LIMIT_BYTES >> 20,
+                )
                 return printed
         return printed
+
+    def _report(self, key: str, message: str, exc: BaseException) -> None:
+        """A container that has not started yet answers 400: expected, so quiet; anything else once loud."""
+        if getattr(exc, "status", None) == 400 or key in self._warned:
+            self.log.debug("%s", message)
+            return
+        self._warned.add(key)
+        self.log.warning("%s", message)
 
     def tail(self, pod_name: str, containers: Sequence[str], lines: int) -> list[str]:
         """Last ``lines`` lines of each container of one pod, for failure reports."""

@@ -14,8 +14,12 @@ from typing import NamedTuple
 
 Cursor = list[int]
 
-#: Upper bound of one log read, so a chatty replica can never exhaust the worker's memory.
+#: Size of one log read, so a chatty replica can never exhaust the worker's memory.
 READ_LIMIT_BYTES = 1 << 20
+#: A read that returned only already-seen lines grows (x4) up to this, to get past a burst of output.
+MAX_READ_LIMIT_BYTES = 16 << 20
+#: Extra seconds re-read before the cursor, absorbing clock skew between worker and cluster.
+SINCE_MARGIN_SECONDS = 2
 
 
 class LogLine(NamedTuple):
@@ -82,4 +86,9 @@ def since_seconds(cursor: Cursor | None, now: float) -> int | None:
     ``sinceTime``); the lines re-read from that second are dropped by ``advance``."""
     if not cursor or cursor[0] < 0:
         return None
-    return max(1, math.ceil(now - cursor[0] // 1_000_000_000) + 1)
+    return max(1, math.ceil(now - cursor[0] // 1_000_000_000) + SINCE_MARGIN_SECONDS)
+
+
+def skip_to_recent(now: float) -> Cursor:
+    """A cursor a margin before ``now``: the way out when even the largest read holds no new line."""
+    return [int((now - SINCE_MARGIN_SECONDS) * 1_000_000_000), 0]

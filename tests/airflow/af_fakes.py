@@ -154,6 +154,8 @@ class FakeHook:
         text = self.logs.get((pod, container), "")
         if kwargs.get("tail_lines"):
             text = "\n".join(text.splitlines()[-kwargs["tail_lines"] :])
+        if kwargs.get("limit_bytes"):
+            text = text.encode()[: kwargs["limit_bytes"]].decode(errors="ignore")
         return text
 
     def list_events(self, namespace: str, involved_name: str) -> list[dict[str, Any]]:

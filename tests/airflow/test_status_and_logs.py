@@ -136,7 +136,8 @@ def test_cursor_never_repeats_or_skips_lines() -> None:
     lines, cursor = pod_logs.advance(pod_logs.parse_lines(more), cursor)
     assert [line.text for line in lines] == ["three"]
     # sinceSeconds reaches back to the cursor's whole second (03:04:06), seen from 03:04:10.5
-    assert pod_logs.since_seconds(cursor, 1767323050.5) == 6
+    # back to the cursor's whole second (4.5 s -> 5) plus the clock-skew margin
+    assert pod_logs.since_seconds(cursor, 1767323050.5) == 5 + pod_logs.SINCE_MARGIN_SECONDS
     assert pod_logs.advance(pod_logs.parse_lines(more), cursor) == ([], cursor)
 
 
@@ -229,3 +230,54 @@ def test_blocking_pod_problems_fail_after_their_grace() -> None:
     verdict = limits.check_pods([_pod_waiting("ImagePullBackOff")], 155, seen)
     assert verdict is not None and verdict.status == "timeout" and "pod_error_timeout=30s" in verdict.message
     assert not WaitLimits().watches_pods and limits.watches_pods
+
+
+def test_log_follower_reads_past_a_burst_of_already_seen_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pod_logs, "READ_LIMIT_BYTES", 64)
+    monkeypatch.setattr(pod_logs, "MAX_READ_LIMIT_BYTES", 1024)
+    hook = FakeHook()
+    hook.pods = [pod("j-worker-0", "worker", 0, "j")]
+    burst = "".join(f"2026-01-02T03:04:05.{i:09d}Z old line {i}\n" for i in range(1, 11))
+    hook.logs[("j-worker-0", "main")] = burst + "2026-01-02T03:04:06Z new line\n"
+    seen = pod_logs.parse_timestamp_ns("2026-01-02T03:04:05.000000010Z")
+    follower = LogFollower(
+        hook, "ns", "tensorstack.dev/owner-name=j", lambda _: True, {"pod-j-worker-0/main": [seen, 1]}
+    )
+    assert follower.poll() == 1
+    assert follower.cursors["pod-j-worker-0/main"][0] == pod_logs.parse_timestamp_ns("2026-01-02T03:04:06Z")
+
+
+def test_log_follower_skips_a_burst_it_cannot_read_past(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pod_logs, "READ_LIMIT_BYTES", 32)
+    monkeypatch.setattr(pod_logs, "MAX_READ_LIMIT_BYTES", 32)
+    hook = FakeHook()
+    hook.pods = [pod("j-worker-0", "worker", 0, "j")]
+    hook.logs[("j-worker-0", "main")] = "".join(f"2026-01-02T03:04:05.{i:09d}Z x\n" for i in range(1, 11))
+    cursor = [pod_logs.parse_timestamp_ns("2026-01-02T03:04:05.000000010Z"), 1]
+    follower = LogFollower(
+        hook, "ns", "tensorstack.dev/owner-name=j", lambda _: True, {"pod-j-worker-0/main": cursor}
+    )
+    before = time.time()
+    follower.poll()
+    moved = follower.cursors["pod-j-worker-0/main"]
+    assert moved[0] > cursor[0] and moved[0] <= time.time() * 1e9  # past the burst, never in the future
+    assert moved[0] >= (before - pod_logs.SINCE_MARGIN_SECONDS - 1) * 1e9
+
+
+def test_log_read_errors_are_reported_once(caplog: pytest.LogCaptureFixture) -> None:
+    from af_fakes import api_error
+
+    hook = FakeHook()
+    hook.pods = [pod("j-worker-0", "worker", 0, "j")]
+    failures = [api_error(403, "forbidden"), api_error(403, "forbidden")]
+
+    def forbidden(*args: object, **kwargs: object) -> str:
+        raise failures.pop(0)
+
+    hook.read_pod_log = forbidden  # type: ignore[method-assign]
+    logger = logging.getLogger("t9k-test-follower-errors")
+    follower = LogFollower(hook, "ns", "tensorstack.dev/owner-name=j", lambda _: True, log=logger)
+    with caplog.at_level(logging.WARNING, logger="t9k-test-follower-errors"):
+        follower.poll()
+        follower.poll()
+    assert caplog.text.count("cannot read the log of j-worker-0/main") == 1
