@@ -1,4 +1,4 @@
-"""HTTP side of the API server: path routing, parameters, content negotiation, list/watch/log streaming."""
+"""HTTP side of the API server: path routing, list (with paging), watch streaming, delete options."""
 
 from __future__ import annotations
 
@@ -8,106 +8,32 @@ import json
 import logging
 import random
 from collections import Counter
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
 from aiohttp import web
 
-from t9k_provider.local import logs
-from t9k_provider.local.apiserver import discovery, errors, protobuf, tables
-from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, deep_copy, store_key
-from t9k_provider.local.apiserver.patch import APPLY_PATCH, PatchError, apply_patch
+from t9k_provider.local.apiserver import discovery, errors, subresources, tables
+from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, store_key
+from t9k_provider.local.apiserver.patch import APPLY_PATCH
 from t9k_provider.local.apiserver.resources import Registry, Resource
 from t9k_provider.local.apiserver.watch import Hub, Watcher
+from t9k_provider.local.apiserver.wire import (
+    JSON,
+    TRUE,
+    Route,
+    check_accept,
+    error_response,
+    parse_bool,
+    parse_int,
+    read_body,
+    respond,
+)
 from t9k_provider.local.store import Compacted, Key
 
 log = logging.getLogger(__name__)
-JSON = "application/json"
-PROTOBUF = "application/vnd.kubernetes.protobuf"
-BODY_TYPES = ["application/json", "application/yaml", PROTOBUF]
-_TRUE = {"1", "t", "true"}
-_FALSE = {"0", "f", "false"}
 BOOKMARK_SECONDS = 1.0
 NAMESPACE_SUBRESOURCES = {"status", "finalize"}
-
-
-@dataclass
-class Route:
-    res: Resource
-    namespace: str | None  # None: all namespaces (collection) or a cluster-scoped resource
-    name: str
-    subresource: str
-
-
-def parse_bool(request: web.Request, name: str) -> bool:
-    """Go ``strconv.ParseBool``: ``true/True/TRUE/1/t`` and the false equivalents (spec T3)."""
-    value = request.query.get(name)
-    if value is None or value == "":
-        return False
-    lowered = value.lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise errors.bad_request(f'strconv.ParseBool: parsing "{value}": invalid syntax')
-
-
-def parse_int(request: web.Request, name: str) -> int | None:
-    value = request.query.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise errors.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
-
-
-def respond(body: Any, status: int = 200) -> web.Response:
-    return web.Response(text=json.dumps(body, separators=(",", ":")), status=status, content_type=JSON)
-
-
-def error_response(exc: errors.ApiError) -> web.Response:
-    return respond(exc.status(), exc.code)
-
-
-def check_accept(request: web.Request) -> bool:
-    """Whether JSON is acceptable (spec T5); returns True when a Table was asked for."""
-    accept = request.headers.get("Accept", "")
-    if not accept.strip():
-        return False
-    acceptable = False
-    for part in accept.split(","):
-        media = part.split(";", 1)[0].strip().lower()
-        if media in ("application/json", "*/*", "application/*", "application/json-seq", "text/plain"):
-            acceptable = True
-    if not acceptable:
-        raise errors.not_acceptable(accept)
-    return tables.wants_table(accept)
-
-
-async def read_body(request: web.Request) -> Any:
-    raw = await request.read()
-    ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-    if ctype and ctype not in BODY_TYPES:
-        raise errors.unsupported_media_type(BODY_TYPES)
-    if ctype == PROTOBUF:
-        try:
-            return protobuf.decode_object(raw)
-        except protobuf.UnsupportedKind:
-            raise errors.unsupported_media_type(BODY_TYPES[:2]) from None
-        except protobuf.ProtobufError as exc:
-            raise errors.bad_request(f"unable to decode the protobuf body: {exc}") from None
-    if not raw.strip():
-        return None
-    try:
-        if ctype == "application/yaml":
-            return yaml.safe_load(raw)
-        return json.loads(raw)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
 
 
 class ItemCache:
@@ -222,7 +148,7 @@ class Handlers:
         if res.review:
             if method != "POST" or name:
                 raise errors.method_not_allowed()
-            return respond(_allow_review(res, await read_body(request)), 201)
+            return respond(subresources.review(res, await read_body(request)), 201)
         dry_run = request.query.get("dryRun") == "All"
         strict = request.query.get("fieldValidation") == "Strict"
         if not name:
@@ -243,13 +169,13 @@ class Handlers:
         if sub == "log":
             if method != "GET":
                 raise errors.method_not_allowed()
-            return await self.pod_log(request, route)
+            return await subresources.pod_log(self.objects, self.state_dir, request, route)
         if sub == "binding":
             if method != "POST":
                 raise errors.method_not_allowed()
-            return self.bind(route, await read_body(request))
+            return subresources.bind(self.objects, route, await read_body(request))
         if sub == "scale":
-            return await self.scale(request, route)
+            return await subresources.scale(self.objects, request, route)
         if method == "GET":
             if parse_bool(request, "watch"):
                 return await self.watch(request, route, want_table)
@@ -265,7 +191,7 @@ class Handlers:
         if method == "PUT":
             body = await read_body(request)
             if sub == "finalize":
-                return respond(self._finalize(res, name, body))
+                return respond(subresources.finalize(self.objects, res, name, body))
             existed = self.objects.store.get(store_key(res, ns, name)) is not None
             updated = self.objects.update(
                 res, ns, name, body, subresource=sub, dry_run=dry_run, strict=strict
@@ -550,160 +476,6 @@ class Handlers:
             }
         )
 
-    # -- subresources --------------------------------------------------------------------------------------
-
-    def bind(self, route: Route, body: Any) -> web.Response:
-        res, ns, name = route.res, route.namespace or "", route.name
-        pod = self.objects.get(res, ns, name)
-        target = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
-        if not target:
-            raise errors.invalid(
-                "Binding",
-                "",
-                name,
-                [{"reason": "FieldValueRequired", "message": "Required value", "field": "target.name"}],
-                f'Binding "{name}" is invalid: target.name: Required value',
-            )
-        spec = pod.get("spec") or {}
-        if spec.get("nodeName"):
-            raise errors.conflict(
-                "pods/binding", "", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
-            )
-        if pod["metadata"].get("deletionTimestamp"):
-            raise errors.conflict(
-                "pods/binding", "", name, f"pod {name} is being deleted, cannot be assigned to a host"
-            )
-        new = deep_copy(pod)
-        new["spec"]["nodeName"] = target
-        status = new.setdefault("status", {})
-        conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-        )
-        status["conditions"] = conditions
-        self.objects.store.update(res.storage_group, res.storage_resource, new)
-        return respond(
-            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
-        )
-
-    def _finalize(self, res: Resource, name: str, body: Any) -> dict[str, Any]:
-        current = self.objects.get(res, "", name)
-        if not isinstance(body, dict):
-            raise errors.bad_request("the body of a finalize must be a Namespace")
-        new = deep_copy(current)
-        new["spec"] = {
-            **(current.get("spec") or {}),
-            "finalizers": list(((body.get("spec") or {}).get("finalizers")) or []),
-        }
-        return self.objects.view(res, self.objects.write(res, current, new))
-
-    async def scale(self, request: web.Request, route: Route) -> web.Response:
-        res, ns, name = route.res, route.namespace or "", route.name
-        spec_path = (res.scale or {}).get("specReplicasPath", ".spec.replicas")
-        status_path = (res.scale or {}).get("statusReplicasPath", ".status.replicas")
-        current = self.objects.get(res, ns, name)
-        scale = _scale_of(current, spec_path, status_path, (res.scale or {}).get("labelSelectorPath"))
-        if request.method == "GET":
-            return respond(scale)
-        if request.method == "PUT":
-            body = await read_body(request)
-        elif request.method == "PATCH":
-            ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-            try:
-                body = apply_patch(deep_copy(scale), await request.read(), ctype, kind="Scale", custom=True)
-            except PatchError as exc:
-                raise errors.ApiError(exc.code, exc.reason, exc.message) from exc
-        else:
-            raise errors.method_not_allowed()
-        replicas = ((body or {}).get("spec") or {}).get("replicas") if isinstance(body, dict) else None
-        if not isinstance(replicas, int) or replicas < 0:
-            raise errors.invalid(
-                "Scale",
-                "autoscaling",
-                name,
-                [
-                    {
-                        "reason": "FieldValueInvalid",
-                        "message": f"Invalid value: {replicas}: must be a non-negative integer",
-                        "field": "spec.replicas",
-                    }
-                ],
-                f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}',
-            )
-        rv = (body.get("metadata") or {}).get("resourceVersion")
-        if rv and rv != current["metadata"]["resourceVersion"]:
-            raise errors.conflict(res.plural, res.group, name)
-        new = deep_copy(current)
-        _set_path(new, spec_path, replicas)
-        updated = self.objects.write(res, current, new)
-        return respond(_scale_of(updated, spec_path, status_path, (res.scale or {}).get("labelSelectorPath")))
-
-    # -- pods/log ------------------------------------------------------------------------------------------
-
-    async def pod_log(self, request: web.Request, route: Route) -> web.StreamResponse:
-        res, ns, name = route.res, route.namespace or "", route.name
-        pod = self.objects.get(res, ns, name)
-        spec, status = pod.get("spec") or {}, pod.get("status") or {}
-        names = [c.get("name") for c in spec.get("containers") or ()]
-        init_names = [c.get("name") for c in spec.get("initContainers") or ()]
-        container = request.query.get("container", "")
-        if not container:
-            if len(names) != 1:
-                message = (
-                    f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
-                )
-                if init_names:
-                    message += f" or one of the init containers: [{' '.join(init_names)}]"
-                raise errors.bad_request(message)
-            container = names[0]
-        if container not in names and container not in init_names:
-            raise errors.bad_request(f"container {container} is not valid for pod {name}")
-        statuses = [*(status.get("containerStatuses") or ()), *(status.get("initContainerStatuses") or ())]
-        cstatus = next((s for s in statuses if s.get("name") == container), None)
-        restart, follow = _log_instance(
-            cstatus, container, name, parse_bool(request, "previous"), parse_bool(request, "follow")
-        )
-        since_time = _since(request)
-        tail = parse_int(request, "tailLines")
-        limit = parse_int(request, "limitBytes")
-        if (tail is not None and tail < 0) or (limit is not None and limit <= 0):
-            raise errors.bad_request("tailLines and limitBytes must be positive")
-        path = logs.container_log_path(self.state_dir, pod, container, restart)
-        uid = pod["metadata"]["uid"]
-        key = store_key(res, ns, name)
-
-        async def finished() -> bool:
-            current = self.objects.store.get(key)
-            if current is None or current["metadata"].get("uid") != uid:
-                return True
-            return logs.container_finished(path)
-
-        response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        try:
-            async for chunk in logs.read_log(
-                path,
-                follow=follow,
-                timestamps=parse_bool(request, "timestamps"),
-                tail_lines=tail,
-                since_time=since_time,
-                limit_bytes=limit,
-                finished=finished,
-            ):
-                await response.write(chunk)
-            await response.write_eof()
-        except ConnectionResetError:
-            pass  # the client went away
-        except Exception:
-            log.exception("log stream of %s failed", request.path_qs)
-        return response
-
     # -- test hooks ----------------------------------------------------------------------------------------
 
     async def _embedded(self, request: web.Request, parts: list[str]) -> web.Response:
@@ -725,90 +497,4 @@ def _access(request: web.Request) -> str:
     """``watch`` (one long request), ``read`` (other GETs) or ``write``, as the controller's metrics say."""
     if request.method not in ("GET", "HEAD"):
         return "write"
-    return "watch" if request.query.get("watch", "").lower() in _TRUE else "read"
-
-
-def _log_instance(
-    cstatus: dict[str, Any] | None, container: str, pod: str, previous: bool, follow: bool
-) -> tuple[int, bool]:
-    """The run whose log is served (its restart index) and whether to follow it, as the kubelet decides."""
-    status = cstatus or {}
-    restarts = int(status.get("restartCount") or 0)
-    state, last = status.get("state") or {}, status.get("lastState") or {}
-    if previous:
-        if not last.get("terminated") or restarts == 0:
-            raise errors.bad_request(f'previous terminated container "{container}" in pod "{pod}" not found')
-        return restarts - 1, False
-    if "running" in state or "terminated" in state:
-        return restarts, follow
-    if last.get("terminated") and restarts > 0:  # e.g. CrashLoopBackOff: the last run's output
-        return restarts - 1, False
-    reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
-    if reason == "ErrImagePull":
-        reason = "image can't be pulled"
-    elif reason == "ImagePullBackOff":
-        reason = "trying and failing to pull image"
-    raise errors.bad_request(f'container "{container}" in pod "{pod}" is waiting to start: {reason}')
-
-
-def _allow_review(res: Resource, body: Any) -> dict[str, Any]:
-    """The single token has full access, so every access review is allowed."""
-    if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
-        raise errors.bad_request(f"a {res.kind} needs a spec")
-    return {
-        "kind": res.kind,
-        "apiVersion": res.group_version,
-        "metadata": {"creationTimestamp": None},
-        "spec": body["spec"],
-        "status": {"allowed": True, "reason": "t9k-local: the cluster token has full access"},
-    }
-
-
-def _since(request: web.Request) -> datetime | None:
-    seconds = parse_int(request, "sinceSeconds")
-    if seconds is not None:
-        if seconds <= 0:
-            raise errors.bad_request("sinceSeconds must be a positive integer")
-        return datetime.now(timezone.utc) - timedelta(seconds=seconds)
-    text = request.query.get("sinceTime")
-    if not text:
-        return None
-    try:
-        return logs.parse_timestamp(text)
-    except ValueError:
-        raise errors.bad_request(f'parsing time "{text}" as RFC3339: cannot parse') from None
-
-
-def _get_path(obj: Any, path: str) -> Any:
-    for part in path.strip(".").split("."):
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
-
-
-def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
-    *parents, leaf = path.strip(".").split(".")
-    for part in parents:
-        obj = obj.setdefault(part, {})
-    obj[leaf] = value
-
-
-def _scale_of(
-    obj: dict[str, Any], spec_path: str, status_path: str, selector_path: str | None
-) -> dict[str, Any]:
-    meta = obj["metadata"]
-    status: dict[str, Any] = {"replicas": _get_path(obj, status_path) or 0}
-    if selector_path and _get_path(obj, selector_path):
-        status["selector"] = _get_path(obj, selector_path)
-    return {
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {
-            k: meta[k]
-            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-            if k in meta
-        },
-        "spec": {"replicas": _get_path(obj, spec_path) or 0},
-        "status": status,
-    }
+    return "watch" if request.query.get("watch", "").lower() in TRUE else "read"

@@ -14,10 +14,11 @@ from aiohttp import web
 
 from t9k_provider.local.apiserver import errors, kinds
 from t9k_provider.local.apiserver.controllers import CRD_PLURAL, Controllers
-from t9k_provider.local.apiserver.handlers import Handlers, error_response, respond
+from t9k_provider.local.apiserver.handlers import Handlers
 from t9k_provider.local.apiserver.objects import Objects, deep_copy
 from t9k_provider.local.apiserver.resources import CRD_GROUP, Registry
 from t9k_provider.local.apiserver.watch import Hub
+from t9k_provider.local.apiserver.wire import error_response, respond
 from t9k_provider.local.store import Store
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,95 @@
+"""Request parsing and response encoding shared by the API server's handlers (spec 3.1)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from t9k_provider.local.apiserver import errors, protobuf, tables
+from t9k_provider.local.apiserver.resources import Resource
+
+JSON = "application/json"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+BODY_TYPES = ["application/json", "application/yaml", PROTOBUF]
+TRUE = {"1", "t", "true"}
+_FALSE = {"0", "f", "false"}
+
+
+@dataclass
+class Route:
+    res: Resource
+    namespace: str | None  # None: all namespaces (collection) or a cluster-scoped resource
+    name: str
+    subresource: str
+
+
+def parse_bool(request: web.Request, name: str) -> bool:
+    """Go ``strconv.ParseBool``: ``true/True/TRUE/1/t`` and the false equivalents (spec T3)."""
+    value = request.query.get(name)
+    if value is None or value == "":
+        return False
+    lowered = value.lower()
+    if lowered in TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise errors.bad_request(f'strconv.ParseBool: parsing "{value}": invalid syntax')
+
+
+def parse_int(request: web.Request, name: str) -> int | None:
+    value = request.query.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise errors.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
+
+
+def respond(body: Any, status: int = 200) -> web.Response:
+    return web.Response(text=json.dumps(body, separators=(",", ":")), status=status, content_type=JSON)
+
+
+def error_response(exc: errors.ApiError) -> web.Response:
+    return respond(exc.status(), exc.code)
+
+
+def check_accept(request: web.Request) -> bool:
+    """Whether JSON is acceptable (spec T5); returns True when a Table was asked for."""
+    accept = request.headers.get("Accept", "")
+    if not accept.strip():
+        return False
+    acceptable = False
+    for part in accept.split(","):
+        media = part.split(";", 1)[0].strip().lower()
+        if media in ("application/json", "*/*", "application/*", "application/json-seq", "text/plain"):
+            acceptable = True
+    if not acceptable:
+        raise errors.not_acceptable(accept)
+    return tables.wants_table(accept)
+
+
+async def read_body(request: web.Request) -> Any:
+    raw = await request.read()
+    ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+    if ctype and ctype not in BODY_TYPES:
+        raise errors.unsupported_media_type(BODY_TYPES)
+    if ctype == PROTOBUF:
+        try:
+            return protobuf.decode_object(raw)
+        except protobuf.UnsupportedKind:
+            raise errors.unsupported_media_type(BODY_TYPES[:2]) from None
+        except protobuf.ProtobufError as exc:
+            raise errors.bad_request(f"unable to decode the protobuf body: {exc}") from None
+    if not raw.strip():
+        return None
+    try:
+        if ctype == "application/yaml":
+            return yaml.safe_load(raw)
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
