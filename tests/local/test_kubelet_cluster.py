@@ -22,7 +22,7 @@ PY = "python"  # resolved through the pod PATH: the cluster's own interpreter
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    os.environ["T9K_LOCAL_RESTART_BACKOFF"] = "1"
+    os.environ["T9K_LOCAL_RESTART_BACKOFF"] = "2"  # a second restart backs off 2 s: BackOff is observable
     c = LocalCluster(tmp_path_factory.mktemp("kubelet-cluster"), controller=False)
     c.start()
     try:
@@ -580,3 +580,17 @@ def test_hosts_files_follow_pods_and_services_created_later(core: client.CoreV1A
         "False",  # no nameserver: lookups of unknown names never leave the pod
     ]
     core.delete_namespaced_pod("late-0", ns, grace_period_seconds=0)
+
+
+def test_batch_job_counts_restarts_under_on_failure(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    batch = client.BatchV1Api(cluster.api_client())
+    job = _job("crashy", "import sys; sys.exit(2)", backoffLimit=1)
+    job["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    batch.create_namespaced_job(ns, job)
+    done = wait_for("failed", _job_condition(batch, "crashy", ns), timeout=40)
+    failed = next(cd for cd in done.status.conditions if cd.type == "Failed")
+    assert failed.reason == "BackoffLimitExceeded"
+    wait_for("pod deleted", lambda: not core.list_namespaced_pod(ns, label_selector="job-name=crashy").items)
+    assert "SuccessfulDelete" in {e.reason for e in core.list_namespaced_event(ns).items}
