@@ -208,7 +208,10 @@ def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="t9k-local", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="t9k-local",
+        description="Start, stop and inspect the embedded local cluster (docs/local-cluster.md).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
