@@ -78,6 +78,9 @@ class FakeTI:
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcoms[key] = value
 
+    def get_first_reschedule_date(self, context: Any) -> None:
+        return None  # first poke of a rescheduled sensor
+
 
 class FakeHook:
     """The ``T9kHook`` surface the operator and sensor use, over an in-memory store.

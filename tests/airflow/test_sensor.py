@@ -102,3 +102,12 @@ def test_deferrable_finishes_immediately_when_already_done(
 ) -> None:
     put(fake_hook, "Succeeded")
     sensor(fake_hook, deferrable=True).execute(context)
+
+
+def test_reschedule_mode_frees_the_worker_between_pokes(fake_hook: FakeHook, context: dict[str, Any]) -> None:
+    from airflow.sdk.exceptions import AirflowRescheduleException
+
+    put(fake_hook, "Running")
+    context["task_reschedule_count"] = 0
+    with pytest.raises(AirflowRescheduleException):
+        sensor(fake_hook, mode="reschedule").execute(context)
