@@ -45,7 +45,7 @@ with DAG(
                             "containers": [
                                 {
                                     "name": "worker",
-                                    "image": "deepspeed/deepspeed:latest",
+                                    "image": "deepspeed/deepspeed:v072_torch112_cu117",
                                     "volumeMounts": [
                                         {"name": "workspace", "mountPath": "/workspace", "readOnly": True}
                                     ],

@@ -3,7 +3,8 @@
 The controller gives the workers SSH keys and runs sshd in them, writes the hostfile, and starts the launcher
 (``<job>-launcher``) once every worker runs; the launcher's ``mpirun`` then starts ``worker.cmd`` on the
 workers. The job succeeds when ``mpirun`` exits 0, so the launcher's log is what the task log shows. Needs an
-image with Open MPI and sshd (here ``mpioperator/openmpi``-style); each process prints its MPI rank.
+image with Python, Open MPI and sshd (here the Horovod image of the T9k tutorials); each process prints its
+MPI rank.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ with DAG(
                             "containers": [
                                 {
                                     "name": "mpi-worker",
-                                    "image": "mpioperator/openmpi:v0.6.0",
+                                    "image": "t9kpublic/horovod:sdk-0.5.2",
                                     "volumeMounts": [
                                         {"name": "workspace", "mountPath": "/workspace", "readOnly": True}
                                     ],

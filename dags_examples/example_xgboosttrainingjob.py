@@ -2,8 +2,9 @@
 
 The controller gives every replica ``MASTER_ADDR`` (the master), ``MASTER_PORT``, ``RANK`` (master 0, workers
 1..n) and ``WORLD_SIZE``: what a Rabit/``xgboost.collective`` script turns into its tracker settings. The
-script proves the wiring with a gloo all-reduce over all three replicas. The master decides the job's outcome,
-so its log is the one copied into the task log.
+script proves the wiring with a gloo all-reduce over all three replicas (hence a torch image; use an XGBoost
+image and your training script for real work). The master decides the job's outcome, so its log is the one
+copied into the task log.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def replica(replica_type: str, replicas: int) -> dict[str, Any]:
                 "containers": [
                     {
                         "name": "xgboost",
-                        "image": "python:3.11",
+                        "image": "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
                         "workingDir": "/workspace",
                         "command": ["python", "framework_env.py", "--framework", "rank"],
                         "ports": [{"name": "xgboostjob-port", "containerPort": 9999}],
