@@ -182,7 +182,10 @@ class Objects:
             except Conflict:
                 if not generated:
                     raise errors.already_exists(res.plural, res.group, meta.get("name", "")) from None
-        raise errors.already_exists(res.plural, res.group, meta.get("name", ""))
+        exhausted = errors.already_exists(res.plural, res.group, meta.get("name", ""))
+        assert exhausted.details is not None
+        exhausted.details["retryAfterSeconds"] = 1  # generateName kept colliding: the client may retry
+        raise exhausted
 
     def _prepare_create(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
