@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client, config, watch
 
 from t9k_provider.jobs.constants import GROUP, VERSION
 
@@ -51,6 +51,30 @@ class AsyncT9kClient:
 
     async def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         return await self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+
+    async def wait_for_change(
+        self, plural: str, namespace: str, name: str, resource_version: str, timeout: float
+    ) -> bool:
+        """Long-poll: True as soon as the job changes after ``resource_version``, False after ``timeout``.
+
+        A watch on the one object (``metadata.name`` field selector) from the version last read, closed by
+        the server after ``timeoutSeconds``; callers re-read the job rather than trusting the event.
+        """
+        stream = watch.Watch()
+        async with stream.stream(
+            self._custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            field_selector=f"metadata.name={name}",
+            resource_version=resource_version,
+            timeout_seconds=max(1, round(timeout)),
+        ) as events:
+            async for event in events:
+                if event.get("type") != "BOOKMARK":
+                    return True
+        return False
 
     async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         if self._api_client is None:

@@ -1,6 +1,7 @@
 """``T9kJobTrigger``: wait for a T9k Job in the triggerer without holding a worker slot.
 
-It polls the job with one GET per (jittered) interval on its own async client, enforces the absolute deadlines
+It reads the job, then waits on a resourceVersion watch of that one object until it changes or the
+(jittered) poll interval passes, on its own async client, enforces the absolute deadlines
 of ``WaitLimits``, and fires exactly one event: ``succeeded``, ``failed``, ``timeout``, ``error`` or
 ``running`` (a periodic hand-back so the worker can print new log lines). It never buffers logs, and it
 deletes the job only when a user kills the task (``on_kill``), never when the triggerer restarts.
@@ -32,6 +33,10 @@ def _airflow_at_least(major: int, minor: int) -> bool:
 TRIGGER_ON_KILL = _airflow_at_least(3, 3)
 #: Consecutive transient API failures tolerated before the trigger hands a retryable error to the task.
 MAX_CONSECUTIVE_ERRORS = 20
+#: How long past its own timeout a watch may run before it is abandoned (a server that never closes it).
+WATCH_GRACE_SECONDS = 5.0
+#: Shortest gap between two reads of the job when changes stream in quickly.
+MIN_READ_SPACING_SECONDS = 0.5
 #: Fresh clients opened after a 401, so expiring exec-plugin tokens are reloaded.
 MAX_REAUTHENTICATIONS = 3
 
@@ -181,7 +186,7 @@ class T9kJobTrigger(BaseTrigger):
                     if hand_back_at is not None and now >= hand_back_at:
                         yield self._event("running", "", job)
                         return
-                    await asyncio.sleep(self._next_sleep(limits, now))
+                    await self._wait(api, job, self._next_sleep(limits, now))
 
     async def _pods(self, api: Any) -> list[dict[str, Any]]:
         """The job's pods for fail-fast checks; a failed read only skips this round."""
@@ -190,6 +195,27 @@ class T9kJobTrigger(BaseTrigger):
         except Exception as exc:
             self.log.debug("cannot list pods of job %s: %s", self.name, exc)
             return []
+
+    async def _wait(self, api: Any, job: dict[str, Any], delay: float) -> None:
+        """Until the job changes (resourceVersion watch) or ``delay`` passes; never less than a short pause.
+
+        Any watch trouble (expired version, dropped stream, no watch support) degrades to plain sleeping.
+        """
+        started = time.monotonic()
+        version = (job.get("metadata") or {}).get("resourceVersion")
+        changed = False
+        if version:
+            try:
+                changed = await asyncio.wait_for(
+                    api.wait_for_change(self.plural, self.namespace, self.name, str(version), delay),
+                    delay + WATCH_GRACE_SECONDS,
+                )
+            except Exception as exc:
+                self.log.debug("watch on job %s ended early: %s", self.name, exc)
+        elapsed = time.monotonic() - started
+        pause = MIN_READ_SPACING_SECONDS if changed else delay
+        if elapsed < pause:
+            await asyncio.sleep(pause - elapsed)
 
     def _next_sleep(self, limits: WaitLimits, now: float) -> float:
         """Jittered poll interval, shortened so the execution deadline is observed on time."""

@@ -42,6 +42,21 @@ class FakeAsyncClient:
     async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         return self.pods
 
+    watch_calls: list[str] = []
+    #: "timeout" waits like a quiet watch, "change" returns at once, "broken" raises like a failed watch
+    watch_mode = "timeout"
+
+    async def wait_for_change(
+        self, plural: str, namespace: str, name: str, version: str, timeout: float
+    ) -> bool:
+        FakeAsyncClient.watch_calls.append(version)
+        if self.watch_mode == "change":
+            return True
+        if self.watch_mode == "broken":
+            raise api_error(410, "too old resource version")
+        await asyncio.sleep(timeout)
+        return False
+
     async def delete_job(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
         self.deletes.append((name, uid))
         return True
@@ -291,3 +306,28 @@ async def test_replica_that_cannot_start_ends_the_wait(monkeypatch: pytest.Monke
         trigger(limits={"pod_error_timeout": 0}, pod_selector="tensorstack.dev/owner-name=j")
     )
     assert event["status"] == "timeout" and "InvalidImageName" in event["message"]
+
+
+def _versioned(phase: str, version: str) -> dict:
+    out = job(phase)
+    out["metadata"]["resourceVersion"] = version
+    return out
+
+
+@pytest.mark.parametrize("mode", ["change", "broken", "timeout"])
+async def test_waits_on_a_watch_from_the_version_read(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    use_script(
+        monkeypatch, [_versioned("Running", "7"), _versioned("Running", "9"), _versioned("Succeeded", "12")]
+    )
+    monkeypatch.setattr(FakeAsyncClient, "watch_mode", mode)
+    monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
+    monkeypatch.setattr("t9k_provider.triggers.job.MIN_READ_SPACING_SECONDS", 0.01)
+    started = time.monotonic()
+    event = await first_event(trigger(poll_interval=0.2))
+    assert event["status"] == "succeeded"
+    assert FakeAsyncClient.watch_calls == ["7", "9"]
+    elapsed = time.monotonic() - started
+    if mode == "change":
+        assert elapsed < 0.3  # a change ends the wait at once
+    else:
+        assert elapsed >= 0.3  # a quiet or broken watch still waits out the interval: no hot loop
