@@ -7,8 +7,8 @@ then a summary. The cluster is always stopped (also on failure and Ctrl-C). Exit
 succeeded and the training loss fell, 1 when the pipeline failed, 2 when the demo could not run it.
 
 Everything lives under `.t9k-demo/` (or `--home`): `cluster/` is recreated on every run (state from an
-earlier, possibly killed, run cannot leak into this one); `airflow/` (metadata DB, task logs) and `data/`
-(data sets, checkpoints, one directory per run) are kept.
+earlier, possibly killed, run cannot leak into this one); `airflow/` (metadata DB), `logs/` (task logs, one
+directory per run) and `data/` (data sets and checkpoints, one directory per run) are kept.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from t9k_provider.local.kubelet.network import namespaces_available
 REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "t9k_training_pipeline"
 NAMESPACE = "default"
+# Set on every job by the operators (t9k_provider.operators.identity; importing it would load Airflow here).
 TASK_ANNOTATION = "airflow.apache.org/task-id"
 LOSS_LINE = re.compile(r"epoch (\d+)/(\d+) loss=([0-9.eE+-]+)")
 TAIL_LINES = 20
