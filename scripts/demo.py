@@ -403,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     airflow_home, data_root = home / "airflow", home / "data"
     for path in (airflow_home, data_root):
         path.mkdir(parents=True, exist_ok=True)
-    base = {**os.environ, "PATH": f"{venv_bin()}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # The user's own Airflow settings (a Postgres metadata DB, another dags folder...) must not leak in.
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    base["PATH"] = f"{venv_bin()}{os.pathsep}{os.environ.get('PATH', '')}"
     base["T9K_DEMO_FAIL"] = "1" if args.fail_training else "0"
     signal.signal(signal.SIGTERM, _interrupt)  # same path as Ctrl-C: the cluster is stopped on the way out
 
