@@ -217,6 +217,7 @@ def run_pipeline(env: dict[str, str], logical_date: str, logs: Path) -> int:
     cmd = [str(venv_bin() / "airflow"), "dags", "test", DAG_ID, logical_date]
     logs.mkdir(parents=True, exist_ok=True)
     say(f"running `airflow {' '.join(cmd[1:])}` (output in {logs}/)")
+    say("Airflow parses the DAGs and starts its in-process API server before the first task (~20 s)")
     task_log: TextIO | None = None
     state: str | None = None
     with (
