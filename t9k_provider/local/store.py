@@ -111,6 +111,27 @@ class Store:
         keys = sorted(k for k in bucket if namespace is None or k[0] == namespace)
         return [bucket[k] for k in keys]
 
+    def list_at(
+        self, group: str, resource: str, namespace: str | None, revision: int
+    ) -> list[dict[str, Any]]:
+        """The objects as they were at ``revision``: today's, with later events undone (newest first).
+
+        Raises ``Compacted`` when the history no longer reaches back to ``revision``.
+        """
+        if revision >= self.revision:
+            return self.list(group, resource, namespace)
+        bucket = self._objects.get((group, resource), {})
+        state = {k: o for k, o in bucket.items() if namespace is None or k[0] == namespace}
+        for event in reversed(list(self.events_since(revision, group, resource))):
+            ns_name = event.key[2:]
+            if namespace is not None and ns_name[0] != namespace:
+                continue
+            if event.type == ADDED or event.prev is None:
+                state.pop(ns_name, None)
+            else:
+                state[ns_name] = event.prev
+        return [state[k] for k in sorted(state)]
+
     def key_of_uid(self, uid: str) -> Key | None:
         return self._by_uid.get(uid)
 

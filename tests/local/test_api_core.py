@@ -245,6 +245,22 @@ def test_paging_with_limit_and_continue(core: client.CoreV1Api, ns: str) -> None
     assert second.metadata.resource_version == first.metadata.resource_version
 
 
+def test_pages_and_exact_lists_are_snapshots(core: client.CoreV1Api, ns: str) -> None:
+    for i in range(4):
+        core.create_namespaced_config_map(ns, {"metadata": {"name": f"s{i}"}, "data": {"v": "old"}})
+    first = core.list_namespaced_config_map(ns, limit=2)
+    core.patch_namespaced_config_map("s3", ns, {"data": {"v": "new"}})
+    core.delete_namespaced_config_map("s2", ns)
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "s9"}})
+    rest = core.list_namespaced_config_map(ns, limit=10, _continue=first.metadata._continue)
+    assert [(c.metadata.name, c.data["v"]) for c in rest.items] == [("s2", "old"), ("s3", "old")]
+    exact = core.list_namespaced_config_map(
+        ns, resource_version=first.metadata.resource_version, resource_version_match="Exact"
+    )
+    assert [c.metadata.name for c in exact.items] == ["s0", "s1", "s2", "s3"]
+    assert exact.metadata.resource_version == first.metadata.resource_version
+
+
 def test_list_accepts_resource_version_parameters(cluster: LocalCluster, ns: str) -> None:
     for query in (
         "resourceVersion=0",

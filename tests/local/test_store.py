@@ -112,3 +112,20 @@ def test_a_failed_commit_changes_nothing(tmp_path: Path) -> None:
         store.create("", "configmaps", bad)
     assert store.revision == 1
     assert store.get(("", "configmaps", "default", "b")) is None
+
+
+def test_list_at_an_older_revision_undoes_later_events(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.create("", "configmaps", _obj("a"))
+    store.create("", "configmaps", _obj("b", ns="other"))
+    at = store.revision
+    store.update("", "configmaps", {**_obj("a"), "data": {"v": "changed"}})
+    store.delete(("", "configmaps", "other", "b"))
+    store.create("", "configmaps", _obj("c"))
+    past = store.list_at("", "configmaps", None, at)
+    assert [(o["metadata"]["name"], o["data"]["v"]) for o in past] == [("a", "a"), ("b", "b")]
+    assert [o["metadata"]["name"] for o in store.list_at("", "configmaps", "default", at)] == ["a"]
+    assert store.list_at("", "configmaps", None, store.revision) == store.list("", "configmaps")
+    store.compact(at + 1)
+    with pytest.raises(Compacted):
+        store.list_at("", "configmaps", None, at)

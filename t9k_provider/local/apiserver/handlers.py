@@ -223,28 +223,36 @@ class Handlers:
     def list(self, request: web.Request, route: Route, want_table: bool) -> web.Response:
         res = route.res
         revision = self.objects.store.revision
+        snapshot: int | None = None  # an older revision to list at: Exact, or the first page's of a continue
         rv_param = request.query.get("resourceVersion", "")
         if rv_param and rv_param != "0":
             try:
                 wanted = int(rv_param)
             except ValueError:
                 raise errors.bad_request(f"invalid resource version: {rv_param}") from None
-            exact = request.query.get("resourceVersionMatch") == "Exact"
-            # Only the current snapshot is kept, so an exact list of any other revision cannot be served.
-            if exact and wanted < revision:
-                raise errors.expired(str(Compacted(wanted, revision)))
-            if exact and wanted > revision:
-                raise errors.ApiError(504, "Timeout", "Too large resource version", {"retryAfterSeconds": 1})
+            if request.query.get("resourceVersionMatch") == "Exact":
+                if wanted > revision:
+                    raise errors.ApiError(
+                        504, "Timeout", "Too large resource version", {"retryAfterSeconds": 1}
+                    )
+                snapshot = revision = wanted
+        token = request.query.get("continue", "")
+        start = ""
+        if token:
+            snapshot, start = self._decode_token(token)
+            revision = snapshot
         items = self.objects.list(
             res,
             route.namespace,
             request.query.get("labelSelector", ""),
             request.query.get("fieldSelector", ""),
+            revision=snapshot,
         )
+        if start:
+            items = [
+                o for o in items if f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" > start
+            ]
         limit = parse_int(request, "limit") or 0
-        token = request.query.get("continue", "")
-        if token:
-            revision, items = self._after_token(token, items)
         next_token = ""
         if limit > 0 and len(items) > limit:
             last = items[limit - 1]["metadata"]
@@ -270,7 +278,8 @@ class Handlers:
         body = ",".join(self.items.text(res, o) for o in items)
         return web.Response(text=f'{head[:-1]},"items":[{body}]}}', content_type=JSON)
 
-    def _after_token(self, token: str, items: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
+    def _decode_token(self, token: str) -> tuple[int, str]:
+        """(revision of the first page, last key served) from a continue token; 410 once compacted."""
         try:
             decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
             revision, start = int(decoded["rv"]), str(decoded["start"])
@@ -281,15 +290,12 @@ class Handlers:
         if revision < self.objects.store.compacted:
             raise errors.expired(
                 "The provided continue parameter is too old to display a consistent list result. You can "
-                "start "
-                "a new list without the continue parameter, or use the continue token in this response to "
-                "retrieve the remainder of the results. Continuing with the provided token results in an "
+                "start a new list without the continue parameter, or use the continue token in this response "
+                "to retrieve the remainder of the results. Continuing with the provided token results in an "
                 "inconsistent list - objects that were created, modified, or deleted between the time the "
                 "first chunk was returned and now may show up in the list."
             )
-        return revision, [
-            o for o in items if f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" > start
-        ]
+        return revision, start
 
     # -- watch ---------------------------------------------------------------------------------------------
 

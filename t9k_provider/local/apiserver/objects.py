@@ -25,7 +25,7 @@ from t9k_provider.local.apiserver.schema import apply_defaults, prune
 from t9k_provider.local.apiserver.schema import validate as validate_schema
 from t9k_provider.local.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 from t9k_provider.local.apiserver.validation import invalid_message, validate_create, validate_update
-from t9k_provider.local.store import Conflict, Key, Store
+from t9k_provider.local.store import Compacted, Conflict, Key, Store
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SYSTEM_META = (
@@ -100,12 +100,23 @@ class Objects:
         return obj
 
     def list(
-        self, res: Resource, namespace: str | None, label_selector: str = "", field_selector: str = ""
+        self,
+        res: Resource,
+        namespace: str | None,
+        label_selector: str = "",
+        field_selector: str = "",
+        revision: int | None = None,
     ) -> list[dict[str, Any]]:
+        """Matching objects now, or as they were at ``revision`` (410 Expired once compacted away)."""
         match = self.matcher(res, label_selector, field_selector)
-        items = self.store.list(
-            res.storage_group, res.storage_resource, namespace if res.namespaced else None
-        )
+        scope = namespace if res.namespaced else None
+        if revision is None:
+            items = self.store.list(res.storage_group, res.storage_resource, scope)
+        else:
+            try:
+                items = self.store.list_at(res.storage_group, res.storage_resource, scope, revision)
+            except Compacted as exc:
+                raise errors.expired(str(exc)) from None
         return [o for o in items if match(o)]
 
     def matcher(self, res: Resource, label_selector: str, field_selector: str) -> Any:
