@@ -148,3 +148,8 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: fl
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+def progress(message: str) -> None:
+    """A progress line for whoever watches a long run."""
+    print(f"[bench]   {time.strftime('%H:%M:%S')} {message}", flush=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks import manifests
-from benchmarks.api import Client, Watch, wait_until
+from benchmarks.api import Client, Watch, progress, wait_until
 from benchmarks.controller_process import PREFIX, Controller, delta, reconciles
 from benchmarks.stats import Figure
 from t9k_provider.controller.engine.names import LABEL_OWNER_NAME
@@ -194,6 +194,7 @@ def measure(
             name = f"growth-{duration:g}s-{run}".replace(".", "-")
             cost, idle = job_cost(cluster, controller, client, "GenericJob", name, namespace, duration, idle)
             growth[duration].append(cost)
+        progress(f"efficiency run {run + 1}/{runs} done")
     client.close()
 
     figures: list[Figure] = []

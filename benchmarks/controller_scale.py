@@ -7,6 +7,8 @@ the last of its 4 pods appearing on a pod watch (p50/p99); controller CPU second
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import manifests, procstat
-from benchmarks.api import Client, Watch, ensure_namespace, wait_until
+from benchmarks.api import Client, Watch, ensure_namespace, progress, wait_until
 from benchmarks.controller_efficiency import settle
 from benchmarks.controller_process import PREFIX, Controller, metric_sum, reconciles
 from benchmarks.stats import Figure, percentile
@@ -111,6 +113,26 @@ def burst(cluster: LocalCluster, controller: Controller, pods: PodTimes, jobs: i
     )
 
 
+IMPORT_PROBE = """
+import importlib, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print([l for l in open("/proc/self/status") if l.startswith("VmRSS:")][0].split()[1])
+"""
+
+
+def import_rss(*modules: str) -> float:
+    """RSS (MiB) of a fresh interpreter once it has imported ``modules``."""
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE, *modules],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return int(out.stdout.split()[-1]) / 1024
+
+
 def measure(
     cluster: LocalCluster,
     log_dir: Path,
@@ -145,21 +167,29 @@ def measure(
                     created += jobs
                 cpu_per_1000.append(cpu / count * 1000)
                 largest.append(result)
+                progress(f"run {run + 1}/{runs}: bursts done")
             names = [f"resident-{i}" for i in range(max(0, resident_jobs - created))]
             create_jobs(cluster, NAMESPACE, names)
             wait_until(lambda: pods.complete(names), 120 + len(names), "the resident jobs' pods", 0.5)
             settle(controller, quiet=2.0, timeout=300)
             rss.append(controller.rss_bytes() / 2**20)
-        for restart in range(1, runs):
+            progress(f"{resident_jobs} resident jobs created and idle")
+        for restart in range(runs):
             log = log_dir / f"controller-restart-{restart}.log"
             with Controller(cluster.kubeconfig, log) as controller:
                 settled = settle(controller, quiet=2.0, timeout=300)
                 rss.append(controller.rss_bytes() / 2**20)
                 resync_writes.append(metric_sum(settled, REQUESTS, access="write"))
+            progress(f"restarted controller {restart + 1}/{runs} synced and idle")
     finally:
         watch.stop()
         client.close()
     resident = max(resident_jobs, created)
+    controller_modules = ("t9k_provider.controller.cli", "t9k_provider.controller.engine",
+                          "t9k_provider.controller.runtime.manager")  # fmt: skip
+    imported = [import_rss(*controller_modules) for _ in range(runs)]
+    kube_client = [import_rss("kubernetes_asyncio.client") for _ in range(runs)]
+    bare = [import_rss() for _ in range(runs)]
 
     figures: list[Figure] = []
     for jobs in bursts:
@@ -180,7 +210,13 @@ def measure(
                [b.server_cpu for b in largest], digits=1),
         Figure(SECTION, "controller CPU per 1,000 reconciles", "CPU s", cpu_per_1000, digits=2),
         Figure(SECTION, f"controller RSS, {resident:,} jobs x {REPLICAS} pods cached", "MiB", rss,
+               note="the controller that created them, then restarted ones",
                target=("<", 200.0), digits=0),
+        Figure(SECTION, "RSS of an interpreter with the controller's modules imported, no cluster", "MiB",
+               imported, digits=0),
+        Figure(SECTION, "RSS of an interpreter after import kubernetes_asyncio.client alone", "MiB",
+               kube_client, digits=0),
+        Figure(SECTION, "RSS of a bare interpreter", "MiB", bare, digits=0),
     ]  # fmt: skip
     if resync_writes:
         name = f"writes by a restarted controller over {resident:,} settled jobs"

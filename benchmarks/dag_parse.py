@@ -65,6 +65,8 @@ def probe(mode: str, dags: Path, airflow_home: Path) -> dict:
 def measure(runs: int, dags: Path = DAGS) -> list[Figure]:
     with_provider, baseline = [], []
     with tempfile.TemporaryDirectory() as home:
+        for mode in ("provider", "baseoperator"):  # warm-up: bytecode cached, as a DAG processor has it
+            probe(mode, dags, Path(home))
         for _ in range(runs):  # interleaved, so a change in machine load hits both sides alike
             with_provider.append(probe("provider", dags, Path(home)))
             baseline.append(probe("baseoperator", dags, Path(home)))

@@ -179,7 +179,7 @@ def measure_round(
 
 
 def measure(
-    runs: int, objects: int = 10_000, creates: int = 1_000, watch_events: int = 200, log_writes: int = 100_000
+    runs: int, objects: int = 10_000, creates: int = 500, watch_events: int = 200, log_writes: int = 100_000
 ) -> list[Figure]:
     samples = Samples()
     with tempfile.TemporaryDirectory() as tmp:
@@ -230,7 +230,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--objects", type=int, default=10_000, help="objects present for the LIST benchmark")
-    parser.add_argument("--creates", type=int, default=1_000, help="creates timed per client mode and run")
+    parser.add_argument("--creates", type=int, default=500, help="creates timed per client mode and run")
     parser.add_argument("--watch-events", type=int, default=200)
     parser.add_argument("--log-writes", type=int, default=100_000)
     args = parser.parse_args()
