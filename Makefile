@@ -13,6 +13,13 @@ $(STAMP): requirements/dev.lock pyproject.toml
 	uv pip install --quiet --python $(PY) --no-deps -e .
 	# torch comes from pip: the machine's pip configuration points at a local CPU wheel (see README).
 	$(PY) -m pip install --quiet torch==2.13.0
+	# The local cluster's pods run the host's programs: the MPI examples need sshd and Open MPI (Debian packages).
+	@if [ ! -x /usr/sbin/sshd ] || ! command -v mpirun >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "make env: /usr/sbin/sshd or mpirun is missing; as root run: apt-get install openssh-server openmpi-bin" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openmpi-bin; \
+	fi
+	# sshd -D in a pod needs host keys and its privilege-separation directory (/run is a tmpfs: the e2e tests recreate it).
+	@if [ "$$(id -u)" = 0 ]; then ssh-keygen -A && install -d -m 0755 /run/sshd; fi
 	@touch $(STAMP)
 
 env: $(STAMP)

@@ -36,7 +36,7 @@ with DAG(
                 "worker": {
                     "replicas": 2,
                     "processesPerWorker": 1,
-                    "extraMPIArgs": ["--allow-run-as-root", "-bind-to", "none"],
+                    "extraMPIArgs": ["--allow-run-as-root", "-bind-to", "none", "-x", "PATH"],
                     "cmd": ["python", "/workspace/framework_env.py", "--framework", "mpi"],
                     "template": {
                         "spec": {

@@ -7,7 +7,10 @@ makes the training script exit 1.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -107,3 +110,33 @@ def test_failure_switch_fails_the_pipeline_at_the_training_task(
     output = capfd.readouterr().out
     assert "T9K_DEMO_FAIL is set, failing on purpose after epoch 1" in output
     assert not list(tmp_path.glob("runs/*/model/model.pt"))
+
+
+MPI_RANK = re.compile(r"mpi rank (\d+)/(\d+) on (\S+)")
+
+
+@pytest.fixture
+def sshd_ready() -> None:
+    """Pods run the host's programs, so the host is the image: sshd, its host keys and privilege-separation
+    directory (/run is a tmpfs, so it is recreated here), and Open MPI, which `make env` installs."""
+    missing = [p for p in ("/usr/sbin/sshd", "ssh", "mpirun") if not shutil.which(p)]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} missing: run `make env` as root (openssh-server, openmpi-bin)")
+    subprocess.run(["ssh-keygen", "-A"], check=True, capture_output=True, timeout=60)
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+
+
+def test_mpijob_example_runs_mpirun_over_ssh_on_every_worker(
+    dagbag: Any, cluster: LocalCluster, sshd_ready: None, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Real sshd in the workers, real Open MPI mpirun in the launcher: each rank prints from its worker."""
+    dag_run = dagbag.dags["example_mpijob"].test()
+    states = task_states(dag_run)
+    assert dag_run.state == "success", states
+    result = xcom(dag_run, "mpi_ranks")
+    assert result["phase"] == "Succeeded"
+
+    # the launcher's log (mpirun forwards every rank's stdout) reached the task log
+    ranks = {(int(m[1]), int(m[2]), m[3]) for m in MPI_RANK.finditer(capfd.readouterr().out)}
+    job = result["name"]
+    assert ranks == {(0, 2, f"{job}-worker-0"), (1, 2, f"{job}-worker-1")}
