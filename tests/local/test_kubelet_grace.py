@@ -1,0 +1,102 @@
+"""Graceful pod deletion timing, without a cluster: the grace period counts from when the kubelet sees the
+deletion, because `deletionTimestamp` has whole-second precision (a deadline taken from it is up to 1 s early).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from t9k_provider.local.kubelet import events, kubelet, runtime
+from t9k_provider.local.kubelet.runtime import Attempt
+from t9k_provider.local.kubelet.status import ContainerView
+
+
+class FakeKubelet:
+    """What a PodWorker needs from its kubelet here; records the wake-ups it asks for."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.kube: Any = None
+        self.state_dir = state_dir
+        self.wakeups: list[float] = []
+
+    def queue_wakeup(self, worker: Any, delay: float) -> None:
+        self.wakeups.append(delay)
+
+
+def whole_seconds(epoch: float) -> str:
+    """An RFC 3339 timestamp truncated to the second, as the API server writes `deletionTimestamp`."""
+    return datetime.fromtimestamp(int(epoch), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def deleting_pod(grace: int, deletion_timestamp: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": "u1",
+            "deletionTimestamp": deletion_timestamp,
+            "deletionGracePeriodSeconds": grace,
+        },
+        "spec": {"containers": [{"name": "main", "image": "python"}]},
+    }
+
+
+@pytest.fixture
+def signals(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
+    sent: list[tuple[str, int, int]] = []
+
+    def signal_container(container_dir: Path, n: int, sig: int) -> bool:
+        sent.append((container_dir.name, n, sig))
+        return True
+
+    async def record(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(runtime, "signal_container", signal_container)
+    monkeypatch.setattr(events, "record", record)
+    return sent
+
+
+def running_main(pod: dict[str, Any]) -> list[ContainerView]:
+    return [ContainerView(spec=pod["spec"]["containers"][0], attempts=[Attempt(n=0, running=True)])]
+
+
+async def test_grace_period_counts_from_when_the_deletion_is_seen(
+    tmp_path: Path, signals: list[tuple[str, int, int]]
+) -> None:
+    fake = FakeKubelet(tmp_path)
+    # The server computed now + 3 s and truncated it; by the time the kubelet sees it, a second has passed.
+    pod = deleting_pod(3, whole_seconds(time.time() + 3 - 1))
+    worker = kubelet.PodWorker(fake, pod)  # type: ignore[arg-type]
+    await worker._terminate(running_main(pod))
+    assert signals == [("main", 0, signal.SIGTERM)]
+    assert fake.wakeups[-1] > 2.9  # the SIGKILL is due a full grace period from now
+
+    worker.update(pod)  # a later pass (e.g. a status update) does not move the deadline
+    await worker._terminate(running_main(pod))
+    assert signals == [("main", 0, signal.SIGTERM)]
+    assert 2.5 < fake.wakeups[-1] <= fake.wakeups[0]
+
+
+async def test_second_delete_may_only_shorten_the_grace_period(
+    tmp_path: Path, signals: list[tuple[str, int, int]]
+) -> None:
+    fake = FakeKubelet(tmp_path)
+    pod = deleting_pod(30, whole_seconds(time.time() + 30))
+    worker = kubelet.PodWorker(fake, pod)  # type: ignore[arg-type]
+    await worker._terminate(running_main(pod))
+    longer = deleting_pod(60, pod["metadata"]["deletionTimestamp"])
+    worker.update(longer)
+    await worker._terminate(running_main(longer))
+    assert fake.wakeups[-1] <= 30
+    now = deleting_pod(0, whole_seconds(time.time()))
+    worker.update(now)
+    await worker._terminate(running_main(now))
+    assert signals == [("main", 0, signal.SIGTERM), ("main", 0, signal.SIGKILL)]
+    assert fake.wakeups[-1] == 0.0
