@@ -1,5 +1,6 @@
-"""Graceful pod deletion timing, without a cluster: the grace period counts from when the kubelet sees the
-deletion, because `deletionTimestamp` has whole-second precision (a deadline taken from it is up to 1 s early).
+"""Graceful pod deletion timing, without a cluster: the grace period counts from when the kubelet sees
+the deletion, because `deletionTimestamp` has whole-second precision (a deadline taken from it is up to 1 s
+early).
 """
 
 from __future__ import annotations
