@@ -52,7 +52,7 @@ class Profile:
 
 FULL = Profile(
     runs=3, kinds=KIND_ORDER, job_seconds=1.0, durations=(2.0, 12.0), bursts=(1, 50, 200), resident_jobs=1000,
-    waiting_tasks=200, poll=3.0, window=9.0, objects=10_000, creates=500, watch_events=200,
+    waiting_tasks=200, poll=10.0, window=20.0, objects=10_000, creates=500, watch_events=200,
     log_writes=100_000,
 )  # fmt: skip
 QUICK = Profile(
