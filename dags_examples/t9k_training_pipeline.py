@@ -31,7 +31,7 @@ import pendulum
 from airflow.providers.common.compat.sdk import DAG, Param, task
 
 from t9k_provider.operators import GenericJobOperator, PyTorchTrainingJobOperator
-from t9k_provider.sensors.job import T9kJobSensor
+from t9k_provider.sensors import T9kJobSensor
 
 WORKLOADS = str(Path(__file__).resolve().parent / "workloads")
 IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"  # any image with python, torch and numpy

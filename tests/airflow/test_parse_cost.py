@@ -32,7 +32,7 @@ print(json.dumps({{
 WITH_PROVIDER = """
 from airflow.sdk import DAG
 from t9k_provider.operators import GenericJobOperator, PyTorchTrainingJobOperator
-from t9k_provider.sensors.job import T9kJobSensor
+from t9k_provider.sensors import T9kJobSensor
 with DAG("parse_probe", schedule=None):
     GenericJobOperator(task_id="a", manifest={"kind": "GenericJob"})
     PyTorchTrainingJobOperator(task_id="b", manifest="job.yaml")

@@ -9,7 +9,7 @@ from af_fakes import FakeHook, api_error, generic_manifest, with_status
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, TaskDeferred
 
 from t9k_provider.hooks.errors import T9kFatalApiError
-from t9k_provider.sensors.job import T9kJobSensor
+from t9k_provider.sensors import T9kJobSensor
 from t9k_provider.triggers.job import T9kJobTrigger
 
 pytestmark = pytest.mark.timeout(60)

@@ -21,7 +21,7 @@ from t9k_provider.operators import (
     TensorFlowTrainingJobOperator,
     XGBoostTrainingJobOperator,
 )
-from t9k_provider.sensors.job import T9kJobSensor
+from t9k_provider.sensors import T9kJobSensor
 
 PY = sys.executable
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
