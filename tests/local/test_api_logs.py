@@ -150,3 +150,48 @@ def test_log_errors(local_cluster: LocalCluster, core: client.CoreV1Api, ns: str
     status, _, body = local_cluster.request("GET", f"/api/v1/namespaces/{ns}/pods/nope/log")
     assert status == 404 and body["message"] == 'pods "nope" not found'
     core.delete_namespaced_pod("multi", ns, grace_period_seconds=0)
+
+
+def test_log_of_a_container_in_crash_loop_back_off_is_its_last_run(
+    local_cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    """As the kubelet: while a container waits to restart, its log (and `previous`) is the run that ended."""
+    script = (
+        "import pathlib\n"
+        "runs = pathlib.Path('/scratch/runs')\n"
+        "n = len(runs.read_text()) + 1 if runs.exists() else 1\n"
+        "runs.write_text('x' * n)\n"
+        "print(f'run {n}', flush=True)\n"
+        "raise SystemExit(1)\n"
+    )
+    core.create_namespaced_pod(
+        ns,
+        {
+            "metadata": {"name": "crashy"},
+            "spec": {
+                "restartPolicy": "Always",
+                "volumes": [{"name": "scratch", "emptyDir": {}}],
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "python",
+                        "command": ["python", "-c", script],
+                        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                    }
+                ],
+            },
+        },
+    )
+
+    def backing_off() -> bool:
+        statuses = core.read_namespaced_pod("crashy", ns).status.container_statuses or []
+        waiting = statuses and statuses[0].state.waiting
+        return bool(waiting) and waiting.reason == "CrashLoopBackOff"
+
+    wait_for(backing_off)  # the second run failed: the next restart waits (10 s by default)
+    (status,) = core.read_namespaced_pod("crashy", ns).status.container_statuses
+    assert status.state.waiting.message.startswith("back-off 10s restarting failed container=c pod=crashy_")
+    assert (status.restart_count, status.last_state.terminated.exit_code) == (2, 1)
+    assert get_log(local_cluster, ns, "crashy") == (200, "run 2\n")
+    assert get_log(local_cluster, ns, "crashy", "?previous=true") == (200, "run 2\n")
+    core.delete_namespaced_pod("crashy", ns, grace_period_seconds=0)

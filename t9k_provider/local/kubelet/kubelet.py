@@ -68,6 +68,7 @@ class PodWorker:
         self.ctx: PodContext | None = None
         self.config_error: str | None = None
         self.create_errors: dict[str, str] = {}
+        self.backing_off: dict[str, str] = {}  # container -> CrashLoopBackOff message until it restarts
         self.launched: dict[tuple[str, int], float] = {}
         self.termed: set[tuple[str, int]] = set()
         self.last_status: dict[str, Any] | None = None
@@ -132,6 +133,8 @@ class PodWorker:
                 reason = "CreateContainerError"
             elif self.config_error:
                 reason = "CreateContainerConfigError"
+            elif c["name"] in self.backing_off:
+                reason, msg = "CrashLoopBackOff", self.backing_off[c["name"]]
             return ContainerView(spec=c, attempts=items, waiting_reason=reason, waiting_message=msg)
 
         inits = [view(c, "PodInitializing") for c in spec.get("initContainers") or []]
@@ -299,9 +302,10 @@ class PodWorker:
         wait = finished_at + delay - time.time()
         if wait > 0:
             pending.add(v.name)
-            v.waiting_reason = "CrashLoopBackOff"
             pod_ref = f"{self.pod['metadata']['name']}_{self.pod['metadata'].get('namespace')}({self.uid})"
-            v.waiting_message = f"back-off {int(delay)}s restarting failed container={v.name} pod={pod_ref}"
+            self.backing_off[v.name] = (
+                f"back-off {int(delay)}s restarting failed container={v.name} pod={pod_ref}"
+            )
             if ("BackOff", v.name, cur.n) not in self.reported:
                 self.reported.add(("BackOff", v.name, cur.n))
                 await events.record(
@@ -316,6 +320,7 @@ class PodWorker:
                 )
             self.kubelet.queue_wakeup(self, wait)
             return
+        self.backing_off.pop(v.name, None)
         await self._start(v, cur.n + 1)
 
     def _field_path(self, name: str) -> str:
