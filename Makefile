@@ -13,10 +13,14 @@ $(STAMP): requirements/dev.lock pyproject.toml
 	uv pip install --quiet --python $(PY) --no-deps -e .
 	# torch comes from pip: the machine's pip configuration points at a local CPU wheel (see README).
 	$(PY) -m pip install --quiet torch==2.13.0
-	# The local cluster's pods run the host's programs: the MPI examples need sshd and Open MPI (Debian packages).
-	@if [ ! -x /usr/sbin/sshd ] || ! command -v mpirun >/dev/null; then \
-	  if [ "$$(id -u)" != 0 ]; then echo "make env: /usr/sbin/sshd or mpirun is missing; as root run: apt-get install openssh-server openmpi-bin" >&2; exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openmpi-bin; \
+	# DeepSpeed (the DeepSpeedJob example's launcher) stays out of the lock, like torch: its sdist declares torch,
+	# which the lock would resolve to CUDA wheels. Built against the installed CPU torch, without its C++ ops.
+	DS_BUILD_OPS=0 $(PY) -m pip install --quiet --no-deps --no-build-isolation deepspeed==0.19.8 einops==0.8.2 \
+	  hjson==3.1.0 msgpack==1.2.4 ninja==1.13.2 py-cpuinfo==9.0.0 tqdm==4.70.1
+	# The local cluster's pods run the host's programs: the MPI and DeepSpeed examples need sshd, Open MPI and pdsh.
+	@if [ ! -x /usr/sbin/sshd ] || ! command -v mpirun >/dev/null || ! command -v pdsh >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "make env: sshd, mpirun or pdsh is missing; as root run: apt-get install openssh-server openmpi-bin pdsh" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openmpi-bin pdsh; \
 	fi
 	# sshd -D in a pod needs host keys and its privilege-separation directory (/run is a tmpfs: the e2e tests recreate it).
 	@if [ "$$(id -u)" = 0 ]; then ssh-keygen -A && install -d -m 0755 /run/sshd; fi

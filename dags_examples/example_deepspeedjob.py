@@ -34,6 +34,8 @@ with DAG(
             "spec": {
                 "config": {
                     "slotsPerWorker": 1,
+                    # the script reads LOCAL_RANK from its environment instead of a --local_rank argument
+                    "localRank": False,
                     "run": {"python": ["/workspace/framework_env.py", "--framework", "rank"]},
                 },
                 "runPolicy": {"backoffLimit": 1, "cleanUpPolicy": "Unfinished"},

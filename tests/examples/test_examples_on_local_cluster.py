@@ -6,6 +6,7 @@ makes the training script exit 1.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -115,13 +116,17 @@ def test_failure_switch_fails_the_pipeline_at_the_training_task(
 MPI_RANK = re.compile(r"mpi rank (\d+)/(\d+) on (\S+)")
 
 
+def require_programs(*names: str) -> None:
+    """Pods run the host's programs, so the host is the image: `make env` installs these (as root)."""
+    missing = [name for name in names if not shutil.which(name)]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} missing: run `make env` as root (installs them)")
+
+
 @pytest.fixture
 def sshd_ready() -> None:
-    """Pods run the host's programs, so the host is the image: sshd, its host keys and privilege-separation
-    directory (/run is a tmpfs, so it is recreated here), and Open MPI, which `make env` installs."""
-    missing = [p for p in ("/usr/sbin/sshd", "ssh", "mpirun") if not shutil.which(p)]
-    if missing:
-        pytest.fail(f"{', '.join(missing)} missing: run `make env` as root (openssh-server, openmpi-bin)")
+    """sshd needs host keys and its privilege-separation directory (/run is a tmpfs: recreated here)."""
+    require_programs("/usr/sbin/sshd", "ssh", "ssh-keygen")
     subprocess.run(["ssh-keygen", "-A"], check=True, capture_output=True, timeout=60)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
 
@@ -130,6 +135,7 @@ def test_mpijob_example_runs_mpirun_over_ssh_on_every_worker(
     dagbag: Any, cluster: LocalCluster, sshd_ready: None, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Real sshd in the workers, real Open MPI mpirun in the launcher: each rank prints from its worker."""
+    require_programs("mpirun", "orted")
     dag_run = dagbag.dags["example_mpijob"].test()
     states = task_states(dag_run)
     assert dag_run.state == "success", states
@@ -140,3 +146,27 @@ def test_mpijob_example_runs_mpirun_over_ssh_on_every_worker(
     ranks = {(int(m[1]), int(m[2]), m[3]) for m in MPI_RANK.finditer(capfd.readouterr().out)}
     job = result["name"]
     assert ranks == {(0, 2, f"{job}-worker-0"), (1, 2, f"{job}-worker-1")}
+
+
+RENDEZVOUS = re.compile(r"rank (\d+)/(\d+) master=(\S+)")
+
+
+def test_deepspeedjob_example_launches_every_worker_over_pdsh(
+    dagbag: Any, cluster: LocalCluster, sshd_ready: None, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """worker-0 runs the real `deepspeed` launcher, which starts a rank on each worker over pdsh/ssh; the
+    ranks then meet at worker-0 and all-reduce over gloo."""
+    require_programs("pdsh")
+    if importlib.util.find_spec("deepspeed") is None:
+        pytest.fail("deepspeed is not installed in this environment: run `make env`")
+    dag_run = dagbag.dags["example_deepspeedjob"].test()
+    states = task_states(dag_run)
+    assert dag_run.state == "success", states
+    result = xcom(dag_run, "deepspeed_ranks")
+    assert result["phase"] == "Succeeded"
+
+    output = capfd.readouterr().out
+    job = result["name"]
+    ranks = {(int(m[1]), int(m[2]), m[3]) for m in RENDEZVOUS.finditer(output)}
+    assert ranks == {(0, 2, f"{job}-worker-0:29500"), (1, 2, f"{job}-worker-0:29500")}
+    assert "all-reduce over 2 replicas ok (sum of ranks 1)" in output
