@@ -1,30 +1,37 @@
 """``T9kJobLink``: a button on the task that opens the job (e.g. in the T9k console).
 
-The URL is rendered from a template (``{namespace}``, ``{name}``, ``{kind}``, ``{plural}``, ``{uid}``) and
-written to XCom during ``execute``, before the task defers, so the link works while the job is still running
+The URL is rendered from a template (``{namespace}``, ``{name}``, ``{kind}``, ``{plural}``, ``{uid}``) once
+the job exists and stored in XCom right away (``persist``), so the link works while the job is still running
 and no cluster access is needed to serve it.
+
+Airflow 3 calls ``get_link`` in the worker, on the operator that just ran (when the task ends or defers), and
+stores the answer under ``xcom_key`` itself: the operator knows its job, so no XCom is read (reading the one a
+task that failed before submission never wrote logs an error). Airflow 2 calls it in the webserver, on an
+operator that never ran: there only XCom knows the URL.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from airflow import __version__ as airflow_version
 from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom
+
+RENDERED_IN_WORKER = int(airflow_version.split(".")[0]) >= 3
 
 
 class T9kJobLink(BaseOperatorLink):
     name = "T9k Job"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        if RENDERED_IN_WORKER:
+            return getattr(operator, "job_url", None) or ""
         if not getattr(operator, "job_url_template", None):
             return ""  # no console configured: nothing was persisted
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
 
     @classmethod
-    def persist(cls, context: Any, template: str | None, job: dict[str, Any]) -> str | None:
-        """Render and store the URL; returns it (None when no template is configured)."""
-        if not template:
-            return None
-        url = template.format(**job)
-        context["ti"].xcom_push(key=cls().xcom_key, value=url)
-        return url
+    def persist(cls, context: Any, url: str | None) -> None:
+        """Store the URL where Airflow looks for the link (nothing when no template is configured)."""
+        if url:
+            context["ti"].xcom_push(key=cls().xcom_key, value=url)

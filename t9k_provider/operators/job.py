@@ -173,6 +173,14 @@ class T9kJobOperator(BaseOperator):
         self._job: JobRef | None = None
         self._killed = False
 
+    @property
+    def job_url(self) -> str | None:
+        """The extra link's URL for the job this task submitted or adopted (None before that, or without a
+        ``job_url_template``)."""
+        if self._job is None or not self.job_url_template:
+            return None
+        return self.job_url_template.format(**self._job._asdict())
+
     # -- hook -------------------------------------------------------------------------------------------
 
     @cached_property
@@ -260,7 +268,7 @@ class T9kJobOperator(BaseOperator):
         ref = JobRef(kind, plural, job["metadata"]["name"], namespace, job["metadata"].get("uid"))
         self._job = ref
         ti.xcom_push(key=IDENTITY_XCOM_KEY, value=ref._asdict())
-        T9kJobLink.persist(context, self.job_url_template, ref._asdict())
+        T9kJobLink.persist(context, self.job_url)
         if not self.wait_for_completion:
             return job_status.summary(job)
         limits = self._limits(context)
@@ -457,6 +465,15 @@ class T9kJobOperator(BaseOperator):
             method_name="execute_complete",
             timeout=timeout,
         )
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+        if next_method == "__fail__":
+            # The trigger failed or timed out and Airflow fails the task without calling back: recall the job
+            # recorded before deferring, so the extra link (stored again when the task ends) still shows it.
+            stored = context["ti"].xcom_pull(task_ids=self.task_id, key=IDENTITY_XCOM_KEY)
+            if stored:
+                self._job = JobRef(**stored)
+        return super().resume_execution(next_method, next_kwargs, context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the trigger fired: print new logs, then re-read the job before deciding anything.

@@ -1,0 +1,157 @@
+"""The "T9k Job" extra link: rendered from the operator that ran (Airflow 3), read from XCom (Airflow 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from af_fakes import FakeHook, FakeTI, generic_manifest
+
+from t9k_provider.links import job as link_module
+from t9k_provider.links.job import T9kJobLink
+from t9k_provider.operators import T9kJobOperator
+
+TEMPLATE = "https://t9k.example/{namespace}/{kind}/{name}"
+
+
+def make(hook: FakeHook, **kwargs: Any) -> T9kJobOperator:
+    op = T9kJobOperator(task_id="train", manifest=generic_manifest(), wait_for_completion=False, **kwargs)
+    op.__dict__["hook"] = hook
+    return op
+
+
+class NoXCom:
+    """Any XCom read fails the test: on Airflow 3 the worker must not need one."""
+
+    @staticmethod
+    def get_value(**kwargs: Any) -> Any:
+        raise AssertionError(f"XCom read: {kwargs}")
+
+
+def test_link_comes_from_the_operator_that_ran(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(link_module, "XCom", NoXCom)
+    op = make(fake_hook, job_url_template=TEMPLATE)
+    assert T9kJobLink().get_link(op, ti_key=ti) == ""  # nothing submitted yet: no link
+    op.execute(context)
+    url = f"https://t9k.example/conn-ns/GenericJob/{ti.xcoms['t9k_job']['name']}"
+    assert T9kJobLink().get_link(op, ti_key=ti) == url
+    assert ti.xcoms[T9kJobLink().xcom_key] == url  # stored before any wait, as Airflow 3 finalize stores it
+
+
+def test_no_template_no_link(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(link_module, "XCom", NoXCom)
+    op = make(fake_hook)
+    op.execute(context)
+    assert T9kJobLink().get_link(op, ti_key=ti) == ""
+    assert T9kJobLink().xcom_key not in ti.xcoms
+
+
+def test_airflow_2_webserver_reads_the_persisted_url(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class StoredXCom:
+        @staticmethod
+        def get_value(*, ti_key: Any, key: str) -> Any:
+            return ti_key.xcoms.get(key)
+
+    monkeypatch.setattr(link_module, "RENDERED_IN_WORKER", False)
+    monkeypatch.setattr(link_module, "XCom", StoredXCom)
+    make(fake_hook, job_url_template=TEMPLATE).execute(context)
+    fresh = make(FakeHook(), job_url_template=TEMPLATE)  # the webserver's copy never ran
+    assert T9kJobLink().get_link(fresh, ti_key=ti) == ti.xcoms[T9kJobLink().xcom_key]
+    assert T9kJobLink().get_link(make(FakeHook()), ti_key=ti) == ""
+
+
+DAG = """
+from airflow.sdk import DAG
+from t9k_provider.operators import GenericJobOperator
+
+with DAG("link_probe", schedule=None):
+    GenericJobOperator(
+        task_id="bad",
+        manifest={"kind": "GenericJob", "spec": {"replicaSpecs": "not a list"}},
+        job_url_template="https://t9k.example/{namespace}/{name}",
+    )
+"""
+
+RUN = """
+import json
+from airflow.utils import db
+db.initdb()
+from airflow.dag_processing.dagbag import DagBag
+from airflow.models.xcom import XComModel
+from airflow.utils.session import create_session
+
+run = DagBag(dag_folder={dags!r}).dags["link_probe"].test()
+with create_session() as session:
+    links = [x.value for x in session.scalars(XComModel.get_many(run_id=run.run_id, key="_link_T9kJobLink"))]
+print("RESULT " + json.dumps({{"state": str(run.state), "links": links}}))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_task_failing_before_submission_logs_no_xcom_error(tmp_path: Path) -> None:
+    """Airflow 3.3's task runner asks every extra link for its URL when the task ends; a failed task must not
+    make it log ``XCom not found`` for a link that could never exist."""
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "link_probe.py").write_text(DAG)
+    bundle = [
+        {
+            "name": "dags-folder",
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {"path": str(dags), "refresh_interval": 0},
+        }
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(tmp_path / "home"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST=json.dumps(bundle),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(RUN.format(dags=str(dags)))],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
+    )
+    output = out.stdout + out.stderr
+    result = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    assert result, output[-3000:]
+    outcome = json.loads(result[-1].removeprefix("RESULT "))
+    assert outcome["state"] == "failed", output[-3000:]
+    assert "invalid T9k Job manifest" in output  # it failed for the reason set up here
+    assert "XCom not found" not in output
+    assert outcome["links"] in ([], [""], ['""'])  # no URL: there is no job to link to
+
+
+def test_link_survives_a_failed_trigger(fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI) -> None:
+    """Airflow fails a task whose trigger failed without calling the operator back; the link it stores then
+    must still be the job's."""
+    from airflow.sdk.exceptions import TaskDeferralError
+
+    make(fake_hook, job_url_template=TEMPLATE).execute(context)
+    stored = dict(ti.xcoms)
+
+    class ResumedTI(FakeTI):
+        def xcom_pull(self, *, task_ids: str, key: str) -> Any:
+            assert task_ids == "train"
+            return stored.get(key)
+
+    resumed = make(FakeHook(), job_url_template=TEMPLATE)  # a new worker process: a fresh operator
+    with pytest.raises(TaskDeferralError):
+        resumed.resume_execution("__fail__", {"error": "Trigger failure"}, {"ti": ResumedTI()})
+    assert T9kJobLink().get_link(resumed, ti_key=ti) == stored[T9kJobLink().xcom_key]
