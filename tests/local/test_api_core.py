@@ -188,6 +188,19 @@ def test_generate_name(core: client.CoreV1Api, ns: str) -> None:
     assert len(long.metadata.name) == 63
 
 
+def test_batch_job_with_only_generate_name(cluster: LocalCluster, ns: str) -> None:
+    """Job defaulting labels the pod template with the job's name: the generated one."""
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+    body = {"metadata": {"generateName": "train-"}, "spec": {"suspend": True, "template": template}}
+    status, _, job = cluster.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body)
+    assert status == 201, job
+    name = job["metadata"]["name"]
+    assert name.startswith("train-") and len(name) == len("train-") + 5
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    assert labels["batch.kubernetes.io/job-name"] == labels["job-name"] == name
+    assert labels["controller-uid"] == job["metadata"]["uid"]
+
+
 def test_list_shape_and_resource_version(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
     _, _, empty = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps")
     assert empty["kind"] == "ConfigMapList" and empty["apiVersion"] == "v1" and empty["items"] == []
