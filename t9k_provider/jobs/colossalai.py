@@ -8,13 +8,14 @@ from pydantic import Field
 
 from t9k_provider.jobs.base import KubeObject, Model
 from t9k_provider.jobs.common import ReplicaSpec, RunMode, SchedulePolicy, WorkersRunPolicy
-from t9k_provider.jobs.job import JobSpec, T9kJob
+from t9k_provider.jobs.job import T9kJob
 from t9k_provider.jobs.replicas import run_mode_issues
 from t9k_provider.jobs.ssh import (
     DEFAULT_SSH_MOUNT_PATH,
     DEFAULT_SSHD_PATH,
     LAUNCHER_WORKER_TYPES,
     NormalizedSSHJob,
+    SSHJobSpec,
     SSHSettings,
     field_exclusive_issues,
     launcher_from,
@@ -80,7 +81,7 @@ class NormalizedColossalAIJob(NormalizedSSHJob):
     extra_args: list[str] = Field(default_factory=list)
 
 
-class ColossalAIJobSpec(JobSpec):
+class ColossalAIJobSpec(SSHJobSpec):
     """Exactly one shape: `launcher` + `worker`, or `replicaSpecs` + `torchConfig`."""
 
     launcher: ColossalAILauncher | None = None
@@ -91,15 +92,6 @@ class ColossalAIJobSpec(JobSpec):
     run_policy: WorkersRunPolicy = Field(default_factory=WorkersRunPolicy)
     run_mode: RunMode | None = None
     scheduler: SchedulePolicy | None = None
-
-    def replica_counts(self) -> dict[str, int]:
-        if self.worker is not None:
-            return {"worker": self.worker.replicas}
-        worker, _ = split_replica_specs(self.replica_specs or [])
-        return {"worker": worker.replicas} if worker else {}
-
-    def extra_child_suffixes(self) -> list[str]:
-        return ["launcher"]
 
     def issues(self) -> Issues:
         present = {
@@ -128,12 +120,8 @@ class ColossalAIJobSpec(JobSpec):
 
     def normalized(self) -> NormalizedColossalAIJob:
         """Both shapes as one `NormalizedColossalAIJob`, sharing nothing with this spec."""
-        common = {
-            "ssh": SSHSettings(auth_mount_path=self.ssh.auth_mount_path, sshd_path=self.ssh.sshd_path),
-            "clean_up_workers": self.run_policy.clean_up_workers,
-            "run_mode": self.run_mode,
-            "scheduler": self.scheduler,
-        }
+        ssh = SSHSettings(auth_mount_path=self.ssh.auth_mount_path, sshd_path=self.ssh.sshd_path)
+        common = self.normalized_common(ssh)
         if self.worker is not None:
             assert self.launcher is not None  # guaranteed by issues()
             worker = worker_with(self.worker.template, self.worker.replicas)

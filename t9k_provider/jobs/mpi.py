@@ -8,13 +8,14 @@ from pydantic import Field
 
 from t9k_provider.jobs.base import KubeObject, Model
 from t9k_provider.jobs.common import ReplicaSpec, RunMode, SchedulePolicy, WorkersRunPolicy
-from t9k_provider.jobs.job import JobSpec, T9kJob
+from t9k_provider.jobs.job import T9kJob
 from t9k_provider.jobs.replicas import run_mode_issues
 from t9k_provider.jobs.ssh import (
     DEFAULT_SSH_MOUNT_PATH,
     DEFAULT_SSHD_PATH,
     LAUNCHER_WORKER_TYPES,
     NormalizedSSHJob,
+    SSHJobSpec,
     SSHSettings,
     field_exclusive_issues,
     launcher_from,
@@ -75,7 +76,7 @@ class NormalizedMPIJob(NormalizedSSHJob):
     process_recovery: ProcessRecovery | None = None
 
 
-class MPIJobSpec(JobSpec):
+class MPIJobSpec(SSHJobSpec):
     """Exactly one shape: `worker` (with `mca`, `mpiHome`) or `replicaSpecs` (with `mpiConfig`)."""
 
     worker: MPIWorker | None = None
@@ -91,15 +92,6 @@ class MPIJobSpec(JobSpec):
     @property
     def documented_shape(self) -> bool:
         return self.worker is not None
-
-    def replica_counts(self) -> dict[str, int]:
-        if self.worker is not None:
-            return {"worker": self.worker.replicas}
-        worker, _ = split_replica_specs(self.replica_specs or [])
-        return {"worker": worker.replicas} if worker else {}
-
-    def extra_child_suffixes(self) -> list[str]:
-        return ["launcher"]
 
     def issues(self) -> Issues:
         present = {
@@ -126,12 +118,7 @@ class MPIJobSpec(JobSpec):
     def normalized(self) -> NormalizedMPIJob:
         """Both shapes as one `NormalizedMPIJob`, sharing nothing with this spec."""
         ssh = SSHSettings(auth_mount_path=self.ssh.ssh_auth_mount_path, sshd_path=self.ssh.sshd_path)
-        common = {
-            "ssh": ssh,
-            "clean_up_workers": self.run_policy.clean_up_workers,
-            "run_mode": self.run_mode,
-            "scheduler": self.scheduler,
-        }
+        common = self.normalized_common(ssh)
         if self.worker is not None:
             worker = worker_with(self.worker.template, self.worker.replicas)
             launcher, launcher_container = launcher_from(

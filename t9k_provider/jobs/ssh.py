@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from t9k_provider.jobs.base import Model
-from t9k_provider.jobs.common import ReplicaSpec, RestartPolicy, RunMode, SchedulePolicy
+from t9k_provider.jobs.common import ReplicaSpec, RestartPolicy, RunMode, SchedulePolicy, WorkersRunPolicy
+from t9k_provider.jobs.job import JobSpec
 from t9k_provider.jobs.replicas import allowed_type_issues, duplicate_type_issues
 from t9k_provider.jobs.templates import Issues, container_index, containers, mount_issues, template_issues
 
@@ -46,6 +47,36 @@ class NormalizedSSHJob(Model):
     def deep(cls: type[_Normalized], **fields: Any) -> _Normalized:
         """Build from parts of a spec, copying them so the controller may change the result freely."""
         return cls(**fields).model_copy(deep=True)
+
+
+class SSHJobSpec(JobSpec):
+    """What the MPIJob and ColossalAIJob specs do alike: workers from `worker` (documented shape) or
+    `replicaSpecs`, plus one launcher pod. The subclasses declare the fields (their order is the CRD's)."""
+
+    if TYPE_CHECKING:
+        worker: Any
+        replica_specs: list[ReplicaSpec] | None
+        run_policy: WorkersRunPolicy
+        run_mode: RunMode | None
+        scheduler: SchedulePolicy | None
+
+    def replica_counts(self) -> dict[str, int]:
+        if self.worker is not None:
+            return {"worker": self.worker.replicas}
+        worker, _ = split_replica_specs(self.replica_specs or [])
+        return {"worker": worker.replicas} if worker else {}
+
+    def extra_child_suffixes(self) -> list[str]:
+        return ["launcher"]
+
+    def normalized_common(self, ssh: SSHSettings) -> dict[str, Any]:
+        """The `NormalizedSSHJob` fields that both API shapes fill alike."""
+        return {
+            "ssh": ssh,
+            "clean_up_workers": self.run_policy.clean_up_workers,
+            "run_mode": self.run_mode,
+            "scheduler": self.scheduler,
+        }
 
 
 def no_restart() -> RestartPolicy:
