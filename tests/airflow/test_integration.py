@@ -121,6 +121,22 @@ def test_kind_dag_succeeds_with_replica_logs(
     assert job["metadata"]["annotations"]["airflow.apache.org/checked"] == "true"
 
 
+def test_extra_link_is_the_jobs_after_deferral(cluster: LocalCluster, dags: dict[str, Any]) -> None:
+    """Airflow 3 stores what the link says when the task defers and again when it ends (in a new process)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    state, tasks, run_id = run(dags, "it_link_deferrable")
+    assert state == "success", tasks
+    result = result_of("it_link_deferrable", run_id)
+    with create_session() as session:
+        query = XComModel.get_many(
+            run_id=run_id, key="_link_T9kJobLink", task_ids="job", dag_ids="it_link_deferrable"
+        )
+        link = XComModel.deserialize_value(session.scalars(query).one())
+    assert link == f"https://t9k.example/default/GenericJob/{result['name']}?uid={result['uid']}"
+
+
 @pytest.mark.parametrize("dag_id", ["it_failing", "it_failing_deferrable"])
 def test_failing_job_fails_the_task_with_the_replica_reason(
     cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str], dag_id: str

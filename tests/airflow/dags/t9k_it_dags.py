@@ -215,6 +215,16 @@ single_task_dag(
     lambda: GenericJobOperator(task_id="job", manifest=GENERIC, deferrable=True, **COMMON),
 )
 single_task_dag(
+    "it_link_deferrable",
+    lambda: GenericJobOperator(
+        task_id="job",
+        manifest=GENERIC,
+        deferrable=True,
+        job_url_template="https://t9k.example/{namespace}/{kind}/{name}?uid={uid}",
+        **COMMON,
+    ),
+)
+single_task_dag(
     "it_pytorch",
     lambda: PyTorchTrainingJobOperator(task_id="job", manifest=PYTORCH, deferrable=True, **COMMON),
 )
