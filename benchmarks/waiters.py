@@ -2,8 +2,9 @@
 
 ``python -m benchmarks.waiters t9k|cncf SPEC_FILE``. The spec file (JSON) holds the kubeconfig, the jobs and
 the poll interval. The process prints JSON lines: ``ready`` (imports done), ``started`` (all triggers
-running), ``rss`` every second, one ``event`` per trigger, ``done``. It creates the triggers only after
-reading ``go`` on stdin, so the benchmark can start interpreters early and measure one at a time.
+running, one poll interval later), ``rss`` every second, one ``event`` per trigger, ``done``. It creates the
+triggers only after reading ``go`` on stdin, so the benchmark can start interpreters early and measure one at
+a time.
 
 ``t9k`` runs ``T9kJobTrigger``. ``cncf`` runs the cncf-kubernetes provider's waiting pattern on the same
 custom objects: ``KubernetesJobTrigger`` / ``AsyncKubernetesHook.wait_until_job_complete`` poll the object
@@ -95,18 +96,29 @@ def emit(**fields: Any) -> None:
 
 
 async def serve(approach: str, spec: dict[str, Any]) -> None:
-    """Run every trigger the way the triggerer does: each ``run()`` as a task, first event taken."""
+    """Run every trigger the way the triggerer does: each ``run()`` as a task, first event taken.
+
+    Tasks defer at different times in a real deployment, so the triggers start spread evenly over one poll
+    interval: their polls are out of phase, as they would be, and neither a request-counting window nor a
+    status change can line up with all of them at once.
+    """
     triggers = [build(approach, spec, name) for name in spec["names"]]
     pending = len(triggers)
+    spread = spec["poll_interval"]
 
-    async def watch(trigger: BaseTrigger, name: str) -> None:
+    async def watch(trigger: BaseTrigger, name: str, delay: float) -> None:
         nonlocal pending
+        await asyncio.sleep(delay)
         async for event in trigger.run():
             emit(event=name, status=event.payload.get("status"), t=time.time())
             break
         pending -= 1
 
-    tasks = [asyncio.create_task(watch(t, n)) for t, n in zip(triggers, spec["names"], strict=True)]
+    tasks = [
+        asyncio.create_task(watch(t, n, i * spread / len(triggers)))
+        for i, (t, n) in enumerate(zip(triggers, spec["names"], strict=True))
+    ]
+    await asyncio.sleep(spread)
     emit(started=len(tasks), rss=rss_bytes_now())
     deadline = time.monotonic() + spec["max_seconds"]
     while pending and time.monotonic() < deadline:

@@ -82,9 +82,9 @@ class Waiters:
         self._log.close()
 
 
-def others(counts: dict[tuple[str, str], int]) -> int:
-    """Requests from every client but the benchmark itself."""
-    return sum(n for (agent, _), n in counts.items() if agent != USER_AGENT)
+def others(counts: dict[tuple[str, str], int], access: str = "") -> int:
+    """Requests from every client but the benchmark itself (of one kind of ``access`` if given)."""
+    return sum(n for (agent, a), n in counts.items() if agent != USER_AGENT and access in ("", a))
 
 
 def create_jobs(cluster: LocalCluster, names: list[str]) -> None:
@@ -124,16 +124,16 @@ def one_run(
     client = Client(cluster)
     seen: list[dict[str, Any]] = []
     waiters.go()
-    started = waiters.until("started", 60, seen)
+    started = waiters.until("started", poll + 60, seen)
     if started["started"] != len(names):
         raise RuntimeError(f"{waiters.approach}: started {started['started']} of {len(names)} triggers")
     time.sleep(WARM_UP)  # every trigger has made its first request
-    before = others(request_counts(client))
+    before = request_counts(client)
     began = time.monotonic()
     mark = len(seen)
     while time.monotonic() - began < window:
         seen.append(waiters.next(10))
-    after = others(request_counts(client))
+    after = request_counts(client)
     elapsed = time.monotonic() - began
     rss = max(line["rss"] for line in seen[mark:] if "rss" in line)
     if any("event" in line for line in seen):
@@ -148,7 +148,10 @@ def one_run(
         raise RuntimeError(f"{waiters.approach}: a trigger reported something other than success")
     latencies = [fired[n]["t"] - acked[n] for n in names]
     return {
-        "per_task_minute": (after - before) / len(names) / (elapsed / 60),
+        "per_task_minute": (others(after) - others(before)) / len(names) / (elapsed / 60),
+        "watches_per_task_minute": (others(after, "watch") - others(before, "watch"))
+        / len(names)
+        / (elapsed / 60),
         "rss": rss,
         "rss_idle": waiters.idle_rss,
         "latency50": percentile(latencies, 50),
@@ -195,6 +198,8 @@ def measure(
         figures += [
             Figure(SECTION, f"{label}: API requests per waiting task per minute", "requests",
                    [x["per_task_minute"] for x in r], digits=2),
+            Figure(SECTION, f"{label}: ... of which watch requests", "requests",
+                   [x["watches_per_task_minute"] for x in r], digits=2, zero_ok=True),
             Figure(SECTION, f"{label}: triggerer RSS with {tasks} triggers", "MiB",
                    [x["rss"] / 2**20 for x in r], digits=0),
             Figure(SECTION, f"{label}: RSS added per trigger", "KiB",
