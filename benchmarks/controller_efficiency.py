@@ -58,10 +58,14 @@ class StatusTrail:
         self.name = name
         self.states: list[str] = []
         self.phase = ""
+        self.deleted = False
         self.lock = threading.Lock()
 
     def on_event(self, type_: str, obj: dict[str, Any], received: float) -> None:
-        if (obj.get("metadata") or {}).get("name") != self.name or type_ == "DELETED":
+        if (obj.get("metadata") or {}).get("name") != self.name:
+            return
+        if type_ == "DELETED":
+            self.deleted = True
             return
         status = obj.get("status") or {}
         digest = json.dumps(semantic(status), sort_keys=True)
@@ -118,7 +122,7 @@ def job_cost(
     before: dict,
     timeout: float = 60,
 ) -> tuple[JobCost, dict]:
-    """Create one job, wait until it is terminal and the controller is idle again.
+    """Create one job, wait until it is terminal, delete it, and wait until the controller is idle again.
 
     ``before`` is the controller's metrics while idle; returns the job's cost and the metrics once idle again.
     """
@@ -140,6 +144,10 @@ def job_cost(
             wait_until(lambda: trail.phase in TERMINAL, timeout, f"{kind} {name} to finish")
         except TimeoutError as exc:
             raise TimeoutError(f"{exc}; now: {describe(client, kind, name, namespace)}") from None
+        settle(controller)
+        if trail.phase == "Succeeded":  # the end of a job's life: the user deletes it
+            client.json("DELETE", f"{manifests.collection(kind, namespace)}/{name}")
+            wait_until(lambda: trail.deleted, timeout, f"{kind} {name} to be deleted")
         after = settle(controller)
     finally:
         stop.set()

@@ -6,9 +6,10 @@ from benchmarks.stats import Figure
 
 METHOD = {
     "1. Controller efficiency": """\
-One job at a time (2 workers, plus the launcher/master the kind needs; pods end by themselves after 1 s
-under the simulated kubelet), so the controller's own request counters (`t9k_controller_api_requests_total`
-by verb and access) taken while it is idle before and after belong to that job alone. The minimum a
+One job at a time, from its creation until it has succeeded and been deleted (2 workers, plus the
+launcher/master the kind needs; pods end by themselves after 1 s under the simulated kubelet), so the
+controller's own request counters (`t9k_controller_api_requests_total` by verb and access), taken while it
+is idle before and after, belong to that job alone. The minimum a
 perfect controller needs is counted independently: successful child creates and deletes plus the distinct
 status states a watch on the job observed (timestamps ignored: each state has to be written once; Events are
 counted apart, they are not part of that minimum). BeamJob's FlinkCluster is set Running by the benchmark,
