@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -132,6 +133,46 @@ def test_namespaces_hostname_and_bind_mounts(tmp_path: Path) -> None:
     assert proc.wait(timeout=20) == 0
     assert _text(log) == [("stdout", "pod-a"), ("stdout", "payload")]
     assert not (target / "data.txt").exists()  # the bind mount was private to the container
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie may wait for a reaper that never comes in a container)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
+@pytest.mark.parametrize(
+    ("isolation", "output"), [("mounts", "detached"), ("mounts", "inherited"), ("hostname", "detached")]
+)
+def test_container_end_kills_daemons_that_left_its_process_group(
+    tmp_path: Path, isolation: str, output: str
+) -> None:
+    """A daemon that called setsid (sshd without -D) still belongs to the container and ends with it, whether
+    it closed its output (so the container's pipes reach EOF first) or still holds it."""
+    stdio = ", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL" if output == "detached" else ""
+    daemon = (
+        f"import subprocess; print(subprocess.Popen(['sleep', '300'], start_new_session=True{stdio}).pid)"
+    )
+    options: dict = {"hostname": "pod-a"}
+    if isolation == "mounts":
+        volume = tmp_path / "vol"
+        volume.mkdir()
+        options = {"mounts": [Mount(source=str(volume), target=str(tmp_path / "mnt"))]}
+    proc, log = _start(tmp_path, [sys.executable, "-c", daemon], **options)
+    assert proc.wait(timeout=20) == 0
+    ((_, pid),) = _text(log)
+    try:
+        deadline = time.monotonic() + 5
+        while _running(int(pid)):
+            assert time.monotonic() < deadline, "the daemon outlived its container"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
 
 
 def test_attempt_whose_shim_vanished_is_recorded_as_unknown(tmp_path: Path) -> None:

@@ -169,12 +169,13 @@ def run(spec: ShimSpec) -> int:
         return START_ERROR_EXIT_CODE
 
     child.append(proc.pid)
+    namespace = _private_namespace(proc.pid)
     for signum in pending:
         forward(signum, None)
     state["pid"] = proc.pid
     _write_json_atomic(state_path(log_path), state)
     _write_json_atomic(pid_path(log_path), {"shim": os.getpid(), "container": proc.pid})
-    _pump(proc, writer)
+    _pump(proc, writer, namespace)
     code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     writer.close()
     state.update(finishedAt=now_rfc3339(), exitCode=code)
@@ -193,8 +194,49 @@ def _start_error_message(spec: ShimSpec, exc: BaseException) -> str:
     return f"failed to start container process: {exc}"
 
 
-def _pump(proc: subprocess.Popen[bytes], writer: logs.CriLogWriter) -> None:
-    """Copy output to the log until the process exits, then kill leftovers of its group and drain."""
+def _private_namespace(pid: int) -> tuple[str, str] | None:
+    """The container's own mount (else UTS) namespace, as (kind, identity); None when it shares the host's.
+
+    Every process in it belongs to the container, including daemons that left the process group with
+    setsid (`sshd` without `-D`, as DeepSpeed's worker-0 starts it).
+    """
+    for kind in ("mnt", "uts"):
+        with contextlib.suppress(OSError):
+            identity = os.readlink(f"/proc/{pid}/ns/{kind}")
+            if identity != os.readlink(f"/proc/self/ns/{kind}"):
+                return kind, identity
+    return None
+
+
+def _kill_namespace(namespace: tuple[str, str]) -> None:
+    """SIGKILL every process in the namespace, as the kernel does to a PID namespace whose init exits."""
+    kind, identity = namespace
+    for _ in range(5):  # a process may fork while the scan runs; the next round catches the child
+        killed = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry.name}/ns/{kind}") == identity:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    killed = True
+        if not killed:
+            return
+        time.sleep(0.05)
+
+
+def _kill_leftovers(pid: int, namespace: tuple[str, str] | None) -> None:
+    """Like a container runtime: when the main process ends, the rest of the container goes too."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if namespace is not None:
+        _kill_namespace(namespace)
+
+
+def _pump(
+    proc: subprocess.Popen[bytes], writer: logs.CriLogWriter, namespace: tuple[str, str] | None
+) -> None:
+    """Copy output to the log until the process exits, then kill leftovers of the container and drain."""
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
     sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
@@ -202,9 +244,7 @@ def _pump(proc: subprocess.Popen[bytes], writer: logs.CriLogWriter) -> None:
     drain_deadline: float | None = None
     while sel.get_map():
         if drain_deadline is None and proc.poll() is not None:
-            # Like a container runtime: when the main process ends, the rest of the container goes too.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _kill_leftovers(proc.pid, namespace)
             drain_deadline = time.monotonic() + 2.0
         if drain_deadline is not None and time.monotonic() > drain_deadline:
             break
@@ -215,6 +255,9 @@ def _pump(proc: subprocess.Popen[bytes], writer: logs.CriLogWriter) -> None:
             else:
                 sel.unregister(key.fileobj)
     sel.close()
+    if drain_deadline is None:  # output closed before the process ended: await its exit, not reaping it
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        _kill_leftovers(proc.pid, namespace)
     proc.wait()
 
 
