@@ -3,8 +3,9 @@
 The controller gives the workers SSH keys and runs sshd in them, writes the hostfile, and starts the launcher
 (``<job>-launcher``) once every worker runs; the launcher's ``mpirun`` then starts ``worker.cmd`` on the
 workers. The job succeeds when ``mpirun`` exits 0, so the launcher's log is what the task log shows. Needs an
-image with Python, Open MPI and sshd (here the Horovod image of the T9k tutorials); each process prints its
-MPI rank.
+image with Python, Open MPI and sshd (here the Horovod image of the T9k tutorials; on the local cluster, the
+host's, which ``make env`` installs); each process prints its MPI rank. ``-x PATH`` gives the ranks the
+launcher's PATH, so they find the same Python as the launcher, whatever the SSH session's default PATH is.
 """
 
 from __future__ import annotations
