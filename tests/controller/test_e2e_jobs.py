@@ -141,6 +141,11 @@ ENV_DUMP = (
 )
 
 
+# The chief/master holds on after dumping: its success ends the job, and replicas not yet created by then
+# are (rightly) never created, which would leave nothing to read for them.
+LEADER_ENV_DUMP = f"{ENV_DUMP}; sleep 3"
+
+
 def dumped_env(jobs: Jobs, pod: str) -> dict[str, Any]:
     # The job may succeed on its chief/master alone; the other replicas finish on their own.
     wait_for(lambda: pod_phase(jobs, pod) == "Succeeded", 60, f"{pod} Succeeded")
@@ -152,7 +157,7 @@ def dumped_env(jobs: Jobs, pod: str) -> dict[str, Any]:
 def test_tensorflow_replicas_read_a_correct_tf_config(jobs: Jobs) -> None:
     jobs.create(job("TensorFlowTrainingJob", "tj-env", {
         "replicaSpecs": [
-            {"type": "chief", "template": template("tensorflow", ENV_DUMP)},
+            {"type": "chief", "template": template("tensorflow", LEADER_ENV_DUMP)},
             {"type": "worker", "replicas": 2, "template": template("tensorflow", ENV_DUMP)},
         ],
     }))  # fmt: skip
@@ -175,7 +180,7 @@ def test_tensorflow_replicas_read_a_correct_tf_config(jobs: Jobs) -> None:
 def test_xgboost_replicas_read_master_addr_rank_and_world_size(jobs: Jobs) -> None:
     jobs.create(job("XGBoostTrainingJob", "xj-env", {
         "replicaSpecs": [
-            {"type": "master", "template": template("xgboost", ENV_DUMP)},
+            {"type": "master", "template": template("xgboost", LEADER_ENV_DUMP)},
             {"type": "worker", "replicas": 2, "template": template("xgboost", ENV_DUMP)},
         ],
     }))  # fmt: skip
