@@ -17,6 +17,11 @@ $(STAMP): requirements/dev.lock pyproject.toml
 	# which the lock would resolve to CUDA wheels. Built against the installed CPU torch, without its C++ ops.
 	DS_BUILD_OPS=0 $(PY) -m pip install --quiet --no-deps --no-build-isolation deepspeed==0.19.8 einops==0.8.2 \
 	  hjson==3.1.0 msgpack==1.2.4 ninja==1.13.2 py-cpuinfo==9.0.0 tqdm==4.70.1
+	# ColossalAI (the ColossalAIJob example's `colossalai run`, which reaches the workers with fabric/paramiko) likewise:
+	# its metadata pins torch<=2.5.1 and CUDA-only extras. --no-deps keeps our CPU torch; what the CLI and
+	# launch_from_torch import is pinned here.
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation colossalai==0.5.0 fabric==3.2.3 invoke==2.2.1 \
+	  paramiko==5.1.0 decorator==5.3.1 bcrypt==5.0.0 pynacl==1.6.2
 	# The local cluster's pods run the host's programs: the MPI and DeepSpeed examples need sshd, Open MPI and pdsh.
 	@if [ ! -x /usr/sbin/sshd ] || ! command -v mpirun >/dev/null || ! command -v pdsh >/dev/null; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "make env: sshd, mpirun or pdsh is missing; as root run: apt-get install openssh-server openmpi-bin pdsh" >&2; exit 1; fi; \
