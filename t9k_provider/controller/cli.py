@@ -9,7 +9,6 @@ import signal
 import sys
 
 from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient, Configuration
 
 from t9k_provider.controller.runtime import log_format
 from t9k_provider.controller.runtime.manager import Manager, Settings
@@ -77,22 +76,10 @@ def _in_cluster_namespace() -> str | None:
         return None
 
 
-async def _client(kubeconfig: str | None) -> ApiClient:
-    configuration = Configuration()
-    if kubeconfig:
-        await kube_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    else:
-        try:
-            kube_config.load_incluster_config(client_configuration=configuration)
-        except kube_config.ConfigException:
-            await kube_config.load_kube_config(client_configuration=configuration)
-    return ApiClient(configuration)
-
-
 async def run(args: argparse.Namespace) -> int:
     from t9k_provider.controller.engine import WATCHED_CHILD_TYPES, reconcile
-    from t9k_provider.controller.runtime.api import ResourceType
     from t9k_provider.jobs import API_VERSION, KINDS
+    from t9k_provider.kube.api import ResourceType, api_client
 
     settings = Settings(
         namespaces=args.namespace,
@@ -116,7 +103,7 @@ async def run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    client = await _client(args.kubeconfig)
+    client = await api_client(args.kubeconfig)
     async with client:
         manager = Manager(client, settings, reconcile, job_types, child_types)
         return await manager.run(stop)

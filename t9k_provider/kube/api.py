@@ -1,8 +1,9 @@
-"""The controller's only door to the Kubernetes API: raw JSON requests, counted in metrics.
+"""The one Kubernetes API client of the controller and the local node agents: raw JSON requests, counted.
 
 Objects stay plain dicts (no generated models), so built-in and custom resources are handled the same way and
-nothing the server returns is dropped. Every request is counted by verb and resource; issue 7 reads these
-counters to measure the controller's API efficiency.
+nothing the server returns is dropped. Every request is reported to an ``ApiMetrics`` by verb and resource;
+the controller's Prometheus counters (issue 7 reads them to measure its API efficiency) implement it, the node
+agents pass ``NO_METRICS``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient
-
-from t9k_provider.controller.runtime.metrics import Metrics
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import ApiClient, Configuration
 
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT = 30.0
@@ -73,11 +74,67 @@ class ApiError(Exception):
     def expired(self) -> bool:
         return self.status == 410
 
+    @property
+    def resource_version_unavailable(self) -> bool:
+        """The watch or list cannot start from the resourceVersion asked for: only a fresh list helps.
+
+        410: compacted away. 504 ``ResourceVersionTooLarge``: newer than the server's store (the store was
+        wiped, or this is another server); waiting would never end.
+        """
+        causes = (self.body.get("details") or {}).get("causes") or []
+        too_large = any(c.get("reason") == "ResourceVersionTooLarge" for c in causes)
+        return self.expired or (self.status == 504 and too_large)
+
+
+class ApiMetrics(Protocol):
+    """What a KubeApi and its informers report."""
+
+    def api_request(self, verb: str, resource: str, code: int) -> None: ...
+
+    def watch_event(self, resource: str, event_type: str) -> None: ...
+
+    def relist(self, resource: str, cause: str) -> None: ...
+
+
+class NoMetrics:
+    def api_request(self, verb: str, resource: str, code: int) -> None:
+        pass
+
+    def watch_event(self, resource: str, event_type: str) -> None:
+        pass
+
+    def relist(self, resource: str, cause: str) -> None:
+        pass
+
+
+NO_METRICS = NoMetrics()
+
+
+async def api_client(kubeconfig: str | Path | None) -> ApiClient:
+    """A client bound to ``kubeconfig`` (never the global configuration); without one, the in-cluster
+    service account, then the default kubeconfig."""
+    configuration = Configuration()
+    if kubeconfig:
+        await kube_config.load_kube_config(
+            config_file=str(kubeconfig), client_configuration=configuration, persist_config=False
+        )
+    else:
+        try:
+            kube_config.load_incluster_config(client_configuration=configuration)
+        except kube_config.ConfigException:
+            await kube_config.load_kube_config(client_configuration=configuration, persist_config=False)
+    return ApiClient(configuration)
+
 
 class KubeApi:
-    def __init__(self, client: ApiClient, metrics: Metrics) -> None:
+    def __init__(self, client: ApiClient, metrics: ApiMetrics = NO_METRICS) -> None:
         self._client = client
-        self._metrics = metrics
+        self.metrics = metrics
+
+    @property
+    def host(self) -> str:
+        """The server's base URL."""
+        return str(self._client.configuration.host)
 
     async def _send(
         self,
@@ -101,7 +158,7 @@ class KubeApi:
             _preload_content=False,
             _request_timeout=timeout,
         )
-        self._metrics.api_request(verb, rt.plural, response.status)
+        self.metrics.api_request(verb, rt.plural, response.status)
         return response
 
     async def _call(
@@ -127,8 +184,18 @@ class KubeApi:
         items = [_typed(rt, item) for item in data.get("items") or []]
         return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
 
-    async def create(self, rt: ResourceType, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
-        return _typed(rt, await self._call("create", "POST", rt, rt.path(namespace), body=obj))
+    async def create(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        obj: dict[str, Any],
+        *,
+        name: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """POST a new object, or with ``name`` and ``subresource`` to a subresource such as pods/binding."""
+        path = rt.path(namespace, name, subresource)
+        return _typed(rt, await self._call("create", "POST", rt, path, body=obj))
 
     async def replace(self, rt: ResourceType, namespace: str | None, name: str, obj: dict[str, Any]) -> dict:
         return _typed(rt, await self._call("update", "PUT", rt, rt.path(namespace, name), body=obj))
@@ -201,7 +268,7 @@ class KubeApi:
                 obj = event.get("object") or {}
                 if event.get("type") == "ERROR":
                     raise ApiError(int(obj.get("code") or 500), obj)
-                self._metrics.watch_events.labels(resource=rt.plural, type=str(event.get("type"))).inc()
+                self.metrics.watch_event(rt.plural, str(event.get("type")))
                 event["object"] = _typed(rt, obj)
                 yield event
 

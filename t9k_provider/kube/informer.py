@@ -1,13 +1,17 @@
-"""List+watch informers: a local cache per resource type with an owner-uid index.
+"""List+watch informers: a local cache per resource type, with indexes and change handlers.
 
 One informer lists once, then follows a watch from the list's resourceVersion, resuming from the last seen
 resourceVersion (bookmarks included) when the server ends the stream, and relisting only when the server says
-the version is too old (410). There is no polling.
+that version is unavailable (410 Gone, or 504 too large after the store was wiped). There is no polling;
+errors are retried with bounded, jittered exponential backoff, so an informer never dies.
 
-The cache is also written through by the controller's own successful writes (``observe``), so a reconcile that
+The cache can also be written through by its owner's own successful writes (``observe``), so a reconcile that
 runs before the watch delivers the echo of the previous write never acts on older state than it produced
 itself. Events older than what the cache holds are dropped, comparing resourceVersions numerically (etcd and
 the local store use one global counter); tombstones keep a late event from resurrecting a deleted object.
+
+Handlers get ``(old, new)``: ``old`` is None for an object that appeared, ``new`` None for one that went away.
+Indexes map an index value to the keys of the objects whose index function yields it (client-go's Indexer).
 """
 
 from __future__ import annotations
@@ -15,20 +19,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from t9k_provider.controller.runtime.api import ApiError, KubeApi, ResourceType
-from t9k_provider.controller.runtime.metrics import Metrics
+from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 Handler = Callable[[dict[str, Any] | None, dict[str, Any] | None], None]
+IndexFunc = Callable[[dict[str, Any]], Iterable[str]]
 
 WATCH_TIMEOUT_SECONDS = 300
 MAX_BACKOFF = 30.0
 MIN_WATCH_SECONDS = 1.0
+
+OWNER_INDEX = "owner"  # by the uid of the controlling owner
+NODE_INDEX = "node"  # pods by spec.nodeName
 
 
 def object_key(obj: dict[str, Any]) -> Key:
@@ -41,6 +48,27 @@ def controller_ref(obj: dict[str, Any]) -> dict[str, Any] | None:
         if ref.get("controller"):
             return ref
     return None
+
+
+def by_owner(obj: dict[str, Any]) -> list[str]:
+    ref = controller_ref(obj)
+    return [ref["uid"]] if ref is not None and ref.get("uid") else []
+
+
+def by_node(obj: dict[str, Any]) -> list[str]:
+    node = (obj.get("spec") or {}).get("nodeName")
+    return [node] if node else []
+
+
+def by_label(label: str) -> IndexFunc:
+    """Index by one label's value, qualified by namespace: ``<namespace>/<value>``."""
+
+    def index(obj: dict[str, Any]) -> list[str]:
+        meta = obj.get("metadata") or {}
+        value = (meta.get("labels") or {}).get(label)
+        return [f"{meta.get('namespace') or ''}/{value}"] if value is not None else []
+
+    return index
 
 
 def _rv(obj: dict[str, Any] | None) -> int | None:
@@ -65,33 +93,41 @@ class Informer:
         self,
         api: KubeApi,
         rt: ResourceType,
-        namespace: str | None,
-        metrics: Metrics,
+        namespace: str | None = None,
         *,
         keep: Callable[[dict[str, Any]], bool] | None = None,
-        on_change: Handler | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
         watch_timeout: int = WATCH_TIMEOUT_SECONDS,
     ) -> None:
         self.rt = rt
         self.namespace = namespace
         self.synced = asyncio.Event()
         self._api = api
-        self._metrics = metrics
         self._keep = keep or (lambda _obj: True)
-        self._on_change = on_change
+        self._handlers: list[Handler] = []
+        self._indexers = dict(indexers or {})
         self._watch_timeout = watch_timeout
         self._store: dict[Key, dict[str, Any]] = {}
         self._tombstones: dict[Key, int] = {}
-        self._by_owner: dict[str, set[Key]] = {}
+        self._indexes: dict[str, dict[str, set[Key]]] = {name: {} for name in self._indexers}
         self._resource_version = ""
         self.last_error: str | None = None
+
+    def add_handler(self, handler: Handler) -> None:
+        """Call ``handler(old, new)`` on every change; register before ``run`` to see the initial list."""
+        self._handlers.append(handler)
 
     # -- reads -------------------------------------------------------------------------------------
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._store.get((namespace, name))
 
-    def owned_by(self, uid: str) -> list[dict[str, Any]]:
-        return [self._store[key] for key in sorted(self._by_owner.get(uid, ()))]
+    def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
+        """The cached objects whose ``index`` function yields ``value``, in key order."""
+        try:
+            keys = self._indexes[index].get(value, ())
+        except KeyError:
+            raise ValueError(f"informer {self.rt.plural}: no index {index!r}") from None
+        return [self._store[key] for key in sorted(keys)]
 
     def items(self) -> list[dict[str, Any]]:
         return list(self._store.values())
@@ -128,8 +164,8 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
-                if exc.expired:
-                    cause = "expired"
+                if exc.resource_version_unavailable:
+                    cause = "expired" if exc.expired else "too_large"
                     continue
                 if exc.not_found and not self._store:
                     # The type is not served (an optional CRD such as FlinkCluster is not installed): there is
@@ -148,7 +184,7 @@ class Informer:
         await asyncio.sleep(backoff * (0.5 + random.random()))
 
     async def _relist(self, cause: str) -> None:
-        self._metrics.relists.labels(resource=self.rt.plural, cause=cause).inc()
+        self._api.metrics.relist(self.rt.plural, cause)
         items, rv = await self._api.list(self.rt, self.namespace)
         fresh = {object_key(obj): obj for obj in items if self._keep(obj)}
         for key in [k for k in self._store if k not in fresh]:
@@ -222,17 +258,22 @@ class Informer:
         self._notify(current, obj)
 
     def _index(self, obj: dict[str, Any], *, add: bool) -> None:
-        ref = controller_ref(obj)
-        if ref is None or not ref.get("uid"):
-            return
-        keys = self._by_owner.setdefault(ref["uid"], set())
-        if add:
-            keys.add(object_key(obj))
-        else:
-            keys.discard(object_key(obj))
-            if not keys:
-                del self._by_owner[ref["uid"]]
+        key = object_key(obj)
+        for name, index_func in self._indexers.items():
+            index = self._indexes[name]
+            for value in index_func(obj):
+                if add:
+                    index.setdefault(value, set()).add(key)
+                else:
+                    keys = index.get(value)
+                    if keys is not None:
+                        keys.discard(key)
+                        if not keys:
+                            del index[value]
 
     def _notify(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        if self._on_change is not None:
-            self._on_change(old, new)
+        for handler in self._handlers:
+            try:
+                handler(old, new)
+            except Exception:  # a handler's bug must not stop the cache
+                log.exception("informer %s: a change handler failed", self.rt.plural)

@@ -14,13 +14,13 @@ from e2e_support import NS, TERMINAL, Jobs, job, template
 from kubernetes import client
 
 from t9k_provider.controller.engine import WATCHED_CHILD_TYPES, reconcile
-from t9k_provider.controller.runtime.api import KubeApi, ResourceType
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
-from t9k_provider.controller.runtime.informer import Informer
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.controller.runtime.reconciler import Reconciler
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
+from t9k_provider.kube.api import KubeApi, ResourceType
+from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -177,8 +177,11 @@ async def test_status_conflict_is_retried_from_fresh_state(cluster: LocalCluster
         job_types = [ResourceType(API_VERSION, k, cls.PLURAL) for k, cls in KINDS.items()]
         child_types = [ResourceType(*t) for t in WATCHED_CHILD_TYPES]
         caches = Caches(job_types, child_types)
-        for rt in [*job_types, *child_types]:
-            caches.add(Informer(api, rt, NS, metrics))  # not started: the test controls the cache
+        # not started: the test controls the cache
+        for rt in job_types:
+            caches.add(Informer(api, rt, NS))
+        for rt in child_types:
+            caches.add(Informer(api, rt, NS, indexers={OWNER_INDEX: by_owner}))
         caches.observe(created)  # stale: the user's label change bumped the resourceVersion since
         reconciler = Reconciler(api, caches, EventRecorder(api, metrics, "test"), metrics, reconcile)
         outcome = await reconciler.reconcile(("GenericJob", NS, "gj-conflict"))

@@ -9,16 +9,15 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.controller.runtime.api import ApiError, KubeApi, ResourceType
-from t9k_provider.controller.runtime.informer import Informer
-from t9k_provider.controller.runtime.leader import LEASES, LeaderElector
+from t9k_provider.controller.runtime.leader import LeaderElector
 from t9k_provider.controller.runtime.metrics import Metrics
+from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.informer import Informer
+from t9k_provider.kube.resources import CONFIGMAPS, LEASES, SECRETS
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = pytest.mark.cluster
 
-CONFIGMAPS = ResourceType("v1", "ConfigMap", "configmaps")
-SECRETS = ResourceType("v1", "Secret", "secrets")
 NS = "default"
 
 
@@ -70,7 +69,7 @@ async def test_informer_resumes_and_relists_after_compaction(cluster: LocalClust
         metrics = Metrics()
         api = GatedApi(client, metrics)
         await api.create(CONFIGMAPS, NS, configmap("keep-a"))
-        informer = Informer(api, CONFIGMAPS, NS, metrics, watch_timeout=1)
+        informer = Informer(api, CONFIGMAPS, NS, watch_timeout=1)
         task = asyncio.create_task(informer.run())
         try:
             await asyncio.wait_for(informer.synced.wait(), 10)

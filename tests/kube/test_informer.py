@@ -1,7 +1,8 @@
-"""Informer cache logic: owner index, stale-event suppression, write-through, resume and relist on 410.
+"""Informer cache logic: indexes, handlers, stale-event suppression, write-through, resume and relist.
 
 The API here is a scripted stand-in for the network so each path is driven deterministically; the same
-paths run against the real local API server in test_runtime_cluster.py.
+paths run against the real local API server in tests/controller/test_runtime_cluster.py (controller) and
+tests/local/test_kubelet_*.py (node agents).
 """
 
 from __future__ import annotations
@@ -10,11 +11,19 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from t9k_provider.controller.runtime.api import ApiError, ResourceType
-from t9k_provider.controller.runtime.informer import Informer
-from t9k_provider.controller.runtime.metrics import Metrics
+import pytest
 
-PODS = ResourceType("v1", "Pod", "pods")
+from t9k_provider.controller.runtime.metrics import Metrics
+from t9k_provider.kube.api import ApiError, ResourceType
+from t9k_provider.kube.informer import (
+    NODE_INDEX,
+    OWNER_INDEX,
+    Informer,
+    by_label,
+    by_node,
+    by_owner,
+)
+from t9k_provider.kube.resources import PODS
 
 
 def pod(name: str, rv: int, owner: str | None = "job-uid", phase: str = "Pending") -> dict[str, Any]:
@@ -35,6 +44,7 @@ class ScriptedApi:
         self.watched_from: list[str] = []
         self.list_calls = 0
         self.exhausted = asyncio.Event()
+        self.metrics = Metrics()
 
     async def list(self, rt: ResourceType, namespace: str | None) -> tuple[list[dict], str]:
         self.list_calls += 1
@@ -57,12 +67,14 @@ class ScriptedApi:
             yield event
 
 
-def make(api: ScriptedApi, changes: list | None = None) -> Informer:
+def make(api: ScriptedApi, changes: list | None = None, **options: Any) -> Informer:
     def on_change(old: dict | None, new: dict | None) -> None:
         if changes is not None:
             changes.append((old and old["metadata"]["name"], new and new["metadata"]["resourceVersion"]))
 
-    return Informer(api, PODS, None, Metrics(), on_change=on_change)  # type: ignore[arg-type]
+    informer = Informer(api, PODS, **options)  # type: ignore[arg-type]
+    informer.add_handler(on_change)
+    return informer
 
 
 async def run_until_exhausted(informer: Informer, api: ScriptedApi) -> None:
@@ -100,10 +112,10 @@ async def test_owner_index_follows_changes() -> None:
         lists=[([pod("a", 1), pod("b", 2, owner="other"), pod("c", 3, owner=None)], "3")],
         watches=[[{"type": "MODIFIED", "object": pod("b", 4)}, {"type": "DELETED", "object": pod("a", 5)}]],
     )
-    informer = make(api)
+    informer = make(api, indexers={OWNER_INDEX: by_owner})
     await run_until_exhausted(informer, api)
-    assert [o["metadata"]["name"] for o in informer.owned_by("job-uid")] == ["b"]
-    assert informer.owned_by("other") == []
+    assert [o["metadata"]["name"] for o in informer.by_index(OWNER_INDEX, "job-uid")] == ["b"]
+    assert informer.by_index(OWNER_INDEX, "other") == []
 
 
 async def test_stale_events_do_not_overwrite_newer_writes() -> None:
@@ -133,13 +145,7 @@ async def test_tombstone_blocks_late_events_until_the_watch_passes_it() -> None:
 
 async def test_keep_filter_drops_foreign_objects() -> None:
     api = ScriptedApi(lists=[([pod("a", 1), pod("z", 2, owner=None)], "2")], watches=[])
-    informer = Informer(
-        api,
-        PODS,
-        None,
-        Metrics(),
-        keep=lambda o: bool(o["metadata"].get("ownerReferences")),  # type: ignore[arg-type]
-    )
+    informer = make(api, keep=lambda o: bool(o["metadata"].get("ownerReferences")))
     await run_until_exhausted(informer, api)
     assert [o["metadata"]["name"] for o in informer.items()] == ["a"]
     orphan = pod("a", 3)
@@ -175,3 +181,84 @@ async def test_an_unserved_type_counts_as_synced_and_is_listed_again_later() -> 
     informer = make(api)
     await run_until_exhausted(informer, api)
     assert api.list_calls == 2 and informer.get("ns", "a") is not None
+
+
+async def test_a_wiped_store_is_relisted_not_waited_for() -> None:
+    """504 ResourceVersionTooLarge (the server's store is older than our version): relist, never loop."""
+    too_large = ApiError(
+        504,
+        {"reason": "Timeout", "details": {"causes": [{"reason": "ResourceVersionTooLarge"}]}},
+    )
+    api = ScriptedApi(lists=[([pod("a", 90)], "90"), ([pod("b", 3)], "3")], watches=[too_large])
+    informer = make(api)
+    await run_until_exhausted(informer, api)
+    assert api.list_calls == 2 and api.watched_from == ["90", "3"]
+    assert [o["metadata"]["name"] for o in informer.items()] == ["b"]
+    relists = api.metrics.relists.labels(resource="pods", cause="too_large")._value.get()
+    assert relists == 1
+
+
+async def test_a_plain_gateway_timeout_resumes_the_watch() -> None:
+    api = ScriptedApi(lists=[([pod("a", 1)], "1")], watches=[ApiError(504, {"reason": "Timeout"}), []])
+    informer = make(api)
+    await run_until_exhausted(informer, api)
+    assert api.list_calls == 1 and api.watched_from == ["1", "1", "1"]
+
+
+def node_pod(name: str, rv: int, node: str | None, group: str | None = None) -> dict[str, Any]:
+    obj = pod(name, rv, owner=None)
+    if node:
+        obj["spec"] = {"nodeName": node}
+    if group:
+        obj["metadata"]["labels"] = {"group": group}
+    return obj
+
+
+async def test_node_and_label_indexes_follow_moves_and_deletes() -> None:
+    other_ns = node_pod("x", 4, None, group="g")
+    other_ns["metadata"]["namespace"] = "other"
+    api = ScriptedApi(
+        lists=[([node_pod("a", 1, None, "g"), node_pod("b", 2, "n1", "g"), other_ns], "4")],
+        watches=[
+            [
+                {"type": "MODIFIED", "object": node_pod("a", 5, "n1", "g")},  # bound to n1
+                {"type": "MODIFIED", "object": node_pod("b", 6, "n2")},  # moved, label dropped
+                {"type": "DELETED", "object": node_pod("a", 7, "n1", "g")},
+            ]
+        ],
+    )
+    seen: list[list[str]] = []
+    indexers = {NODE_INDEX: by_node, "group": by_label("group")}
+    informer = make(api, indexers=indexers)
+
+    def snapshot(_old: dict | None, _new: dict | None) -> None:
+        seen.append([o["metadata"]["name"] for o in informer.by_index(NODE_INDEX, "n1")])
+
+    informer.add_handler(snapshot)
+    await run_until_exhausted(informer, api)
+    assert seen[-3:] == [["a", "b"], ["a"], []], "the index is current when handlers run"
+    assert [o["metadata"]["name"] for o in informer.by_index(NODE_INDEX, "n2")] == ["b"]
+    assert informer.by_index("group", "ns/g") == []
+    assert [o["metadata"]["name"] for o in informer.by_index("group", "other/g")] == ["x"]
+    with pytest.raises(ValueError, match="no index 'owner'"):
+        informer.by_index(OWNER_INDEX, "uid")
+
+
+async def test_every_handler_sees_every_change_even_after_one_fails() -> None:
+    api = ScriptedApi(
+        lists=[([pod("a", 1)], "1")],
+        watches=[[{"type": "MODIFIED", "object": pod("a", 2)}, {"type": "DELETED", "object": pod("a", 3)}]],
+    )
+    first: list = []
+    informer = make(api, first)
+
+    def broken(_old: dict | None, _new: dict | None) -> None:
+        raise RuntimeError("handler bug")
+
+    last: list = []
+    informer.add_handler(broken)
+    informer.add_handler(lambda old, new: last.append((old and old["metadata"]["name"], new and "new")))
+    await run_until_exhausted(informer, api)
+    assert first == [(None, "1"), ("a", "2"), ("a", None)]
+    assert last == [(None, "new"), ("a", "new"), ("a", None)]
+    assert api.list_calls == 1 and api.watched_from == ["1", "3"], "a handler's failure is not a watch error"

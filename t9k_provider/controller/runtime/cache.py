@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.controller.runtime.api import ResourceType
-from t9k_provider.controller.runtime.informer import Informer
+from t9k_provider.kube.api import ResourceType
+from t9k_provider.kube.informer import OWNER_INDEX, Informer
 
 
 class Caches:
@@ -47,7 +47,7 @@ class Caches:
         for rt in self.child_types:
             inf = self._informer(rt, namespace)
             if inf is not None:
-                children.extend(inf.owned_by(uid))
+                children.extend(inf.by_index(OWNER_INDEX, uid))
         return children
 
     def observe(self, obj: dict[str, Any]) -> None:

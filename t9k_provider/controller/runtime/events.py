@@ -8,12 +8,12 @@ from collections import OrderedDict
 from datetime import datetime, timezone
 from typing import Any
 
-from t9k_provider.controller.runtime.api import ApiError, KubeApi, ResourceType
 from t9k_provider.controller.runtime.metrics import Metrics
+from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.resources import EVENTS
 
 log = logging.getLogger(__name__)
 
-EVENTS = ResourceType("v1", "Event", "events")
 COMPONENT = "t9k-controller"
 MAX_REMEMBERED = 4096
 

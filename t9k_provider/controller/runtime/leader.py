@@ -17,12 +17,11 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from t9k_provider.controller.runtime.api import ApiError, KubeApi, ResourceType
 from t9k_provider.controller.runtime.metrics import Metrics
+from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.resources import LEASES
 
 log = logging.getLogger(__name__)
-
-LEASES = ResourceType("coordination.k8s.io/v1", "Lease", "leases")
 
 
 def _micro_time(now: datetime) -> str:

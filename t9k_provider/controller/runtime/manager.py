@@ -14,15 +14,15 @@ import aiohttp
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
-from t9k_provider.controller.runtime.api import ApiError, KubeApi, ResourceType
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
 from t9k_provider.controller.runtime.health import health_app, metrics_app, serve
-from t9k_provider.controller.runtime.informer import Informer, controller_ref
 from t9k_provider.controller.runtime.leader import LeaderElector
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.controller.runtime.reconciler import Engine, JobKey, NotLeader, Reconciler
-from t9k_provider.controller.runtime.workqueue import WorkQueue
+from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner, controller_ref
+from t9k_provider.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class Manager:
         self.metrics = Metrics()
         self.identity = settings.identity or default_identity()
         self.api = KubeApi(client, self.metrics)
-        self.queue = WorkQueue(on_depth=self.metrics.queue_depth.set)
+        self.queue: WorkQueue[JobKey] = WorkQueue(on_depth=self.metrics.queue_depth.set)
         self.caches = Caches(job_types, child_types)
         self.elector = (
             LeaderElector(
@@ -97,13 +97,15 @@ class Manager:
         namespaces: list[str | None] = list(settings.namespaces) or [None]
         for ns in namespaces:
             for rt in job_types:
-                self.caches.add(Informer(self.api, rt, ns, self.metrics, on_change=self._job_changed))
+                jobs = Informer(self.api, rt, ns)
+                jobs.add_handler(self._job_changed)
+                self.caches.add(jobs)
             for rt in child_types:
-                self.caches.add(
-                    Informer(
-                        self.api, rt, ns, self.metrics, keep=self._owned_by_job, on_change=self._child_changed
-                    )
+                children = Informer(
+                    self.api, rt, ns, keep=self._owned_by_job, indexers={OWNER_INDEX: by_owner}
                 )
+                children.add_handler(self._child_changed)
+                self.caches.add(children)
 
     # -- event routing -----------------------------------------------------------------------------
     def _owned_by_job(self, obj: dict[str, Any]) -> bool:
@@ -207,7 +209,7 @@ class Manager:
         while (key := await self.queue.get()) is not None:
             self._busy_since[index] = time.monotonic()
             try:
-                await self._process(key)  # type: ignore[arg-type]
+                await self._process(key)
             except NotLeader:
                 log.error("worker stopped: not the leader any more")
                 return

@@ -55,7 +55,7 @@ class Metrics:
         )
         self.relists = Counter(
             f"{PREFIX}_informer_relists_total",
-            "Full relists by resource and cause (start, expired, error).",
+            "Full relists by resource and cause (start, expired, too_large, error).",
             ["resource", "cause"],
             registry=r,
         )
@@ -76,9 +76,16 @@ class Metrics:
         )
         self.leader = Gauge(f"{PREFIX}_leader", "1 while this instance holds the leader lease.", registry=r)
 
+    # -- kube.api.ApiMetrics ----------------------------------------------------------------------
     def api_request(self, verb: str, resource: str, code: int) -> None:
         access = "read" if verb in READ_VERBS else "write"
         self.api_requests.labels(verb=verb, resource=resource, code=str(code), access=access).inc()
+
+    def watch_event(self, resource: str, event_type: str) -> None:
+        self.watch_events.labels(resource=resource, type=event_type).inc()
+
+    def relist(self, resource: str, cause: str) -> None:
+        self.relists.labels(resource=resource, cause=cause).inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -20,12 +20,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from t9k_provider.controller.engine.types import Create, Decision, Delete, Observed, Patch
-from t9k_provider.controller.runtime.api import ApiError, KubeApi
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
-from t9k_provider.controller.runtime.informer import controller_ref
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.controller.runtime.status_writer import merge_patch, status_patch
+from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.informer import controller_ref
 
 log = logging.getLogger(__name__)
 

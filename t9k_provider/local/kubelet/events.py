@@ -7,7 +7,8 @@ import os
 import time
 from typing import Any
 
-from t9k_provider.local.kubelet.kube import ApiError, Kube
+from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.resources import EVENTS
 
 log = logging.getLogger(__name__)
 NODE_NAME = "t9k-local-node"
@@ -18,7 +19,7 @@ def _now() -> str:
 
 
 async def record(
-    kube: Kube,
+    kube: KubeApi,
     obj: dict[str, Any],
     reason: str,
     message: str,
@@ -59,6 +60,6 @@ async def record(
         "reportingInstance": NODE_NAME if component == "kubelet" else f"{component}-{NODE_NAME}",
     }
     try:
-        await kube.create(f"/api/v1/namespaces/{ns}/events", body)
+        await kube.create(EVENTS, ns, body)
     except (ApiError, OSError) as exc:
         log.debug("event %s for %s/%s not recorded: %s", reason, ns, meta["name"], exc)

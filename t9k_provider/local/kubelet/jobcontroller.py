@@ -7,8 +7,11 @@ import logging
 import time
 from typing import Any
 
+from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.informer import OWNER_INDEX, Informer, object_key
+from t9k_provider.kube.resources import JOBS, PODS
+from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.kubelet import events
-from t9k_provider.local.kubelet.kube import ApiError, Informer, Kube, WorkQueue
 from t9k_provider.local.kubelet.shim import now_rfc3339
 from t9k_provider.local.logs import parse_timestamp
 
@@ -17,13 +20,6 @@ log = logging.getLogger(__name__)
 COMPONENT = "job-controller"
 EXPECTATION_TIMEOUT = 30.0
 DEFAULT_BACKOFF_LIMIT = 6
-
-
-def job_uid_of(pod: dict[str, Any]) -> str | None:
-    for ref in pod["metadata"].get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1":
-            return ref.get("uid")
-    return None
 
 
 def _condition(ctype: str, reason: str, message: str, now: str) -> dict[str, Any]:
@@ -45,41 +41,44 @@ def finished_condition(job: dict[str, Any]) -> str | None:
 
 
 class JobController:
-    def __init__(self, kube: Kube, jobs: Informer, pods: Informer) -> None:
+    def __init__(self, kube: KubeApi, jobs: Informer, pods: Informer) -> None:
         self.kube = kube
         self.jobs = jobs
         self.pods = pods
-        self.queue = WorkQueue()
+        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         # Pods created but not yet seen by the informer (client-go "expectations"): job uid -> name -> time.
         self.expected: dict[str, dict[str, float]] = {}
 
-    def on_job(self, key: tuple[str, str]) -> None:
-        self.queue.add(key)
+    def on_job(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is not None:
+            self.queue.add(object_key(new))
+        elif old is not None:
+            self.expected.pop(old["metadata"]["uid"], None)
 
-    def on_pod(self, key: tuple[str, str]) -> None:
-        pod = self.pods.cache.get(key)
+    def on_pod(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """A pod that changed or went away: its Job recounts (a deleted pod may need replacing)."""
+        pod = new or old
         refs = pod["metadata"].get("ownerReferences") if pod else None
         for ref in refs or []:
             if ref.get("kind") == "Job" and ref.get("controller"):
-                self.queue.add((key[0], ref["name"]))
+                self.queue.add((object_key(pod)[0], ref["name"]))
 
     async def run(self) -> None:
         await self.jobs.synced.wait()
         await self.pods.synced.wait()
-        while True:
-            for key in await self.queue.get_all():
-                job = self.jobs.cache.get(key)
-                if job is None:
-                    continue
-                try:
+        while (key := await self.queue.get()) is not None:
+            try:
+                job = self.jobs.get(*key)
+                if job is not None:
                     await self.sync(job)
-                except (ApiError, OSError) as exc:
-                    log.warning("job %s/%s: sync failed: %s", *key, exc)
-                    self.queue.add_after(key, 1.0)
+            except (ApiError, OSError) as exc:
+                log.warning("job %s/%s: sync failed: %s", *key, exc)
+                self.queue.add_after(key, 1.0)
+            finally:
+                self.queue.done(key)
 
     def _owned_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        uid = job["metadata"]["uid"]
-        return [p for p in self.pods.items() if job_uid_of(p) == uid]
+        return self.pods.by_index(OWNER_INDEX, job["metadata"]["uid"])
 
     async def sync(self, job: dict[str, Any]) -> None:
         meta, spec = job["metadata"], job.get("spec") or {}
@@ -160,9 +159,7 @@ class JobController:
         new_status["conditions"] = conditions
         merged = {**status, **new_status}
         if merged != (job.get("status") or {}):
-            await self.kube.merge_patch(
-                f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status", {"status": merged}
-            )
+            await self.kube.patch(JOBS, ns, name, {"status": merged}, subresource="status")
 
     async def _create_pod(self, job: dict[str, Any]) -> None:
         meta = job["metadata"]
@@ -200,7 +197,7 @@ class JobController:
             },
             "spec": template.get("spec") or {},
         }
-        created = await self.kube.create(f"/api/v1/namespaces/{ns}/pods", pod)
+        created = await self.kube.create(PODS, ns, pod)
         pod_name = created["metadata"]["name"]
         if pod_name not in {p["metadata"]["name"] for p in self._owned_pods(job)}:
             self.expected.setdefault(uid, {})[pod_name] = time.monotonic()
@@ -211,9 +208,10 @@ class JobController:
     async def _delete_pods(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
         for pod in pods:
             pmeta = pod["metadata"]
-            path = f"/api/v1/namespaces/{pmeta.get('namespace', 'default')}/pods/{pmeta['name']}"
             try:
-                await self.kube.delete(path, {"preconditions": {"uid": pmeta["uid"]}})
+                await self.kube.delete(
+                    PODS, pmeta.get("namespace", "default"), pmeta["name"], uid=pmeta["uid"]
+                )
             except ApiError as exc:
                 if exc.status not in (404, 409):
                     raise

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.informer import NODE_INDEX, Informer, object_key
+from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS
 from t9k_provider.local import logs
 from t9k_provider.local.kubelet import events, hosts, podenv, runtime, volumes
-from t9k_provider.local.kubelet.kube import ApiError, Informer, Kube
 from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
 from t9k_provider.local.kubelet.shim import Mount, ShimSpec, now_rfc3339
@@ -87,9 +89,8 @@ class PodWorker:
         return f"{meta.get('namespace')}/{meta['name']}"
 
     @property
-    def pod_path(self) -> str:
-        meta = self.pod["metadata"]
-        return f"/api/v1/namespaces/{meta.get('namespace', 'default')}/pods/{meta['name']}"
+    def namespace(self) -> str:
+        return str(self.pod["metadata"].get("namespace", "default"))
 
     def update(self, pod: dict[str, Any]) -> None:
         self.pod = pod
@@ -224,14 +225,9 @@ class PodWorker:
         return pod_net
 
     async def _prepare(self) -> None:
-        ns = self.pod["metadata"].get("namespace", "default")
         cm_names, secret_names = podenv.referenced_names(self.pod)
-        configmaps = {
-            n: o for n in cm_names if (o := await self._fetch(f"/api/v1/namespaces/{ns}/configmaps/{n}"))
-        }
-        secrets = {
-            n: o for n in secret_names if (o := await self._fetch(f"/api/v1/namespaces/{ns}/secrets/{n}"))
-        }
+        configmaps = {n: o for n in cm_names if (o := await self._fetch(CONFIGMAPS, n))}
+        secrets = {n: o for n in secret_names if (o := await self._fetch(SECRETS, n))}
         assert self.net is not None
         try:
             self.volume_paths = await asyncio.to_thread(
@@ -247,9 +243,9 @@ class PodWorker:
         (self.dir / "resolv.conf").write_text(hosts.RESOLV_CONF)
         self.kubelet.write_hosts(self)
 
-    async def _fetch(self, path: str) -> dict[str, Any] | None:
+    async def _fetch(self, rt: ResourceType, name: str) -> dict[str, Any] | None:
         try:
-            return await self.kube.get(path)
+            return await self.kube.get(rt, self.namespace, name)
         except ApiError as exc:
             if exc.status == 404:
                 return None
@@ -474,7 +470,9 @@ class PodWorker:
         if status == self.last_status:
             return
         try:
-            await self.kube.merge_patch(f"{self.pod_path}/status", {"status": status})
+            await self.kube.patch(
+                PODS, self.namespace, self.pod["metadata"]["name"], {"status": status}, subresource="status"
+            )
         except ApiError as exc:
             if exc.status != 404:
                 raise
@@ -483,9 +481,10 @@ class PodWorker:
     async def _final_delete(self) -> None:
         if self.deleted:
             return
-        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": self.uid}}
         try:
-            await self.kube.delete(self.pod_path, body)
+            await self.kube.delete(
+                PODS, self.namespace, self.pod["metadata"]["name"], uid=self.uid, grace_period_seconds=0
+            )
         except ApiError as exc:
             if exc.status not in (404, 409):
                 raise
@@ -499,7 +498,7 @@ class _CreateError(Exception):
 class ProcessKubelet:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         state_dir: Path,
         network: HostNetwork | NetnsNetwork,
         pods: Informer,
@@ -514,7 +513,7 @@ class ProcessKubelet:
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._hosts_dirty = asyncio.Event()
         self._host_signatures: dict[tuple[str, str], tuple[Any, ...] | None] = {}
-        server = urlparse(kube.server)
+        server = urlparse(kube.host)
         self._api_host = server.hostname or "127.0.0.1"
         self._api_port = str(server.port or (443 if server.scheme == "https" else 80))
 
@@ -530,8 +529,8 @@ class ProcessKubelet:
 
     # -- informer callbacks
 
-    def on_pod(self, key: tuple[str, str]) -> None:
-        pod = self.pods.cache.get(key)
+    def on_pod(self, old: dict[str, Any] | None, pod: dict[str, Any] | None) -> None:
+        key = object_key(pod or old or {})
         for uid, worker in list(self.workers.items()):
             wkey = (worker.pod["metadata"].get("namespace", ""), worker.pod["metadata"]["name"])
             if wkey == key and (pod is None or pod["metadata"]["uid"] != uid):
@@ -558,7 +557,7 @@ class ProcessKubelet:
             self.workers.pop(worker.uid, None)
             self.tasks.pop(worker.uid, None)
 
-    def on_service(self, _key: tuple[str, str]) -> None:
+    def on_service(self, _old: dict[str, Any] | None, _new: dict[str, Any] | None) -> None:
         self.hosts_changed()
 
     def queue_wakeup(self, worker: PodWorker, delay: float) -> None:
@@ -615,7 +614,7 @@ class ProcessKubelet:
 
     async def _cleanup_orphans(self) -> None:
         """After a crash: pod directories and networks whose pod no longer exists are removed."""
-        live = {p["metadata"]["uid"]: p for p in self.pods.items() if p["spec"].get("nodeName") == NODE_NAME}
+        live = {p["metadata"]["uid"]: p for p in self.pods.by_index(NODE_INDEX, NODE_NAME)}
         pods_root = self.state_dir / "pods"
         if pods_root.is_dir():
             for entry in pods_root.iterdir():

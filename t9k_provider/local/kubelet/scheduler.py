@@ -10,14 +10,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.informer import Informer, by_label, object_key
+from t9k_provider.kube.resources import PODGROUPS, PODS
+from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.kubelet import events
-from t9k_provider.local.kubelet.kube import ApiError, Informer, Kube, WorkQueue
 
 log = logging.getLogger(__name__)
 
 SCHEDULERS = ("default-scheduler", "t9k-scheduler")
 GROUP_LABEL = "scheduler.tensorstack.dev/group-name"
-PODGROUP_API = "/apis/scheduler.tensorstack.dev/v1beta1"
+GROUP_INDEX = "pod-group"  # pods by "<namespace>/<PodGroup name>"
+POD_INDEXERS = {GROUP_INDEX: by_label(GROUP_LABEL)}  # what the pod informer must index for the scheduler
 
 
 def schedulable(pod: dict[str, Any]) -> bool:
@@ -31,27 +35,26 @@ def schedulable(pod: dict[str, Any]) -> bool:
 
 
 class Scheduler:
-    def __init__(self, kube: Kube, pods: Informer) -> None:
+    def __init__(self, kube: KubeApi, pods: Informer) -> None:
         self.kube = kube
         self.pods = pods
-        self.queue = WorkQueue()
+        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
 
-    def on_pod(self, key: tuple[str, str]) -> None:
-        pod = self.pods.cache.get(key)
+    def on_pod(self, _old: dict[str, Any] | None, pod: dict[str, Any] | None) -> None:
         if pod is not None and schedulable(pod):
-            self.queue.add(key)
+            self.queue.add(object_key(pod))
 
     async def run(self) -> None:
-        while True:
-            for key in await self.queue.get_all():
-                pod = self.pods.cache.get(key)
-                if pod is None or not schedulable(pod):
-                    continue
-                try:
+        while (key := await self.queue.get()) is not None:
+            try:
+                pod = self.pods.get(*key)
+                if pod is not None and schedulable(pod):
                     await self._schedule(pod)
-                except (ApiError, OSError) as exc:
-                    log.warning("scheduling %s/%s failed: %s", *key, exc)
-                    self.queue.add_after(key, 1.0)
+            except (ApiError, OSError) as exc:
+                log.warning("scheduling %s/%s failed: %s", *key, exc)
+                self.queue.add_after(key, 1.0)
+            finally:
+                self.queue.done(key)
 
     async def _schedule(self, pod: dict[str, Any]) -> None:
         group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
@@ -63,7 +66,7 @@ class Scheduler:
         """True once the PodGroup's minMember pods exist (a missing PodGroup does not block)."""
         ns = pod["metadata"].get("namespace", "default")
         try:
-            pg = await self.kube.get(f"{PODGROUP_API}/namespaces/{ns}/podgroups/{group}")
+            pg = await self.kube.get(PODGROUPS, ns, group)
         except ApiError as exc:
             if exc.status == 404:
                 return True
@@ -71,10 +74,8 @@ class Scheduler:
         min_member = int((pg.get("spec") or {}).get("minMember") or 0)
         members = [
             p
-            for p in self.pods.items()
-            if p["metadata"].get("namespace") == ns
-            and (p["metadata"].get("labels") or {}).get(GROUP_LABEL) == group
-            and not p["metadata"].get("deletionTimestamp")
+            for p in self.pods.by_index(GROUP_INDEX, f"{ns}/{group}")
+            if not p["metadata"].get("deletionTimestamp")
         ]
         if len(members) >= min_member:
             for other in members:
@@ -94,7 +95,7 @@ class Scheduler:
             "target": {"apiVersion": "v1", "kind": "Node", "name": events.NODE_NAME},
         }
         try:
-            await self.kube.create(f"/api/v1/namespaces/{ns}/pods/{name}/binding", binding)
+            await self.kube.create(PODS, ns, binding, name=name, subresource="binding")
         except ApiError as exc:
             if exc.status in (404, 409):  # deleted meanwhile, or already bound
                 return

@@ -11,8 +11,11 @@ import logging
 import time
 from typing import Any
 
+from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.informer import Informer, object_key
+from t9k_provider.kube.resources import PODS
+from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.kubelet import events
-from t9k_provider.local.kubelet.kube import ApiError, Informer, Kube, WorkQueue
 from t9k_provider.local.kubelet.runtime import Attempt
 from t9k_provider.local.kubelet.shim import now_rfc3339
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status
@@ -30,16 +33,15 @@ def _rfc3339(ts: float) -> str:
 
 
 class SimulatedKubelet:
-    def __init__(self, kube: Kube, pods: Informer) -> None:
+    def __init__(self, kube: KubeApi, pods: Informer) -> None:
         self.kube = kube
         self.pods = pods
-        self.queue = WorkQueue()
+        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self.ips: dict[str, str] = {}
 
-    def on_pod(self, key: tuple[str, str]) -> None:
-        pod = self.pods.cache.get(key)
+    def on_pod(self, _old: dict[str, Any] | None, pod: dict[str, Any] | None) -> None:
         if pod is not None and pod["spec"].get("nodeName") == events.NODE_NAME:
-            self.queue.add(key)
+            self.queue.add(object_key(pod))
 
     def _ip(self, uid: str) -> str:
         if uid not in self.ips:
@@ -48,24 +50,23 @@ class SimulatedKubelet:
         return self.ips[uid]
 
     async def run(self) -> None:
-        while True:
-            for key in await self.queue.get_all():
-                pod = self.pods.cache.get(key)
-                if pod is None:
-                    continue
-                try:
+        while (key := await self.queue.get()) is not None:
+            try:
+                pod = self.pods.get(*key)
+                if pod is not None:
                     await self.sync(pod)
-                except (ApiError, OSError) as exc:
-                    log.warning("simulated pod %s/%s: %s", *key, exc)
-                    self.queue.add_after(key, 1.0)
+            except (ApiError, OSError) as exc:
+                log.warning("simulated pod %s/%s: %s", *key, exc)
+                self.queue.add_after(key, 1.0)
+            finally:
+                self.queue.done(key)
 
     async def sync(self, pod: dict[str, Any]) -> None:
         meta, spec = pod["metadata"], pod["spec"]
-        path = f"/api/v1/namespaces/{meta.get('namespace', 'default')}/pods/{meta['name']}"
+        ns = meta.get("namespace", "default")
         if meta.get("deletionTimestamp"):
-            body = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
             try:
-                await self.kube.delete(path, body)
+                await self.kube.delete(PODS, ns, meta["name"], uid=meta["uid"], grace_period_seconds=0)
             except ApiError as exc:
                 if exc.status not in (404, 409):
                     raise
@@ -111,4 +112,4 @@ class SimulatedKubelet:
         if done and status["phase"] not in TERMINAL_PHASES:
             status["phase"] = "Succeeded" if int(code or 0) == 0 else "Failed"
         if any(current.get(k) != v for k, v in status.items()):
-            await self.kube.merge_patch(f"{path}/status", {"status": status})
+            await self.kube.patch(PODS, ns, meta["name"], {"status": status}, subresource="status")

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from t9k_provider.controller.runtime.workqueue import WorkQueue
+from t9k_provider.kube.workqueue import WorkQueue
 
 
 async def test_adds_coalesce_while_queued() -> None:

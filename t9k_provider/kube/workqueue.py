@@ -1,6 +1,7 @@
 """A de-duplicating work queue with delayed and per-item rate-limited requeue.
 
-Semantics follow client-go's workqueue so reconcilers can rely on them:
+Semantics follow client-go's workqueue so reconcilers (the controller's, the local node agents') can rely on
+them:
 
 - a key is queued at most once, however often it is added (events coalesce);
 - a key is never handed to two workers at once: adding a key that is being processed marks it dirty, and it is
@@ -14,9 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
-class WorkQueue:
+class WorkQueue(Generic[K]):
     def __init__(
         self,
         *,
@@ -24,11 +28,11 @@ class WorkQueue:
         max_delay: float = 300.0,
         on_depth: Callable[[int], None] | None = None,
     ) -> None:
-        self._queue: deque[Hashable] = deque()
-        self._dirty: set[Hashable] = set()
-        self._processing: set[Hashable] = set()
-        self._timers: dict[Hashable, tuple[float, asyncio.TimerHandle]] = {}
-        self._failures: dict[Hashable, int] = {}
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
+        self._failures: dict[K, int] = {}
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._on_depth = on_depth
@@ -42,7 +46,7 @@ class WorkQueue:
     def shutting_down(self) -> bool:
         return self._shutdown
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: K) -> None:
         if self._shutdown or key in self._dirty:
             return
         self._dirty.add(key)
@@ -51,7 +55,7 @@ class WorkQueue:
         self._queue.append(key)
         self._changed()
 
-    def add_after(self, key: Hashable, delay: float) -> None:
+    def add_after(self, key: K, delay: float) -> None:
         if self._shutdown:
             return
         if delay <= 0:
@@ -66,7 +70,7 @@ class WorkQueue:
             pending[1].cancel()
         self._timers[key] = (deadline, loop.call_at(deadline, self._fire, key))
 
-    def add_rate_limited(self, key: Hashable) -> float:
+    def add_rate_limited(self, key: K) -> float:
         """Requeue after an exponential per-key delay; returns the delay chosen."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
@@ -74,13 +78,13 @@ class WorkQueue:
         self.add_after(key, delay)
         return delay
 
-    def forget(self, key: Hashable) -> None:
+    def forget(self, key: K) -> None:
         self._failures.pop(key, None)
 
-    def num_requeues(self, key: Hashable) -> int:
+    def num_requeues(self, key: K) -> int:
         return self._failures.get(key, 0)
 
-    async def get(self) -> Hashable | None:
+    async def get(self) -> K | None:
         """The next key, or None once the queue is shut down."""
         while not self._queue and not self._shutdown:
             self._ready.clear()
@@ -93,7 +97,7 @@ class WorkQueue:
         self._changed()
         return key
 
-    def done(self, key: Hashable) -> None:
+    def done(self, key: K) -> None:
         self._processing.discard(key)
         if key in self._dirty and not self._shutdown:
             self._queue.append(key)
@@ -106,7 +110,7 @@ class WorkQueue:
         self._timers.clear()
         self._ready.set()
 
-    def _fire(self, key: Hashable) -> None:
+    def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
         self.add(key)
 

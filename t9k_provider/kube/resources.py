@@ -1,0 +1,14 @@
+"""Built-in resource types the controller and the node agents read and write."""
+
+from __future__ import annotations
+
+from t9k_provider.kube.api import ResourceType
+
+PODS = ResourceType("v1", "Pod", "pods")
+SERVICES = ResourceType("v1", "Service", "services")
+CONFIGMAPS = ResourceType("v1", "ConfigMap", "configmaps")
+SECRETS = ResourceType("v1", "Secret", "secrets")
+EVENTS = ResourceType("v1", "Event", "events")
+JOBS = ResourceType("batch/v1", "Job", "jobs")
+LEASES = ResourceType("coordination.k8s.io/v1", "Lease", "leases")
+PODGROUPS = ResourceType("scheduler.tensorstack.dev/v1beta1", "PodGroup", "podgroups")
