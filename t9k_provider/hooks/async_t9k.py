@@ -1,17 +1,73 @@
 """Async access to T9k Jobs for triggers, built from ``T9kHook.credentials`` (never from a connection lookup).
 
-One ApiClient per trigger run, bound to its own Configuration. Exec-plugin credentials are loaded when the
-client opens, so a long wait re-reads them on every reconnect rather than caching an expiring token.
+Every trigger of a triggerer waits in one event loop, so they share one ``ApiClient`` (one TLS context and
+connection pool) per event loop and set of credentials: ``AsyncT9kClient`` leases it and the last lease
+closes it. Exec-plugin credentials are loaded when a shared client is built; ``reauthenticate()`` after a
+401 retires it, so the next lease loads fresh credentials while streams still open on the old client end.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import weakref
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from kubernetes_asyncio import client, config, watch
+import aiohttp
+from kubernetes_asyncio import client, config
 
 from t9k_provider.jobs.constants import GROUP, VERSION
+
+#: Seconds to open a connection; a watch's read is bounded by its own timeout plus this.
+CONNECT_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass(eq=False)
+class _Shared:
+    """One ApiClient and how many leases hold it; ``retired`` ones are closed by their last holder."""
+
+    build: asyncio.Future[client.ApiClient]
+    leases: int = 0
+    retired: bool = False
+
+
+@dataclass
+class _Pool:
+    """The shared clients of one event loop, by credentials fingerprint."""
+
+    clients: dict[str, _Shared] = field(default_factory=dict)
+
+
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool] = weakref.WeakKeyDictionary()
+
+
+def _fingerprint(credentials: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(credentials, sort_keys=True, default=str).encode()).hexdigest()
+
+
+async def _build(credentials: dict[str, Any]) -> client.ApiClient:
+    configuration = client.Configuration()
+    if credentials.get("in_cluster"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        await config.load_kube_config_from_dict(
+            credentials["kubeconfig"], context=credentials.get("context"), client_configuration=configuration
+        )
+    if credentials.get("disable_verify_ssl"):
+        configuration.verify_ssl = False
+    # each waiting trigger holds one watch stream open: the pool must not cap them (aiohttp: 0 = no limit)
+    configuration.connection_pool_maxsize = 0
+    return client.ApiClient(configuration=configuration)
+
+
+def shared_clients() -> int:
+    """How many shared clients the running loop holds (for tests and the benchmark)."""
+    pool = _POOLS.get(asyncio.get_running_loop())
+    return len(pool.clients) if pool else 0
 
 
 class AsyncT9kClient:
@@ -19,50 +75,80 @@ class AsyncT9kClient:
 
     def __init__(self, credentials: dict[str, Any]) -> None:
         self._credentials = credentials
+        self._key = _fingerprint(credentials)
+        self._shared: _Shared | None = None
         self._api_client: client.ApiClient | None = None
 
     async def __aenter__(self) -> AsyncT9kClient:
-        configuration = client.Configuration()
-        if self._credentials.get("in_cluster"):
-            config.load_incluster_config(client_configuration=configuration)
-        else:
-            await config.load_kube_config_from_dict(
-                self._credentials["kubeconfig"],
-                context=self._credentials.get("context"),
-                client_configuration=configuration,
-            )
-        if self._credentials.get("disable_verify_ssl"):
-            configuration.verify_ssl = False
-        self._api_client = client.ApiClient(configuration=configuration)
+        pool = _POOLS.setdefault(asyncio.get_running_loop(), _Pool())
+        shared = pool.clients.get(self._key)
+        if shared is None:
+            shared = _Shared(asyncio.ensure_future(_build(self._credentials)))
+            pool.clients[self._key] = shared
+        shared.leases += 1
+        try:
+            self._api_client = await asyncio.shield(shared.build)
+        except BaseException:
+            shared.leases -= 1
+            build = shared.build
+            failed = build.done() and (build.cancelled() or build.exception() is not None)
+            if failed or shared.leases == 0:
+                if pool.clients.get(self._key) is shared:
+                    del pool.clients[self._key]  # a failed build is not cached: the next lease tries again
+                if not failed:
+                    build.add_done_callback(_close_unleased)  # the last holder was cancelled while waiting
+            raise
+        self._shared = shared
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._api_client is not None:
-            await self._api_client.close()
-            self._api_client = None
+        shared, api_client = self._shared, self._api_client
+        self._shared = self._api_client = None
+        if shared is None or api_client is None:
+            return
+        shared.leases -= 1
+        if shared.leases > 0:
+            return
+        pool = _POOLS.get(asyncio.get_running_loop())
+        if pool is not None and pool.clients.get(self._key) is shared:
+            del pool.clients[self._key]
+        await api_client.close()
+
+    def reauthenticate(self) -> None:
+        """After a 401: the next lease builds a new client (reloading exec-plugin credentials).
+
+        Only the client this lease holds is retired, so many triggers hitting the same 401 replace it once.
+        """
+        shared = self._shared
+        if shared is None or shared.retired:
+            return
+        shared.retired = True
+        pool = _POOLS.get(asyncio.get_running_loop())
+        if pool is not None and pool.clients.get(self._key) is shared:
+            del pool.clients[self._key]
+
+    @property
+    def _client(self) -> client.ApiClient:
+        if self._api_client is None:
+            raise RuntimeError("AsyncT9kClient used outside 'async with'")
+        return self._api_client
 
     @property
     def _custom(self) -> client.CustomObjectsApi:
-        if self._api_client is None:
-            raise RuntimeError("AsyncT9kClient used outside 'async with'")
-        return client.CustomObjectsApi(api_client=self._api_client)
+        return client.CustomObjectsApi(api_client=self._client)
 
     async def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         return await self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
 
-    async def wait_for_change(
+    async def watch_job(
         self, plural: str, namespace: str, name: str, resource_version: str, timeout: float
-    ) -> bool:
-        """Long-poll: True as soon as the job changes after ``resource_version``, False after ``timeout``.
-
-        A watch on the one object (``metadata.name`` field selector) from the version last read, closed by
-        the server after ``timeoutSeconds``; callers re-read the job rather than trusting the event.
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """``(type, object)`` events of one job after ``resource_version`` (bookmarks included), until the
+        server ends the watch after ``timeout`` seconds. An ERROR event (410 Expired) raises ApiException.
         """
-        stream = watch.Watch()
-        async with stream.stream(
-            self._custom.list_namespaced_custom_object,
+        response = await self._custom.list_namespaced_custom_object(
             GROUP,
             VERSION,
             namespace,
@@ -70,18 +156,31 @@ class AsyncT9kClient:
             field_selector=f"metadata.name={name}",
             resource_version=resource_version,
             timeout_seconds=max(1, round(timeout)),
-        ) as events:
-            async for event in events:
-                if event.get("type") != "BOOKMARK":
-                    return True
-        return False
+            allow_watch_bookmarks=True,
+            watch=True,
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(
+                total=timeout + CONNECT_TIMEOUT_SECONDS, sock_connect=CONNECT_TIMEOUT_SECONDS
+            ),
+        )
+        try:
+            if response.status != 200:
+                raise _api_exception(response.status, await response.text())
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    raise _api_exception(int(obj.get("code") or 500), json.dumps(obj))
+                yield str(event.get("type")), obj
+        finally:
+            response.release()
 
     async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        if self._api_client is None:
-            raise RuntimeError("AsyncT9kClient used outside 'async with'")
-        core = client.CoreV1Api(api_client=self._api_client)
+        core = client.CoreV1Api(api_client=self._client)
         result = await core.list_namespaced_pod(namespace, label_selector=label_selector)
-        return [self._api_client.sanitize_for_serialization(pod) for pod in result.items]
+        return [self._client.sanitize_for_serialization(pod) for pod in result.items]
 
     async def delete_job(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
         """Foreground delete guarded by ``uid``; False when the job (or that incarnation) is already gone."""
@@ -97,3 +196,28 @@ class AsyncT9kClient:
                 return False
             raise
         return True
+
+
+_CLOSING: set[asyncio.Future[None]] = set()
+
+
+def _close_unleased(build: asyncio.Future[client.ApiClient]) -> None:
+    if not build.cancelled() and build.exception() is None:
+        closing = asyncio.ensure_future(build.result().close())
+        _CLOSING.add(closing)  # the loop keeps only weak references to tasks
+        closing.add_done_callback(_CLOSING.discard)
+
+
+def _api_exception(status: int, body: str) -> client.ApiException:
+    """The ApiException a watch failure would have raised as a plain request (``describe`` reads the body)."""
+    exc = client.ApiException(status=status, reason=_reason(body))
+    exc.body = body
+    return exc
+
+
+def _reason(body: str) -> str:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body[:200]
+    return str(parsed.get("reason") or parsed.get("message") or "") if isinstance(parsed, dict) else ""

@@ -1,10 +1,13 @@
 """``T9kJobTrigger``: wait for a T9k Job in the triggerer without holding a worker slot.
 
-It reads the job, then waits on a resourceVersion watch of that one object until it changes or the
-(jittered) poll interval passes, on its own async client, enforces the absolute deadlines
-of ``WaitLimits``, and fires exactly one event: ``succeeded``, ``failed``, ``timeout``, ``error`` or
-``running`` (a periodic hand-back so the worker can print new log lines). It never buffers logs, and it
-deletes the job only when a user kills the task (``on_kill``), never when the triggerer restarts.
+It reads the job once, then follows it on a long watch (one object, ``fieldSelector=metadata.name``, renewed
+every few minutes from the last version seen), so a quiet job costs one request per renewal and a change is
+seen as soon as the server sends it. Every ``poll_interval`` it re-checks the absolute deadlines of
+``WaitLimits`` on the state it holds (and the job's pods when ``pod_error_timeout`` is set); while no watch is
+possible it reads the job every ``poll_interval`` instead. It fires exactly one event: ``succeeded``,
+``failed``, ``timeout``, ``error`` or ``running`` (a periodic hand-back so the worker can print new log
+lines). It never buffers logs, and it deletes the job only when a user kills the task (``on_kill``), never
+when the triggerer restarts. The triggers of one triggerer share one API client (``AsyncT9kClient``).
 """
 
 from __future__ import annotations
@@ -33,12 +36,69 @@ def _airflow_at_least(major: int, minor: int) -> bool:
 TRIGGER_ON_KILL = _airflow_at_least(3, 3)
 #: Consecutive transient API failures tolerated before the trigger hands a retryable error to the task.
 MAX_CONSECUTIVE_ERRORS = 20
-#: How long past its own timeout a watch may run before it is abandoned (a server that never closes it).
-WATCH_GRACE_SECONDS = 5.0
-#: Shortest gap between two reads of the job when changes stream in quickly.
+#: Shortest gap between two looks at the job (a read or a watched change) when changes stream in quickly.
 MIN_READ_SPACING_SECONDS = 0.5
 #: Fresh clients opened after a 401, so expiring exec-plugin tokens are reloaded.
 MAX_REAUTHENTICATIONS = 3
+#: How long the server keeps one watch open; the jitter spreads the renewals of many triggers apart.
+WATCH_SECONDS = 290.0
+WATCH_JITTER_SECONDS = 30.0
+#: Failed watches in a row (no event, no clean end between them) after which the trigger polls instead.
+MAX_WATCH_FAILURES = 5
+
+
+class _JobWatch:
+    """One watch on the job, held open in the background and renewed from the last version seen.
+
+    ``changed`` is set when an event brought a new state (``latest``) or the watch failed (``failure``);
+    the trigger then decides: evaluate the new state, or read the job and start a new watch.
+    """
+
+    def __init__(self, api: Any, plural: str, namespace: str, name: str) -> None:
+        self._api = api
+        self._where = (plural, namespace, name)
+        self.changed = asyncio.Event()
+        self.latest: dict[str, Any] | None = None
+        self.deleted = False
+        self.failure: BaseException | None = None
+        self.failures = 0
+        self.disabled = False
+        #: monotonic time the trigger last took a new state (a read or an event), for the spacing rule
+        self.looked_at = -MIN_READ_SPACING_SECONDS
+        self._task: asyncio.Future[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self, version: str) -> None:
+        self.failure = None
+        self.changed.clear()
+        self._task = asyncio.ensure_future(self._follow(version))
+
+    async def stop(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _follow(self, version: str) -> None:
+        while True:
+            timeout = WATCH_SECONDS + random.uniform(0, WATCH_JITTER_SECONDS)
+            try:
+                async for kind, obj in self._api.watch_job(*self._where, version, timeout):
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                    self.failures = 0
+                    if kind == "BOOKMARK":
+                        continue
+                    self.latest = obj
+                    self.deleted = kind == "DELETED"
+                    self.changed.set()
+            except Exception as exc:
+                self.failures += 1
+                self.failure = exc
+                self.changed.set()
+                return
+            self.failures = 0  # the server ended the watch on time: renew it, nothing to read
 
 
 class T9kJobTrigger(BaseTrigger):
@@ -130,63 +190,78 @@ class T9kJobTrigger(BaseTrigger):
         errors = reauthentications = 0
         while True:
             async with self._client() as api:
-                while True:
-                    now = time.time()
-                    try:
-                        job = await api.get_job(self.plural, self.namespace, self.name)
-                    except Exception as exc:
-                        status = api_status(exc) if is_api_exception(exc) else None
-                        if status == 401 and reauthentications < MAX_REAUTHENTICATIONS:
-                            reauthentications += 1
-                            break  # reopen the client: reloads (exec-plugin) credentials
-                        if status == 404:
-                            yield self._event(
-                                "error", f"job {self.namespace}/{self.name} was deleted", retryable=False
-                            )
-                            return
-                        if not is_transient(exc) or errors >= MAX_CONSECUTIVE_ERRORS:
+                watch = _JobWatch(api, self.plural, self.namespace, self.name)
+                try:
+                    job: dict[str, Any] | None = None  # the state last seen; None: read the job
+                    while True:
+                        now = time.time()
+                        if job is None:
+                            try:
+                                job = await api.get_job(self.plural, self.namespace, self.name)
+                            except Exception as exc:
+                                status = api_status(exc) if is_api_exception(exc) else None
+                                if status == 401 and reauthentications < MAX_REAUTHENTICATIONS:
+                                    reauthentications += 1
+                                    api.reauthenticate()
+                                    break  # lease a new client: reloads (exec-plugin) credentials
+                                if status == 404:
+                                    yield self._event(
+                                        "error",
+                                        f"job {self.namespace}/{self.name} was deleted",
+                                        retryable=False,
+                                    )
+                                    return
+                                if not is_transient(exc) or errors >= MAX_CONSECUTIVE_ERRORS:
+                                    yield self._event(
+                                        "error",
+                                        f"reading job {self.name}: {describe(exc)}",
+                                        # 401: a new try resolves the connection afresh on a worker
+                                        retryable=is_transient(exc) or status == 401,
+                                    )
+                                    return
+                                errors += 1
+                                self.log.warning(
+                                    "transient error reading job %s (%s): %s", self.name, errors, exc
+                                )
+                                if limits.execution_deadline is not None and now >= limits.execution_deadline:
+                                    yield self._event(
+                                        "timeout", "execution_timeout reached while the API was unreachable"
+                                    )
+                                    return
+                                await asyncio.sleep(backoff_seconds(errors, exc))
+                                continue
+                            errors = reauthentications = 0
+                            watch.looked_at = time.monotonic()
+                            version = (job.get("metadata") or {}).get("resourceVersion")
+                            if version and not watch.running and not watch.disabled:
+                                watch.start(str(version))
+                        uid = (job.get("metadata") or {}).get("uid")
+                        if self.uid and uid != self.uid:
                             yield self._event(
                                 "error",
-                                f"reading job {self.name}: {describe(exc)}",
-                                # 401: a new try resolves the connection afresh on a worker
-                                retryable=is_transient(exc) or status == 401,
+                                f"job {self.name} was replaced by another object (uid {uid})",
+                                job,
+                                retryable=False,
                             )
                             return
-                        errors += 1
-                        self.log.warning("transient error reading job %s (%s): %s", self.name, errors, exc)
-                        if limits.execution_deadline is not None and now >= limits.execution_deadline:
+                        state = job_status.outcome(job)
+                        if state in ("succeeded", "failed"):
                             yield self._event(
-                                "timeout", "execution_timeout reached while the API was unreachable"
+                                state, job_status.failure_reason(job) if state == "failed" else "", job
                             )
                             return
-                        await asyncio.sleep(backoff_seconds(errors, exc))
-                        continue
-                    errors = reauthentications = 0
-                    uid = (job.get("metadata") or {}).get("uid")
-                    if self.uid and uid != self.uid:
-                        yield self._event(
-                            "error",
-                            f"job {self.name} was replaced by another object (uid {uid})",
-                            job,
-                            retryable=False,
-                        )
-                        return
-                    state = job_status.outcome(job)
-                    if state in ("succeeded", "failed"):
-                        yield self._event(
-                            state, job_status.failure_reason(job) if state == "failed" else "", job
-                        )
-                        return
-                    verdict = limits.check(job, now, first_seen)
-                    if verdict is None and limits.watches_pods and self.pod_selector:
-                        verdict = limits.check_pods(await self._pods(api), now, first_seen)
-                    if verdict is not None:
-                        yield self._event(verdict.status, verdict.message, job)
-                        return
-                    if hand_back_at is not None and now >= hand_back_at:
-                        yield self._event("running", "", job)
-                        return
-                    await self._wait(api, job, self._next_sleep(limits, now))
+                        verdict = limits.check(job, now, first_seen)
+                        if verdict is None and limits.watches_pods and self.pod_selector:
+                            verdict = limits.check_pods(await self._pods(api), now, first_seen)
+                        if verdict is not None:
+                            yield self._event(verdict.status, verdict.message, job)
+                            return
+                        if hand_back_at is not None and now >= hand_back_at:
+                            yield self._event("running", "", job)
+                            return
+                        job = await self._next_state(watch, job, self._next_sleep(limits, now))
+                finally:
+                    await watch.stop()
 
     async def _pods(self, api: Any) -> list[dict[str, Any]]:
         """The job's pods for fail-fast checks; a failed read only skips this round."""
@@ -196,26 +271,45 @@ class T9kJobTrigger(BaseTrigger):
             self.log.debug("cannot list pods of job %s: %s", self.name, exc)
             return []
 
-    async def _wait(self, api: Any, job: dict[str, Any], delay: float) -> None:
-        """Until the job changes (resourceVersion watch) or ``delay`` passes; never less than a short pause.
+    async def _next_state(self, watch: _JobWatch, job: dict[str, Any], delay: float) -> dict[str, Any] | None:
+        """The job's next state to check: what the watch brought, ``job`` again after ``delay`` (nothing
+        changed: only the deadlines moved), or None when the job must be read (no watch, or it failed).
 
-        Any watch trouble (expired version, dropped stream, no watch support) degrades to plain sleeping.
+        A new state never comes sooner than a short pause after the previous one, so a flood of changes
+        cannot spin.
         """
-        started = time.monotonic()
-        version = (job.get("metadata") or {}).get("resourceVersion")
-        changed = False
-        if version:
-            try:
-                changed = await asyncio.wait_for(
-                    api.wait_for_change(self.plural, self.namespace, self.name, str(version), delay),
-                    delay + WATCH_GRACE_SECONDS,
-                )
-            except Exception as exc:
-                self.log.debug("watch on job %s ended early: %s", self.name, exc)
-        elapsed = time.monotonic() - started
-        pause = MIN_READ_SPACING_SECONDS if changed else delay
-        if elapsed < pause:
-            await asyncio.sleep(pause - elapsed)
+        from t9k_provider.hooks.errors import api_status, backoff_seconds, is_api_exception, is_transient
+
+        if not watch.running and not watch.changed.is_set():
+            await asyncio.sleep(delay)  # no watch: poll
+            return None
+        try:
+            await asyncio.wait_for(watch.changed.wait(), delay)
+        except asyncio.TimeoutError:
+            return job
+        pause = MIN_READ_SPACING_SECONDS - (time.monotonic() - watch.looked_at)
+        failure = watch.failure
+        if failure is not None:
+            status = api_status(failure) if is_api_exception(failure) else None
+            self.log.debug("watch on job %s ended: %s", self.name, failure)
+            if status not in (401, 410) and not is_transient(failure):
+                watch.disabled = True  # no watch permission, or no watch support: poll
+            elif watch.failures >= MAX_WATCH_FAILURES:
+                watch.disabled = True
+            elif status != 410:
+                pause = max(pause, min(delay, backoff_seconds(watch.failures, failure)))
+            if watch.disabled:
+                self.log.warning(
+                    "cannot watch job %s (%s); reading it every %gs instead", self.name, failure,
+                    self.poll_interval,
+                )  # fmt: skip
+        if pause > 0:
+            await asyncio.sleep(pause)
+        watch.changed.clear()
+        if failure is not None or watch.deleted or watch.latest is None:
+            return None  # read it: a failed watch restarts from that read; a deletion shows as 404
+        watch.looked_at = time.monotonic()
+        return watch.latest
 
     def _next_sleep(self, limits: WaitLimits, now: float) -> float:
         """Jittered poll interval, shortened so the execution deadline is observed on time."""

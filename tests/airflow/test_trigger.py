@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -34,6 +35,7 @@ class FakeAsyncClient:
         return None
 
     async def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        FakeAsyncClient.gets += 1
         item = self.script.pop(0) if len(self.script) > 1 else self.script[0]
         if isinstance(item, BaseException):
             raise item
@@ -43,19 +45,30 @@ class FakeAsyncClient:
         return self.pods
 
     watch_calls: list[str] = []
-    #: "timeout" waits like a quiet watch, "change" returns at once, "broken" raises like a failed watch
-    watch_mode = "timeout"
+    gets = 0
+    #: "unsupported" answers 405 (a proxy without watch: the trigger falls back to polling, so the script
+    #: plays out one GET per poll), "expired" answers 410 at once, "changes" streams the rest of the script
+    #: as MODIFIED events (an exception in it breaks the stream)
+    watch_mode = "unsupported"
 
-    async def wait_for_change(
+    async def watch_job(
         self, plural: str, namespace: str, name: str, version: str, timeout: float
-    ) -> bool:
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         FakeAsyncClient.watch_calls.append(version)
-        if self.watch_mode == "change":
-            return True
-        if self.watch_mode == "broken":
+        if self.watch_mode == "unsupported":
+            raise api_error(405, "watch is not supported")
+        if self.watch_mode == "expired":
             raise api_error(410, "too old resource version")
+        while len(self.script) > 1:
+            item = self.script.pop(0)
+            if isinstance(item, BaseException):
+                raise item
+            yield "MODIFIED", item
+        yield "MODIFIED", self.script[0]
         await asyncio.sleep(timeout)
-        return False
+
+    def reauthenticate(self) -> None:
+        return None
 
     async def delete_job(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
         self.deletes.append((name, uid))
@@ -314,20 +327,43 @@ def _versioned(phase: str, version: str) -> dict:
     return out
 
 
-@pytest.mark.parametrize("mode", ["change", "broken", "timeout"])
-async def test_waits_on_a_watch_from_the_version_read(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+async def test_expired_watch_reads_again_and_rewatches_from_the_new_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     use_script(
         monkeypatch, [_versioned("Running", "7"), _versioned("Running", "9"), _versioned("Succeeded", "12")]
     )
-    monkeypatch.setattr(FakeAsyncClient, "watch_mode", mode)
+    monkeypatch.setattr(FakeAsyncClient, "watch_mode", "expired")
     monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
     monkeypatch.setattr("t9k_provider.triggers.job.MIN_READ_SPACING_SECONDS", 0.01)
-    started = time.monotonic()
-    event = await first_event(trigger(poll_interval=0.2))
+    event = await first_event(trigger(poll_interval=30))
     assert event["status"] == "succeeded"
     assert FakeAsyncClient.watch_calls == ["7", "9"]
-    elapsed = time.monotonic() - started
-    if mode == "change":
-        assert elapsed < 0.3  # a change ends the wait at once
-    else:
-        assert elapsed >= 0.3  # a quiet or broken watch still waits out the interval: no hot loop
+
+
+async def test_watched_changes_need_no_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(
+        monkeypatch, [_versioned("Running", "7"), _versioned("Running", "9"), _versioned("Succeeded", "12")]
+    )
+    monkeypatch.setattr(FakeAsyncClient, "watch_mode", "changes")
+    monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
+    monkeypatch.setattr(FakeAsyncClient, "gets", 0)
+    started = time.monotonic()
+    event = await first_event(trigger(poll_interval=30))
+    assert event["status"] == "succeeded" and event["job"]["phase"] == "Succeeded"
+    assert FakeAsyncClient.watch_calls == ["7"] and FakeAsyncClient.gets == 1
+    # two changes in a row: the second is taken only after the short pause, not at once
+    assert 0.5 <= time.monotonic() - started < 5
+
+
+async def test_unwatchable_job_is_polled_every_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [_versioned("Running", "7")])
+    monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
+    monkeypatch.setattr(FakeAsyncClient, "gets", 0)
+    task = asyncio.ensure_future(first_event(trigger(poll_interval=0.1)))
+    await asyncio.sleep(1.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert FakeAsyncClient.watch_calls == ["7"]  # a 405 is not retried: no watch per poll
+    assert 5 <= FakeAsyncClient.gets <= 13
