@@ -76,7 +76,7 @@ BUILTIN: list[Resource] = [
         "Pod",
         short_names=["po"],
         categories=["all"],
-        subresources=("status", "log", "binding"),
+        subresources=("status", "log", "binding", "exec"),
         status_split=True,
         return_deleted_object=True,
     ),
@@ -158,6 +158,7 @@ SUBRESOURCE_VERBS = {
     "status": ["get", "patch", "update"],
     "scale": ["get", "patch", "update"],
     "log": ["get"],
+    "exec": ["create", "get"],
     "binding": ["create"],
     "finalize": ["update"],
 }

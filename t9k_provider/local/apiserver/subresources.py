@@ -119,19 +119,8 @@ async def pod_log(
 ) -> web.StreamResponse:
     res, ns, name = route.res, route.namespace or "", route.name
     pod = objects.get(res, ns, name)
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    names = [c.get("name") for c in spec.get("containers") or ()]
-    init_names = [c.get("name") for c in spec.get("initContainers") or ()]
-    container = request.query.get("container", "")
-    if not container:
-        if len(names) != 1:
-            message = f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
-            if init_names:
-                message += f" or one of the init containers: [{' '.join(init_names)}]"
-            raise errors.bad_request(message)
-        container = names[0]
-    if container not in names and container not in init_names:
-        raise errors.bad_request(f"container {container} is not valid for pod {name}")
+    status = pod.get("status") or {}
+    container = pod_container(pod, request.query.get("container", ""))
     statuses = [*(status.get("containerStatuses") or ()), *(status.get("initContainerStatuses") or ())]
     cstatus = next((s for s in statuses if s.get("name") == container), None)
     restart, follow = _log_instance(
@@ -172,6 +161,23 @@ async def pod_log(
     except Exception:
         log.exception("log stream of %s failed", request.path_qs)
     return response
+
+
+def pod_container(pod: dict[str, Any], requested: str) -> str:
+    """The container a log, exec or attach request is for (the only one when none is named)."""
+    spec, name = pod.get("spec") or {}, pod["metadata"]["name"]
+    names = [c.get("name") for c in spec.get("containers") or ()]
+    init_names = [c.get("name") for c in spec.get("initContainers") or ()]
+    if not requested:
+        if len(names) != 1:
+            message = f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+            if init_names:
+                message += f" or one of the init containers: [{' '.join(init_names)}]"
+            raise errors.bad_request(message)
+        return names[0]
+    if requested not in names and requested not in init_names:
+        raise errors.bad_request(f"container {requested} is not valid for pod {name}")
+    return requested
 
 
 def _log_instance(

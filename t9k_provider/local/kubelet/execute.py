@@ -1,0 +1,146 @@
+"""Run a command inside a running container (`pods/exec`): the kubelet side of exec.
+
+A container is a process in the pod's network namespace plus its own UTS and mount namespaces (see the
+shim). Exec joins the namespaces of the container's main process, takes the container's environment from
+the shim spec, and `exec`s the command there, so the command sees the container's hostname, `/etc/hosts`,
+volumes and pod IP. The API server starts
+
+    python -m t9k_provider.local.kubelet.execute SPEC.json PID ERROR_FD CWD [--tty] -- COMMAND...
+
+with the streams already connected. If the command cannot be started, the reason is written to ERROR_FD (a
+close-on-exec pipe: the API server reads EOF and nothing else when the exec succeeded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import sys
+import termios
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from t9k_provider.local import logs
+from t9k_provider.local.kubelet.shim import pid_path, spec_path
+
+# Exit code when the helper could not start the command (the API server reports the written reason).
+START_FAILED = 127
+NAMESPACES = ("net", "uts", "mnt")  # mnt last: after it, paths resolve in the container's view
+
+
+@dataclass(frozen=True)
+class RunningContainer:
+    """What exec needs to know about a running container attempt, read from its files."""
+
+    spec_path: Path
+    pid: int  # the container's main process
+    cwd: str
+
+
+def locate(
+    state_dir: Path, pod: dict[str, Any], container: str, restart_count: int
+) -> RunningContainer | None:
+    """Attempt `restart_count` of `container` if it runs now (its shim wrote the pid, and no exit code)."""
+    log_path = logs.container_log_path(state_dir, pod, container, restart_count)
+    if logs.container_finished(log_path):
+        return None
+    try:
+        pids = json.loads(pid_path(log_path).read_text())
+        spec = json.loads(spec_path(log_path).read_text())
+    except (OSError, ValueError):
+        return None
+    pid = pids.get("container")
+    if not isinstance(pid, int) or not _same_process(pid, pids.get("shim")):
+        return None
+    cwd = spec.get("working_dir")
+    if not cwd:  # the shim never changes directory: its cwd is where the container started
+        with contextlib.suppress(OSError):
+            cwd = os.readlink(f"/proc/{pids.get('shim')}/cwd")
+    return RunningContainer(spec_path(log_path), pid, cwd or "/")
+
+
+def _same_process(pid: int, shim: object) -> bool:
+    """Is `pid` still the container started by this shim (and not a reused pid)?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[0] != "Z" and fields[1] == str(shim)  # state, parent pid
+
+
+def helper_argv(container: RunningContainer, error_fd: int, tty: bool, command: list[str]) -> list[str]:
+    """The command line that runs `command` in `container`, reporting start failures on `error_fd`."""
+    return [
+        sys.executable,
+        "-m",
+        "t9k_provider.local.kubelet.execute",
+        str(container.spec_path),
+        str(container.pid),
+        str(error_fd),
+        container.cwd,
+        *(["--tty"] if tty else []),
+        "--",
+        *command,
+    ]
+
+
+def _join_namespaces(pid: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fds = []
+    for kind in NAMESPACES:
+        target = f"/proc/{pid}/ns/{kind}"
+        if os.readlink(target) != os.readlink(f"/proc/self/ns/{kind}"):
+            fds.append(os.open(target, os.O_RDONLY))
+    for fd in fds:
+        if libc.setns(fd, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns: {os.strerror(err)}")
+        os.close(fd)
+
+
+def _exec_error(command: list[str], exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f'exec: "{command[0]}": executable file not found in $PATH'
+    if isinstance(exc, PermissionError):
+        return f'exec: "{command[0]}": permission denied'
+    return f'exec: "{command[0]}": {exc.strerror or exc}'
+
+
+def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str]) -> str:
+    """Enter the container and replace this process with `command`; returns why that failed."""
+    try:
+        env = dict(json.loads(spec_file.read_text())["env"])
+        _join_namespaces(pid)
+        os.chdir(cwd)
+        if tty:
+            env.setdefault("TERM", "xterm")  # as container runtimes do for a terminal session
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # we lead a new session: the pty becomes its terminal
+    except (OSError, ValueError, KeyError) as exc:
+        return f"unable to start container process: {exc}"
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        return _exec_error(command, exc)
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv or len(argv) < argv.index("--") + 2 or argv.index("--") < 4:
+        print("usage: python -m t9k_provider.local.kubelet.execute SPEC PID ERROR_FD CWD [--tty] -- CMD...")
+        return 2
+    split = argv.index("--")
+    spec_file, pid, error_fd, cwd = argv[:4]
+    tty = "--tty" in argv[4:split]
+    command = argv[split + 1 :]
+    fd = int(error_fd)
+    os.set_inheritable(fd, False)  # closed by a successful exec: the API server then reads EOF
+    os.write(fd, run(Path(spec_file), int(pid), cwd, tty, command).encode())
+    return START_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
