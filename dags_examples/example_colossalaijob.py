@@ -1,9 +1,16 @@
 """example_colossalaijob: a ColossalAIJob, whose launcher starts the training on every worker over SSH.
 
-The launcher runs ``colossalai run --hostfile ... --nproc_per_node 1 framework_env.py --framework rank``,
-which starts torchrun on each worker; the script all-reduces the ranks to prove the process group forms.
-Workers must have a container named ``worker``; its command is replaced by sshd. The launcher ends 0 even when
-training fails, so the job's outcome is read from the launcher's log, which the task log shows.
+Workers must have a container named ``worker``; the controller replaces its command by sshd and starts the
+launcher (``<job>-launcher``) once every worker runs. The launcher runs ``colossalai run --hostfile
+/etc/colossalai/hostfile --nproc_per_node 1 --master_addr <job>-worker-0 framework_env.py --framework
+colossalai``, which logs in to each worker over SSH (fabric), changes to the launcher's working directory,
+exports the launcher's environment (so its ``PATH`` finds the same Python; set training variables on
+``launcher.env``, SSH sessions do not see the worker container's) and starts torchrun there. Each rank
+initialises with ``colossalai.launch_from_torch()`` (gloo on CPU) and the ranks all-reduce. The script lives
+on the workers' volume; the launcher only needs the same working directory. The ranks' output reaches the
+launcher's log, which is the task log. ``colossalai run`` 0.5 exits 1 when torchrun fails on any worker (the
+job then fails); T9k documents that older launchers end 0 whatever the training did, so the log is the record.
+On the local cluster, the host is the image: ``make env`` installs ``colossalai`` (CPU) and sshd.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ with DAG(
                 "worker": {
                     "replicas": 2,
                     "procPerWorker": 1,
-                    "command": ["framework_env.py", "--framework", "rank"],
+                    "command": ["framework_env.py", "--framework", "colossalai"],
                     "template": {
                         "spec": {
                             "containers": [

@@ -172,3 +172,27 @@ def test_deepspeedjob_example_launches_every_worker_over_pdsh(
     ranks = {(int(m[1]), int(m[2]), m[3]) for m in RENDEZVOUS.finditer(output)}
     assert ranks == {(0, 2, f"{job}-worker-0:29500"), (1, 2, f"{job}-worker-0:29500")}
     assert "all-reduce over 2 replicas ok (sum of ranks 1)" in output
+
+
+COLOSSALAI_RANK = re.compile(r"colossalai \S+ rank (\d+)/(\d+) on (\S+) backend=gloo")
+
+
+def test_colossalaijob_example_runs_colossalai_run_over_ssh_on_every_worker(
+    dagbag: Any, cluster: LocalCluster, sshd_ready: None, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The launcher runs the real `colossalai run`, which starts torchrun on each worker over SSH (fabric);
+    the ranks initialise with `colossalai.launch_from_torch()` and all-reduce over gloo."""
+    if importlib.util.find_spec("colossalai") is None:
+        pytest.fail("colossalai is not installed in this environment: run `make env`")
+    dag_run = dagbag.dags["example_colossalaijob"].test()
+    states = task_states(dag_run)
+    assert dag_run.state == "success", states
+    result = xcom(dag_run, "colossalai_ranks")
+    assert result["phase"] == "Succeeded"
+
+    # the launcher's log (fabric forwards each worker's output) reached the task log
+    output = capfd.readouterr().out
+    job = result["name"]
+    ranks = {(int(m[1]), int(m[2]), m[3]) for m in COLOSSALAI_RANK.finditer(output)}
+    assert ranks == {(0, 2, f"{job}-worker-0"), (1, 2, f"{job}-worker-1")}
+    assert output.count("all-reduce over 2 replicas ok (sum of ranks 1)") == 2

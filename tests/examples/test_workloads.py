@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -51,6 +52,7 @@ def run_ranks(
                 "MASTER_ADDR": "127.0.0.1",
                 "MASTER_PORT": port,
                 "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
                 "WORLD_SIZE": str(world),
             },
         )
@@ -122,6 +124,17 @@ def test_framework_env_rank_rendezvous() -> None:
     for rc, out, err in results:
         assert rc == 0, err
         assert "all-reduce over 3 replicas ok (sum of ranks 3)" in out
+
+
+def test_framework_env_colossalai_launch_from_torch() -> None:
+    """ColossalAI's own initialisation on CPU (gloo), from the variables torchrun gives each process."""
+    if importlib.util.find_spec("colossalai") is None:
+        pytest.fail("colossalai is not installed in this environment: run `make env`")
+    results = run_ranks("framework_env.py", 2, "--framework", "colossalai")
+    for rank, (rc, out, err) in enumerate(results):
+        assert rc == 0, err
+        assert re.search(rf"^colossalai \S+ rank {rank}/2 on \S+ backend=gloo$", out, re.MULTILINE), out
+        assert "all-reduce over 2 replicas ok (sum of ranks 1)" in out
 
 
 def test_framework_env_tensorflow() -> None:
