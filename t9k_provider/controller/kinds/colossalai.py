@@ -12,7 +12,7 @@ from .sshjob import ssh_plan
 
 HOSTFILE = "/etc/colossalai/hostfile"
 MASTER_PORT = 29500
-SUCCESS = "The launcher finished. ColossalAI's launcher exits 0 even when training fails: read its log."
+SUCCESS = "The launcher finished: colossalai run exited 0. Read the launcher log for the training's result."
 
 
 def extra_launch_args(args: list[str]) -> list[str]:
