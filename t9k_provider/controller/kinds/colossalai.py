@@ -12,7 +12,7 @@ from .sshjob import ssh_plan
 
 HOSTFILE = "/etc/colossalai/hostfile"
 MASTER_PORT = 29500
-SUCCESS = "The launcher finished: colossalai run exited 0. Read the launcher log for the training's result."
+SUCCESS = "The launcher finished (colossalai run exited 0): read its log for the training's result."
 
 
 def extra_launch_args(args: list[str]) -> list[str]:
