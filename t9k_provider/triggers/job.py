@@ -176,6 +176,11 @@ class T9kJobTrigger(BaseTrigger):
         return AsyncT9kClient(self.credentials)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        # decided first, yielded after the client lease and the watch are released: a consumer that stops
+        # iterating at the first event leaves nothing open
+        yield await self._outcome()
+
+    async def _outcome(self) -> TriggerEvent:
         from t9k_provider.hooks.errors import (
             api_status,
             backoff_seconds,
@@ -205,29 +210,26 @@ class T9kJobTrigger(BaseTrigger):
                                     api.reauthenticate()
                                     break  # lease a new client: reloads (exec-plugin) credentials
                                 if status == 404:
-                                    yield self._event(
+                                    return self._event(
                                         "error",
                                         f"job {self.namespace}/{self.name} was deleted",
                                         retryable=False,
                                     )
-                                    return
                                 if not is_transient(exc) or errors >= MAX_CONSECUTIVE_ERRORS:
-                                    yield self._event(
+                                    return self._event(
                                         "error",
                                         f"reading job {self.name}: {describe(exc)}",
                                         # 401: a new try resolves the connection afresh on a worker
                                         retryable=is_transient(exc) or status == 401,
                                     )
-                                    return
                                 errors += 1
                                 self.log.warning(
                                     "transient error reading job %s (%s): %s", self.name, errors, exc
                                 )
                                 if limits.execution_deadline is not None and now >= limits.execution_deadline:
-                                    yield self._event(
+                                    return self._event(
                                         "timeout", "execution_timeout reached while the API was unreachable"
                                     )
-                                    return
                                 await asyncio.sleep(backoff_seconds(errors, exc))
                                 continue
                             errors = reauthentications = 0
@@ -237,28 +239,24 @@ class T9kJobTrigger(BaseTrigger):
                                 watch.start(str(version))
                         uid = (job.get("metadata") or {}).get("uid")
                         if self.uid and uid != self.uid:
-                            yield self._event(
+                            return self._event(
                                 "error",
                                 f"job {self.name} was replaced by another object (uid {uid})",
                                 job,
                                 retryable=False,
                             )
-                            return
                         state = job_status.outcome(job)
                         if state in ("succeeded", "failed"):
-                            yield self._event(
+                            return self._event(
                                 state, job_status.failure_reason(job) if state == "failed" else "", job
                             )
-                            return
                         verdict = limits.check(job, now, first_seen)
                         if verdict is None and limits.watches_pods and self.pod_selector:
                             verdict = limits.check_pods(await self._pods(api), now, first_seen)
                         if verdict is not None:
-                            yield self._event(verdict.status, verdict.message, job)
-                            return
+                            return self._event(verdict.status, verdict.message, job)
                         if hand_back_at is not None and now >= hand_back_at:
-                            yield self._event("running", "", job)
-                            return
+                            return self._event("running", "", job)
                         job = await self._next_state(watch, job, self._next_sleep(limits, now))
                 finally:
                     await watch.stop()
