@@ -1,4 +1,5 @@
-"""Entry point of the node agents: scheduler, kubelet (process or simulated) and batch/v1 Job controller.
+"""Entry point of the node agents: scheduler, kubelet (process or simulated), batch/v1 Job controller and,
+with the process kubelet, the local flink-operator (`t9k_provider.local.flink`).
 
 They are ordinary API clients of the local cluster: one `kubernetes_asyncio` ApiClient bound to its
 kubeconfig, and the shared informers (`t9k_provider.kube`) for pods, services and jobs.
@@ -14,7 +15,9 @@ from typing import Any
 
 from t9k_provider.kube.api import KubeApi, api_client
 from t9k_provider.kube.informer import NODE_INDEX, OWNER_INDEX, Informer, by_node, by_owner
-from t9k_provider.kube.resources import JOBS, PODS, SERVICES
+from t9k_provider.kube.resources import CONFIGMAPS, JOBS, PODS, SERVICES
+from t9k_provider.local.flink.cluster import FLINKCLUSTERS
+from t9k_provider.local.flink.operator import FlinkOperator, is_flink_object
 from t9k_provider.local.kubelet import scheduler
 from t9k_provider.local.kubelet.jobcontroller import JobController
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
@@ -31,10 +34,12 @@ async def run_node_agents(
     network: str = "auto",
     *,
     stop_pods_on_exit: bool = True,
+    flink_operator: bool = True,
 ) -> None:
     """Run until cancelled. `mode`: process | simulated | none (no kubelet; scheduler and Job controller still
     run). `network`: auto | netns | host (process mode only). On cancellation, running containers are stopped
-    unless `stop_pods_on_exit` is False (their shims keep running and a later kubelet re-adopts them)."""
+    unless `stop_pods_on_exit` is False (their shims keep running and a later kubelet re-adopts them).
+    `flink_operator`: run the local flink-operator (process mode only: it runs real Flink processes)."""
     if mode not in MODES:
         raise ValueError(f"mode: must be one of {', '.join(MODES)} (got {mode!r})")
     net = await asyncio.to_thread(select_network, network, Path(state_dir)) if mode == "process" else None
@@ -58,6 +63,8 @@ async def run_node_agents(
         services.add_handler(kubelet.on_service)
         informers.append(services)
         runners.append(kubelet.run(stop_pods_on_exit))
+        if flink_operator:
+            informers += _add_flink_operator(kube, pods, services, runners)
     elif mode == "simulated":
         sim = SimulatedKubelet(kube, pods)
         pods.add_handler(sim.on_pod)
@@ -72,6 +79,20 @@ async def run_node_agents(
         # Cancel in reverse: the kubelet stops its containers before the informers go away.
         await _cancel_all(tasks[::-1])
         await client.close()
+
+
+def _add_flink_operator(
+    kube: KubeApi, pods: Informer, services: Informer, runners: list[Coroutine[Any, Any, None]]
+) -> list[Informer]:
+    """The local flink-operator (FlinkClusters run as Flink processes); returns the informers it adds."""
+    clusters = Informer(kube, FLINKCLUSTERS)
+    configmaps = Informer(kube, CONFIGMAPS, keep=is_flink_object)
+    operator = FlinkOperator(kube, clusters, pods, services, configmaps)
+    clusters.add_handler(operator.on_cluster)
+    for owned in (pods, services, configmaps):
+        owned.add_handler(operator.on_owned)
+    runners.append(operator.run())
+    return [clusters, configmaps]
 
 
 async def _cancel_all(tasks: list[asyncio.Task[Any]]) -> None:
