@@ -1071,3 +1071,17 @@ def test_beam_cluster_that_stops_before_submission_fails_the_job():
         "reason": "Stopped",
     }
     assert sim.kinds("Job") == []
+
+
+def test_beam_failure_names_why_the_cluster_stopped():
+    sim = Sim(beam())
+    sim.step()
+    why = "java not found (install a Java 11+ runtime)"
+    sim.objects[("FlinkCluster", "demo-flinkcluster")]["status"] = {
+        "state": "Stopped",
+        "conditions": [{"type": "Ready", "status": "False", "reason": "CannotRun", "message": why}],
+    }
+    sim.step()
+    assert sim.status["phase"] == "Failed"
+    message = sim.cond("Failed")["message"]
+    assert message == f"The Flink cluster stopped before the pipeline was submitted: {why}"

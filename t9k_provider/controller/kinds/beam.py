@@ -74,6 +74,14 @@ def _cluster_running(cluster: dict[str, Any] | None) -> bool:
     return cluster is not None and (cluster.get("status") or {}).get("state") == "Running"
 
 
+def _cluster_reason(cluster: dict[str, Any] | None) -> str | None:
+    """Why the cluster is not running, as the local flink-operator says it (its Ready condition)."""
+    for cond in ((cluster or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") != "True" and cond.get("message"):
+            return str(cond["message"])
+    return None
+
+
 def _batch_outcome(batch: dict[str, Any] | None) -> str | None:
     for cond in (batch or {}).get("status", {}).get("conditions") or []:
         if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
@@ -120,7 +128,11 @@ def reconcile_beam(
         else ("False", cluster_state or "Creating", "The Flink cluster is not running."),
     }
     if stopped_early:
-        phase, message = "Failed", "The Flink cluster stopped before the pipeline was submitted."
+        reason = _cluster_reason(cluster)
+        phase = "Failed"
+        message = "The Flink cluster stopped before the pipeline was submitted" + (
+            f": {reason}" if reason else "."
+        )
         desired.update(Completed=("False", "Failed", message), Failed=("True", "ClusterStopped", message))
     elif outcome == "Succeeded":
         phase, message = "Succeeded", "The Beam pipeline's submit Job completed."
