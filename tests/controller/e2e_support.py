@@ -15,7 +15,7 @@ from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
 
 NS = "default"
 
-# Stand-ins for tools this machine lacks (sshd, mpirun, colossalai), put on replicas' PATH by the tests.
+# Stand-ins for sshd, mpirun and colossalai on the replicas' PATH (the real ones run in tests/examples).
 FAKE_SSHD = """
 import socket, sys
 print("fake sshd", *sys.argv[1:], flush=True)

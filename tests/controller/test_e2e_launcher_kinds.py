@@ -1,8 +1,9 @@
 """MPI, ColossalAI, DeepSpeed and Beam jobs on the local cluster: the documented objects, commands and files.
 
-This machine has no sshd, mpirun or colossalai, so the tests put stand-ins on the replicas' PATH (and point
-``ssh.sshdPath`` at one): a fake sshd that listens on port 22 (the launcher's wait needs it), and fake
-launchers that print their argv and the files the controller mounted, as seen from inside the container.
+The tests put stand-ins on the replicas' PATH (and point ``ssh.sshdPath`` at one), so they need neither sshd
+nor the launchers installed and stay fast: a fake sshd that listens on port 22 (the launcher's wait needs it),
+and fake launchers that print their argv and the files the controller mounted, as seen from inside the
+container. The real sshd, mpirun, deepspeed and colossalai run in tests/examples (the example DAGs).
 """
 
 from __future__ import annotations
