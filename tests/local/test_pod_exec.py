@@ -1,0 +1,430 @@
+"""Acceptance: `pods/exec` on the local cluster with kubectl, the Python client and raw WebSocket clients."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes import client
+from kubernetes.stream import stream
+
+from t9k_provider.local.testing import LocalCluster
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+]
+NEEDS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="container namespaces need root")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """With the T9k controller, for the debug-mode GenericJob."""
+    with LocalCluster(tmp_path_factory.mktemp("pod-exec"), controller=True) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def core(cluster: LocalCluster) -> client.CoreV1Api:
+    return client.CoreV1Api(cluster.api_client())
+
+
+@pytest.fixture(scope="module")
+def ns(core: client.CoreV1Api) -> str:
+    name = f"x-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+@pytest.fixture(scope="module")
+def kubectl(cluster: LocalCluster, ns: str, tmp_path_factory: pytest.TempPathFactory):
+    cache = tmp_path_factory.mktemp("kubectl-cache")
+
+    def run(*args: str, stdin: bytes = b"", timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            ["kubectl", "--kubeconfig", str(cluster.kubeconfig), "--cache-dir", str(cache), "-n", ns, *args],
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    return run
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def create_pod(core: client.CoreV1Api, ns: str, name: str, containers: list[dict], **spec: Any) -> None:
+    core.create_namespaced_pod(
+        ns,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 0,
+                "containers": containers,
+                **spec,
+            },
+        },
+    )
+
+
+def running_pod(
+    core: client.CoreV1Api, ns: str, name: str, containers: list[dict], **spec: Any
+) -> client.V1Pod:
+    create_pod(core, ns, name, containers, **spec)
+
+    def running() -> client.V1Pod | None:
+        pod = core.read_namespaced_pod(name, ns)
+        statuses = pod.status.container_statuses or []
+        return pod if statuses and all(s.state.running for s in statuses) else None
+
+    return wait_for(f"pod {name} running", running)
+
+
+@pytest.fixture(scope="module")
+def sleeper(core: client.CoreV1Api, ns: str, tmp_path_factory: pytest.TempPathFactory) -> client.V1Pod:
+    """Two long-running containers; `main` has a workingDir, an env variable and an emptyDir volume."""
+    workdir = tmp_path_factory.mktemp("exec-workdir")
+    return running_pod(
+        core,
+        ns,
+        "sleeper",
+        volumes=[{"name": "data", "emptyDir": {}}],
+        containers=[
+            {
+                "name": "main",
+                "image": "busybox",
+                "command": ["sh", "-c", "echo from-main > data/marker; exec sleep 600"],
+                "workingDir": str(workdir),
+                "env": [{"name": "GREETING", "value": "hello from the pod"}],
+                "volumeMounts": [{"name": "data", "mountPath": f"{workdir}/data"}],
+            },
+            {"name": "side", "image": "busybox", "command": ["sleep", "600"]},
+        ],
+    )
+
+
+# -- kubectl -------------------------------------------------------------------------------------------
+
+
+def test_kubectl_exec_runs_in_the_container_and_returns_its_exit_code(kubectl, sleeper: client.V1Pod) -> None:
+    script = 'echo "$HOSTNAME"; cat /etc/hosts; pwd; echo "$GREETING"; echo oops >&2; exit 3'
+    result = kubectl("exec", "sleeper", "-c", "main", "--", "sh", "-c", script)
+    out = result.stdout.decode()
+    assert result.returncode == 3, result.stderr
+    lines = out.splitlines()
+    assert lines[0] == "sleeper"
+    assert any(line.split() == [sleeper.status.pod_ip, "sleeper"] for line in lines), out
+    assert sleeper.spec.containers[0].working_dir in lines
+    assert "hello from the pod" in lines
+    assert "oops" in result.stderr.decode()
+    assert "command terminated with exit code 3" in result.stderr.decode()
+
+
+@NEEDS_ROOT
+def test_kubectl_exec_sees_the_container_volumes_and_network(kubectl, sleeper: client.V1Pod) -> None:
+    result = kubectl("exec", "sleeper", "-c", "main", "--", "sh", "-c", "cat data/marker; hostname")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().split() == ["from-main", "sleeper"]
+    assert not (Path(sleeper.spec.containers[0].working_dir) / "data" / "marker").exists()  # only in there
+    # The pod's network namespace: its IP is on an interface here (not in the host's namespace).
+    ip = sleeper.status.pod_ip
+    script = f"import socket; s = socket.socket(); s.bind(('{ip}', 0)); print('bound')"
+    result = kubectl("exec", "sleeper", "-c", "side", "--", "python", "-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"bound\n"
+
+
+def test_kubectl_exec_forwards_stdin_until_eof(kubectl, sleeper: client.V1Pod) -> None:
+    payload = base64.b64encode(os.urandom(300_000)) + b"\nlast line\n"
+    result = kubectl("exec", "-i", "sleeper", "-c", "main", "--", "cat", stdin=payload)
+    assert result.returncode == 0, result.stderr
+    assert hashlib.sha256(result.stdout).hexdigest() == hashlib.sha256(payload).hexdigest()
+
+
+def test_kubectl_exec_errors(kubectl, sleeper: client.V1Pod) -> None:
+    unknown = kubectl("exec", "sleeper", "-c", "nope", "--", "true")
+    assert unknown.returncode == 1
+    assert "container nope is not valid for pod sleeper" in unknown.stderr.decode()
+    missing = kubectl("exec", "sleeper", "-c", "main", "--", "no-such-command")
+    assert missing.returncode == 1
+    assert 'exec: "no-such-command": executable file not found in $PATH' in missing.stderr.decode()
+    no_pod = kubectl("exec", "ghost", "--", "true")
+    assert no_pod.returncode == 1
+    assert 'pods "ghost" not found' in no_pod.stderr.decode()
+
+
+# -- the Python client (what Airflow's KubernetesPodOperator uses for xcom) ----------------------------
+
+
+def test_python_client_stream(core: client.CoreV1Api, ns: str, sleeper: client.V1Pod) -> None:
+    out = stream(
+        core.connect_get_namespaced_pod_exec,
+        "sleeper",
+        ns,
+        container="main",
+        command=["sh", "-c", "echo to-out; echo to-err >&2"],
+        stdout=True,
+        stderr=True,
+        stdin=False,
+        tty=False,
+    )
+    assert out == "to-out\nto-err\n"
+    ws = stream(
+        core.connect_get_namespaced_pod_exec,
+        "sleeper",
+        ns,
+        container="side",
+        command=["sh", "-c", "read line; echo got $line; echo bad >&2; exit 5"],
+        stdout=True,
+        stderr=True,
+        stdin=True,
+        tty=False,
+        _preload_content=False,
+    )
+    ws.write_stdin("ping\n")
+    ws.run_forever(timeout=20)
+    assert ws.read_stdout() == "got ping\n"
+    assert ws.read_stderr() == "bad\n"
+    assert ws.returncode == 5
+
+
+def test_disconnecting_client_ends_the_command(
+    core: client.CoreV1Api, ns: str, sleeper: client.V1Pod
+) -> None:
+    token = uuid.uuid4().hex
+    ws = stream(
+        core.connect_get_namespaced_pod_exec,
+        "sleeper",
+        ns,
+        container="side",
+        command=["sh", "-c", f"echo started; exec python -c 'import time; time.sleep(300)' {token}"],
+        stdout=True,
+        stderr=True,
+        _preload_content=False,
+    )
+    assert ws.readline_stdout(timeout=20) == "started"
+
+    def sleeping() -> list[str]:
+        return [p for p in os.listdir("/proc") if p.isdigit() and token.encode() in _cmdline(p)]
+
+    assert sleeping()
+    ws.close()
+    wait_for("the exec'd command to end", lambda: not sleeping(), timeout=10)
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+# -- the channel protocols, on the wire -----------------------------------------------------------------
+
+
+async def ws_exec(
+    cluster: LocalCluster, path: str, protocols: list[str], send: list[bytes | str] = ()
+) -> tuple[str | None, list[tuple[int, bytes]]]:
+    """Open an exec WebSocket, send messages, collect (channel, data) until the server closes."""
+    url = f"wss://127.0.0.1:{cluster.port}{path}"
+    headers = {"Authorization": f"Bearer {cluster.token}"}
+    received: list[tuple[int, bytes]] = []
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.ws_connect(
+            url, protocols=protocols, ssl=cluster.state.client_context(), headers=headers
+        ) as ws,
+    ):
+        for message in send:
+            await (ws.send_str(message) if isinstance(message, str) else ws.send_bytes(message))
+        async for msg in ws:
+            if msg.type == aiohttp.WSMsgType.BINARY:
+                received.append((msg.data[0], msg.data[1:]))
+            elif msg.type == aiohttp.WSMsgType.TEXT:
+                received.append((int(msg.data[0]), base64.b64decode(msg.data[1:])))
+        return ws.protocol, received
+
+
+def joined(received: list[tuple[int, bytes]], channel: int) -> bytes:
+    return b"".join(data for ch, data in received if ch == channel)
+
+
+def exec_path(ns: str, query: str) -> str:
+    return f"/api/v1/namespaces/{ns}/pods/sleeper/exec?container=main&{query}"
+
+
+async def test_v4_status_json_and_announcement(cluster: LocalCluster, ns: str, sleeper: client.V1Pod) -> None:
+    query = "command=sh&command=-c&command=echo+hi%3B+exit+4&stdout=true&stderr=true"
+    protocol, received = await ws_exec(cluster, exec_path(ns, query), ["v4.channel.k8s.io"])
+    assert protocol == "v4.channel.k8s.io"
+    assert received[0] == (1, b"")  # an empty message on stdout says the streams are set up
+    assert joined(received, 1) == b"hi\n"
+    status = json.loads(joined(received, 3))
+    assert status["status"] == "Failure" and status["reason"] == "NonZeroExitCode"
+    assert status["details"]["causes"] == [{"reason": "ExitCode", "message": "4"}]
+    _, ok = await ws_exec(cluster, exec_path(ns, "command=true&stdout=true"), ["v4.channel.k8s.io"])
+    assert json.loads(joined(ok, 3)) == {"metadata": {}, "status": "Success"}
+
+
+async def test_v1_and_base64_protocols(cluster: LocalCluster, ns: str, sleeper: client.V1Pod) -> None:
+    query = "command=sh&command=-c&command=cat%3B+exit+2&stdin=true&stdout=true"
+    # channel.k8s.io (v1): no close signal, so stdin stays open; the command ends by itself instead.
+    protocol, received = await ws_exec(
+        cluster,
+        exec_path(ns, "command=sh&command=-c&command=head+-n1%3B+exit+2&stdin=true&stdout=true"),
+        ["channel.k8s.io"],
+        [b"\x00one\ntwo\n"],
+    )
+    assert protocol == "channel.k8s.io"
+    assert joined(received, 1) == b"one\n"
+    assert b"exit code 2" in joined(received, 3)  # v1-v3: the error channel carries plain text
+    protocol, received = await ws_exec(
+        cluster,
+        exec_path(ns, query.replace("cat", "head+-n1")),
+        ["base64.channel.k8s.io"],
+        ["0" + base64.b64encode(b"via base64\n").decode()],
+    )
+    assert protocol == "base64.channel.k8s.io"
+    assert joined(received, 1) == b"via base64\n"
+
+
+async def test_v5_close_signal_ends_stdin(cluster: LocalCluster, ns: str, sleeper: client.V1Pod) -> None:
+    query = "command=wc&command=-c&stdin=true&stdout=true"
+    protocol, received = await ws_exec(
+        cluster,
+        exec_path(ns, query),
+        ["v5.channel.k8s.io", "v4.channel.k8s.io"],
+        [b"\x00abcdef", b"\xff\x00"],
+    )
+    assert protocol == "v5.channel.k8s.io"
+    assert joined(received, 1).strip() == b"6"
+    assert json.loads(joined(received, 3))["status"] == "Success"
+
+
+async def test_tty_gets_a_terminal_and_resizes(cluster: LocalCluster, ns: str, sleeper: client.V1Pod) -> None:
+    query = "command=sh&stdin=true&stdout=true&stderr=true&tty=true"
+    _, received = await ws_exec(
+        cluster,
+        exec_path(ns, query),
+        ["v5.channel.k8s.io"],
+        [b'\x04{"Width":123,"Height":45}', b"\x00stty size; tty; echo $TERM; echo err >&2; exit 6\n"],
+    )
+    out = joined(received, 1).decode()
+    assert "45 123\r\n" in out
+    assert "/dev/pts/" in out
+    assert "xterm\r\n" in out
+    assert "err\r\n" in out  # a terminal has one output stream
+    assert joined(received, 2) == b""
+    assert json.loads(joined(received, 3))["details"]["causes"][0]["message"] == "6"
+
+
+# -- errors before the upgrade ---------------------------------------------------------------------------
+
+
+def test_request_errors(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str, sleeper: client.V1Pod
+) -> None:
+    upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13"}
+    upgrade["Sec-WebSocket-Key"] = base64.b64encode(os.urandom(16)).decode()
+    status, _, body = cluster.request(
+        "POST", f"/api/v1/namespaces/{ns}/pods/ghost/exec?command=true&stdout=true", headers=upgrade
+    )
+    assert (status, body["message"]) == (404, 'pods "ghost" not found')
+    pod_path = f"/api/v1/namespaces/{ns}/pods/sleeper/exec"
+    status, _, body = cluster.request("POST", f"{pod_path}?command=true&stdout=true", headers=upgrade)
+    assert (status, body["message"]) == (
+        400,
+        "a container name must be specified for pod sleeper, choose one of: [main side]",
+    )
+    status, _, body = cluster.request("POST", f"{pod_path}?container=main&stdout=true", headers=upgrade)
+    assert (status, body["message"]) == (400, "you must specify at least one command for the container")
+    status, _, body = cluster.request("POST", f"{pod_path}?container=main&command=true", headers=upgrade)
+    assert (status, body["message"]) == (400, "you must specify at least 1 of stdin, stdout, stderr")
+    spdy = {**upgrade, "Upgrade": "SPDY/3.1"}
+    status, _, body = cluster.request(
+        "POST", f"{pod_path}?container=main&command=true&stdout=1", headers=spdy
+    )
+    assert status == 400 and "WebSocket only" in body["message"]
+    status, _, body = cluster.request(
+        "GET",
+        f"{pod_path}?container=main&command=true&stdout=1",
+        headers={**upgrade, "Sec-WebSocket-Protocol": "v9.channel.k8s.io"},
+    )
+    assert status == 400 and "not supported" in body["message"]
+
+    create_pod(core, ns, "quick", [{"name": "q", "image": "busybox", "command": ["true"]}])
+    wait_for("pod quick to finish", lambda: core.read_namespaced_pod("quick", ns).status.phase == "Succeeded")
+    status, _, body = cluster.request(
+        "POST", f"/api/v1/namespaces/{ns}/pods/quick/exec?command=true&stdout=1", headers=upgrade
+    )
+    assert (status, body["reason"], body["message"]) == (500, "InternalError", 'container not found ("q")')
+
+
+# -- debug mode: what exec is for -----------------------------------------------------------------------
+
+
+def test_exec_into_a_debug_mode_genericjob_replica(cluster: LocalCluster, kubectl, ns: str) -> None:
+    custom = client.CustomObjectsApi(cluster.api_client())
+    job = {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "GenericJob",
+        "metadata": {"name": "dbg"},
+        "spec": {
+            "runMode": {"debug": {"enabled": True}},
+            "replicaSpecs": [
+                {
+                    "type": "worker",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "trainer",
+                                    "image": "t9k/trainer",
+                                    "command": ["python", "-c", "exit(1)"],
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    custom.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs", job)
+
+    def running() -> bool:
+        result = kubectl("get", "pod", "dbg-worker-0", "-o", "jsonpath={.status.containerStatuses[0].state}")
+        return b"running" in result.stdout
+
+    wait_for("the debug replica to run", running, timeout=60)
+    result = kubectl("exec", "dbg-worker-0", "--", "sh", "-c", "echo $HOSTNAME")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"dbg-worker-0\n"
+    # The training command was replaced by a sleeping one: the user starts it by hand.
+    started = kubectl("exec", "dbg-worker-0", "--", "python", "-c", "print('training by hand'); exit(1)")
+    assert (started.returncode, started.stdout) == (1, b"training by hand\n")
+    phase = custom.get_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs", "dbg")
+    assert (phase.get("status") or {}).get("phase") == "Running"
