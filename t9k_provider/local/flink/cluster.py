@@ -91,14 +91,20 @@ def _meta(fc: dict[str, Any], name: str, component: str | None, extra: dict[str,
     }
 
 
+def _part(spec: dict[str, Any], component: str) -> dict[str, Any]:
+    """``spec.jobManager`` or ``spec.taskManager``."""
+    return spec.get("jobManager" if component == "jobmanager" else "taskManager") or {}
+
+
 def _ports(spec: dict[str, Any], component: str) -> dict[str, int]:
     defaults = JOBMANAGER_PORTS if component == "jobmanager" else TASKMANAGER_PORTS
-    written = (spec.get(component) or {}).get("ports") or {}
+    written = _part(spec, component).get("ports") or {}
+    field = "jobManager" if component == "jobmanager" else "taskManager"
     ports = {}
     for name, default in defaults.items():
         value = written.get(name, default)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
-            raise InvalidSpec(f"spec.{component}.ports.{name}: must be a port number (got {value!r})")
+            raise InvalidSpec(f"spec.{field}.ports.{name}: must be a port number (got {value!r})")
         ports[name] = value
     return ports
 
@@ -172,7 +178,7 @@ def pod(fc: dict[str, Any], component: str, index: int, flink_home: str) -> dict
     """The JobManager (index 0) or TaskManager ``index`` pod; ``flink_home`` is this machine's Flink."""
     cluster = fc["metadata"]["name"]
     spec = fc.get("spec") or {}
-    part = spec.get("jobManager" if component == "jobmanager" else "taskManager") or {}
+    part = _part(spec, component)
     env = [
         {"name": "FLINK_HOME", "value": flink_home},
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},

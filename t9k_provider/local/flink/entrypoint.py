@@ -16,6 +16,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from t9k_provider.local.flink import dist
 
@@ -44,10 +47,20 @@ class EntrypointError(Exception):
     pass
 
 
+def _flat(text: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text) if text.strip() else {}
+    except yaml.YAMLError as exc:
+        raise EntrypointError(f"FLINK_PROPERTIES is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise EntrypointError("FLINK_PROPERTIES must be a YAML mapping of Flink options")
+    return data
+
+
 def configuration(role: str, properties: str, pod_ip: str | None) -> str:
     """``config.yaml``: the operator's properties, then this pod's bind addresses where not set."""
     text = properties if properties.endswith("\n") or not properties else properties + "\n"
-    written = {line.split(":", 1)[0].strip() for line in text.splitlines() if ":" in line}
+    written = _flat(text)
     if pod_ip:
         text += "".join(f"{key}: {pod_ip}\n" for key in BIND_KEYS[role] if key not in written)
     return text
@@ -68,13 +81,12 @@ def resource_params(java: str, home: Path, conf_dir: Path, role: str) -> tuple[l
 
 
 def java_options(config: str, role: str) -> list[str]:
-    """``env.java.opts.all`` and ``env.java.opts.<role>`` of the configuration (flat ``key: value`` lines)."""
-    wanted = ("env.java.opts.all", f"env.java.opts.{role}")
+    """``env.java.opts.all`` and ``env.java.opts.<role>`` of the configuration."""
+    data = _flat(config)
     options: list[str] = []
-    for line in config.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() in wanted:
-            options += shlex.split(value.strip().strip("'\""))
+    for key in ("env.java.opts.all", f"env.java.opts.{role}"):
+        if data.get(key):
+            options += shlex.split(str(data[key]))
     return options
 
 
