@@ -23,8 +23,8 @@ Running, as in a busy cluster) and are then topped up to 1,000 jobs for the memo
 controller that created them (once idle) and from three restarted controllers after their initial sync
 (which must write nothing). CPU per 1,000 reconciles is the controller's user+system time
 (/proc/PID/stat) over each burst until idle, divided by its reconcile counter; the API server's process
-(which also runs the scheduler and the simulated kubelet) is measured the same way. The import RSS figures
-come from fresh interpreters that import the named modules and nothing else.""",
+and its node agents' process (scheduler, simulated kubelet, Job controller) are measured the same way. The
+import RSS figures come from fresh interpreters that import the named modules and nothing else.""",
     "3. Waiting cost on the Airflow side": """\
 Each approach runs 200 triggers in one asyncio loop in a fresh process (a stand-in triggerer,
 `benchmarks/waiters.py`) against one API-only local cluster holding 200 Running GenericJobs; the API server

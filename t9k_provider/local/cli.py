@@ -1,13 +1,16 @@
 """``t9k-local``: start, stop and inspect the embedded local cluster.
 
-``run`` serves in the foreground (API server, node agents, T9k controller child process); ``up`` starts
-``run`` in the background and returns once the API answers; ``down`` stops it; ``status`` reports it.
+``run`` serves in the foreground (API server; node agents and T9k controller as child processes); ``up``
+starts ``run`` in the background and returns once the API answers; ``down`` stops it; ``status`` reports it.
+``node-agents`` is the agents' child process, started by ``run``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -26,6 +29,8 @@ from t9k_provider.local.tls import ensure_pki
 log = logging.getLogger("t9k_provider.local")
 KUBELET_MODES = ("process", "simulated", "none")
 NETWORK_MODES = ("auto", "netns", "host")
+AGENTS_STOP_SECONDS = 15.0  # the kubelet stops containers (3 s grace) and tears down pod networks
+PR_SET_PDEATHSIG = 1
 COMPANION_CRDS = Path(__file__).resolve().parent / "crds"
 
 
@@ -64,6 +69,17 @@ async def _stop_process(proc: asyncio.subprocess.Process, grace: float = 10.0) -
         await proc.wait()
 
 
+async def _start_node_agents(state: StateDir, kubelet: str, network: str) -> asyncio.subprocess.Process:
+    """The node agents run in their own process, so the API server's event loop serves only the API (and a
+    second core can run them); their output goes to the server's log."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "t9k_provider.local.cli", "node-agents",
+        "--state-dir", str(state.path), "--kubelet", kubelet, "--network", network,
+        "--server-pid", str(os.getpid()),
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 async def serve(
     state: StateDir, port: int | None, controller: bool, kubelet: str | None, network: str
 ) -> None:
@@ -74,7 +90,7 @@ async def serve(
     pki = ensure_pki(state.path)
     state.private_file("store.db")
     server = ApiServer(state.path, state.token(), pki.server_context(), _pick_port(state, port))
-    tasks: list[asyncio.Task[None]] = []
+    agents: asyncio.subprocess.Process | None = None
     child: asyncio.subprocess.Process | None = None
     try:
         bound = await server.start()
@@ -85,10 +101,8 @@ async def serve(
             "t9k-local API server on https://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
         )
         if kubelet is not None:
-            from t9k_provider.local.kubelet.agents import run_node_agents
-
-            agents = run_node_agents(kubeconfig, state.path, kubelet, network)
-            tasks.append(asyncio.create_task(agents, name="t9k-local-node-agents"))
+            agents = await _start_node_agents(state, kubelet, network)
+            log.info("node agents started (pid %d, kubelet %s)", agents.pid, kubelet)
         if controller:
             with state.open_log("controller.log") as out:
                 child = await asyncio.create_subprocess_exec(
@@ -106,21 +120,48 @@ async def serve(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        waiters = [asyncio.create_task(stop.wait()), *tasks]
-        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not waiters[0] and task.exception() is not None:
-                log.error("node agents stopped: %r", task.exception())
-                raise task.exception()  # type: ignore[misc]
+        waiters = [asyncio.create_task(stop.wait())]
+        if agents is not None:
+            waiters.append(asyncio.create_task(agents.wait()))
+        done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in pending:
+            waiter.cancel()
+        if waiters[0] not in done:
+            assert agents is not None
+            raise RuntimeError(f"node agents stopped (exit code {agents.returncode}); see the log above")
         log.info("shutting down")
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if agents is not None:
+            await _stop_process(agents, AGENTS_STOP_SECONDS)
         if child is not None:
             await _stop_process(child)
         await server.stop()
         state.release(lock)
+
+
+def _die_with(server_pid: int) -> None:
+    """Linux: the kernel SIGKILLs this process when the server dies, as in-process agents would die with it
+    (a restarted server starts new agents, and two kubelets must never run at once). Elsewhere: nothing."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != server_pid:  # it died before prctl took effect
+        os._exit(1)
+
+
+async def run_agents(state: StateDir, kubelet: str, network: str) -> None:
+    """The ``node-agents`` process: until SIGTERM/SIGINT, which stop the kubelet's containers first."""
+    from t9k_provider.local.kubelet.agents import run_node_agents
+
+    agents = asyncio.create_task(run_node_agents(state.kubeconfig, state.path, kubelet, network))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, agents.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await agents
 
 
 # -- commands ---------------------------------------------------------------------------------------------
@@ -144,6 +185,12 @@ def cmd_run(args: argparse.Namespace, state: StateDir) -> int:
     except AlreadyRunning as exc:
         print(f"t9k-local: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_node_agents(args: argparse.Namespace, state: StateDir) -> int:
+    _die_with(args.server_pid)
+    asyncio.run(run_agents(state, args.kubelet, args.network))
     return 0
 
 
@@ -251,6 +298,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "up":
             p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
+    p = sub.add_parser("node-agents", help="(internal) the node agents' process, started by run")
+    common(p)
+    p.add_argument("--kubelet", choices=KUBELET_MODES, required=True)
+    p.add_argument("--network", choices=NETWORK_MODES, required=True)
+    p.add_argument("--server-pid", type=int, required=True, help="the API server's process (its parent)")
     p = sub.add_parser("down", help="stop the background cluster")
     common(p)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait before SIGKILL")
@@ -262,7 +314,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     state = StateDir(args.state_dir or default_state_dir())
-    commands = {"up": cmd_up, "run": cmd_run, "down": cmd_down, "status": cmd_status}
+    commands = {
+        "up": cmd_up,
+        "run": cmd_run,
+        "down": cmd_down,
+        "status": cmd_status,
+        "node-agents": cmd_node_agents,
+    }
     return commands[args.command](args, state)
 
 

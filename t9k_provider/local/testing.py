@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -56,6 +57,17 @@ class LocalCluster:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    def node_agents_pid(self) -> int | None:
+        """The server's ``node-agents`` child process (Linux /proc), if it runs."""
+        if self.pid is None:
+            return None
+        for task in Path(f"/proc/{self.pid}/task").glob("*/children"):
+            for child in task.read_text().split():
+                with contextlib.suppress(OSError):
+                    if b"node-agents" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0"):
+                        return int(child)
+        return None
 
     def start(self, timeout: float = 30) -> LocalCluster:
         if self._proc is not None and self._proc.poll() is None:
