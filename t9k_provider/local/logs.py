@@ -143,6 +143,17 @@ class _RecordFile:
         self._offset = 0
         self._rest = b""
 
+    def skip_existing(self) -> None:
+        """Start after the last complete record so far (attach shows new output; one in flight is kept)."""
+        try:
+            with open(self._path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                start = max(0, size - MAX_LINE_BYTES - 1024)  # one record at most is incomplete
+                f.seek(start)
+                self._offset = start + f.read().rfind(b"\n") + 1
+        except FileNotFoundError:
+            self._offset = 0
+
     def read_new(self) -> list[LogRecord]:
         try:
             with open(self._path, "rb") as f:
@@ -209,6 +220,26 @@ async def read_log(
             return
         # Check "finished" before the next read so output written just before the exit is never lost.
         done = await finished()
+        if not done:
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+
+async def follow_new_records(
+    path: Path, finished: Callable[[], Awaitable[bool]]
+) -> AsyncIterator[LogRecord]:
+    """Records the container writes from now on, until `finished()` is true and the file is drained."""
+    source = _RecordFile(Path(path))
+    source.skip_existing()
+    done = False
+    while True:
+        records = source.read_new()
+        for record in records:
+            yield record
+        if records:
+            continue
+        if done:
+            return
+        done = await finished()  # checked before the last read, so no output written before the end is lost
         if not done:
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
 

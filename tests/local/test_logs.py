@@ -144,3 +144,34 @@ def test_paths_follow_the_state_dir_contract(tmp_path: Path) -> None:
 )
 def test_parse_timestamp(text: str, expected: datetime) -> None:
     assert logs.parse_timestamp(text) == expected
+
+
+async def test_follow_new_records_skips_what_was_written_before(tmp_path: Path) -> None:
+    """Attach: only records written after it starts, with their stream, until the container finishes."""
+    path = tmp_path / "0.log"
+    path.write_bytes(
+        f"{logs.format_timestamp(T0)} stdout F old line\n".encode() + b"2023-11-14T22:13:20.0Z std"
+    )
+    done = asyncio.Event()
+
+    async def finished() -> bool:
+        return done.is_set()
+
+    async def collect() -> list[tuple[bytes, bytes]]:
+        return [(r.stream, r.text) async for r in logs.follow_new_records(path, finished)]
+
+    task = asyncio.create_task(collect())
+    await asyncio.sleep(0.2)
+    with open(path, "ab") as f:  # completes the record being written when following began
+        f.write(b"err F half\n")
+    w = logs.CriLogWriter(path, clock=_clock([T0 + 1, T0 + 2]))
+    w.write("stderr", b"new err\n")
+    w.write("stdout", b"new out\n")
+    w.close()
+    await asyncio.sleep(0.3)
+    done.set()
+    assert await asyncio.wait_for(task, 5) == [
+        (b"stderr", b"half"),
+        (b"stderr", b"new err"),
+        (b"stdout", b"new out"),
+    ]

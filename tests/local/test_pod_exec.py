@@ -428,3 +428,52 @@ def test_exec_into_a_debug_mode_genericjob_replica(cluster: LocalCluster, kubect
     assert (started.returncode, started.stdout) == (1, b"training by hand\n")
     phase = custom.get_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs", "dbg")
     assert (phase.get("status") or {}).get("phase") == "Running"
+
+
+# -- attach ---------------------------------------------------------------------------------------------
+
+
+def test_kubectl_attach_streams_new_output_until_the_container_exits(
+    core: client.CoreV1Api, ns: str, kubectl
+) -> None:
+    ticks = "echo before; sleep 1; for i in $(seq 1 20); do echo tick $i; echo warn $i >&2; sleep 0.3; done"
+    ticks += "; exit 4"
+    running_pod(core, ns, "ticker", [{"name": "t", "image": "busybox", "command": ["sh", "-c", ticks]}])
+    result = kubectl("attach", "ticker", timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert "before" not in lines  # only what is written after attaching
+    first = int(lines[0].split()[1])
+    assert lines == [f"tick {i}" for i in range(first, 21)]
+    assert "warn 20" in result.stderr.decode()
+
+
+async def test_attach_over_v4_ends_with_success(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str, tmp_path: Path
+) -> None:
+    script = "while [ ! -e go ]; do sleep 0.05; done; echo out; echo err >&2; exit 9"
+    running_pod(
+        core,
+        ns,
+        "waiter",
+        [{"name": "w", "image": "busybox", "command": ["sh", "-c", script], "workingDir": str(tmp_path)}],
+    )
+    url = f"wss://127.0.0.1:{cluster.port}/api/v1/namespaces/{ns}/pods/waiter/attach?stdout=1&stderr=1"
+    received: list[tuple[int, bytes]] = []
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+        session.ws_connect(
+            url,
+            protocols=["v4.channel.k8s.io"],
+            ssl=cluster.state.client_context(),
+            headers={"Authorization": f"Bearer {cluster.token}"},
+        ) as ws,
+    ):
+        async for msg in ws:
+            received.append((msg.data[0], msg.data[1:]))
+            if len(received) == 1:
+                (tmp_path / "go").touch()  # attached: now let the container write
+    assert received[0] == (1, b"")
+    assert joined(received, 1) == b"out\n"
+    assert joined(received, 2) == b"err\n"
+    assert json.loads(joined(received, 3)) == {"metadata": {}, "status": "Success"}

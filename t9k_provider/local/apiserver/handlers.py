@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from t9k_provider.local.apiserver import discovery, errors, podexec, subresources, tables
+from t9k_provider.local.apiserver import discovery, errors, podstreams, subresources, tables
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, store_key
 from t9k_provider.local.apiserver.patch import APPLY_PATCH
 from t9k_provider.local.apiserver.resources import Registry, Resource
@@ -170,10 +170,11 @@ class Handlers:
             if method != "GET":
                 raise errors.method_not_allowed()
             return await subresources.pod_log(self.objects, self.state_dir, request, route)
-        if sub == "exec":
+        if sub in ("exec", "attach"):
             if method not in ("GET", "POST"):
                 raise errors.method_not_allowed()
-            return await podexec.pod_exec(self.objects, self.state_dir, request, route)
+            serve = podstreams.pod_exec if sub == "exec" else podstreams.pod_attach
+            return await serve(self.objects, self.state_dir, request, route)
         if sub == "binding":
             if method != "POST":
                 raise errors.method_not_allowed()

@@ -1,10 +1,11 @@
-"""`pods/exec`: run a command in a running container and stream its standard streams over a WebSocket.
+"""`pods/exec` and `pods/attach`: a running container's standard streams over a WebSocket.
 
 The API server and the kubelet share the state directory, so, as for `pods/log`, the server reads what the
-kubelet's shim wrote about the container (its pid and spec) and starts the kubelet's exec helper
-(`t9k_provider.local.kubelet.execute`) itself, with pipes, or a pseudo-terminal when `tty=true`.
-The command ends when the client disconnects (SIGKILL to its process group), unlike upstream, where it may
-outlive the connection.
+kubelet's shim wrote about the container (its pid, spec and log). Exec starts the kubelet's exec helper
+(`t9k_provider.local.kubelet.execute`) itself, with pipes, or a pseudo-terminal when `tty=true`; the
+command ends when the client disconnects (SIGKILL to its process group), whereas upstream it may outlive
+the connection. Attach streams what the container writes from then on, until it exits; containers run
+without standard input here, so attached input is discarded.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import signal
 import struct
 import subprocess
 import termios
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from t9k_provider.local import logs
 from t9k_provider.local.apiserver import errors, remotecommand
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.remotecommand import Channels, StreamOptions
@@ -42,11 +45,24 @@ async def pod_exec(
     objects: Objects, state_dir: Path, request: web.Request, route: Route
 ) -> web.StreamResponse:
     opts = StreamOptions.parse(request, needs_command=True)
-    pod = objects.get(route.res, route.namespace or "", route.name)
-    container = pod_container(pod, opts.container)
-    if not (pod.get("spec") or {}).get("nodeName"):
-        raise errors.bad_request(f"pod {route.name} does not have a host assigned")
-    running = _running(state_dir, pod, container)
+    container = _running(objects, state_dir, route, opts)
+    return await _serve(request, opts, lambda channels: _Session(channels, opts).run(container))
+
+
+async def pod_attach(
+    objects: Objects, state_dir: Path, request: web.Request, route: Route
+) -> web.StreamResponse:
+    opts = StreamOptions.parse(request, needs_command=False)
+    container = _running(objects, state_dir, route, opts)
+    return await _serve(request, opts, lambda channels: _attach(channels, opts, container.log_path))
+
+
+async def _serve(
+    request: web.Request,
+    opts: StreamOptions,
+    session: Callable[[Channels], Awaitable[dict[str, Any] | None]],
+) -> web.StreamResponse:
+    """Accept the WebSocket, run the session, and end with its status (none if the client left)."""
     protocol = remotecommand.negotiate(request)
     offered = "Sec-WebSocket-Protocol" in request.headers
     ws = web.WebSocketResponse(protocols=(protocol.name,) if offered else (), autoping=True)
@@ -54,7 +70,7 @@ async def pod_exec(
     channels = Channels(ws, protocol)
     try:
         await channels.announce(opts)
-        status = await _Session(channels, opts).run(running)
+        status = await session(channels)
         if status is not None:
             await channels.send_status(status)
     except ConnectionResetError:
@@ -64,8 +80,14 @@ async def pod_exec(
     return ws
 
 
-def _running(state_dir: Path, pod: dict[str, Any], container: str) -> execute.RunningContainer:
-    """The container's live process, or the kubelet's error (`container not found`, HTTP 500)."""
+def _running(
+    objects: Objects, state_dir: Path, route: Route, opts: StreamOptions
+) -> execute.RunningContainer:
+    """The container's live process; the API server's errors, then the kubelet's (`container not found`)."""
+    pod = objects.get(route.res, route.namespace or "", route.name)
+    container = pod_container(pod, opts.container)
+    if not (pod.get("spec") or {}).get("nodeName"):
+        raise errors.bad_request(f"pod {route.name} does not have a host assigned")
     status = pod.get("status") or {}
     statuses = [*(status.get("containerStatuses") or ()), *(status.get("initContainerStatuses") or ())]
     cstatus = next((s for s in statuses if s.get("name") == container), {})
@@ -75,6 +97,37 @@ def _running(state_dir: Path, pod: dict[str, Any], container: str) -> execute.Ru
     if running is None:
         raise errors.ApiError(500, "InternalError", f'container not found ("{container}")')
     return running
+
+
+async def _attach(channels: Channels, opts: StreamOptions, log_path: Path) -> dict[str, Any] | None:
+    """Forward the container's new output until it exits; None if the client leaves first."""
+    streams = {b"stdout": remotecommand.STDOUT if opts.stdout else None}
+    streams[b"stderr"] = remotecommand.STDERR if opts.stderr else streams[b"stdout"] if opts.tty else None
+
+    async def finished() -> bool:
+        return logs.container_finished(log_path)
+
+    async def forward() -> None:
+        async for record in logs.follow_new_records(log_path, finished):
+            channel = streams.get(record.stream)
+            if channel is not None:
+                await channels.send(channel, record.text if record.partial else record.text + b"\n")
+
+    async def drain_client() -> None:
+        while await channels.receive() is not None:
+            pass  # input is discarded: containers here have no standard input
+
+    output, client = asyncio.create_task(forward()), asyncio.create_task(drain_client())
+    try:
+        await asyncio.wait({output, client}, return_when=asyncio.FIRST_COMPLETED)
+        if not output.done():
+            return None
+        output.result()  # re-raise a failed send
+        return remotecommand.success_status()
+    finally:
+        for task in (output, client):
+            task.cancel()
+        await asyncio.gather(output, client, return_exceptions=True)
 
 
 class _Stdio:
@@ -141,7 +194,7 @@ class _Session:
     def __init__(self, channels: Channels, opts: StreamOptions) -> None:
         self.channels = channels
         self.opts = opts
-        self.stdin: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.stdin: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=16)  # backpressure to the client
         self.stdio = _Stdio(opts)
 
     async def run(self, container: execute.RunningContainer) -> dict[str, Any] | None:
@@ -212,7 +265,7 @@ class _Session:
         while (message := await self.channels.receive()) is not None:
             channel, data = message
             if channel == remotecommand.STDIN:
-                self.stdin.put_nowait(data)
+                await self.stdin.put(data)
             elif channel == remotecommand.RESIZE and self.stdio.master is not None:
                 size = remotecommand.parse_resize(data)
                 if size is not None:
@@ -223,7 +276,7 @@ class _Session:
                 and self.channels.protocol.version >= 5
                 and data[:1] == bytes([remotecommand.STDIN])
             ):
-                self.stdin.put_nowait(None)
+                await self.stdin.put(None)
 
 
 def _kill_group(pid: int) -> None:

@@ -76,7 +76,7 @@ BUILTIN: list[Resource] = [
         "Pod",
         short_names=["po"],
         categories=["all"],
-        subresources=("status", "log", "binding", "exec"),
+        subresources=("status", "log", "binding", "exec", "attach"),
         status_split=True,
         return_deleted_object=True,
     ),
@@ -159,6 +159,7 @@ SUBRESOURCE_VERBS = {
     "scale": ["get", "patch", "update"],
     "log": ["get"],
     "exec": ["create", "get"],
+    "attach": ["create", "get"],
     "binding": ["create"],
     "finalize": ["update"],
 }

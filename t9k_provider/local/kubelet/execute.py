@@ -36,6 +36,7 @@ NAMESPACES = ("net", "uts", "mnt")  # mnt last: after it, paths resolve in the c
 class RunningContainer:
     """What exec needs to know about a running container attempt, read from its files."""
 
+    log_path: Path
     spec_path: Path
     pid: int  # the container's main process
     cwd: str
@@ -60,7 +61,7 @@ def locate(
     if not cwd:  # the shim never changes directory: its cwd is where the container started
         with contextlib.suppress(OSError):
             cwd = os.readlink(f"/proc/{pids.get('shim')}/cwd")
-    return RunningContainer(spec_path(log_path), pid, cwd or "/")
+    return RunningContainer(log_path, spec_path(log_path), pid, cwd or "/")
 
 
 def _same_process(pid: int, shim: object) -> bool:
