@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,48 @@ def test_colossalaijob_example_runs_colossalai_run_over_ssh_on_every_worker(
     ranks = {(int(m[1]), int(m[2]), m[3]) for m in COLOSSALAI_RANK.finditer(output)}
     assert ranks == {(0, 2, f"{job}-worker-0"), (1, 2, f"{job}-worker-1")}
     assert output.count("all-reduce over 2 replicas ok (sum of ranks 1)") == 2
+    # the real CLI's own per-host report: each worker's torchrun exited 0
+    assert all(f"{job}-worker-{i}: success" in output for i in range(2))
+
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "dags_examples" / "workloads"
+WORD = re.compile(r"[\w\']+", re.UNICODE)  # how apache_beam.examples.wordcount splits words
+FLINK_OVERVIEW = re.compile(r"flink cluster at (\S+): Flink (\S+), (\d+) taskmanager\(s\), (\d+) slot\(s\)")
+
+
+def test_beamjob_example_counts_words_after_reaching_its_real_flink_cluster(
+    dagbag: Any, cluster: LocalCluster, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The local flink-operator starts a real Flink (JobManager + 1 TaskManager); the submit pod reads its
+    /overview through FLINK_MASTER, then runs Beam's word count with the DirectRunner (Beam's FlinkRunner
+    needs a job-server jar only Maven Central has); cleanUpCluster then deletes the cluster's pods."""
+    dag_run = dagbag.dags["example_beamjob"].test(run_conf={"runner": "DirectRunner"})
+    output = capfd.readouterr().out
+    assert dag_run.state == "success", (task_states(dag_run), output[-3000:])
+    result = xcom(dag_run, "wordcount")
+    assert result["phase"] == "Succeeded"
+    job = result["name"]
+
+    (overview,) = FLINK_OVERVIEW.findall(output)
+    assert overview == (f"{job}-flinkcluster-jobmanager:8081", "2.3.0", "1", "2")
+    text = (WORKLOADS / "wordcount_input.txt").read_text()
+    expected: dict[str, int] = {}
+    for word in WORD.findall(text):
+        expected[word] = expected.get(word, 0) + 1
+    shards = sorted((cluster.state_dir / "volumes" / "default" / "beam-data").glob("counts-*"))
+    counted = dict(
+        (word, int(count))
+        for shard in shards
+        for word, count in (line.rsplit(": ", 1) for line in shard.read_text().splitlines())
+    )
+    assert shards and counted == expected
+
+    from kubernetes import client
+
+    core = client.CoreV1Api(cluster.api_client())
+    flink_pods = core.list_namespaced_pod("default", label_selector=f"cluster={job}-flinkcluster").items
+    deadline = time.monotonic() + 30
+    while flink_pods and time.monotonic() < deadline:
+        time.sleep(0.5)
+        flink_pods = core.list_namespaced_pod("default", label_selector=f"cluster={job}-flinkcluster").items
+    assert not flink_pods, "cleanUpCluster: the FlinkCluster's pods are deleted with it"
