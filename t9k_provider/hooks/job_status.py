@@ -105,6 +105,21 @@ def failed_replicas(job: dict[str, Any]) -> list[str]:
     return failed + [n for n in nonzero if n not in failed]
 
 
+def replicas_started(job: dict[str, Any]) -> bool:
+    """The job runs and every replica its status lists has all containers running or terminated.
+
+    Then no replica is stuck before its start (``ErrImagePull`` and the like leave a container ``waiting``)
+    and a fail-fast check has no pod to read; a replica that starts over shows ``waiting`` again.
+    """
+    if outcome(job) != "running":
+        return False
+    replicas = [r for t in (job.get("status") or {}).get("tasks") or [] for r in t.get("replicas") or []]
+    return bool(replicas) and all(
+        r.get("containers") and all(c.get("state") in ("running", "terminated") for c in r["containers"])
+        for r in replicas
+    )
+
+
 def replica_counts(job: dict[str, Any]) -> dict[str, int]:
     """Replicas per type, from the status the controller wrote, else from the spec's replicaSpecs."""
     tasks = (job.get("status") or {}).get("tasks") or []

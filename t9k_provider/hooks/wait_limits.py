@@ -84,9 +84,15 @@ class WaitLimits:
             first_seen.pop("unknown", None)
         return None
 
-    @property
-    def watches_pods(self) -> bool:
-        return self.pod_error_timeout is not None
+    def pods_needed(self, job: dict[str, Any], first_seen: dict[str, float]) -> bool:
+        """Whether ``check_pods`` needs the job's pods now: not once every replica has started (a problem
+        seen before is then over)."""
+        if self.pod_error_timeout is None:
+            return False
+        if job_status.replicas_started(job):
+            first_seen.pop("pod_error", None)
+            return False
+        return True
 
     def check_pods(
         self, pods: list[dict[str, Any]], now: float, first_seen: dict[str, float]

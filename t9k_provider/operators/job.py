@@ -416,7 +416,7 @@ class T9kJobOperator(BaseOperator):
                 return self._conclude(ref, None, follower)
             now = time.time()
             verdict = limits.check(job, now, first_seen)
-            if verdict is None and limits.watches_pods:
+            if verdict is None and limits.pods_needed(job, first_seen):
                 verdict = limits.check_pods(self._pods(ref), now, first_seen)
             if verdict is not None:
                 return self._conclude(ref, {"status": verdict.status, "message": verdict.message}, follower)

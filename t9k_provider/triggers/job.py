@@ -251,7 +251,7 @@ class T9kJobTrigger(BaseTrigger):
                                 state, job_status.failure_reason(job) if state == "failed" else "", job
                             )
                         verdict = limits.check(job, now, first_seen)
-                        if verdict is None and limits.watches_pods and self.pod_selector:
+                        if verdict is None and self.pod_selector and limits.pods_needed(job, first_seen):
                             verdict = limits.check_pods(await self._pods(api), now, first_seen)
                         if verdict is not None:
                             return self._event(verdict.status, verdict.message, job)

@@ -229,7 +229,22 @@ def test_blocking_pod_problems_fail_after_their_grace() -> None:
     assert limits.check_pods([_pod_waiting("ErrImagePull")], 125, seen) is None
     verdict = limits.check_pods([_pod_waiting("ImagePullBackOff")], 155, seen)
     assert verdict is not None and verdict.status == "timeout" and "pod_error_timeout=30s" in verdict.message
-    assert not WaitLimits().watches_pods and limits.watches_pods
+
+
+def test_pods_are_read_only_while_a_replica_may_not_have_started() -> None:
+    def running(*states: str) -> dict:
+        replicas = [{"name": f"j-worker-{i}", "containers": [{"name": "main", "state": s}]}
+                    for i, s in enumerate(states)]  # fmt: skip
+        return with_status(generic_manifest("j"), "Running", tasks=[{"type": "worker", "replicas": replicas}])
+
+    limits = WaitLimits(pod_error_timeout=30)
+    seen = {"pod_error": 100.0}
+    assert not WaitLimits().pods_needed(running("waiting"), {})  # no fail-fast check: never
+    assert limits.pods_needed(with_status(generic_manifest("j"), "Pending"), seen)
+    assert limits.pods_needed(with_status(generic_manifest("j"), "Running"), seen)  # no replicas listed
+    assert limits.pods_needed(running("running", "waiting"), seen) and seen == {"pod_error": 100.0}
+    assert not limits.pods_needed(running("running", "terminated"), seen)
+    assert seen == {}  # every replica started: a problem seen before is over
 
 
 def test_log_follower_reads_past_a_burst_of_already_seen_lines(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,10 @@ class FakeAsyncClient:
             raise item
         return item
 
+    pod_lists = 0
+
     async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        FakeAsyncClient.pod_lists += 1
         return self.pods
 
     watch_calls: list[str] = []
@@ -367,3 +370,27 @@ async def test_unwatchable_job_is_polled_every_interval(monkeypatch: pytest.Monk
         await task
     assert FakeAsyncClient.watch_calls == ["7"]  # a 405 is not retried: no watch per poll
     assert 5 <= FakeAsyncClient.gets <= 13
+
+
+@pytest.mark.parametrize(("state", "lists"), [("running", False), ("waiting", True)])
+async def test_pods_are_listed_only_while_a_replica_has_not_started(
+    monkeypatch: pytest.MonkeyPatch, state: str, lists: bool
+) -> None:
+    running = job("Running")
+    running["status"]["tasks"] = [
+        {
+            "type": "worker",
+            "replicas": [{"name": "j-worker-0", "containers": [{"name": "main", "state": state}]}],
+        }
+    ]
+    use_script(monkeypatch, [running])
+    monkeypatch.setattr(FakeAsyncClient, "pod_lists", 0)
+    t = trigger(
+        limits={"pod_error_timeout": 60}, pod_selector="tensorstack.dev/owner-name=j", poll_interval=0.05
+    )
+    task = asyncio.ensure_future(first_event(t))
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (FakeAsyncClient.pod_lists > 3) is lists
