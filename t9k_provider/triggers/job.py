@@ -84,15 +84,19 @@ class _JobWatch:
     async def _follow(self, version: str) -> None:
         while True:
             timeout = WATCH_SECONDS + random.uniform(0, WATCH_JITTER_SECONDS)
+            opened = time.monotonic()
             try:
                 async for kind, obj in self._api.watch_job(*self._where, version, timeout):
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    self.failures = 0
                     if kind == "BOOKMARK":
                         continue
+                    self.failures = 0
                     self.latest = obj
                     self.deleted = kind == "DELETED"
                     self.changed.set()
+                lasted = time.monotonic() - opened
+                if lasted < timeout / 2:  # a proxy or server that cuts streams short: not worth renewing
+                    raise ConnectionError(f"watch ended after {lasted:.1f}s of {timeout:.0f}s")
             except Exception as exc:
                 self.failures += 1
                 self.failure = exc

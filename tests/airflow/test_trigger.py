@@ -50,8 +50,9 @@ class FakeAsyncClient:
     watch_calls: list[str] = []
     gets = 0
     #: "unsupported" answers 405 (a proxy without watch: the trigger falls back to polling, so the script
-    #: plays out one GET per poll), "expired" answers 410 at once, "changes" streams the rest of the script
-    #: as MODIFIED events (an exception in it breaks the stream)
+    #: plays out one GET per poll), "expired" answers 410 at once, "short" ends cleanly at once (a proxy
+    #: cutting streams), "changes" streams the rest of the script as MODIFIED events (an exception in it
+    #: breaks the stream)
     watch_mode = "unsupported"
 
     async def watch_job(
@@ -62,6 +63,9 @@ class FakeAsyncClient:
             raise api_error(405, "watch is not supported")
         if self.watch_mode == "expired":
             raise api_error(410, "too old resource version")
+        if self.watch_mode == "short":
+            yield "BOOKMARK", {"metadata": {"resourceVersion": version}}
+            return  # ends cleanly, long before its timeout
         while len(self.script) > 1:
             item = self.script.pop(0)
             if isinstance(item, BaseException):
@@ -394,3 +398,18 @@ async def test_pods_are_listed_only_while_a_replica_has_not_started(
     with pytest.raises(asyncio.CancelledError):
         await task
     assert (FakeAsyncClient.pod_lists > 3) is lists
+
+
+async def test_watches_cut_short_fall_back_to_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [_versioned("Running", "7")])
+    monkeypatch.setattr(FakeAsyncClient, "watch_mode", "short")
+    monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
+    monkeypatch.setattr(FakeAsyncClient, "gets", 0)
+    monkeypatch.setattr("t9k_provider.triggers.job.MIN_READ_SPACING_SECONDS", 0.01)
+    task = asyncio.ensure_future(first_event(trigger(poll_interval=0.1)))
+    await asyncio.sleep(1.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(FakeAsyncClient.watch_calls) == 5  # MAX_WATCH_FAILURES, then no more watching
+    assert FakeAsyncClient.gets >= 5 + 3  # a read after each failed watch, then one per poll
