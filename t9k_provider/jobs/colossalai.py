@@ -31,6 +31,34 @@ WORKER_CONTAINER = "worker"
 LAUNCHER_CONTAINER = "launcher"
 
 
+def launch_arg_pairs(args: list[str]) -> list[tuple[int, str]]:
+    """torchrun arguments as the `k=v` / `flag` items of `colossalai run --extra_launch_args`, each with the
+    index of the argument it starts at (`--k=v`, `--k v` and `--flag` accepted)."""
+    pairs: list[tuple[int, str]] = []
+    i = 0
+    while i < len(args):
+        start, item = i, args[i].lstrip("-")
+        if "=" not in item and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            item = f"{item}={args[i + 1]}"
+            i += 1
+        pairs.append((start, item))
+        i += 1
+    return pairs
+
+
+def launch_args_issues(args: list[str], path: str) -> Issues:
+    """`colossalai run` joins the items with ',' and splits each at its '=' (`k, v = arg.split("=")`), so an
+    argument with a ',' or a value with a '=' would crash it on the launcher: rejected here instead."""
+    issues: Issues = []
+    for index, item in launch_arg_pairs(args):
+        where = f"{path}[{index}]"
+        if "," in item:
+            issues.append((where, "colossalai run joins torchrun arguments with ',': no ','"))
+        elif item.count("=") > 1:
+            issues.append((where, "colossalai run splits a torchrun argument at '=': no '=' in its value"))
+    return issues
+
+
 class ColossalAISSH(Model):
     auth_mount_path: str = DEFAULT_SSH_MOUNT_PATH
     sshd_path: str = DEFAULT_SSHD_PATH
@@ -110,9 +138,12 @@ class ColossalAIJobSpec(SSHJobSpec):
             template = self.worker.template
             issues += template_issues(template, "worker.template", "ColossalAIJob", WORKER_CONTAINER)
             issues += mount_issues(template, "worker.template", [ssh_path], "ColossalAIJob (SSH keys)")
+            issues += launch_args_issues(self.worker.torch_args or [], "worker.torchArgs")
         else:
             if self.torch_config is None:
                 issues.append(("torchConfig", "the replicaSpecs shape needs torchConfig with a script"))
+            else:
+                issues += launch_args_issues(self.torch_config.extra_args or [], "torchConfig.extraArgs")
             issues += replica_specs_issues(
                 self.replica_specs or [], "ColossalAIJob", WORKER_CONTAINER, ssh_path
             )

@@ -11,6 +11,8 @@ API = "batch.tensorstack.dev/v1beta1"
 names = st.from_regex(r"[a-z][a-z0-9]{0,7}", fullmatch=True)
 words = st.text(alphabet="abcxyz0123-_./=", min_size=1, max_size=8)
 argv = st.lists(words, min_size=1, max_size=3)
+# torchrun options as `colossalai run --extra_launch_args` can carry them (one '=' at most, no ',')
+torch_args = st.lists(st.from_regex(r"--[a-z_]{1,8}(=[a-z0-9./]{1,6})?", fullmatch=True), max_size=2)
 timestamps = st.sampled_from(["2026-01-01T00:00:00Z", "2026-11-21T06:30:00Z"])
 
 
@@ -333,16 +335,14 @@ def colossalai_jobs() -> st.SearchStrategy[dict]:
                 {"command": argv, "template": template("worker")},
                 replicas=st.integers(1, 4),
                 procPerWorker=st.integers(1, 8),
-                torchArgs=st.lists(words, max_size=2),
+                torchArgs=torch_args,
             ),
         },
         **common,
     )
     replica_specs = obj(
         {
-            "torchConfig": obj(
-                {"script": argv}, procPerWorker=st.integers(1, 8), extraArgs=st.lists(words, max_size=2)
-            ),
+            "torchConfig": obj({"script": argv}, procPerWorker=st.integers(1, 8), extraArgs=torch_args),
             "replicaSpecs": _launcher_worker("worker", template("launcher")),
         },
         **common,

@@ -526,6 +526,24 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("ColossalAIJob", {"spec.launcher": DELETE}, "spec.launcher", "needs launcher"),
     ("ColossalAIJob", {"spec.launcher.image": DELETE}, "spec.launcher.image", "field required"),
     ("ColossalAIJob", {"spec.worker.procPerWorker": 0}, "spec.worker.procPerWorker", "greater"),
+    (
+        "ColossalAIJob",
+        {"spec.worker.torchArgs": ["--standalone", "--rdzv_conf", "timeout=900,join_timeout=60"]},
+        "spec.worker.torchArgs[1]",
+        "joins torchrun arguments with ','",
+    ),
+    (
+        "ColossalAIJob",
+        {"spec.worker.torchArgs": ["--max_restarts=1", "--rdzv_conf=timeout=900"]},
+        "spec.worker.torchArgs[1]",
+        "no '=' in its value",
+    ),
+    (
+        "ColossalAIJob/replicaSpecs",
+        {"spec.torchConfig.extraArgs": ["--rdzv_conf", "timeout=900"]},
+        "spec.torchConfig.extraArgs[0]",
+        "no '=' in its value",
+    ),
     ("ColossalAIJob", {"spec.torchConfig": {"script": ["a.py"]}}, "spec.torchConfig", "cannot be combined"),
     (
         "ColossalAIJob",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.controller.engine.model import Plan
-from t9k_provider.jobs.colossalai import ColossalAIJob
+from t9k_provider.jobs.colossalai import ColossalAIJob, launch_arg_pairs
 
 from .ssh import Keygen, worker_hosts
 from .sshjob import ssh_plan
@@ -16,17 +16,9 @@ SUCCESS = "The launcher finished (colossalai run exited 0): read its log for the
 
 
 def extra_launch_args(args: list[str]) -> list[str]:
-    """torchArgs as `colossalai run --extra_launch_args k=v,...` (`--k=v`, `--k v` and `--flag` accepted)."""
-    pairs: list[str] = []
-    i = 0
-    while i < len(args):
-        item = args[i].lstrip("-")
-        if "=" not in item and i + 1 < len(args) and not args[i + 1].startswith("-"):
-            item = f"{item}={args[i + 1]}"
-            i += 1
-        pairs.append(item)
-        i += 1
-    return ["--extra_launch_args", ",".join(pairs)] if pairs else []
+    """torchArgs as `colossalai run --extra_launch_args k=v,...` (validated by the model: no ',', one '=')."""
+    items = [item for _, item in launch_arg_pairs(args)]
+    return ["--extra_launch_args", ",".join(items)] if items else []
 
 
 def compile_colossalai(typed: ColossalAIJob, job: dict[str, Any], keygen: Keygen | None) -> Plan:
