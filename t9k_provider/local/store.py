@@ -12,7 +12,8 @@ the process, and the next open replays the WAL. Only a power loss or kernel cras
 commits; ``synchronous=FULL`` would buy that back at one fsync per write, which a local cluster does not need.
 
 An in-memory copy of all live objects (plus uid and owner indexes) serves reads; SQLite is read at start-up
-and for watches that resume from an older revision.
+and for watches that resume from an older revision. The JSON text each object was committed as is kept too:
+responses and watch frames reuse it instead of encoding the same object again for every reader.
 """
 
 from __future__ import annotations
@@ -61,13 +62,15 @@ class Compacted(Exception):
 
 @dataclass(frozen=True)
 class Event:
-    """One committed change. ``obj`` carries the event's revision; ``prev`` is the state before it."""
+    """One committed change. ``obj`` carries the event's revision; ``prev`` is the state before it;
+    ``text`` is ``obj`` as committed (compact JSON)."""
 
     type: str
     key: Key
     obj: dict[str, Any]
     prev: dict[str, Any] | None
     revision: int
+    text: str
 
 
 Listener = Callable[[Event], None]
@@ -89,6 +92,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self._objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+        self._texts: dict[Key, str] = {}
         self._by_uid: dict[str, Key] = {}
         self._dependents: dict[str, set[Key]] = {}
         self._listeners: list[Listener] = []
@@ -98,12 +102,16 @@ class Store:
         for grp, resource, namespace, name, data in self._db.execute(
             "SELECT grp, resource, namespace, name, data FROM objects"
         ):
-            self._remember((grp, resource, namespace, name), json.loads(data))
+            self._remember((grp, resource, namespace, name), json.loads(data), data)
 
     # -- reads ---------------------------------------------------------------------------------------------
 
     def get(self, key: Key) -> dict[str, Any] | None:
         return self._objects.get(key[:2], {}).get(key[2:])
+
+    def text(self, key: Key, obj: dict[str, Any]) -> str | None:
+        """The JSON ``obj`` was committed as, if it is the object stored at ``key`` (else None)."""
+        return self._texts.get(key) if self.get(key) is obj else None
 
     def list(self, group: str, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """Live objects of one resource (every namespace when ``namespace`` is None), sorted by key."""
@@ -160,6 +168,7 @@ class Store:
                 json.loads(data),
                 json.loads(prev) if prev else None,
                 rv,
+                data,
             )
 
     # -- writes --------------------------------------------------------------------------------------------
@@ -186,7 +195,7 @@ class Store:
         prev = self.get(key)
         if prev is None:
             raise Conflict(key)
-        return self._commit(DELETED, key, json.loads(json.dumps(prev)), prev)
+        return self._commit(DELETED, key, json.loads(self._texts[key]), prev)
 
     def compact(self, revision: int | None = None) -> int:
         """Drop events up to ``revision`` (default: the current one); watches from older revisions get 410."""
@@ -211,7 +220,7 @@ class Store:
         revision = self.revision + 1
         obj["metadata"]["resourceVersion"] = str(revision)
         data = json.dumps(obj, separators=(",", ":"))
-        prev_data = json.dumps(prev, separators=(",", ":")) if prev is not None else None
+        prev_data = self._texts[key] if prev is not None else None  # prev is the stored object
         group, resource, namespace, name = key
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
@@ -235,8 +244,8 @@ class Store:
         if prev is not None:
             self._forget(key, prev)
         if type_ != DELETED:
-            self._remember(key, obj)
-        event = Event(type_, key, obj, prev, revision)
+            self._remember(key, obj, data)
+        event = Event(type_, key, obj, prev, revision, data)
         for listener in list(self._listeners):
             listener(event)
         self._writes_since_compaction += 1
@@ -246,8 +255,9 @@ class Store:
                 self.compact(self.revision - self.history)
         return obj
 
-    def _remember(self, key: Key, obj: dict[str, Any]) -> None:
+    def _remember(self, key: Key, obj: dict[str, Any], text: str) -> None:
         self._objects.setdefault(key[:2], {})[key[2:]] = obj
+        self._texts[key] = text
         meta = obj["metadata"]
         if meta.get("uid"):
             self._by_uid[meta["uid"]] = key
@@ -257,6 +267,7 @@ class Store:
 
     def _forget(self, key: Key, obj: dict[str, Any]) -> None:
         self._objects.get(key[:2], {}).pop(key[2:], None)
+        self._texts.pop(key, None)
         meta = obj["metadata"]
         if self._by_uid.get(meta.get("uid", "")) == key:
             del self._by_uid[meta["uid"]]

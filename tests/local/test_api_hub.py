@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from t9k_provider.local.apiserver import watch
@@ -42,3 +43,28 @@ def test_selector_transitions(tmp_path: Path) -> None:
     store.update("", "configmaps", cm("x", a="0"))
     kinds = [w.queue.get_nowait()[0] for _ in range(w.queue.qsize())]
     assert kinds == ["ADDED", "DELETED"]
+
+
+def test_every_watcher_of_a_write_gets_its_committed_text(tmp_path: Path) -> None:
+    """The object is encoded once, at commit; transitions that send another object carry no text."""
+    store = Store(tmp_path / "s.db")
+    hub = Hub(store)
+    store.create("", "configmaps", cm("before"))
+    everything = Watcher("", "configmaps", "ns", lambda o: o is not None)
+    labelled = Watcher(
+        "",
+        "configmaps",
+        "ns",
+        lambda o: o is not None and (o["metadata"].get("labels") or {}).get("a") == "1",
+    )
+    [initial] = hub.open(everything, None)
+    assert initial.text == json.dumps(initial.obj, separators=(",", ":"))
+    hub.open(labelled, None)
+    store.create("", "configmaps", cm("x", a="1"))
+    first, second = everything.queue.get_nowait(), labelled.queue.get_nowait()
+    assert first.text is not None and first.text is second.text
+    assert json.loads(first.text) == first.obj
+    store.update("", "configmaps", cm("x", a="0"))
+    assert everything.queue.get_nowait().type == "MODIFIED"
+    left = labelled.queue.get_nowait()
+    assert (left.type, left.text) == ("DELETED", None)  # the previous state, not the committed object

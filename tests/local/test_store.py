@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,24 @@ def test_list_at_an_older_revision_undoes_later_events(tmp_path: Path) -> None:
     store.compact(at + 1)
     with pytest.raises(Compacted):
         store.list_at("", "configmaps", None, at)
+
+
+def test_committed_text_is_kept_for_the_stored_object_only(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    events = []
+    store.subscribe(events.append)
+    key = ("", "configmaps", "default", "a")
+    created = store.create("", "configmaps", _obj("a"))
+    text = store.text(key, created)
+    assert text == json.dumps(created, separators=(",", ":")) and events[-1].text is text
+    updated = store.update("", "configmaps", {**_obj("a"), "data": {"v": "2"}})
+    assert store.text(key, created) is None  # no longer the stored object
+    assert json.loads(store.text(key, updated) or "") == updated == json.loads(events[-1].text)
+    history = list(store.events_since(0, "", "configmaps"))
+    assert [json.loads(e.text) for e in history] == [e.obj for e in history]
+    store.close()
+    store = Store(tmp_path / "s.db")
+    reloaded = store.get(key)
+    assert reloaded is not None and store.text(key, reloaded) == json.dumps(updated, separators=(",", ":"))
+    gone = store.delete(key)
+    assert store.text(key, gone) is None and gone["metadata"]["resourceVersion"] == str(store.revision)

@@ -17,7 +17,7 @@ from t9k_provider.local.apiserver import discovery, errors, podstreams, subresou
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, store_key
 from t9k_provider.local.apiserver.patch import APPLY_PATCH
 from t9k_provider.local.apiserver.resources import Registry, Resource
-from t9k_provider.local.apiserver.watch import Hub, Watcher
+from t9k_provider.local.apiserver.watch import Frame, Hub, Watcher
 from t9k_provider.local.apiserver.wire import (
     JSON,
     TRUE,
@@ -28,6 +28,7 @@ from t9k_provider.local.apiserver.wire import (
     parse_int,
     read_body,
     respond,
+    respond_text,
 )
 from t9k_provider.local.store import Compacted, Key
 
@@ -162,7 +163,7 @@ class Handlers:
                 created = self.objects.create(
                     res, ns, await read_body(request), dry_run=dry_run, strict=strict
                 )
-                return respond(self.objects.view(res, created), 201)
+                return respond_text(self.objects.text(res, created), 201)
             if method == "DELETE":
                 return await self.delete_collection(request, route)
             raise errors.method_not_allowed()
@@ -184,15 +185,18 @@ class Handlers:
         if method == "GET":
             if parse_bool(request, "watch"):
                 return await self.watch(request, route, want_table)
-            obj = self.objects.view(res, self.objects.get(res, ns, name))
-            if want_table:
-                obj = tables.table(
+            obj = self.objects.get(res, ns, name)
+            if not want_table:
+                return respond_text(self.objects.text(res, obj))
+            view = self.objects.view(res, obj)
+            return respond(
+                tables.table(
                     res,
-                    [obj],
-                    obj["metadata"]["resourceVersion"],
+                    [view],
+                    view["metadata"]["resourceVersion"],
                     request.query.get("includeObject", "Metadata"),
                 )
-            return respond(obj)
+            )
         if method == "PUT":
             body = await read_body(request)
             if sub == "finalize":
@@ -201,7 +205,7 @@ class Handlers:
             updated = self.objects.update(
                 res, ns, name, body, subresource=sub, dry_run=dry_run, strict=strict
             )
-            return respond(self.objects.view(res, updated), 200 if existed else 201)  # Lease PUT creates
+            return respond_text(self.objects.text(res, updated), 200 if existed else 201)  # Lease PUT creates
         if method == "PATCH":
             ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
             if ctype == APPLY_PATCH:
@@ -212,11 +216,11 @@ class Handlers:
                 applied, created = self.objects.apply(
                     res, ns, name, await request.read(), subresource=sub, dry_run=dry_run, strict=strict
                 )
-                return respond(self.objects.view(res, applied), 201 if created else 200)
+                return respond_text(self.objects.text(res, applied), 201 if created else 200)
             patched = self.objects.patch(
                 res, ns, name, await request.read(), ctype, subresource=sub, dry_run=dry_run, strict=strict
             )
-            return respond(self.objects.view(res, patched))
+            return respond_text(self.objects.text(res, patched))
         if method == "DELETE" and not sub:
             opts = await self._delete_options(request)
             result = self.objects.delete(res, ns, name, opts)
@@ -341,11 +345,13 @@ class Handlers:
             await response.write_eof()
             return response
 
-        def encode(kind: str, obj: dict[str, Any]) -> bytes:
-            view = self.objects.view(res, obj)
+        def encode(frame: Frame) -> bytes:
+            view = self.objects.view(res, frame.obj)
+            if frame.text is not None and view is frame.obj and not want_table:
+                return f'{{"type":"{frame.type}","object":{frame.text}}}\n'.encode()
             if want_table:
                 view = tables.table(res, [view], view["metadata"]["resourceVersion"], include_object)
-            return json.dumps({"type": kind, "object": view}, separators=(",", ":")).encode() + b"\n"
+            return json.dumps({"type": frame.type, "object": view}, separators=(",", ":")).encode() + b"\n"
 
         def bookmark(revision: int | None = None, initial_end: bool = False) -> bytes:
             """Only sent with an empty queue (or at ``revision``), so it never skips undelivered events."""
@@ -360,7 +366,7 @@ class Handlers:
         try:
             await response.prepare(request)
             if initial:
-                await response.write(b"".join(encode(k, o) for k, o in initial))
+                await response.write(b"".join(encode(f) for f in initial))
             if send_initial:
                 await response.write(bookmark(opened_at, initial_end=True))
             while True:
@@ -379,12 +385,12 @@ class Handlers:
                     continue
                 if frame is None:
                     break
-                chunk = [encode(*frame)]
+                chunk = [encode(frame)]
                 while not watcher.queue.empty() and len(chunk) < 256:
                     nxt = watcher.queue.get_nowait()
                     if nxt is None:
                         break
-                    chunk.append(encode(*nxt))
+                    chunk.append(encode(nxt))
                 await response.write(b"".join(chunk))
             await response.write_eof()
         except ConnectionResetError:

@@ -93,6 +93,21 @@ class Objects:
             return {**obj, "apiVersion": res.group_version}
         return obj
 
+    def text(self, res: Resource, obj: dict[str, Any]) -> str:
+        """``view(res, obj)`` as JSON: the committed text when the view is the stored object itself."""
+        view = self.view(res, obj)
+        text = self._stored_text(res, obj) if view is obj else None
+        return text if text is not None else json.dumps(view, separators=(",", ":"))
+
+    def copy(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+        """A private copy of ``obj``, decoded from its committed text when it is the stored object."""
+        text = self._stored_text(res, obj)
+        return json.loads(text) if text is not None else deep_copy(obj)
+
+    def _stored_text(self, res: Resource, obj: dict[str, Any]) -> str | None:
+        meta = obj["metadata"]
+        return self.store.text(store_key(res, meta.get("namespace", ""), meta["name"]), obj)
+
     def get(self, res: Resource, namespace: str, name: str) -> dict[str, Any]:
         obj = self.store.get(store_key(res, namespace, name))
         if obj is None:
@@ -289,8 +304,9 @@ class Objects:
     ) -> dict[str, Any]:
         current = self.get(res, namespace, name)
         base = self.view(res, current)
+        base = self.copy(res, current) if base is current else deep_copy(base)
         try:
-            patched = apply_patch(deep_copy(base), body, content_type, kind=res.kind, custom=res.custom)
+            patched = apply_patch(base, body, content_type, kind=res.kind, custom=res.custom)
         except PatchError as exc:
             raise errors.ApiError(exc.code, exc.reason, exc.message) from exc
         return self._write_patched(res, namespace, name, current, patched, subresource, dry_run, strict)
@@ -327,7 +343,8 @@ class Objects:
             if subresource:
                 raise errors.not_found(res.plural, res.group, name)
             return self.create(res, namespace, applied, dry_run=dry_run, strict=strict), True
-        base = deep_copy(self.view(res, current))
+        base = self.view(res, current)
+        base = self.copy(res, current) if base is current else deep_copy(base)
         try:
             merged = (
                 merge_patch(base, applied) if res.custom else strategic_merge_patch(base, applied, res.kind)
@@ -362,7 +379,7 @@ class Objects:
 
     def write_status(self, res: Resource, current: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """Server-internal status write (controllers), bypassing the HTTP layer."""
-        new = deep_copy(current)
+        new = self.copy(res, current)
         new["status"] = status
         return self._write_update(res, current, new, subresource="status")
 
@@ -433,7 +450,7 @@ class Objects:
 
     def _status_only(self, res: Resource, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         if res.custom:
-            result = deep_copy(old)
+            result = self.copy(res, old)
             if "status" in new:
                 result["status"] = new["status"]
             else:
@@ -496,7 +513,7 @@ class Objects:
                     )
                 ],
             )
-        new = deep_copy(current)
+        new = self.copy(res, current)
         new_meta = new["metadata"]
         finalizers = list(new_meta.get("finalizers") or ())
         if not meta.get("deletionTimestamp"):

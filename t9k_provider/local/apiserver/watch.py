@@ -10,12 +10,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from t9k_provider.local.store import ADDED, DELETED, MODIFIED, Event, Store
 
-Frame = tuple[str, dict[str, Any]]
 MAX_PENDING = 10_000  # undelivered frames a watcher may accumulate before it is closed
+
+
+class Frame(NamedTuple):
+    """One watch event for one watcher. ``text`` is ``obj`` as committed, when ``obj`` is the stored object:
+    every watcher of a write then sends the same text rather than encoding the object again."""
+
+    type: str
+    obj: dict[str, Any]
+    text: str | None
 
 
 @dataclass(eq=False)
@@ -38,15 +46,15 @@ class Watcher:
         now = self.match(event.obj) if event.type != DELETED else False
         before = self.match(event.prev) if event.prev is not None else False
         if event.type == DELETED:
-            return (DELETED, event.obj) if before else None
+            return Frame(DELETED, event.obj, event.text) if before else None
         if now and before:
-            return MODIFIED, event.obj
+            return Frame(MODIFIED, event.obj, event.text)
         if now:
-            return ADDED, event.obj
+            return Frame(ADDED, event.obj, event.text)
         if before:
             gone = dict(event.prev or {})
             gone["metadata"] = {**gone.get("metadata", {}), "resourceVersion": str(event.revision)}
-            return DELETED, gone
+            return Frame(DELETED, gone, None)
         return None
 
 
@@ -77,7 +85,7 @@ class Hub:
         """
         if since is None:
             items = self.store.list(watcher.group, watcher.resource, watcher.namespace)
-            initial = [(ADDED, o) for o in items if watcher.match(o)]
+            initial = [Frame(ADDED, o, self._text(watcher, o)) for o in items if watcher.match(o)]
         else:
             initial = []
             for event in self.store.events_since(since, watcher.group, watcher.resource):
@@ -86,6 +94,11 @@ class Hub:
                     initial.append(frame)
         self._watchers.add(watcher)
         return initial
+
+    def _text(self, watcher: Watcher, obj: dict[str, Any]) -> str | None:
+        meta = obj["metadata"]
+        key = (watcher.group, watcher.resource, meta.get("namespace", ""), meta["name"])
+        return self.store.text(key, obj)
 
     def close(self, watcher: Watcher) -> None:
         self._watchers.discard(watcher)

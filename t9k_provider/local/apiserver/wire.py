@@ -51,7 +51,12 @@ def parse_int(request: web.Request, name: str) -> int | None:
 
 
 def respond(body: Any, status: int = 200) -> web.Response:
-    return web.Response(text=json.dumps(body, separators=(",", ":")), status=status, content_type=JSON)
+    return respond_text(json.dumps(body, separators=(",", ":")), status)
+
+
+def respond_text(text: str, status: int = 200) -> web.Response:
+    """A JSON body already encoded (an object's committed text)."""
+    return web.Response(text=text, status=status, content_type=JSON)
 
 
 def error_response(exc: errors.ApiError) -> web.Response:
