@@ -31,6 +31,7 @@ KUBELET_MODES = ("process", "simulated", "none")
 NETWORK_MODES = ("auto", "netns", "host")
 AGENTS_STOP_SECONDS = 15.0  # the kubelet stops containers (3 s grace) and tears down pod networks
 PR_SET_PDEATHSIG = 1
+FLINK_OPERATOR_OFF = "do not run the local flink-operator (FlinkClusters then stay as written)"
 COMPANION_CRDS = Path(__file__).resolve().parent / "crds"
 
 
@@ -69,19 +70,26 @@ async def _stop_process(proc: asyncio.subprocess.Process, grace: float = 10.0) -
         await proc.wait()
 
 
-async def _start_node_agents(state: StateDir, kubelet: str, network: str) -> asyncio.subprocess.Process:
+async def _start_node_agents(
+    state: StateDir, kubelet: str, network: str, flink_operator: bool
+) -> asyncio.subprocess.Process:
     """The node agents run in their own process, so the API server's event loop serves only the API (and a
     second core can run them); their output goes to the server's log."""
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "t9k_provider.local.cli", "node-agents",
         "--state-dir", str(state.path), "--kubelet", kubelet, "--network", network,
-        "--server-pid", str(os.getpid()),
+        "--server-pid", str(os.getpid()), *([] if flink_operator else ["--no-flink-operator"]),
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
 
 
 async def serve(
-    state: StateDir, port: int | None, controller: bool, kubelet: str | None, network: str
+    state: StateDir,
+    port: int | None,
+    controller: bool,
+    kubelet: str | None,
+    network: str,
+    flink_operator: bool = True,
 ) -> None:
     """Serve until SIGTERM/SIGINT. ``kubelet`` None runs no node agents at all (API server alone)."""
     from t9k_provider.local.apiserver.server import ApiServer
@@ -101,7 +109,7 @@ async def serve(
             "t9k-local API server on https://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
         )
         if kubelet is not None:
-            agents = await _start_node_agents(state, kubelet, network)
+            agents = await _start_node_agents(state, kubelet, network, flink_operator)
             log.info("node agents started (pid %d, kubelet %s)", agents.pid, kubelet)
         if controller:
             with state.open_log("controller.log") as out:
@@ -152,11 +160,13 @@ def _die_with(server_pid: int) -> None:
         os._exit(1)
 
 
-async def run_agents(state: StateDir, kubelet: str, network: str) -> None:
+async def run_agents(state: StateDir, kubelet: str, network: str, flink_operator: bool = True) -> None:
     """The ``node-agents`` process: until SIGTERM/SIGINT, which stop the kubelet's containers first."""
     from t9k_provider.local.kubelet.agents import run_node_agents
 
-    agents = asyncio.create_task(run_node_agents(state.kubeconfig, state.path, kubelet, network))
+    agents = asyncio.create_task(
+        run_node_agents(state.kubeconfig, state.path, kubelet, network, flink_operator=flink_operator)
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, agents.cancel)
@@ -175,13 +185,16 @@ def _server_args(args: argparse.Namespace, state: StateDir) -> list[str]:
         argv.append("--no-controller")
     if args.no_node_agents:
         argv.append("--no-node-agents")
+    if args.no_flink_operator:
+        argv.append("--no-flink-operator")
     return argv
 
 
 def cmd_run(args: argparse.Namespace, state: StateDir) -> int:
     try:
         kubelet = None if args.no_node_agents else args.kubelet
-        asyncio.run(serve(state, args.port, not args.no_controller, kubelet, args.network))
+        flink = not args.no_flink_operator
+        asyncio.run(serve(state, args.port, not args.no_controller, kubelet, args.network, flink))
     except AlreadyRunning as exc:
         print(f"t9k-local: {exc}", file=sys.stderr)
         return 1
@@ -190,7 +203,7 @@ def cmd_run(args: argparse.Namespace, state: StateDir) -> int:
 
 def cmd_node_agents(args: argparse.Namespace, state: StateDir) -> int:
     _die_with(args.server_pid)
-    asyncio.run(run_agents(state, args.kubelet, args.network))
+    asyncio.run(run_agents(state, args.kubelet, args.network, not args.no_flink_operator))
     return 0
 
 
@@ -296,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
             action="store_true",
             help="serve the API alone: no scheduler, kubelet or Job controller (API tests)",
         )
+        p.add_argument("--no-flink-operator", action="store_true", help=FLINK_OPERATOR_OFF)
         if name == "up":
             p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
     p = sub.add_parser("node-agents", help="(internal) the node agents' process, started by run")
@@ -303,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kubelet", choices=KUBELET_MODES, required=True)
     p.add_argument("--network", choices=NETWORK_MODES, required=True)
     p.add_argument("--server-pid", type=int, required=True, help="the API server's process (its parent)")
+    p.add_argument("--no-flink-operator", action="store_true", help=FLINK_OPERATOR_OFF)
     p = sub.add_parser("down", help="stop the background cluster")
     common(p)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait before SIGKILL")

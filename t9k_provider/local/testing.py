@@ -20,7 +20,8 @@ from t9k_provider.local.state import StateDir, wait_ready
 class LocalCluster:
     """Runs ``t9k-local run`` on ``state_dir``; ``restart()`` keeps port and token, so clients carry on.
 
-    ``node_agents=False`` serves the API alone (no scheduler, kubelet or Job controller).
+    ``node_agents=False`` serves the API alone (no scheduler, kubelet or Job controller);
+    ``flink_operator=False`` leaves FlinkClusters to the test (no local flink-operator).
     """
 
     def __init__(
@@ -32,6 +33,7 @@ class LocalCluster:
         kubelet: str = "process",
         network: str = "auto",
         node_agents: bool = True,
+        flink_operator: bool = True,
     ) -> None:
         self.state = StateDir(Path(state_dir))
         self.port = port
@@ -39,6 +41,7 @@ class LocalCluster:
         self.kubelet = kubelet
         self.network = network
         self.node_agents = node_agents
+        self.flink_operator = flink_operator
         self.token = ""
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -91,6 +94,8 @@ class LocalCluster:
             argv.append("--no-controller")
         if not self.node_agents:
             argv.append("--no-node-agents")
+        if not self.flink_operator:
+            argv.append("--no-flink-operator")
         with self.state.open_log(self.state.log_file.name) as out:
             self._proc = subprocess.Popen(
                 argv,

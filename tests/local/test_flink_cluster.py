@@ -240,3 +240,14 @@ def test_the_flink_libraries_wheel_is_found_without_flink_home(monkeypatch: pyte
 def test_properties_that_are_not_a_yaml_mapping_are_refused() -> None:
     with pytest.raises(entrypoint.EntrypointError, match="FLINK_PROPERTIES must be a YAML mapping"):
         entrypoint.configuration("jobmanager", "- a\n- b\n", "10.251.0.7")
+
+
+def test_java_errors_are_reduced_to_their_root_cause() -> None:
+    trace = (
+        'Exception in thread "main" org.apache.flink.X: outer problem\n\tat a.b(C.java:1)\n'
+        "Caused by: org.apache.flink.configuration.IllegalConfigurationException: the real cause: 64m\n"
+        "\tat d.e(F.java:2)\n"
+    )
+    assert entrypoint.java_error(trace) == "the real cause: 64m"
+    assert entrypoint.java_error('Exception in thread "main" java.lang.Error: boom\n') == "boom"
+    assert entrypoint.java_error("a\nb\n") == "a\nb"

@@ -75,8 +75,8 @@ def resource_params(java: str, home: Path, conf_dir: Path, role: str) -> tuple[l
     lines = done.stdout.splitlines()
     results = [line[len(RESULT_PREFIX) :] for line in lines if line.startswith(RESULT_PREFIX)]
     if done.returncode != 0 or len(results) < 2:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-        raise EntrypointError(f"Flink could not size the {role}'s memory from its configuration:\n{tail}")
+        cause = java_error(done.stdout + done.stderr)
+        raise EntrypointError(f"Flink could not size the {role}'s memory from its configuration: {cause}")
     return results[-2].split(), results[-1].split()
 
 
@@ -88,6 +88,15 @@ def java_options(config: str, role: str) -> list[str]:
         if data.get(key):
             options += shlex.split(str(data[key]))
     return options
+
+
+def java_error(output: str) -> str:
+    """The root cause's message of a Java stack trace (its last ``Caused by:``), else the output's tail."""
+    lines = output.strip().splitlines()
+    causes = [line for line in lines if line.startswith(("Caused by: ", "Exception in thread "))]
+    if causes:
+        return causes[-1].split(": ", 2 if causes[-1].startswith("Caused by") else 1)[-1]
+    return "\n".join(lines[-5:])
 
 
 def command(role: str, java: str, home: Path, conf_dir: Path) -> list[str]:

@@ -71,9 +71,14 @@ class FlinkOperator:
                     fc = self.clusters.get(*key)
                     if fc is not None and not fc["metadata"].get("deletionTimestamp"):
                         await self.sync(fc)
-                except (ApiError, OSError) as exc:
+                except (ApiError, OSError, asyncio.TimeoutError) as exc:
                     log.warning("flinkcluster %s/%s: sync failed: %s", *key, exc)
-                    self.queue.add_after(key, 1.0)
+                    self.queue.add_rate_limited(key)
+                except Exception:  # one cluster's bug must not stop the operator for the others
+                    log.exception("flinkcluster %s/%s: sync failed", *key)
+                    self.queue.add_rate_limited(key)
+                else:
+                    self.queue.forget(key)
                 finally:
                     self.queue.done(key)
         finally:
