@@ -26,7 +26,8 @@ DAGS = Path(__file__).resolve().parent / "dags"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The cluster, as Airflow's ``kubernetes_default``, and ``dags/`` as the bundle ``dag.test()`` syncs."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("t9k-it-cluster"), controller=True)
+    # test_beam_dag_succeeds plays the flink-operator; the real one runs in the BeamJob example's test
+    cluster = LocalCluster(tmp_path_factory.mktemp("t9k-it-cluster"), controller=True, flink_operator=False)
     cluster.start()
     bundle = [
         {
@@ -168,7 +169,7 @@ def test_retry_adopts_the_running_job(
 
 
 def fake_flink_operator(stop: threading.Event) -> None:
-    """Plays the flink-operator the local cluster does not have: marks every FlinkCluster Running."""
+    """Plays the flink-operator (this cluster runs without its own): marks every FlinkCluster Running."""
     from kubernetes.client import ApiException
 
     from t9k_provider.hooks.t9k import T9kHook

@@ -33,7 +33,8 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
     state = tmp_path_factory.mktemp("launchers")
-    cluster = LocalCluster(state / "cluster", kubelet="process")
+    # the BeamJob test plays the flink-operator (no Flink processes needed to check the controller)
+    cluster = LocalCluster(state / "cluster", kubelet="process", flink_operator=False)
     cluster.start()
     controller = ControllerProcess(cluster.kubeconfig, state / "controller.log")
     try:
