@@ -27,6 +27,11 @@ $(STAMP): requirements/dev.lock pyproject.toml
 	  if [ "$$(id -u)" != 0 ]; then echo "make env: sshd, mpirun or pdsh is missing; as root run: apt-get install openssh-server openmpi-bin pdsh" >&2; exit 1; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openmpi-bin pdsh; \
 	fi
+	# The BeamJob example's local Flink cluster (JobManager/TaskManager processes) runs on the host's Java.
+	@if ! command -v java >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "make env: java is missing; as root run: apt-get install openjdk-17-jre-headless" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless; \
+	fi
 	# sshd -D in a pod needs host keys and its privilege-separation directory (/run is a tmpfs: the e2e tests recreate it).
 	@if [ "$$(id -u)" = 0 ]; then ssh-keygen -A && install -d -m 0755 /run/sshd; fi
 	@touch $(STAMP)
