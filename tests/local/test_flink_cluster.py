@@ -124,6 +124,7 @@ def test_pods_run_the_entrypoint_with_the_configmap_and_the_users_pod_settings()
             "spec.jobManager.ports.ui: must be a port number (got 70000)",
         ),
         (flinkcluster(flinkProperties={"parallelism.default": 2}), "spec.flinkProperties: must map"),
+        (flinkcluster(job={"jarFile": "/wc.jar"}), "spec.job: the local flink-operator runs session"),
     ],
 )
 def test_invalid_specs_name_the_field(fc: dict[str, Any], message: str) -> None:

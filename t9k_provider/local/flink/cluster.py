@@ -118,6 +118,8 @@ def taskmanager_replicas(fc: dict[str, Any]) -> int:
 
 def validate(fc: dict[str, Any]) -> None:
     spec = fc.get("spec") or {}
+    if spec.get("job"):
+        raise InvalidSpec("spec.job: the local flink-operator runs session clusters only (no job clusters)")
     taskmanager_replicas(fc)
     _ports(spec, "jobmanager")
     _ports(spec, "taskmanager")
