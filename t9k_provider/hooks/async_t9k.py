@@ -45,7 +45,8 @@ class _Pool:
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool] = weakref.WeakKeyDictionary()
 
 
-def _fingerprint(credentials: dict[str, Any]) -> str:
+def fingerprint(credentials: dict[str, Any]) -> str:
+    """Identifies a set of credentials without keeping another copy of them."""
     return hashlib.sha256(json.dumps(credentials, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -75,7 +76,7 @@ class AsyncT9kClient:
 
     def __init__(self, credentials: dict[str, Any]) -> None:
         self._credentials = credentials
-        self._key = _fingerprint(credentials)
+        self._key = fingerprint(credentials)
         self._shared: _Shared | None = None
         self._api_client: client.ApiClient | None = None
 
@@ -142,18 +143,24 @@ class AsyncT9kClient:
     async def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         return await self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
 
-    async def watch_job(
-        self, plural: str, namespace: str, name: str, resource_version: str, timeout: float
+    async def jobs_version(self, plural: str, namespace: str) -> str:
+        """The namespace's current resourceVersion for jobs of ``plural`` (a one-item LIST): a watch from it
+        misses no change made after this call."""
+        page = await self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural, limit=1)
+        return str(page["metadata"]["resourceVersion"])
+
+    async def watch_jobs(
+        self, plural: str, namespace: str, resource_version: str, timeout: float
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """``(type, object)`` events of one job after ``resource_version`` (bookmarks included), until the
-        server ends the watch after ``timeout`` seconds. An ERROR event (410 Expired) raises ApiException.
+        """``(type, object)`` events of the namespace's jobs after ``resource_version`` (bookmarks included),
+        until the server ends the watch after ``timeout`` seconds. An ERROR event (410 Expired) raises
+        ApiException.
         """
         response = await self._custom.list_namespaced_custom_object(
             GROUP,
             VERSION,
             namespace,
             plural,
-            field_selector=f"metadata.name={name}",
             resource_version=resource_version,
             timeout_seconds=max(1, round(timeout)),
             allow_watch_bookmarks=True,

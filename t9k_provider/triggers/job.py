@@ -1,13 +1,14 @@
 """``T9kJobTrigger``: wait for a T9k Job in the triggerer without holding a worker slot.
 
-It reads the job once, then follows it on a long watch (one object, ``fieldSelector=metadata.name``, renewed
-every few minutes from the last version seen), so a quiet job costs one request per renewal and a change is
-seen as soon as the server sends it. Every ``poll_interval`` it re-checks the absolute deadlines of
-``WaitLimits`` on the state it holds (and the job's pods when ``pod_error_timeout`` is set); while no watch is
-possible it reads the job every ``poll_interval`` instead. It fires exactly one event: ``succeeded``,
-``failed``, ``timeout``, ``error`` or ``running`` (a periodic hand-back so the worker can print new log
-lines). It never buffers logs, and it deletes the job only when a user kills the task (``on_kill``), never
-when the triggerer restarts. The triggers of one triggerer share one API client (``AsyncT9kClient``).
+It subscribes to the long watch on its job's namespace that all triggers of the triggerer share
+(``job_watch``), reads the job once, then acts on each event for its job as soon as the server sends it; a
+quiet job costs no request at all, and the shared watch one renewal every few minutes per namespace. Every
+``poll_interval`` it re-checks the absolute deadlines of ``WaitLimits`` on the state it holds (and the job's
+pods when ``pod_error_timeout`` is set and a replica has not started); while no watch is possible it reads
+the job every ``poll_interval`` instead. It fires exactly one event: ``succeeded``, ``failed``,
+``timeout``, ``error`` or ``running`` (a periodic hand-back so the worker can print new log lines). It never
+buffers logs, and it deletes the job only when a user kills the task (``on_kill``), never when the triggerer
+restarts. The triggers of one triggerer also share one API client (``AsyncT9kClient``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from t9k_provider.hooks import job_status
 from t9k_provider.hooks.wait_limits import WaitLimits
+from t9k_provider.triggers.job_watch import JobWatch
 
 
 def _airflow_at_least(major: int, minor: int) -> bool:
@@ -40,69 +42,8 @@ MAX_CONSECUTIVE_ERRORS = 20
 MIN_READ_SPACING_SECONDS = 0.5
 #: Fresh clients opened after a 401, so expiring exec-plugin tokens are reloaded.
 MAX_REAUTHENTICATIONS = 3
-#: How long the server keeps one watch open; the jitter spreads the renewals of many triggers apart.
-WATCH_SECONDS = 290.0
-WATCH_JITTER_SECONDS = 30.0
-#: Failed watches in a row (no event, no clean end between them) after which the trigger polls instead.
+#: Failed watches in a row (no event, no long-lived watch between them) after which the trigger polls.
 MAX_WATCH_FAILURES = 5
-
-
-class _JobWatch:
-    """One watch on the job, held open in the background and renewed from the last version seen.
-
-    ``changed`` is set when an event brought a new state (``latest``) or the watch failed (``failure``);
-    the trigger then decides: evaluate the new state, or read the job and start a new watch.
-    """
-
-    def __init__(self, api: Any, plural: str, namespace: str, name: str) -> None:
-        self._api = api
-        self._where = (plural, namespace, name)
-        self.changed = asyncio.Event()
-        self.latest: dict[str, Any] | None = None
-        self.deleted = False
-        self.failure: BaseException | None = None
-        self.failures = 0
-        self.disabled = False
-        #: monotonic time the trigger last took a new state (a read or an event), for the spacing rule
-        self.looked_at = -MIN_READ_SPACING_SECONDS
-        self._task: asyncio.Future[None] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    def start(self, version: str) -> None:
-        self.failure = None
-        self.changed.clear()
-        self._task = asyncio.ensure_future(self._follow(version))
-
-    async def stop(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _follow(self, version: str) -> None:
-        while True:
-            timeout = WATCH_SECONDS + random.uniform(0, WATCH_JITTER_SECONDS)
-            opened = time.monotonic()
-            try:
-                async for kind, obj in self._api.watch_job(*self._where, version, timeout):
-                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    if kind == "BOOKMARK":
-                        continue
-                    self.failures = 0
-                    self.latest = obj
-                    self.deleted = kind == "DELETED"
-                    self.changed.set()
-                lasted = time.monotonic() - opened
-                if lasted < timeout / 2:  # a proxy or server that cuts streams short: not worth renewing
-                    raise ConnectionError(f"watch ended after {lasted:.1f}s of {timeout:.0f}s")
-            except Exception as exc:
-                self.failures += 1
-                self.failure = exc
-                self.changed.set()
-                return
-            self.failures = 0  # the server ended the watch on time: renew it, nothing to read
 
 
 class T9kJobTrigger(BaseTrigger):
@@ -199,12 +140,14 @@ class T9kJobTrigger(BaseTrigger):
         errors = reauthentications = 0
         while True:
             async with self._client() as api:
-                watch = _JobWatch(api, self.plural, self.namespace, self.name)
+                watch = JobWatch(self._client, self.credentials, self.plural, self.namespace, self.name)
                 try:
                     job: dict[str, Any] | None = None  # the state last seen; None: read the job
                     while True:
                         now = time.time()
                         if job is None:
+                            if not watch.running and not watch.disabled:
+                                await watch.subscribe()  # before the read: no change after it is missed
                             try:
                                 job = await api.get_job(self.plural, self.namespace, self.name)
                             except Exception as exc:
@@ -238,9 +181,7 @@ class T9kJobTrigger(BaseTrigger):
                                 continue
                             errors = reauthentications = 0
                             watch.looked_at = time.monotonic()
-                            version = (job.get("metadata") or {}).get("resourceVersion")
-                            if version and not watch.running and not watch.disabled:
-                                watch.start(str(version))
+                            watch.seen(job)
                         uid = (job.get("metadata") or {}).get("uid")
                         if self.uid and uid != self.uid:
                             return self._event(
@@ -273,7 +214,7 @@ class T9kJobTrigger(BaseTrigger):
             self.log.debug("cannot list pods of job %s: %s", self.name, exc)
             return []
 
-    async def _next_state(self, watch: _JobWatch, job: dict[str, Any], delay: float) -> dict[str, Any] | None:
+    async def _next_state(self, watch: JobWatch, job: dict[str, Any], delay: float) -> dict[str, Any] | None:
         """The job's next state to check: what the watch brought, ``job`` again after ``delay`` (nothing
         changed: only the deadlines moved), or None when the job must be read (no watch, or it failed).
 
@@ -294,12 +235,13 @@ class T9kJobTrigger(BaseTrigger):
         if failure is not None:
             status = api_status(failure) if is_api_exception(failure) else None
             self.log.debug("watch on job %s ended: %s", self.name, failure)
+            failures = watch.count_failure()
             if status not in (401, 410) and not is_transient(failure):
                 watch.disabled = True  # no watch permission, or no watch support: poll
-            elif watch.failures >= MAX_WATCH_FAILURES:
+            elif failures >= MAX_WATCH_FAILURES:
                 watch.disabled = True
             elif status != 410:
-                pause = max(pause, min(delay, backoff_seconds(watch.failures, failure)))
+                pause = max(pause, min(delay, backoff_seconds(failures, failure)))
             if watch.disabled:
                 self.log.warning(
                     "cannot watch job %s (%s); reading it every %gs instead", self.name, failure,

@@ -19,8 +19,6 @@ pytestmark = pytest.mark.timeout(60)
 class FakeAsyncClient:
     """Stands in for ``AsyncT9kClient``: replays a script of jobs or exceptions, one per GET."""
 
-    opened = 0
-
     pods: list[dict[str, Any]] = []
 
     def __init__(self, script: list[Any], deletes: list[tuple[str, str | None]]) -> None:
@@ -28,7 +26,6 @@ class FakeAsyncClient:
         self.deletes = deletes
 
     async def __aenter__(self) -> FakeAsyncClient:
-        FakeAsyncClient.opened += 1
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -49,14 +46,17 @@ class FakeAsyncClient:
 
     watch_calls: list[str] = []
     gets = 0
-    #: "unsupported" answers 405 (a proxy without watch: the trigger falls back to polling, so the script
-    #: plays out one GET per poll), "expired" answers 410 at once, "short" ends cleanly at once (a proxy
-    #: cutting streams), "changes" streams the rest of the script as MODIFIED events (an exception in it
-    #: breaks the stream)
+    #: The namespace watch. "unsupported" answers 405 (a proxy without watch: the trigger falls back to
+    #: polling, so the script plays out one GET per poll), "expired" answers 410 at once, "short" ends
+    #: cleanly at once (a proxy cutting streams), "changes" streams the rest of the script as MODIFIED
+    #: events (an exception in it breaks the stream)
     watch_mode = "unsupported"
 
-    async def watch_job(
-        self, plural: str, namespace: str, name: str, version: str, timeout: float
+    async def jobs_version(self, plural: str, namespace: str) -> str:
+        return "1"
+
+    async def watch_jobs(
+        self, plural: str, namespace: str, version: str, timeout: float
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         FakeAsyncClient.watch_calls.append(version)
         if self.watch_mode == "unsupported":
@@ -66,16 +66,20 @@ class FakeAsyncClient:
         if self.watch_mode == "short":
             yield "BOOKMARK", {"metadata": {"resourceVersion": version}}
             return  # ends cleanly, long before its timeout
-        while len(self.script) > 1:
-            item = self.script.pop(0)
+        while True:
+            await asyncio.sleep(0.05)  # the trigger has read the job meanwhile
+            item = self.script.pop(0) if len(self.script) > 1 else self.script[0]
             if isinstance(item, BaseException):
                 raise item
             yield "MODIFIED", item
-        yield "MODIFIED", self.script[0]
+            if len(self.script) == 1 and item is self.script[0]:
+                break
         await asyncio.sleep(timeout)
 
+    reauthentications = 0
+
     def reauthenticate(self) -> None:
-        return None
+        FakeAsyncClient.reauthentications += 1
 
     async def delete_job(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
         self.deletes.append((name, uid))
@@ -190,9 +194,9 @@ async def test_unauthorized_reopens_the_client(monkeypatch: pytest.MonkeyPatch) 
     # Expiring tokens over a long wait: every 401 after a good read gets a fresh client again.
     script = [api_error(401), job("Running")] * 5 + [job("Succeeded")]
     use_script(monkeypatch, script)
-    FakeAsyncClient.opened = 0
+    monkeypatch.setattr(FakeAsyncClient, "reauthentications", 0)
     assert (await first_event(trigger()))["status"] == "succeeded"
-    assert FakeAsyncClient.opened == 6
+    assert FakeAsyncClient.reauthentications == 5  # each retires the shared client: the next one is new
 
 
 async def test_repeated_unauthorized_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -334,7 +338,7 @@ def _versioned(phase: str, version: str) -> dict:
     return out
 
 
-async def test_expired_watch_reads_again_and_rewatches_from_the_new_version(
+async def test_expired_watch_reads_again_and_watches_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     use_script(
@@ -343,9 +347,11 @@ async def test_expired_watch_reads_again_and_rewatches_from_the_new_version(
     monkeypatch.setattr(FakeAsyncClient, "watch_mode", "expired")
     monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
     monkeypatch.setattr("t9k_provider.triggers.job.MIN_READ_SPACING_SECONDS", 0.01)
+    monkeypatch.setattr(FakeAsyncClient, "gets", 0)
     event = await first_event(trigger(poll_interval=30))
     assert event["status"] == "succeeded"
-    assert FakeAsyncClient.watch_calls == ["7", "9"]
+    # each read follows a (re)subscription to the namespace watch, so no change after it can be missed
+    assert len(FakeAsyncClient.watch_calls) == 3 and FakeAsyncClient.gets == 3
 
 
 async def test_watched_changes_need_no_read(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -358,7 +364,7 @@ async def test_watched_changes_need_no_read(monkeypatch: pytest.MonkeyPatch) -> 
     started = time.monotonic()
     event = await first_event(trigger(poll_interval=30))
     assert event["status"] == "succeeded" and event["job"]["phase"] == "Succeeded"
-    assert FakeAsyncClient.watch_calls == ["7"] and FakeAsyncClient.gets == 1
+    assert FakeAsyncClient.watch_calls == ["1"] and FakeAsyncClient.gets == 1
     # two changes in a row: the second is taken only after the short pause, not at once
     assert 0.5 <= time.monotonic() - started < 5
 
@@ -372,7 +378,7 @@ async def test_unwatchable_job_is_polled_every_interval(monkeypatch: pytest.Monk
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert FakeAsyncClient.watch_calls == ["7"]  # a 405 is not retried: no watch per poll
+    assert FakeAsyncClient.watch_calls == ["1"]  # a 405 is not retried: no watch per poll
     assert 5 <= FakeAsyncClient.gets <= 13
 
 
@@ -393,7 +399,7 @@ async def test_pods_are_listed_only_while_a_replica_has_not_started(
         limits={"pod_error_timeout": 60}, pod_selector="tensorstack.dev/owner-name=j", poll_interval=0.05
     )
     task = asyncio.ensure_future(first_event(t))
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(1.5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

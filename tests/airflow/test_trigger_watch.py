@@ -1,7 +1,8 @@
-"""T9kJobTrigger's long watch and shared client against the embedded local cluster (API only).
+"""T9kJobTrigger's shared long watch and shared client against the embedded local cluster (API only).
 
 The server counts every request by User-Agent (``GET /_embedded/requests``); the triggers' client is the only
-``OpenAPI-Generator`` user, so the tests assert exactly which reads and watches a wait cost.
+``OpenAPI-Generator`` user, so the tests assert exactly which reads and watches a wait cost: per namespace,
+one LIST (the watch's starting version) and one watch; per trigger, one GET.
 """
 
 from __future__ import annotations
@@ -112,26 +113,26 @@ async def test_a_change_arrives_through_the_watch_without_a_read(cluster: LocalC
     task = asyncio.ensure_future(first_event(trigger(cluster, "changes")))
     await watching(cluster, before, 1)
     await asyncio.sleep(1.0)  # quiet: nothing more is requested
-    assert delta(before, trigger_requests(cluster)) == {"read": 1, "watch": 1, "write": 0}
+    assert delta(before, trigger_requests(cluster)) == {"read": 2, "watch": 1, "write": 0}
     finished = (await asyncio.to_thread(set_phase, cluster, "changes", "Succeeded"), time.time())[1]
     event = await asyncio.wait_for(task, 10)
     assert event["status"] == "succeeded" and event["job"]["phase"] == "Succeeded"
     assert event["at"] - finished < 1.0  # event-driven, not the 30 s poll interval
-    assert delta(before, trigger_requests(cluster)) == {"read": 1, "watch": 1, "write": 0}
+    assert delta(before, trigger_requests(cluster)) == {"read": 2, "watch": 1, "write": 0}
 
 
 async def test_a_quiet_job_renews_its_watch_without_reading(
     cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("t9k_provider.triggers.job.WATCH_SECONDS", 1.0)
-    monkeypatch.setattr("t9k_provider.triggers.job.WATCH_JITTER_SECONDS", 0.0)
+    monkeypatch.setattr("t9k_provider.triggers.job_watch.WATCH_SECONDS", 1.0)
+    monkeypatch.setattr("t9k_provider.triggers.job_watch.WATCH_JITTER_SECONDS", 0.0)
     create_job(cluster, "quiet")
     before = trigger_requests(cluster)
     # deadlines are checked every 0.2 s on the state held, without a request
     task = asyncio.ensure_future(first_event(trigger(cluster, "quiet", poll_interval=0.2)))
     await asyncio.sleep(3.6)
     spent = delta(before, trigger_requests(cluster))
-    assert spent["read"] == 1 and 3 <= spent["watch"] <= 5, spent
+    assert spent["read"] == 2 and 3 <= spent["watch"] <= 5, spent
     set_phase(cluster, "quiet", "Failed")
     assert (await asyncio.wait_for(task, 10))["status"] == "failed"
 
@@ -147,31 +148,32 @@ async def test_deadlines_fire_while_watching(cluster: LocalCluster) -> None:
     assert [e["status"] for e in events] == ["timeout", "timeout"]
     assert "execution_timeout" in events[0]["message"] and "startup_timeout" in events[1]["message"]
     assert time.monotonic() - started < 4
-    assert delta(before, trigger_requests(cluster)) == {"read": 2, "watch": 2, "write": 0}
+    assert delta(before, trigger_requests(cluster)) == {"read": 3, "watch": 1, "write": 0}
 
 
 async def test_expired_watch_reads_once_and_watches_again(
     cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """410 Expired needs a compacted event log to happen for real: the first watch is made to get it."""
-    real_watch = AsyncT9kClient.watch_job
+    real_watch = AsyncT9kClient.watch_jobs
     expired = []
 
-    def watch_job(self: AsyncT9kClient, *args: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    def watch_jobs(self: AsyncT9kClient, *args: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         if not expired:
-            expired.append(args[3])
+            expired.append(args[2])
             raise api_error(410, "too old resource version")
         return real_watch(self, *args)
 
-    monkeypatch.setattr(AsyncT9kClient, "watch_job", watch_job)
-    job = create_job(cluster, "expired")
+    monkeypatch.setattr(AsyncT9kClient, "watch_jobs", watch_jobs)
+    create_job(cluster, "expired")
     before = trigger_requests(cluster)
     task = asyncio.ensure_future(first_event(trigger(cluster, "expired")))
     await watching(cluster, before, 1)
-    assert expired == [job["metadata"]["resourceVersion"]]
+    assert len(expired) == 1
     set_phase(cluster, "expired", "Succeeded")
     assert (await asyncio.wait_for(task, 10))["status"] == "succeeded"
-    assert delta(before, trigger_requests(cluster)) == {"read": 2, "watch": 1, "write": 0}
+    # LIST + GET, then after the 410: LIST + GET + the watch that worked
+    assert delta(before, trigger_requests(cluster)) == {"read": 4, "watch": 1, "write": 0}
 
 
 async def test_many_triggers_share_one_client(cluster: LocalCluster) -> None:
@@ -181,13 +183,14 @@ async def test_many_triggers_share_one_client(cluster: LocalCluster) -> None:
     creds = credentials(cluster)
     before = trigger_requests(cluster)
     tasks = [asyncio.ensure_future(first_event(trigger(cluster, n, creds))) for n in names]
-    await watching(cluster, before, len(names))
+    await watching(cluster, before, 1)
+    await until(lambda: delta(before, trigger_requests(cluster))["read"] == len(names) + 1)
     assert shared_clients() == 1
     for name in names:
         await asyncio.to_thread(set_phase, cluster, name, "Succeeded")
     events = await asyncio.wait_for(asyncio.gather(*tasks), 20)
     assert {e["status"] for e in events} == {"succeeded"}
-    assert delta(before, trigger_requests(cluster)) == {"read": 20, "watch": 20, "write": 0}
+    assert delta(before, trigger_requests(cluster)) == {"read": 21, "watch": 1, "write": 0}
     assert shared_clients() == 0  # the last lease closed it
 
 
@@ -225,7 +228,7 @@ async def test_unauthorized_replaces_the_shared_client_once(cluster: LocalCluste
         create_job(cluster, name)
     before = trigger_requests(cluster)
     tasks = [asyncio.ensure_future(first_event(trigger(cluster, n, creds))) for n in ("auth-a", "auth-b")]
-    await watching(cluster, before, 2)
+    await watching(cluster, before, 1)
     assert runs.read_text() == "2" and shared_clients() == 1
     for name in ("auth-a", "auth-b"):
         set_phase(cluster, name, "Succeeded")

@@ -1,0 +1,182 @@
+"""One long watch per event loop, credentials, namespace and kind, shared by every trigger waiting there.
+
+A triggerer runs all its triggers in one event loop. Each ``JobWatch`` (one per trigger) subscribes to the
+``_Hub`` of its job's namespace and kind, which holds a single watch on that collection, renews it from the
+last version seen (bookmarks keep that version fresh) and hands each event to the subscribers of the job it
+names. N waiting tasks in a namespace thus cost one watch and one connection, not N. A hub that fails hands
+the failure to all its subscribers and goes away; each of them reads its job and subscribes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+#: How long the server keeps one watch open; the jitter spreads the renewals of many hubs apart.
+WATCH_SECONDS = 290.0
+WATCH_JITTER_SECONDS = 30.0
+
+_HubKey = tuple[str, str, str]
+_HUBS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_HubKey, _Hub]] = weakref.WeakKeyDictionary()
+
+
+def _version(obj: dict[str, Any]) -> str | None:
+    value = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(value) if value else None
+
+
+def _newer(version: str | None, than: str | None) -> bool:
+    """Whether an event is newer than the state already held. Versions are compared only when both are
+    integers (etcd's and the local cluster's are); otherwise the event is taken."""
+    if version is None or than is None or not (version.isdigit() and than.isdigit()):
+        return True
+    return int(version) > int(than)
+
+
+class _Hub:
+    """The watch on one namespace's jobs of one kind and the ``JobWatch``-es that wait on it."""
+
+    def __init__(self, key: _HubKey, client: Callable[[], Any], plural: str, namespace: str) -> None:
+        self._key = key
+        self._client = client
+        self._where = (plural, namespace)
+        self.subscribers: dict[str, set[JobWatch]] = {}
+        #: resolved once the watch's starting version is known: a read after it misses no later change
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.ensure_future(self._run())
+
+    def add(self, watch: JobWatch) -> None:
+        self.subscribers.setdefault(watch.name, set()).add(watch)
+
+    async def remove(self, watch: JobWatch) -> None:
+        """The last subscriber to leave ends the watch and releases its client."""
+        waiting = self.subscribers.get(watch.name)
+        if waiting is not None:
+            waiting.discard(watch)
+            if not waiting:
+                del self.subscribers[watch.name]
+        if not self.subscribers:
+            self._forget()
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _forget(self) -> None:
+        hubs = _HUBS.get(asyncio.get_running_loop())
+        if hubs is not None and hubs.get(self._key) is self:
+            del hubs[self._key]
+
+    async def _run(self) -> None:
+        try:
+            async with self._client() as api:
+                version = await api.jobs_version(*self._where)
+                self.ready.set_result(None)
+                while True:
+                    version = await self._follow(api, version)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._forget()
+            if not self.ready.done():
+                self.ready.set_exception(exc)
+                self.ready.exception()  # retrieved: subscribers may all have gone
+            for waiting in list(self.subscribers.values()):
+                for watch in list(waiting):
+                    watch.fail(exc)
+
+    async def _follow(self, api: Any, version: str) -> str:
+        """One watch until the server ends it; returns the version to renew from."""
+        timeout = WATCH_SECONDS + random.uniform(0, WATCH_JITTER_SECONDS)
+        opened = time.monotonic()
+        async for kind, obj in api.watch_jobs(*self._where, version, timeout):
+            version = _version(obj) or version
+            if kind == "BOOKMARK":
+                continue
+            for watch in list(self.subscribers.get((obj.get("metadata") or {}).get("name"), ())):
+                watch.deliver(kind, obj)
+        lasted = time.monotonic() - opened
+        if lasted < timeout / 2:  # a proxy or server that cuts streams short: not worth renewing
+            raise ConnectionError(f"watch ended after {lasted:.1f}s of {timeout:.0f}s")
+        return version
+
+
+class JobWatch:
+    """What one trigger knows from the shared watch about its job.
+
+    ``changed`` is set when an event brought a newer state (``latest``) or the shared watch failed
+    (``failure``); the trigger then evaluates the new state, or reads the job and subscribes again.
+    """
+
+    def __init__(self, client: Callable[[], Any], credentials: dict[str, Any], plural: str, namespace: str,
+                 name: str) -> None:  # fmt: skip
+        from t9k_provider.hooks.async_t9k import fingerprint  # the kubernetes client: not at DAG parse
+
+        self._client = client
+        self._key: _HubKey = (fingerprint(credentials), namespace, plural)
+        self.name = name
+        self.changed = asyncio.Event()
+        self.latest: dict[str, Any] | None = None
+        self.deleted = False
+        self.failure: BaseException | None = None
+        #: failed subscriptions in a row, counted by the trigger (none lived long or brought an event)
+        self.failures = 0
+        self.disabled = False
+        self._version: str | None = None
+        self._hub: _Hub | None = None
+        self._since = 0.0
+        #: monotonic time the trigger last took a new state (a read or an event), for its spacing rule
+        self.looked_at = float("-inf")
+
+    @property
+    def running(self) -> bool:
+        return self._hub is not None
+
+    async def subscribe(self) -> None:
+        """Join (or start) the namespace's watch and wait until it has its starting version; read the job
+        only after this. A hub that cannot start shows as a failure."""
+        self.failure = None
+        self.changed.clear()
+        hubs = _HUBS.setdefault(asyncio.get_running_loop(), {})
+        hub = hubs.get(self._key)
+        if hub is None:
+            hub = hubs[self._key] = _Hub(self._key, self._client, self._key[2], self._key[1])
+        hub.add(self)
+        self._hub = hub
+        self._since = time.monotonic()
+        with contextlib.suppress(Exception):  # fail() has recorded it
+            await asyncio.shield(hub.ready)
+
+    def seen(self, job: dict[str, Any]) -> None:
+        """The trigger read ``job``: events up to its version are not news."""
+        self._version = _version(job)
+
+    def deliver(self, kind: str, obj: dict[str, Any]) -> None:
+        version = _version(obj)
+        if not _newer(version, self._version):
+            return  # older than what the trigger already read
+        self._version = version
+        self.latest = obj
+        self.deleted = kind == "DELETED"
+        self.failures = 0
+        self.changed.set()
+
+    def fail(self, exc: BaseException) -> None:
+        self.failure = exc
+        self._hub = None
+        self.changed.set()
+
+    def count_failure(self) -> int:
+        """Counts the failure the trigger is handling (it had reads working meanwhile); returns the count."""
+        if time.monotonic() - self._since >= WATCH_SECONDS / 2:
+            self.failures = 0  # the subscription served for long: this failure starts a new count
+        self.failures += 1
+        return self.failures
+
+    async def stop(self) -> None:
+        hub, self._hub = self._hub, None
+        if hub is not None:
+            await hub.remove(self)
