@@ -151,8 +151,13 @@ class JobWatch:
             await asyncio.shield(hub.ready)
 
     def seen(self, job: dict[str, Any]) -> None:
-        """The trigger read ``job``: events up to its version are not news."""
+        """The trigger read ``job``: events up to its version are not news, even one already delivered."""
         self._version = _version(job)
+        if self.latest is not None and not _newer(_version(self.latest), self._version):
+            self.latest = None
+            self.deleted = False
+            if self.failure is None:
+                self.changed.clear()
 
     def deliver(self, kind: str, obj: dict[str, Any]) -> None:
         version = _version(obj)

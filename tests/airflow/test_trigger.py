@@ -419,3 +419,17 @@ async def test_watches_cut_short_fall_back_to_polling(monkeypatch: pytest.Monkey
         await task
     assert len(FakeAsyncClient.watch_calls) == 5  # MAX_WATCH_FAILURES, then no more watching
     assert FakeAsyncClient.gets >= 5 + 3  # a read after each failed watch, then one per poll
+
+
+async def test_an_event_older_than_the_read_is_not_news() -> None:
+    from t9k_provider.triggers.job_watch import JobWatch
+
+    watch = JobWatch(lambda: None, {"in_cluster": True}, "genericjobs", "ns", "j")
+    watch.deliver("MODIFIED", _versioned("Pending", "8"))  # arrived between subscribing and the read
+    watch.seen(_versioned("Running", "9"))
+    assert not watch.changed.is_set() and watch.latest is None
+    watch.deliver("MODIFIED", _versioned("Running", "9"))
+    assert not watch.changed.is_set()
+    watch.deliver("MODIFIED", _versioned("Succeeded", "10"))
+    assert watch.changed.is_set() and watch.latest is not None
+    assert watch.latest["status"]["phase"] == "Succeeded"

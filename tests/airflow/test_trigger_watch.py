@@ -27,7 +27,6 @@ from t9k_provider.triggers.job import T9kJobTrigger
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(90)]
 
 NS = "default"
-JOBS = f"/apis/{API_VERSION}/namespaces/{NS}/genericjobs"
 
 
 @pytest.fixture(scope="module")
@@ -43,22 +42,28 @@ def call(cluster: LocalCluster, method: str, path: str, body: Any = None) -> Any
     return parsed
 
 
-def create_job(cluster: LocalCluster, name: str, phase: str | None = "Running") -> dict[str, Any]:
+def jobs(ns: str) -> str:
+    return f"/apis/{API_VERSION}/namespaces/{ns}/genericjobs"
+
+
+def create_job(
+    cluster: LocalCluster, name: str, phase: str | None = "Running", ns: str = NS
+) -> dict[str, Any]:
     body = {
         "apiVersion": API_VERSION,
         "kind": "GenericJob",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {"replicaSpecs": [{"type": "worker", "template": {"spec": {"containers": [
             {"name": "main", "image": "img:1"}]}}}]},
     }  # fmt: skip
-    job = call(cluster, "POST", JOBS, body)
+    job = call(cluster, "POST", jobs(ns), body)
     if phase:
-        job = set_phase(cluster, name, phase)
+        job = set_phase(cluster, name, phase, ns)
     return job
 
 
-def set_phase(cluster: LocalCluster, name: str, phase: str) -> dict[str, Any]:
-    return call(cluster, "PATCH", f"{JOBS}/{name}/status", {"status": {"phase": phase}})
+def set_phase(cluster: LocalCluster, name: str, phase: str, ns: str = NS) -> dict[str, Any]:
+    return call(cluster, "PATCH", f"{jobs(ns)}/{name}/status", {"status": {"phase": phase}})
 
 
 def trigger_requests(cluster: LocalCluster) -> dict[str, int]:
@@ -80,11 +85,11 @@ def credentials(cluster: LocalCluster) -> dict[str, Any]:
 
 
 def trigger(
-    cluster: LocalCluster, name: str, creds: dict[str, Any] | None = None, **kw: Any
+    cluster: LocalCluster, name: str, creds: dict[str, Any] | None = None, ns: str = NS, **kw: Any
 ) -> T9kJobTrigger:
     return T9kJobTrigger(
         credentials=creds or credentials(cluster), kind="GenericJob", plural="genericjobs", name=name,
-        namespace=NS, **{"poll_interval": 30.0, **kw},
+        namespace=ns, **{"poll_interval": 30.0, **kw},
     )  # fmt: skip
 
 
@@ -192,6 +197,25 @@ async def test_many_triggers_share_one_client(cluster: LocalCluster) -> None:
     assert {e["status"] for e in events} == {"succeeded"}
     assert delta(before, trigger_requests(cluster)) == {"read": 21, "watch": 1, "write": 0}
     assert shared_clients() == 0  # the last lease closed it
+
+
+async def test_each_namespace_has_its_own_watch(cluster: LocalCluster) -> None:
+    call(cluster, "POST", "/api/v1/namespaces", {"metadata": {"name": "other"}})
+    create_job(cluster, "here")
+    create_job(cluster, "there", ns="other")
+    create_job(cluster, "unwatched")  # its events reach the shared watch and are dropped
+    before = trigger_requests(cluster)
+    tasks = [
+        asyncio.ensure_future(first_event(trigger(cluster, "here"))),
+        asyncio.ensure_future(first_event(trigger(cluster, "there", ns="other"))),
+    ]
+    await watching(cluster, before, 2)
+    set_phase(cluster, "unwatched", "Failed")
+    set_phase(cluster, "there", "Failed", ns="other")
+    set_phase(cluster, "here", "Succeeded")
+    events = await asyncio.wait_for(asyncio.gather(*tasks), 10)
+    assert [e["status"] for e in events] == ["succeeded", "failed"]
+    assert delta(before, trigger_requests(cluster)) == {"read": 4, "watch": 2, "write": 0}
 
 
 async def test_a_client_that_cannot_be_built_is_not_cached(cluster: LocalCluster) -> None:
