@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
 from t9k_provider.local.apiserver import watch
+from t9k_provider.local.apiserver.handlers import Handlers
+from t9k_provider.local.apiserver.objects import Objects
+from t9k_provider.local.apiserver.resources import Registry
 from t9k_provider.local.apiserver.watch import Hub, Watcher
 from t9k_provider.local.store import Store
 
@@ -68,3 +75,26 @@ def test_every_watcher_of_a_write_gets_its_committed_text(tmp_path: Path) -> Non
     assert everything.queue.get_nowait().type == "MODIFIED"
     left = labelled.queue.get_nowait()
     assert (left.type, left.text) == ("DELETED", None)  # the previous state, not the committed object
+
+
+async def test_a_watch_closed_for_its_backlog_ends_after_the_queued_frames(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The stream ends at once (the client re-watches from its last version), not at its timeout."""
+    monkeypatch.setattr(watch, "MAX_PENDING", 3)
+    registry = Registry()
+    objects = Objects(Store(tmp_path / "s.db"), registry)
+    namespaces, configmaps = registry.lookup("", "v1", "namespaces"), registry.lookup("", "v1", "configmaps")
+    assert namespaces is not None and configmaps is not None
+    objects.create(namespaces, "", {"metadata": {"name": "default"}})
+    handlers = Handlers(objects, Hub(objects.store), registry, tmp_path)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handlers.dispatch)
+    async with TestClient(TestServer(app)) as client:
+        response = await client.get("/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=60")
+        assert response.status == 200
+        for i in range(5):  # in one pass of the loop: the watcher falls 3 frames behind and is closed
+            objects.create(configmaps, "default", {"metadata": {"name": f"c{i}"}})
+        body = await asyncio.wait_for(response.content.read(), 10)
+    names = [json.loads(line)["object"]["metadata"]["name"] for line in body.splitlines()]
+    assert names == ["c0", "c1", "c2"]

@@ -34,6 +34,7 @@ from t9k_provider.local.store import Compacted, Key
 
 log = logging.getLogger(__name__)
 BOOKMARK_SECONDS = 1.0
+MAX_CHUNK_FRAMES = 256  # frames written to a watch stream at once
 NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 
 
@@ -385,13 +386,19 @@ class Handlers:
                     continue
                 if frame is None:
                     break
-                chunk = [encode(frame)]
-                while not watcher.queue.empty() and len(chunk) < 256:
+                # One pass of the loop later, the writes already under way have queued their frames too: a
+                # burst of writes reaches each watcher in fewer, larger sends (each send wakes the client).
+                await asyncio.sleep(0)
+                chunk, ended = [encode(frame)], False
+                while not watcher.queue.empty() and len(chunk) < MAX_CHUNK_FRAMES:
                     nxt = watcher.queue.get_nowait()
-                    if nxt is None:
+                    if nxt is None:  # closed by the hub (too slow): end after what was queued
+                        ended = True
                         break
                     chunk.append(encode(nxt))
                 await response.write(b"".join(chunk))
+                if ended:
+                    break
             await response.write_eof()
         except ConnectionResetError:
             pass  # the client went away
