@@ -36,6 +36,8 @@ DEFAULT_PROPERTIES = {
     "taskmanager.numberOfTaskSlots": "1",
     # Short-lived local JVMs: C1 only and the serial collector start faster on few cores.
     "env.java.opts.all": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    # A TaskManager that starts before the JobManager answers retries after this (Flink's default: 10 s).
+    "cluster.registration.error-delay": "1 s",
 }
 CONFIG_KEY = "config.yaml"
 LOG4J_KEY = "log4j-console.properties"
