@@ -135,6 +135,34 @@ def test_namespaces_hostname_and_bind_mounts(tmp_path: Path) -> None:
     assert not (target / "data.txt").exists()  # the bind mount was private to the container
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
+def test_isolated_container_has_its_own_pid_namespace(tmp_path: Path) -> None:
+    """Its main process is PID 1 and /proc lists only the container's processes."""
+    script = "echo $$; ls /proc | grep -c '^[0-9]'; cat /proc/1/comm"
+    proc, log = _start(tmp_path, ["sh", "-c", script], hostname="pod-a")
+    assert proc.wait(timeout=20) == 0
+    pid, count, comm = (text for _, text in _text(log))
+    assert (pid, comm) == ("1", "sh")
+    assert int(count) <= 4  # sh, ls, grep (and cat's parent fork): nothing of the host
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
+@pytest.mark.parametrize("handler", [True, False])
+def test_sigterm_ends_a_pid_1_with_or_without_a_handler(tmp_path: Path, handler: bool) -> None:
+    """The kernel drops default-action signals to a namespace's init; the shim makes SIGTERM mean what it
+    means for any process (the handler runs if there is one, else the container ends)."""
+    install = "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); " if handler else ""
+    script = f"import signal, sys, time; {install}print('ready', flush=True); time.sleep(60)"
+    proc, log = _start(tmp_path, [sys.executable, "-c", script], hostname="pod-a")
+    _wait_file(log)
+    deadline = time.monotonic() + 20
+    while _text(log) != [("stdout", "ready")]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == (7 if handler else 137)
+
+
 def _running(pid: int) -> bool:
     """Alive and not a zombie (an orphan's zombie may wait for a reaper that never comes in a container)."""
     try:
@@ -154,8 +182,12 @@ def test_container_end_kills_daemons_that_left_its_process_group(
     """A daemon that called setsid (sshd without -D) still belongs to the container and ends with it, whether
     it closed its output (so the container's pipes reach EOF first) or still holds it."""
     stdio = ", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL" if output == "detached" else ""
+    token = (
+        f"daemon-{os.getpid()}-{isolation}-{output}"  # found by command line: pids differ in a PID namespace
+    )
+    sleeper = f"[{sys.executable!r}, '-c', 'import time; time.sleep(300)', {token!r}]"
     daemon = (
-        f"import subprocess; print(subprocess.Popen(['sleep', '300'], start_new_session=True{stdio}).pid)"
+        f"import subprocess; subprocess.Popen({sleeper}, start_new_session=True{stdio}); print('started')"
     )
     options: dict = {"hostname": "pod-a"}
     if isolation == "mounts":
@@ -164,15 +196,27 @@ def test_container_end_kills_daemons_that_left_its_process_group(
         options = {"mounts": [Mount(source=str(volume), target=str(tmp_path / "mnt"))]}
     proc, log = _start(tmp_path, [sys.executable, "-c", daemon], **options)
     assert proc.wait(timeout=20) == 0
-    ((_, pid),) = _text(log)
+    assert _text(log) == [("stdout", "started")]
     try:
         deadline = time.monotonic() + 5
-        while _running(int(pid)):
+        while [pid for pid in _with_argument(token) if _running(pid)]:
             assert time.monotonic() < deadline, "the daemon outlived its container"
             time.sleep(0.05)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
+        for pid in _with_argument(token):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _with_argument(token: str) -> list[int]:
+    """Host pids of the processes with this command-line argument."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if token.encode() in Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0"):
+                    found.append(int(entry))
+    return found
 
 
 def test_attempt_whose_shim_vanished_is_recorded_as_unknown(tmp_path: Path) -> None:

@@ -156,6 +156,47 @@ def test_kubectl_exec_sees_the_container_volumes_and_network(kubectl, sleeper: c
     assert result.stdout == b"bound\n"
 
 
+@NEEDS_ROOT
+def test_kubectl_exec_sees_only_the_container_processes(kubectl, sleeper: client.V1Pod) -> None:
+    """The container's own PID namespace: `ps`, `pgrep` and `kill` there cannot reach the host."""
+    script = "cat /proc/1/cmdline | tr '\\0' ' '; echo; ls /proc | grep -c '^[0-9]'"
+    result = kubectl("exec", "sleeper", "-c", "side", "--", "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    cmdline, count = result.stdout.decode().splitlines()
+    assert cmdline.strip() == "sleep 600"  # PID 1 is the container's main process
+    assert int(count) <= 5  # sleep, the exec'd sh, ls, grep (a host has hundreds)
+
+
+def test_stopping_a_sidecar_by_signal_as_airflow_does(core: client.CoreV1Api, ns: str) -> None:
+    """KubernetesPodOperator stops its xcom sidecar through exec: SIGINT to the `sh` that traps it."""
+    token = f"sidecar-{uuid.uuid4().hex[:8]}"
+    trap = 'trap "exit 0" INT; while true; do sleep 1; done'
+    running_pod(
+        core, ns, "xcom", [{"name": "sidecar", "image": "alpine", "command": ["sh", "-c", trap, token]}]
+    )
+    ws = stream(
+        core.connect_get_namespaced_pod_exec,
+        "xcom",
+        ns,
+        container="sidecar",
+        command=["/bin/sh"],
+        stdin=True,
+        stdout=True,
+        stderr=True,
+        tty=False,
+        _preload_content=False,
+    )
+    ws.write_stdin(f"kill -2 $(pgrep -f {token})\n")
+    ws.run_forever(timeout=20)
+    assert not ws.is_open()
+
+    def finished() -> str | None:
+        pod = core.read_namespaced_pod("xcom", ns)
+        return pod.status.phase if pod.status.phase in ("Succeeded", "Failed") else None
+
+    assert wait_for("the sidecar to stop", finished) == "Succeeded"
+
+
 def test_kubectl_exec_forwards_stdin_until_eof(kubectl, sleeper: client.V1Pod) -> None:
     payload = base64.b64encode(os.urandom(300_000)) + b"\nlast line\n"
     result = kubectl("exec", "-i", "sleeper", "-c", "main", "--", "cat", stdin=payload)

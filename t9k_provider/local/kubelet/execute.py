@@ -1,9 +1,10 @@
 """Run a command inside a running container (`pods/exec`): the kubelet side of exec.
 
-A container is a process in the pod's network namespace plus its own UTS and mount namespaces (see the
-shim). Exec joins the namespaces of the container's main process, takes the container's environment from
-the shim spec, and `exec`s the command there, so the command sees the container's hostname, `/etc/hosts`,
-volumes and pod IP. The API server starts
+A container is a process in the pod's network namespace plus its own UTS, mount and PID namespaces (see
+the shim). Exec joins the namespaces of the container's main process, takes the container's environment
+from the shim spec, and runs the command there (in a child, which alone enters the PID namespace; this
+process waits and ends the same way), so the command sees the container's hostname, `/etc/hosts`, volumes,
+pod IP and processes, and only those. The API server starts
 
     python -m t9k_provider.local.kubelet.execute SPEC.json PID ERROR_FD CWD [--tty] -- COMMAND...
 
@@ -18,18 +19,21 @@ import ctypes
 import fcntl
 import json
 import os
+import signal
 import sys
 import termios
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from t9k_provider.local import logs
 from t9k_provider.local.kubelet.shim import pid_path, spec_path
 
+PR_SET_PDEATHSIG = 1
 # Exit code when the helper could not start the command (the API server reports the written reason).
 START_FAILED = 127
-NAMESPACES = ("net", "uts", "mnt")  # mnt last: after it, paths resolve in the container's view
+# mnt last: after it, paths resolve in the container's view; pid applies to children only (we fork).
+NAMESPACES = ("net", "uts", "pid", "mnt")
 
 
 @dataclass(frozen=True)
@@ -90,18 +94,20 @@ def helper_argv(container: RunningContainer, error_fd: int, tty: bool, command: 
     ]
 
 
-def _join_namespaces(pid: int) -> None:
+def _join_namespaces(pid: int) -> set[str]:
+    """Enter the container's namespaces; returns the kinds joined."""
     libc = ctypes.CDLL(None, use_errno=True)
-    fds = []
+    fds = {}
     for kind in NAMESPACES:
         target = f"/proc/{pid}/ns/{kind}"
         if os.readlink(target) != os.readlink(f"/proc/self/ns/{kind}"):
-            fds.append(os.open(target, os.O_RDONLY))
-    for fd in fds:
+            fds[kind] = os.open(target, os.O_RDONLY)
+    for fd in fds.values():
         if libc.setns(fd, 0) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"setns: {os.strerror(err)}")
         os.close(fd)
+    return set(fds)
 
 
 def _exec_error(command: list[str], exc: OSError) -> str:
@@ -112,12 +118,19 @@ def _exec_error(command: list[str], exc: OSError) -> str:
     return f'exec: "{command[0]}": {exc.strerror or exc}'
 
 
-def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str]) -> str:
-    """Enter the container and replace this process with `command`; returns why that failed."""
+def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], error_fd: int) -> str:
+    """Enter the container and run `command` there; returns why that failed (else never returns)."""
     try:
         env = dict(json.loads(spec_file.read_text())["env"])
-        _join_namespaces(pid)
+        joined = _join_namespaces(pid)
         os.chdir(cwd)
+        if "pid" in joined:  # only a child is inside the container's PID namespace
+            if os.fork() != 0:
+                os.close(error_fd)  # the child's copy tells the API server whether the exec worked
+                _exit_like(os.wait()[1])
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # ends with us
+            if tty:
+                os.setsid()  # a session and process group the shell can see from inside the namespace
         if tty:
             env.setdefault("TERM", "xterm")  # as container runtimes do for a terminal session
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # we lead a new session: the pty becomes its terminal
@@ -127,6 +140,17 @@ def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str]) -> s
         os.execvpe(command[0], command, env)
     except OSError as exc:
         return _exec_error(command, exc)
+
+
+def _exit_like(wait_status: int) -> NoReturn:
+    """End this process the way the command ended (same exit code, or the same signal)."""
+    code = os.waitstatus_to_exitcode(wait_status)
+    if code < 0:
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        code = 128 - code  # only if that signal did not end us
+    os._exit(code)
 
 
 def main(argv: list[str]) -> int:
@@ -139,7 +163,7 @@ def main(argv: list[str]) -> int:
     command = argv[split + 1 :]
     fd = int(error_fd)
     os.set_inheritable(fd, False)  # closed by a successful exec: the API server then reads EOF
-    os.write(fd, run(Path(spec_file), int(pid), cwd, tty, command).encode())
+    os.write(fd, run(Path(spec_file), int(pid), cwd, tty, command, fd).encode())
     return START_FAILED
 
 

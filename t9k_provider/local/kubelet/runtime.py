@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t9k_provider.local import logs
-from t9k_provider.local.kubelet.shim import ShimSpec, now_rfc3339, pid_path, spec_path, state_path
+from t9k_provider.local.kubelet.shim import ShimSpec, deliver, now_rfc3339, pid_path, spec_path, state_path
 
 # Exit code Kubernetes reports when a container vanished without a recorded exit (ContainerStatusUnknown).
 UNKNOWN_EXIT_CODE = 137
@@ -165,7 +165,7 @@ def signal_container(container_dir: Path, n: int, sig: int) -> bool:
         if sig == signal.SIGKILL:
             os.killpg(pid, sig)
         else:
-            os.kill(pid, sig)
+            deliver(pid, sig)
         return True
     return False
 

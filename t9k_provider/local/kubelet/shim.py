@@ -3,7 +3,10 @@
 `python -m t9k_provider.local.kubelet.shim SPEC.json` (the kubelet writes the spec next to the log file).
 The shim runs in its own session, so a SIGKILLed server does not take containers down with it. It
 
-* enters the pod's namespaces (network namespace, fresh UTS + mount namespaces, bind mounts) in the child,
+* enters the pod's namespaces (network namespace, fresh UTS + mount namespaces, bind mounts) in the child;
+  an isolated container (one with its own hostname) also gets its own PID namespace and `/proc`, so its
+  processes, and commands exec'd into it, see and signal only the container's processes (the main process is
+  PID 1, as in a container runtime),
 * writes stdout+stderr into the CRI log `<restartCount>.log`,
 * forwards SIGTERM/SIGINT to the container process,
 * records `<restartCount>.state.json` (pid, times, reason) and finally `<restartCount>.exit`, which the
@@ -28,8 +31,12 @@ from t9k_provider.local import logs
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
 MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
@@ -57,6 +64,11 @@ class ShimSpec:
     netns: str | None = None  # path of a network namespace to join, e.g. /run/netns/<name>
     hostname: str | None = None  # set in a fresh UTS namespace
     mounts: list[Mount] = field(default_factory=list)  # bind mounts in a private mount namespace
+
+    @property
+    def isolated(self) -> bool:
+        """The kubelet gives a container a hostname exactly when it isolates it (namespaces, as root)."""
+        return self.hostname is not None
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))
@@ -103,14 +115,17 @@ def _enter_namespaces(spec: ShimSpec) -> None:
         fd = os.open(spec.netns, os.O_RDONLY)
         _libc_call(libc, "setns", fd, CLONE_NEWNET)
         os.close(fd)
-    flags = (CLONE_NEWUTS if spec.hostname else 0) | (CLONE_NEWNS if spec.mounts else 0)
+    private_mounts = bool(spec.mounts) or spec.isolated
+    flags = (CLONE_NEWUTS if spec.hostname else 0) | (CLONE_NEWNS if private_mounts else 0)
     if flags:
         _libc_call(libc, "unshare", flags)
     if spec.hostname:
         name = spec.hostname.encode()
         _libc_call(libc, "sethostname", name, len(name))
-    if spec.mounts:
+    if private_mounts:
         _libc_call(libc, "mount", b"none", b"/", None, MS_REC | MS_PRIVATE, None)
+    if spec.isolated:  # we are PID 1 of the namespace the shim created: a /proc that shows it
+        _libc_call(libc, "mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     for m in spec.mounts:
         src, dst = m.source.encode(), m.target.encode()
         if not os.path.exists(m.target):
@@ -144,12 +159,14 @@ def run(spec: ShimSpec) -> int:
             pending.append(signum)
             return
         with contextlib.suppress(ProcessLookupError):
-            os.kill(child[0], signum)
+            deliver(child[0], signum)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
+        if spec.isolated:  # the next child (the container) becomes PID 1 of a new PID namespace
+            _libc_call(ctypes.CDLL(None, use_errno=True), "unshare", CLONE_NEWPID)
         proc = subprocess.Popen(
             spec.argv,
             env=spec.env,
@@ -184,6 +201,30 @@ def run(spec: ShimSpec) -> int:
     _write_json_atomic(state_path(log_path), state)
     logs.write_exit_code(log_path, code)
     return code
+
+
+def deliver(pid: int, signum: int) -> None:
+    """Send a signal to a container's main process with the meaning it has for any other process.
+
+    The kernel drops signals with the default action that reach the init of a PID namespace, so a
+    container's PID 1 without a SIGTERM handler would ignore SIGTERM (upstream it is then SIGKILLed once the
+    grace period ends). What the default action would do (terminate) is done at once instead.
+    """
+    if signum in (signal.SIGTERM, signal.SIGINT) and _namespace_init_with_default_action(pid, signum):
+        signum = signal.SIGKILL
+    os.kill(pid, signum)
+
+
+def _namespace_init_with_default_action(pid: int, signum: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if fields.get("NSpid", "").split()[-1:] != ["1"]:
+        return False
+    bit = 1 << (signum - 1)
+    return not any(int(fields.get(name, "0").strip() or "0", 16) & bit for name in ("SigCgt", "SigIgn"))
 
 
 def _start_error_message(spec: ShimSpec, exc: BaseException) -> str:
