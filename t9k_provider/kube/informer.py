@@ -137,7 +137,7 @@ class Informer:
 
     # -- write-through ------------------------------------------------------------------------
     def observe(self, obj: dict[str, Any]) -> None:
-        """Record an object the controller just wrote or read fresh."""
+        """Record an object the informer's owner just wrote or read fresh."""
         self._apply("MODIFIED", obj)
 
     def observe_deleted(self, namespace: str, name: str, resource_version: int | None = None) -> None:
@@ -151,7 +151,7 @@ class Informer:
 
     # -- the loop ----------------------------------------------------------------------------------
     async def run(self) -> None:
-        """List, then watch; a broken watch resumes from the last version, only 410 forces a relist."""
+        """List, then watch; a broken watch resumes from the last version, only an unavailable one relists."""
         backoff = 0.5
         cause: str | None = "start"  # why the next round must list first; None: resume the watch
         while True:

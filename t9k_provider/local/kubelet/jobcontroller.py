@@ -18,7 +18,6 @@ from t9k_provider.local.logs import parse_timestamp
 log = logging.getLogger(__name__)
 
 COMPONENT = "job-controller"
-EXPECTATION_TIMEOUT = 30.0
 DEFAULT_BACKOFF_LIMIT = 6
 
 
@@ -46,14 +45,9 @@ class JobController:
         self.jobs = jobs
         self.pods = pods
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
-        # Pods created but not yet seen by the informer (client-go "expectations"): job uid -> name -> time.
-        self.expected: dict[str, dict[str, float]] = {}
 
     def on_job(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        if new is not None:
-            self.queue.add(object_key(new))
-        elif old is not None:
-            self.expected.pop(old["metadata"]["uid"], None)
+        self.queue.add(object_key(new or old or {}))
 
     def on_pod(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         """A pod that changed or went away: its Job recounts (a deleted pod may need replacing)."""
@@ -82,15 +76,9 @@ class JobController:
 
     async def sync(self, job: dict[str, Any]) -> None:
         meta, spec = job["metadata"], job.get("spec") or {}
-        ns, name, uid = meta.get("namespace", "default"), meta["name"], meta["uid"]
+        ns, name = meta.get("namespace", "default"), meta["name"]
         status = dict(job.get("status") or {})
         pods = self._owned_pods(job)
-        seen = {p["metadata"]["name"] for p in pods}
-        expected = self.expected.setdefault(uid, {})
-        now_mono = time.monotonic()
-        for pod_name in list(expected):
-            if pod_name in seen or now_mono - expected[pod_name] > EXPECTATION_TIMEOUT:
-                del expected[pod_name]
         if meta.get("deletionTimestamp"):
             return
         active = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
@@ -103,7 +91,7 @@ class JobController:
         finished = finished_condition(job)
         suspended = bool(spec.get("suspend"))
         new_status: dict[str, Any] = {
-            "active": len(live) + len(expected),
+            "active": len(live),
             "succeeded": succeeded,
             "failed": failed,
         }
@@ -148,10 +136,10 @@ class JobController:
                     want = min(parallelism, int(completions) - succeeded)
                 else:
                     want = parallelism if succeeded == 0 else 0
-                missing = want - len(live) - len(expected)
-                for _ in range(max(0, missing)):
+                missing = max(0, want - len(live))
+                for _ in range(missing):
                     await self._create_pod(job)
-                new_status["active"] = len(live) + len(self.expected[uid])
+                new_status["active"] = len(live) + missing
                 if deadline is not None and start:
                     self.queue.add_after((ns, name), max(0.0, float(deadline) - _age(start)) + 0.05)
         else:
@@ -198,9 +186,10 @@ class JobController:
             "spec": template.get("spec") or {},
         }
         created = await self.kube.create(PODS, ns, pod)
+        # Write-through, as the T9k controller does: the next sync counts this pod even if the watch has not
+        # delivered it yet, so it is never created twice.
+        self.pods.observe(created)
         pod_name = created["metadata"]["name"]
-        if pod_name not in {p["metadata"]["name"] for p in self._owned_pods(job)}:
-            self.expected.setdefault(uid, {})[pod_name] = time.monotonic()
         await events.record(
             self.kube, job, "SuccessfulCreate", f"Created pod: {pod_name}", component=COMPONENT
         )
