@@ -204,6 +204,25 @@ def test_kubectl_exec_forwards_stdin_until_eof(kubectl, sleeper: client.V1Pod) -
     assert hashlib.sha256(result.stdout).hexdigest() == hashlib.sha256(payload).hexdigest()
 
 
+@NEEDS_ROOT
+def test_kubectl_cp_into_and_out_of_a_container_volume(
+    kubectl, sleeper: client.V1Pod, tmp_path: Path
+) -> None:
+    """`kubectl cp` is tar over exec; the file lands in the volume as the container sees it."""
+    data = Path(sleeper.spec.containers[0].working_dir) / "data"
+    source = tmp_path / "weights.bin"
+    source.write_bytes(os.urandom(200_000))
+    pushed = kubectl("cp", str(source), f"sleeper:{data}/weights.bin", "-c", "main")
+    assert pushed.returncode == 0, pushed.stderr
+    assert not (data / "weights.bin").exists()  # only inside the container's mount namespace
+    listed = kubectl("exec", "sleeper", "-c", "main", "--", "wc", "-c", "data/weights.bin")
+    assert listed.stdout.split()[0] == b"200000"
+    back = tmp_path / "back.bin"
+    pulled = kubectl("cp", f"sleeper:{data}/weights.bin", str(back), "-c", "main")
+    assert pulled.returncode == 0, pulled.stderr
+    assert back.read_bytes() == source.read_bytes()
+
+
 def test_kubectl_exec_errors(kubectl, sleeper: client.V1Pod) -> None:
     unknown = kubectl("exec", "sleeper", "-c", "nope", "--", "true")
     assert unknown.returncode == 1

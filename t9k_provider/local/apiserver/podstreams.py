@@ -3,9 +3,9 @@
 The API server and the kubelet share the state directory, so, as for `pods/log`, the server reads what the
 kubelet's shim wrote about the container (its pid, spec and log). Exec starts the kubelet's exec helper
 (`t9k_provider.local.kubelet.execute`) itself, with pipes, or a pseudo-terminal when `tty=true`; the
-command ends when the client disconnects (SIGKILL to its process group), whereas upstream it may outlive
-the connection. Attach streams what the container writes from then on, until it exits; containers run
-without standard input here, so attached input is discarded.
+command is SIGKILLed when the client disconnects, whereas upstream it may outlive the connection. Attach
+streams what the container writes from then on, until it exits; containers run without standard input
+here, so attached input is discarded.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import logging
 import os
 import signal
 import struct
@@ -34,7 +33,6 @@ from t9k_provider.local.apiserver.subresources import pod_container
 from t9k_provider.local.apiserver.wire import Route
 from t9k_provider.local.kubelet import execute
 
-log = logging.getLogger(__name__)
 READ_SIZE = 64 * 1024
 # After the command exits, output still buffered in the pipes is forwarded for at most this long (a
 # background process that inherited stdout would otherwise hold the stream open forever).
