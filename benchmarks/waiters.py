@@ -2,9 +2,9 @@
 
 ``python -m benchmarks.waiters t9k|cncf SPEC_FILE``. The spec file (JSON) holds the kubeconfig, the jobs and
 the poll interval. The process prints JSON lines: ``ready`` (imports done), ``started`` (all triggers
-running, one poll interval later), ``rss`` every second, one ``event`` per trigger, ``done``. It creates the
-triggers only after reading ``go`` on stdin, so the benchmark can start interpreters early and measure one at
-a time.
+running, one poll interval later), ``rss`` every second, one ``event`` per trigger (with when that trigger
+began waiting), ``done``. It creates the triggers only after reading ``go`` on stdin, so the benchmark can
+start interpreters early and measure one at a time.
 
 ``t9k`` runs ``T9kJobTrigger``. ``cncf`` runs the cncf-kubernetes provider's waiting pattern on the same
 custom objects: ``KubernetesJobTrigger`` / ``AsyncKubernetesHook.wait_until_job_complete`` poll the object
@@ -109,8 +109,9 @@ async def serve(approach: str, spec: dict[str, Any]) -> None:
     async def watch(trigger: BaseTrigger, name: str, delay: float) -> None:
         nonlocal pending
         await asyncio.sleep(delay)
+        began = time.time()
         async for event in trigger.run():
-            emit(event=name, status=event.payload.get("status"), t=time.time())
+            emit(event=name, status=event.payload.get("status"), t=time.time(), began=began)
             break
         pending -= 1
 
