@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, object_key
 from t9k_provider.kube.resources import CONFIGMAPS, PODS, SERVICES
 from t9k_provider.kube.workqueue import WorkQueue
@@ -115,7 +115,7 @@ class FlinkOperator:
         if status["state"] in (cluster.CREATING, cluster.RECONCILING):
             self.queue.add_after((ns, name), PENDING_RESYNC)
 
-    async def _create(self, rt: Any, obj: dict[str, Any]) -> None:
+    async def _create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         try:
             await self.kube.create(rt, obj["metadata"]["namespace"], obj)
         except ApiError as exc:
