@@ -137,7 +137,8 @@ def run(role: str) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, forward)
-        return child.wait()
+        code = child.wait()
+        return 128 - code if code < 0 else code  # killed by a signal: the shell's 128 + signal number
 
 
 def main(argv: list[str] | None = None) -> int:
