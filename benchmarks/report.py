@@ -87,7 +87,7 @@ about half a minute, so the same-interval ratio here is only a few x and grows w
 wait, 1 read plus a 1/200 share of the watch's dozen renewals against 360 polls). The figure judged
 against the target scales the cncf request rate to the T9k detection latency (a poller's rate is inversely
 proportional to its latency): the trigger sees a change milliseconds after the write, which a poller could
-only match by polling hundreds of times a second, so the ratio is in the thousands and its spread follows
+only match by polling dozens of times a second, so the ratio is in the thousands and its spread follows
 the millisecond latencies. Memory follows the same sharing: one client, one connection and one watch per
 namespace, so a trigger adds only its task and the job it holds, less than the cncf loop, which builds a
 client for every poll. (Before this design the trigger held a client, a TLS connection and a watch of its
