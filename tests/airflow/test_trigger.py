@@ -433,3 +433,28 @@ async def test_an_event_older_than_the_read_is_not_news() -> None:
     watch.deliver("MODIFIED", _versioned("Succeeded", "10"))
     assert watch.changed.is_set() and watch.latest is not None
     assert watch.latest["status"]["phase"] == "Succeeded"
+
+
+async def test_leases_share_one_client_until_a_401_retires_it() -> None:
+    from t9k_provider.hooks.async_t9k import AsyncT9kClient, shared_clients
+
+    def creds(token: str) -> dict[str, Any]:
+        return {"in_cluster": False, "kubeconfig": {
+            "apiVersion": "v1", "kind": "Config", "current-context": "ctx",
+            "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+            "users": [{"name": "u", "user": {"token": token}}],
+            "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}]}}  # fmt: skip
+
+    async with AsyncT9kClient(creds("a")) as one, AsyncT9kClient(creds("a")) as two:
+        assert one._client is two._client and shared_clients() == 1
+        async with AsyncT9kClient(creds("b")) as other:
+            assert other._client is not one._client and shared_clients() == 2
+        assert shared_clients() == 1  # its last lease closed it
+        first = one._client
+        one.reauthenticate()
+        two.reauthenticate()  # the same 401 seen twice retires the client once
+        async with AsyncT9kClient(creds("a")) as three:
+            assert three._client is not first
+            assert not first.rest_client.pool_manager.closed  # still leased by one and two
+        assert shared_clients() == 0  # the retired client is no longer handed out
+    assert first.rest_client.pool_manager.closed
