@@ -4,6 +4,7 @@ example's end-to-end test, tests/examples.)"""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ def flinkcluster(name: str, **spec: Any) -> dict[str, Any]:
         "kind": "FlinkCluster",
         "metadata": {"name": name},
         "spec": {
+            "flinkVersion": "2.3",
             "image": {"name": "flink:2.3"},
             "jobManager": {"accessScope": "Cluster"},
             "taskManager": {"replicas": 1},
@@ -74,6 +76,11 @@ def test_a_machine_without_flink_stops_the_cluster_saying_what_to_install(
     assert f"FLINK_HOME={tmp_path} has no lib/flink-dist*.jar" in ready["message"]
     assert "pip install apache-flink-libraries" in ready["message"]
     assert flink.pods("nojars") == {}
+    table = subprocess.run(
+        ["kubectl", "--kubeconfig", str(flink.cluster.kubeconfig), "get", "flinkclusters"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.split()  # fmt: skip
+    assert table[:7] == ["NAME", "VERSION", "STATE", "AGE", "nojars", "2.3", "Stopped"]
     flink.create(flinkcluster("badspec", taskManager={"replicas": 0}))
     status = flink.wait_state("badspec", "Stopped", 30)
     assert status["conditions"][0]["message"].startswith("spec.taskManager.replicas: must be an integer >= 1")
