@@ -91,8 +91,9 @@ def test_pods_run_the_entrypoint_with_the_configmap_and_the_users_pod_settings()
         taskManager={"replicas": 2, "volumes": [volume], "volumeMounts": [mount], "podLabels": {"team": "a"}},
         envVars=[{"name": "EXTRA", "value": "1"}],
     )
-    jm = cluster.pod(fc, "jobmanager", 0, "/opt/flink")
-    tm = cluster.pod(fc, "taskmanager", 1, "/opt/flink")
+    host = {"FLINK_HOME": "/opt/flink", "JAVA_HOME": "/opt/jdk"}
+    jm = cluster.pod(fc, "jobmanager", 0, host)
+    tm = cluster.pod(fc, "taskmanager", 1, host)
     assert jm["metadata"]["name"] == "wc-jobmanager-0" and tm["metadata"]["name"] == "wc-taskmanager-1"
     assert tm["metadata"]["labels"] == {
         "team": "a",
@@ -104,7 +105,8 @@ def test_pods_run_the_entrypoint_with_the_configmap_and_the_users_pod_settings()
     assert container["command"] == [sys.executable, "-m", "t9k_provider.local.flink.entrypoint"]
     assert container["args"] == ["taskmanager"] and container["image"] == "flink:2.3"
     env = {e["name"]: e for e in container["env"]}
-    assert env["FLINK_HOME"]["value"] == "/opt/flink" and env["EXTRA"]["value"] == "1"
+    assert env["FLINK_HOME"]["value"] == "/opt/flink" and env["JAVA_HOME"]["value"] == "/opt/jdk"
+    assert env["EXTRA"]["value"] == "1"
     assert env["FLINK_PROPERTIES"]["valueFrom"] == {
         "configMapKeyRef": {"name": "wc-configmap", "key": "config.yaml"}
     }

@@ -178,13 +178,14 @@ def _config_ref(cluster: str, key: str) -> dict[str, Any]:
     return {"configMapKeyRef": {"name": configmap_name(cluster), "key": key}}
 
 
-def pod(fc: dict[str, Any], component: str, index: int, flink_home: str) -> dict[str, Any]:
-    """The JobManager (index 0) or TaskManager ``index`` pod; ``flink_home`` is this machine's Flink."""
+def pod(fc: dict[str, Any], component: str, index: int, host_env: dict[str, str]) -> dict[str, Any]:
+    """The JobManager (index 0) or TaskManager ``index`` pod; ``host_env`` says where this machine's Flink
+    (``FLINK_HOME``) and Java (``JAVA_HOME``, when set) are."""
     cluster = fc["metadata"]["name"]
     spec = fc.get("spec") or {}
     part = _part(spec, component)
     env = [
-        {"name": "FLINK_HOME", "value": flink_home},
+        *({"name": k, "value": v} for k, v in sorted(host_env.items())),
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "FLINK_PROPERTIES", "valueFrom": _config_ref(cluster, CONFIG_KEY)},
         {"name": "FLINK_LOG4J_CONSOLE", "valueFrom": _config_ref(cluster, LOG4J_KEY)},

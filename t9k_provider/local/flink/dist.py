@@ -53,3 +53,11 @@ def missing_prerequisites() -> str | None:
         )
         problems.append(f"{where} ({FLINK_HINT})")
     return "; ".join(problems) or None
+
+
+def host_env() -> dict[str, str]:
+    """What a Flink pod needs to find this machine's Flink and Java (pods do not inherit our environment)."""
+    env = {"FLINK_HOME": str(flink_home())}
+    if os.environ.get("JAVA_HOME"):
+        env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+    return env

@@ -128,11 +128,11 @@ class FlinkOperator:
             await self._create(CONFIGMAPS, cluster.configmap(fc))
         if self.services.get(ns, cluster.jobmanager_name(name)) is None:
             await self._create(SERVICES, cluster.jobmanager_service(fc))
-        home = str(dist.flink_home())
+        env = dist.host_env()
         wanted = [("jobmanager", 0)] + [("taskmanager", i) for i in range(cluster.taskmanager_replicas(fc))]
         for component, index in wanted:
             if cluster.pod_name_of(name, component, index) not in owned:
-                await self._create(PODS, cluster.pod(fc, component, index, home))
+                await self._create(PODS, cluster.pod(fc, component, index, env))
 
     async def _registered_taskmanagers(self, fc: dict[str, Any], jm: dict[str, Any]) -> int | None:
         """How many TaskManagers the JobManager knows, or None while its REST API does not answer."""
