@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,11 @@ def test_logconfig_replaces_the_console_log4j_properties() -> None:
     assert cluster.configmap(fc)["data"]["log4j-console.properties"] == "rootLogger.level = WARN\n"
 
 
+def test_the_rest_port_is_the_ui_port_unless_flink_properties_move_it() -> None:
+    assert cluster.rest_port(flinkcluster(jobManager={"ports": {"ui": 18081}})) == 18081
+    assert cluster.rest_port(flinkcluster(flinkProperties={"rest.port": "9081"})) == 9081
+
+
 def test_jobmanager_service_ports_and_selector() -> None:
     svc = cluster.jobmanager_service(
         flinkcluster(jobManager={"accessScope": "Cluster", "ports": {"ui": 18081}})
@@ -127,10 +133,11 @@ def test_pods_run_the_entrypoint_with_the_configmap_and_the_users_pod_settings()
         ),
         (flinkcluster(flinkProperties={"parallelism.default": 2}), "spec.flinkProperties: must map"),
         (flinkcluster(job={"jarFile": "/wc.jar"}), "spec.job: the local flink-operator runs session"),
+        (flinkcluster(flinkProperties={"rest.port": "80-90"}), 'spec.flinkProperties["rest.port"]: must'),
     ],
 )
 def test_invalid_specs_name_the_field(fc: dict[str, Any], message: str) -> None:
-    with pytest.raises(cluster.InvalidSpec, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(cluster.InvalidSpec, match="^" + re.escape(message)):
         cluster.validate(fc)
 
 

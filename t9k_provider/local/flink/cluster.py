@@ -128,13 +128,15 @@ def validate(fc: dict[str, Any]) -> None:
     props = spec.get("flinkProperties") or {}
     if not isinstance(props, dict) or not all(isinstance(v, str) for v in props.values()):
         raise InvalidSpec("spec.flinkProperties: must map property names to strings")
+    if not str(props.get("rest.port", "8081")).isdigit():
+        raise InvalidSpec('spec.flinkProperties["rest.port"]: must be one port number')
 
 
-def flink_config(fc: dict[str, Any]) -> str:
-    """``config.yaml``: the JobManager's address, ports, small memory defaults, then ``flinkProperties``."""
+def flink_properties(fc: dict[str, Any]) -> dict[str, str]:
+    """The JobManager's address, ports, small memory defaults, then ``flinkProperties`` (which win)."""
     spec = fc.get("spec") or {}
     jm, tm = _ports(spec, "jobmanager"), _ports(spec, "taskmanager")
-    props: dict[str, str] = {
+    return {
         "jobmanager.rpc.address": jobmanager_name(fc["metadata"]["name"]),
         "jobmanager.rpc.port": str(jm["rpc"]),
         "blob.server.port": str(jm["blob"]),
@@ -145,6 +147,16 @@ def flink_config(fc: dict[str, Any]) -> str:
         **DEFAULT_PROPERTIES,
         **(spec.get("flinkProperties") or {}),
     }
+
+
+def rest_port(fc: dict[str, Any]) -> int:
+    """Where the JobManager's REST API listens: ``spec.jobManager.ports.ui``, unless ``rest.port`` is set."""
+    return int(flink_properties(fc)["rest.port"])
+
+
+def flink_config(fc: dict[str, Any]) -> str:
+    """``config.yaml`` of the cluster's processes."""
+    props = flink_properties(fc)
     return yaml.safe_dump(props, default_flow_style=False, sort_keys=False, width=10_000)
 
 

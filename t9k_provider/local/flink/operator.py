@@ -139,8 +139,7 @@ class FlinkOperator:
         ip = (jm.get("status") or {}).get("podIP")
         if not ip or self._http is None:
             return None
-        port = cluster.JOBMANAGER_PORTS["ui"]
-        port = ((fc["spec"].get("jobManager") or {}).get("ports") or {}).get("ui", port)
+        port = cluster.rest_port(fc)
         try:
             async with self._http.get(f"http://{ip}:{port}/taskmanagers") as resp:
                 if resp.status != 200:
