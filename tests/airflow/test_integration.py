@@ -26,8 +26,7 @@ DAGS = Path(__file__).resolve().parent / "dags"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The cluster, as Airflow's ``kubernetes_default``, and ``dags/`` as the bundle ``dag.test()`` syncs."""
-    # test_beam_dag_succeeds plays the flink-operator; the real one runs in the BeamJob example's test
-    cluster = LocalCluster(tmp_path_factory.mktemp("t9k-it-cluster"), controller=True, flink_operator=False)
+    cluster = LocalCluster(tmp_path_factory.mktemp("t9k-it-cluster"), controller=True)
     cluster.start()
     bundle = [
         {
@@ -168,37 +167,11 @@ def test_retry_adopts_the_running_job(
     assert mine[0]["status"]["phase"] == "Succeeded"
 
 
-def fake_flink_operator(stop: threading.Event) -> None:
-    """Plays the flink-operator (this cluster runs without its own): marks every FlinkCluster Running."""
-    from kubernetes.client import ApiException
-
-    from t9k_provider.hooks.t9k import T9kHook
-
-    api = T9kHook(conn_id="kubernetes_default").custom_object_client
-    group, version, plural = "flinkoperator.k8s.io", "v1beta1", "flinkclusters"
-    while not stop.wait(0.5):
-        for cluster in api.list_namespaced_custom_object(group, version, "default", plural)["items"]:
-            if (cluster.get("status") or {}).get("state") == "Running":
-                continue
-            body = {"status": {"state": "Running", "components": {"job": {"id": "0123abcd"}}}}
-            name = cluster["metadata"]["name"]
-            try:
-                api.patch_namespaced_custom_object_status(group, version, "default", plural, name, body)
-            except ApiException:
-                api.patch_namespaced_custom_object(group, version, "default", plural, name, body)
-
-
 def test_beam_dag_succeeds(
     cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
 ) -> None:
-    stop = threading.Event()
-    operator = threading.Thread(target=fake_flink_operator, args=(stop,), daemon=True)
-    operator.start()
-    try:
-        state, tasks, run_id = run(dags, "it_beam")
-    finally:
-        stop.set()
-        operator.join(10)
+    """The local flink-operator runs the FlinkCluster (a real Flink JobManager and TaskManager)."""
+    state, tasks, run_id = run(dags, "it_beam")
     output = capfd.readouterr().out
     assert state == "success", (tasks, output[-3000:])
     result = result_of("it_beam", run_id)
