@@ -270,6 +270,22 @@ def test_python_client_stream(core: client.CoreV1Api, ns: str, sleeper: client.V
     assert ws.returncode == 5
 
 
+async def test_kubernetes_asyncio_ws_client(cluster: LocalCluster, ns: str, sleeper: client.V1Pod) -> None:
+    from kubernetes_asyncio import client as async_client
+    from kubernetes_asyncio.stream import WsApiClient
+
+    plain = cluster.async_api_client()
+    ws = WsApiClient(configuration=plain.configuration)
+    try:
+        out = await async_client.CoreV1Api(api_client=ws).connect_get_namespaced_pod_exec(
+            "sleeper", ns, container="main", command=["sh", "-c", "echo $GREETING"], stdout=True, stderr=True
+        )
+    finally:
+        await ws.close()
+        await plain.close()
+    assert out == "hello from the pod\n"
+
+
 def test_disconnecting_client_ends_the_command(
     core: client.CoreV1Api, ns: str, sleeper: client.V1Pod
 ) -> None:
@@ -434,6 +450,14 @@ def test_request_errors(
         headers={**upgrade, "Sec-WebSocket-Protocol": "v9.channel.k8s.io"},
     )
     assert status == 400 and "not supported" in body["message"]
+
+    create_pod(
+        core, ns, "unbound", [{"name": "u", "image": "x", "command": ["true"]}], schedulerName="nobody"
+    )
+    status, _, body = cluster.request(
+        "POST", f"/api/v1/namespaces/{ns}/pods/unbound/exec?command=true&stdout=1", headers=upgrade
+    )
+    assert (status, body["message"]) == (400, "pod unbound does not have a host assigned")
 
     create_pod(core, ns, "quick", [{"name": "q", "image": "busybox", "command": ["true"]}])
     wait_for("pod quick to finish", lambda: core.read_namespaced_pod("quick", ns).status.phase == "Succeeded")
