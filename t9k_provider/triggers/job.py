@@ -240,7 +240,7 @@ class T9kJobTrigger(BaseTrigger):
                 watch.disabled = True  # no watch permission, or no watch support: poll
             elif failures >= MAX_WATCH_FAILURES:
                 watch.disabled = True
-            elif status != 410:
+            else:  # jittered: every trigger on a failed shared watch reads its job, not all at once
                 pause = max(pause, min(delay, backoff_seconds(failures, failure)))
             if watch.disabled:
                 self.log.warning(
