@@ -164,9 +164,12 @@ def run(spec: ShimSpec) -> int:
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    try:
-        if spec.isolated:  # the next child (the container) becomes PID 1 of a new PID namespace
+    if spec.isolated:  # the next child (the container) becomes PID 1 of a new PID namespace
+        try:
             _libc_call(ctypes.CDLL(None, use_errno=True), "unshare", CLONE_NEWPID)
+        except OSError as exc:  # e.g. a seccomp profile that allows the other namespaces only
+            print(f"no PID namespace for the container: {exc}", file=sys.stderr, flush=True)
+    try:
         proc = subprocess.Popen(
             spec.argv,
             env=spec.env,
