@@ -126,13 +126,7 @@ class T9kJobTrigger(BaseTrigger):
         yield await self._outcome()
 
     async def _outcome(self) -> TriggerEvent:
-        from t9k_provider.hooks.errors import (
-            api_status,
-            backoff_seconds,
-            describe,
-            is_api_exception,
-            is_transient,
-        )
+        from t9k_provider.hooks.errors import api_status, backoff_seconds, is_api_exception
 
         limits = WaitLimits(**self.limits)
         first_seen: dict[str, float] = {}
@@ -156,55 +150,69 @@ class T9kJobTrigger(BaseTrigger):
                                     reauthentications += 1
                                     api.reauthenticate()
                                     break  # lease a new client: reloads (exec-plugin) credentials
-                                if status == 404:
-                                    return self._event(
-                                        "error",
-                                        f"job {self.namespace}/{self.name} was deleted",
-                                        retryable=False,
-                                    )
-                                if not is_transient(exc) or errors >= MAX_CONSECUTIVE_ERRORS:
-                                    return self._event(
-                                        "error",
-                                        f"reading job {self.name}: {describe(exc)}",
-                                        # 401: a new try resolves the connection afresh on a worker
-                                        retryable=is_transient(exc) or status == 401,
-                                    )
+                                ending = self._read_failed(exc, errors, limits, now)
+                                if ending is not None:
+                                    return ending
                                 errors += 1
-                                self.log.warning(
-                                    "transient error reading job %s (%s): %s", self.name, errors, exc
-                                )
-                                if limits.execution_deadline is not None and now >= limits.execution_deadline:
-                                    return self._event(
-                                        "timeout", "execution_timeout reached while the API was unreachable"
-                                    )
                                 await asyncio.sleep(backoff_seconds(errors, exc))
                                 continue
                             errors = reauthentications = 0
                             watch.looked_at = time.monotonic()
                             watch.seen(job)
-                        uid = (job.get("metadata") or {}).get("uid")
-                        if self.uid and uid != self.uid:
-                            return self._event(
-                                "error",
-                                f"job {self.name} was replaced by another object (uid {uid})",
-                                job,
-                                retryable=False,
-                            )
-                        state = job_status.outcome(job)
-                        if state in ("succeeded", "failed"):
-                            return self._event(
-                                state, job_status.failure_reason(job) if state == "failed" else "", job
-                            )
-                        verdict = limits.check(job, now, first_seen)
-                        if verdict is None and self.pod_selector and limits.pods_needed(job, first_seen):
-                            verdict = limits.check_pods(await self._pods(api), now, first_seen)
-                        if verdict is not None:
-                            return self._event(verdict.status, verdict.message, job)
-                        if hand_back_at is not None and now >= hand_back_at:
-                            return self._event("running", "", job)
+                        ending = await self._decide(api, job, limits, now, first_seen, hand_back_at)
+                        if ending is not None:
+                            return ending
                         job = await self._next_state(watch, job, self._next_sleep(limits, now))
                 finally:
                     await watch.stop()
+
+    def _read_failed(
+        self, exc: BaseException, errors: int, limits: WaitLimits, now: float
+    ) -> TriggerEvent | None:
+        """The event that ends the wait after a failed read, or None to retry it (``errors`` so far)."""
+        from t9k_provider.hooks.errors import api_status, describe, is_api_exception, is_transient
+
+        status = api_status(exc) if is_api_exception(exc) else None
+        if status == 404:
+            return self._event("error", f"job {self.namespace}/{self.name} was deleted", retryable=False)
+        if not is_transient(exc) or errors >= MAX_CONSECUTIVE_ERRORS:
+            return self._event(
+                "error",
+                f"reading job {self.name}: {describe(exc)}",
+                # 401: a new try resolves the connection afresh on a worker
+                retryable=is_transient(exc) or status == 401,
+            )
+        self.log.warning("transient error reading job %s (%s): %s", self.name, errors + 1, exc)
+        if limits.execution_deadline is not None and now >= limits.execution_deadline:
+            return self._event("timeout", "execution_timeout reached while the API was unreachable")
+        return None
+
+    async def _decide(
+        self,
+        api: Any,
+        job: dict[str, Any],
+        limits: WaitLimits,
+        now: float,
+        first_seen: dict[str, float],
+        hand_back_at: float | None,
+    ) -> TriggerEvent | None:
+        """The event that ends the wait in this state of the job, or None to keep waiting."""
+        uid = (job.get("metadata") or {}).get("uid")
+        if self.uid and uid != self.uid:
+            return self._event(
+                "error", f"job {self.name} was replaced by another object (uid {uid})", job, retryable=False
+            )
+        state = job_status.outcome(job)
+        if state in ("succeeded", "failed"):
+            return self._event(state, job_status.failure_reason(job) if state == "failed" else "", job)
+        verdict = limits.check(job, now, first_seen)
+        if verdict is None and self.pod_selector and limits.pods_needed(job, first_seen):
+            verdict = limits.check_pods(await self._pods(api), now, first_seen)
+        if verdict is not None:
+            return self._event(verdict.status, verdict.message, job)
+        if hand_back_at is not None and now >= hand_back_at:
+            return self._event("running", "", job)
+        return None
 
     async def _pods(self, api: Any) -> list[dict[str, Any]]:
         """The job's pods for fail-fast checks; a failed read only skips this round."""
