@@ -42,7 +42,8 @@ MAX_CONSECUTIVE_ERRORS = 20
 MIN_READ_SPACING_SECONDS = 0.5
 #: Fresh clients opened after a 401, so expiring exec-plugin tokens are reloaded.
 MAX_REAUTHENTICATIONS = 3
-#: Failed watches in a row (no event, no long-lived watch between them) after which the trigger polls.
+#: Failed watches in a row (no event, no long-lived watch between them) after which the trigger polls for one
+#: watch period before it tries again.
 MAX_WATCH_FAILURES = 5
 
 
@@ -244,17 +245,14 @@ class T9kJobTrigger(BaseTrigger):
             status = api_status(failure) if is_api_exception(failure) else None
             self.log.debug("watch on job %s ended: %s", self.name, failure)
             failures = watch.count_failure()
-            if status not in (401, 410) and not is_transient(failure):
-                watch.disabled = True  # no watch permission, or no watch support: poll
-            elif failures >= MAX_WATCH_FAILURES:
-                watch.disabled = True
-            else:  # jittered: every trigger on a failed shared watch reads its job, not all at once
-                pause = max(pause, min(delay, backoff_seconds(failures, failure)))
-            if watch.disabled:
+            if (status not in (401, 410) and not is_transient(failure)) or failures >= MAX_WATCH_FAILURES:
+                watch.disable()  # no watch permission or support, or it keeps failing: poll for a while
                 self.log.warning(
                     "cannot watch job %s (%s); reading it every %gs instead", self.name, failure,
                     self.poll_interval,
                 )  # fmt: skip
+            else:  # jittered: every trigger on a failed shared watch reads its job, not all at once
+                pause = max(pause, min(delay, backoff_seconds(failures, failure)))
         if pause > 0:
             await asyncio.sleep(pause)
         watch.changed.clear()

@@ -124,7 +124,7 @@ class JobWatch:
         self.failure: BaseException | None = None
         #: failed subscriptions in a row, counted by the trigger (none lived long or brought an event)
         self.failures = 0
-        self.disabled = False
+        self._disabled_until = float("-inf")
         self._version: str | None = None
         self._hub: _Hub | None = None
         self._since = 0.0
@@ -134,6 +134,14 @@ class JobWatch:
     @property
     def running(self) -> bool:
         return self._hub is not None
+
+    @property
+    def disabled(self) -> bool:
+        """While true the trigger polls; the watch is tried again after one watch period."""
+        return time.monotonic() < self._disabled_until
+
+    def disable(self) -> None:
+        self._disabled_until = time.monotonic() + WATCH_SECONDS
 
     async def subscribe(self) -> None:
         """Join (or start) the namespace's watch and wait until it has its starting version; read the job

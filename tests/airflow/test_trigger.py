@@ -458,3 +458,16 @@ async def test_leases_share_one_client_until_a_401_retires_it() -> None:
             assert not first.rest_client.pool_manager.closed  # still leased by one and two
         assert shared_clients() == 0  # the retired client is no longer handed out
     assert first.rest_client.pool_manager.closed
+
+
+async def test_a_refused_watch_is_tried_again_after_a_watch_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_script(monkeypatch, [_versioned("Running", "7")])
+    monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
+    monkeypatch.setattr("t9k_provider.triggers.job_watch.WATCH_SECONDS", 0.4)
+    monkeypatch.setattr("t9k_provider.triggers.job.MIN_READ_SPACING_SECONDS", 0.01)
+    task = asyncio.ensure_future(first_event(trigger(poll_interval=0.05)))
+    await asyncio.sleep(1.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert 2 <= len(FakeAsyncClient.watch_calls) <= 5  # polled in between, watch retried every 0.4 s
