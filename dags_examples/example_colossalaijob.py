@@ -36,6 +36,8 @@ with DAG(
     ColossalAIJobOperator(
         task_id="colossalai_ranks",
         retries=1,
+        # status and launcher log every 3 s (default 10): a short job reports its end sooner
+        poll_interval=3,
         manifest={
             "apiVersion": "batch.tensorstack.dev/v1beta1",
             "kind": "ColossalAIJob",
