@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from t9k_provider.controller.runtime.metrics import Metrics
+from t9k_provider.kube import informer as informer_module
 from t9k_provider.kube.api import ApiError, ResourceType
 from t9k_provider.kube.informer import (
     NODE_INDEX,
@@ -262,3 +263,24 @@ async def test_every_handler_sees_every_change_even_after_one_fails() -> None:
     assert first == [(None, "1"), ("a", "2"), ("a", None)]
     assert last == [(None, "new"), ("a", "new"), ("a", None)]
     assert api.list_calls == 1 and api.watched_from == ["1", "3"], "a handler's failure is not a watch error"
+
+
+async def test_error_backoff_doubles_to_its_bound_and_resets_after_a_good_watch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_sleep = asyncio.sleep
+    delays: list[float] = []
+
+    async def record_sleep(delay: float) -> None:
+        delays.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(informer_module.random, "random", lambda: 0.5)  # no jitter: factor 1.0
+    monkeypatch.setattr(informer_module.asyncio, "sleep", record_sleep)
+    failure = ApiError(500, {"reason": "InternalError"})
+    event = {"type": "MODIFIED", "object": pod("a", 2)}
+    api = ScriptedApi(lists=[([pod("a", 1)], "1")], watches=[*[failure] * 8, [event], failure])
+    informer = make(api)
+    await run_until_exhausted(informer, api)
+    assert delays == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 0.5]
+    assert api.list_calls == 1
