@@ -3,8 +3,10 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+AF2_VENV := .venv-airflow2
+AF2_STAMP := $(AF2_VENV)/.installed
 
-.PHONY: env test lint crds demo clean lock bench
+.PHONY: env test test-airflow2 lint crds demo clean lock bench
 
 $(STAMP): requirements/dev.lock pyproject.toml
 	@command -v uv >/dev/null || python3 -m pip install --quiet uv
@@ -42,6 +44,17 @@ test: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -q
 
+# tests/airflow again on Airflow 2.11 (requirements/airflow2.lock), the oldest Airflow the provider supports.
+$(AF2_STAMP): requirements/airflow2.lock pyproject.toml
+	@command -v uv >/dev/null || python3 -m pip install --quiet uv
+	@test -x $(AF2_VENV)/bin/python || uv venv --quiet --python 3.11 $(AF2_VENV) || uv venv --quiet $(AF2_VENV)
+	uv pip sync --quiet --python $(AF2_VENV)/bin/python requirements/airflow2.lock
+	uv pip install --quiet --python $(AF2_VENV)/bin/python --no-deps -e .
+	@touch $(AF2_STAMP)
+
+test-airflow2: $(AF2_STAMP)
+	$(AF2_VENV)/bin/pytest -q tests/airflow
+
 # The example training pipeline end to end on the embedded local cluster (see README "Run the example pipeline").
 demo: env
 	$(PY) scripts/demo.py
@@ -63,3 +76,4 @@ clean:
 lock:
 	uv pip compile pyproject.toml --extra airflow --group dev --universal --python-version 3.10 --generate-hashes --no-header --quiet -o requirements/dev.lock
 	uv pip compile pyproject.toml --universal --python-version 3.10 --generate-hashes --no-header --quiet -o requirements/controller.lock
+	uv pip compile pyproject.toml requirements/airflow2.in --extra airflow --group test --universal --python-version 3.10 --generate-hashes --no-header --quiet -o requirements/airflow2.lock
