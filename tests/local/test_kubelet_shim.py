@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from t9k_provider.local import logs
-from t9k_provider.local.kubelet.shim import Mount, ShimSpec, pid_path, state_path
+from t9k_provider.local.kubelet.shim import (
+    CLONE_NEWNS,
+    ContainerNamespace,
+    Mount,
+    ShimSpec,
+    pid_path,
+    process_start_time,
+    state_path,
+)
 
 
 def _start(tmp_path: Path, argv: list[str], **kwargs) -> tuple[subprocess.Popen, Path]:
@@ -248,3 +256,64 @@ def test_live_shim_is_recognised_by_its_command_line(tmp_path: Path) -> None:
     while runtime.shim_alive(log):
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def _in_new_mount_namespace() -> subprocess.Popen:
+    """A process in a mount namespace of its own, once it is there."""
+    script = f"import ctypes, time; ctypes.CDLL(None).unshare({CLONE_NEWNS}); time.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    own = os.stat("/proc/self/ns/mnt").st_ino
+    deadline = time.monotonic() + 10
+    while os.stat(f"/proc/{proc.pid}/ns/mnt").st_ino == own:
+        assert time.monotonic() < deadline, "the process did not enter a new mount namespace"
+        time.sleep(0.01)
+    return proc
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
+def test_the_end_of_a_container_never_kills_one_that_got_its_namespace_number() -> None:
+    """The kernel gives a freed namespace's inode number to the next new namespace at once: a container's
+    namespace must stay its own until its shim's leftover kill is over, or that kill hits a container just
+    started by another shim (seen as an exit 137 with an empty log)."""
+    first = _in_new_mount_namespace()
+    namespace = ContainerNamespace.open(first.pid)
+    assert namespace is not None
+    first.kill()
+    first.wait(timeout=10)
+    second = _in_new_mount_namespace()
+    try:
+        namespace.kill_all()
+        with pytest.raises(subprocess.TimeoutExpired):
+            second.wait(timeout=0.3)
+    finally:
+        namespace.close()
+        second.kill()
+        second.wait(timeout=10)
+
+
+def test_a_stale_pid_file_never_signals_the_process_that_reused_the_pid(tmp_path: Path) -> None:
+    """A container gone without a recorded exit leaves a pid file; its pid may since belong to another
+    process, here one that leads its own process group (as every container does)."""
+    from t9k_provider.local.kubelet import runtime
+
+    gone = subprocess.Popen(["sleep", "30"])
+    gone_start = process_start_time(gone.pid)
+    gone.kill()
+    gone.wait(timeout=10)
+    time.sleep(0.05)  # start times count clock ticks: the next process starts in a later one
+    unrelated = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        cdir = tmp_path / "pod" / "main"
+        cdir.mkdir(parents=True)
+        ShimSpec(argv=["sleep", "30"], env={}, log_path=str(cdir / "0.log")).dump(cdir / "0.spec.json")
+        pid_path(cdir / "0.log").write_text(
+            json.dumps({"shim": gone.pid, "container": unrelated.pid, "containerStart": gone_start})
+        )
+        assert not runtime.signal_container(cdir, 0, signal.SIGTERM)
+        assert not runtime.signal_container(cdir, 0, signal.SIGKILL)
+        runtime.kill_all(tmp_path / "pod")
+        with pytest.raises(subprocess.TimeoutExpired):
+            unrelated.wait(timeout=0.3)
+    finally:
+        unrelated.kill()
+        unrelated.wait(timeout=10)

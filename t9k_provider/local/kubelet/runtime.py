@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t9k_provider.local import logs
-from t9k_provider.local.kubelet.shim import ShimSpec, deliver, now_rfc3339, pid_path, spec_path, state_path
+from t9k_provider.local.kubelet.shim import (
+    ShimSpec,
+    effective_signal,
+    now_rfc3339,
+    pid_path,
+    process_start_time,
+    spec_path,
+    state_path,
+)
 
 # Exit code Kubernetes reports when a container vanished without a recorded exit (ContainerStatusUnknown).
 UNKNOWN_EXIT_CODE = 137
@@ -157,17 +165,33 @@ def launch(container_dir: Path, n: int, spec: ShimSpec) -> None:
 
 
 def signal_container(container_dir: Path, n: int, sig: int) -> bool:
-    """SIGTERM goes to the container's main process; SIGKILL to its whole process group."""
-    pid = _read_json(pid_path(container_dir / f"{n}.log")).get("container")
-    if not pid:
+    """Signal the main process of attempt `n`, only if it is still the process its shim started; returns
+    whether it was.
+
+    The pid file may name a process that is gone (its exit not yet recorded, or its shim killed) and a pid
+    the kernel has since given to another process, e.g. a container just started. A pidfd pins the process
+    whose start time is checked against the one the shim recorded, and is what the signal goes through.
+    SIGKILL ends the main process; the shim then SIGKILLs the rest of the container (process group, private
+    namespace), as it does whenever the main process ends.
+    """
+    ids = _read_json(pid_path(container_dir / f"{n}.log"))
+    pid, started = ids.get("container"), ids.get("containerStart")
+    if not pid or started is None:
         return False
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if sig == signal.SIGKILL:
-            os.killpg(pid, sig)
-        else:
-            deliver(pid, sig)
-        return True
-    return False
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    try:
+        # Read after pinning: a start time that matches was read from the pinned process itself.
+        if process_start_time(pid) != started:
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, effective_signal(pid, sig))
+            return True
+        return False
+    finally:
+        os.close(pidfd)
 
 
 def kill_all(pod_dir: Path) -> None:

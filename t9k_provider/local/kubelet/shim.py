@@ -159,7 +159,7 @@ def run(spec: ShimSpec) -> int:
             pending.append(signum)
             return
         with contextlib.suppress(ProcessLookupError):
-            deliver(child[0], signum)
+            os.kill(child[0], effective_signal(child[0], signum))
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
@@ -189,13 +189,22 @@ def run(spec: ShimSpec) -> int:
         return START_ERROR_EXIT_CODE
 
     child.append(proc.pid)
-    namespace = _private_namespace(proc.pid)
+    namespace = ContainerNamespace.open(proc.pid)
     for signum in pending:
         forward(signum, None)
     state["pid"] = proc.pid
     _write_json_atomic(state_path(log_path), state)
-    _write_json_atomic(pid_path(log_path), {"shim": os.getpid(), "container": proc.pid})
-    _pump(proc, writer, namespace)
+    # The start time makes (pid, start) name this process only: the kubelet checks it before signalling, so a
+    # pid the kernel has handed to another process since is never hit.
+    ids = {"shim": os.getpid(), "container": proc.pid, "containerStart": process_start_time(proc.pid)}
+    _write_json_atomic(pid_path(log_path), ids)
+    try:
+        _pump(proc, writer, namespace)
+    finally:
+        if namespace is not None:
+            namespace.close()
+    child.clear()  # a late SIGTERM must not be forwarded to a pid that is free once reaped
+    proc.wait()
     code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     writer.close()
     state.update(finishedAt=now_rfc3339(), exitCode=code)
@@ -206,16 +215,28 @@ def run(spec: ShimSpec) -> int:
     return code
 
 
-def deliver(pid: int, signum: int) -> None:
-    """Send a signal to a container's main process with the meaning it has for any other process.
+def effective_signal(pid: int, signum: int) -> int:
+    """The signal that gives `signum` the meaning it has for any other process when sent to a container's
+    main process.
 
     The kernel drops signals with the default action that reach the init of a PID namespace, so a
     container's PID 1 without a SIGTERM handler would ignore SIGTERM (upstream it is then SIGKILLed once the
     grace period ends). What the default action would do (terminate) is done at once instead.
     """
     if signum in (signal.SIGTERM, signal.SIGINT) and _namespace_init_with_default_action(pid, signum):
-        signum = signal.SIGKILL
-    os.kill(pid, signum)
+        return signal.SIGKILL
+    return signum
+
+
+def process_start_time(pid: int) -> int | None:
+    """When the process started (clock ticks since boot, /proc/<pid>/stat field 22): with the pid, it names
+    one process for the machine's uptime, as pids alone do not (they are reused)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Fields after the command name, which may itself hold spaces and parentheses; field 3 is the first.
+    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 def _namespace_init_with_default_action(pid: int, signum: int) -> bool:
@@ -238,56 +259,89 @@ def _start_error_message(spec: ShimSpec, exc: BaseException) -> str:
     return f"failed to start container process: {exc}"
 
 
-def _private_namespace(pid: int) -> tuple[str, str] | None:
-    """The container's own mount (else UTS) namespace, as (kind, identity); None when it shares the host's.
+class ContainerNamespace:
+    """The container's own mount (else UTS) namespace, held open by the shim.
 
     Every process in it belongs to the container, including daemons that left the process group with
-    setsid (`sshd` without `-D`, as DeepSpeed's worker-0 starts it).
+    setsid (`sshd` without `-D`, as DeepSpeed's worker-0 starts it). A namespace is known by its inode
+    number, which the kernel gives to the next new namespace as soon as this one is freed (lowest free
+    number first): without the open descriptor, the kill scan at the container's end matched a container
+    that another shim had just started and SIGKILLed it (exit 137, empty log). Held open, the namespace and
+    its number stay this container's until `close`.
     """
-    for kind in ("mnt", "uts"):
-        with contextlib.suppress(OSError):
-            identity = os.readlink(f"/proc/{pid}/ns/{kind}")
-            if identity != os.readlink(f"/proc/self/ns/{kind}"):
-                return kind, identity
-    return None
 
+    def __init__(self, kind: str, fd: int) -> None:
+        self.kind = kind
+        self.fd = fd
+        st = os.fstat(fd)
+        self.identity = (st.st_dev, st.st_ino)
 
-def _kill_namespace(namespace: tuple[str, str]) -> None:
-    """SIGKILL every process in the namespace, as the kernel does to a PID namespace whose init exits."""
-    kind, identity = namespace
-    for _ in range(5):  # a process may fork while the scan runs; the next round catches the child
-        killed = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
+    @classmethod
+    def open(cls, pid: int) -> ContainerNamespace | None:
+        """The namespace of `pid`, a child not yet reaped (so the pid is surely it); None when it shares
+        the host's (or has already exited)."""
+        for kind in ("mnt", "uts"):
+            try:
+                fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
                 continue
-            with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{entry.name}/ns/{kind}") == identity:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    killed = True
-        if not killed:
-            return
-        time.sleep(0.05)
+            namespace = cls(kind, fd)
+            own = os.stat(f"/proc/self/ns/{kind}")
+            if namespace.identity != (own.st_dev, own.st_ino):
+                return namespace
+            namespace.close()
+        return None
+
+    def holds(self, pid: str) -> bool:
+        try:
+            st = os.stat(f"/proc/{pid}/ns/{self.kind}")
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self.identity
+
+    def kill_all(self) -> None:
+        """SIGKILL every process in the namespace, as the kernel does to a PID namespace whose init exits."""
+        for _ in range(5):  # a process may fork while the scan runs; the next round catches the child
+            killed = False
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit() and self.holds(entry.name):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(entry.name), signal.SIGKILL)
+                        killed = True
+            if not killed:
+                return
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
-def _kill_leftovers(pid: int, namespace: tuple[str, str] | None) -> None:
+def _kill_leftovers(pid: int, namespace: ContainerNamespace | None) -> None:
     """Like a container runtime: when the main process ends, the rest of the container goes too."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)  # `pid` is a zombie not yet reaped: the number is still its own
     if namespace is not None:
-        _kill_namespace(namespace)
+        namespace.kill_all()
+
+
+def _exited(pid: int) -> bool:
+    """Has our child `pid` exited? Asked without reaping it, so its pid stays taken (by the zombie) until
+    the leftovers of its process group are killed."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
 def _pump(
-    proc: subprocess.Popen[bytes], writer: logs.CriLogWriter, namespace: tuple[str, str] | None
+    proc: subprocess.Popen[bytes], writer: logs.CriLogWriter, namespace: ContainerNamespace | None
 ) -> None:
-    """Copy output to the log until the process exits, then kill leftovers of the container and drain."""
+    """Copy output to the log until the process exits, then kill leftovers of the container and drain.
+    The caller reaps the process."""
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
     sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
     sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
     drain_deadline: float | None = None
     while sel.get_map():
-        if drain_deadline is None and proc.poll() is not None:
+        if drain_deadline is None and _exited(proc.pid):
             _kill_leftovers(proc.pid, namespace)
             drain_deadline = time.monotonic() + 2.0
         if drain_deadline is not None and time.monotonic() > drain_deadline:
@@ -302,7 +356,6 @@ def _pump(
     if drain_deadline is None:  # output closed before the process ended: await its exit, not reaping it
         os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
         _kill_leftovers(proc.pid, namespace)
-    proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
