@@ -613,17 +613,23 @@ class ProcessKubelet:
                 await self._stop_everything()
 
     async def _cleanup_orphans(self) -> None:
-        """After a crash: pod directories and networks whose pod no longer exists are removed."""
-        live = {p["metadata"]["uid"]: p for p in self.pods.by_index(NODE_INDEX, NODE_NAME)}
+        """After a crash: pod directories and networks whose pod no longer exists are removed.
+
+        Pods keep arriving while this runs (their workers create directories and networks), so what exists
+        is read after what is on disk was listed, and counts every pod with a worker: a pod is never taken
+        for an orphan because it came after the check."""
         pods_root = self.state_dir / "pods"
-        if pods_root.is_dir():
-            for entry in pods_root.iterdir():
-                uid = entry.name.rsplit("_", 1)[-1]
-                if uid not in live:
-                    log.info("removing pod directory %s: the pod no longer exists", entry.name)
-                    runtime.kill_all(entry)
-                    await asyncio.to_thread(shutil.rmtree, entry, True)
-        await self.network.cleanup_stale(set(live))
+        entries = list(pods_root.iterdir()) if pods_root.is_dir() else []
+        live = self._live_uids()
+        for entry in entries:
+            if entry.name.rsplit("_", 1)[-1] not in live:
+                log.info("removing pod directory %s: the pod no longer exists", entry.name)
+                runtime.kill_all(entry)
+                await asyncio.to_thread(shutil.rmtree, entry, True)
+        await self.network.cleanup_stale(self._live_uids())
+
+    def _live_uids(self) -> set[str]:
+        return {p["metadata"]["uid"] for p in self.pods.by_index(NODE_INDEX, NODE_NAME)} | set(self.workers)
 
     async def _stop_everything(self) -> None:
         """Agents stopping: stop every container (SIGTERM, then SIGKILL after a short grace) and the

@@ -233,12 +233,14 @@ class NetnsNetwork:
     async def cleanup_stale(self, live_uids: set[str]) -> None:
         live = {self.netns_name(uid) for uid in live_uids}
         prefix = f"t9k-{self.cid}-"
+        # Both listed before the first await: a pod set up meanwhile (not in live_uids) is not listed either.
         names = [p.name for p in NETNS_DIR.iterdir()] if NETNS_DIR.is_dir() else []
+        owners = set(self.ipam.owners().values())
         for name in names:
             if name.startswith(prefix) and name not in live:
                 log.info("removing stale pod network namespace %s", name)
                 await _ip("netns", "del", name, check=False)
-        for owner in set(self.ipam.owners().values()):
+        for owner in owners:
             if owner.startswith(prefix) and owner not in live:
                 self.ipam.release_owner(owner)
 
