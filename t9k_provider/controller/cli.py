@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NS",
         help="watch only this namespace (repeatable; default: all namespaces)",
     )
-    p.add_argument("--workers", type=_positive, default=4, help="concurrent reconciles (default 4)")
+    p.add_argument("--workers", type=_positive, default=16, help="concurrent reconciles (default 16)")
     p.add_argument("--metrics-port", type=_port, default=0, help="serve Prometheus /metrics here (0: off)")
     p.add_argument("--health-port", type=_port, default=0, help="serve /healthz and /readyz here (0: off)")
     p.add_argument("--bind-address", default="127.0.0.1", help="address of the metrics/health servers")

@@ -16,7 +16,7 @@ from t9k_provider.controller.runtime import log_format
 
 def test_defaults_are_safe_for_a_single_local_controller() -> None:
     args = build_parser().parse_args([])
-    assert args.namespace == [] and args.workers == 4
+    assert args.namespace == [] and args.workers == 16
     assert args.leader_elect is False
     assert args.metrics_port == 0 and args.health_port == 0 and args.bind_address == "127.0.0.1"
     assert args.log_format == "json"

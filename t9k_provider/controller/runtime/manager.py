@@ -33,7 +33,7 @@ STALL_LIMIT = 120.0  # a worker stuck this long in one reconcile fails liveness
 @dataclass
 class Settings:
     namespaces: list[str] = field(default_factory=list)  # empty: all namespaces
-    workers: int = 4
+    workers: int = 16  # a reconcile mostly waits on its requests; 4 made a burst of new jobs queue up
     leader_elect: bool = False
     lease_name: str = "t9k-controller"
     lease_namespace: str = "default"
