@@ -14,14 +14,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow import __version__ as airflow_version
 from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom
 
-RENDERED_IN_WORKER = int(airflow_version.split(".")[0]) >= 3
+from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
+
+RENDERED_IN_WORKER = AIRFLOW_V_3_0_PLUS
 
 
 class T9kJobLink(BaseOperatorLink):
     name = "T9k Job"
+
+    @property
+    def xcom_key(self) -> str:
+        """Airflow 3's key for the URL (its task runner stores ``get_link``'s answer there); Airflow 2's
+        ``BaseOperatorLink`` has none, and its webserver reads the URL ``persist`` stored under this key."""
+        return f"_link_{type(self).__name__}"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         if RENDERED_IN_WORKER:

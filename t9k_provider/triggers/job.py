@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,17 +24,10 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from t9k_provider.hooks import job_status
 from t9k_provider.hooks.wait_limits import WaitLimits
 from t9k_provider.triggers.job_watch import JobWatch
-
-
-def _airflow_at_least(major: int, minor: int) -> bool:
-    from airflow import __version__
-
-    found = [int(part) for part in re.findall(r"\d+", __version__)[:2]]
-    return tuple(found) >= (major, minor)
-
+from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 
 #: Airflow 3.3 calls ``BaseTrigger.on_kill`` on user kills; before that only ``cleanup`` runs, on every exit.
-TRIGGER_ON_KILL = _airflow_at_least(3, 3)
+TRIGGER_ON_KILL = AIRFLOW_V_3_3_PLUS
 #: Consecutive transient API failures tolerated before the trigger hands a retryable error to the task.
 MAX_CONSECUTIVE_ERRORS = 20
 #: Shortest gap between two looks at the job (a read or a watched change) when changes stream in quickly.
@@ -289,7 +281,7 @@ class T9kJobTrigger(BaseTrigger):
         ti = self.task_instance
         if ti is None:
             return None
-        if _airflow_at_least(3, 0):
+        if AIRFLOW_V_3_0_PLUS:
             from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
             states = await sync_to_async(RuntimeTaskInstance.get_task_states)(

@@ -71,6 +71,7 @@ class FakeTI:
         self.run_id = "manual__2026-01-01T00:00:00+00:00"
         self.map_index = -1
         self.try_number = 1
+        self.max_tries = 0
         self.start_date = datetime.now(timezone.utc)
         self.xcoms: dict[str, Any] = {}
         self.__dict__.update(overrides)

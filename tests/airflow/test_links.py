@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from af_fakes import FakeHook, FakeTI, generic_manifest
+from af_versions import TaskDeferralError, airflow3_only
 
 from t9k_provider.links import job as link_module
 from t9k_provider.links.job import T9kJobLink
@@ -34,6 +35,7 @@ class NoXCom:
         raise AssertionError(f"XCom read: {kwargs}")
 
 
+@airflow3_only("the worker renders extra links on the operator that ran")
 def test_link_comes_from_the_operator_that_ran(
     fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -99,6 +101,7 @@ print("RESULT " + json.dumps({{"state": str(run.state), "links": links}}))
 """
 
 
+@airflow3_only("the task runner asks every extra link for its URL when the task ends (3.3)")
 @pytest.mark.timeout(300)
 def test_task_failing_before_submission_logs_no_xcom_error(tmp_path: Path) -> None:
     """Airflow 3.3's task runner asks every extra link for its URL when the task ends; a failed task must not
@@ -138,11 +141,10 @@ def test_task_failing_before_submission_logs_no_xcom_error(tmp_path: Path) -> No
     assert outcome["links"] in ([], [""], ['""'])  # no URL: there is no job to link to
 
 
+@airflow3_only("the worker stores the extra link's URL again when a task ends")
 def test_link_survives_a_failed_trigger(fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI) -> None:
     """Airflow fails a task whose trigger failed without calling the operator back; the link it stores then
     must still be the job's."""
-    from airflow.sdk.exceptions import TaskDeferralError
-
     make(fake_hook, job_url_template=TEMPLATE).execute(context)
     stored = dict(ti.xcoms)
 

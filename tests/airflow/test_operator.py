@@ -504,7 +504,7 @@ def _render(op: T9kJobOperator, context: dict[str, Any]) -> None:
 
 def test_manifest_file_is_rendered_once_with_jinja(tmp_path: Path, fake_hook: FakeHook, ti: FakeTI) -> None:
     import yaml
-    from airflow.sdk import DAG
+    from airflow.providers.common.compat.sdk import DAG
 
     manifest = generic_manifest("job-{{ params.size }}")
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(manifest))
@@ -520,7 +520,7 @@ def test_manifest_file_is_rendered_once_with_jinja(tmp_path: Path, fake_hook: Fa
 
 def test_absolute_manifest_path_is_rendered(tmp_path: Path, fake_hook: FakeHook, ti: FakeTI) -> None:
     import yaml
-    from airflow.sdk import DAG
+    from airflow.providers.common.compat.sdk import DAG
 
     path = tmp_path / "abs.yml"
     path.write_text(yaml.safe_dump(generic_manifest("abs-{{ params.n }}")))
@@ -541,7 +541,7 @@ def test_dry_run_needs_no_cluster(capsys: pytest.CaptureFixture[str]) -> None:
 def test_template_fields_render_the_manifest_dict(fake_hook: FakeHook, ti: FakeTI) -> None:
     manifest = generic_manifest("{{ params.job }}")
     op = make(fake_hook, manifest=manifest)
-    from airflow.sdk import DAG
+    from airflow.providers.common.compat.sdk import DAG
 
     with DAG("d3", schedule=None):
         pass

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from af_fakes import api_error, generic_manifest, with_status
+from af_versions import airflow3_only
 
 from t9k_provider.triggers.job import T9kJobTrigger
 
@@ -300,6 +301,7 @@ async def test_cleanup_is_inert_on_airflow_3_3_and_after_an_event(monkeypatch: p
     assert deletes == []
 
 
+@airflow3_only("the triggerer reads task states through the execution API (RuntimeTaskInstance)")
 async def test_task_state_reads_the_mapped_key(mocker: Any) -> None:
     get_states = mocker.patch(
         "airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states",
