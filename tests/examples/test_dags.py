@@ -68,9 +68,11 @@ def test_manifests_render_to_valid_jobs_of_the_operator_kind(dagbag: Any, dag_id
 
 def test_pipeline_shape(dagbag: Any) -> None:
     from t9k_provider.sensors.job import T9kJobSensor
+    from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
     dag = dagbag.dags["t9k_training_pipeline"]
-    assert dag.schedule == "@daily" and dag.catchup is False
+    schedule = dag.schedule if AIRFLOW_V_3_0_PLUS else dag.schedule_interval  # Airflow 2's name for it
+    assert schedule == "@daily" and dag.catchup is False
     assert {t: sorted(dag.get_task(t).downstream_task_ids) for t in dag.task_ids} == {
         "prepare_data": ["train"],
         "train": ["evaluate"],
