@@ -43,6 +43,7 @@ env: $(STAMP)
 test: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -q
+	$(MAKE) --no-print-directory test-airflow2
 
 # The Airflow tests (tests/airflow, with its dag.test() runs on the local cluster) and the example DAGs' parse
 # again on Airflow 2.11 (requirements/airflow2.lock), the oldest Airflow the provider supports.
