@@ -72,7 +72,7 @@ crds: env
 	$(PY) -m t9k_provider.jobs.crds deploy/crds
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(AF2_VENV)
 
 # Regenerate the hashed lock files after changing dependencies in pyproject.toml.
 lock:
