@@ -6,8 +6,9 @@ and no cluster access is needed to serve it.
 
 Airflow 3 calls ``get_link`` in the worker, on the operator that just ran (when the task ends or defers), and
 stores the answer under ``xcom_key`` itself: the operator knows its job, so no XCom is read (reading the one a
-task that failed before submission never wrote logs an error). Airflow 2 calls it in the webserver, on an
-operator that never ran: there only XCom knows the URL.
+task that failed before submission never wrote logs an error). Airflow 2 calls it in the webserver, on the
+serialized operator (which keeps no ``job_url_template``): there only XCom knows the URL, and a task that
+stored none has no link.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ class T9kJobLink(BaseOperatorLink):
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         if RENDERED_IN_WORKER:
             return getattr(operator, "job_url", None) or ""
-        if not getattr(operator, "job_url_template", None):
-            return ""  # no console configured: nothing was persisted
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
 
     @classmethod
