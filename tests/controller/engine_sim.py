@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from t9k_provider.controller.engine import Create, Decision, Delete, Observed, Patch, reconcile
+from t9k_provider.controller.runtime.reconciler import action_runs
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 API = "batch.tensorstack.dev/v1beta1"
@@ -76,12 +77,16 @@ class Sim:
     def decide(self) -> Decision:
         return reconcile(self.observed(), ssh_keygen=fixed_keygen)
 
-    def step(self, write_status: bool = True, prefix: int | None = None) -> Decision:
-        """One reconcile as the runtime runs it: status first, then actions in order, then events."""
+    def step(self, write_status: bool = True, prefix: int | None = None, subset: int = 0) -> Decision:
+        """One reconcile as the runtime runs it: status first, then the actions run by run, then events.
+
+        A crash (``prefix`` given) lands in the run holding action ``prefix``: the runs before it are done,
+        and of that run only the actions whose bit is set in ``subset`` (its requests go out concurrently).
+        """
         decision = self.decide()
         if write_status:
             self.job["status"] = copy.deepcopy(decision.status)
-        actions = decision.actions if prefix is None else decision.actions[:prefix]
+        actions = decision.actions if prefix is None else _crashed(decision.actions, prefix, subset)
         for action in actions:
             self.apply(action)
         self.events.extend(decision.events)
@@ -189,3 +194,12 @@ class Sim:
 
     def kinds(self, kind: str) -> list[str]:
         return sorted(name for (k, name) in self.objects if k == kind)
+
+
+def _crashed(actions: list[Any], prefix: int, subset: int) -> list[Any]:
+    done: list[Any] = []
+    for run in action_runs(actions):
+        if len(done) + len(run) > prefix:
+            return done + [action for i, action in enumerate(run) if subset >> i & 1]
+        done += run
+    return done

@@ -1,4 +1,5 @@
-"""Random worlds: pods fail, succeed, get evicted or deleted, the controller crashes mid-decision.
+"""Random worlds: pods fail, succeed, get evicted or deleted, the controller crashes mid-decision (after
+any subset of a run of concurrent actions).
 
 Whatever happens, the engine must keep its invariants: no duplicate creates, budgets never exceeded, a
 finished replica never re-run, terminal phases sticky, conditions consistent (R1, R2, R3, R11).
@@ -63,7 +64,7 @@ def limit_of(kind: str, replica: str) -> int:
     kind=st.sampled_from(["GenericJob", "PyTorchTrainingJob"]),
     policy=st.sampled_from(["Never", "OnFailure", "Always", "ExitCode"]),
     script=st.lists(
-        st.tuples(st.sampled_from(WORLD_EVENTS), st.integers(0, 2), st.integers(0, 6)),
+        st.tuples(st.sampled_from(WORLD_EVENTS), st.integers(0, 2), st.integers(0, 6), st.integers(0, 7)),
         min_size=5,
         max_size=40,
     ),
@@ -75,7 +76,7 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
     sim.step()
     succeeded_uids: dict[str, str] = {}
     terminal: str | None = None
-    for event, which, prefix in script:
+    for event, which, prefix, subset in script:
         pods = sorted(sim.pods())
         name = pods[which % len(pods)] if pods else None
         phase = sim.pod(name)["status"]["phase"] if name else None
@@ -98,7 +99,7 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
             pause = sim.job["spec"].setdefault("runMode", {}).setdefault("pause", {"enabled": False})
             pause["enabled"] = not pause["enabled"]
         crash = event == "crash"
-        sim.step(write_status=not crash or prefix % 2 == 0, prefix=prefix if crash else None)
+        sim.step(write_status=not crash or prefix % 2 == 0, prefix=prefix if crash else None, subset=subset)
 
         status = sim.status
         # R2: the engine never asks to create what already exists.

@@ -2,8 +2,10 @@
 
 Order (docs/architecture.md §3): observe from the caches -> ``engine.reconcile`` -> write status (merge patch
 on ``/status``, only when changed, fenced on the resourceVersion it was computed from; on 409 re-read the job
-and recompute) -> execute the actions in order -> record the events. A crash between any two steps is repaired
-by the next reconcile, because the engine derives everything from observed state and the status it wrote.
+and recompute) -> execute the actions run by run (``action_runs``: consecutive creates, or deletes, of one
+kind go out together, at most ``RUN_CONCURRENCY`` in flight; runs follow each other in the engine's order) ->
+record the events. A crash between any two steps, or after any subset of a run, is repaired by the next
+reconcile, because the engine derives everything from observed state and the status it wrote.
 
 Create failures the API reports as permanent for this request (403 quota/forbidden, 422 invalid, AlreadyExists
 owned by someone else) are surfaced as a Warning event and as condition ``ReplicaFailure=True`` (reason
@@ -12,9 +14,10 @@ owned by someone else) are surfaced as a Warning event and as condition ``Replic
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -33,6 +36,9 @@ JobKey = tuple[str, str, str]  # (kind, namespace, name)
 Engine = Callable[[Observed], Decision]
 
 STATUS_ATTEMPTS = 5
+RUN_CONCURRENCY = 8  # requests of one run in flight at once, per reconcile
+
+Action = Create | Delete | Patch
 
 
 class NotLeader(Exception):
@@ -99,8 +105,8 @@ class Reconciler:
             raise RuntimeError(f"status of {kind} {namespace}/{name} kept conflicting; will retry")
         assert decision is not None
         failed = False
-        for action in decision.actions:
-            failed |= not await self._execute(job, action)
+        for run in action_runs(decision.actions):
+            failed |= not await self._execute_run(job, run)
         for event in decision.events:
             await self._recorder.record(job, event.type, event.reason, event.message)
         if not failed:
@@ -144,7 +150,23 @@ class Reconciler:
             log.warning("the server dropped status fields (CRD schema?): %s", sorted(lost), extra=_ctx(job))
         return updated
 
-    async def _execute(self, job: dict[str, Any], action: Create | Delete | Patch) -> bool:
+    async def _execute_run(self, job: dict[str, Any], run: Sequence[Action]) -> bool:
+        """Send a run's actions together; each is attempted and observed before an error propagates."""
+        if len(run) == 1:
+            return await self._execute(job, run[0])
+        slots = asyncio.Semaphore(RUN_CONCURRENCY)
+
+        async def bounded(action: Action) -> bool:
+            async with slots:
+                return await self._execute(job, action)
+
+        results = await asyncio.gather(*(bounded(action) for action in run), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return all(results)
+
+    async def _execute(self, job: dict[str, Any], action: Action) -> bool:
         """Run one action; False when it failed in a way the user must see (already surfaced)."""
         self._fence()
         namespace = job["metadata"].get("namespace") or ""
@@ -231,6 +253,28 @@ class Reconciler:
     def _fence(self) -> None:
         if not self._may_act():
             raise NotLeader("this instance no longer holds the leader lease")
+
+
+def action_runs(actions: Sequence[Action]) -> list[list[Action]]:
+    """Split into maximal runs of consecutive creates (or deletes) of one kind; a patch is a run of its own.
+
+    The engine orders what depends on what (PodGroup, Secret, ConfigMap, Service before the Pods using them),
+    and objects of one kind in one decision never depend on each other, so a run may go out concurrently.
+    """
+    runs: list[list[Action]] = []
+    for action in actions:
+        previous = runs[-1][-1] if runs else None
+        if previous is not None and not isinstance(action, Patch) and _run_key(previous) == _run_key(action):
+            runs[-1].append(action)
+        else:
+            runs.append([action])
+    return runs
+
+
+def _run_key(action: Action) -> tuple[type, str, str]:
+    if isinstance(action, Create):
+        return Create, action.obj.get("apiVersion", ""), action.obj.get("kind", "")
+    return type(action), action.api_version, action.kind
 
 
 def _with_failure_condition(
