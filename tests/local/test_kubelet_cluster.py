@@ -582,6 +582,60 @@ def test_hosts_files_follow_pods_and_services_created_later(core: client.CoreV1A
     core.delete_namespaced_pod("late-0", ns, grace_period_seconds=0)
 
 
+REVERSE = (
+    "import socket, sys\n"
+    "for ip in sys.argv[1:]:\n"
+    "    name, _, _ = socket.gethostbyaddr(ip)\n"
+    "    print(ip, name, socket.gethostbyname(name), flush=True)\n"
+)
+
+GLOO = (
+    "import os, socket, sys\n"
+    "from datetime import timedelta\n"
+    "import torch, torch.distributed as dist\n"
+    "rank = int(sys.argv[1])\n"
+    "dist.init_process_group('gloo', init_method=f'tcp://{sys.argv[2]}:29500', rank=rank, world_size=2,\n"
+    "                        timeout=timedelta(seconds=60))\n"
+    "t = torch.tensor([rank + 1.0])\n"
+    "dist.all_reduce(t)\n"
+    "print('sum', t.item(), flush=True)\n"
+    "dist.destroy_process_group()\n"
+)
+
+
+def test_peer_pod_ips_resolve_back_and_gloo_logs_no_hostname_warning(core: client.CoreV1Api, ns: str) -> None:
+    """Reverse lookups of pod IPs answer like cluster DNS (the TCPStore server names each connecting peer)."""
+    core.create_namespaced_service(ns, _service("named", {"app": "named"}))
+    for name, labels in (("named-0", {"app": "named"}), ("bare", {})):
+        sleeper = pod_manifest(name, [c("m", "import time; time.sleep(60)")], metadata={"labels": labels})
+        core.create_namespaced_pod(ns, sleeper)
+    ips = {
+        n: wait_for(f"{n} ip", lambda n=n: core.read_namespaced_pod(n, ns).status.pod_ip)
+        for n in ("named-0", "bare")
+    }
+    argv = [PY, "-c", REVERSE, ips["named-0"], ips["bare"]]
+    core.create_namespaced_pod(ns, pod_manifest("asker", [{"name": "m", "image": "x", "command": argv}]))
+    rank0 = pod_manifest("rank-0", [{"name": "m", "image": "x", "command": [PY, "-c", GLOO, "0", "rank-0"]}])
+    core.create_namespaced_pod(ns, rank0)
+    master = wait_for("rank-0 ip", lambda: core.read_namespaced_pod("rank-0", ns).status.pod_ip)
+    rank1 = pod_manifest("rank-1", [{"name": "m", "image": "x", "command": [PY, "-c", GLOO, "1", master]}])
+    core.create_namespaced_pod(ns, rank1)
+
+    wait_for("asker done", phase_is(core, "asker", ns, "Succeeded", "Failed"))
+    bare_record = f"{ips['bare'].replace('.', '-')}.{ns}.pod.cluster.local"
+    assert pod_log(core, "asker", ns).splitlines() == [
+        f"{ips['named-0']} named {ips['named-0']}",  # a Service name comes before the pod record
+        f"{ips['bare']} {bare_record} {ips['bare']}",
+    ]
+    for name in ("rank-0", "rank-1"):
+        wait_for(f"{name} done", phase_is(core, name, ns, "Succeeded", "Failed"), timeout=90)
+    for name in ("rank-0", "rank-1"):
+        log = pod_log(core, name, ns)
+        assert "sum 3.0" in log and "cannot be retrieved" not in log, log
+    for name in ("named-0", "bare"):
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+
+
 def test_batch_job_counts_restarts_under_on_failure(
     cluster: LocalCluster, core: client.CoreV1Api, ns: str
 ) -> None:

@@ -4,6 +4,14 @@ Every Service of the pod's namespace maps to the IPs of the pods its selector ma
 cluster has no kube-proxy, so a ClusterIP Service resolves like a headless one), under the short name and the
 `<svc>.<ns>`, `<svc>.<ns>.svc`, `<svc>.<ns>.svc.cluster.local` forms. A pod with `hostname` and `subdomain`
 also resolves as `<hostname>.<subdomain>[.<ns>[.svc[.cluster.local]]]`, as cluster DNS answers it.
+
+Every pod of the namespace with an IP also gets cluster DNS' pod record `<a-b-c-d>.<ns>.pod.cluster.local`
+on the last line for its IP: glibc answers a reverse lookup with the first name of the first line carrying the
+address, so a peer resolves back to its Service name when it has one (the pod's own address to its hostname)
+and to its pod record otherwise, instead of failing over to a resolver that is not there. Dual-stack servers
+(e.g. PyTorch's TCPStore) see IPv4 peers as `::ffff:a.b.c.d`, which the DNS backend unmaps but the files
+backend does not, so the pod record also carries that form (only the pod record: a mapped line on a Service
+or host name would add an IPv6 answer to its forward lookups).
 """
 
 from __future__ import annotations
@@ -51,6 +59,11 @@ def _forms(name: str, namespace: str) -> list[str]:
     ]
 
 
+def pod_record(ip: str, namespace: str) -> str:
+    """Cluster DNS' name for a pod address: dots (or an IPv6 address's colons) become dashes."""
+    return f"{ip.replace('.', '-').replace(':', '-')}.{namespace}.pod.{CLUSTER_DOMAIN}"
+
+
 def _selects(selector: dict[str, str] | None, labels: dict[str, str]) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in (selector or {}).items())
 
@@ -87,6 +100,11 @@ def render(
         if sub and sub in svc_names:
             host = pod_hostname(peer)
             lines.append(f"{ip}\t{' '.join(f'{host}.{form}' for form in _forms(sub, ns))}\n")
+    addresses = dict.fromkeys(ip for ip in [pod_ip, *(ip for _, ip in peers)] if ip)
+    for ip in addresses:
+        lines.append(f"{ip}\t{pod_record(ip, ns)}\n")
+        if ":" not in ip:
+            lines.append(f"::ffff:{ip}\t{pod_record(ip, ns)}\n")
     return "".join(lines)
 
 
