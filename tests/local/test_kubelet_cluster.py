@@ -603,7 +603,7 @@ GLOO = (
 )
 
 
-def test_peer_pod_ips_resolve_back_and_gloo_logs_no_hostname_warning(core: client.CoreV1Api, ns: str) -> None:
+def test_hosts_resolve_pod_ips_back_so_gloo_logs_no_hostname_warning(core: client.CoreV1Api, ns: str) -> None:
     """Reverse lookups of pod IPs answer like cluster DNS (the TCPStore server names each connecting peer)."""
     core.create_namespaced_service(ns, _service("named", {"app": "named"}))
     for name, labels in (("named-0", {"app": "named"}), ("bare", {})):
