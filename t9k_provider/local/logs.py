@@ -224,9 +224,7 @@ async def read_log(
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
 
 
-async def follow_new_records(
-    path: Path, finished: Callable[[], Awaitable[bool]]
-) -> AsyncIterator[LogRecord]:
+async def follow_new_records(path: Path, finished: Callable[[], Awaitable[bool]]) -> AsyncIterator[LogRecord]:
     """Records the container writes from now on, until `finished()` is true and the file is drained."""
     source = _RecordFile(Path(path))
     source.skip_existing()
