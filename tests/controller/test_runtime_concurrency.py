@@ -77,12 +77,8 @@ class ObservedApi(KubeApi):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(tmp_path_factory.mktemp("concurrency"), kubelet="simulated")
-    cluster.start()
-    try:
+    with LocalCluster(tmp_path_factory.mktemp("concurrency"), kubelet="simulated") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture
