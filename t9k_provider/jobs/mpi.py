@@ -89,10 +89,6 @@ class MPIJobSpec(SSHJobSpec):
     run_mode: RunMode | None = None
     scheduler: SchedulePolicy | None = None
 
-    @property
-    def documented_shape(self) -> bool:
-        return self.worker is not None
-
     def issues(self) -> Issues:
         present = {
             "worker": self.worker is not None,

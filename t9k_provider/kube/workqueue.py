@@ -42,10 +42,6 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         return len(self._queue)
 
-    @property
-    def shutting_down(self) -> bool:
-        return self._shutdown
-
     def add(self, key: K) -> None:
         if self._shutdown or key in self._dirty:
             return
