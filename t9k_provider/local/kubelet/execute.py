@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from t9k_provider.local import logs
-from t9k_provider.local.kubelet.shim import pid_path, spec_path
+from t9k_provider.local.kubelet.shim import libc_call, pid_path, spec_path
 
 PR_SET_PDEATHSIG = 1
 # Exit code when the helper could not start the command (the API server reports the written reason).
@@ -103,9 +103,7 @@ def _join_namespaces(pid: int) -> set[str]:
         if os.readlink(target) != os.readlink(f"/proc/self/ns/{kind}"):
             fds[kind] = os.open(target, os.O_RDONLY)
     for fd in fds.values():
-        if libc.setns(fd, 0) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns: {os.strerror(err)}")
+        libc_call(libc, "setns", fd, 0)
         os.close(fd)
     return set(fds)
 

@@ -102,7 +102,8 @@ def _write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _libc_call(libc: ctypes.CDLL, name: str, *args: object) -> None:
+def libc_call(libc: ctypes.CDLL, name: str, *args: object) -> None:
+    """Call a libc function os does not wrap (setns, unshare, mount); failures raise OSError like os's."""
     if getattr(libc, name)(*args) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{name}: {os.strerror(err)}")
@@ -113,19 +114,19 @@ def _enter_namespaces(spec: ShimSpec) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if spec.netns:
         fd = os.open(spec.netns, os.O_RDONLY)
-        _libc_call(libc, "setns", fd, CLONE_NEWNET)
+        libc_call(libc, "setns", fd, CLONE_NEWNET)
         os.close(fd)
     private_mounts = bool(spec.mounts) or spec.isolated
     flags = (CLONE_NEWUTS if spec.hostname else 0) | (CLONE_NEWNS if private_mounts else 0)
     if flags:
-        _libc_call(libc, "unshare", flags)
+        libc_call(libc, "unshare", flags)
     if spec.hostname:
         name = spec.hostname.encode()
-        _libc_call(libc, "sethostname", name, len(name))
+        libc_call(libc, "sethostname", name, len(name))
     if private_mounts:
-        _libc_call(libc, "mount", b"none", b"/", None, MS_REC | MS_PRIVATE, None)
+        libc_call(libc, "mount", b"none", b"/", None, MS_REC | MS_PRIVATE, None)
     if spec.isolated:  # we are PID 1 of the namespace the shim created: a /proc that shows it
-        _libc_call(libc, "mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        libc_call(libc, "mount", b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     for m in spec.mounts:
         src, dst = m.source.encode(), m.target.encode()
         if not os.path.exists(m.target):
@@ -134,9 +135,9 @@ def _enter_namespaces(spec: ShimSpec) -> None:
             else:
                 os.makedirs(os.path.dirname(m.target) or "/", exist_ok=True)
                 Path(m.target).touch()
-        _libc_call(libc, "mount", src, dst, None, MS_BIND | MS_REC, None)
+        libc_call(libc, "mount", src, dst, None, MS_BIND | MS_REC, None)
         if m.read_only:
-            _libc_call(libc, "mount", b"none", dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC, None)
+            libc_call(libc, "mount", b"none", dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC, None)
 
 
 def _child_setup(spec: ShimSpec) -> None:
@@ -166,7 +167,7 @@ def run(spec: ShimSpec) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if spec.isolated:  # the next child (the container) becomes PID 1 of a new PID namespace
         try:
-            _libc_call(ctypes.CDLL(None, use_errno=True), "unshare", CLONE_NEWPID)
+            libc_call(ctypes.CDLL(None, use_errno=True), "unshare", CLONE_NEWPID)
         except OSError as exc:  # e.g. a seccomp profile that allows the other namespaces only
             print(f"no PID namespace for the container: {exc}", file=sys.stderr, flush=True)
     try:
