@@ -19,6 +19,8 @@ import pytest
 from kubernetes import client
 from kubernetes.stream import stream
 
+from t9k_provider.local import logs
+from t9k_provider.local.kubelet.shim import pid_path
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [
@@ -233,6 +235,26 @@ def test_kubectl_exec_errors(kubectl, sleeper: client.V1Pod) -> None:
     no_pod = kubectl("exec", "ghost", "--", "true")
     assert no_pod.returncode == 1
     assert 'pods "ghost" not found' in no_pod.stderr.decode()
+
+
+def test_exec_refuses_a_pid_whose_start_time_differs(
+    kubectl, cluster: LocalCluster, core: client.CoreV1Api, ns: str, sleeper: client.V1Pod
+) -> None:
+    """The pid file names the container by (pid, start time): a live pid that started at another time is a
+    reused pid, not the container, so exec must not enter it."""
+    pod = core.read_namespaced_pod("sleeper", ns).to_dict()
+    log_path = logs.container_log_path(cluster.state_dir, pod, "main", 0)
+    pid_file = pid_path(log_path)
+    recorded = pid_file.read_text()
+    ids = json.loads(recorded)
+    try:
+        pid_file.write_text(json.dumps({**ids, "containerStart": ids["containerStart"] + 1}))
+        refused = kubectl("exec", "sleeper", "-c", "main", "--", "true")
+        assert refused.returncode == 1
+        assert 'container not found ("main")' in refused.stderr.decode()
+    finally:
+        pid_file.write_text(recorded)
+    assert kubectl("exec", "sleeper", "-c", "main", "--", "true").returncode == 0
 
 
 # -- the Python client (what Airflow's KubernetesPodOperator uses for xcom) ----------------------------

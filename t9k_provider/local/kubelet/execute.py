@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from t9k_provider.local import logs
-from t9k_provider.local.kubelet.shim import libc_call, pid_path, spec_path
+from t9k_provider.local.kubelet.shim import (
+    is_recorded_process,
+    libc_call,
+    pid_path,
+    spec_path,
+    start_error_message,
+)
 
 PR_SET_PDEATHSIG = 1
 # Exit code when the helper could not start the command (the API server reports the written reason).
@@ -59,23 +65,13 @@ def locate(
     except (OSError, ValueError):
         return None
     pid = pids.get("container")
-    if not isinstance(pid, int) or not _same_process(pid, pids.get("shim")):
+    if not is_recorded_process(pid, pids.get("containerStart")):
         return None
     cwd = spec.get("working_dir")
     if not cwd:  # the shim never changes directory: its cwd is where the container started
         with contextlib.suppress(OSError):
             cwd = os.readlink(f"/proc/{pids.get('shim')}/cwd")
     return RunningContainer(log_path, spec_path(log_path), pid, cwd or "/")
-
-
-def _same_process(pid: int, shim: object) -> bool:
-    """Is `pid` still the container started by this shim (and not a reused pid)?"""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return fields[0] != "Z" and fields[1] == str(shim)  # state, parent pid
 
 
 def helper_argv(container: RunningContainer, error_fd: int, tty: bool, command: list[str]) -> list[str]:
@@ -108,14 +104,6 @@ def _join_namespaces(pid: int) -> set[str]:
     return set(fds)
 
 
-def _exec_error(command: list[str], exc: OSError) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return f'exec: "{command[0]}": executable file not found in $PATH'
-    if isinstance(exc, PermissionError):
-        return f'exec: "{command[0]}": permission denied'
-    return f'exec: "{command[0]}": {exc.strerror or exc}'
-
-
 def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], error_fd: int) -> str:
     """Enter the container and run `command` there; returns why that failed (else never returns)."""
     try:
@@ -137,7 +125,7 @@ def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], erro
     try:
         os.execvpe(command[0], command, env)
     except OSError as exc:
-        return _exec_error(command, exc)
+        return start_error_message(command[0], exc)
 
 
 def _exit_like(wait_status: int) -> NoReturn:

@@ -22,9 +22,9 @@ from t9k_provider.local import logs
 from t9k_provider.local.kubelet.shim import (
     ShimSpec,
     effective_signal,
+    is_recorded_process,
     now_rfc3339,
     pid_path,
-    process_start_time,
     spec_path,
     state_path,
 )
@@ -184,7 +184,7 @@ def signal_container(container_dir: Path, n: int, sig: int) -> bool:
         return False
     try:
         # Read after pinning: a start time that matches was read from the pinned process itself.
-        if process_start_time(pid) != started:
+        if not is_recorded_process(pid, started):
             return False
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(pidfd, effective_signal(pid, sig))

@@ -181,7 +181,7 @@ def run(spec: ShimSpec) -> int:
             preexec_fn=lambda: _child_setup(spec),  # the shim is single-threaded
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        message = _start_error_message(spec, exc)
+        message = start_error_message(spec.argv[0], exc)
         writer.close()
         state.update(finishedAt=now_rfc3339(), exitCode=START_ERROR_EXIT_CODE, reason="StartError")
         state["message"] = message
@@ -240,6 +240,11 @@ def process_start_time(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[19])
 
 
+def is_recorded_process(pid: object, started: object) -> bool:
+    """Is `pid` still the process the shim recorded with start time `started` (not a reused pid)?"""
+    return isinstance(pid, int) and started is not None and process_start_time(pid) == started
+
+
 def _namespace_init_with_default_action(pid: int, signum: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
@@ -252,11 +257,12 @@ def _namespace_init_with_default_action(pid: int, signum: int) -> bool:
     return not any(int(fields.get(name, "0").strip() or "0", 16) & bit for name in ("SigCgt", "SigIgn"))
 
 
-def _start_error_message(spec: ShimSpec, exc: BaseException) -> str:
+def start_error_message(command: str, exc: BaseException) -> str:
+    """Why `command` could not be started, worded as container runtimes word it (container start and exec)."""
     if isinstance(exc, FileNotFoundError):
-        return f'exec: "{spec.argv[0]}": executable file not found in $PATH'
+        return f'exec: "{command}": executable file not found in $PATH'
     if isinstance(exc, PermissionError):
-        return f'exec: "{spec.argv[0]}": permission denied'
+        return f'exec: "{command}": permission denied'
     return f"failed to start container process: {exc}"
 
 
