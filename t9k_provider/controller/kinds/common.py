@@ -105,18 +105,13 @@ def add_wait(template: dict[str, Any], container: str, targets: list[str]) -> No
     spec["initContainers"] = [wait_container(image, targets), *(spec.get("initContainers") or [])]
 
 
-def set_command(
-    template: dict[str, Any], container: str, command: list[str], args: list[str] | None = None
-) -> None:
-    """Replace the container's command and args (in place)."""
+def set_command(template: dict[str, Any], container: str, command: list[str]) -> None:
+    """Replace the container's command and drop its args (in place)."""
     target = container_named(template, container)
     if target is None:
         return
     target["command"] = list(command)
-    if args:
-        target["args"] = list(args)
-    else:
-        target.pop("args", None)
+    target.pop("args", None)
 
 
 def mode_fields(run_mode: RunMode | None, types: list[str]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from .common import (
     set_command,
     with_env,
 )
+from .context import JobContext
 from .training import tensorboard_companion, training_plan
 
 PORT_NAME = "pytorchjob-port"
@@ -57,9 +58,9 @@ def _gpu_count(container: dict[str, Any] | None) -> int:
     return int(value) if value is not None and str(value).isdigit() else 1
 
 
-def compile_pytorch(typed: PyTorchTrainingJob, job: dict[str, Any]) -> Plan:
+def compile_pytorch(typed: PyTorchTrainingJob, ctx: JobContext) -> Plan:
     spec = typed.spec
-    name = job["metadata"]["name"]
+    name = ctx.name
     specs = rank_order(spec.replica_specs)
     elastic = spec.elastic if spec.elastic is not None and spec.elastic.enabled else None
     if elastic is not None:
@@ -108,7 +109,7 @@ def compile_pytorch(typed: PyTorchTrainingJob, job: dict[str, Any]) -> Plan:
             args += [
                 f"--rdzv_backend={torchrun.rdzv_backend}",
                 f"--rdzv_endpoint={master_addr}:{port}",
-                f"--rdzv_id={job['metadata']['uid']}",
+                f"--rdzv_id={ctx.uid}",
                 *torchrun.extra_options,
                 *(main.get("args") or []),
             ]
@@ -139,6 +140,6 @@ def compile_pytorch(typed: PyTorchTrainingJob, job: dict[str, Any]) -> Plan:
         spec.run_mode,
         spec.scheduler,
         elastic_min=elastic.min_replicas if elastic is not None else None,
-        companions=tensorboard_companion(job, spec.tensorboard_spec),
+        companions=tensorboard_companion(ctx, spec.tensorboard_spec),
         tensorboard=name if spec.tensorboard_spec is not None else None,
     )
