@@ -8,7 +8,7 @@ from typing import Any
 from t9k_provider.controller.engine.model import Plan, ReplicaGroup
 from t9k_provider.jobs.deepspeed import DeepSpeedJob
 
-from .common import container_named, pick_container, scheduler_plan
+from .common import container_named, elastic_replicas, pick_container, scheduler_plan
 from .context import JobContext
 from .ssh import SSH_SERVICE_PORTS, hostfile_text, ssh_companions, ssh_node, worker_hosts
 from .training import training_plan
@@ -57,10 +57,7 @@ def compile_deepspeed(typed: DeepSpeedJob, ctx: JobContext) -> Plan:
     spec = typed.spec
     worker = spec.worker
     elastic = spec.elastic if spec.elastic is not None and spec.elastic.enabled else None
-    count = worker.replicas
-    if elastic is not None:
-        assert elastic.min_replicas is not None and elastic.max_replicas is not None
-        count = min(max(elastic.expected_replicas or count, elastic.min_replicas), elastic.max_replicas)
+    count = worker.replicas if elastic is None else elastic_replicas(elastic, worker.replicas)
     hosts = worker_hosts(ctx, count)
     cname = pick_container(worker.template, ("worker",))
     slots = spec.config.slots_per_worker or 1

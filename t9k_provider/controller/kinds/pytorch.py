@@ -13,6 +13,7 @@ from .common import (
     add_wait,
     container_named,
     declared_port,
+    elastic_replicas,
     ensure_port,
     pick_container,
     set_command,
@@ -64,9 +65,7 @@ def compile_pytorch(typed: PyTorchTrainingJob, ctx: JobContext) -> Plan:
     specs = rank_order(spec.replica_specs)
     elastic = spec.elastic if spec.elastic is not None and spec.elastic.enabled else None
     if elastic is not None:
-        assert elastic.min_replicas is not None and elastic.max_replicas is not None  # validated by the model
-        wanted = elastic.expected_replicas or sum(s.replicas for s in specs)
-        total = min(max(wanted, elastic.min_replicas), elastic.max_replicas)
+        total = elastic_replicas(elastic, sum(s.replicas for s in specs))
         counts = elastic_counts(specs, total)
         nnodes = f"{elastic.min_replicas}:{elastic.max_replicas}"
     else:

@@ -11,33 +11,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from t9k_provider import jobs
 from t9k_provider.controller.engine import jobrun
 from t9k_provider.controller.engine.model import Plan, Progress
 from t9k_provider.controller.engine.progress import progress_decision
 from t9k_provider.controller.engine.types import ChildType, Decision
-from t9k_provider.jobs import (
-    BeamJob,
-    ColossalAIJob,
-    DeepSpeedJob,
-    GenericJob,
-    MPIJob,
-    PyTorchTrainingJob,
-    T9kJob,
-    TensorFlowTrainingJob,
-    XGBoostTrainingJob,
-)
+from t9k_provider.jobs import T9kJob
 
-from . import ssh
-from .beam import BATCH_JOBS, FLINKCLUSTERS, drive_beam
-from .colossalai import compile_colossalai
+from . import beam, colossalai, deepspeed, generic, mpi, pytorch, ssh, tensorflow, xgboost
 from .context import JobContext
-from .deepspeed import compile_deepspeed
-from .generic import compile_generic
-from .mpi import compile_mpi
-from .pytorch import compile_pytorch
-from .tensorflow import compile_tensorflow
 from .training import TENSORBOARDS
-from .xgboost import compile_xgboost
 
 
 @dataclass(frozen=True)
@@ -72,14 +55,14 @@ class CompanionKind:
 
 
 REGISTRY: dict[type[T9kJob], ReplicaKind | CompanionKind] = {
-    GenericJob: ReplicaKind(compile_generic),
-    PyTorchTrainingJob: ReplicaKind(compile_pytorch, (TENSORBOARDS,)),
-    TensorFlowTrainingJob: ReplicaKind(compile_tensorflow, (TENSORBOARDS,)),
-    XGBoostTrainingJob: ReplicaKind(compile_xgboost),
-    MPIJob: ReplicaKind(compile_mpi, ssh.COMPANION_TYPES),
-    ColossalAIJob: ReplicaKind(compile_colossalai, ssh.COMPANION_TYPES),
-    DeepSpeedJob: ReplicaKind(compile_deepspeed, ssh.COMPANION_TYPES),
-    BeamJob: CompanionKind(drive_beam, (FLINKCLUSTERS, BATCH_JOBS)),
+    jobs.GenericJob: ReplicaKind(generic.compile_generic),
+    jobs.PyTorchTrainingJob: ReplicaKind(pytorch.compile_pytorch, (TENSORBOARDS,)),
+    jobs.TensorFlowTrainingJob: ReplicaKind(tensorflow.compile_tensorflow, (TENSORBOARDS,)),
+    jobs.XGBoostTrainingJob: ReplicaKind(xgboost.compile_xgboost),
+    jobs.MPIJob: ReplicaKind(mpi.compile_mpi, ssh.COMPANION_TYPES),
+    jobs.ColossalAIJob: ReplicaKind(colossalai.compile_colossalai, ssh.COMPANION_TYPES),
+    jobs.DeepSpeedJob: ReplicaKind(deepspeed.compile_deepspeed, ssh.COMPANION_TYPES),
+    jobs.BeamJob: CompanionKind(beam.drive_beam, (beam.FLINKCLUSTERS, beam.BATCH_JOBS)),
 }
 
 WATCHED_CHILD_TYPES: tuple[ChildType, ...] = tuple(
