@@ -1,4 +1,4 @@
-"""The engine's building blocks: the model kinds compile to, JobRun, status, names; no I/O, no kind names.
+"""The engine's building blocks: the model kinds compile to, JobRun, status, names; no I/O.
 
 The entry point above it is `t9k_provider.controller.reconcile` (docs/architecture.md section 3).
 """
