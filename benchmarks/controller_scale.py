@@ -189,7 +189,7 @@ def measure(
         watch.stop()
         client.close()
     resident = max(resident_jobs, created)
-    controller_modules = ("t9k_provider.controller.cli", "t9k_provider.controller.engine",
+    controller_modules = ("t9k_provider.controller.cli", "t9k_provider.controller.reconcile",
                           "t9k_provider.controller.runtime.manager")  # fmt: skip
     imported = [import_rss(*controller_modules) for _ in range(runs)]
     kube_client = [import_rss("kubernetes_asyncio.client") for _ in range(runs)]

@@ -11,7 +11,7 @@ import time
 import pytest
 from engine_sim import Sim, container, job, template
 
-from t9k_provider.controller.engine import Create, Delete, Observed, reconcile
+from t9k_provider.controller.engine import Create, Delete, Observed
 from t9k_provider.controller.engine.initwait import wait_container
 from t9k_provider.controller.engine.names import (
     ANNOTATION_RESTART_COUNT,
@@ -19,6 +19,7 @@ from t9k_provider.controller.engine.names import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
 )
+from t9k_provider.controller.reconcile import reconcile
 
 
 def generic(replicas: int = 2, policy: str = "OnFailure", limit: int = 0, **spec: object) -> dict:

@@ -9,11 +9,13 @@ import pytest
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
 from engine_sim import Sim, container, job, template
 
-from t9k_provider.controller.engine import WATCHED_CHILD_TYPES, Create, Delete
+from t9k_provider.controller.engine import Create, Delete
 from t9k_provider.controller.engine.initwait import WAIT_CONTAINER_NAME
 from t9k_provider.controller.kinds.colossalai import extra_launch_args
 from t9k_provider.controller.kinds.pytorch import elastic_counts
+from t9k_provider.controller.kinds.registry import REGISTRY
 from t9k_provider.controller.kinds.ssh import generate_keypair
+from t9k_provider.jobs import KINDS
 from t9k_provider.jobs.common import PyTorchReplicaSpec
 
 
@@ -804,10 +806,10 @@ def test_every_child_is_owned_labelled_and_watched(kind):
     if kind == "BeamJob":
         sim.objects[("FlinkCluster", "demo-flinkcluster")]["status"] = {"state": "Running"}
         sim.step()
-    watched = {(api, k) for api, k, _ in WATCHED_CHILD_TYPES}
+    declared = {(api, k) for api, k, _ in REGISTRY[KINDS[kind]].children}
     assert sim.objects
     for (k, name), obj in sim.objects.items():
-        assert (obj["apiVersion"], k) in watched, (k, name)
+        assert (obj["apiVersion"], k) in declared, (k, name)
         ref = obj["metadata"]["ownerReferences"]
         assert ref == [
             {
@@ -985,7 +987,6 @@ def _pruned(value: object, schema: dict, path: str) -> list[str]:
 
 @pytest.mark.parametrize("kind", sorted(EVERY_KIND))
 def test_written_status_is_kept_by_the_crd_schema(kind):
-    from t9k_provider.jobs import KINDS
     from t9k_provider.jobs.crds import crd
 
     schema = crd(KINDS[kind])["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]

@@ -27,8 +27,14 @@ from .status import (
     rfc3339,
     sanitized,
 )
-from .types import Action, Create, Decision, Delete, Event, Patch
+from .types import Action, ChildType, Create, Decision, Delete, Event, Patch
 
+# What a JobRun creates for every Plan; a kind declares its companions' types on top.
+CHILD_TYPES = (
+    ChildType("v1", "Pod", "pods"),
+    ChildType("v1", "Service", "services"),
+    ChildType(PODGROUP_API_VERSION, PODGROUP_KIND, "podgroups"),
+)
 ALL_RUNNING = "All pods are running normally."
 # After a terminal decision, come back soon to run cleanup once the status is written.
 CLEANUP_REQUEUE_SECONDS = 1.0
@@ -340,7 +346,7 @@ class JobRun:
     def _ensure_companions(self) -> bool:
         ready = True
         for comp in self.plan.companions:
-            have = self.others.get((comp.kind, comp.name))
+            have = self.others.get((comp.type.kind, comp.name))
             if have is None:
                 self.actions.append(Create(comp.build()))
                 ready = False
@@ -349,7 +355,7 @@ class JobRun:
                 want = comp.build()
                 patch = {f: want.get(f) for f in comp.sync if have.get(f) != want.get(f)}
                 if patch:
-                    self.actions.append(Patch(comp.api_version, comp.kind, comp.name, patch))
+                    self.actions.append(Patch(comp.type.api_version, comp.type.kind, comp.name, patch))
         return ready
 
     def _ensure_services(self) -> None:
