@@ -7,9 +7,10 @@ from typing import Any
 
 from t9k_provider.controller.kinds import decide
 from t9k_provider.jobs import ManifestError, load
+from t9k_provider.jobs.contract import TERMINAL_PHASES
 
 from .model import SpecError
-from .status import TERMINAL_PHASES, merge_conditions, rfc3339, sanitized
+from .status import merge_conditions, rfc3339, sanitized
 from .types import Decision, Event, Observed
 
 # (apiVersion, kind, plural) of every child type the engine creates; the runtime watches them all.

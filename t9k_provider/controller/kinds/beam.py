@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from t9k_provider.controller.engine.names import child_metadata
-from t9k_provider.controller.engine.status import TERMINAL_PHASES, merge_conditions, rfc3339, sanitized
+from t9k_provider.controller.engine.status import merge_conditions, rfc3339, sanitized
 from t9k_provider.controller.engine.types import Action, Create, Decision, Delete, Event
 from t9k_provider.jobs.beam import BeamJob
+from t9k_provider.jobs.contract import TERMINAL_PHASES, batch_job_name
 
 FLINK_API_VERSION = "flinkoperator.k8s.io/v1beta1"
 FLINK_KIND = "FlinkCluster"
@@ -56,7 +57,7 @@ def _with_endpoint(container: dict[str, Any], endpoint: str) -> None:
 
 
 def build_batchjob(typed: BeamJob, job: dict[str, Any]) -> dict[str, Any]:
-    name = f"{job['metadata']['name']}-batchjob"
+    name = batch_job_name(job["metadata"]["name"])
     template = copy.deepcopy(typed.spec.job_template)
     written = template.get("metadata") or {}
     meta = child_metadata(job, name)
@@ -96,7 +97,7 @@ def reconcile_beam(
     name = job["metadata"]["name"]
     by_key = {(c.get("kind"), (c.get("metadata") or {}).get("name")): c for c in children}
     cluster = by_key.get((FLINK_KIND, f"{name}-flinkcluster"))
-    batch = by_key.get(("Job", f"{name}-batchjob"))
+    batch = by_key.get(("Job", batch_job_name(name)))
     actions: list[Action] = []
     events: list[Event] = []
     prior_phase = prior.get("phase")
