@@ -10,6 +10,7 @@ import pytest
 from af_fakes import FakeHook, FakeTI, api_error, generic_manifest, pod, with_status
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, TaskDeferred
 
+from t9k_provider.jobs import KINDS
 from t9k_provider.operators import (
     GenericJobOperator,
     PyTorchTrainingJobOperator,
@@ -115,6 +116,19 @@ def test_kind_operator_rejects_other_kinds(fake_hook: FakeHook, context: dict[st
     with pytest.raises(AirflowFailException, match="PyTorchTrainingJob"):
         make(fake_hook, cls=PyTorchTrainingJobOperator).execute(context)
     assert fake_hook.calls == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_has_its_operator(kind: str) -> None:
+    import t9k_provider.operators
+    from t9k_provider.operators import kinds
+
+    name = f"{kind}Operator"
+    cls = getattr(t9k_provider.operators, name)
+    assert name in t9k_provider.operators.__all__ and getattr(kinds, name) is cls
+    assert issubclass(cls, T9kJobOperator) and cls.job_kind == kind
+    # Airflow names the task's logger and the serialized task type after these.
+    assert (cls.__module__, cls.__qualname__) == ("t9k_provider.operators.kinds", name)
 
 
 def test_yaml_text_and_typed_model_are_accepted(fake_hook: FakeHook, context: dict[str, Any]) -> None:

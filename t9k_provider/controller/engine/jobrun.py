@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from t9k_provider.jobs.contract import TERMINAL_PHASES
+
 from .model import Plan
 from .names import pod_name, replica_key
 from .pods import build_service
@@ -18,7 +20,6 @@ from .replicas import ACTIVE, PAUSED, STOPPED, Round, evaluate
 from .scheduler import PODGROUP_API_VERSION, PODGROUP_KIND, build_podgroup, podgroup_drift
 from .status import (
     NO_REASON,
-    TERMINAL_PHASES,
     aggregate,
     condition,
     condition_true,

@@ -12,9 +12,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from t9k_provider.jobs.constants import RETRYABLE_EXIT_CODES
+from t9k_provider.jobs.contract import ANNOTATION_RESTART_COUNT
 
 from .model import Plan, ReplicaGroup
-from .names import ANNOTATION_RESTART_COUNT, pod_name
+from .names import pod_name
 from .pods import build_pod
 from .podstate import PodState, classify
 from .status import parse_time

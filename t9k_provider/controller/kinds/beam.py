@@ -14,6 +14,7 @@ from typing import Any
 from t9k_provider.controller.engine.model import Progress
 from t9k_provider.controller.engine.types import ChildType, Delete
 from t9k_provider.jobs.beam import BeamJob
+from t9k_provider.jobs.contract import batch_job_name
 
 from .context import JobContext
 
@@ -56,7 +57,7 @@ def _with_endpoint(container: dict[str, Any], endpoint: str) -> None:
 
 
 def build_batchjob(typed: BeamJob, ctx: JobContext) -> dict[str, Any]:
-    name = f"{ctx.name}-batchjob"
+    name = batch_job_name(ctx.name)
     template = copy.deepcopy(typed.spec.job_template)
     written = template.get("metadata") or {}
     meta = ctx.meta(name)
@@ -94,7 +95,7 @@ def drive_beam(typed: BeamJob, ctx: JobContext, children: list[dict[str, Any]]) 
     name = ctx.name
     by_key = {(c.get("kind"), (c.get("metadata") or {}).get("name")): c for c in children}
     cluster = by_key.get((FLINKCLUSTERS.kind, f"{name}-flinkcluster"))
-    batch = by_key.get((BATCH_JOBS.kind, f"{name}-batchjob"))
+    batch = by_key.get((BATCH_JOBS.kind, batch_job_name(name)))
     creates = []
     if cluster is None:
         creates.append(build_flinkcluster(typed, ctx))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import Informer, by_label, object_key
 from t9k_provider.kube.resources import PODGROUPS, PODS
@@ -18,10 +19,9 @@ from t9k_provider.local.kubelet import events
 
 log = logging.getLogger(__name__)
 
-SCHEDULERS = ("default-scheduler", "t9k-scheduler")
-GROUP_LABEL = "scheduler.tensorstack.dev/group-name"
+SCHEDULERS = ("default-scheduler", T9K_SCHEDULER_NAME)
 GROUP_INDEX = "pod-group"  # pods by "<namespace>/<PodGroup name>"
-POD_INDEXERS = {GROUP_INDEX: by_label(GROUP_LABEL)}  # what the pod informer must index for the scheduler
+POD_INDEXERS = {GROUP_INDEX: by_label(LABEL_GROUP_NAME)}  # what the pod informer must index for the scheduler
 
 
 def schedulable(pod: dict[str, Any]) -> bool:
@@ -57,7 +57,7 @@ class Scheduler:
                 self.queue.done(key)
 
     async def _schedule(self, pod: dict[str, Any]) -> None:
-        group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
+        group = (pod["metadata"].get("labels") or {}).get(LABEL_GROUP_NAME)
         if group and not await self._gang_ready(pod, group):
             return
         await self.bind(pod)
