@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.local.kubelet import events, kubelet, runtime
+from t9k_provider.local.kubelet import kubelet, runtime
 from t9k_provider.local.kubelet.runtime import Attempt
 from t9k_provider.local.kubelet.status import ContainerView
+from t9k_provider.local.node import events
+from t9k_provider.local.poddir import AttemptFiles
 
 
 class FakeKubelet:
@@ -52,8 +54,8 @@ def deleting_pod(grace: int, deletion_timestamp: str) -> dict[str, Any]:
 def signals(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
     sent: list[tuple[str, int, int]] = []
 
-    def signal_container(container_dir: Path, n: int, sig: int) -> bool:
-        sent.append((container_dir.name, n, sig))
+    def signal_container(files: AttemptFiles, sig: int) -> bool:
+        sent.append((files.directory.name, files.n, sig))
         return True
 
     async def record(*args: Any, **kwargs: Any) -> None:

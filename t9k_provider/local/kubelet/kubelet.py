@@ -1,15 +1,14 @@
 """The process kubelet: runs the pods bound to the node as local processes and reports their status.
 
 One worker task per pod drives it level-triggered from two sources of truth: the pod object (from the
-informer) and the container files under `STATE/pods/<pod>/` (see `runtime`). Status goes through
-`pods/status` as a merge patch, only when it changed.
+informer) and the container files in its pod directory (`t9k_provider.local.poddir`, read through `runtime`).
+Status goes through `pods/status` as a merge patch, only when it changed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -22,12 +21,15 @@ from urllib.parse import urlparse
 from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
 from t9k_provider.kube.informer import NODE_INDEX, Informer, object_key
 from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS
-from t9k_provider.local import logs
-from t9k_provider.local.kubelet import events, hosts, podenv, runtime, volumes
+from t9k_provider.local import poddir
+from t9k_provider.local.kubelet import hosts, podenv, runtime, volumes
 from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
-from t9k_provider.local.kubelet.shim import Mount, ShimSpec, now_rfc3339
+from t9k_provider.local.kubelet.shim import Mount, ShimSpec
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status, wants_restart
+from t9k_provider.local.node import events
+from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
+from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ def restart_backoff(finished_restarts: int) -> float:
 def parse_time(text: str | None) -> float | None:
     if not text:
         return None
-    return logs.parse_timestamp(text).timestamp()
+    return parse_timestamp(text).timestamp()
 
 
 class PodWorker:
@@ -62,7 +64,7 @@ class PodWorker:
         self.kube = kubelet.kube
         self.pod = pod
         self.uid: str = pod["metadata"]["uid"]
-        self.dir = logs.pod_dir(kubelet.state_dir, pod)
+        self.dir = PodDir.of(kubelet.state_dir, pod)
         self.wakeup = asyncio.Event()
         self.gone = False
         self.net: PodNet | None = None
@@ -118,16 +120,16 @@ class PodWorker:
         """The pod object is gone: kill what is left, free the network, remove the pod directory."""
         runtime.kill_all(self.dir)
         await self.kubelet.network.teardown(self.uid)
-        await asyncio.to_thread(shutil.rmtree, self.dir, True)
+        await asyncio.to_thread(shutil.rmtree, self.dir.path, True)
 
     def _views(self) -> tuple[list[ContainerView], list[ContainerView]]:
         spec = self.pod["spec"]
 
         def view(c: dict[str, Any], waiting: str) -> ContainerView:
-            cdir = self.dir / c["name"]
-            items = runtime.attempts(cdir)
+            container = self.dir.container(c["name"])
+            items = runtime.attempts(container)
             if items and not items[-1].finished:
-                items[-1] = self._check_lost(cdir, items[-1], c["name"])
+                items[-1] = self._check_lost(container, items[-1])
             msg = self.create_errors.get(c["name"]) or self.config_error
             reason = waiting
             if c["name"] in self.create_errors:
@@ -143,14 +145,14 @@ class PodWorker:
         mains = [view(c, "ContainerCreating" if init_done else "PodInitializing") for c in spec["containers"]]
         return inits, mains
 
-    def _check_lost(self, cdir: Path, attempt: runtime.Attempt, name: str) -> runtime.Attempt:
-        launched = self.launched.get((name, attempt.n))
+    def _check_lost(self, container: ContainerDir, attempt: runtime.Attempt) -> runtime.Attempt:
+        launched = self.launched.get((container.name, attempt.n))
         if launched is not None and time.monotonic() - launched < START_GRACE and attempt.pid is None:
             return attempt  # still starting
-        log_path = cdir / f"{attempt.n}.log"
-        if attempt.pid is not None and runtime.shim_alive(log_path):
+        files = container.attempt(attempt.n)
+        if attempt.pid is not None and runtime.shim_alive(files):
             return attempt
-        return runtime.reap_lost(cdir, attempt)
+        return runtime.reap_lost(files, attempt)
 
     async def sync(self) -> bool:
         """One reconcile pass; returns True while something is running or pending (poll faster)."""
@@ -160,17 +162,17 @@ class PodWorker:
         terminal = recorded_phase in TERMINAL_PHASES or self.final is not None
         if terminal and self.final is None:
             # Finished (possibly before this kubelet started): make sure nothing runs, release the network.
-            inits, mains = self._views() if self.dir.exists() else ([], [])
+            inits, mains = self._views() if self.dir.path.exists() else ([], [])
             self._kill_running(inits + mains)
             if meta.get("deletionTimestamp"):
                 await self._final_delete()
-            if self.net is not None or (self.dir / "network.json").exists():
+            if self.net is not None or self.dir.network.exists():
                 await self.kubelet.network.teardown(self.uid)
-                (self.dir / "network.json").unlink(missing_ok=True)
+                self.dir.network.unlink(missing_ok=True)
                 self.net = None
                 self.kubelet.hosts_changed()
             return False
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.path.mkdir(parents=True, exist_ok=True)
         if self.net is None:
             self.net = await self._setup_network()
         deleting = bool(meta.get("deletionTimestamp"))
@@ -220,7 +222,7 @@ class PodWorker:
         if spec.get("hostNetwork"):
             return PodNet(ip=network.host_ip, netns=None, isolate=isinstance(network, NetnsNetwork))
         pod_net = await network.setup(self.uid)
-        (self.dir / "network.json").write_text(json.dumps({"ip": pod_net.ip, "netns": pod_net.netns}))
+        poddir.write_json(self.dir.network, {"ip": pod_net.ip, "netns": pod_net.netns})
         self.kubelet.hosts_changed()
         return pod_net
 
@@ -240,7 +242,7 @@ class PodWorker:
             configmaps=configmaps, secrets=secrets, pod_ip=self.net.ip, host_ip=self.kubelet.network.host_ip
         )
         self.config_error = None
-        (self.dir / "resolv.conf").write_text(hosts.RESOLV_CONF)
+        self.dir.resolv_conf.write_text(hosts.RESOLV_CONF)
         self.kubelet.write_hosts(self)
 
     async def _fetch(self, rt: ResourceType, name: str) -> dict[str, Any] | None:
@@ -358,9 +360,9 @@ class PodWorker:
         if self.net.isolate:
             # The kubelet's hosts file, and a resolv.conf without nameservers: DNS lookups can only go to the
             # loopback address, never to the host's resolver (pod traffic stays local).
-            managed = {"/etc/hosts": "etc-hosts", "/etc/resolv.conf": "resolv.conf"}
+            managed = {"/etc/hosts": self.dir.etc_hosts, "/etc/resolv.conf": self.dir.resolv_conf}
             taken = {m.target for m in mounts}
-            mounts += [Mount(str(self.dir / f), t) for t, f in managed.items() if t not in taken]
+            mounts += [Mount(str(path), target) for target, path in managed.items() if target not in taken]
         env = {**self.kubelet.base_env(self.pod), **k8s_env}
         spec = ShimSpec(
             argv=argv,
@@ -381,7 +383,7 @@ class PodWorker:
             component="kubelet",
             field_path=fp,
         )
-        await asyncio.to_thread(runtime.launch, self.dir / v.name, n, spec)
+        await asyncio.to_thread(runtime.launch, self.dir.container(v.name).attempt(n), spec)
         self.launched[(v.name, n)] = time.monotonic()
         await events.record(
             self.kube, self.pod, "Created", f"Created container {v.name}", component="kubelet", field_path=fp
@@ -407,11 +409,14 @@ class PodWorker:
                 field_path=self._field_path(v.name),
             )
 
+    def _current_files(self, v: ContainerView) -> AttemptFiles:
+        assert v.current is not None
+        return self.dir.container(v.name).attempt(v.current.n)
+
     def _kill_running(self, views: list[ContainerView]) -> None:
         for v in views:
-            cur = v.current
-            if cur is not None and cur.running:
-                runtime.signal_container(self.dir / v.name, cur.n, signal.SIGKILL)
+            if v.current is not None and v.current.running:
+                runtime.signal_container(self._current_files(v), signal.SIGKILL)
 
     async def _terminate(self, views: list[ContainerView]) -> None:
         """Graceful deletion: SIGTERM each running container once, SIGKILL when the grace period is over.
@@ -444,9 +449,9 @@ class PodWorker:
                     component="kubelet",
                     field_path=self._field_path(v.name),
                 )
-                runtime.signal_container(self.dir / v.name, cur.n, signal.SIGTERM)
+                runtime.signal_container(self._current_files(v), signal.SIGTERM)
             if time.time() >= deadline:
-                runtime.signal_container(self.dir / v.name, cur.n, signal.SIGKILL)
+                runtime.signal_container(self._current_files(v), signal.SIGKILL)
         self.kubelet.queue_wakeup(self, max(0.0, deadline - time.time()))
 
     async def _check_deadline(self, views: list[ContainerView]) -> None:
@@ -578,10 +583,10 @@ class ProcessKubelet:
         return out
 
     def write_hosts(self, worker: PodWorker, pod_ips: list[tuple[dict[str, Any], str]] | None = None) -> None:
-        if worker.net is None or not worker.dir.exists():
+        if worker.net is None or not worker.dir.path.exists():
             return
         content = hosts.render(worker.pod, worker.net.ip, pod_ips or self._pod_ips(), self.services.items())
-        hosts.write_in_place(worker.dir / "etc-hosts", content)
+        hosts.write_in_place(worker.dir.etc_hosts, content)
 
     async def _hosts_loop(self) -> None:
         while True:
@@ -618,14 +623,13 @@ class ProcessKubelet:
         Pods keep arriving while this runs (their workers create directories and networks), so what exists
         is read after what is on disk was listed, and counts every pod with a worker: a pod is never taken
         for an orphan because it came after the check."""
-        pods_root = self.state_dir / "pods"
-        entries = list(pods_root.iterdir()) if pods_root.is_dir() else []
+        entries = PodDir.all(self.state_dir)
         live = self._live_uids()
         for entry in entries:
-            if entry.name.rsplit("_", 1)[-1] not in live:
-                log.info("removing pod directory %s: the pod no longer exists", entry.name)
+            if entry.uid not in live:
+                log.info("removing pod directory %s: the pod no longer exists", entry.path.name)
                 runtime.kill_all(entry)
-                await asyncio.to_thread(shutil.rmtree, entry, True)
+                await asyncio.to_thread(shutil.rmtree, entry.path, True)
         await self.network.cleanup_stale(self._live_uids())
 
     def _live_uids(self) -> set[str]:
@@ -634,21 +638,14 @@ class ProcessKubelet:
     async def _stop_everything(self) -> None:
         """Agents stopping: stop every container (SIGTERM, then SIGKILL after a short grace) and the
         networks."""
-        pods_root = self.state_dir / "pods"
-        dirs = [d for d in pods_root.iterdir() if d.is_dir()] if pods_root.is_dir() else []
-        pending = []
-        for d in dirs:
-            for cdir in d.iterdir():
-                if cdir.is_dir() and cdir.name != "volumes":
-                    for a in runtime.attempts(cdir):
-                        if not a.finished and runtime.signal_container(cdir, a.n, signal.SIGTERM):
-                            pending.append((cdir, a.n))
+        dirs = PodDir.all(self.state_dir)
+        pending = [f for d in dirs for f in runtime.running(d) if runtime.signal_container(f, signal.SIGTERM)]
         deadline = time.monotonic() + 3.0
         while pending and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-            pending = [(c, n) for c, n in pending if logs.read_exit_code(c / f"{n}.log") is None]
+            pending = [f for f in pending if not f.finished]
         for d in dirs:
             runtime.kill_all(d)
         for d in dirs:
-            await self.network.teardown(d.name.rsplit("_", 1)[-1])
+            await self.network.teardown(d.uid)
         await self.network.close()
