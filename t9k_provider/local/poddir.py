@@ -9,7 +9,7 @@ share no memory: they talk through these files. This module alone names them:
         <container>/<n>.spec.json         what the shim runs: attempt n was launched
         <container>/<n>.state.json        startedAt/finishedAt/exitCode/reason
         <container>/<n>.pid               {"shim", "container", "containerStart"} while it runs
-        <container>/shim.log              the shims' own stderr
+        <container>/shim.log              the shims' own output
         etc-hosts, resolv.conf            bind-mounted as the containers' /etc/hosts and /etc/resolv.conf
         network.json                      the pod's IP and network namespace
         volumes/<volume>/                 emptyDir / configMap / secret contents
@@ -31,11 +31,15 @@ VOLUMES = "volumes"  # the pod's volumes; the state dir's claims too
 LOG, EXIT, SPEC, STATE, PID = ".log", ".exit", ".spec.json", ".state.json", ".pid"
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
+def _replace(path: Path, text: str) -> None:
     """Replace `path` in one step (temp file + rename): a reader sees the old content or the new."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
+    tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    _replace(path, json.dumps(data))
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -99,10 +103,7 @@ class AttemptFiles:
             return None
 
     def write_exit_code(self, code: int) -> None:
-        """Publish the exit code atomically, so readers never see a half-written file."""
-        tmp = self.exit.with_name(self.exit.name + ".tmp")
-        tmp.write_text(f"{code}\n")
-        os.replace(tmp, self.exit)
+        _replace(self.exit, f"{code}\n")
 
 
 @dataclass(frozen=True)
