@@ -257,9 +257,7 @@ class PodWorker:
 
     async def _config_failed(self, message: str) -> None:
         if self.config_error != message:
-            await events.record(
-                self.kube, self.pod, "Failed", f"Error: {message}", component="kubelet", event_type="Warning"
-            )
+            await self._event("Failed", f"Error: {message}", warning=True)
         self.config_error = message
         self.ctx = None
         self.prepare_after = time.monotonic() + CONFIG_RETRY_SECONDS
@@ -308,26 +306,33 @@ class PodWorker:
             )
             if ("BackOff", v.name, cur.n) not in self.reported:
                 self.reported.add(("BackOff", v.name, cur.n))
-                await events.record(
-                    self.kube,
-                    self.pod,
+                await self._event(
                     "BackOff",
                     f"Back-off restarting failed container {v.name} in pod "
                     f"{self.pod['metadata']['name']}_{self.pod['metadata'].get('namespace')}({self.uid})",
-                    component="kubelet",
-                    event_type="Warning",
-                    field_path=self._field_path(v.name),
+                    v.name,
+                    warning=True,
                 )
             self.kubelet.queue_wakeup(self, wait)
             return
         self.backing_off.pop(v.name, None)
         await self._start(v, cur.n + 1)
 
-    def _field_path(self, name: str) -> str:
-        spec = self.pod["spec"]
-        if any(c["name"] == name for c in spec.get("initContainers") or []):
-            return f"spec.initContainers{{{name}}}"
-        return f"spec.containers{{{name}}}"
+    async def _event(self, reason: str, message: str, container: str = "", *, warning: bool = False) -> None:
+        """Record an event from the kubelet about the pod, or about one of its containers."""
+        field_path = None
+        if container:
+            init = any(c["name"] == container for c in self.pod["spec"].get("initContainers") or [])
+            field_path = f"spec.{'initContainers' if init else 'containers'}{{{container}}}"
+        await events.record(
+            self.kube,
+            self.pod,
+            reason,
+            message,
+            component="kubelet",
+            event_type="Warning" if warning else "Normal",
+            field_path=field_path,
+        )
 
     def _shim_spec(self, c: dict[str, Any]) -> ShimSpec:
         """What the shim runs for container `c` (the container's runtime spec); raises ContainerConfigError
@@ -367,35 +372,15 @@ class PodWorker:
         except _CreateError as exc:
             if v.name not in self.create_errors:
                 self.create_errors[v.name] = str(exc)
-                await events.record(
-                    self.kube,
-                    self.pod,
-                    "Failed",
-                    f"Error: {exc}",
-                    component="kubelet",
-                    event_type="Warning",
-                    field_path=self._field_path(v.name),
-                )
+                await self._event("Failed", f"Error: {exc}", v.name, warning=True)
             return
         self.create_errors.pop(v.name, None)
         image = v.spec.get("image", "")
-        fp = self._field_path(v.name)
-        await events.record(
-            self.kube,
-            self.pod,
-            "Pulled",
-            f'Container image "{image}" already present on machine',
-            component="kubelet",
-            field_path=fp,
-        )
+        await self._event("Pulled", f'Container image "{image}" already present on machine', v.name)
         await asyncio.to_thread(runtime.launch, self.dir.container(v.name).attempt(n), spec)
         self.launched[(v.name, n)] = time.monotonic()
-        await events.record(
-            self.kube, self.pod, "Created", f"Created container {v.name}", component="kubelet", field_path=fp
-        )
-        await events.record(
-            self.kube, self.pod, "Started", f"Started container {v.name}", component="kubelet", field_path=fp
-        )
+        await self._event("Created", f"Created container {v.name}", v.name)
+        await self._event("Started", f"Started container {v.name}", v.name)
 
     async def _report_start_errors(self, views: list[ContainerView]) -> None:
         """A process that could not be exec'd (exit 128, StartError) gets a Warning event, once."""
@@ -404,15 +389,8 @@ class PodWorker:
             if cur is None or cur.reason != "StartError" or ("StartError", v.name, cur.n) in self.reported:
                 continue
             self.reported.add(("StartError", v.name, cur.n))
-            await events.record(
-                self.kube,
-                self.pod,
-                "Failed",
-                f"Error: failed to start container {v.name!r}: {cur.message}",
-                component="kubelet",
-                event_type="Warning",
-                field_path=self._field_path(v.name),
-            )
+            message = f"Error: failed to start container {v.name!r}: {cur.message}"
+            await self._event("Failed", message, v.name, warning=True)
 
     def _current_files(self, v: ContainerView) -> AttemptFiles:
         assert v.current is not None
@@ -446,14 +424,7 @@ class PodWorker:
             key = (v.name, cur.n)
             if key not in self.termed:
                 self.termed.add(key)
-                await events.record(
-                    self.kube,
-                    self.pod,
-                    "Killing",
-                    f"Stopping container {v.name}",
-                    component="kubelet",
-                    field_path=self._field_path(v.name),
-                )
+                await self._event("Killing", f"Stopping container {v.name}", v.name)
                 runtime.signal_container(self._current_files(v), signal.SIGTERM)
             if time.time() >= deadline:
                 runtime.signal_container(self._current_files(v), signal.SIGKILL)
@@ -471,9 +442,7 @@ class PodWorker:
             "DeadlineExceeded",
             "Pod was active on the node longer than the specified deadline",
         )
-        await events.record(
-            self.kube, self.pod, "DeadlineExceeded", self.final[2], component="kubelet", event_type="Normal"
-        )
+        await self._event("DeadlineExceeded", self.final[2])
         self._kill_running(views)
 
     async def _write_status(self, status: dict[str, Any]) -> None:
