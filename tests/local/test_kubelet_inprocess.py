@@ -13,7 +13,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from t9k_provider.local.kubelet import network
-from t9k_provider.local.kubelet.agents import run_node_agents
+from t9k_provider.local.node.agents import run_node_agents
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = pytest.mark.cluster

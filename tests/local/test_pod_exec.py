@@ -19,8 +19,7 @@ import pytest
 from kubernetes import client
 from kubernetes.stream import stream
 
-from t9k_provider.local import logs
-from t9k_provider.local.kubelet.shim import pid_path
+from t9k_provider.local.poddir import PodDir
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [
@@ -243,8 +242,7 @@ def test_exec_refuses_a_pid_whose_start_time_differs(
     """The pid file names the container by (pid, start time): a live pid that started at another time is a
     reused pid, not the container, so exec must not enter it."""
     pod = core.read_namespaced_pod("sleeper", ns).to_dict()
-    log_path = logs.container_log_path(cluster.state_dir, pod, "main", 0)
-    pid_file = pid_path(log_path)
+    pid_file = PodDir.of(cluster.state_dir, pod).container("main").attempt(0).pid
     recorded = pid_file.read_text()
     ids = json.loads(recorded)
     try:

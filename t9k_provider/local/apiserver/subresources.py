@@ -16,6 +16,8 @@ from t9k_provider.local.apiserver.objects import Objects, deep_copy, store_key
 from t9k_provider.local.apiserver.patch import PatchError, apply_patch
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.wire import Route, parse_bool, parse_int, read_body, respond
+from t9k_provider.local.poddir import PodDir
+from t9k_provider.local.timestamps import parse_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +133,7 @@ async def pod_log(
     limit = parse_int(request, "limitBytes")
     if (tail is not None and tail < 0) or (limit is not None and limit <= 0):
         raise errors.bad_request("tailLines and limitBytes must be positive")
-    path = logs.container_log_path(state_dir, pod, container, restart)
+    files = PodDir.of(state_dir, pod).container(container).attempt(restart)
     uid = pod["metadata"]["uid"]
     key = store_key(res, ns, name)
 
@@ -139,14 +141,14 @@ async def pod_log(
         current = objects.store.get(key)
         if current is None or current["metadata"].get("uid") != uid:
             return True
-        return logs.container_finished(path)
+        return files.finished
 
     response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
     response.enable_chunked_encoding()
     await response.prepare(request)
     try:
         async for chunk in logs.read_log(
-            path,
+            files.log,
             follow=follow,
             timestamps=parse_bool(request, "timestamps"),
             tail_lines=tail,
@@ -226,7 +228,7 @@ def _since(request: web.Request) -> datetime | None:
     if not text:
         return None
     try:
-        return logs.parse_timestamp(text)
+        return parse_timestamp(text)
     except ValueError:
         raise errors.bad_request(f'parsing time "{text}" as RFC3339: cannot parse') from None
 

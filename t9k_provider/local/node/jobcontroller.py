@@ -3,7 +3,6 @@ completions, backoffLimit, activeDeadlineSeconds, suspend, and the Complete / Fa
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -11,11 +10,8 @@ from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, object_key
 from t9k_provider.kube.resources import JOBS, PODS
 from t9k_provider.kube.workqueue import WorkQueue
-from t9k_provider.local.kubelet import events
-from t9k_provider.local.kubelet.shim import now_rfc3339
-from t9k_provider.local.logs import parse_timestamp
-
-log = logging.getLogger(__name__)
+from t9k_provider.local.node import events, workloop
+from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 COMPONENT = "job-controller"
 DEFAULT_BACKOFF_LIMIT = 6
@@ -60,16 +56,12 @@ class JobController:
     async def run(self) -> None:
         await self.jobs.synced.wait()
         await self.pods.synced.wait()
-        while (key := await self.queue.get()) is not None:
-            try:
-                job = self.jobs.get(*key)
-                if job is not None:
-                    await self.sync(job)
-            except (ApiError, OSError) as exc:
-                log.warning("job %s/%s: sync failed: %s", *key, exc)
-                self.queue.add_after(key, 1.0)
-            finally:
-                self.queue.done(key)
+        await workloop.run(self.queue, self._sync_key, "job")
+
+    async def _sync_key(self, key: workloop.Key) -> None:
+        job = self.jobs.get(*key)
+        if job is not None:
+            await self.sync(job)
 
     def _owned_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         return self.pods.by_index(OWNER_INDEX, job["metadata"]["uid"])

@@ -18,11 +18,11 @@ from t9k_provider.kube.informer import NODE_INDEX, OWNER_INDEX, Informer, by_nod
 from t9k_provider.kube.resources import CONFIGMAPS, JOBS, PODS, SERVICES
 from t9k_provider.local.flink.cluster import FLINKCLUSTERS
 from t9k_provider.local.flink.operator import FlinkOperator, is_flink_object
-from t9k_provider.local.kubelet import scheduler
-from t9k_provider.local.kubelet.jobcontroller import JobController
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
 from t9k_provider.local.kubelet.network import select_network
 from t9k_provider.local.kubelet.simulated import SimulatedKubelet
+from t9k_provider.local.node import scheduler
+from t9k_provider.local.node.jobcontroller import JobController
 
 MODES = ("process", "simulated", "none")
 
