@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from t9k_provider.kube.api import ApiError, ResourceType
-from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS
+from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICEACCOUNTS
 from t9k_provider.local import poddir
 from t9k_provider.local.kubelet import hosts, podenv, runtime, volumes
+from t9k_provider.local.kubelet.identity import container_identity
 from t9k_provider.local.kubelet.network import NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
 from t9k_provider.local.kubelet.shim import Mount, ShimSpec
@@ -73,7 +74,9 @@ class PodWorker:
         self.volume_paths: dict[str, Path] = {}
         self.ctx: PodContext | None = None
         self.config_error: str | None = None
+        self.mount_error: str | None = None  # the last FailedMount event recorded
         self.create_errors: dict[str, str] = {}
+        self.identity_warnings: dict[str, str] = {}  # container -> why its securityContext is not applied
         self.backing_off: dict[str, str] = {}  # container -> CrashLoopBackOff message until it restarts
         self.launched: dict[tuple[str, int], float] = {}
         self.termed: set[tuple[str, int]] = set()
@@ -233,9 +236,16 @@ class PodWorker:
         configmaps = {n: o for n in cm_names if (o := await self._fetch(CONFIGMAPS, n))}
         secrets = {n: o for n in secret_names if (o := await self._fetch(SECRETS, n))}
         assert self.net is not None
+        tokens = {}
+        for source in volumes.token_sources(self.pod):
+            try:
+                tokens[source.key] = await self._request_token(source)
+            except ApiError as exc:
+                await self._mount_failed(source.volume, f"failed to fetch token: {exc.message}")
+                return
         try:
             self.volume_paths = await asyncio.to_thread(
-                volumes.materialize, self.pod, self.dir, configmaps, secrets
+                volumes.materialize, self.pod, self.dir, configmaps, secrets, tokens
             )
         except ContainerConfigError as exc:
             await self._config_failed(str(exc))
@@ -254,6 +264,31 @@ class PodWorker:
             if exc.status == 404:
                 return None
             raise
+
+    async def _request_token(self, source: volumes.TokenSource) -> str:
+        """A token of the pod's ServiceAccount bound to the pod, from the API server's TokenRequest."""
+        meta = self.pod["metadata"]
+        spec: dict[str, Any] = {
+            "expirationSeconds": source.expiration_seconds,
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": self.uid},
+        }
+        if source.audience:
+            spec["audiences"] = [source.audience]
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+        account = self.pod["spec"].get("serviceAccountName") or "default"
+        response = await self.kube.create(
+            SERVICEACCOUNTS, self.namespace, request, name=account, subresource="token"
+        )
+        return str(response["status"]["token"])
+
+    async def _mount_failed(self, volume: str, message: str) -> None:
+        """A volume cannot be set up yet: the containers wait (ContainerCreating) and the kubelet retries."""
+        text = f'MountVolume.SetUp failed for volume "{volume}" : {message}'
+        if self.mount_error != text:
+            self.mount_error = text
+            await self._event("FailedMount", text, warning=True)
+        self.prepare_after = time.monotonic() + CONFIG_RETRY_SECONDS
+        self.kubelet.queue_wakeup(self, CONFIG_RETRY_SECONDS)
 
     async def _config_failed(self, message: str) -> None:
         if self.config_error != message:
@@ -346,6 +381,9 @@ class PodWorker:
                 "(the local cluster ignores images and their entrypoints; set command)"
             )
         argv = podenv.container_argv(c, k8s_env)
+        identity, not_applied = container_identity(self.pod, c)
+        if not_applied:
+            self.identity_warnings[c["name"]] = not_applied
         mounts = volumes.container_mounts(c, self.volume_paths, k8s_env.get) if self.net.isolate else []
         if self.net.isolate:
             # The kubelet's hosts file, and a resolv.conf without nameservers: DNS lookups can only go to the
@@ -361,6 +399,7 @@ class PodWorker:
             netns=self.net.netns,
             hostname=hosts.pod_hostname(self.pod) if self.net.isolate else None,
             mounts=mounts,
+            identity=identity,
         )
 
     async def _start(self, v: ContainerView, n: int) -> None:
@@ -375,6 +414,13 @@ class PodWorker:
                 await self._event("Failed", f"Error: {exc}", v.name, warning=True)
             return
         self.create_errors.pop(v.name, None)
+        if (warning := self.identity_warnings.pop(v.name, None)) and (
+            "Identity",
+            v.name,
+            0,
+        ) not in self.reported:
+            self.reported.add(("Identity", v.name, 0))
+            await self._event("IdentityNotApplied", warning, v.name, warning=True)
         image = v.spec.get("image", "")
         await self._event("Pulled", f'Container image "{image}" already present on machine', v.name)
         await asyncio.to_thread(runtime.launch, self.dir.container(v.name).attempt(n), spec)

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from t9k_provider.local import logs, poddir
+from t9k_provider.local.kubelet.identity import Identity, apply_identity
 from t9k_provider.local.poddir import AttemptFiles
 from t9k_provider.local.timestamps import now_rfc3339
 
@@ -67,6 +68,7 @@ class ShimSpec:
     netns: str | None = None  # path of a network namespace to join, e.g. /run/netns/<name>
     hostname: str | None = None  # set in a fresh UTS namespace
     mounts: list[Mount] = field(default_factory=list)  # bind mounts in a private mount namespace
+    identity: Identity | None = None  # credentials from the securityContext, applied last
 
     @property
     def isolated(self) -> bool:
@@ -80,6 +82,7 @@ class ShimSpec:
     def load(cls, path: Path) -> ShimSpec:
         data = json.loads(path.read_text())
         data["mounts"] = [Mount(**m) for m in data.get("mounts", [])]
+        data["identity"] = Identity.load(data.get("identity"))
         return cls(**data)
 
 
@@ -127,6 +130,16 @@ def _child_setup(spec: ShimSpec) -> None:
     if spec.working_dir:
         os.makedirs(spec.working_dir, exist_ok=True)
         os.chdir(spec.working_dir)
+    _become(spec)
+
+
+def _become(spec: ShimSpec) -> None:
+    """Take on the container's identity, the last step before exec (see `identity`)."""
+    if spec.identity is None:
+        return
+    if not (spec.mounts or spec.isolated):  # no private mount namespace: never cover host directories
+        spec.identity.exposed = []
+    apply_identity(spec.identity)
 
 
 def run(spec: ShimSpec) -> int:
