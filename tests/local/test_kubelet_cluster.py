@@ -648,3 +648,143 @@ def test_batch_job_counts_restarts_under_on_failure(
     assert failed.reason == "BackoffLimitExceeded"
     wait_for("pod deleted", lambda: not core.list_namespaced_pod(ns, label_selector="job-name=crashy").items)
     assert "SuccessfulDelete" in {e.reason for e in core.list_namespaced_event(ns).items}
+
+
+# -- securityContext identity, projected and downwardAPI volumes
+
+
+def _container_pid(cluster: LocalCluster, ns: str, pod: str, container: str) -> int:
+    pid_file = next((cluster.state_dir / "pods").glob(f"{ns}_{pod}_*/{container}/0.pid"))
+    return int(json.loads(pid_file.read_text())["container"])
+
+
+def _status_ids(pid: int) -> dict[str, list[str]]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: v.split() for k, v in (line.split(":", 1) for line in lines) if k in ("Uid", "Gid", "Groups")}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a process's credentials needs root")
+def test_run_as_user_group_and_fs_group(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
+    """The container process has the pod's uid, gid and groups; its emptyDir belongs to the fsGroup."""
+    script = (
+        "import os, time\n"
+        "open('/data/out', 'w').write('x')\n"
+        "st = os.stat('/data/out')\n"
+        "print(os.getuid(), os.getgid(), st.st_uid, st.st_gid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    pod = pod_manifest(
+        "ids",
+        [c("main", script, volumeMounts=[{"name": "d", "mountPath": "/data"}])],
+        securityContext={
+            "runAsUser": 1000,
+            "runAsGroup": 3000,
+            "fsGroup": 2000,
+            "supplementalGroups": [4000],
+        },
+        volumes=[{"name": "d", "emptyDir": {}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+    wait_for("output", lambda: pod_log(core, "ids", ns))
+    assert pod_log(core, "ids", ns) == "1000 3000 1000 2000\n"  # the setgid volume gives files its group
+    ids = _status_ids(_container_pid(cluster, ns, "ids", "main"))
+    assert ids["Uid"] == ["1000"] * 4 and ids["Gid"] == ["3000"] * 4
+    assert sorted(ids["Groups"]) == ["2000", "3000", "4000"]
+    core.delete_namespaced_pod("ids", ns, grace_period_seconds=0)
+
+
+def test_run_as_non_root_without_a_user_is_refused(core: client.CoreV1Api, ns: str) -> None:
+    pod = pod_manifest("nonroot", [c("main", "print('ran')")], securityContext={"runAsNonRoot": True})
+    core.create_namespaced_pod(ns, pod)
+    if os.geteuid() != 0:  # the local "image" runs as the kubelet's own, non-root user
+        wait_for("Succeeded", phase_is(core, "nonroot", ns, "Succeeded"))
+        return
+
+    def waiting() -> Any:
+        sts = core.read_namespaced_pod("nonroot", ns).status.container_statuses or []
+        state = sts and sts[0].state.waiting
+        return state if state and state.reason == "CreateContainerConfigError" else None
+
+    uid = core.read_namespaced_pod("nonroot", ns).metadata.uid
+    message = (
+        f'container has runAsNonRoot and image will run as root (pod: "nonroot_{ns}({uid})", container: main)'
+    )
+    assert wait_for("CreateContainerConfigError", waiting).message == message
+    failed = [e for e in core.list_namespaced_event(ns).items if e.reason == "Failed"]
+    assert [e.message for e in failed] == [f"Error: {message}"] and failed[0].type == "Warning"
+
+
+def test_projected_and_downward_api_volumes(core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "cm"}, "data": {"k": "cmval"}})
+    core.create_namespaced_secret(ns, {"metadata": {"name": "sec"}, "stringData": {"pw": "s3cret"}})
+    labels = {"app": "web", "tier": "x"}
+    script = (
+        "import os\n"
+        "for p in ['/p/k', '/p/creds/pw', '/p/name', '/d/labels', '/d/cpu']:\n"
+        "    print(p, open(p).read().replace(chr(10), ';'), oct(os.stat(p).st_mode & 0o777), flush=True)\n"
+    )
+    resources = {"limits": {"cpu": "2"}}
+    projected = {
+        "defaultMode": 0o440,
+        "sources": [
+            {"configMap": {"name": "cm"}},
+            {"secret": {"name": "sec", "items": [{"key": "pw", "path": "creds/pw"}]}},
+            {"downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+        ],
+    }
+    downward = {
+        "items": [
+            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+            {
+                "path": "cpu",
+                "resourceFieldRef": {"containerName": "main", "resource": "limits.cpu"},
+                "mode": 0o400,
+            },
+        ]
+    }
+    mounts = [{"name": "p", "mountPath": "/p"}, {"name": "d", "mountPath": "/d"}]
+    pod = pod_manifest(
+        "proj",
+        [c("main", script, volumeMounts=mounts, resources=resources)],
+        volumes=[{"name": "p", "projected": projected}, {"name": "d", "downwardAPI": downward}],
+        metadata={"labels": labels},
+    )
+    core.create_namespaced_pod(ns, pod)
+    done = wait_for("done", phase_is(core, "proj", ns, "Succeeded", "Failed"))
+    out = pod_log(core, "proj", ns)
+    assert done.status.phase == "Succeeded", out
+    assert out.splitlines() == [
+        "/p/k cmval 0o440",
+        "/p/creds/pw s3cret 0o440",
+        "/p/name proj 0o440",
+        '/d/labels app="web";tier="x" 0o644',
+        "/d/cpu 2 0o400",
+    ]
+
+
+def test_service_account_token_without_token_request_fails_the_mount(core: client.CoreV1Api, ns: str) -> None:
+    """Until the API server issues tokens, a serviceAccountToken source keeps the pod in ContainerCreating
+    with a FailedMount event that says why."""
+    token = {"serviceAccountToken": {"path": "token", "audience": "api", "expirationSeconds": 3600}}
+    pod = pod_manifest(
+        "tok",
+        [
+            c(
+                "main",
+                "print(open('/var/run/secrets/tokens/token').read())",
+                volumeMounts=[{"name": "t", "mountPath": "/var/run/secrets/tokens"}],
+            )
+        ],
+        volumes=[{"name": "t", "projected": {"sources": [token]}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+
+    def failed_mount() -> Any:
+        return [e for e in core.list_namespaced_event(ns).items if e.reason == "FailedMount"]
+
+    events = wait_for("FailedMount", failed_mount)
+    assert events[0].type == "Warning"
+    assert events[0].message.startswith('MountVolume.SetUp failed for volume "t" : failed to fetch token: ')
+    pod_now = core.read_namespaced_pod("tok", ns)
+    assert pod_now.status.phase == "Pending"
+    assert pod_now.status.container_statuses[0].state.waiting.reason == "ContainerCreating"
