@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 from t9k_provider.kube.api import ApiError, ResourceType
 from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICEACCOUNTS
 from t9k_provider.local import poddir
-from t9k_provider.local.kubelet import hosts, podenv, runtime, volumes
+from t9k_provider.local.kubelet import execute, hosts, podenv, runtime, volumes
 from t9k_provider.local.kubelet.identity import container_identity
 from t9k_provider.local.kubelet.network import NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
+from t9k_provider.local.kubelet.probes import ContainerProber, Probe, ProbeTarget
 from t9k_provider.local.kubelet.shim import Mount, ShimSpec
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status, wants_restart
 from t9k_provider.local.node import events
@@ -88,6 +89,8 @@ class PodWorker:
         self.deleted = False
         self.prepare_after = 0.0
         self.kill_deadline: float | None = None
+        self.probers: dict[str, ContainerProber] = {}  # container -> the probes of its running attempt
+        self.probe_kills: dict[tuple[str, int], float] = {}  # attempt killed by a probe -> SIGKILL deadline
         self.seen_grace: int | None = None
 
     @property
@@ -123,6 +126,8 @@ class PodWorker:
 
     async def teardown(self) -> None:
         """The pod object is gone: kill what is left, free the network, remove the pod directory."""
+        for prober in self.probers.values():
+            prober.cancel()
         runtime.kill_all(self.dir)
         await self.kubelet.network.teardown(self.uid)
         await asyncio.to_thread(shutil.rmtree, self.dir.path, True)
@@ -195,6 +200,7 @@ class PodWorker:
             if self.final is None and self.ctx is not None:
                 restart_pending = await self._advance(inits, mains)
             inits, mains = self._views()
+            await self._probe(mains)
         else:
             self._kill_running(inits + mains)
 
@@ -427,6 +433,53 @@ class PodWorker:
         self.launched[(v.name, n)] = time.monotonic()
         await self._event("Created", f"Created container {v.name}", v.name)
         await self._event("Started", f"Started container {v.name}", v.name)
+
+    async def _probe(self, mains: list[ContainerView]) -> None:
+        """Run the main containers' probes (see `probes`), report and act on what they find; the views get
+        the probes' started/ready verdicts."""
+        for v in mains:
+            cur = v.current
+            prober = self.probers.get(v.name)
+            if cur is None or not cur.running or not cur.started_at or cur.pid is None:
+                if prober is not None:
+                    prober.cancel()
+                    del self.probers[v.name]
+                continue
+            self._enforce_probe_kill(v, cur.n)
+            if prober is None or prober.attempt != cur.n:
+                if prober is not None:
+                    prober.cancel()
+                started = time.monotonic() - (time.time() - (parse_time(cur.started_at) or time.time()))
+                prober = ContainerProber(v.spec, cur.n, started)
+                if not prober.states:
+                    continue
+                self.probers[v.name] = prober
+            assert self.net is not None
+            running = execute.locate(self.kubelet.state_dir, self.pod, v.name, cur.n)
+            verdict = prober.due(ProbeTarget(self.net.ip, v.spec, running))
+            for probe, message in verdict.failures:
+                await self._event("Unhealthy", f"{probe.label} probe failed: {message}", v.name, warning=True)
+            if verdict.kill is not None:
+                await self._kill_for_probe(v, cur.n, verdict.kill)
+            v.probe_started, v.probe_ready = prober.started, prober.ready
+
+    async def _kill_for_probe(self, v: ContainerView, n: int, probe: Probe) -> None:
+        """A failed startup or liveness probe: stop the container (SIGTERM, SIGKILL after the grace period);
+        `_advance` restarts it per restartPolicy."""
+        await self._event(
+            "Killing", f"Container {v.name} failed {probe.kind} probe, will be restarted", v.name
+        )
+        grace = probe.grace_period
+        if grace is None:
+            grace = self.pod["spec"].get("terminationGracePeriodSeconds", 30)
+        self.probe_kills[(v.name, n)] = time.time() + float(grace)
+        runtime.signal_container(self._current_files(v), signal.SIGTERM)
+        self.kubelet.queue_wakeup(self, float(grace))
+
+    def _enforce_probe_kill(self, v: ContainerView, n: int) -> None:
+        deadline = self.probe_kills.get((v.name, n))
+        if deadline is not None and time.time() >= deadline:
+            runtime.signal_container(self._current_files(v), signal.SIGKILL)
 
     async def _report_start_errors(self, views: list[ContainerView]) -> None:
         """A process that could not be exec'd (exit 128, StartError) gets a Warning event, once."""
