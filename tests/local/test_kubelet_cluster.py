@@ -788,3 +788,158 @@ def test_service_account_token_without_token_request_fails_the_mount(core: clien
     pod_now = core.read_namespaced_pod("tok", ns)
     assert pod_now.status.phase == "Pending"
     assert pod_now.status.container_statuses[0].state.waiting.reason == "ContainerCreating"
+
+
+# -- probes
+
+FAST = {"periodSeconds": 1, "timeoutSeconds": 5}  # exec probes start an interpreter: room on a busy CI
+
+
+def _events(core: client.CoreV1Api, ns: str, reason: str) -> list[Any]:
+    return [e for e in core.list_namespaced_event(ns).items if e.reason == reason]
+
+
+def _container_status(core: client.CoreV1Api, name: str, ns: str) -> Any:
+    return (core.read_namespaced_pod(name, ns).status.container_statuses or [None])[0]
+
+
+def test_failing_liveness_probe_restarts_the_container(core: client.CoreV1Api, ns: str) -> None:
+    """Healthy for a second, then the exec probe fails: the kubelet kills the container, and restartPolicy
+    Always starts it again."""
+    script = (
+        "import os, time\n"
+        "open('/state/healthy', 'w').close()\n"
+        "print('up', flush=True)\n"
+        "time.sleep(1)\n"
+        "os.remove('/state/healthy')\n"
+        "time.sleep(120)\n"
+    )
+    liveness = {"exec": {"command": ["cat", "/state/healthy"]}, "failureThreshold": 2, **FAST}
+    pod = pod_manifest(
+        "live",
+        [c("main", script, livenessProbe=liveness, volumeMounts=[{"name": "s", "mountPath": "/state"}])],
+        restartPolicy="Always",
+        terminationGracePeriodSeconds=2,
+        volumes=[{"name": "s", "emptyDir": {}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+    restarted = wait_for(
+        "restart", lambda: (st := _container_status(core, "live", ns)) and st.restart_count >= 1 and st, 60
+    )
+    assert restarted.last_state.terminated is not None
+    killing = _events(core, ns, "Killing")
+    assert [e.message for e in killing][:1] == ["Container main failed liveness probe, will be restarted"]
+    unhealthy = _events(core, ns, "Unhealthy")
+    assert unhealthy and all(e.message.startswith("Liveness probe failed: ") for e in unhealthy)
+    assert (
+        unhealthy[0].type == "Warning" and unhealthy[0].involved_object.field_path == "spec.containers{main}"
+    )
+    core.delete_namespaced_pod("live", ns, grace_period_seconds=0)
+
+
+READY_SERVER = (
+    "import http.server, os\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        ok = os.path.exists('/flags/ready')\n"
+    "        self.send_response(200 if ok else 503); self.end_headers()\n"
+    "    def log_message(self, *args): pass\n"
+    "http.server.HTTPServer((os.environ['BIND'], 8080), H).serve_forever()\n"
+)
+
+RESOLVE_LOOP = (
+    "import socket, time\n"
+    "last = None\n"
+    "for _ in range(1200):\n"
+    "    try:\n"
+    "        ip = socket.gethostbyname('websvc')\n"
+    "    except OSError:\n"
+    "        ip = 'none'\n"
+    "    if ip != last:\n"
+    "        print(ip, flush=True); last = ip\n"
+    "    time.sleep(0.1)\n"
+)
+
+
+def _ready_condition(core: client.CoreV1Api, name: str, ns: str) -> str:
+    conditions = core.read_namespaced_pod(name, ns).status.conditions or []
+    return next((cd.status for cd in conditions if cd.type == "Ready"), "")
+
+
+def test_readiness_probe_gates_the_ready_condition_and_service_endpoints(
+    core: client.CoreV1Api, ns: str, tmp_path: Path
+) -> None:
+    """A pod is a Service's endpoint (its name resolves to it in other pods) only while its readiness probe
+    passes; the probe's answers are flipped from outside through a hostPath file."""
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    bind = [{"name": "BIND", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    readiness = {"httpGet": {"path": "/healthz", "port": "http"}, "failureThreshold": 1, **FAST}
+    web = c(
+        "main",
+        READY_SERVER,
+        env=bind,
+        ports=[{"name": "http", "containerPort": 8080}],
+        readinessProbe=readiness,
+        volumeMounts=[{"name": "flags", "mountPath": "/flags"}],
+    )
+    core.create_namespaced_service(
+        ns, {"metadata": {"name": "websvc"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 8080}]}}
+    )
+    core.create_namespaced_pod(
+        ns,
+        pod_manifest(
+            "web",
+            [web],
+            volumes=[{"name": "flags", "hostPath": {"path": str(flags)}}],
+            metadata={"labels": {"app": "web"}},
+        ),
+    )
+    wait_for("web running", phase_is(core, "web", ns, "Running"))
+    refused = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+    wait_for("503", lambda: refused in [e.message for e in _events(core, ns, "Unhealthy")])
+    assert _ready_condition(core, "web", ns) == "False"
+    status = _container_status(core, "web", ns)
+    assert (status.started, status.ready) == (True, False)
+    web_ip = core.read_namespaced_pod("web", ns).status.pod_ip
+
+    core.create_namespaced_pod(ns, pod_manifest("client", [c("main", RESOLVE_LOOP)]))
+    wait_for("not resolvable", lambda: pod_log(core, "client", ns) == "none\n")
+    (flags / "ready").touch()
+    wait_for("Ready", lambda: _ready_condition(core, "web", ns) == "True")
+    wait_for("resolvable", lambda: pod_log(core, "client", ns) == f"none\n{web_ip}\n")
+    (flags / "ready").unlink()
+    wait_for("not Ready", lambda: _ready_condition(core, "web", ns) == "False")
+    wait_for("gone again", lambda: pod_log(core, "client", ns) == f"none\n{web_ip}\nnone\n")
+    assert _container_status(core, "web", ns).restart_count == 0  # readiness never restarts
+    for name in ("web", "client"):
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+
+
+def test_startup_probe_holds_liveness_until_the_container_listens(core: client.CoreV1Api, ns: str) -> None:
+    """The server listens after 3 s: the tcpSocket startup probe fails until then (no restart, as its
+    threshold is not reached), `started` turns true, and only then does the liveness probe run."""
+    script = (
+        "import os, socket, time\n"
+        "time.sleep(3)\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind((os.environ['BIND'], 8081)); s.listen()\n"
+        "print('listening', flush=True)\n"
+        "while True:\n"
+        "    s.accept()[0].close()\n"
+    )
+    bind = [{"name": "BIND", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    startup = {"tcpSocket": {"port": 8081}, "failureThreshold": 30, **FAST}
+    liveness = {"tcpSocket": {"port": 8081}, "failureThreshold": 1, **FAST}
+    container = c("main", script, env=bind, startupProbe=startup, livenessProbe=liveness)
+    core.create_namespaced_pod(ns, pod_manifest("slow", [container], restartPolicy="Always"))
+    wait_for("running", phase_is(core, "slow", ns, "Running"))
+    status = _container_status(core, "slow", ns)
+    assert (status.started, status.ready) == (False, False)
+    wait_for("started", lambda: (st := _container_status(core, "slow", ns)) and st.started and st.ready, 20)
+    time.sleep(2.5)  # liveness probes run now and pass
+    assert _container_status(core, "slow", ns).restart_count == 0
+    unhealthy = _events(core, ns, "Unhealthy")
+    assert unhealthy and all(e.message.startswith("Startup probe failed: dial tcp ") for e in unhealthy)
+    assert not _events(core, ns, "Killing")
+    core.delete_namespaced_pod("slow", ns, grace_period_seconds=0)
