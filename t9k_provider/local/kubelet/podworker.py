@@ -195,6 +195,7 @@ class PodWorker:
         restart_pending: set[str] = set()
         if deleting:
             await self._terminate(inits + mains)
+            restart_pending = set(self.backing_off)  # a restart count never goes back (Job backoffLimit)
         elif self.final is None:
             await self._check_deadline(inits + mains)
             if self.final is None and self.ctx is not None:

@@ -41,9 +41,22 @@ class JobController:
         self.jobs = jobs
         self.pods = pods
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
+        # job uid -> (resourceVersion our last status write was based on, the job that write returned)
+        self._written: dict[str, tuple[str, dict[str, Any]]] = {}
 
     def on_job(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is None and old is not None:
+            self._written.pop(old["metadata"].get("uid", ""), None)
         self.queue.add(object_key(new or old or {}))
+
+    def _current(self, job: dict[str, Any]) -> dict[str, Any]:
+        """The informer's job, or the one our last status write returned while the informer has not seen that
+        write yet: a pod event right after the Job failed must not count restarts again against the stale
+        copy (whose pods may be gone already) and create a pod for a finished Job."""
+        written = self._written.get(job["metadata"].get("uid", ""))
+        if written is not None and written[0] == job["metadata"].get("resourceVersion"):
+            return written[1]
+        return job
 
     def on_pod(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         """A pod that changed or went away: its Job recounts (a deleted pod may need replacing)."""
@@ -61,7 +74,7 @@ class JobController:
     async def _sync_key(self, key: workloop.Key) -> None:
         job = self.jobs.get(*key)
         if job is not None:
-            await self.sync(job)
+            await self.sync(self._current(job))
 
     def _owned_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         return self.pods.by_index(OWNER_INDEX, job["metadata"]["uid"])
@@ -139,7 +152,8 @@ class JobController:
         new_status["conditions"] = conditions
         merged = {**status, **new_status}
         if merged != (job.get("status") or {}):
-            await self.kube.patch(JOBS, ns, name, {"status": merged}, subresource="status")
+            written = await self.kube.patch(JOBS, ns, name, {"status": merged}, subresource="status")
+            self._written[meta["uid"]] = (meta.get("resourceVersion", ""), written)
 
     async def _create_pod(self, job: dict[str, Any]) -> None:
         meta = job["metadata"]
