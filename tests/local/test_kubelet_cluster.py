@@ -916,30 +916,44 @@ def test_readiness_probe_gates_the_ready_condition_and_service_endpoints(
         core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
 
 
-def test_startup_probe_holds_liveness_until_the_container_listens(core: client.CoreV1Api, ns: str) -> None:
-    """The server listens after 3 s: the tcpSocket startup probe fails until then (no restart, as its
-    threshold is not reached), `started` turns true, and only then does the liveness probe run."""
+def test_startup_probe_holds_liveness_until_the_container_listens(
+    core: client.CoreV1Api, ns: str, tmp_path: Path
+) -> None:
+    """The server listens once the test says so: until then the tcpSocket startup probe fails (without a
+    restart: its threshold is high) and `started` is false; then it turns true, and only then does the
+    liveness probe run."""
     script = (
         "import os, socket, time\n"
-        "time.sleep(3)\n"
+        "while not os.path.exists('/flags/listen'):\n"
+        "    time.sleep(0.1)\n"
         "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
         "s.bind((os.environ['BIND'], 8081)); s.listen()\n"
-        "print('listening', flush=True)\n"
         "while True:\n"
         "    s.accept()[0].close()\n"
     )
+    flags = tmp_path / "flags"
+    flags.mkdir()
     bind = [{"name": "BIND", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
-    startup = {"tcpSocket": {"port": 8081}, "failureThreshold": 30, **FAST}
+    startup = {"tcpSocket": {"port": 8081}, "failureThreshold": 120, **FAST}
     liveness = {"tcpSocket": {"port": 8081}, "failureThreshold": 1, **FAST}
-    container = c("main", script, env=bind, startupProbe=startup, livenessProbe=liveness)
-    core.create_namespaced_pod(ns, pod_manifest("slow", [container], restartPolicy="Always"))
-    wait_for("running", phase_is(core, "slow", ns, "Running"))
+    mounts = [{"name": "flags", "mountPath": "/flags"}]
+    container = c("main", script, env=bind, startupProbe=startup, livenessProbe=liveness, volumeMounts=mounts)
+    pod = pod_manifest(
+        "slow",
+        [container],
+        restartPolicy="Always",
+        volumes=[{"name": "flags", "hostPath": {"path": str(flags)}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+    wait_for("startup probe failing", lambda: _events(core, ns, "Unhealthy"))
     status = _container_status(core, "slow", ns)
-    assert (status.started, status.ready) == (False, False)
-    wait_for("started", lambda: (st := _container_status(core, "slow", ns)) and st.started and st.ready, 20)
+    assert (status.started, status.ready) == (False, False) and status.state.running is not None
+    assert _ready_condition(core, "slow", ns) == "False"
+    (flags / "listen").touch()
+    wait_for("started", lambda: (st := _container_status(core, "slow", ns)) and st.started and st.ready, 30)
     time.sleep(2.5)  # liveness probes run now and pass
     assert _container_status(core, "slow", ns).restart_count == 0
     unhealthy = _events(core, ns, "Unhealthy")
-    assert unhealthy and all(e.message.startswith("Startup probe failed: dial tcp ") for e in unhealthy)
+    assert all(e.message.startswith("Startup probe failed: dial tcp ") for e in unhealthy), unhealthy
     assert not _events(core, ns, "Killing")
     core.delete_namespaced_pod("slow", ns, grace_period_seconds=0)
