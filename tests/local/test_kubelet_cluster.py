@@ -665,7 +665,8 @@ def _status_ids(pid: int) -> dict[str, list[str]]:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="changing a process's credentials needs root")
 def test_run_as_user_group_and_fs_group(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
-    """The container process has the pod's uid, gid and groups; its emptyDir belongs to the fsGroup."""
+    """The container process has the pod's uid, gid and groups; its emptyDir belongs to the fsGroup; an exec
+    probe (the `kubectl exec` path) runs as the same user."""
     script = (
         "import os, time\n"
         "open('/data/out', 'w').write('x')\n"
@@ -673,9 +674,10 @@ def test_run_as_user_group_and_fs_group(cluster: LocalCluster, core: client.Core
         "print(os.getuid(), os.getgid(), st.st_uid, st.st_gid, flush=True)\n"
         "time.sleep(60)\n"
     )
+    same_user = {"exec": {"command": ["sh", "-c", 'test "$(id -u):$(id -g)" = 1000:3000']}, **FAST}
     pod = pod_manifest(
         "ids",
-        [c("main", script, volumeMounts=[{"name": "d", "mountPath": "/data"}])],
+        [c("main", script, volumeMounts=[{"name": "d", "mountPath": "/data"}], readinessProbe=same_user)],
         securityContext={
             "runAsUser": 1000,
             "runAsGroup": 3000,
@@ -690,6 +692,7 @@ def test_run_as_user_group_and_fs_group(cluster: LocalCluster, core: client.Core
     ids = _status_ids(_container_pid(cluster, ns, "ids", "main"))
     assert ids["Uid"] == ["1000"] * 4 and ids["Gid"] == ["3000"] * 4
     assert sorted(ids["Groups"]) == ["2000", "3000", "4000"]
+    wait_for("Ready", lambda: _ready_condition(core, "ids", ns) == "True")
     core.delete_namespaced_pod("ids", ns, grace_period_seconds=0)
 
 
