@@ -6,6 +6,7 @@ from t9k_provider.kube.api import ResourceType
 
 PODS = ResourceType("v1", "Pod", "pods")
 SERVICES = ResourceType("v1", "Service", "services")
+ENDPOINTS = ResourceType("v1", "Endpoints", "endpoints")
 CONFIGMAPS = ResourceType("v1", "ConfigMap", "configmaps")
 SECRETS = ResourceType("v1", "Secret", "secrets")
 SERVICEACCOUNTS = ResourceType("v1", "ServiceAccount", "serviceaccounts")

@@ -869,11 +869,22 @@ def _ready_condition(core: client.CoreV1Api, name: str, ns: str) -> str:
     return next((cd.status for cd in conditions if cd.type == "Ready"), "")
 
 
+def _endpoint_ips(core: client.CoreV1Api, ns: str) -> tuple[list[str], list[str]]:
+    """(ready, not ready) addresses of the `websvc` Endpoints object."""
+    try:
+        subsets = core.read_namespaced_endpoints("websvc", ns).subsets or []
+    except ApiException:
+        return [], []
+    ready = [a.ip for s in subsets for a in s.addresses or []]
+    return ready, [a.ip for s in subsets for a in s.not_ready_addresses or []]
+
+
 def test_readiness_probe_gates_the_ready_condition_and_service_endpoints(
     core: client.CoreV1Api, ns: str, tmp_path: Path
 ) -> None:
-    """A pod is a Service's endpoint (its name resolves to it in other pods) only while its readiness probe
-    passes; the probe's answers are flipped from outside through a hostPath file."""
+    """A pod is a Service's ready endpoint (its name resolves to it in other pods, the Endpoints object lists
+    it under `addresses`) only while its readiness probe passes; the probe's answers are flipped from outside
+    through a hostPath file."""
     flags = tmp_path / "flags"
     flags.mkdir()
     bind = [{"name": "BIND", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
@@ -905,15 +916,18 @@ def test_readiness_probe_gates_the_ready_condition_and_service_endpoints(
     status = _container_status(core, "web", ns)
     assert (status.started, status.ready) == (True, False)
     web_ip = core.read_namespaced_pod("web", ns).status.pod_ip
+    wait_for("not-ready endpoint", lambda: _endpoint_ips(core, ns) == ([], [web_ip]))
 
     core.create_namespaced_pod(ns, pod_manifest("client", [c("main", RESOLVE_LOOP)]))
     wait_for("not resolvable", lambda: pod_log(core, "client", ns) == "none\n")
     (flags / "ready").touch()
     wait_for("Ready", lambda: _ready_condition(core, "web", ns) == "True")
     wait_for("resolvable", lambda: pod_log(core, "client", ns) == f"none\n{web_ip}\n")
+    assert _endpoint_ips(core, ns) == ([web_ip], [])
     (flags / "ready").unlink()
     wait_for("not Ready", lambda: _ready_condition(core, "web", ns) == "False")
     wait_for("gone again", lambda: pod_log(core, "client", ns) == f"none\n{web_ip}\nnone\n")
+    assert _endpoint_ips(core, ns) == ([], [web_ip])
     assert _container_status(core, "web", ns).restart_count == 0  # readiness never restarts
     for name in ("web", "client"):
         core.delete_namespaced_pod(name, ns, grace_period_seconds=0)

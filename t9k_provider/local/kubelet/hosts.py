@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from t9k_provider.local.node.endpoints import is_endpoint, is_ready, publishes_not_ready
+
 CLUSTER_DOMAIN = "cluster.local"
 HEADER = (
     "# Kubernetes-managed hosts file (t9k-local kubelet).\n"
@@ -53,21 +55,6 @@ def signature(pod: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def is_ready(pod: dict[str, Any]) -> bool:
-    """The pod's Ready condition: whether it is an address (not a notReadyAddress) of its Services."""
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def is_endpoint(service: dict[str, Any], pod: dict[str, Any]) -> bool:
-    """Does the Service publish the pod's address (the selector matches; ready, or not-ready addresses are
-    published)?"""
-    spec = service.get("spec") or {}
-    if not _selects(spec.get("selector"), pod["metadata"].get("labels") or {}):
-        return False
-    return bool(spec.get("publishNotReadyAddresses")) or is_ready(pod)
-
-
 def _forms(name: str, namespace: str) -> list[str]:
     return [
         name,
@@ -80,10 +67,6 @@ def _forms(name: str, namespace: str) -> list[str]:
 def pod_record(ip: str, namespace: str) -> str:
     """Cluster DNS' name for a pod address: dots (or an IPv6 address's colons) become dashes."""
     return f"{ip.replace('.', '-').replace(':', '-')}.{namespace}.pod.{CLUSTER_DOMAIN}"
-
-
-def _selects(selector: dict[str, str] | None, labels: dict[str, str]) -> bool:
-    return bool(selector) and all(labels.get(k) == v for k, v in (selector or {}).items())
 
 
 def render(
@@ -112,7 +95,7 @@ def render(
                 lines.append(f"{ip}\t{' '.join(_forms(name, ns))}\n")
     for peer, ip in peers:
         sub = (peer.get("spec") or {}).get("subdomain")
-        if sub and sub in own_services and _subdomain_record(own_services[sub], peer):
+        if sub and sub in own_services and (publishes_not_ready(own_services[sub]) or is_ready(peer)):
             host = pod_hostname(peer)
             lines.append(f"{ip}\t{' '.join(f'{host}.{form}' for form in _forms(sub, ns))}\n")
     addresses = dict.fromkeys(ip for ip in [pod_ip, *(ip for _, ip in peers)] if ip)
@@ -121,12 +104,6 @@ def render(
         if ":" not in ip:
             lines.append(f"::ffff:{ip}\t{pod_record(ip, ns)}\n")
     return "".join(lines)
-
-
-def _subdomain_record(service: dict[str, Any], pod: dict[str, Any]) -> bool:
-    """A `<hostname>.<subdomain>` record exists while the pod is ready, or the Service publishes not-ready
-    addresses (a pod need not be selected by its subdomain's Service to be named under it)."""
-    return bool((service.get("spec") or {}).get("publishNotReadyAddresses")) or is_ready(pod)
 
 
 def write_in_place(path, content: str) -> bool:

@@ -1,5 +1,5 @@
-"""Entry point of the node agents: scheduler, kubelet (process or simulated), batch/v1 Job controller and,
-with the process kubelet, the local flink-operator (`t9k_provider.local.flink`).
+"""Entry point of the node agents: scheduler, kubelet (process or simulated), batch/v1 Job controller,
+Endpoints controller and, with the process kubelet, the local flink-operator (`t9k_provider.local.flink`).
 
 They are ordinary API clients of the local cluster: one `kubernetes_asyncio` ApiClient bound to its
 kubeconfig, and the shared informers (`t9k_provider.kube`) for pods, services and jobs.
@@ -22,6 +22,7 @@ from t9k_provider.local.kubelet.kubelet import ProcessKubelet
 from t9k_provider.local.kubelet.network import select_network
 from t9k_provider.local.kubelet.simulated import SimulatedKubelet
 from t9k_provider.local.node import scheduler
+from t9k_provider.local.node.endpoints import EndpointsController
 from t9k_provider.local.node.jobcontroller import JobController
 
 MODES = ("process", "simulated", "none")
@@ -52,16 +53,18 @@ async def run_node_agents(
     services = Informer(kube, SERVICES)
     pod_scheduler = scheduler.Scheduler(kube, pods)
     job_controller = JobController(kube, jobs, pods)
+    endpoints = EndpointsController(kube, services, pods)
     pods.add_handler(pod_scheduler.on_pod)
     pods.add_handler(job_controller.on_pod)
+    pods.add_handler(endpoints.on_pod)
     jobs.add_handler(job_controller.on_job)
-    runners: list[Coroutine[Any, Any, None]] = [pod_scheduler.run(), job_controller.run()]
-    informers = [pods, jobs]
+    services.add_handler(endpoints.on_service)
+    runners: list[Coroutine[Any, Any, None]] = [pod_scheduler.run(), job_controller.run(), endpoints.run()]
+    informers = [pods, jobs, services]
     if net is not None:
         kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
         pods.add_handler(kubelet.on_pod)
         services.add_handler(kubelet.on_service)
-        informers.append(services)
         runners.append(kubelet.run(stop_pods_on_exit))
         if flink_operator:
             informers += _add_flink_operator(kube, pods, services, runners)
