@@ -73,6 +73,11 @@ def _status_fields(text: str) -> dict[str, str]:
     return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines() if ":" in line)}
 
 
+def _tmpfs_mounts() -> set[str]:
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return {line.split()[4] for line in lines if " - tmpfs " in line}
+
+
 @root_only
 def test_shim_runs_the_process_with_the_identity(tmp_path: Path) -> None:
     """uid/gid/groups, no_new_privs and a dropped capability, as /proc/self/status of the container shows;
@@ -90,7 +95,7 @@ def test_shim_runs_the_process_with_the_identity(tmp_path: Path) -> None:
         identity=identity,
     )
     spec.dump(tmp_path / "0.spec.json")
-    host_mounts = Path("/proc/self/mountinfo").read_text()
+    host_tmpfs = _tmpfs_mounts()
     shim = [sys.executable, "-m", "t9k_provider.local.kubelet.shim", str(tmp_path / "0.spec.json")]
     assert subprocess.run(shim, timeout=30).returncode == 0
     records = [logs.LogRecord.parse(line) for line in log.read_bytes().splitlines()]
@@ -101,4 +106,20 @@ def test_shim_runs_the_process_with_the_identity(tmp_path: Path) -> None:
     assert fields["NoNewPrivs"] == "1"
     assert not int(fields["CapBnd"], 16) & (1 << 13)
     assert int(fields["CapEff"], 16) == 0
-    assert Path("/proc/self/mountinfo").read_text() == host_mounts  # covering happened in the container only
+    assert _tmpfs_mounts() == host_tmpfs  # the covering tmpfs exists in the container's namespace only
+
+
+def test_without_root_the_container_runs_as_the_kubelet_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from t9k_provider.local.kubelet import identity
+
+    monkeypatch.setattr(identity.os, "geteuid", lambda: 1500)
+    monkeypatch.setattr(identity.os, "getegid", lambda: 1500)
+    monkeypatch.setattr(identity.os, "getgroups", lambda: [1500])
+    applied, why = container_identity(
+        *_pod({"runAsUser": 1000, "runAsNonRoot": True}, {"allowPrivilegeEscalation": False})
+    )
+    assert applied == Identity(no_new_privs=True)  # no_new_privs needs no privilege
+    assert why is not None and "not root" in why and "runs as uid 1500" in why
+    assert container_identity(*_pod({"runAsNonRoot": True})) == (None, None)  # the "image user" is not root
+    assert container_identity(*_pod({"runAsUser": 1500})) == (None, None)  # already that user: nothing to say
+    assert container_identity(*_pod(None, {"capabilities": {"drop": ["ALL"]}})) == (None, None)

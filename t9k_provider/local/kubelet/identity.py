@@ -134,8 +134,20 @@ def container_identity(pod: dict[str, Any], container: dict[str, Any]) -> tuple[
     extra = [int(g) for g in pod_sc.get("supplementalGroups") or []]
     if pod_sc.get("fsGroup") is not None:
         extra.append(int(pod_sc["fsGroup"]))
+    no_new_privs = sc.get("allowPrivilegeEscalation") is False
+    if own_uid != 0:  # credentials cannot change; an unprivileged process has no capabilities to drop
+        requested = (
+            (uid is not None and int(uid) != own_uid)
+            or (gid is not None and int(gid) != os.getegid())
+            or bool(set(extra) - set(os.getgroups()))
+        )
+        reason = (
+            "the local kubelet is not root: runAsUser/runAsGroup/supplementalGroups/fsGroup not applied, "
+            f"container {container['name']} runs as uid {own_uid}"
+        )
+        return (Identity(no_new_privs=True) if no_new_privs else None), (reason if requested else None)
     identity = Identity(
-        no_new_privs=sc.get("allowPrivilegeEscalation") is False,
+        no_new_privs=no_new_privs,
         drop_caps=capability_numbers((sc.get("capabilities") or {}).get("drop") or []),
     )
     if uid is None and gid is None and not extra:
@@ -144,18 +156,6 @@ def container_identity(pod: dict[str, Any], container: dict[str, Any]) -> tuple[
     base_groups = _host_groups(uid, None if gid is None else int(gid))
     identity.uid, identity.gid = uid, base_groups[0]
     identity.groups = list(dict.fromkeys(base_groups + extra))
-    if own_uid != 0:
-        reason = None
-        if (identity.uid, identity.gid) != (own_uid, os.getegid()) or set(identity.groups) - set(
-            os.getgroups()
-        ):
-            reason = (
-                "the local kubelet is not root: runAsUser/runAsGroup/supplementalGroups/fsGroup not "
-                f"applied, container {container['name']} runs as uid {own_uid}"
-            )
-        identity.uid = identity.gid = identity.groups = None
-        identity.drop_caps = []  # an unprivileged process has no capabilities to drop
-        return (identity if identity.no_new_privs else None), reason
     if uid != 0:
         identity.exposed = runtime_paths()
     return identity, None
