@@ -204,6 +204,10 @@ class PodWorker:
             await self._probe(mains)
         else:
             self._kill_running(inits + mains)
+        for v in mains:  # what the probes said last, also while the pod is being deleted
+            prober = self.probers.get(v.name)
+            if prober is not None and v.current is not None and prober.attempt == v.current.n:
+                v.probe_started, v.probe_ready = prober.started, prober.ready
 
         status = pod_status(
             pod,
@@ -436,8 +440,7 @@ class PodWorker:
         await self._event("Started", f"Started container {v.name}", v.name)
 
     async def _probe(self, mains: list[ContainerView]) -> None:
-        """Run the main containers' probes (see `probes`), report and act on what they find; the views get
-        the probes' started/ready verdicts."""
+        """Run the main containers' probes (see `probes`), and report and act on what they find."""
         for v in mains:
             cur = v.current
             prober = self.probers.get(v.name)
@@ -462,7 +465,6 @@ class PodWorker:
                 await self._event("Unhealthy", f"{probe.label} probe failed: {message}", v.name, warning=True)
             if verdict.kill is not None:
                 await self._kill_for_probe(v, cur.n, verdict.kill)
-            v.probe_started, v.probe_ready = prober.started, prober.ready
 
     async def _kill_for_probe(self, v: ContainerView, n: int, probe: Probe) -> None:
         """A failed startup or liveness probe: stop the container (SIGTERM, SIGKILL after the grace period);
