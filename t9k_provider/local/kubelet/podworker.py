@@ -77,7 +77,6 @@ class PodWorker:
         self.config_error: str | None = None
         self.mount_error: str | None = None  # the last FailedMount event recorded
         self.create_errors: dict[str, str] = {}
-        self.identity_warnings: dict[str, str] = {}  # container -> why its securityContext is not applied
         self.backing_off: dict[str, str] = {}  # container -> CrashLoopBackOff message until it restarts
         self.launched: dict[tuple[str, int], float] = {}
         self.termed: set[tuple[str, int]] = set()
@@ -380,9 +379,10 @@ class PodWorker:
             field_path=field_path,
         )
 
-    def _shim_spec(self, c: dict[str, Any]) -> ShimSpec:
-        """What the shim runs for container `c` (the container's runtime spec); raises ContainerConfigError
-        or _CreateError when the container cannot be set up."""
+    def _shim_spec(self, c: dict[str, Any]) -> tuple[ShimSpec, str | None]:
+        """What the shim runs for container `c` (the container's runtime spec), and which part of its
+        securityContext cannot be applied (see `identity`); raises ContainerConfigError or _CreateError when
+        the container cannot be set up."""
         assert self.ctx is not None and self.net is not None
         k8s_env = podenv.container_env(self.pod, c, self.ctx)
         if not c.get("command"):
@@ -393,8 +393,6 @@ class PodWorker:
             )
         argv = podenv.container_argv(c, k8s_env)
         identity, not_applied = container_identity(self.pod, c)
-        if not_applied:
-            self.identity_warnings[c["name"]] = not_applied
         mounts = volumes.container_mounts(c, self.volume_paths, k8s_env.get) if self.net.isolate else []
         if self.net.isolate:
             # The kubelet's hosts file, and a resolv.conf without nameservers: DNS lookups can only go to the
@@ -411,11 +409,11 @@ class PodWorker:
             hostname=hosts.pod_hostname(self.pod) if self.net.isolate else None,
             mounts=mounts,
             identity=identity,
-        )
+        ), not_applied
 
     async def _start(self, v: ContainerView, n: int) -> None:
         try:
-            spec = self._shim_spec(v.spec)
+            spec, not_applied = self._shim_spec(v.spec)
         except ContainerConfigError as exc:
             await self._config_failed(str(exc))
             return
@@ -425,13 +423,9 @@ class PodWorker:
                 await self._event("Failed", f"Error: {exc}", v.name, warning=True)
             return
         self.create_errors.pop(v.name, None)
-        if (warning := self.identity_warnings.pop(v.name, None)) and (
-            "Identity",
-            v.name,
-            0,
-        ) not in self.reported:
-            self.reported.add(("Identity", v.name, 0))
-            await self._event("IdentityNotApplied", warning, v.name, warning=True)
+        if not_applied and ("IdentityNotApplied", v.name, 0) not in self.reported:
+            self.reported.add(("IdentityNotApplied", v.name, 0))
+            await self._event("IdentityNotApplied", not_applied, v.name, warning=True)
         image = v.spec.get("image", "")
         await self._event("Pulled", f'Container image "{image}" already present on machine', v.name)
         await asyncio.to_thread(runtime.launch, self.dir.container(v.name).attempt(n), spec)
