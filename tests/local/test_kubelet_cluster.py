@@ -913,7 +913,9 @@ def test_readiness_probe_gates_the_ready_condition_and_service_endpoints(
     refused = "Readiness probe failed: HTTP probe failed with statuscode: 503"
     wait_for("503", lambda: refused in [e.message for e in _events(core, ns, "Unhealthy")])
     assert _ready_condition(core, "web", ns) == "False"
-    status = _container_status(core, "web", ns)
+    status = wait_for(
+        "running", lambda: (st := _container_status(core, "web", ns)) and st.state.running and st
+    )
     assert (status.started, status.ready) == (True, False)
     web_ip = core.read_namespaced_pod("web", ns).status.pod_ip
     wait_for("not-ready endpoint", lambda: _endpoint_ips(core, ns) == ([], [web_ip]))
@@ -963,8 +965,12 @@ def test_startup_probe_holds_liveness_until_the_container_listens(
     )
     core.create_namespaced_pod(ns, pod)
     wait_for("startup probe failing", lambda: _events(core, ns, "Unhealthy"))
-    status = _container_status(core, "slow", ns)
-    assert (status.started, status.ready) == (False, False) and status.state.running is not None
+
+    def running_not_started() -> Any:
+        st = _container_status(core, "slow", ns)
+        return st and st.state.running and (st.started, st.ready) == (False, False)
+
+    wait_for("running, not started", running_not_started)
     assert _ready_condition(core, "slow", ns) == "False"
     (flags / "listen").touch()
     wait_for("started", lambda: (st := _container_status(core, "slow", ns)) and st.started and st.ready, 30)
