@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from t9k_provider.local.apiserver.jsonvalues import json_copy, json_equal
+from t9k_provider.local.apiserver.jsonvalues import json_copy, json_equal, json_in, json_type
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -120,17 +120,9 @@ def _apply(current: dict, body: bytes, media: str, merge_fields: dict[str, Merge
 
 
 def _go_json_type(value: Any) -> str:
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if value is None:
-        return "null"
-    return "number"
+    """The JSON type as Go's decoder names it in errors ("bool", and "number" for any number)."""
+    kind = json_type(value)
+    return {"boolean": "bool", "integer": "number"}.get(kind, kind)
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,7 +388,7 @@ def _delete_from_primitive_list(original: dict, key: str, value: Any) -> None:
         raise _bad_request("invalid patch format of primitive list")
     current = original.get(key)
     if isinstance(current, list):
-        original[key] = [item for item in current if not any(json_equal(item, d) for d in value)]
+        original[key] = [item for item in current if not json_in(item, value)]
 
 
 def _element_kind(*lists: list) -> str:
@@ -474,7 +466,7 @@ def _merge_list(original: list, patch: list, meta: MergeField) -> list:
     if _element_kind(original, patch) == "scalar":
         merged: list = []
         for item in original + patch:
-            if not any(json_equal(item, seen) for seen in merged):
+            if not json_in(item, merged):
                 merged.append(item)
         inside, outside = _partition(merged, patch, "")
         return _normalize_order(inside, outside, patch, original, "")

@@ -7,7 +7,7 @@ from typing import Any
 from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.jsonvalues import json_equal
+from t9k_provider.local.apiserver.jsonvalues import json_equal, json_in
 from t9k_provider.local.apiserver.patch import CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.selectors import field_getter
@@ -133,7 +133,7 @@ class PodStrategy(Strategy):
         munged["activeDeadlineSeconds"] = old_deadline
         new_tolerations = new_spec.get("tolerations") if isinstance(new_spec.get("tolerations"), list) else []
         for toleration in old_spec.get("tolerations") or []:
-            if not any(json_equal(toleration, t) for t in new_tolerations):
+            if not json_in(toleration, new_tolerations):
                 detail = "existing toleration can not be modified except its tolerationSeconds"
                 out.append(fe.forbidden("spec.tolerations", detail))
                 break
