@@ -30,7 +30,7 @@ from t9k_provider.local.apiserver.fielderrors import (
 from t9k_provider.local.apiserver.jsonvalues import json_copy, json_in, json_type
 from t9k_provider.local.apiserver.names import is_dns1035_label, is_dns1123_subdomain
 
-__all__ = ["Cause", "apply_defaults", "check_crd", "prune", "validate"]
+__all__ = ["Cause", "apply_defaults", "check_crd", "is_base64", "is_ip", "prune", "validate"]
 
 _TYPES = ["array", "boolean", "integer", "number", "object", "string"]
 
@@ -82,7 +82,7 @@ def _is_date(text: str) -> bool:
     return len(text) == 10
 
 
-def _is_byte(text: str) -> bool:
+def is_base64(text: str) -> bool:
     try:
         base64.b64decode(text, validate=True)
     except ValueError:
@@ -98,11 +98,13 @@ def _is_uuid(text: str) -> bool:
     return True
 
 
-def _is_ip(text: str, version: int) -> bool:
+def is_ip(text: str, version: int | None = None) -> bool:
+    """An IP address (of that version, if given)."""
     try:
-        return ipaddress.ip_address(text).version == version
+        address = ipaddress.ip_address(text)
     except ValueError:
         return False
+    return version is None or address.version == version
 
 
 def _is_cidr(text: str) -> bool:
@@ -118,10 +120,10 @@ _FORMATS = {
     "datetime": _is_datetime,
     "date": _is_date,
     "duration": lambda t: bool(_DURATION.match(t)) or t == "0",
-    "byte": _is_byte,
+    "byte": is_base64,
     "uuid": _is_uuid,
-    "ipv4": lambda t: _is_ip(t, 4),
-    "ipv6": lambda t: _is_ip(t, 6),
+    "ipv4": lambda t: is_ip(t, 4),
+    "ipv6": lambda t: is_ip(t, 6),
     "cidr": _is_cidr,
     "hostname": lambda t: bool(_HOSTNAME.match(t)) and len(t) <= 253,
     "email": lambda t: bool(_EMAIL.match(t)),

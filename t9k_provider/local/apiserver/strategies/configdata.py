@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from t9k_provider.local.apiserver import fielderrors as fe
@@ -10,6 +9,7 @@ from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.jsonvalues import json_equal
 from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.schema import is_base64
 from t9k_provider.local.apiserver.selectors import field_getter
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.validation import CONFIG_KEY, CONFIG_KEY_MSG, IMMUTABLE, as_map, as_text
@@ -31,7 +31,7 @@ class SecretStrategy(Strategy):
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
         _config_keys(obj, ("data",), out)
         for key, value in as_map(obj.get("data")).items():
-            if isinstance(value, str) and not _is_base64(value):
+            if isinstance(value, str) and not is_base64(value):
                 out.append(fe.invalid(f"data[{key}]", "<value omitted>", "must be base64 encoded"))
         jf.text_field(obj, "type", "type", out)
 
@@ -70,14 +70,6 @@ def _immutable_data(old: dict, new: dict, sections: tuple[str, ...], out: list[C
     for key in sections:
         if not json_equal(as_map(old.get(key)), as_map(new.get(key))):
             out.append(fe.forbidden(key, detail))
-
-
-def _is_base64(text: str) -> bool:
-    try:
-        base64.b64decode(text, validate=True)
-    except ValueError:
-        return False
-    return True
 
 
 CONFIGMAPS = Resource(

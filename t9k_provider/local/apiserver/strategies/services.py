@@ -11,6 +11,7 @@ from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.names import is_dns1123_label, name_is_dns1035_label
 from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.schema import is_ip
 from t9k_provider.local.apiserver.selectors import field_getter
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.strategies.podspec import items
@@ -80,7 +81,7 @@ class ServiceStrategy(Strategy):
         ports = jf.object_items(spec, "ports", "spec.ports", out)
         cluster_ip = jf.text_field(spec, "clusterIP", "spec.clusterIP", out)
         headless = cluster_ip == "None"
-        if cluster_ip and not headless and not _is_ip(cluster_ip):
+        if cluster_ip and not headless and not is_ip(cluster_ip):
             detail = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
             out.append(fe.invalid("spec.clusterIP", cluster_ip, detail))
         if not spec.get("ports") and kind != "ExternalName" and not headless:
@@ -122,14 +123,6 @@ class ServiceStrategy(Strategy):
             ports or "<none>",
             age(meta.get("creationTimestamp")),
         ]
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 RESOURCE = Resource(
