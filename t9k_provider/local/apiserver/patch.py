@@ -2,7 +2,8 @@
 
 Pure functions on decoded JSON values. Status codes, reasons and messages follow
 apiserver ``handlers/patch.go``; strategic merge follows apimachinery ``strategicpatch/patch.go``
-(merge keys come from the ``patchStrategy``/``patchMergeKey`` tags of the built-in types).
+(merge keys are the ``patchStrategy``/``patchMergeKey`` tags of the built-in types, which each resource's
+strategy declares as ``MergeField`` trees).
 """
 
 from __future__ import annotations
@@ -317,6 +318,7 @@ OBJECT_META: dict[str, MergeField] = {
     "ownerReferences": MergeField("merge", "uid"),
     "finalizers": MergeField("merge"),
 }
+_METADATA = MergeField(node=OBJECT_META)
 CONDITIONS = MergeField("merge", "type")
 STATUS_WITH_CONDITIONS = MergeField(node={"conditions": CONDITIONS})
 
@@ -324,7 +326,7 @@ STATUS_WITH_CONDITIONS = MergeField(node={"conditions": CONDITIONS})
 def strategic_merge_patch(obj: dict, patch: dict, fields: dict[str, MergeField]) -> dict:
     """Strategic merge of ``patch`` into ``obj``, a kind with these merge ``fields`` (besides metadata);
     directives never reach the result."""
-    return _merge_map(json_copy(obj), json_copy(patch), {"metadata": MergeField(node=OBJECT_META), **fields})
+    return _merge_map(json_copy(obj), json_copy(patch), {"metadata": _METADATA, **fields})
 
 
 _SET_ORDER = "$setElementOrder/"

@@ -34,11 +34,13 @@ class Strategy:
     custom resources get one per served CRD version (``custom.CustomResourceStrategy``).
     """
 
+    #: objects live in a namespace (else cluster-scoped)
     namespaced: bool = True
     #: served subresources; with "status", the main resource keeps the stored status on update
     subresources: tuple[str, ...] = ()
+    #: the verbs discovery lists for the main resource
     verbs: tuple[str, ...] = ALL_VERBS
-    #: CRD-backed: unstructured objects (list items keep ``kind``/``apiVersion``) and no strategic merge
+    #: CRD-backed: unstructured objects, so list items keep ``kind`` and ``apiVersion``
     custom: bool = False
     #: ``metadata.generation`` starts at 1 and counts changes of everything but metadata (and split status)
     tracks_generation: bool = False
@@ -53,7 +55,8 @@ class Strategy:
     #: dotted paths of ``metav1.Time`` / ``MicroTime`` fields besides the metadata's
     times: tuple[str, ...] = ()
     micro_times: tuple[str, ...] = ()
-    #: strategic merge patch fields of the kind besides metadata (``patchMergeKey`` tags)
+    #: strategic merge patch fields of the kind besides metadata (``patchMergeKey`` tags); None: strategic
+    #: merge is not accepted (custom resources)
     merge_fields: dict[str, MergeField] | None = {}
     #: field selector fields besides ``metadata.name`` and ``metadata.namespace``
     field_selectors: dict[str, FieldGetter] = {}
