@@ -11,8 +11,37 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from t9k_provider.local.apiserver import fielderrors as fe
+from t9k_provider.local.apiserver import validation
 from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.validation import invalid_message, validate_create, validate_update
+from t9k_provider.local.apiserver.registry import BUILTIN
+from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
+from t9k_provider.local.apiserver.validation import invalid_message
+
+_BUILTIN = {r.plural: r for r in BUILTIN if not r.stored_as}
+_CUSTOM = resources_from_crd(
+    {
+        "spec": {
+            "group": "x.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "things", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": True, "storage": True}],
+        }
+    }
+)[0]
+
+
+def resource(plural: str) -> Resource:
+    """The built-in resource of this plural; any other is a (schemaless, namespaced) custom resource."""
+    return _BUILTIN.get(plural, _CUSTOM)
+
+
+def validate_create(plural: str, obj: dict) -> list[Cause]:
+    return validation.validate_create(resource(plural), obj)
+
+
+def validate_update(plural: str, old: dict, new: dict) -> list[Cause]:
+    return validation.validate_update(resource(plural), old, new)
 
 
 def meta(name: str = "x", namespace: str | None = "default", **extra: Any) -> dict:
