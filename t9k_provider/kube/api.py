@@ -1,9 +1,9 @@
-"""The one Kubernetes API client of the controller and the local node agents: raw JSON requests, counted.
+"""The one async Kubernetes API client (controller, local node agents, Airflow triggers): raw JSON requests.
 
 Objects stay plain dicts (no generated models), so built-in and custom resources are handled the same way and
 nothing the server returns is dropped. Every request is reported to an ``ApiMetrics`` by verb and resource;
 the controller's Prometheus counters (issue 7 reads them to measure its API efficiency) implement it, the node
-agents pass ``NO_METRICS``.
+agents and the triggers pass ``NO_METRICS``.
 """
 
 from __future__ import annotations
