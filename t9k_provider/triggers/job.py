@@ -8,7 +8,8 @@ pods when ``pod_error_timeout`` is set and a replica has not started); while no 
 the job every ``poll_interval`` instead. It fires exactly one event: ``succeeded``, ``failed``,
 ``timeout``, ``error`` or ``running`` (a periodic hand-back so the worker can print new log lines). It never
 buffers logs, and it deletes the job only when a user kills the task (``on_kill``), never when the triggerer
-restarts. The triggers of one triggerer also share one API client (``AsyncT9kClient``).
+restarts. The triggers of one triggerer also share one API client (a ``KubeApi`` leased through
+``AsyncT9kClient``); its failures are judged by ``hooks.errors``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import random
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -25,6 +26,10 @@ from t9k_provider.hooks import job_status
 from t9k_provider.hooks.wait_limits import WaitLimits
 from t9k_provider.triggers.job_watch import JobWatch
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
+
+if TYPE_CHECKING:  # the kubernetes client and the job models: not at DAG parse
+    from t9k_provider.hooks.async_t9k import AsyncT9kClient
+    from t9k_provider.kube.api import KubeApi, ResourceType
 
 #: Airflow 3.3 calls ``BaseTrigger.on_kill`` on user kills; before that only ``cleanup`` runs, on every exit.
 TRIGGER_ON_KILL = AIRFLOW_V_3_3_PLUS
@@ -108,10 +113,16 @@ class T9kJobTrigger(BaseTrigger):
             }
         )
 
-    def _client(self) -> Any:
+    def _client(self) -> AsyncT9kClient:
         from t9k_provider.hooks.async_t9k import AsyncT9kClient
 
         return AsyncT9kClient(self.credentials)
+
+    def _resource(self) -> ResourceType:
+        from t9k_provider.jobs.constants import API_VERSION
+        from t9k_provider.kube.api import ResourceType
+
+        return ResourceType(API_VERSION, self.kind, self.plural)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         # decided first, yielded after the client lease and the watch are released: a consumer that stops
@@ -119,15 +130,17 @@ class T9kJobTrigger(BaseTrigger):
         yield await self._outcome()
 
     async def _outcome(self) -> TriggerEvent:
-        from t9k_provider.hooks.errors import api_status, backoff_seconds, is_api_exception
+        from t9k_provider.hooks.errors import api_status, backoff_seconds
 
+        rt = self._resource()
         limits = WaitLimits(**self.limits)
         first_seen: dict[str, float] = {}
         hand_back_at = time.time() + self.logging_interval if self.logging_interval else None
         errors = reauthentications = 0
         while True:
-            async with self._client() as api:
-                watch = JobWatch(self._client, self.credentials, self.plural, self.namespace, self.name)
+            async with self._client() as lease:
+                api = lease.api
+                watch = JobWatch(self._client, self.credentials, rt, self.namespace, self.name)
                 try:
                     job: dict[str, Any] | None = None  # the state last seen; None: read the job
                     while True:
@@ -136,12 +149,11 @@ class T9kJobTrigger(BaseTrigger):
                             if not watch.running and not watch.disabled:
                                 await watch.subscribe()  # before the read: no change after it is missed
                             try:
-                                job = await api.get_job(self.plural, self.namespace, self.name)
+                                job = await api.get(rt, self.namespace, self.name)
                             except Exception as exc:
-                                status = api_status(exc) if is_api_exception(exc) else None
-                                if status == 401 and reauthentications < MAX_REAUTHENTICATIONS:
+                                if api_status(exc) == 401 and reauthentications < MAX_REAUTHENTICATIONS:
                                     reauthentications += 1
-                                    api.reauthenticate()
+                                    lease.reauthenticate()
                                     break  # lease a new client: reloads (exec-plugin) credentials
                                 ending = self._read_failed(exc, errors, limits, now)
                                 if ending is not None:
@@ -163,9 +175,9 @@ class T9kJobTrigger(BaseTrigger):
         self, exc: BaseException, errors: int, limits: WaitLimits, now: float
     ) -> TriggerEvent | None:
         """The event that ends the wait after a failed read, or None to retry it (``errors`` so far)."""
-        from t9k_provider.hooks.errors import api_status, describe, is_api_exception, is_transient
+        from t9k_provider.hooks.errors import api_status, describe, is_transient
 
-        status = api_status(exc) if is_api_exception(exc) else None
+        status = api_status(exc)
         if status == 404:
             return self._event("error", f"job {self.namespace}/{self.name} was deleted", retryable=False)
         if not is_transient(exc) or errors >= MAX_CONSECUTIVE_ERRORS:
@@ -182,7 +194,7 @@ class T9kJobTrigger(BaseTrigger):
 
     async def _decide(
         self,
-        api: Any,
+        api: KubeApi,
         job: dict[str, Any],
         limits: WaitLimits,
         now: float,
@@ -207,10 +219,13 @@ class T9kJobTrigger(BaseTrigger):
             return self._event("running", "", job)
         return None
 
-    async def _pods(self, api: Any) -> list[dict[str, Any]]:
+    async def _pods(self, api: KubeApi) -> list[dict[str, Any]]:
         """The job's pods for fail-fast checks; a failed read only skips this round."""
+        from t9k_provider.kube.resources import PODS
+
         try:
-            return await api.list_pods(self.namespace, self.pod_selector)
+            pods, _ = await api.list(PODS, self.namespace, label_selector=self.pod_selector)
+            return pods
         except Exception as exc:
             self.log.debug("cannot list pods of job %s: %s", self.name, exc)
             return []
@@ -222,7 +237,7 @@ class T9kJobTrigger(BaseTrigger):
         A new state never comes sooner than a short pause after the previous one, so a flood of changes
         cannot spin.
         """
-        from t9k_provider.hooks.errors import api_status, backoff_seconds, is_api_exception, is_transient
+        from t9k_provider.hooks.errors import api_status, backoff_seconds, is_transient
 
         if not watch.running and not watch.changed.is_set():
             await asyncio.sleep(delay)  # no watch: poll
@@ -234,7 +249,7 @@ class T9kJobTrigger(BaseTrigger):
         pause = MIN_READ_SPACING_SECONDS - (time.monotonic() - watch.looked_at)
         failure = watch.failure
         if failure is not None:
-            status = api_status(failure) if is_api_exception(failure) else None
+            status = api_status(failure)
             self.log.debug("watch on job %s ended: %s", self.name, failure)
             failures = watch.count_failure()
             if (status not in (401, 410) and not is_transient(failure)) or failures >= MAX_WATCH_FAILURES:
@@ -298,8 +313,18 @@ class T9kJobTrigger(BaseTrigger):
     async def _stop_job(self, why: str) -> None:
         if self._fired or self.on_kill_action != "delete":
             return
-        async with self._client() as api:
-            deleted = await api.delete_job(self.plural, self.namespace, self.name, uid=self.uid)
+        from t9k_provider.kube.api import ApiError
+
+        deleted = True
+        async with self._client() as lease:
+            try:
+                await lease.api.delete(
+                    self._resource(), self.namespace, self.name, uid=self.uid, propagation="Foreground"
+                )
+            except ApiError as exc:
+                if not (exc.not_found or exc.conflict):  # gone, or the name holds another job (uid)
+                    raise
+                deleted = False
         self.log.info(
             "%s: job %s/%s %s", why, self.namespace, self.name, "deleted" if deleted else "already gone"
         )

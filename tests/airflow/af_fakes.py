@@ -8,14 +8,22 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
+from t9k_provider.kube.api import ApiError
+
 GROUP_VERSION = "batch.tensorstack.dev/v1beta1"
 
 
 def api_error(status: int, message: str = "") -> ApiException:
+    """What the sync client (``T9kHook``) raises for an API server's answer."""
     exc = ApiException(status=status, reason=message or f"HTTP {status}")
     exc.body = '{"kind":"Status","message":"%s"}' % (message or f"HTTP {status}")
     exc.headers = {}
     return exc
+
+
+def kube_error(status: int, message: str = "") -> ApiError:
+    """What ``KubeApi`` (the triggers' client) raises for the same answer."""
+    return ApiError(status, {"kind": "Status", "message": message or f"HTTP {status}", "code": status})
 
 
 def generic_manifest(name: str | None = None, **meta: Any) -> dict[str, Any]:
