@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -78,6 +79,7 @@ def test_v1_kubelet_cgroup_under_the_own_cgroup_of_each_hierarchy(tmp_path: Path
         "cpuacct": root / "cpuacct" / name,
     }
     assert all(base.is_dir() for base in found.bases.values())
+    assert read(found.bases["cpu"] / "cpu.shares") == str(cgroups.cpu_shares(1000 * (os.cpu_count() or 1)))
     assert name != cgroups.kubelet_cgroup_name(tmp_path / "other"), "one kubelet cgroup per state dir"
 
 
@@ -133,6 +135,7 @@ def test_v2_kubelet_cgroup_delegates_the_controllers(tmp_path: Path, v2) -> None
     assert found.version == 2 and set(found.bases.values()) == {base}
     assert read(base.parent / "cgroup.subtree_control") == "+memory +cpu +pids"
     assert read(base / "cgroup.subtree_control") == "+memory +cpu +pids"
+    assert read(base / "cpu.weight") == str(cgroups.cpu_weight(cgroups.node_shares()))
 
 
 def test_v2_falls_back_to_the_root_where_the_own_cgroup_cannot_delegate(tmp_path: Path, v2) -> None:

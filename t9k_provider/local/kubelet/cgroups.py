@@ -72,6 +72,12 @@ def cpu_shares(milli: int | None) -> int:
     return max(MIN_SHARES, min(MAX_SHARES, milli * 1024 // 1000))
 
 
+def node_shares() -> int:
+    """The kubelet cgroup's weight: the machine's CPUs, as upstream weighs `kubepods` by allocatable CPU
+    (with the default 1024, every pod together would weigh as much as one process outside)."""
+    return cpu_shares((os.cpu_count() or 1) * 1000)
+
+
 def cpu_weight(shares: int) -> int:
     """cgroup v2 weight of v1 shares, as runc converts them ([2, 262144] -> [1, 10000])."""
     return 1 + ((shares - MIN_SHARES) * 9999) // (MAX_SHARES - MIN_SHARES)
@@ -341,6 +347,7 @@ def detect(
                 base = parent / name
                 base.mkdir(exist_ok=True)
                 _enable_subtree(base, V2_CONTROLLERS)
+                (base / "cpu.weight").write_text(str(cpu_weight(node_shares())))
             except OSError as exc:
                 problems.append(f"{parent}: {exc.strerror or exc}")
                 continue
@@ -357,6 +364,7 @@ def detect(
                 base = _within(mount, own.get(controller, "/")) / name
                 base.mkdir(exist_ok=True)
                 bases[controller] = base
+            (bases["cpu"] / "cpu.shares").write_text(str(node_shares()))
             return KubeletCgroups(1, bases), ""
         except OSError as exc:
             for base in _unique(bases.values()):
