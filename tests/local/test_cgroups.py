@@ -14,7 +14,15 @@ import pytest
 from t9k_provider.local.kubelet import cgroups
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups, Limits
 
-LIMITED = {"resources": {"limits": {"memory": "64Mi", "cpu": "200m"}, "requests": {"cpu": "100m"}}}
+LIMITED = {
+    "name": "main",
+    "resources": {"limits": {"memory": "64Mi", "cpu": "200m"}, "requests": {"cpu": "100m"}},
+}
+UNLIMITED = {"name": "main"}
+
+
+def pod(uid: str, *containers: dict, inits: tuple[dict, ...] = ()) -> dict:
+    return {"metadata": {"uid": uid}, "spec": {"containers": list(containers), "initContainers": list(inits)}}
 
 
 def mountinfo(*mounts: tuple[Path, str, str]) -> str:
@@ -50,6 +58,16 @@ def test_cpu_shares_weight_and_quota_convert_as_the_kubelet_and_runc_do() -> Non
     assert [cgroups.cpu_shares(m) for m in (None, 0, 1, 200, 1000, 10**6)] == [2, 2, 2, 204, 1024, 262144]
     assert [cgroups.cpu_weight(s) for s in (2, 1024, 262144)] == [1, 39, 10000]
     assert [cgroups.cpu_quota(m) for m in (1, 200, 1500)] == [1000, 20000, 150000]
+
+
+def test_pod_weight_is_the_sum_of_requests_or_the_largest_init_container() -> None:
+    limit_only = {"name": "b", "resources": {"limits": {"cpu": "200m"}}}
+    big_init = {"name": "i", "resources": {"requests": {"cpu": "500m"}}}
+    assert cgroups.pod_files(pod("u", LIMITED, limit_only)["spec"], 1) == [("cpu", "cpu.shares", "307")]
+    assert cgroups.pod_files(pod("u", LIMITED, inits=(big_init,))["spec"], 1) == [
+        ("cpu", "cpu.shares", "512")
+    ]
+    assert cgroups.pod_files(pod("u", UNLIMITED)["spec"], 2) == [("cpu", "cpu.weight", "1")]
 
 
 # -- cgroup v1 on a fake cgroupfs
@@ -91,13 +109,14 @@ def test_v1_container_files(tmp_path: Path, v1, monkeypatch: pytest.MonkeyPatch)
     memory_dir = found.bases["memory"] / "poduid-1" / "main-0"
     memory_dir.mkdir(parents=True)
     (memory_dir / "memory.memsw.limit_in_bytes").write_text("9223372036854771712")  # swap accounting on
-    dirs = found.create_container("uid-1", "main", 0, Limits.of_container(LIMITED))
+    dirs = found.create_container(pod("uid-1", LIMITED), LIMITED, 0)
     assert dirs == [str(found.bases[c] / "poduid-1" / "main-0") for c in ("memory", "cpu", "pids", "cpuacct")]
     cpu_dir = found.bases["cpu"] / "poduid-1" / "main-0"
     assert read(cpu_dir / "cpu.shares") == "102"
     assert (read(cpu_dir / "cpu.cfs_period_us"), read(cpu_dir / "cpu.cfs_quota_us")) == ("100000", "20000")
     assert read(memory_dir / "memory.limit_in_bytes") == str(64 * 2**20)
     assert read(memory_dir / "memory.memsw.limit_in_bytes") == str(64 * 2**20), "no swap beyond the limit"
+    assert read(found.bases["cpu"] / "poduid-1" / "cpu.shares") == "102", "the pod weighs its requests"
     assert read(found.bases["pids"] / "poduid-1" / "pids.max") == "512"
     assert not (found.bases["pids"] / "poduid-1" / "main-0" / "pids.max").exists(), "podPidsLimit is per pod"
 
@@ -106,7 +125,7 @@ def test_v1_without_limits_leaves_quota_and_memory_alone(tmp_path: Path, v1) -> 
     _, info, own = v1
     found, _ = cgroups.detect(tmp_path / "state", mountinfo=info, proc_cgroup=own)
     assert found is not None
-    found.create_container("uid-2", "main", 3, Limits.of_container({}))
+    found.create_container(pod("uid-2", UNLIMITED), UNLIMITED, 3)
     cpu_dir = found.bases["cpu"] / "poduid-2" / "main-3"
     assert read(cpu_dir / "cpu.shares") == "2"
     assert not (cpu_dir / "cpu.cfs_quota_us").exists()
@@ -154,7 +173,7 @@ def test_v2_container_files(tmp_path: Path, v2) -> None:
     container = found.bases["memory"] / "poduid-1" / "main-0"
     container.mkdir(parents=True)
     (container / "memory.swap.max").write_text("max")
-    assert found.create_container("uid-1", "main", 0, Limits.of_container(LIMITED)) == [str(container)]
+    assert found.create_container(pod("uid-1", LIMITED), LIMITED, 0) == [str(container)]
     assert read(container.parent / "cgroup.subtree_control") == "+memory +cpu +pids"
     assert read(container / "cpu.weight") == str(cgroups.cpu_weight(102))
     assert read(container / "cpu.max") == "20000 100000"
@@ -225,17 +244,17 @@ def run_in(dirs: list[str], script: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def test_memory_limit_kills_and_is_counted(real: KubeletCgroups) -> None:
-    dirs = real.create_container("uid-oom", "main", 0, Limits.of_container(LIMITED))
+    dirs = real.create_container(pod("uid-oom", LIMITED), LIMITED, 0)
     done = run_in(dirs, "b = bytearray(200 * 1024 * 1024)")
     assert done.returncode == -9
     assert cgroups.oom_kills(dirs) == 1
-    fine = real.create_container("uid-oom", "main", 1, Limits.of_container({}))
+    fine = real.create_container(pod("uid-oom", UNLIMITED), UNLIMITED, 1)
     assert run_in(fine, "b = bytearray(200 * 1024 * 1024)").returncode == 0
     assert cgroups.oom_kills(fine) == 0
 
 
 def test_removing_a_pod_kills_what_is_left_in_it(real: KubeletCgroups) -> None:
-    dirs = real.create_container("uid-rm", "main", 0, Limits.of_container({}))
+    dirs = real.create_container(pod("uid-rm", UNLIMITED), UNLIMITED, 0)
     proc = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: cgroups.join(dirs))
     try:
         real.remove_orphans({"uid-other"})
@@ -249,7 +268,7 @@ def test_removing_a_pod_kills_what_is_left_in_it(real: KubeletCgroups) -> None:
 
 def test_cpu_limit_gives_about_the_quota(real: KubeletCgroups) -> None:
     """200m: about 0.2 CPU per CFS period, as the kernel counts it (cpu.stat), not as a clock would."""
-    dirs = real.create_container("uid-cpu", "main", 0, Limits.of_container(LIMITED))
+    dirs = real.create_container(pod("uid-cpu", LIMITED), LIMITED, 0)
     proc = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=lambda: cgroups.join(dirs))
     try:
         deadline = time.monotonic() + 60

@@ -114,6 +114,21 @@ def v2_files(limits: Limits) -> list[tuple[str, str, str]]:
     return [*files, ("memory", "memory.swap.max", "0")]
 
 
+def pod_files(spec: dict[str, Any], version: int) -> list[tuple[str, str, str]]:
+    """The pod cgroup's files: its CPU weight from what its containers request (as the kubelet sizes a pod:
+    their sum, or the largest init container's when larger), and podPidsLimit when set."""
+    mains = sum(Limits.of_container(c).cpu_request or 0 for c in spec.get("containers") or [])
+    inits = (Limits.of_container(c).cpu_request or 0 for c in spec.get("initContainers") or [])
+    shares = cpu_shares(max([mains, *inits]))
+    files = [
+        ("cpu", "cpu.shares", str(shares)) if version == 1 else ("cpu", "cpu.weight", str(cpu_weight(shares)))
+    ]
+    pids_limit = os.environ.get(PIDS_LIMIT_ENV, "").strip()
+    if pids_limit.isdigit():
+        files.append(("pids", "pids.max", pids_limit))
+    return files
+
+
 # Files a kernel may lack (no swap accounting, no swappiness in v2...): skipped when absent.
 OPTIONAL_FILES = frozenset({"memory.memsw.limit_in_bytes", "memory.swappiness", "memory.swap.max"})
 
@@ -135,26 +150,30 @@ class KubeletCgroups:
     def pod_dirs(self, uid: str) -> list[Path]:
         return _unique(self._dirs(Path(f"pod{uid}")).values())
 
-    def create_container(self, uid: str, container: str, n: int, limits: Limits) -> list[str]:
-        """Create (or reset) the cgroup of attempt `n` of `container` under the pod's cgroup, with its limits;
+    def create_container(self, pod: dict[str, Any], container: dict[str, Any], n: int) -> list[str]:
+        """Create the cgroup of attempt `n` of `container` under the pod's cgroup, with its limits;
         returns the directories its process joins. Raises OSError when the kernel refuses."""
-        pod = self._dirs(Path(f"pod{uid}"))
-        for path in _unique(pod.values()):
+        pod_dirs = self._dirs(Path(f"pod{pod['metadata']['uid']}"))
+        for path in _unique(pod_dirs.values()):
             path.mkdir(exist_ok=True)
             if self.version == 2:
                 _enable_subtree(path, V2_CONTROLLERS)
-        pids_limit = os.environ.get(PIDS_LIMIT_ENV, "").strip()
-        if pids_limit.isdigit() and "pids" in pod:
-            (pod["pids"] / "pids.max").write_text(pids_limit)
-        dirs = {controller: path / f"{container}-{n}" for controller, path in pod.items()}
+        self._write(pod_dirs, pod_files(pod["spec"], self.version))
+        dirs = {controller: path / f"{container['name']}-{n}" for controller, path in pod_dirs.items()}
         for path in _unique(dirs.values()):
             path.mkdir(exist_ok=True)
-        for controller, name, value in v1_files(limits) if self.version == 1 else v2_files(limits):
+        limits = Limits.of_container(container)
+        self._write(dirs, v1_files(limits) if self.version == 1 else v2_files(limits))
+        return [str(p) for p in _unique(dirs.values())]
+
+    def _write(self, dirs: dict[str, Path], files: list[tuple[str, str, str]]) -> None:
+        for controller, name, value in files:
+            if controller not in dirs:
+                continue  # an optional v1 hierarchy (pids) that is not mounted
             target = dirs[controller] / name
             if name in OPTIONAL_FILES and not target.exists():
                 continue
             target.write_text(value)
-        return [str(p) for p in _unique(dirs.values())]
 
     def remove_pod(self, uid: str) -> None:
         """Remove a pod's cgroups, killing what is left in them (the pod is gone)."""

@@ -23,7 +23,6 @@ from t9k_provider.kube.api import ApiError, ResourceType
 from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS
 from t9k_provider.local import poddir
 from t9k_provider.local.kubelet import hosts, podenv, runtime, volumes
-from t9k_provider.local.kubelet.cgroups import Limits
 from t9k_provider.local.kubelet.network import NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
 from t9k_provider.local.kubelet.shim import Mount, ShimSpec
@@ -393,7 +392,7 @@ class PodWorker:
         if self.kubelet.cgroups is None:
             return []
         try:
-            return self.kubelet.cgroups.create_container(self.uid, c["name"], n, Limits.of_container(c))
+            return self.kubelet.cgroups.create_container(self.pod, c, n)
         except OSError as exc:
             raise _CreateError(f"failed to create the container's cgroup: {exc}") from exc
 
