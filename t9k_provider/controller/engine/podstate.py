@@ -23,10 +23,6 @@ INFRA_REASONS = frozenset(
 )
 
 
-# Termination reasons that say no more than the exit code; any other (OOMKilled...) is worth reporting.
-PLAIN_EXIT_REASONS = frozenset({"", "Error", "Completed"})
-
-
 @dataclass(frozen=True)
 class PodState:
     phase: str  # Pending | Running | Succeeded | Failed | Unknown
@@ -68,6 +64,12 @@ def _training_termination(pod: dict[str, Any], container: str) -> tuple[int | No
         return None, ""
     code = terminated.get("exitCode")
     return (int(code) if code is not None else None), str(terminated.get("reason") or "")
+
+
+def telling_exit_reason(reason: str) -> bool:
+    """Does the kubelet's termination reason say more than the exit code (OOMKilled...)? Its defaults, Error
+    and Completed (container reasons, not the job's condition), do not."""
+    return reason not in ("", "Error", "Completed")
 
 
 def classify(pod: dict[str, Any], training_container: str) -> PodState:

@@ -17,7 +17,7 @@ from t9k_provider.jobs.contract import ANNOTATION_RESTART_COUNT
 from .model import Plan, ReplicaGroup
 from .names import pod_name
 from .pods import build_pod
-from .podstate import PLAIN_EXIT_REASONS, PodState, classify
+from .podstate import PodState, classify, telling_exit_reason
 from .status import parse_time
 from .types import Action, Create, Delete, Event
 
@@ -78,7 +78,7 @@ def _describe(name: str, state: PodState) -> str:
     if state.phase == "Succeeded":
         return f"Pod {name} succeeded"
     if state.exit_code is not None:
-        said = "" if state.exit_reason in PLAIN_EXIT_REASONS else f" ({state.exit_reason})"
+        said = f" ({state.exit_reason})" if telling_exit_reason(state.exit_reason) else ""
         return f"Pod {name} failed with exit code {state.exit_code}{said}"
     return f"Pod {name} failed ({state.reason or 'no exit code'})"
 
@@ -121,7 +121,7 @@ def evaluate(
         if (g.type, i) in pods
     }
     for key, state in states.items():
-        if state.phase == "Failed" and state.exit_reason not in PLAIN_EXIT_REASONS:
+        if state.phase == "Failed" and telling_exit_reason(state.exit_reason):
             name = pods[key]["metadata"]["name"]
             rnd.terminations[name] = f"{state.exit_reason} (exit code {state.exit_code})"
     running_types = {
