@@ -280,3 +280,20 @@ def test_cpu_limit_gives_about_the_quota(real: KubeletCgroups) -> None:
         proc.wait()
     assert periods >= 20
     assert 0.02 < usage / (periods * cgroups.CPU_PERIOD_US / 1e6) <= 0.25
+
+
+def test_leftovers_of_a_kubelet_are_removed_with_what_runs_in_them(tmp_path: Path) -> None:
+    found, why = cgroups.detect(tmp_path / "state")
+    if found is None:
+        pytest.skip(f"no writable cgroups here: {why}")
+    dirs = found.create_container(pod("uid-left", UNLIMITED), UNLIMITED, 0)
+    proc = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: cgroups.join(dirs))
+    try:
+        cgroups.remove_leftovers(tmp_path / "other-state")
+        assert all(base.exists() for base in found.bases.values()), "another cluster's cgroup is left alone"
+        cgroups.remove_leftovers(tmp_path / "state")
+        assert proc.wait(timeout=10) == -9
+        assert not any(base.exists() for base in found.bases.values())
+    finally:
+        proc.kill()
+        proc.wait()

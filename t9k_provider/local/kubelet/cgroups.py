@@ -338,6 +338,27 @@ def kubelet_cgroup_name(state_dir: Path) -> str:
     return "t9k-local-" + hashlib.sha256(str(Path(state_dir).resolve()).encode()).hexdigest()[:12]
 
 
+@dataclass(frozen=True)
+class _Places:
+    """Where a kubelet cgroup may go: v2 parents in order of preference (each with its mount), and the v1
+    parent per controller."""
+
+    v2: list[tuple[_Mount, Path]]
+    v1: dict[str, Path]
+
+
+def _places(mountinfo: str | None, proc_cgroup: str | None) -> _Places:
+    mountinfo = Path("/proc/self/mountinfo").read_text() if mountinfo is None else mountinfo
+    proc_cgroup = Path("/proc/self/cgroup").read_text() if proc_cgroup is None else proc_cgroup
+    v1, v2 = _mounts(mountinfo)
+    own = _own_paths(proc_cgroup)
+    v2_parents = [
+        (mount, parent) for mount in v2 for parent in _unique([_within(mount, own.get("", "/")), mount.point])
+    ]
+    v1_parents = {c: _within(m, own.get(c, "/")) for m in v1 for c in m.controllers}
+    return _Places(v2_parents, v1_parents)
+
+
 def detect(
     state_dir: Path, *, mountinfo: str | None = None, proc_cgroup: str | None = None
 ) -> tuple[KubeletCgroups | None, str]:
@@ -345,42 +366,36 @@ def detect(
     hierarchy's root, which alone may hold both processes and controlled children), else v1 (under this
     process's cgroup). Returns it and how, or None and why limits cannot be enforced."""
     try:
-        mountinfo = Path("/proc/self/mountinfo").read_text() if mountinfo is None else mountinfo
-        proc_cgroup = Path("/proc/self/cgroup").read_text() if proc_cgroup is None else proc_cgroup
+        places = _places(mountinfo, proc_cgroup)
     except OSError as exc:
         return None, f"cgroups cannot be read: {exc}"
     name = kubelet_cgroup_name(state_dir)
-    v1, v2 = _mounts(mountinfo)
-    own = _own_paths(proc_cgroup)
     problems: list[str] = []
-    for mount in v2:
+    for mount, parent in places.v2:
         try:
             available = set((mount.point / "cgroup.controllers").read_text().split())
         except OSError:
             continue
         if not set(V2_CONTROLLERS) <= available:
             continue
-        for parent in _unique([_within(mount, own.get("", "/")), mount.point]):
-            try:
-                _enable_subtree(parent, V2_CONTROLLERS)
-                base = parent / name
-                base.mkdir(exist_ok=True)
-                _enable_subtree(base, V2_CONTROLLERS)
-                (base / "cpu.weight").write_text(str(cpu_weight(node_shares())))
-            except OSError as exc:
-                problems.append(f"{parent}: {exc.strerror or exc}")
-                continue
-            return KubeletCgroups(2, {c: base for c in V2_CONTROLLERS}), ""
-    by_controller = {c: m for m in v1 for c in m.controllers}
-    missing = [c for c in V1_REQUIRED if c not in by_controller]
+        try:
+            _enable_subtree(parent, V2_CONTROLLERS)
+            base = parent / name
+            base.mkdir(exist_ok=True)
+            _enable_subtree(base, V2_CONTROLLERS)
+            (base / "cpu.weight").write_text(str(cpu_weight(node_shares())))
+        except OSError as exc:
+            problems.append(f"{parent}: {exc.strerror or exc}")
+            continue
+        return KubeletCgroups(2, {c: base for c in V2_CONTROLLERS}), ""
+    missing = [c for c in V1_REQUIRED if c not in places.v1]
     if missing and not problems:
         return None, f"no cgroup v2 with {', '.join(V2_CONTROLLERS)} and no cgroup v1 {', '.join(missing)}"
     if not missing:
         bases: dict[str, Path] = {}
         try:
-            for controller in (*V1_REQUIRED, *(c for c in V1_OPTIONAL if c in by_controller)):
-                mount = by_controller[controller]
-                base = _within(mount, own.get(controller, "/")) / name
+            for controller in (*V1_REQUIRED, *(c for c in V1_OPTIONAL if c in places.v1)):
+                base = places.v1[controller] / name
                 base.mkdir(exist_ok=True)
                 bases[controller] = base
             (bases["cpu"] / "cpu.shares").write_text(str(node_shares()))
@@ -390,3 +405,14 @@ def detect(
                 remove_tree(base)
             problems.append(f"{exc.filename or 'cgroup v1'}: {exc.strerror or exc}")
     return None, "cgroups are not writable (" + "; ".join(problems) + ")"
+
+
+def remove_leftovers(state_dir: Path) -> None:
+    """Remove the kubelet cgroup of `state_dir` wherever `detect` may put it, with what is left in it: for a
+    cluster whose kubelet left its pods to a next kubelet that will not come (or was killed)."""
+    with contextlib.suppress(OSError):
+        places = _places(None, None)
+        name = kubelet_cgroup_name(state_dir)
+        v1 = [places.v1[c] for c in (*V1_REQUIRED, *V1_OPTIONAL) if c in places.v1]
+        for parent in _unique([*(p for _, p in places.v2), *v1]):
+            remove_tree(parent / name)
