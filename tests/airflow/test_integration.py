@@ -21,6 +21,8 @@ import pytest
 from af_versions import airflow2_only, dag_bag, stored_xcoms
 
 from t9k_provider.local.flink.dist import flink_home
+from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
+from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.local.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
@@ -211,6 +213,22 @@ def test_failing_job_fails_the_task_with_the_replica_reason(
     assert "T9kJobFailed" in output
     assert "cannot open dataset shard-7: permission denied" in output
     assert "failed" in output.lower()
+
+
+def test_oom_killed_replica_fails_the_task_naming_oomkilled(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Past limits.memory the replica is OOMKilled; ExitCode retries it once (backoffLimit 1), then the job
+    fails and the task's failure message says OOMKilled."""
+    state, tasks, _ = run(dags, "it_oom")
+    output = capfd.readouterr().out
+    node = cluster.request("GET", f"/api/v1/nodes/{NODE_NAME}")[2]
+    if not node["metadata"].get("annotations", {}).get(RESOURCE_LIMITS_ANNOTATION, "").startswith("enforced"):
+        pytest.skip("the local kubelet enforces no limits on this machine")
+    assert state == "failed" and tasks == {"job": "failed"}
+    failure = next(line for line in output.splitlines() if "T9kJobFailed: " in line)
+    assert "OOMKilled (exit code 137)" in failure, output[-3000:]
+    assert "restart budget is exhausted" in output
 
 
 def test_retry_adopts_the_running_job(

@@ -6,11 +6,11 @@
 - `status`: pod and container status from what the container files say;
 - `podenv`, `volumes`, `hosts`, `network`: what a pod's containers see (environment, volumes, hosts, network);
 - `runtime`: starts shims and reads containers back from their files; `shim`: the per-container process
-  (namespaces, log, signals, exit code); `execute`: `pods/exec` inside a running container.
+  (namespaces, cgroup, log, signals, exit code, OOMKilled); `execute`: `pods/exec` inside a running container;
+- `cgroups`: the kubelet's, pods' and containers' cgroups (v2 or v1) that enforce resource limits.
 
 The files they share are laid out by `t9k_provider.local.poddir`. Where what is still missing goes:
-resource limits (cgroups) and `runAsUser` become fields of `shim.ShimSpec`, filled in `PodWorker._shim_spec`
-and applied by the shim before it execs the container (the shim records an OOM kill as the attempt's
-reason); probes run from `PodWorker.sync` and feed `status`; node capacity is the scheduler's
-(`t9k_provider.local.node.scheduler`).
+`runAsUser` becomes a field of `shim.ShimSpec`, filled in `PodWorker._shim_spec` and applied by the shim
+before it execs the container (as the attempt's cgroup is); probes run from `PodWorker.sync` and feed
+`status`; node capacity is the scheduler's (`t9k_provider.local.node.scheduler`).
 """

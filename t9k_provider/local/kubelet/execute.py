@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from t9k_provider.local import poddir
+from t9k_provider.local.kubelet import cgroups
 from t9k_provider.local.kubelet.shim import is_recorded_process, libc_call, start_error_message
 from t9k_provider.local.poddir import AttemptFiles, PodDir
 
@@ -97,7 +98,9 @@ def _join_namespaces(pid: int) -> set[str]:
 def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], error_fd: int) -> str:
     """Enter the container and run `command` there; returns why that failed (else never returns)."""
     try:
-        env = dict(json.loads(spec_file.read_text())["env"])
+        spec = json.loads(spec_file.read_text())
+        env = dict(spec["env"])
+        cgroups.join(spec.get("cgroups") or [])  # exec'd processes count against the container's limits
         joined = _join_namespaces(pid)
         os.chdir(cwd)
         if "pid" in joined:  # only a child is inside the container's PID namespace

@@ -27,18 +27,18 @@ PY = sys.executable
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
 
-def container(name: str, code: str) -> dict[str, Any]:
-    return {"name": name, "image": "python:3.11", "command": [PY, "-u", "-c", code]}
+def container(name: str, code: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": "python:3.11", "command": [PY, "-u", "-c", code], **extra}
 
 
 def replica(
-    kind_type: str, cname: str, code: str, replicas: int = 1, policy: Any = "Never"
+    kind_type: str, cname: str, code: str, replicas: int = 1, policy: Any = "Never", **extra: Any
 ) -> dict[str, Any]:
     return {
         "type": kind_type,
         "replicas": replicas,
         "restartPolicy": policy,
-        "template": {"spec": {"containers": [container(cname, code)]}},
+        "template": {"spec": {"containers": [container(cname, code, **extra)]}},
     }
 
 
@@ -76,6 +76,22 @@ FAILING = {
                 policy={"policy": "Never"},
             )
         ]
+    },
+}
+OOM = {  # past its memory limit: OOMKilled (137), which restartPolicy ExitCode retries up to backoffLimit
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "PyTorchTrainingJob",
+    "spec": {
+        "runPolicy": {"backoffLimit": 1},
+        "replicaSpecs": [
+            replica(
+                "master",
+                "pytorch",
+                "b = bytearray(200 * 1024 * 1024)",
+                policy="ExitCode",
+                resources={"limits": {"memory": "64Mi"}},
+            )
+        ],
     },
 }
 SLOW = {
@@ -241,6 +257,7 @@ single_task_dag(
     "it_failing_deferrable",
     lambda: T9kJobOperator(task_id="job", manifest=FAILING, deferrable=True, **COMMON),
 )
+single_task_dag("it_oom", lambda: T9kJobOperator(task_id="job", manifest=OOM, deferrable=True, **COMMON))
 single_task_dag(
     "it_adopt",
     lambda: LoseWorkerAfterSubmit(
