@@ -6,9 +6,10 @@ Kubernetes clients nor the job models: they load inside ``execute``.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from pathlib import Path
@@ -271,6 +272,10 @@ class T9kJobOperator(BaseOperator):
     # -- execute ----------------------------------------------------------------------------------------
 
     def execute(self, context: Any) -> dict[str, Any] | None:
+        with self._completing_kills():
+            return self._execute(context)
+
+    def _execute(self, context: Any) -> dict[str, Any] | None:
         ti = context["ti"]
         task_identity = ident.task_identity(ti)
         body = self.build_manifest(task_identity, getattr(ti, "try_number", None))
@@ -514,6 +519,10 @@ class T9kJobOperator(BaseOperator):
 
         Everything needed here travels in the event (``resume``), never in operator state or defer kwargs.
         """
+        with self._completing_kills():
+            return self._resume(context, event)
+
+    def _resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         resume = event["resume"]
         ref = JobRef(**resume["job"])
         limits = WaitLimits(**resume["limits"])
@@ -582,6 +591,18 @@ class T9kJobOperator(BaseOperator):
         if self.on_kill_action == "delete" and self._killer is None:
             self._killer = self.hook.detached()
         self._raise_if_killed()
+
+    @contextlib.contextmanager
+    def _completing_kills(self) -> Iterator[None]:
+        """Airflow 2's SIGTERM handler raises after ``on_kill``, wherever the task was: a kill that came
+        before there was a hook to stop the job with is completed on the way out."""
+        try:
+            yield
+        except BaseException:
+            if self._killed:
+                with contextlib.suppress(Exception):
+                    self._stop(self._killer or self.hook)
+            raise
 
     def on_kill(self) -> None:
         """Stop the job (per ``on_kill_action``) and make sure the interrupted flow ends in failure.
