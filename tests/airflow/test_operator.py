@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -429,6 +430,50 @@ def test_deferrable_defers_with_identity_and_deadline(
     assert not deferred.value.kwargs  # nothing outside the event: dag.test() and triggerers may drop kwargs
 
 
+def test_job_that_ends_within_the_wait_before_defer_concludes_without_deferring(
+    fake_hook: FakeHook, context: dict[str, Any]
+) -> None:
+    fake_hook.script = [PENDING, RUNNING, SUCCEEDED]
+    started = time.monotonic()
+    result = make(fake_hook, deferrable=True, wait_before_defer=30).execute(context)  # no TaskDeferred
+    assert result["phase"] == "Succeeded"
+    assert time.monotonic() - started < 10  # it followed the changes: no waiting out the 30 s
+
+
+def test_job_still_running_after_the_wait_defers_with_the_log_cursors(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI
+) -> None:
+    name = ident.job_name(ident.task_identity(ti))
+    fake_hook.pods = [pod(f"{name}-worker-0", "worker", 0, name)]
+    fake_hook.logs[(f"{name}-worker-0", "main")] = "2026-01-01T00:00:01Z epoch 1 loss=0.5\n"
+    fake_hook.script = [RUNNING]
+    started = time.monotonic()
+    with pytest.raises(TaskDeferred) as deferred:
+        make(fake_hook, deferrable=True, wait_before_defer=0.3).execute(context)
+    assert time.monotonic() - started >= 0.3
+    # what the worker printed while it waited is not printed again after the deferral
+    assert list(deferred.value.trigger.resume["cursors"]) == [f"pod-{name}-worker-0/main"]
+
+
+@pytest.mark.parametrize("phase", [SUCCEEDED, FAILED], ids=["succeeded", "failed"])
+def test_adopted_job_that_already_ended_is_never_deferred(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, phase: tuple
+) -> None:
+    fake_hook.put(our_job(ti, phase))
+    fake_hook.script = [phase]
+    op = make(fake_hook, deferrable=True)  # wait_before_defer=0
+    if phase is SUCCEEDED:
+        assert op.execute(context)["phase"] == "Succeeded"
+    else:
+        with pytest.raises(T9kJobFailed):
+            op.execute(context)
+
+
+def test_wait_before_defer_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="wait_before_defer"):
+        T9kJobOperator(task_id="t", manifest=generic_manifest(), wait_before_defer=-1)
+
+
 def _deferred(
     fake_hook: FakeHook, context: dict[str, Any], **kwargs: Any
 ) -> tuple[T9kJobOperator, dict[str, Any]]:
@@ -487,6 +532,14 @@ def test_execute_complete_error(
         )
     assert isinstance(failure.value, AirflowFailException) is fatal
     assert fake_hook.deletes() == []
+
+
+def test_log_hand_back_concludes_a_job_that_ended_meanwhile(
+    fake_hook: FakeHook, context: dict[str, Any]
+) -> None:
+    op, resume = _deferred(fake_hook, context, logging_interval=30)
+    fake_hook.script = [SUCCEEDED]
+    assert op.execute_complete(context, {"status": "running", "resume": resume})["phase"] == "Succeeded"
 
 
 def test_execute_complete_running_prints_logs_and_defers_again(
