@@ -142,7 +142,7 @@ class T9kJobTrigger(BaseTrigger):
 
     async def _release_kill_client(self) -> None:
         reserved, self._kill_client = self._kill_client, None
-        if reserved is None:
+        if reserved is None or reserved.cancelled():  # cancelled: the lease was given back then
             return
         try:
             api = await reserved
@@ -332,8 +332,8 @@ class T9kJobTrigger(BaseTrigger):
         if self._fired or self.on_kill_action != "delete":
             return
         try:
-            if self._kill_client is None:
-                raise RuntimeError("the trigger never ran, so it holds no client")
+            if self._kill_client is None or self._kill_client.cancelled():
+                raise RuntimeError("the trigger holds no client (it never ran, or its lease was cancelled)")
             api = await self._kill_client
             deleted = await api.delete_job(self.plural, self.namespace, self.name, uid=self.uid)
         except Exception as exc:
