@@ -2,9 +2,9 @@
 (its job has succeeded and the task is concluding): the kill path never crashes, never leaves the job
 running, and a killed task never ends in success.
 
-The earliest kills run in a fresh interpreter against the local cluster, so the import really is half done
-when SIGTERM arrives; the handler does what Airflow's task runners do (``on_kill``, then return on
-Airflow 3, raise on Airflow 2).
+The earliest kills run in a fresh interpreter against the local cluster (without the controller: a job stays
+unfinished until deleted), so the import really is half done when SIGTERM arrives; the handler does what
+Airflow's task runners do (``on_kill``, then return on Airflow 3, raise on Airflow 2).
 """
 
 from __future__ import annotations
@@ -112,17 +112,6 @@ print(json.dumps({"outcome": outcome, "fired": KillMidImport.fired}))
 """
 
 
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The local cluster's API alone (nothing runs the job: it stays unfinished until deleted)."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("kill-paths"), node_agents=False)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
 def _hook(cluster: LocalCluster) -> Any:
     import yaml
 
@@ -171,11 +160,13 @@ def _killed_task(
     [("returns", "import"), ("raises", "create")],
     ids=["airflow3-handler-while-importing", "airflow2-handler-while-creating"],
 )
-def test_kill_during_startup_of_execute_leaves_no_job(api: LocalCluster, flavour: str, moment: str) -> None:
+def test_kill_during_startup_of_execute_leaves_no_job(
+    local_cluster: LocalCluster, flavour: str, moment: str
+) -> None:
     """Airflow 3 carries on after on_kill (the task must not create its job then), Airflow 2 raises from
     wherever the task was (a job whose creation was under way must still be deleted)."""
-    result = _killed_task(api, "execute", flavour, moment)
-    jobs = _jobs_of(_hook(api), f"manual__execute{flavour}")
+    result = _killed_task(local_cluster, "execute", flavour, moment)
+    jobs = _jobs_of(_hook(local_cluster), f"manual__execute{flavour}")
     assert all(j["metadata"].get("deletionTimestamp") for j in jobs), (result, jobs)
     if flavour == "returns":
         assert result["outcome"].startswith("AirflowException: task killed")
@@ -183,15 +174,17 @@ def test_kill_during_startup_of_execute_leaves_no_job(api: LocalCluster, flavour
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("flavour", ["returns", "raises"], ids=["airflow3-handler", "airflow2-handler"])
-def test_kill_during_startup_of_a_resumed_task_stops_its_job(api: LocalCluster, flavour: str) -> None:
+def test_kill_during_startup_of_a_resumed_task_stops_its_job(
+    local_cluster: LocalCluster, flavour: str
+) -> None:
     """The resumed try (after deferral) is a new process: its first use of the hook imports it."""
-    hook = _hook(api)
+    hook = _hook(local_cluster)
     body = {
         **SLEEPER,
         "metadata": {"name": f"resumed-{flavour}", "annotations": {ident.RUN_ID: f"manual__resume{flavour}"}},
     }
     uid = hook.create_job("genericjobs", "default", body)["metadata"]["uid"]
-    result = _killed_task(api, "resume", flavour, "import", f"resumed-{flavour}", uid)
+    result = _killed_task(local_cluster, "resume", flavour, "import", f"resumed-{flavour}", uid)
     (job,) = _jobs_of(hook, f"manual__resume{flavour}") or [None]
     assert job is None or job["metadata"].get("deletionTimestamp"), result
 

@@ -266,7 +266,12 @@ single_task_dag(
 single_task_dag(
     "it_adopt",
     lambda: LoseWorkerAfterSubmit(
-        task_id="job", manifest=SLOW, retries=1, retry_delay=timedelta(seconds=0), deferrable=False, **COMMON
+        task_id="job",
+        manifest=named("adopted", SLOW),
+        retries=1,
+        retry_delay=timedelta(seconds=0),
+        deferrable=False,
+        **COMMON,
     ),
 )
 single_task_dag("it_mpi", lambda: MPIJobOperator(task_id="job", manifest=MPI, deferrable=False, **COMMON))
@@ -335,15 +340,3 @@ with DAG("it_mapped_names", schedule=None, start_date=START, catchup=False, tags
 
 with DAG("it_named_daily", schedule="@daily", start_date=START, catchup=False, tags=["t9k-it"]):
     GenericJobOperator(task_id="job", manifest=named("nightly", GENERIC), deferrable=False, **COMMON)
-
-single_task_dag(
-    "it_named_retry",
-    lambda: LoseWorkerAfterSubmit(
-        task_id="job",
-        manifest=named("named", SLOW),
-        retries=1,
-        retry_delay=timedelta(seconds=0),
-        deferrable=False,
-        **COMMON,
-    ),
-)
