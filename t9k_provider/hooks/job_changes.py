@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from t9k_provider.hooks import job_status
-from t9k_provider.hooks.errors import api_status, describe, is_api_exception, is_transient
+from t9k_provider.hooks.errors import api_status, describe, is_transient
 
 #: A watch that ends this much before its window ran out was cut short (a proxy): read the job instead.
 EARLY_END_SECONDS = 0.5
@@ -74,7 +74,7 @@ class JobChanges:
     def _read_at_once(self, exc: BaseException) -> bool:
         """After a failed watch: True to read the job now (expired version, expired credentials), False to
         wait out the window first (trouble that a moment may fix, or no watch at all)."""
-        status = api_status(exc) if is_api_exception(exc) else None
+        status = api_status(exc)
         self.log.debug("watch on job %s ended: %s", self.name, exc)
         if status in (401, 410):
             return True
