@@ -1,15 +1,16 @@
 """Airflow deployed as production runs it, on this machine: one process per component, LocalExecutor.
 
 Airflow 3 runs ``api-server``, ``scheduler``, ``dag-processor`` and ``triggerer``; Airflow 2.11 runs
-``webserver`` (its REST API), ``scheduler``, a standalone ``dag-processor`` and ``triggerer``. All of them
+``webserver`` (its REST API), ``scheduler`` and ``triggerer`` (its standalone DAG processor refuses SQLite, so
+the scheduler parses the DAGs, as it does by default on Airflow 2). All of them
 share a private ``AIRFLOW_HOME`` with a SQLite metadata DB, serve only on loopback ports chosen at start,
 and reach the T9k Jobs through ``kubernetes_default`` built from a local cluster's kubeconfig. Airflow 2
 refuses LocalExecutor on SQLite unless its own test switch (``_AIRFLOW__SKIP_DATABASE_EXECUTOR_COMPATIBILITY_
 CHECK``) is set; the harness sets it (task processes there write the DB themselves: keep parallelism low).
 
 The tests (``tests/deployment``) and ``python -m benchmarks.pipeline_deployment`` drive it through the REST
-API only (v2 with the simple auth manager's all-admins mode on Airflow 3, v1 with the ``default`` auth
-backend on Airflow 2), as a user or a CI job would. Every component runs in its own process group, so
+API only (v2 with the simple auth manager's all-admins mode on Airflow 3; v1 on Airflow 2, whose anonymous
+users get FAB's Admin role), as a user or a CI job would. Every component runs in its own process group, so
 ``stop`` ends it with everything it spawned; every wait is bounded.
 """
 
@@ -196,7 +197,6 @@ class AirflowDeployment:
                 "AIRFLOW__WEBSERVER__SECRET_KEY": secret,
                 "AIRFLOW__WEBSERVER__WEB_SERVER_PORT": str(self.port),
                 "AIRFLOW__API__AUTH_BACKENDS": "airflow.api.auth.backend.default",
-                "AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR": "True",
                 "AIRFLOW__SCHEDULER__PARSING_PROCESSES": "1",
                 "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "120",
                 "_AIRFLOW__SKIP_DATABASE_EXECUTOR_COMPATIBILITY_CHECK": "1",
@@ -217,12 +217,15 @@ class AirflowDeployment:
 
     @property
     def component_names(self) -> tuple[str, ...]:
-        server = "api-server" if AIRFLOW_3 else "webserver"
-        return (server, "scheduler", "dag-processor", "triggerer")
+        if AIRFLOW_3:
+            return ("api-server", "scheduler", "dag-processor", "triggerer")
+        return ("webserver", "scheduler", "triggerer")
 
     def start(self, timeout: float = 240) -> AirflowDeployment:
         """Migrate the DB, start every component and wait until the API reports them all healthy."""
         self.logs.mkdir(parents=True, exist_ok=True)
+        if not AIRFLOW_3:
+            (self.home / "webserver_config.py").write_text('AUTH_ROLE_PUBLIC = "Admin"\n')
         migrate = subprocess.run(
             self._airflow("db", "migrate"), env=self.env, capture_output=True, text=True, timeout=timeout
         )
@@ -277,7 +280,7 @@ class AirflowDeployment:
             health = self.request("GET", "/monitor/health" if AIRFLOW_3 else "/health")
         except (OSError, ApiError):
             return False
-        parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+        parts = ["metadatabase", "scheduler", "triggerer"] + (["dag_processor"] if AIRFLOW_3 else [])
         return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
 
     # -- REST API -------------------------------------------------------------------------------------------
@@ -385,25 +388,21 @@ class AirflowDeployment:
     def task_process(self, dag_id: str, run_id: str, task_id: str) -> int | None:
         """The pid of the process running the task's operator code (not its supervisor), if it runs here.
 
-        Airflow 3's task runner titles itself ``airflow worker -- <task instance id>``; Airflow 2's is
-        ``airflow tasks run <dag_id> <task_id> <run_id> ... --raw``.
+        Airflow 3's task runner titles itself ``airflow worker -- <task instance id>``; Airflow 2's
+        ``airflow task runner: <dag_id> <task_id> <run_id> <job_id>``.
         """
         if AIRFLOW_3:
-            ti_id = self.task_instance(dag_id, run_id, task_id)["id"]
-            wanted = [f"airflow worker -- {ti_id}"]
+            title = f"airflow worker -- {self.task_instance(dag_id, run_id, task_id)['id']}"
         else:
-            wanted = ["tasks", "run", dag_id, task_id, run_id, "--raw"]
+            title = f"airflow task runner: {dag_id} {task_id} {run_id} "
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit():
                 continue
             try:
-                argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+                cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            title = " ".join(argv).strip()
-            if (AIRFLOW_3 and title.startswith(wanted[0])) or (
-                not AIRFLOW_3 and all(w in argv for w in wanted)
-            ):
+            if cmdline.replace("\0", " ").startswith(title):
                 return int(proc.name)
         return None
 

@@ -21,6 +21,14 @@ from benchmarks.airflow_deployment import AirflowDeployment
 from t9k_provider.local.testing import LocalCluster
 
 DAGS = Path(__file__).resolve().parent / "dags"
+DAG_IDS = [
+    "dep_pipeline",
+    "dep_mark_failed",
+    "dep_triggerer_kill",
+    "dep_lost_worker",
+    "dep_mapped_same_name",
+    "dep_explicit_name",
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,5 +40,5 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 @pytest.fixture(scope="module")
 def airflow(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowDeployment]:
     with AirflowDeployment(tmp_path_factory.mktemp("airflow-home"), DAGS, cluster.kubeconfig) as deployment:
-        deployment.wait_for_dags(["dep_pipeline", "dep_mark_failed", "dep_triggerer_kill", "dep_lost_worker"])
+        deployment.wait_for_dags(DAG_IDS)
         yield deployment

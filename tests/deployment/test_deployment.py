@@ -219,12 +219,37 @@ def test_marking_a_deferred_task_failed_deletes_its_job(
     assert airflow.task_instance("dep_mark_failed", run_id, "wait")["state"] == "failed"
 
 
+def test_mapped_instances_sharing_an_explicit_name_each_run_their_job(
+    airflow: AirflowDeployment, runs: dict[str, str]
+) -> None:
+    """Three mapped instances over manifests all named ``sweep``. Fails on the current code: an explicit name
+    is used as is, so two of them find the name taken by another task instance."""
+    run = airflow.wait_for_run("dep_mapped_same_name", runs["dep_mapped_same_name"], RUN_TIMEOUT)
+    states = {
+        ti["map_index"]: ti["state"]
+        for ti in airflow.task_instances("dep_mapped_same_name", run["dag_run_id"])
+    }
+    assert states == {0: "success", 1: "success", 2: "success"}
+
+
+def test_an_explicit_name_serves_every_run_of_the_dag(
+    airflow: AirflowDeployment, runs: dict[str, str]
+) -> None:
+    """Two runs of a DAG whose manifest is named ``explicit-name``. Fails on the current code: the second run
+    finds the first run's job under that name."""
+    states = [
+        airflow.wait_for_run("dep_explicit_name", runs[key], RUN_TIMEOUT)["state"]
+        for key in ("dep_explicit_name", "dep_explicit_name/2")
+    ]
+    assert states == ["success", "success"]
+
+
 def test_sigkill_of_the_triggerer_leaves_the_job_and_a_new_triggerer_resumes_the_task(
     airflow: AirflowDeployment, cluster: LocalCluster, runs: dict[str, str]
 ) -> None:
-    for dag_id, run_id in runs.items():  # the triggerer dies alone: earlier runs must not be caught in it
-        if dag_id != "dep_mark_failed":
-            airflow.wait_for_run(dag_id, run_id, RUN_TIMEOUT)
+    for key, run_id in runs.items():  # the triggerer dies alone: earlier runs must not be caught in it
+        if key != "dep_mark_failed":
+            airflow.wait_for_run(key.split("/")[0], run_id, RUN_TIMEOUT)
     run_id = airflow.trigger("dep_triggerer_kill")
     airflow.wait_for_task("dep_triggerer_kill", run_id, "wait", ("deferred",), START_TIMEOUT)
     job = wait_for_running_job(cluster, "genericjobs", "dep_triggerer_kill", run_id, "wait")

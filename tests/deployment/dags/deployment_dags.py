@@ -53,6 +53,11 @@ def generic(code: str) -> dict[str, Any]:
     }
 
 
+def named(name: str, code: str) -> dict[str, Any]:
+    """``generic(code)`` with an explicit ``metadata.name``."""
+    return {**generic(code), "metadata": {"name": name}}
+
+
 def ticking(seconds: int) -> dict[str, Any]:
     """A job that prints ``tick i`` every second for ``seconds`` seconds."""
     return generic(
@@ -95,3 +100,12 @@ with DAG(
     default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
 ):
     GenericJobOperator(task_id="job", manifest=ticking(6), deferrable=False, poll_interval=1)
+
+# An explicit metadata.name shared by three mapped instances, and reused by every run of the DAG.
+with DAG(dag_id="dep_mapped_same_name", schedule=None, start_date=START):
+    GenericJobOperator.partial(task_id="sweep", deferrable=True, poll_interval=2).expand(
+        manifest=[named("sweep", f"print('point {i}')") for i in range(3)]
+    )
+
+with DAG(dag_id="dep_explicit_name", schedule=None, start_date=START):
+    GenericJobOperator(task_id="job", manifest=named("explicit-name", "print('done')"), poll_interval=2)
