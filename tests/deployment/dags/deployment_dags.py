@@ -89,7 +89,7 @@ with DAG(dag_id="dep_mark_failed", schedule=None, start_date=START):
     GenericJobOperator(task_id="wait", manifest=ticking(300), deferrable=True, poll_interval=2)
 
 with DAG(dag_id="dep_triggerer_kill", schedule=None, start_date=START):
-    GenericJobOperator(task_id="wait", manifest=ticking(40), deferrable=True, poll_interval=2)
+    GenericJobOperator(task_id="wait", manifest=ticking(25), deferrable=True, poll_interval=2)
 
 # Waits in the worker; the test kills the task's process while the job runs. The retry starts after the job
 # has succeeded.
@@ -97,9 +97,9 @@ with DAG(
     dag_id="dep_lost_worker",
     schedule=None,
     start_date=START,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=15)},
 ):
-    GenericJobOperator(task_id="job", manifest=ticking(6), deferrable=False, poll_interval=1)
+    GenericJobOperator(task_id="job", manifest=ticking(10), deferrable=False, poll_interval=1)
 
 # An explicit metadata.name shared by three mapped instances, and reused by every run of the DAG.
 with DAG(dag_id="dep_mapped_same_name", schedule=None, start_date=START):
