@@ -25,6 +25,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -36,6 +37,7 @@ from typing import Any
 
 from benchmarks.api import wait_until
 from benchmarks.controller_process import free_port
+from t9k_provider.hooks.job_status import parse_time
 
 AIRFLOW_3 = int(importlib.metadata.version("apache-airflow").split(".")[0]) >= 3
 TERMINAL_RUN_STATES = ("success", "failed")
@@ -56,6 +58,23 @@ class LogLine:
 
     at: datetime | None
     text: str
+
+    @classmethod
+    def from_entry(cls, entry: dict[str, Any]) -> LogLine:
+        """From Airflow 3's structured log: ``{"timestamp": ..., "event": ..., ...}``."""
+        return cls(parse_time(entry.get("timestamp")), str(entry.get("event", "")))
+
+    @classmethod
+    def from_text(cls, line: str) -> LogLine:
+        """From Airflow 2's text log: ``[2026-01-01T00:00:00.123+0000] {file.py:12} INFO - message``."""
+        match = _TEXT_LINE.match(line)
+        if match is None:
+            return cls(None, line)
+        stamp = match[1]
+        return cls(parse_time(f"{stamp[:-2]}:{stamp[-2:]}"), match[2])
+
+
+_TEXT_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d{4})\] (.*)$")
 
 
 class Component:
@@ -92,16 +111,17 @@ class Component:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, sig)
 
-    def stop(self, timeout: float = 20) -> None:
-        """SIGTERM the group and wait; SIGKILL it after ``timeout``. Children left behind are killed too."""
+    def stop(self, deadline: float | None = None) -> None:
+        """SIGTERM the group, wait until ``deadline`` (a ``time.monotonic()``; default: 20 s from now), then
+        SIGKILL what is left of the group (workers, runners)."""
         proc = self.proc
         if proc is None:
             return
         if proc.poll() is None:
             self.kill(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout)
-        self.kill(signal.SIGKILL)  # what the leader left of its group (workers, runners)
+                proc.wait(max(0.0, (deadline or time.monotonic() + 20) - time.monotonic()))
+        self.kill(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(10)
         self.proc = None
@@ -249,9 +269,15 @@ class AirflowDeployment:
         component.kill(signal.SIGKILL)
         component.stop()
 
-    def stop(self) -> None:
-        for name in reversed(list(self.components)):
-            self.components.pop(name).stop()
+    def stop(self, timeout: float = 20) -> None:
+        """Stop every component; they shut down in parallel, within ``timeout`` seconds."""
+        components = [self.components.pop(name) for name in reversed(list(self.components))]
+        for component in components:
+            if component.running():
+                component.kill(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for component in components:
+            component.stop(deadline)
 
     def __enter__(self) -> AirflowDeployment:
         try:
@@ -377,9 +403,9 @@ class AirflowDeployment:
         path = f"{self._ti_path(dag_id, run_id, task_id)}/logs/{try_number}?full_content=true"
         if AIRFLOW_3:
             entries = self.request("GET", path)["content"]
-            return [_structured_line(entry) for entry in entries if isinstance(entry, dict)]
+            return [LogLine.from_entry(entry) for entry in entries if isinstance(entry, dict)]
         text = self.request("GET", path, accept="text/plain")
-        return [_text_line(line) for line in text.splitlines()]
+        return [LogLine.from_text(line) for line in text.splitlines()]
 
     def extra_links(self, dag_id: str, run_id: str, task_id: str) -> dict[str, str | None]:
         links = self.request("GET", f"{self._ti_path(dag_id, run_id, task_id)}/links")
@@ -409,27 +435,3 @@ class AirflowDeployment:
 
 def _quote(run_id: str) -> str:
     return urllib.parse.quote(run_id, safe="")
-
-
-def _timestamp(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    with contextlib.suppress(ValueError):
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return None
-
-
-def _structured_line(entry: dict[str, Any]) -> LogLine:
-    return LogLine(_timestamp(entry.get("timestamp")), str(entry.get("event", "")))
-
-
-#: Airflow 2's text log lines: ``[2026-01-01T00:00:00.123+0000] {file.py:12} INFO - message``.
-_TEXT_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d{4})\] (.*)$")
-
-
-def _text_line(line: str) -> LogLine:
-    match = _TEXT_LINE.match(line)
-    if match is None:
-        return LogLine(None, line)
-    stamp = match[1]
-    return LogLine(_timestamp(stamp[:-2] + ":" + stamp[-2:]), match[2])
