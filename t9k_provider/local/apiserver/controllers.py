@@ -1,4 +1,5 @@
-"""Server-internal controllers: CRD establishing and naming, namespace lifecycle, garbage collection.
+"""Server-internal controllers: CRD establishing and naming, namespace lifecycle, garbage collection,
+APIService availability.
 
 They run as one asyncio task woken by store events (and every second), and act through the same write
 pipeline as clients, so finalizers, watch events and validation apply to their writes too.
@@ -17,6 +18,8 @@ from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import FOREGROUND, ORPHAN, DeleteOptions, Objects
 from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.strategies.apiservices import RESOURCE as API_SERVICES
+from t9k_provider.local.apiserver.strategies.apiservices import with_availability
 from t9k_provider.local.apiserver.strategies.crds import CRD_CLEANUP, CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
 from t9k_provider.local.apiserver.strategies.namespaces import KUBERNETES_FINALIZER
@@ -90,7 +93,7 @@ class Controllers:
 
     def reconcile(self) -> None:
         """One pass of every controller; each step is independent and logs (never raises) its failures."""
-        for step in (self.sync_crds, self.sync_namespaces, self.collect_garbage):
+        for step in (self.sync_crds, self.sync_namespaces, self.collect_garbage, self.sync_api_services):
             try:
                 step()
             except Exception:
@@ -239,6 +242,18 @@ class Controllers:
                     f for f in new["spec"]["finalizers"] if f != KUBERNETES_FINALIZER
                 ]
                 self._try(f"finalize namespace {name}", self.objects.write, ns_res, ns, new)
+
+    # -- APIServices ---------------------------------------------------------------------------------------
+
+    def sync_api_services(self) -> None:
+        res = self.registry.lookup(API_SERVICES.group, API_SERVICES.version, API_SERVICES.plural)
+        assert res is not None
+        for obj in self.store.list(res.group, res.plural):
+            status = with_availability(obj)
+            if status is not None:
+                self._try(
+                    f"apiservice {obj['metadata']['name']}", self.objects.write_status, res, obj, status
+                )
 
     # -- event TTL -----------------------------------------------------------------------------------------
 

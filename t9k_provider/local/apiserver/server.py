@@ -17,10 +17,14 @@ from t9k_provider.local.apiserver.controllers import Controllers
 from t9k_provider.local.apiserver.handlers import Handlers
 from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import Objects
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.registry import BUILTIN, Registry
+from t9k_provider.local.apiserver.strategies.apiservices import RESOURCE as API_SERVICES
+from t9k_provider.local.apiserver.strategies.apiservices import local_api_service
 from t9k_provider.local.apiserver.strategies.crds import CRD_GROUP, CRD_PLURAL
+from t9k_provider.local.apiserver.strategies.endpoints import kubernetes_endpoints
 from t9k_provider.local.apiserver.strategies.namespaces import BOOT_NAMESPACES, boot_namespace
 from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME, local_node
+from t9k_provider.local.apiserver.strategies.services import kubernetes_service
 from t9k_provider.local.apiserver.watch import Hub
 from t9k_provider.local.apiserver.wire import error_response, respond
 from t9k_provider.local.store import Store
@@ -89,6 +93,7 @@ class ApiServer:
         assert server is not None and server.sockets
         self.port = server.sockets[0].getsockname()[1]
         self.handlers.address = f"{HOST}:{self.port}"
+        self.publish_address()
         self._controller_task = asyncio.create_task(self.controllers.run(), name="t9k-local-controllers")
         return self.port
 
@@ -102,7 +107,8 @@ class ApiServer:
         self.store.close()
 
     def boot(self) -> None:
-        """Create the namespaces and the Node every fresh cluster has (idempotent across restarts)."""
+        """Create the namespaces, the Node and the built-in APIServices every fresh cluster has (idempotent
+        across restarts)."""
         ns_res = self.registry.lookup("", "v1", "namespaces")
         node_res = self.registry.lookup("", "v1", "nodes")
         assert ns_res is not None and node_res is not None
@@ -111,6 +117,26 @@ class ApiServer:
                 self.objects.create(ns_res, "", boot_namespace(name))
         if self.store.get(("", "nodes", "", NODE_NAME)) is None:
             self.objects.create(node_res, "", local_node(os.cpu_count() or 1, _memory_bytes()))
+        for group, version in dict.fromkeys((r.group, r.version) for r in BUILTIN):
+            if self.store.get((API_SERVICES.group, API_SERVICES.plural, "", f"{version}.{group}")) is None:
+                self.objects.create(API_SERVICES, "", local_api_service(group, version))
+
+    def publish_address(self) -> None:
+        """Point ``default/kubernetes`` (Service and Endpoints) at the port this run listens on."""
+        for res, obj in (
+            (self.registry.lookup("", "v1", "services"), kubernetes_service(self.port)),
+            (self.registry.lookup("", "v1", "endpoints"), kubernetes_endpoints(HOST, self.port)),
+        ):
+            assert res is not None
+            current = self.store.get((res.group, res.plural, "default", "kubernetes"))
+            if current is None:
+                self.objects.create(res, "default", obj)
+                continue
+            new = json_copy(current)
+            for key in ("spec", "subsets"):
+                if key in obj:
+                    new[key] = {**new[key], **obj[key]} if key == "spec" else obj[key]
+            self.objects.write(res, current, new)
 
     def register_crds(self, documents: list[dict[str, Any]]) -> list[str]:
         """Create or update these CRDs (a bad one is logged and skipped); returns the registered names."""

@@ -1,0 +1,98 @@
+"""core/v1 ReplicationControllers: a map selector defaulted from the template's labels, replicas >= 0, the
+scale subresource. Stored and validated only: no controller creates their pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from t9k_provider.local.apiserver import fielderrors as fe
+from t9k_provider.local.apiserver import jsonfields as jf
+from t9k_provider.local.apiserver.fielderrors import Cause
+from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS, MergeField
+from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.strategies.apps import (
+    SELECTOR_COLUMN,
+    containers_and_images,
+    default_template,
+    validate_counts,
+    validate_template,
+)
+from t9k_provider.local.apiserver.strategies.base import Strategy
+from t9k_provider.local.apiserver.strategies.podspec import POD_TEMPLATE_FIELDS
+from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
+from t9k_provider.local.apiserver.validation import as_map, validate_labels
+from t9k_provider.local.store import Store
+
+
+def _selector_text(selector: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+
+
+class ReplicationControllerStrategy(Strategy):
+    subresources = ("status", "scale")
+    tracks_generation = True
+    merge_fields = {
+        "spec": MergeField(node={"template": MergeField(node=POD_TEMPLATE_FIELDS)}),
+        "status": STATUS_WITH_CONDITIONS,
+    }
+    field_selectors = {"status.replicas": lambda o: str(as_map(o.get("status")).get("replicas") or 0)}
+    columns = [
+        NAME_COLUMN,
+        column("Desired", "integer"),
+        column("Current", "integer"),
+        column("Ready", "integer"),
+        AGE_COLUMN,
+        column("Containers", priority=1),
+        column("Images", priority=1),
+        SELECTOR_COLUMN,
+    ]
+
+    def prepare_for_create(self, obj: dict[str, Any], store: Store) -> None:
+        spec = obj.setdefault("spec", {})
+        if isinstance(spec, dict):
+            spec.setdefault("replicas", 1)
+            labels = as_map(as_map(as_map(spec.get("template")).get("metadata")).get("labels"))
+            if not spec.get("selector") and labels:
+                spec["selector"] = dict(labels)
+            meta = obj["metadata"]
+            if not meta.get("labels") and labels:
+                meta["labels"] = dict(labels)
+            default_template(spec)
+        obj["status"] = {}
+
+    def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
+        spec = jf.object_field(obj, "spec", "spec", out)
+        validate_counts(spec, ("replicas", "minReadySeconds"), out)
+        validate_labels(spec, "selector", "spec.selector", out)
+        selector = spec.get("selector") if isinstance(spec.get("selector"), dict) else {}
+        if not selector:
+            out.append(fe.required("spec.selector"))
+        selects = (lambda labels: all(labels.get(k) == v for k, v in selector.items())) if selector else None
+        validate_template(spec, selects, out)
+
+    def scale_selector(self, obj: dict[str, Any]) -> str | None:
+        return _selector_text(as_map(as_map(obj.get("spec")).get("selector")))
+
+    def cells(self, obj: dict[str, Any]) -> list[Any]:
+        meta, spec, status = obj["metadata"], as_map(obj.get("spec")), as_map(obj.get("status"))
+        return [
+            meta["name"],
+            spec.get("replicas", 0),
+            status.get("replicas", 0),
+            status.get("readyReplicas", 0),
+            age(meta.get("creationTimestamp")),
+            *containers_and_images(obj),
+            _selector_text(as_map(spec.get("selector"))) or "<none>",
+        ]
+
+
+RESOURCE = Resource(
+    "",
+    "v1",
+    "replicationcontrollers",
+    "replicationcontroller",
+    "ReplicationController",
+    ReplicationControllerStrategy(),
+    ["rc"],
+    ["all"],
+)
