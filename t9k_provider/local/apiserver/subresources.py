@@ -88,7 +88,9 @@ async def scale(objects: Objects, request: web.Request, route: Route) -> web.Res
     elif request.method == "PATCH":
         ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         try:
-            body = apply_patch(json_copy(scale), await request.read(), ctype, None)
+            # a Scale has no merge keys; strategic merge is accepted for built-in kinds only
+            fields = None if res.strategy.merge_fields is None else {}
+            body = apply_patch(json_copy(scale), await request.read(), ctype, fields)
         except PatchError as exc:
             raise errors.ApiError(exc.code, exc.reason, exc.message) from exc
     else:

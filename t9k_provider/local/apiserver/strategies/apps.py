@@ -136,6 +136,8 @@ class WorkloadStrategy(Strategy):
     }
     kind_word = "deployment"
     replicated = True
+    #: a new object's status: the counters the kind's Go type always serialises (no ``omitempty``)
+    initial_status: dict[str, int] = {"replicas": 0}
 
     def prepare_for_create(self, obj: dict[str, Any], store: Store) -> None:
         spec = obj.setdefault("spec", {})
@@ -145,7 +147,7 @@ class WorkloadStrategy(Strategy):
             spec.setdefault("revisionHistoryLimit", 10)
             self.default_spec(spec)
             default_template(spec)
-        obj["status"] = {}
+        obj["status"] = dict(self.initial_status)
 
     def default_spec(self, spec: dict[str, Any]) -> None:
         """The kind's own defaults (``SetDefaults_<Kind>``) besides replicas and the pod template's."""
@@ -195,6 +197,7 @@ class WorkloadStrategy(Strategy):
 
 
 class DeploymentStrategy(WorkloadStrategy):
+    initial_status: dict[str, int] = {}
     columns = [
         NAME_COLUMN,
         column("Ready"),
@@ -304,6 +307,7 @@ _STATEFULSET_MUTABLE = (
 
 class StatefulSetStrategy(WorkloadStrategy):
     kind_word = "statefulset"
+    initial_status = {"replicas": 0, "availableReplicas": 0}
     columns = [NAME_COLUMN, column("Ready"), AGE_COLUMN, *_WIDE_COLUMNS]
 
     def default_spec(self, spec: dict[str, Any]) -> None:
@@ -354,6 +358,9 @@ class DaemonSetStrategy(WorkloadStrategy):
     subresources = ("status",)
     kind_word = "daemonset"
     replicated = False
+    initial_status = dict.fromkeys(
+        ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"), 0
+    )
     columns = [
         NAME_COLUMN,
         column("Desired", "integer"),

@@ -58,7 +58,7 @@ class ReplicationControllerStrategy(Strategy):
             if not meta.get("labels") and labels:
                 meta["labels"] = dict(labels)
             default_template(spec)
-        obj["status"] = {}
+        obj["status"] = {"replicas": 0}
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
         spec = jf.object_field(obj, "spec", "spec", out)
