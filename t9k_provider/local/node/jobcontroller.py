@@ -11,6 +11,7 @@ from t9k_provider.kube.informer import OWNER_INDEX, Informer, object_key
 from t9k_provider.kube.resources import JOBS, PODS
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.node import events, workloop
+from t9k_provider.local.node.podstate import pod_ready
 from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 COMPONENT = "job-controller"
@@ -78,7 +79,7 @@ class JobController:
         succeeded = max(int(status.get("succeeded") or 0), sum(_phase(p) == "Succeeded" for p in pods))
         failed = max(int(status.get("failed") or 0), sum(_phase(p) == "Failed" for p in pods))
         restarts = sum(_restarts(p) for p in active)
-        ready = sum(_ready(p) for p in active)
+        ready = sum(pod_ready(p) for p in active)
         now = now_rfc3339()
         finished = finished_condition(job)
         suspended = bool(spec.get("suspend"))
@@ -212,11 +213,6 @@ def _restarts(pod: dict[str, Any]) -> int:
     status = pod.get("status") or {}
     statuses = list(status.get("containerStatuses") or []) + list(status.get("initContainerStatuses") or [])
     return sum(int(s.get("restartCount") or 0) for s in statuses)
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    conds = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
 def _age(timestamp: str) -> float:
