@@ -20,6 +20,7 @@ from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, ob
 from t9k_provider.kube.resources import DEPLOYMENTS, REPLICASETS
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
+from t9k_provider.local.apiserver.validation import significant
 from t9k_provider.local.node import events, workloop
 from t9k_provider.local.node.replicasets import owner_reference
 from t9k_provider.local.timestamps import now_rfc3339
@@ -33,8 +34,10 @@ _HASH_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # rand.SafeEncodeString's alphabet:
 
 
 def template_hash(template: dict[str, Any]) -> str:
-    """A stable, label-safe hash of a pod template (upstream: fnv32a of its printed form)."""
-    number = int.from_bytes(hashlib.sha256(json.dumps(template, sort_keys=True).encode()).digest()[:8], "big")
+    """A stable, label-safe hash of a pod template (upstream: fnv32a of the typed struct, so a null or empty
+    field, as ``kubectl rollout undo`` sends back, hashes as an absent one)."""
+    text = json.dumps(significant(template), sort_keys=True)
+    number = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
     chars = []
     for _ in range(10):
         number, digit = divmod(number, len(_HASH_CHARS))
@@ -121,7 +124,20 @@ class DeploymentController:
                     d, new_rs, old, replicas, surge, unavailable, pod_hash, max_revision
                 )
             await self._prune(d, old)
+            if new_rs is not None:
+                d = await self._set_revision(d, new_rs)
         await self._write_status(d, new_rs, old, replicas, unavailable)
+
+    async def _set_revision(self, d: dict[str, Any], new_rs: dict[str, Any]) -> dict[str, Any]:
+        """The Deployment carries its new ReplicaSet's revision (``kubectl rollout undo`` replaces it)."""
+        revision = (new_rs["metadata"].get("annotations") or {}).get(REVISION)
+        meta = d["metadata"]
+        if revision is None or (meta.get("annotations") or {}).get(REVISION) == revision:
+            return d
+        patch = {"metadata": {"annotations": {REVISION: revision}}}
+        updated = await self.kube.patch(DEPLOYMENTS, meta.get("namespace", ""), meta["name"], patch)
+        self.deployments.observe(updated)
+        return updated
 
     # -- strategies ------------------------------------------------------------------------------------------
 
@@ -173,7 +189,7 @@ class DeploymentController:
                 break
             cut = min(budget, _replicas(rs) - _count(rs, "availableReplicas"))
             if cut > 0:
-                await self._scale(d, rs, _replicas(rs) - cut)
+                await self._scale(d, rs, _replicas(rs) - cut, surge)
                 budget -= cut
         available = sum(_count(rs, "availableReplicas") for rs in [*old, *([new_rs] if new_rs else [])])
         budget = min(budget, available - min_available)
@@ -183,7 +199,7 @@ class DeploymentController:
                 break
             cut = min(budget, _replicas(current))
             if cut > 0:
-                await self._scale(d, current, _replicas(current) - cut)
+                await self._scale(d, current, _replicas(current) - cut, surge)
                 budget -= cut
         return new_rs
 
