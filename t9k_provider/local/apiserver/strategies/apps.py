@@ -140,6 +140,15 @@ class WorkloadStrategy(Strategy):
     initial_status: dict[str, int] = {"replicas": 0}
 
     def prepare_for_create(self, obj: dict[str, Any], store: Store) -> None:
+        self._default(obj)
+        obj["status"] = dict(self.initial_status)
+
+    def prepare_for_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
+        """A replaced spec is defaulted as a new one is (kube-apiserver defaults every decoded body)."""
+        super().prepare_for_update(new, old)
+        self._default(new)
+
+    def _default(self, obj: dict[str, Any]) -> None:
         spec = obj.setdefault("spec", {})
         if isinstance(spec, dict):
             if self.replicated:
@@ -147,7 +156,6 @@ class WorkloadStrategy(Strategy):
             spec.setdefault("revisionHistoryLimit", 10)
             self.default_spec(spec)
             default_template(spec)
-        obj["status"] = dict(self.initial_status)
 
     def default_spec(self, spec: dict[str, Any]) -> None:
         """The kind's own defaults (``SetDefaults_<Kind>``) besides replicas and the pod template's."""

@@ -48,6 +48,14 @@ class ReplicationControllerStrategy(Strategy):
     ]
 
     def prepare_for_create(self, obj: dict[str, Any], store: Store) -> None:
+        self._default(obj)
+        obj["status"] = {"replicas": 0}
+
+    def prepare_for_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
+        super().prepare_for_update(new, old)
+        self._default(new)
+
+    def _default(self, obj: dict[str, Any]) -> None:
         spec = obj.setdefault("spec", {})
         if isinstance(spec, dict):
             spec.setdefault("replicas", 1)
@@ -58,7 +66,6 @@ class ReplicationControllerStrategy(Strategy):
             if not meta.get("labels") and labels:
                 meta["labels"] = dict(labels)
             default_template(spec)
-        obj["status"] = {"replicas": 0}
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
         spec = jf.object_field(obj, "spec", "spec", out)
