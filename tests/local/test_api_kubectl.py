@@ -239,8 +239,37 @@ def test_create_generators_send_protobuf(kubectl) -> None:
     assert kubectl("get", "cm", "cfg", "-n", "gen", "-o", "jsonpath={.data.a}") == "1"
     assert kubectl("get", "secret", "sec", "-n", "gen", "-o", "jsonpath={.data.pw}") == "czNjcmV0"
     assert "robot" in kubectl("get", "sa", "-n", "gen", "-o", "name")
-    unsupported = kubectl("create", "job", "j", "-n", "gen", "--image=busybox", "--", "true", check=False)
-    assert "the body of the request was in an unknown format" in unsupported
+    assert kubectl("create", "job", "j", "-n", "gen", "--image=busybox", "--", "true").strip() == (
+        "job.batch/j created"
+    )
+    assert (
+        kubectl(
+            "get",
+            "job",
+            "j",
+            "-n",
+            "gen",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].command} {.spec.template.spec.restartPolicy}",
+        )
+        == '["true"] Never'
+    )
+    kubectl("create", "deployment", "d", "-n", "gen", "--image=busybox:1", "--replicas=0", "--port=80")
+    assert (
+        kubectl(
+            "get",
+            "deploy",
+            "d",
+            "-n",
+            "gen",
+            "-o",
+            "jsonpath={.spec.replicas} "
+            "{.spec.template.spec.containers[0].ports[0].containerPort} {.spec.template.metadata}",
+        )
+        == '0 80 {"labels":{"app":"d"}}'
+    )
+    kubectl("create", "service", "clusterip", "s", "-n", "gen", "--tcp=80:http")
+    assert kubectl("get", "svc", "s", "-n", "gen", "-o", "jsonpath={.spec.ports[0].targetPort}") == "http"
 
 
 def test_auth_can_i_and_crd_table(kubectl) -> None:

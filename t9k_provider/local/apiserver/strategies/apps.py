@@ -37,6 +37,8 @@ _PERCENT_MSG = (
 )
 _WIDE_COLUMNS = [column("Containers", priority=1), column("Images", priority=1)]
 SELECTOR_COLUMN = column("Selector", priority=1)
+#: where a built-in workload keeps the counts its Scale shows (its selector comes from ``scale_selector``)
+REPLICA_PATHS = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}
 
 
 def _spec(obj: dict[str, Any]) -> dict[str, Any]:
@@ -129,6 +131,7 @@ class WorkloadStrategy(Strategy):
     """What the four apps/v1 kinds share; ``kind_word`` is how the selector messages name the kind."""
 
     subresources = ("status", "scale")
+    scale = REPLICA_PATHS
     tracks_generation = True
     merge_fields = {
         "spec": MergeField(node={"template": MergeField(node=POD_TEMPLATE_FIELDS)}),
@@ -364,6 +367,7 @@ class StatefulSetStrategy(WorkloadStrategy):
 
 class DaemonSetStrategy(WorkloadStrategy):
     subresources = ("status",)
+    scale = None
     kind_word = "daemonset"
     replicated = False
     initial_status = dict.fromkeys(

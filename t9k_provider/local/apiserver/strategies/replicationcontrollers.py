@@ -11,6 +11,7 @@ from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.apps import (
+    REPLICA_PATHS,
     SELECTOR_COLUMN,
     containers_and_images,
     default_template,
@@ -30,6 +31,7 @@ def _selector_text(selector: dict[str, Any]) -> str:
 
 class ReplicationControllerStrategy(Strategy):
     subresources = ("status", "scale")
+    scale = REPLICA_PATHS
     tracks_generation = True
     merge_fields = {
         "spec": MergeField(node={"template": MergeField(node=POD_TEMPLATE_FIELDS)}),
