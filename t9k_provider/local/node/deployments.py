@@ -10,8 +10,6 @@ rollout in progress (a scale mid-rollout only resizes the new ReplicaSet) and ha
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import math
 from typing import Any
 
@@ -20,9 +18,8 @@ from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, ob
 from t9k_provider.kube.resources import DEPLOYMENTS, REPLICASETS
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
-from t9k_provider.local.apiserver.validation import significant
 from t9k_provider.local.node import events, workloop
-from t9k_provider.local.node.replicasets import owner_reference
+from t9k_provider.local.node.owned import owner_reference, template_hash
 from t9k_provider.local.timestamps import now_rfc3339
 
 COMPONENT = "deployment-controller"
@@ -30,19 +27,6 @@ HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
 DESIRED = "deployment.kubernetes.io/desired-replicas"
 MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
-_HASH_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # rand.SafeEncodeString's alphabet: no vowels, no look-alikes
-
-
-def template_hash(template: dict[str, Any]) -> str:
-    """A stable, label-safe hash of a pod template (upstream: fnv32a of the typed struct, so a null or empty
-    field, as ``kubectl rollout undo`` sends back, hashes as an absent one)."""
-    text = json.dumps(significant(template), sort_keys=True)
-    number = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-    chars = []
-    for _ in range(10):
-        number, digit = divmod(number, len(_HASH_CHARS))
-        chars.append(_HASH_CHARS[digit])
-    return "".join(chars)
 
 
 def _revision(rs: dict[str, Any]) -> int:

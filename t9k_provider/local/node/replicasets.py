@@ -12,24 +12,13 @@ from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, ob
 from t9k_provider.kube.resources import PODS, REPLICASETS
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
-from t9k_provider.local.node import events, workloop
+from t9k_provider.local.node import workloop
+from t9k_provider.local.node.owned import PodWriter, owner_reference, pod_from_template
 from t9k_provider.local.node.podstate import pod_active, pod_ready, ready_since
 from t9k_provider.local.timestamps import parse_timestamp
 
 COMPONENT = "replicaset-controller"
 BURST = 100  # pods created or deleted in one sync, as upstream's slow-start batches allow at most
-
-
-def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
-    meta = owner["metadata"]
-    return {
-        "apiVersion": owner.get("apiVersion", "apps/v1"),
-        "kind": owner["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 def available_at(pod: dict[str, Any], min_ready: int) -> float | None:
@@ -44,6 +33,7 @@ class ReplicaSetController:
         self.replicasets = replicasets
         self.pods = pods
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
+        self.pod_writer = PodWriter(kube, pods, COMPONENT)
 
     def on_replicaset(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         self.queue.add(object_key(new or old or {}))
@@ -84,10 +74,10 @@ class ReplicaSetController:
         diff = int(spec.get("replicas", 1)) - len(active)
         if diff > 0:
             for _ in range(min(diff, BURST)):
-                active.append(await self._create_pod(rs))
+                active.append(await self.pod_writer.create(rs, pod_from_template(rs)))
         elif diff < 0:
             for pod in sorted(active, key=_deletion_rank)[: min(-diff, BURST)]:
-                await self._delete_pod(rs, pod)
+                await self.pod_writer.delete(rs, pod)
                 active.remove(pod)
         await self._write_status(rs, active)
 
@@ -125,47 +115,6 @@ class ReplicaSetController:
             raise
         self.pods.observe(updated)
         return updated
-
-    async def _create_pod(self, rs: dict[str, Any]) -> dict[str, Any]:
-        meta = rs["metadata"]
-        template = (rs.get("spec") or {}).get("template") or {}
-        tmeta = template.get("metadata") or {}
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                **{k: tmeta[k] for k in ("labels", "annotations", "finalizers") if k in tmeta},
-                "generateName": f"{meta['name']}-",
-                "ownerReferences": [owner_reference(rs)],
-            },
-            "spec": template.get("spec") or {},
-        }
-        created = await self.kube.create(PODS, meta.get("namespace", ""), pod)
-        self.pods.observe(created)  # write-through: the next sync counts it even before the watch does
-        await events.record(
-            self.kube,
-            rs,
-            "SuccessfulCreate",
-            f"Created pod: {created['metadata']['name']}",
-            component=COMPONENT,
-        )
-        return created
-
-    async def _delete_pod(self, rs: dict[str, Any], pod: dict[str, Any]) -> None:
-        pmeta = pod["metadata"]
-        try:
-            deleted = await self.kube.delete(
-                PODS, pmeta.get("namespace", ""), pmeta["name"], uid=pmeta["uid"]
-            )
-        except ApiError as exc:
-            if exc.status in (404, 409):
-                return
-            raise
-        if deleted.get("kind") == "Pod":
-            self.pods.observe(deleted)
-        await events.record(
-            self.kube, rs, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}", component=COMPONENT
-        )
 
     async def _write_status(self, rs: dict[str, Any], active: list[dict[str, Any]]) -> None:
         meta, spec = rs["metadata"], rs.get("spec") or {}
