@@ -5,6 +5,7 @@ from __future__ import annotations
 from t9k_provider.kube.api import ResourceType
 
 PODS = ResourceType("v1", "Pod", "pods")
+NODES = ResourceType("v1", "Node", "nodes")
 SERVICES = ResourceType("v1", "Service", "services")
 CONFIGMAPS = ResourceType("v1", "ConfigMap", "configmaps")
 SECRETS = ResourceType("v1", "Secret", "secrets")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -219,3 +220,74 @@ def test_deleting_a_deployment_removes_its_replicasets_and_pods(
         "cascade",
         lambda: not apps.list_namespaced_replica_set(ns).items and not core.list_namespaced_pod(ns).items,
     )
+
+
+def test_statefulset_orders_its_pods_and_rolls_from_the_top(
+    core: client.CoreV1Api, apps: client.AppsV1Api, ns: str
+) -> None:
+    apps.create_namespaced_stateful_set(ns, workload("db", replicas=3, serviceName="db"))
+
+    def status(replicas: int) -> client.V1StatefulSetStatus | None:
+        s = apps.read_namespaced_stateful_set("db", ns).status
+        done = (s.replicas, s.ready_replicas, s.updated_replicas) == (replicas,) * 3
+        return s if done and s.current_revision == s.update_revision else None
+
+    first = wait_for("3 ready pods", lambda: status(3))
+    pods = sorted(live_pods(core, ns), key=lambda p: p.metadata.name)
+    assert [p.metadata.name for p in pods] == ["db-0", "db-1", "db-2"]
+    for ordinal, pod in enumerate(pods):
+        assert (pod.spec.hostname, pod.spec.subdomain) == (f"db-{ordinal}", "db")
+        assert pod.metadata.labels["apps.kubernetes.io/pod-index"] == str(ordinal)
+        assert pod.metadata.labels["controller-revision-hash"] == first.update_revision
+    # OrderedReady: each pod was created only once the one before it was Ready
+    for before, after in itertools.pairwise(pods):
+        became_ready = next(c.last_transition_time for c in before.status.conditions if c.type == "Ready")
+        assert after.metadata.creation_timestamp >= became_ready
+
+    apps.patch_namespaced_stateful_set(
+        "db", ns, {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}}}}
+    )
+    second = wait_for(
+        "the rolling update", lambda: (s := status(3)) and s.update_revision != first.update_revision and s
+    )
+    images = {p.metadata.name: p.spec.containers[0].image for p in live_pods(core, ns)}
+    assert images == {"db-0": "busybox:2", "db-1": "busybox:2", "db-2": "busybox:2"}
+    assert second.current_revision == second.update_revision
+
+    apps.patch_namespaced_stateful_set_scale("db", ns, {"spec": {"replicas": 1}})
+    wait_for("scale down", lambda: status(1))
+    assert [p.metadata.name for p in live_pods(core, ns)] == ["db-0"]
+
+
+def test_daemonset_runs_one_pod_on_the_node_when_it_fits(
+    core: client.CoreV1Api, apps: client.AppsV1Api, ns: str
+) -> None:
+    apps.create_namespaced_daemon_set(ns, workload("agent"))
+
+    def status(desired: int, ready: int) -> bool:
+        s = apps.read_namespaced_daemon_set("agent", ns).status
+        return (s.desired_number_scheduled, s.current_number_scheduled, s.number_ready) == (
+            desired,
+            ready,
+            ready,
+        )
+
+    wait_for("the daemon pod", lambda: status(1, 1))
+    (pod,) = live_pods(core, ns)
+    assert pod.spec.node_name == "t9k-local-node"
+    assert pod.metadata.owner_references[0].kind == "DaemonSet"
+    apps.patch_namespaced_daemon_set(
+        "agent", ns, {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}}}}
+    )
+    wait_for(
+        "the updated pod",
+        lambda: (
+            status(1, 1)
+            and [p.spec.containers[0].image for p in live_pods(core, ns)] == ["busybox:2"]
+            and apps.read_namespaced_daemon_set("agent", ns).status.updated_number_scheduled == 1
+        ),
+    )
+    apps.patch_namespaced_daemon_set(
+        "agent", ns, {"spec": {"template": {"spec": {"nodeSelector": {"disk": "ssd"}}}}}
+    )
+    wait_for("no pod on a node that does not fit", lambda: status(0, 0) and not live_pods(core, ns))

@@ -1,6 +1,6 @@
-"""Entry point of the node agents: scheduler, kubelet (process or simulated), the batch/v1 Job, apps/v1
-ReplicaSet and Deployment controllers and, with the process kubelet, the local flink-operator
-(`t9k_provider.local.flink`).
+"""Entry point of the node agents: scheduler, kubelet (process or simulated), the batch/v1 Job and apps/v1
+ReplicaSet, Deployment, StatefulSet and DaemonSet controllers and, with the process kubelet, the local
+flink-operator (`t9k_provider.local.flink`).
 
 They are ordinary API clients of the local cluster: one `kubernetes_asyncio` ApiClient bound to its
 kubeconfig, and the shared informers (`t9k_provider.kube`) for pods, services and jobs.
@@ -16,16 +16,27 @@ from typing import Any
 
 from t9k_provider.kube.api import KubeApi, api_client
 from t9k_provider.kube.informer import NODE_INDEX, OWNER_INDEX, Informer, by_node, by_owner
-from t9k_provider.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, PODS, REPLICASETS, SERVICES
+from t9k_provider.kube.resources import (
+    CONFIGMAPS,
+    DAEMONSETS,
+    DEPLOYMENTS,
+    JOBS,
+    PODS,
+    REPLICASETS,
+    SERVICES,
+    STATEFULSETS,
+)
 from t9k_provider.local.flink.cluster import FLINKCLUSTERS
 from t9k_provider.local.flink.operator import FlinkOperator, is_flink_object
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
 from t9k_provider.local.kubelet.network import select_network
 from t9k_provider.local.kubelet.simulated import SimulatedKubelet
 from t9k_provider.local.node import scheduler
+from t9k_provider.local.node.daemonsets import DaemonSetController
 from t9k_provider.local.node.deployments import DeploymentController
 from t9k_provider.local.node.jobcontroller import JobController
 from t9k_provider.local.node.replicasets import ReplicaSetController
+from t9k_provider.local.node.statefulsets import StatefulSetController
 
 MODES = ("process", "simulated", "none")
 
@@ -66,13 +77,23 @@ async def run_node_agents(
     replicasets.add_handler(replicaset_controller.on_replicaset)
     replicasets.add_handler(deployment_controller.on_replicaset)
     deployments.add_handler(deployment_controller.on_deployment)
+    statefulsets = Informer(kube, STATEFULSETS)
+    daemonsets = Informer(kube, DAEMONSETS)
+    statefulset_controller = StatefulSetController(kube, statefulsets, pods)
+    daemonset_controller = DaemonSetController(kube, daemonsets, pods)
+    pods.add_handler(statefulset_controller.on_pod)
+    pods.add_handler(daemonset_controller.on_pod)
+    statefulsets.add_handler(statefulset_controller.on_statefulset)
+    daemonsets.add_handler(daemonset_controller.on_daemonset)
     runners: list[Coroutine[Any, Any, None]] = [
         pod_scheduler.run(),
         job_controller.run(),
         replicaset_controller.run(),
         deployment_controller.run(),
+        statefulset_controller.run(),
+        daemonset_controller.run(),
     ]
-    informers = [pods, jobs, replicasets, deployments]
+    informers = [pods, jobs, replicasets, deployments, statefulsets, daemonsets]
     if net is not None:
         kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
         pods.add_handler(kubelet.on_pod)

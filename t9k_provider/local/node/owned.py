@@ -13,6 +13,8 @@ from t9k_provider.kube.resources import PODS
 from t9k_provider.local.apiserver.validation import significant
 from t9k_provider.local.node import events
 
+#: the label naming the template revision a StatefulSet's or DaemonSet's pod was made from
+REVISION_LABEL = "controller-revision-hash"
 _HASH_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # rand.SafeEncodeString's alphabet: no vowels, no look-alikes
 
 
