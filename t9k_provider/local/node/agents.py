@@ -31,7 +31,7 @@ from t9k_provider.local.flink.operator import FlinkOperator, is_flink_object
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
 from t9k_provider.local.kubelet.network import select_network
 from t9k_provider.local.kubelet.simulated import SimulatedKubelet
-from t9k_provider.local.node import scheduler
+from t9k_provider.local.node import scheduler, workloop
 from t9k_provider.local.node.daemonsets import DaemonSetController
 from t9k_provider.local.node.deployments import DeploymentController
 from t9k_provider.local.node.jobcontroller import JobController
@@ -62,38 +62,23 @@ async def run_node_agents(
     pods = Informer(
         kube, PODS, indexers={OWNER_INDEX: by_owner, NODE_INDEX: by_node, **scheduler.POD_INDEXERS}
     )
-    jobs = Informer(kube, JOBS)
     services = Informer(kube, SERVICES)
     pod_scheduler = scheduler.Scheduler(kube, pods)
-    job_controller = JobController(kube, jobs, pods)
     pods.add_handler(pod_scheduler.on_pod)
-    pods.add_handler(job_controller.on_pod)
-    jobs.add_handler(job_controller.on_job)
     replicasets = Informer(kube, REPLICASETS, indexers={OWNER_INDEX: by_owner})
-    deployments = Informer(kube, DEPLOYMENTS)
-    replicaset_controller = ReplicaSetController(kube, replicasets, pods)
-    deployment_controller = DeploymentController(kube, deployments, replicasets)
-    pods.add_handler(replicaset_controller.on_pod)
-    replicasets.add_handler(replicaset_controller.on_replicaset)
-    replicasets.add_handler(deployment_controller.on_replicaset)
-    deployments.add_handler(deployment_controller.on_deployment)
-    statefulsets = Informer(kube, STATEFULSETS)
-    daemonsets = Informer(kube, DAEMONSETS)
-    statefulset_controller = StatefulSetController(kube, statefulsets, pods)
-    daemonset_controller = DaemonSetController(kube, daemonsets, pods)
-    pods.add_handler(statefulset_controller.on_pod)
-    pods.add_handler(daemonset_controller.on_pod)
-    statefulsets.add_handler(statefulset_controller.on_statefulset)
-    daemonsets.add_handler(daemonset_controller.on_daemonset)
-    runners: list[Coroutine[Any, Any, None]] = [
-        pod_scheduler.run(),
-        job_controller.run(),
-        replicaset_controller.run(),
-        deployment_controller.run(),
-        statefulset_controller.run(),
-        daemonset_controller.run(),
+    owners = {rt: Informer(kube, rt) for rt in (JOBS, DEPLOYMENTS, STATEFULSETS, DAEMONSETS)}
+    controllers: list[workloop.OwnerController] = [
+        JobController(kube, owners[JOBS], pods),
+        ReplicaSetController(kube, replicasets, pods),
+        DeploymentController(kube, owners[DEPLOYMENTS], replicasets),
+        StatefulSetController(kube, owners[STATEFULSETS], pods),
+        DaemonSetController(kube, owners[DAEMONSETS], pods),
     ]
-    informers = [pods, jobs, replicasets, deployments, statefulsets, daemonsets]
+    for controller in controllers:
+        controller.owners.add_handler(controller.on_owner)
+        controller.children.add_handler(controller.on_child)
+    runners: list[Coroutine[Any, Any, None]] = [pod_scheduler.run(), *(c.run() for c in controllers)]
+    informers = [pods, replicasets, *owners.values()]
     if net is not None:
         kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
         pods.add_handler(kubelet.on_pod)

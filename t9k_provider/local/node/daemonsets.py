@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.kube.api import KubeApi
-from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, object_key
+from t9k_provider.kube.informer import OWNER_INDEX, Informer
 from t9k_provider.kube.resources import DAEMONSETS, NODES
-from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.node import workloop
 from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.local.node.owned import REVISION_LABEL, PodWriter, pod_from_template, template_hash
@@ -29,32 +28,14 @@ def _node_affinity() -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
-class DaemonSetController:
+class DaemonSetController(workloop.OwnerController):
+    """Owners: DaemonSets; children: pods."""
+
+    kind = "DaemonSet"
+
     def __init__(self, kube: KubeApi, daemonsets: Informer, pods: Informer) -> None:
-        self.kube = kube
-        self.daemonsets = daemonsets
-        self.pods = pods
-        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
+        super().__init__(kube, daemonsets, pods)
         self.pod_writer = PodWriter(kube, pods, COMPONENT)
-
-    def on_daemonset(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        self.queue.add(object_key(new or old or {}))
-
-    def on_pod(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        for pod in (old, new):
-            ref = controller_ref(pod) if pod is not None else None
-            if ref is not None and ref.get("kind") == "DaemonSet":
-                self.queue.add((object_key(pod)[0], ref["name"]))
-
-    async def run(self) -> None:
-        await self.daemonsets.synced.wait()
-        await self.pods.synced.wait()
-        await workloop.run(self.queue, self._sync_key, "daemonset")
-
-    async def _sync_key(self, key: workloop.Key) -> None:
-        ds = self.daemonsets.get(*key)
-        if ds is not None and not ds["metadata"].get("deletionTimestamp"):
-            await self.sync(ds)
 
     async def sync(self, ds: dict[str, Any]) -> None:
         meta, spec = ds["metadata"], ds.get("spec") or {}
@@ -64,7 +45,7 @@ class DaemonSetController:
         node_labels = node["metadata"].get("labels") or {}
         selector = (template.get("spec") or {}).get("nodeSelector") or {}
         wanted = all(node_labels.get(k) == v for k, v in selector.items())
-        owned = self.pods.by_index(OWNER_INDEX, meta["uid"])
+        owned = self.children.by_index(OWNER_INDEX, meta["uid"])
         active = [p for p in owned if pod_active(p)]
         for pod in owned:  # ended pods are replaced; a pod on a node it does not fit goes
             if not pod["metadata"].get("deletionTimestamp") and (not pod_active(pod) or not wanted):
@@ -116,4 +97,4 @@ class DaemonSetController:
                 {"status": new_status},
                 subresource="status",
             )
-            self.daemonsets.observe(written)
+            self.owners.observe(written)

@@ -13,10 +13,8 @@ import copy
 import math
 from typing import Any
 
-from t9k_provider.kube.api import KubeApi
-from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, object_key
+from t9k_provider.kube.informer import OWNER_INDEX, object_key
 from t9k_provider.kube.resources import DEPLOYMENTS, REPLICASETS
-from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
 from t9k_provider.local.node import events, workloop
 from t9k_provider.local.node.owned import owner_reference, template_hash
@@ -52,31 +50,10 @@ def _count(rs: dict[str, Any], field: str) -> int:
     return int((rs.get("status") or {}).get(field) or 0)
 
 
-class DeploymentController:
-    def __init__(self, kube: KubeApi, deployments: Informer, replicasets: Informer) -> None:
-        self.kube = kube
-        self.deployments = deployments
-        self.replicasets = replicasets
-        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
+class DeploymentController(workloop.OwnerController):
+    """Owners: Deployments; children: ReplicaSets."""
 
-    def on_deployment(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        self.queue.add(object_key(new or old or {}))
-
-    def on_replicaset(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        for rs in (old, new):
-            ref = controller_ref(rs) if rs is not None else None
-            if ref is not None and ref.get("kind") == "Deployment":
-                self.queue.add((object_key(rs)[0], ref["name"]))
-
-    async def run(self) -> None:
-        await self.deployments.synced.wait()
-        await self.replicasets.synced.wait()
-        await workloop.run(self.queue, self._sync_key, "deployment")
-
-    async def _sync_key(self, key: workloop.Key) -> None:
-        deployment = self.deployments.get(*key)
-        if deployment is not None and not deployment["metadata"].get("deletionTimestamp"):
-            await self.sync(deployment)
+    kind = "Deployment"
 
     async def sync(self, d: dict[str, Any]) -> None:
         spec = d.get("spec") or {}
@@ -84,7 +61,7 @@ class DeploymentController:
             label_selector_from_spec(spec.get("selector"))
         except SelectorError:
             return
-        owned = [rs for rs in self.replicasets.by_index(OWNER_INDEX, d["metadata"]["uid"])]
+        owned = [rs for rs in self.children.by_index(OWNER_INDEX, d["metadata"]["uid"])]
         live = [rs for rs in owned if not rs["metadata"].get("deletionTimestamp")]
         template = spec.get("template") or {}
         pod_hash = template_hash(template)
@@ -120,7 +97,7 @@ class DeploymentController:
             return d
         patch = {"metadata": {"annotations": {REVISION: revision}}}
         updated = await self.kube.patch(DEPLOYMENTS, meta.get("namespace", ""), meta["name"], patch)
-        self.deployments.observe(updated)
+        self.owners.observe(updated)
         return updated
 
     # -- strategies ------------------------------------------------------------------------------------------
@@ -178,7 +155,7 @@ class DeploymentController:
         available = sum(_count(rs, "availableReplicas") for rs in [*old, *([new_rs] if new_rs else [])])
         budget = min(budget, available - min_available)
         for rs in by_age:
-            current = self.replicasets.get(*object_key(rs)) or rs
+            current = self.children.get(*object_key(rs)) or rs
             if budget <= 0:
                 break
             cut = min(budget, _replicas(current))
@@ -211,7 +188,7 @@ class DeploymentController:
             meta = rs["metadata"]
             patch = {"metadata": {"annotations": annotations}, "spec": {"replicas": target}}
             updated = await self.kube.patch(REPLICASETS, meta.get("namespace", ""), meta["name"], patch)
-            self.replicasets.observe(updated)
+            self.children.observe(updated)
             if _replicas(rs) != target:
                 await self._scaled_event(d, updated, _replicas(rs), target)
             return updated
@@ -238,7 +215,7 @@ class DeploymentController:
             },
         }
         created = await self.kube.create(REPLICASETS, meta.get("namespace", ""), body)
-        self.replicasets.observe(created)
+        self.children.observe(created)
         await self._scaled_event(d, created, 0, target)
         return created
 
@@ -249,7 +226,7 @@ class DeploymentController:
         annotations = {DESIRED: str(replicas), MAX_REPLICAS: str(replicas + surge)}
         patch = {"metadata": {"annotations": annotations}, "spec": {"replicas": target}}
         updated = await self.kube.patch(REPLICASETS, meta.get("namespace", ""), meta["name"], patch)
-        self.replicasets.observe(updated)
+        self.children.observe(updated)
         await self._scaled_event(d, updated, _replicas(rs), target)
         return updated
 
@@ -329,7 +306,7 @@ class DeploymentController:
             written = await self.kube.patch(
                 DEPLOYMENTS, meta.get("namespace", ""), meta["name"], {"status": merged}, subresource="status"
             )
-            self.deployments.observe(written)
+            self.owners.observe(written)
 
     @staticmethod
     def _condition(

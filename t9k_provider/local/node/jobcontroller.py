@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from t9k_provider.kube.api import ApiError, KubeApi
-from t9k_provider.kube.informer import OWNER_INDEX, Informer, object_key
-from t9k_provider.kube.resources import JOBS, PODS
-from t9k_provider.kube.workqueue import WorkQueue
+from t9k_provider.kube.api import KubeApi
+from t9k_provider.kube.informer import OWNER_INDEX, Informer
+from t9k_provider.kube.resources import JOBS
 from t9k_provider.local.node import events, workloop
+from t9k_provider.local.node.owned import PodWriter, pod_from_template
 from t9k_provider.local.node.podstate import pod_ready
 from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
@@ -36,36 +36,17 @@ def finished_condition(job: dict[str, Any]) -> str | None:
     return None
 
 
-class JobController:
+class JobController(workloop.OwnerController):
+    """Owners: Jobs; children: pods."""
+
+    kind = "Job"
+
     def __init__(self, kube: KubeApi, jobs: Informer, pods: Informer) -> None:
-        self.kube = kube
-        self.jobs = jobs
-        self.pods = pods
-        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
-
-    def on_job(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        self.queue.add(object_key(new or old or {}))
-
-    def on_pod(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        """A pod that changed or went away: its Job recounts (a deleted pod may need replacing)."""
-        pod = new or old
-        refs = pod["metadata"].get("ownerReferences") if pod else None
-        for ref in refs or []:
-            if ref.get("kind") == "Job" and ref.get("controller"):
-                self.queue.add((object_key(pod)[0], ref["name"]))
-
-    async def run(self) -> None:
-        await self.jobs.synced.wait()
-        await self.pods.synced.wait()
-        await workloop.run(self.queue, self._sync_key, "job")
-
-    async def _sync_key(self, key: workloop.Key) -> None:
-        job = self.jobs.get(*key)
-        if job is not None:
-            await self.sync(job)
+        super().__init__(kube, jobs, pods)
+        self.pod_writer = PodWriter(kube, pods, COMPONENT)
 
     def _owned_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        return self.pods.by_index(OWNER_INDEX, job["metadata"]["uid"])
+        return self.children.by_index(OWNER_INDEX, job["metadata"]["uid"])
 
     async def sync(self, job: dict[str, Any]) -> None:
         meta, spec = job["metadata"], job.get("spec") or {}
@@ -144,63 +125,18 @@ class JobController:
 
     async def _create_pod(self, job: dict[str, Any]) -> None:
         meta = job["metadata"]
-        ns, name, uid = meta.get("namespace", "default"), meta["name"], meta["uid"]
-        template = (job.get("spec") or {}).get("template") or {}
-        tmeta = dict(template.get("metadata") or {})
-        labels = dict(tmeta.get("labels") or {})
-        labels.update(
-            {
-                "batch.kubernetes.io/controller-uid": uid,
-                "batch.kubernetes.io/job-name": name,
-                "controller-uid": uid,
-                "job-name": name,
-            }
-        )
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                **{
-                    k: v for k, v in tmeta.items() if k not in ("name", "namespace", "uid", "resourceVersion")
-                },
-                "generateName": f"{name}-",
-                "labels": labels,
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": name,
-                        "uid": uid,
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": template.get("spec") or {},
+        uid, name = meta["uid"], meta["name"]
+        labels = {
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid,
+            "job-name": name,
         }
-        created = await self.kube.create(PODS, ns, pod)
-        # Write-through, as the T9k controller does: the next sync counts this pod even if the watch has not
-        # delivered it yet, so it is never created twice.
-        self.pods.observe(created)
-        pod_name = created["metadata"]["name"]
-        await events.record(
-            self.kube, job, "SuccessfulCreate", f"Created pod: {pod_name}", component=COMPONENT
-        )
+        await self.pod_writer.create(job, pod_from_template(job, labels=labels))
 
     async def _delete_pods(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
         for pod in pods:
-            pmeta = pod["metadata"]
-            try:
-                await self.kube.delete(
-                    PODS, pmeta.get("namespace", "default"), pmeta["name"], uid=pmeta["uid"]
-                )
-            except ApiError as exc:
-                if exc.status not in (404, 409):
-                    raise
-                continue
-            await events.record(
-                self.kube, job, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}", component=COMPONENT
-            )
+            await self.pod_writer.delete(job, pod)
 
 
 def _phase(pod: dict[str, Any]) -> str:

@@ -10,7 +10,6 @@ from typing import Any
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, object_key
 from t9k_provider.kube.resources import PODS, REPLICASETS
-from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
 from t9k_provider.local.node import workloop
 from t9k_provider.local.node.owned import PodWriter, owner_reference, pod_from_template
@@ -27,41 +26,24 @@ def available_at(pod: dict[str, Any], min_ready: int) -> float | None:
     return None if since is None else since + min_ready
 
 
-class ReplicaSetController:
+class ReplicaSetController(workloop.OwnerController):
+    """Owners: ReplicaSets; children: pods."""
+
+    kind = "ReplicaSet"
+
     def __init__(self, kube: KubeApi, replicasets: Informer, pods: Informer) -> None:
-        self.kube = kube
-        self.replicasets = replicasets
-        self.pods = pods
-        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
+        super().__init__(kube, replicasets, pods)
         self.pod_writer = PodWriter(kube, pods, COMPONENT)
 
-    def on_replicaset(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        self.queue.add(object_key(new or old or {}))
-
-    def on_pod(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        """A pod's owner recounts; an orphan may concern every ReplicaSet of its namespace."""
+    def on_child(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """Its owner recounts; an orphan may concern every ReplicaSet of its namespace."""
+        super().on_child(old, new)
         for pod in (old, new):
-            if pod is None:
-                continue
-            ref = controller_ref(pod)
-            ns = object_key(pod)[0]
-            if ref is not None:
-                if ref.get("kind") == "ReplicaSet":
-                    self.queue.add((ns, ref["name"]))
-                continue
-            for rs in self.replicasets.items():
-                if object_key(rs)[0] == ns:
-                    self.queue.add(object_key(rs))
-
-    async def run(self) -> None:
-        await self.replicasets.synced.wait()
-        await self.pods.synced.wait()
-        await workloop.run(self.queue, self._sync_key, "replicaset")
-
-    async def _sync_key(self, key: workloop.Key) -> None:
-        rs = self.replicasets.get(*key)
-        if rs is not None and not rs["metadata"].get("deletionTimestamp"):
-            await self.sync(rs)
+            if pod is not None and controller_ref(pod) is None:
+                ns = object_key(pod)[0]
+                for rs in self.owners.items():
+                    if object_key(rs)[0] == ns:
+                        self.queue.add(object_key(rs))
 
     async def sync(self, rs: dict[str, Any]) -> None:
         spec = rs.get("spec") or {}
@@ -86,14 +68,14 @@ class ReplicaSetController:
         meta = rs["metadata"]
         ns, uid = meta.get("namespace", ""), meta["uid"]
         owned = []
-        for pod in self.pods.by_index(OWNER_INDEX, uid):
+        for pod in self.children.by_index(OWNER_INDEX, uid):
             labels = pod["metadata"].get("labels") or {}
             if selector.matches(labels) or pod["metadata"].get("deletionTimestamp"):
                 owned.append(pod)
             else:
                 refs = [r for r in pod["metadata"].get("ownerReferences") or () if r.get("uid") != uid]
                 await self._set_owners(pod, refs)
-        for pod in self.pods.items():
+        for pod in self.children.items():
             pmeta = pod["metadata"]
             if pmeta.get("namespace") != ns or controller_ref(pod) is not None or not pod_active(pod):
                 continue
@@ -113,7 +95,7 @@ class ReplicaSetController:
             if exc.status in (404, 409):
                 return None  # changed meanwhile: the next sync decides again
             raise
-        self.pods.observe(updated)
+        self.children.observe(updated)
         return updated
 
     async def _write_status(self, rs: dict[str, Any], active: list[dict[str, Any]]) -> None:
@@ -145,7 +127,7 @@ class ReplicaSetController:
             updated = await self.kube.patch(
                 REPLICASETS, meta.get("namespace", ""), meta["name"], {"status": status}, subresource="status"
             )
-            self.replicasets.observe(updated)
+            self.owners.observe(updated)
 
 
 def _deletion_rank(pod: dict[str, Any]) -> tuple[bool, bool, bool, float]:

@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.kube.api import KubeApi
-from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, object_key
+from t9k_provider.kube.informer import OWNER_INDEX, Informer
 from t9k_provider.kube.resources import STATEFULSETS
-from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.node import workloop
 from t9k_provider.local.node.owned import REVISION_LABEL, PodWriter, pod_from_template, template_hash
 from t9k_provider.local.node.podstate import pod_ready
@@ -39,32 +38,14 @@ def _terminal(pod: dict[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-class StatefulSetController:
+class StatefulSetController(workloop.OwnerController):
+    """Owners: StatefulSets; children: pods."""
+
+    kind = "StatefulSet"
+
     def __init__(self, kube: KubeApi, statefulsets: Informer, pods: Informer) -> None:
-        self.kube = kube
-        self.statefulsets = statefulsets
-        self.pods = pods
-        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
+        super().__init__(kube, statefulsets, pods)
         self.pod_writer = PodWriter(kube, pods, COMPONENT)
-
-    def on_statefulset(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        self.queue.add(object_key(new or old or {}))
-
-    def on_pod(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        for pod in (old, new):
-            ref = controller_ref(pod) if pod is not None else None
-            if ref is not None and ref.get("kind") == "StatefulSet":
-                self.queue.add((object_key(pod)[0], ref["name"]))
-
-    async def run(self) -> None:
-        await self.statefulsets.synced.wait()
-        await self.pods.synced.wait()
-        await workloop.run(self.queue, self._sync_key, "statefulset")
-
-    async def _sync_key(self, key: workloop.Key) -> None:
-        sts = self.statefulsets.get(*key)
-        if sts is not None and not sts["metadata"].get("deletionTimestamp"):
-            await self.sync(sts)
 
     async def sync(self, sts: dict[str, Any]) -> None:
         meta, spec = sts["metadata"], sts.get("spec") or {}
@@ -73,7 +54,7 @@ class StatefulSetController:
         replicas = int(spec.get("replicas", 1))
         ordered = spec.get("podManagementPolicy", "OrderedReady") == "OrderedReady"
         pods: dict[int, dict[str, Any]] = {}
-        for pod in self.pods.by_index(OWNER_INDEX, meta["uid"]):
+        for pod in self.children.by_index(OWNER_INDEX, meta["uid"]):
             ordinal = _ordinal(name, pod)
             if ordinal is not None:
                 pods[ordinal] = pod
@@ -164,4 +145,4 @@ class StatefulSetController:
                 {"status": new_status},
                 subresource="status",
             )
-            self.statefulsets.observe(written)
+            self.owners.observe(written)

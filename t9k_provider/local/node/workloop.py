@@ -1,4 +1,5 @@
-"""The loop the queue-driven node agents share (scheduler, Job controller, simulated kubelet, flink-operator).
+"""The loop the queue-driven node agents share (scheduler, workload controllers, simulated kubelet,
+flink-operator), and the shape of a workload controller.
 
 Level-triggered like a controller-runtime reconciler: the queue holds keys, never events, and a sync reads
 the object's current state from an informer. A failed sync is retried with per-key exponential backoff
@@ -10,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from t9k_provider.kube.api import ApiError
+from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.informer import Informer, controller_ref, object_key
 from t9k_provider.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -34,3 +37,39 @@ async def run(queue: WorkQueue[Key], sync: Callable[[Key], Awaitable[None]], wha
             queue.forget(key)
         finally:
             queue.done(key)
+
+
+class OwnerController:
+    """A controller of one owner ``kind`` (Job, ReplicaSet, ...) that also follows the objects it controls:
+    a change of an owner, or of a child whose controller reference names one, queues that owner; a sync sees
+    an owner that is not being deleted. Subclasses implement ``sync``."""
+
+    kind = ""
+
+    def __init__(self, kube: KubeApi, owners: Informer, children: Informer) -> None:
+        self.kube = kube
+        self.owners = owners
+        self.children = children
+        self.queue: WorkQueue[Key] = WorkQueue()
+
+    def on_owner(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        self.queue.add(object_key(new or old or {}))
+
+    def on_child(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        for child in (old, new):
+            ref = controller_ref(child) if child is not None else None
+            if ref is not None and ref.get("kind") == self.kind:
+                self.queue.add((object_key(child)[0], ref["name"]))
+
+    async def run(self) -> None:
+        await self.owners.synced.wait()
+        await self.children.synced.wait()
+        await run(self.queue, self._sync_key, self.kind.lower())
+
+    async def _sync_key(self, key: Key) -> None:
+        owner = self.owners.get(*key)
+        if owner is not None and not owner["metadata"].get("deletionTimestamp"):
+            await self.sync(owner)
+
+    async def sync(self, owner: dict[str, Any]) -> None:
+        raise NotImplementedError
