@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.kube.api import KubeApi
-from t9k_provider.kube.informer import OWNER_INDEX, Informer
+from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import DAEMONSETS, NODES
-from t9k_provider.local.node import workloop
 from t9k_provider.local.node.events import NODE_NAME
-from t9k_provider.local.node.owned import REVISION_LABEL, PodWriter, pod_from_template, template_hash
+from t9k_provider.local.node.owned import REVISION_LABEL, PodOwnerController, pod_from_template, template_hash
 from t9k_provider.local.node.podstate import pod_active, pod_ready
 
 COMPONENT = "daemonset-controller"
@@ -28,14 +26,11 @@ def _node_affinity() -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
-class DaemonSetController(workloop.OwnerController):
+class DaemonSetController(PodOwnerController):
     """Owners: DaemonSets; children: pods."""
 
-    kind = "DaemonSet"
-
-    def __init__(self, kube: KubeApi, daemonsets: Informer, pods: Informer) -> None:
-        super().__init__(kube, daemonsets, pods)
-        self.pod_writer = PodWriter(kube, pods, COMPONENT)
+    resource = DAEMONSETS
+    component = COMPONENT
 
     async def sync(self, ds: dict[str, Any]) -> None:
         meta, spec = ds["metadata"], ds.get("spec") or {}
@@ -67,9 +62,9 @@ class DaemonSetController(workloop.OwnerController):
             active.append(await self.pod_writer.create(ds, pod))
         for extra in active[1:]:
             await self.pod_writer.delete(ds, extra)
-        await self._write_status(ds, active[:1], int(wanted), revision)
+        await self._update_status(ds, active[:1], int(wanted), revision)
 
-    async def _write_status(
+    async def _update_status(
         self, ds: dict[str, Any], active: list[dict[str, Any]], desired: int, revision: str
     ) -> None:
         meta, status = ds["metadata"], dict(ds.get("status") or {})
@@ -89,12 +84,4 @@ class DaemonSetController(workloop.OwnerController):
         for key in ("updatedNumberScheduled", "numberAvailable", "numberUnavailable"):  # omitempty
             if not new_status[key]:
                 new_status[key] = None
-        if {k: v for k, v in new_status.items() if v is not None} != (ds.get("status") or {}):
-            written = await self.kube.patch(
-                DAEMONSETS,
-                meta.get("namespace", ""),
-                meta["name"],
-                {"status": new_status},
-                subresource="status",
-            )
-            self.owners.observe(written)
+        await self.write_status(ds, new_status)

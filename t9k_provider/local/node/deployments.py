@@ -53,7 +53,7 @@ def _count(rs: dict[str, Any], field: str) -> int:
 class DeploymentController(workloop.OwnerController):
     """Owners: Deployments; children: ReplicaSets."""
 
-    kind = "Deployment"
+    resource = DEPLOYMENTS
 
     async def sync(self, d: dict[str, Any]) -> None:
         spec = d.get("spec") or {}
@@ -87,7 +87,7 @@ class DeploymentController(workloop.OwnerController):
             await self._prune(d, old)
             if new_rs is not None:
                 d = await self._set_revision(d, new_rs)
-        await self._write_status(d, new_rs, old, replicas, unavailable)
+        await self._update_status(d, new_rs, old, replicas, unavailable)
 
     async def _set_revision(self, d: dict[str, Any], new_rs: dict[str, Any]) -> dict[str, Any]:
         """The Deployment carries its new ReplicaSet's revision (``kubectl rollout undo`` replaces it)."""
@@ -245,7 +245,7 @@ class DeploymentController(workloop.OwnerController):
 
     # -- status ----------------------------------------------------------------------------------------------
 
-    async def _write_status(
+    async def _update_status(
         self,
         d: dict[str, Any],
         new_rs: dict[str, Any] | None,
@@ -302,11 +302,7 @@ class DeploymentController(workloop.OwnerController):
             **{k: v or None for k, v in new_status.items()},
             "conditions": list(conditions.values()),
         }
-        if {k: v for k, v in merged.items() if v is not None} != (d.get("status") or {}):
-            written = await self.kube.patch(
-                DEPLOYMENTS, meta.get("namespace", ""), meta["name"], {"status": merged}, subresource="status"
-            )
-            self.owners.observe(written)
+        await self.write_status(d, merged)
 
     @staticmethod
     def _condition(

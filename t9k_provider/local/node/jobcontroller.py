@@ -6,11 +6,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from t9k_provider.kube.api import KubeApi
-from t9k_provider.kube.informer import OWNER_INDEX, Informer
+from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import JOBS
-from t9k_provider.local.node import events, workloop
-from t9k_provider.local.node.owned import PodWriter, pod_from_template
+from t9k_provider.local.node import events
+from t9k_provider.local.node.owned import PodOwnerController, pod_from_template
 from t9k_provider.local.node.podstate import pod_ready
 from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
@@ -36,14 +35,11 @@ def finished_condition(job: dict[str, Any]) -> str | None:
     return None
 
 
-class JobController(workloop.OwnerController):
+class JobController(PodOwnerController):
     """Owners: Jobs; children: pods."""
 
-    kind = "Job"
-
-    def __init__(self, kube: KubeApi, jobs: Informer, pods: Informer) -> None:
-        super().__init__(kube, jobs, pods)
-        self.pod_writer = PodWriter(kube, pods, COMPONENT)
+    resource = JOBS
+    component = COMPONENT
 
     def _owned_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         return self.children.by_index(OWNER_INDEX, job["metadata"]["uid"])

@@ -11,7 +11,7 @@ from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import Informer
 from t9k_provider.kube.resources import PODS
 from t9k_provider.local.apiserver.validation import significant
-from t9k_provider.local.node import events
+from t9k_provider.local.node import events, workloop
 
 #: the label naming the template revision a StatefulSet's or DaemonSet's pod was made from
 REVISION_LABEL = "controller-revision-hash"
@@ -96,3 +96,14 @@ class PodWriter:
             self.pods.observe(deleted)
         message = f"Deleted pod: {meta['name']}"
         await events.record(self.kube, owner, "SuccessfulDelete", message, component=self.component)
+
+
+class PodOwnerController(workloop.OwnerController):
+    """An owner controller whose children are pods, which it writes through a ``PodWriter`` as
+    ``component``."""
+
+    component = ""
+
+    def __init__(self, kube: KubeApi, owners: Informer, pods: Informer) -> None:
+        super().__init__(kube, owners, pods)
+        self.pod_writer = PodWriter(kube, pods, self.component)

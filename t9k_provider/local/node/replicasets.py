@@ -7,12 +7,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from t9k_provider.kube.api import ApiError, KubeApi
-from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, object_key
+from t9k_provider.kube.api import ApiError
+from t9k_provider.kube.informer import OWNER_INDEX, controller_ref, object_key
 from t9k_provider.kube.resources import PODS, REPLICASETS
 from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
-from t9k_provider.local.node import workloop
-from t9k_provider.local.node.owned import PodWriter, owner_reference, pod_from_template
+from t9k_provider.local.node.owned import PodOwnerController, owner_reference, pod_from_template
 from t9k_provider.local.node.podstate import pod_active, pod_ready, ready_since
 from t9k_provider.local.timestamps import parse_timestamp
 
@@ -26,14 +25,11 @@ def available_at(pod: dict[str, Any], min_ready: int) -> float | None:
     return None if since is None else since + min_ready
 
 
-class ReplicaSetController(workloop.OwnerController):
+class ReplicaSetController(PodOwnerController):
     """Owners: ReplicaSets; children: pods."""
 
-    kind = "ReplicaSet"
-
-    def __init__(self, kube: KubeApi, replicasets: Informer, pods: Informer) -> None:
-        super().__init__(kube, replicasets, pods)
-        self.pod_writer = PodWriter(kube, pods, COMPONENT)
+    resource = REPLICASETS
+    component = COMPONENT
 
     def on_child(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         """Its owner recounts; an orphan may concern every ReplicaSet of its namespace."""
@@ -61,7 +57,7 @@ class ReplicaSetController(workloop.OwnerController):
             for pod in sorted(active, key=_deletion_rank)[: min(-diff, BURST)]:
                 await self.pod_writer.delete(rs, pod)
                 active.remove(pod)
-        await self._write_status(rs, active)
+        await self._update_status(rs, active)
 
     async def _claim(self, rs: dict[str, Any], selector: Any) -> list[dict[str, Any]]:
         """Pods this ReplicaSet controls after adopting matching orphans and releasing owned mismatches."""
@@ -98,7 +94,7 @@ class ReplicaSetController(workloop.OwnerController):
         self.children.observe(updated)
         return updated
 
-    async def _write_status(self, rs: dict[str, Any], active: list[dict[str, Any]]) -> None:
+    async def _update_status(self, rs: dict[str, Any], active: list[dict[str, Any]]) -> None:
         meta, spec = rs["metadata"], rs.get("spec") or {}
         template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         min_ready = int(spec.get("minReadySeconds") or 0)
@@ -123,11 +119,7 @@ class ReplicaSetController(workloop.OwnerController):
         }
         if next_check is not None:
             self.queue.add_after(object_key(rs), next_check - now + 0.05)
-        if status != (rs.get("status") or {}):
-            updated = await self.kube.patch(
-                REPLICASETS, meta.get("namespace", ""), meta["name"], {"status": status}, subresource="status"
-            )
-            self.owners.observe(updated)
+        await self.write_status(rs, status)
 
 
 def _deletion_rank(pod: dict[str, Any]) -> tuple[bool, bool, bool, float]:

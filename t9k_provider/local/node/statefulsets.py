@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.kube.api import KubeApi
-from t9k_provider.kube.informer import OWNER_INDEX, Informer
+from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import STATEFULSETS
-from t9k_provider.local.node import workloop
-from t9k_provider.local.node.owned import REVISION_LABEL, PodWriter, pod_from_template, template_hash
+from t9k_provider.local.node.owned import REVISION_LABEL, PodOwnerController, pod_from_template, template_hash
 from t9k_provider.local.node.podstate import pod_ready
 
 COMPONENT = "statefulset-controller"
@@ -38,14 +36,11 @@ def _terminal(pod: dict[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-class StatefulSetController(workloop.OwnerController):
+class StatefulSetController(PodOwnerController):
     """Owners: StatefulSets; children: pods."""
 
-    kind = "StatefulSet"
-
-    def __init__(self, kube: KubeApi, statefulsets: Informer, pods: Informer) -> None:
-        super().__init__(kube, statefulsets, pods)
-        self.pod_writer = PodWriter(kube, pods, COMPONENT)
+    resource = STATEFULSETS
+    component = COMPONENT
 
     async def sync(self, sts: dict[str, Any]) -> None:
         meta, spec = sts["metadata"], sts.get("spec") or {}
@@ -61,7 +56,7 @@ class StatefulSetController(workloop.OwnerController):
         busy = await self._converge(sts, pods, replicas, revision, ordered)
         if not busy:
             await self._roll(sts, pods, replicas, revision)
-        await self._write_status(sts, pods, replicas, revision)
+        await self._update_status(sts, pods, replicas, revision)
 
     async def _converge(
         self,
@@ -115,7 +110,7 @@ class StatefulSetController(workloop.OwnerController):
             extra["subdomain"] = service
         return pod_from_template(sts, name=name, labels=labels, **extra)
 
-    async def _write_status(
+    async def _update_status(
         self, sts: dict[str, Any], pods: dict[int, dict[str, Any]], replicas: int, revision: str
     ) -> None:
         meta, status = sts["metadata"], dict(sts.get("status") or {})
@@ -137,12 +132,4 @@ class StatefulSetController(workloop.OwnerController):
             "updateRevision": revision,
             "collisionCount": 0,
         }
-        if new_status != (sts.get("status") or {}):
-            written = await self.kube.patch(
-                STATEFULSETS,
-                meta.get("namespace", ""),
-                meta["name"],
-                {"status": new_status},
-                subresource="status",
-            )
-            self.owners.observe(written)
+        await self.write_status(sts, new_status)

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
 from t9k_provider.kube.informer import Informer, controller_ref, object_key
 from t9k_provider.kube.workqueue import WorkQueue
 
@@ -40,11 +40,12 @@ async def run(queue: WorkQueue[Key], sync: Callable[[Key], Awaitable[None]], wha
 
 
 class OwnerController:
-    """A controller of one owner ``kind`` (Job, ReplicaSet, ...) that also follows the objects it controls:
-    a change of an owner, or of a child whose controller reference names one, queues that owner; a sync sees
-    an owner that is not being deleted. Subclasses implement ``sync``."""
+    """A controller of one owner ``resource`` (Jobs, ReplicaSets, ...) that also follows the objects it
+    controls: a change of an owner, or of a child whose controller reference names one, queues that owner; a
+    sync sees an owner that is not being deleted. Subclasses implement ``sync``."""
 
-    kind = ""
+    #: the owners' type; its kind is what children's controller references name
+    resource: ResourceType
 
     def __init__(self, kube: KubeApi, owners: Informer, children: Informer) -> None:
         self.kube = kube
@@ -58,13 +59,13 @@ class OwnerController:
     def on_child(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         for child in (old, new):
             ref = controller_ref(child) if child is not None else None
-            if ref is not None and ref.get("kind") == self.kind:
+            if ref is not None and ref.get("kind") == self.resource.kind:
                 self.queue.add((object_key(child)[0], ref["name"]))
 
     async def run(self) -> None:
         await self.owners.synced.wait()
         await self.children.synced.wait()
-        await run(self.queue, self._sync_key, self.kind.lower())
+        await run(self.queue, self._sync_key, self.resource.kind.lower())
 
     async def _sync_key(self, key: Key) -> None:
         owner = self.owners.get(*key)
@@ -73,3 +74,15 @@ class OwnerController:
 
     async def sync(self, owner: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    async def write_status(self, owner: dict[str, Any], status: dict[str, Any]) -> None:
+        """Merge-patch ``owner``'s status unless nothing changes (a None value removes a field); the result
+        goes straight into the owner informer, so the next sync starts from it."""
+        if {k: v for k, v in status.items() if v is not None} == (owner.get("status") or {}):
+            return
+        meta = owner["metadata"]
+        patch = {"status": status}
+        written = await self.kube.patch(
+            self.resource, meta.get("namespace", ""), meta["name"], patch, subresource="status"
+        )
+        self.owners.observe(written)

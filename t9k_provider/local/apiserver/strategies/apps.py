@@ -37,6 +37,17 @@ _PERCENT_MSG = (
 )
 _WIDE_COLUMNS = [column("Containers", priority=1), column("Images", priority=1)]
 SELECTOR_COLUMN = column("Selector", priority=1)
+#: the columns of ReplicaSets and ReplicationControllers, and their field selector
+REPLICA_COLUMNS = [
+    NAME_COLUMN,
+    column("Desired", "integer"),
+    column("Current", "integer"),
+    column("Ready", "integer"),
+    AGE_COLUMN,
+    *_WIDE_COLUMNS,
+    SELECTOR_COLUMN,
+]
+REPLICAS_FIELD = {"status.replicas": lambda o: str(as_map(o.get("status")).get("replicas") or 0)}
 #: where a built-in workload keeps the counts its Scale shows (its selector comes from ``scale_selector``)
 REPLICA_PATHS = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}
 
@@ -127,8 +138,9 @@ def _int_or_percent(parent: dict[str, Any], key: str, path: str, out: list[Cause
     return value
 
 
-class WorkloadStrategy(Strategy):
-    """What the four apps/v1 kinds share; ``kind_word`` is how the selector messages name the kind."""
+class PodControllerStrategy(Strategy):
+    """A resource that makes pods from a template (the apps/v1 workloads, ReplicationControllers): status and
+    scale subresources, generation, the template's merge keys, and defaults applied to every write."""
 
     subresources = ("status", "scale")
     scale = REPLICA_PATHS
@@ -137,21 +149,29 @@ class WorkloadStrategy(Strategy):
         "spec": MergeField(node={"template": MergeField(node=POD_TEMPLATE_FIELDS)}),
         "status": STATUS_WITH_CONDITIONS,
     }
-    kind_word = "deployment"
-    replicated = True
     #: a new object's status: the counters the kind's Go type always serialises (no ``omitempty``)
     initial_status: dict[str, int] = {"replicas": 0}
 
     def prepare_for_create(self, obj: dict[str, Any], store: Store) -> None:
-        self._default(obj)
+        self.default(obj)
         obj["status"] = dict(self.initial_status)
 
     def prepare_for_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
         """A replaced spec is defaulted as a new one is (kube-apiserver defaults every decoded body)."""
         super().prepare_for_update(new, old)
-        self._default(new)
+        self.default(new)
 
-    def _default(self, obj: dict[str, Any]) -> None:
+    def default(self, obj: dict[str, Any]) -> None:
+        """The kind's defaults (``SetDefaults_<Kind>``), the pod template's included."""
+
+
+class WorkloadStrategy(PodControllerStrategy):
+    """What the four apps/v1 kinds share; ``kind_word`` is how the selector messages name the kind."""
+
+    kind_word = "deployment"
+    replicated = True
+
+    def default(self, obj: dict[str, Any]) -> None:
         spec = obj.setdefault("spec", {})
         if isinstance(spec, dict):
             if self.replicated:
@@ -281,16 +301,8 @@ class DeploymentStrategy(WorkloadStrategy):
 
 
 class ReplicaSetStrategy(WorkloadStrategy):
-    field_selectors = {"status.replicas": lambda o: str(_status(o).get("replicas") or 0)}
-    columns = [
-        NAME_COLUMN,
-        column("Desired", "integer"),
-        column("Current", "integer"),
-        column("Ready", "integer"),
-        AGE_COLUMN,
-        *_WIDE_COLUMNS,
-        SELECTOR_COLUMN,
-    ]
+    field_selectors = REPLICAS_FIELD
+    columns = REPLICA_COLUMNS
 
     def cells(self, obj: dict[str, Any]) -> list[Any]:
         meta, spec, status = obj["metadata"], _spec(obj), _status(obj)

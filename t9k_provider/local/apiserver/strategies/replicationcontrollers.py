@@ -8,56 +8,30 @@ from typing import Any
 from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.apps import (
-    REPLICA_PATHS,
-    SELECTOR_COLUMN,
+    REPLICA_COLUMNS,
+    REPLICAS_FIELD,
+    PodControllerStrategy,
     containers_and_images,
     default_template,
     validate_counts,
     validate_template,
 )
-from t9k_provider.local.apiserver.strategies.base import Strategy
-from t9k_provider.local.apiserver.strategies.podspec import POD_TEMPLATE_FIELDS
-from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
+from t9k_provider.local.apiserver.tables import age
 from t9k_provider.local.apiserver.validation import as_map, validate_labels
-from t9k_provider.local.store import Store
 
 
 def _selector_text(selector: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
 
 
-class ReplicationControllerStrategy(Strategy):
-    subresources = ("status", "scale")
-    scale = REPLICA_PATHS
-    tracks_generation = True
-    merge_fields = {
-        "spec": MergeField(node={"template": MergeField(node=POD_TEMPLATE_FIELDS)}),
-        "status": STATUS_WITH_CONDITIONS,
-    }
-    field_selectors = {"status.replicas": lambda o: str(as_map(o.get("status")).get("replicas") or 0)}
-    columns = [
-        NAME_COLUMN,
-        column("Desired", "integer"),
-        column("Current", "integer"),
-        column("Ready", "integer"),
-        AGE_COLUMN,
-        column("Containers", priority=1),
-        column("Images", priority=1),
-        SELECTOR_COLUMN,
-    ]
+class ReplicationControllerStrategy(PodControllerStrategy):
+    field_selectors = REPLICAS_FIELD
+    columns = REPLICA_COLUMNS
 
-    def prepare_for_create(self, obj: dict[str, Any], store: Store) -> None:
-        self._default(obj)
-        obj["status"] = {"replicas": 0}
-
-    def prepare_for_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
-        super().prepare_for_update(new, old)
-        self._default(new)
-
-    def _default(self, obj: dict[str, Any]) -> None:
+    def default(self, obj: dict[str, Any]) -> None:
+        """``SetDefaults_ReplicationController``: selector and labels from the template's labels."""
         spec = obj.setdefault("spec", {})
         if isinstance(spec, dict):
             spec.setdefault("replicas", 1)
