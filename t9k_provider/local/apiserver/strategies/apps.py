@@ -165,6 +165,20 @@ class PodControllerStrategy(Strategy):
         """The kind's defaults (``SetDefaults_<Kind>``), the pod template's included."""
 
 
+def replica_cells(obj: dict[str, Any], selector: str) -> list[Any]:
+    """A row of ``REPLICA_COLUMNS``."""
+    meta, spec, status = obj["metadata"], _spec(obj), _status(obj)
+    return [
+        meta["name"],
+        spec.get("replicas", 0),
+        status.get("replicas", 0),
+        status.get("readyReplicas", 0),
+        age(meta.get("creationTimestamp")),
+        *containers_and_images(obj),
+        selector,
+    ]
+
+
 class WorkloadStrategy(PodControllerStrategy):
     """What the four apps/v1 kinds share; ``kind_word`` is how the selector messages name the kind."""
 
@@ -305,16 +319,7 @@ class ReplicaSetStrategy(WorkloadStrategy):
     columns = REPLICA_COLUMNS
 
     def cells(self, obj: dict[str, Any]) -> list[Any]:
-        meta, spec, status = obj["metadata"], _spec(obj), _status(obj)
-        return [
-            meta["name"],
-            spec.get("replicas", 0),
-            status.get("replicas", 0),
-            status.get("readyReplicas", 0),
-            age(meta.get("creationTimestamp")),
-            *containers_and_images(obj),
-            format_label_selector(as_map(spec.get("selector"))),
-        ]
+        return replica_cells(obj, format_label_selector(as_map(_spec(obj).get("selector"))))
 
 
 _STATEFULSET_MUTABLE = (

@@ -13,12 +13,11 @@ from t9k_provider.local.apiserver.strategies.apps import (
     REPLICA_COLUMNS,
     REPLICAS_FIELD,
     PodControllerStrategy,
-    containers_and_images,
     default_template,
+    replica_cells,
     validate_counts,
     validate_template,
 )
-from t9k_provider.local.apiserver.tables import age
 from t9k_provider.local.apiserver.validation import as_map, validate_labels
 
 
@@ -57,16 +56,7 @@ class ReplicationControllerStrategy(PodControllerStrategy):
         return _selector_text(as_map(as_map(obj.get("spec")).get("selector")))
 
     def cells(self, obj: dict[str, Any]) -> list[Any]:
-        meta, spec, status = obj["metadata"], as_map(obj.get("spec")), as_map(obj.get("status"))
-        return [
-            meta["name"],
-            spec.get("replicas", 0),
-            status.get("replicas", 0),
-            status.get("readyReplicas", 0),
-            age(meta.get("creationTimestamp")),
-            *containers_and_images(obj),
-            _selector_text(as_map(spec.get("selector"))) or "<none>",
-        ]
+        return replica_cells(obj, _selector_text(as_map(as_map(obj.get("spec")).get("selector"))) or "<none>")
 
 
 RESOURCE = Resource(
