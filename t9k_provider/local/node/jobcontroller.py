@@ -115,9 +115,8 @@ class JobController(PodOwnerController):
         else:
             new_status["active"] = 0 if finished == "Failed" else new_status["active"]
         new_status["conditions"] = conditions
-        merged = {**status, **new_status}
-        if merged != (job.get("status") or {}):
-            await self.kube.patch(JOBS, ns, name, {"status": merged}, subresource="status")
+        # written through: the next sync sees the end of a Job whose pods it just deleted, not a Job to rerun
+        await self.write_status(job, {**status, **new_status})
 
     async def _create_pod(self, job: dict[str, Any]) -> None:
         meta = job["metadata"]
