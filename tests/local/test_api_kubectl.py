@@ -310,3 +310,39 @@ def test_server_side_apply(kubectl, tmp_path: Path) -> None:
     }
     path.write_text(yaml.safe_dump(gadgetless))
     assert "serverside-applied" in kubectl("apply", "--server-side", "-f", str(path))
+
+
+def test_replication_controller_and_api_service_tables(kubectl) -> None:
+    kubectl("create", "namespace", "rcs")
+    rc = {
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "metadata": {"name": "front", "namespace": "rcs"},
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "metadata": {"labels": {"app": "front"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1", "command": ["sleep", "9"]}]},
+            },
+        },
+    }
+    assert "replicationcontroller/front created" in kubectl("apply", "-f", "-", stdin=yaml.safe_dump(rc))
+    header, row = kubectl("get", "rc", "-n", "rcs", "-o", "wide").splitlines()
+    assert header.split() == [
+        "NAME",
+        "DESIRED",
+        "CURRENT",
+        "READY",
+        "AGE",
+        "CONTAINERS",
+        "IMAGES",
+        "SELECTOR",
+    ]
+    cells = row.split()
+    assert cells[:4] == ["front", "2", "0", "0"] and cells[5:] == ["c", "busybox:1", "app=front"]
+    assert "scaled" in kubectl("scale", "rc/front", "-n", "rcs", "--replicas=0")
+    assert kubectl("get", "rc", "front", "-n", "rcs", "-o", "jsonpath={.spec.replicas}") == "0"
+
+    lines = kubectl("get", "apiservices").splitlines()
+    assert lines[0].split() == ["NAME", "SERVICE", "AVAILABLE", "AGE"]
+    assert ["v1.apps", "Local", "True"] in [line.split()[:3] for line in lines[1:]]

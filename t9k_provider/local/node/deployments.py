@@ -3,8 +3,9 @@
 a Recreate, the ``deployment.kubernetes.io/revision`` annotation, old ReplicaSets pruned beyond
 ``revisionHistoryLimit``, and the status with its Available and Progressing conditions.
 
-Not done here: ``progressDeadlineSeconds`` (Progressing never turns False), proportional scaling of a
-rollout in progress (a scale mid-rollout only resizes the new ReplicaSet) and hash collisions.
+Not done here: ``progressDeadlineSeconds`` (Progressing never turns False), the DeploymentPaused condition,
+proportional scaling of a rollout in progress (a scale mid-rollout only resizes the new ReplicaSet),
+adoption of orphaned ReplicaSets and hash collisions.
 """
 
 from __future__ import annotations
