@@ -112,7 +112,7 @@ class DeploymentController(workloop.OwnerController):
         pod_hash: str,
         max_revision: int,
     ) -> dict[str, Any] | None:
-        """Old ReplicaSets to zero; the new one only once none of their pods is left."""
+        """Old ReplicaSets to zero; the new one once they count no active pod (terminating ones may stay)."""
         for rs in old:
             if _replicas(rs) > 0:
                 await self._scale(d, rs, 0)
