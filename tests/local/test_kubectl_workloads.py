@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -119,3 +120,43 @@ spec:
     services = kubectl("get", "svc", "kubernetes", "-n", "default", "-o", "jsonpath={.spec.clusterIP}")
     assert services == "10.96.0.1"
     kubectl("delete", "-f", str(manifest))
+
+
+def test_recreate_waits_for_terminating_pods(kubectl: Callable[..., str], tmp_path: Path) -> None:
+    manifest = tmp_path / "re.yaml"
+    manifest.write_text(
+        """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: re}
+spec:
+  replicas: 2
+  strategy: {type: Recreate}
+  selector: {matchLabels: {app: re}}
+  template:
+    metadata: {labels: {app: re}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+      - name: c
+        image: busybox:1
+        command: [sh, -c, "trap 'sleep 1; exit 0' TERM; while true; do sleep 0.1; done"]
+"""
+    )
+    kubectl("apply", "-f", str(manifest))
+    kubectl("rollout", "status", "deploy/re", "--timeout=60s")
+    kubectl("set", "image", "deploy/re", "c=busybox:2")
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "the rollout did not finish"
+        pods = json.loads(kubectl("get", "pods", "-l", "app=re", "-o", "json"))["items"]
+        images = {p["spec"]["containers"][0]["image"] for p in pods}
+        assert len(images) <= 1, f"old and new pods at once: {images}"
+        if (
+            images == {"busybox:2"}
+            and len(pods) == 2
+            and all(p["status"].get("phase") == "Running" for p in pods)
+        ):
+            break
+        time.sleep(0.1)
+    kubectl("delete", "-f", str(manifest), "--wait=false")

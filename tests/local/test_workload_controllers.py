@@ -197,8 +197,8 @@ def test_recreate_stops_old_pods_first_and_history_is_pruned(
         deadline = time.monotonic() + 30
         while True:
             assert time.monotonic() < deadline, "the rollout did not finish"
-            images = {p.spec.containers[0].image for p in live_pods(core, ns)}
-            assert len(images) <= 1, "Recreate ran old and new pods together"
+            images = {p.spec.containers[0].image for p in core.list_namespaced_pod(ns).items}
+            assert len(images) <= 1, "Recreate ran old and new pods together (terminating ones count)"
             s = apps.read_namespaced_deployment("re", ns).status
             if (s.observed_generation, s.updated_replicas, s.available_replicas) == (generation, 2, 2):
                 break

@@ -67,10 +67,12 @@ async def run_node_agents(
     pods.add_handler(pod_scheduler.on_pod)
     replicasets = Informer(kube, REPLICASETS, indexers={OWNER_INDEX: by_owner})
     owners = {rt: Informer(kube, rt) for rt in (JOBS, DEPLOYMENTS, STATEFULSETS, DAEMONSETS)}
+    deployment_controller = DeploymentController(kube, owners[DEPLOYMENTS], replicasets, pods)
+    pods.add_handler(deployment_controller.on_pod)  # a Recreate waits for the old pods to go
     controllers: list[workloop.OwnerController] = [
         JobController(kube, owners[JOBS], pods),
         ReplicaSetController(kube, replicasets, pods),
-        DeploymentController(kube, owners[DEPLOYMENTS], replicasets),
+        deployment_controller,
         StatefulSetController(kube, owners[STATEFULSETS], pods),
         DaemonSetController(kube, owners[DAEMONSETS], pods),
     ]

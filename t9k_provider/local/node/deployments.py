@@ -14,11 +14,13 @@ import copy
 import math
 from typing import Any
 
-from t9k_provider.kube.informer import OWNER_INDEX, object_key
+from t9k_provider.kube.api import KubeApi
+from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, object_key
 from t9k_provider.kube.resources import DEPLOYMENTS, REPLICASETS
 from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
 from t9k_provider.local.node import events, workloop
 from t9k_provider.local.node.owned import owner_reference, template_hash
+from t9k_provider.local.node.podstate import pod_phase
 from t9k_provider.local.timestamps import now_rfc3339
 
 COMPONENT = "deployment-controller"
@@ -52,9 +54,23 @@ def _count(rs: dict[str, Any], field: str) -> int:
 
 
 class DeploymentController(workloop.OwnerController):
-    """Owners: Deployments; children: ReplicaSets."""
+    """Owners: Deployments; children: ReplicaSets; and their pods, which a Recreate waits for."""
 
     resource = DEPLOYMENTS
+
+    def __init__(self, kube: KubeApi, deployments: Informer, replicasets: Informer, pods: Informer) -> None:
+        super().__init__(kube, deployments, replicasets)
+        self.pods = pods
+
+    def on_pod(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """A pod of a Deployment's ReplicaSet changed or went: that Deployment looks again."""
+        for pod in (old, new):
+            ref = controller_ref(pod) if pod is not None else None
+            if ref is None or ref.get("kind") != "ReplicaSet":
+                continue
+            rs = self.children.get(object_key(pod)[0], ref["name"])
+            if rs is not None:
+                self.on_child(None, rs)
 
     async def sync(self, d: dict[str, Any]) -> None:
         spec = d.get("spec") or {}
@@ -112,11 +128,14 @@ class DeploymentController(workloop.OwnerController):
         pod_hash: str,
         max_revision: int,
     ) -> dict[str, Any] | None:
-        """Old ReplicaSets to zero; the new one once they count no active pod (terminating ones may stay)."""
+        """Old ReplicaSets to zero; the new one once no pod of theirs is left, terminating ones included."""
         for rs in old:
             if _replicas(rs) > 0:
                 await self._scale(d, rs, 0)
-        if any(_count(rs, "replicas") > 0 or _replicas(rs) > 0 for rs in old):
+        old_pods = [p for rs in old for p in self.pods.by_index(OWNER_INDEX, rs["metadata"]["uid"])]
+        if any(_replicas(rs) > 0 for rs in old) or any(
+            pod_phase(p) not in ("Succeeded", "Failed") for p in old_pods
+        ):
             return new_rs
         return await self._new_replicaset(d, new_rs, replicas, pod_hash, max_revision, replicas)
 

@@ -10,7 +10,7 @@ from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import JOBS
 from t9k_provider.local.node import events
 from t9k_provider.local.node.owned import PodOwnerController, pod_from_template
-from t9k_provider.local.node.podstate import pod_ready
+from t9k_provider.local.node.podstate import pod_phase, pod_ready
 from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 COMPONENT = "job-controller"
@@ -53,8 +53,8 @@ class JobController(PodOwnerController):
             return
         active = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         live = [p for p in active if not p["metadata"].get("deletionTimestamp")]
-        succeeded = max(int(status.get("succeeded") or 0), sum(_phase(p) == "Succeeded" for p in pods))
-        failed = max(int(status.get("failed") or 0), sum(_phase(p) == "Failed" for p in pods))
+        succeeded = max(int(status.get("succeeded") or 0), sum(pod_phase(p) == "Succeeded" for p in pods))
+        failed = max(int(status.get("failed") or 0), sum(pod_phase(p) == "Failed" for p in pods))
         restarts = sum(_restarts(p) for p in active)
         ready = sum(pod_ready(p) for p in active)
         now = now_rfc3339()
@@ -132,10 +132,6 @@ class JobController(PodOwnerController):
     async def _delete_pods(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
         for pod in pods:
             await self.pod_writer.delete(job, pod)
-
-
-def _phase(pod: dict[str, Any]) -> str:
-    return (pod.get("status") or {}).get("phase", "Pending")
 
 
 def _restarts(pod: dict[str, Any]) -> int:

@@ -7,6 +7,10 @@ from typing import Any
 from t9k_provider.local.timestamps import parse_timestamp
 
 
+def pod_phase(pod: dict[str, Any]) -> str:
+    return (pod.get("status") or {}).get("phase", "Pending")
+
+
 def pod_ready(pod: dict[str, Any]) -> bool:
     conds = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
@@ -23,5 +27,4 @@ def ready_since(pod: dict[str, Any]) -> float | None:
 
 def pod_active(pod: dict[str, Any]) -> bool:
     """Neither finished nor being deleted (``controller.FilterActivePods``)."""
-    phase = (pod.get("status") or {}).get("phase")
-    return phase not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp")
+    return pod_phase(pod) not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp")
