@@ -160,3 +160,54 @@ spec:
             break
         time.sleep(0.1)
     kubectl("delete", "-f", str(manifest), "--wait=false")
+
+
+def test_rollout_status_reports_an_exceeded_progress_deadline(
+    cluster: LocalCluster, kubectl: Callable[..., str], tmp_path: Path
+) -> None:
+    manifest = tmp_path / "stuck.yaml"
+    manifest.write_text(
+        """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: stuck}
+spec:
+  replicas: 1
+  minReadySeconds: 2
+  progressDeadlineSeconds: 3
+  selector: {matchLabels: {app: stuck}}
+  template:
+    metadata: {labels: {app: stuck}}
+    spec: {containers: [{name: c, image: busybox:1, command: [sh, -c, "sleep 1; exit 1"]}]}
+"""
+    )
+    kubectl("apply", "-f", str(manifest))  # its pod is never ready for minReadySeconds: never available
+    proc = subprocess.run(
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "rollout",
+            "status",
+            "deploy/stuck",
+            "--timeout=60s",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert proc.returncode != 0
+    assert 'deployment "stuck" exceeded its progress deadline' in proc.stderr
+    conditions = json.loads(kubectl("get", "deploy", "stuck", "-o", "jsonpath={.status.conditions}"))
+    progressing = next(c for c in conditions if c["type"] == "Progressing")
+    assert (progressing["status"], progressing["reason"]) == ("False", "ProgressDeadlineExceeded")
+
+    kubectl("rollout", "pause", "deploy/stuck")
+    deadline = time.monotonic() + 30
+    while progressing["reason"] != "DeploymentPaused":
+        assert time.monotonic() < deadline, "the paused condition did not show"
+        time.sleep(0.2)
+        conditions = json.loads(kubectl("get", "deploy", "stuck", "-o", "jsonpath={.status.conditions}"))
+        progressing = next(c for c in conditions if c["type"] == "Progressing")
+    assert progressing["status"] == "Unknown"
+    kubectl("delete", "-f", str(manifest), "--wait=false")

@@ -1,17 +1,18 @@
 """The apps/v1 Deployment controller, after ``pkg/controller/deployment``: one ReplicaSet per pod template
 (named and labelled by its ``pod-template-hash``), a rolling update within ``maxSurge``/``maxUnavailable`` or
 a Recreate, the ``deployment.kubernetes.io/revision`` annotation, old ReplicaSets pruned beyond
-``revisionHistoryLimit``, and the status with its Available and Progressing conditions.
+``revisionHistoryLimit``, and the status with its Available and Progressing conditions (paused, progressing,
+complete, or timed out after ``progressDeadlineSeconds`` without progress).
 
-Not done here: ``progressDeadlineSeconds`` (Progressing never turns False), the DeploymentPaused condition,
-proportional scaling of a rollout in progress (a scale mid-rollout only resizes the new ReplicaSet),
-adoption of orphaned ReplicaSets and hash collisions.
+Not done here: proportional scaling of a rollout in progress (a scale mid-rollout only resizes the new
+ReplicaSet), adoption of orphaned ReplicaSets and hash collisions.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import time
 from typing import Any
 
 from t9k_provider.kube.api import KubeApi
@@ -21,7 +22,7 @@ from t9k_provider.local.apiserver.selectors import SelectorError, label_selector
 from t9k_provider.local.node import events, workloop
 from t9k_provider.local.node.owned import owner_reference, template_hash
 from t9k_provider.local.node.podstate import pod_phase
-from t9k_provider.local.timestamps import now_rfc3339
+from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 COMPONENT = "deployment-controller"
 HASH_LABEL = "pod-template-hash"
@@ -306,16 +307,7 @@ class DeploymentController(workloop.OwnerController):
                 "Deployment does not have minimum availability.",
                 now,
             )
-        if new_rs is not None:
-            name = new_rs["metadata"]["name"]
-            if updated == replicas and available >= replicas and total == replicas:
-                reason, message = (
-                    "NewReplicaSetAvailable",
-                    f'ReplicaSet "{name}" has successfully progressed.',
-                )
-            else:
-                reason, message = "ReplicaSetUpdated", f'ReplicaSet "{name}" is progressing.'
-            self._condition(conditions, "Progressing", "True", reason, message, now)
+        self._progressing(d, conditions, new_rs, new_status, replicas, now)
         # counters at zero are omitted, as the Go type serialises them; null removes them in the merge patch
         merged = {
             **status,
@@ -324,16 +316,72 @@ class DeploymentController(workloop.OwnerController):
         }
         await self.write_status(d, merged)
 
+    def _progressing(
+        self,
+        d: dict[str, Any],
+        conditions: dict[str, Any],
+        new_rs: dict[str, Any] | None,
+        new_status: dict[str, Any],
+        replicas: int,
+        now: str,
+    ) -> None:
+        """The Progressing condition (``syncRolloutStatus``): paused, complete, progressing (each step of
+        progress renews ``lastUpdateTime``) or, ``progressDeadlineSeconds`` after the last one, timed out."""
+        spec, status = d.get("spec") or {}, d.get("status") or {}
+        current = conditions.get("Progressing") or {}
+        if spec.get("paused"):
+            self._condition(
+                conditions, "Progressing", "Unknown", "DeploymentPaused", "Deployment is paused", now
+            )
+            return
+        if new_rs is None:
+            return
+        name = new_rs["metadata"]["name"]
+        updated, total = new_status["updatedReplicas"], new_status["replicas"]
+        if updated == replicas and new_status["availableReplicas"] >= replicas and total == replicas:
+            message = f'ReplicaSet "{name}" has successfully progressed.'
+            self._condition(conditions, "Progressing", "True", "NewReplicaSetAvailable", message, now)
+            return
+        progressed = (
+            updated > int(status.get("updatedReplicas") or 0)
+            or total - updated < int(status.get("replicas") or 0) - int(status.get("updatedReplicas") or 0)
+            or new_status["readyReplicas"] > int(status.get("readyReplicas") or 0)
+            or new_status["availableReplicas"] > int(status.get("availableReplicas") or 0)
+        )
+        message = f'ReplicaSet "{name}" is progressing.'
+        timed_out = f'ReplicaSet "{name}" has timed out progressing.'
+        known = {("ReplicaSetUpdated", message), ("ProgressDeadlineExceeded", timed_out)}
+        if progressed or (current.get("reason"), current.get("message")) not in known:
+            self._condition(conditions, "Progressing", "True", "ReplicaSetUpdated", message, now, renew=True)
+            current = conditions["Progressing"]
+        deadline = spec.get("progressDeadlineSeconds")
+        if deadline is None or current.get("reason") != "ReplicaSetUpdated":
+            return
+        waited = time.time() - parse_timestamp(current["lastUpdateTime"]).timestamp()
+        if waited >= deadline:
+            self._condition(conditions, "Progressing", "False", "ProgressDeadlineExceeded", timed_out, now)
+        else:
+            self.queue.add_after(object_key(d), deadline - waited + 0.05)
+
     @staticmethod
     def _condition(
-        conditions: dict[str, Any], ctype: str, status: str, reason: str, message: str, now: str
+        conditions: dict[str, Any],
+        ctype: str,
+        status: str,
+        reason: str,
+        message: str,
+        now: str,
+        *,
+        renew: bool = False,
     ) -> None:
+        """Set a condition; an unchanged one keeps its times unless ``renew`` (new progress) says so."""
         current = conditions.get(ctype) or {}
-        if (current.get("status"), current.get("reason"), current.get("message")) == (
+        unchanged = (current.get("status"), current.get("reason"), current.get("message")) == (
             status,
             reason,
             message,
-        ):
+        )
+        if unchanged and not renew:
             return
         transition = current.get("lastTransitionTime") if current.get("status") == status else now
         conditions[ctype] = {
