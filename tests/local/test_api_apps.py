@@ -233,6 +233,54 @@ def test_api_services_local_and_created(cluster: LocalCluster) -> None:
     reg.delete_api_service(created.metadata.name)
 
 
+def test_api_services_follow_crds(cluster: LocalCluster) -> None:
+    reg = client.ApiregistrationV1Api(cluster.api_client())
+    t9k = reg.read_api_service("v1beta1.batch.tensorstack.dev")
+    assert t9k.metadata.labels == {"kube-aggregator.kubernetes.io/automanaged": "true"}
+    assert reg.read_api_service("v1.apps").metadata.labels == {
+        "kube-aggregator.kubernetes.io/automanaged": "onstart"
+    }
+    ext = client.ApiextensionsV1Api(cluster.api_client())
+    ext.create_custom_resource_definition(
+        {
+            "metadata": {"name": "widgets.shop.example.com"},
+            "spec": {
+                "group": "shop.example.com",
+                "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [
+                    {
+                        "name": "v2",
+                        "served": True,
+                        "storage": True,
+                        "schema": {
+                            "openAPIV3Schema": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
+
+    def names() -> set[str]:
+        return {a.metadata.name for a in reg.list_api_service().items}
+
+    for _ in range(50):
+        if "v2.shop.example.com" in names():
+            break
+        time.sleep(0.1)
+    assert "v2.shop.example.com" in names()
+    ext.delete_custom_resource_definition("widgets.shop.example.com")
+    for _ in range(50):
+        if "v2.shop.example.com" not in names():
+            break
+        time.sleep(0.1)
+    assert "v2.shop.example.com" not in names()
+
+
 def test_default_kubernetes_service_points_at_the_server(cluster: LocalCluster) -> None:
     core = client.CoreV1Api(cluster.api_client())
     svc = core.read_namespaced_service("kubernetes", "default")

@@ -17,9 +17,7 @@ from t9k_provider.local.apiserver.controllers import Controllers
 from t9k_provider.local.apiserver.handlers import Handlers
 from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import Objects
-from t9k_provider.local.apiserver.registry import BUILTIN, Registry
-from t9k_provider.local.apiserver.strategies.apiservices import RESOURCE as API_SERVICES
-from t9k_provider.local.apiserver.strategies.apiservices import local_api_service
+from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.strategies.crds import CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.endpoints import kubernetes_endpoints
 from t9k_provider.local.apiserver.strategies.namespaces import BOOT_NAMESPACES, boot_namespace
@@ -107,8 +105,7 @@ class ApiServer:
         self.store.close()
 
     def boot(self) -> None:
-        """Create the namespaces, the Node and the built-in APIServices every fresh cluster has (idempotent
-        across restarts)."""
+        """Create the namespaces and the Node every fresh cluster has (idempotent across restarts)."""
         ns_res = self.registry.lookup("", "v1", "namespaces")
         node_res = self.registry.lookup("", "v1", "nodes")
         assert ns_res is not None and node_res is not None
@@ -117,9 +114,6 @@ class ApiServer:
                 self.objects.create(ns_res, "", boot_namespace(name))
         if self.store.get(("", "nodes", "", NODE_NAME)) is None:
             self.objects.create(node_res, "", local_node(os.cpu_count() or 1, _memory_bytes()))
-        for group, version in dict.fromkeys((r.group, r.version) for r in BUILTIN):
-            if self.store.get((API_SERVICES.group, API_SERVICES.plural, "", f"{version}.{group}")) is None:
-                self.objects.create(API_SERVICES, "", local_api_service(group, version))
 
     def publish_address(self) -> None:
         """Point ``default/kubernetes`` (Service and Endpoints) at the port this run listens on."""

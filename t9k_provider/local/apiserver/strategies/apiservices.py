@@ -1,9 +1,9 @@
 """apiregistration.k8s.io/v1 APIServices: stored and validated as kube-aggregator does (the name is
 ``<version>.<group>``, priorities in range, a service reference or none for a local group/version).
 
-The server registers a local APIService for each built-in group/version at start, as kube-apiserver's
-``autoregister`` controller does. Nothing is proxied: a service-backed APIService is stored, and reported
-unavailable (the server controllers set its ``Available`` condition).
+The server controllers register a local APIService for each served group/version, CRDs' included, as
+kube-apiserver's ``autoregister`` controller does. Nothing is proxied: a service-backed APIService is stored,
+and reported unavailable (the server controllers set its ``Available`` condition).
 """
 
 from __future__ import annotations
@@ -128,12 +128,13 @@ def with_availability(obj: dict[str, Any]) -> dict[str, Any] | None:
     return {**status, "conditions": [*others, {**wanted, "lastTransitionTime": now_time()}]}
 
 
-def local_api_service(group: str, version: str) -> dict[str, Any]:
-    """The APIService kube-apiserver registers for a group/version it serves itself."""
+def local_api_service(group: str, version: str, builtin: bool) -> dict[str, Any]:
+    """The APIService kube-apiserver registers for a group/version it serves itself (a built-in one at
+    start, ``onstart``; a CRD's while it is served, ``true``)."""
     return {
         "apiVersion": "apiregistration.k8s.io/v1",
         "kind": "APIService",
-        "metadata": {"name": f"{version}.{group}", "labels": {AUTOMANAGED: "onstart"}},
+        "metadata": {"name": f"{version}.{group}", "labels": {AUTOMANAGED: "onstart" if builtin else "true"}},
         "spec": {"group": group, "version": version, "groupPriorityMinimum": 18000, "versionPriority": 15},
     }
 
