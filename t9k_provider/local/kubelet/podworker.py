@@ -124,10 +124,13 @@ class PodWorker:
         await self.teardown()
 
     async def teardown(self) -> None:
-        """The pod object is gone: kill what is left, free the network, remove the pod directory."""
+        """The pod object is gone: kill what is left, free the network, remove the pod's cgroups and
+        directory."""
         for prober in self.probers.values():
             prober.cancel()
         runtime.kill_all(self.dir)
+        if self.kubelet.cgroups is not None:
+            await asyncio.to_thread(self.kubelet.cgroups.remove_pod, self.uid)
         await self.kubelet.network.teardown(self.uid)
         await asyncio.to_thread(shutil.rmtree, self.dir.path, True)
 
@@ -414,6 +417,7 @@ class PodWorker:
     async def _start(self, v: ContainerView, n: int) -> None:
         try:
             spec, not_applied = self._shim_spec(v.spec)
+            spec.cgroups = await asyncio.to_thread(self._container_cgroup, v.spec, n)
         except ContainerConfigError as exc:
             await self._config_failed(str(exc))
             return
@@ -477,6 +481,16 @@ class PodWorker:
         deadline = self.probe_kills.get((v.name, n))
         if deadline is not None and time.time() >= deadline:
             runtime.signal_container(self._current_files(v), signal.SIGKILL)
+
+    def _container_cgroup(self, c: dict[str, Any], n: int) -> list[str]:
+        """The cgroup of attempt `n` of container `c`, with the container's limits (none where the kubelet
+        runs without cgroups)."""
+        if self.kubelet.cgroups is None:
+            return []
+        try:
+            return self.kubelet.cgroups.create_container(self.pod, c, n)
+        except OSError as exc:
+            raise _CreateError(f"failed to create the container's cgroup: {exc}") from exc
 
     async def _report_start_errors(self, views: list[ContainerView]) -> None:
         """A process that could not be exec'd (exit 128, StartError) gets a Warning event, once."""

@@ -172,7 +172,7 @@ def conditions(
     old = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
     pending_inits = [v.name for v in inits if not v.succeeded()]
     initialized = not pending_inits
-    unready = [v.name for v in mains if not v.ready()]
+    unready = [v.name for v in mains if not v.ready()]  # as its containerStatuses entry says
     completed = pod_phase == "Succeeded"
     ready_reason = "PodCompleted" if completed else "ContainersNotReady"
     ready_message = None if completed else f"containers with unready status: [{' '.join(unready)}]"
