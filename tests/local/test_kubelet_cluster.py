@@ -1053,3 +1053,44 @@ def test_cpu_limit_gives_about_the_quota(cluster: LocalCluster, core: client.Cor
     wait_for("spin gone", gone(core, "spin", ns))
     pod_cgroups = {str(Path(d).parent) for d in dirs}
     wait_for("the pod's cgroups removed", lambda: not any(Path(d).exists() for d in pod_cgroups))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a process's credentials needs root")
+def test_non_root_container_and_its_exec_run_in_the_attempts_cgroup(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    """Joining a cgroup needs the kubelet's privileges: the shim and exec join it before they drop to the
+    container's user, so both a runAsUser container and an exec probe in it run limited."""
+    require_limits(core)
+    script = (
+        "import os, time\n"
+        "open('/data/cgroup', 'w').write(open('/proc/self/cgroup').read())\n"
+        "print(os.getuid(), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    same = 'test "$(id -u)" = 1000 && test "$(cat /proc/self/cgroup)" = "$(cat /data/cgroup)"'
+    main = c(
+        "main",
+        script,
+        resources={"limits": {"memory": "64Mi"}},
+        volumeMounts=[{"name": "d", "mountPath": "/data"}],
+        readinessProbe={"exec": {"command": ["sh", "-c", same]}, **FAST},
+    )
+    pod = pod_manifest(
+        "limited",
+        [main],
+        securityContext={"runAsUser": 1000, "fsGroup": 2000},
+        volumes=[{"name": "d", "emptyDir": {}}],
+    )
+    created = core.create_namespaced_pod(ns, pod)
+    wait_for("output", lambda: pod_log(core, "limited", ns))
+    assert pod_log(core, "limited", ns) == "1000\n"
+    dirs = attempt_cgroups(cluster, created, "main")
+    lines = Path(f"/proc/{_container_pid(cluster, ns, 'limited', 'main')}/cgroup").read_text().splitlines()
+    joined = {line.split(":", 2)[2] for line in lines} - {"/"}
+    assert dirs and all(any(d.endswith(p) for p in joined) for d in dirs), (dirs, joined)
+    wait_for(
+        "Ready (the exec probe ran as 1000 in the same cgroup)",
+        lambda: _ready_condition(core, "limited", ns) == "True",
+    )
+    core.delete_namespaced_pod("limited", ns, grace_period_seconds=0)
