@@ -17,6 +17,7 @@ from typing import Any
 from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import (
     Cause,
+    collect,
     duplicate,
     forbidden,
     go_value,
@@ -137,12 +138,7 @@ _FORMATS = {
 
 def validate(schema: dict, obj: Any) -> list[Cause]:
     """Validate ``obj`` against an ``openAPIV3Schema``; returns the causes of a 422 (empty if valid)."""
-    out: list[Cause] = []
-    try:
-        _validate(schema or {}, obj, "", out)
-    except RecursionError:
-        return [invalid("", "<value omitted>", "the object is nested too deeply to be validated")]
-    return out
+    return collect(lambda out: _validate(schema or {}, obj, "", out))
 
 
 def _validate(s: dict, value: Any, path: str, out: list[Cause]) -> None:
