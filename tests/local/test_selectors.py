@@ -10,6 +10,7 @@ from t9k_provider.local.apiserver.registry import BUILTIN
 from t9k_provider.local.apiserver.selectors import (
     FieldGetter,
     SelectorError,
+    label_selector_from_spec,
     parse_field_selector,
     parse_label_selector,
 )
@@ -163,6 +164,41 @@ def test_comma_is_conjunction(labels: dict, terms: list) -> None:
     assert combined == all(parse_label_selector(p).matches(labels) for p in parts)
 
 
+# ------------------------------------------------------------------------------- from spec
+
+
+def test_label_selector_from_spec() -> None:
+    sel = label_selector_from_spec(
+        {
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [
+                {"key": "n", "operator": "In", "values": ["10", "11"]},
+                {"key": "gone", "operator": "DoesNotExist"},
+                {"key": "tier", "operator": "Exists"},
+                {"key": "app", "operator": "NotIn", "values": ["db"]},
+            ],
+        }
+    )
+    assert sel.matches(LABELS)
+    assert not sel.matches({**LABELS, "gone": "1"})
+    assert label_selector_from_spec({}).matches({})
+    assert not label_selector_from_spec(None).matches(LABELS)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]},
+        {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]},
+        {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
+        {"matchLabels": {"bad key": "x"}},
+    ],
+)
+def test_label_selector_from_spec_rejects_invalid(spec: dict) -> None:
+    with pytest.raises(SelectorError):
+        label_selector_from_spec(spec)
+
+
 # ------------------------------------------------------------------------------- field selectors
 
 POD = {
@@ -253,3 +289,19 @@ def test_field_selector_escapes() -> None:
         parse_field_selector("metadata.name=a\\x", selectable("ConfigMap"))
     with pytest.raises(SelectorError, match="unescaped character"):
         parse_field_selector("metadata.name=a=b", selectable("ConfigMap"))
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"matchLabels": True},
+        {"matchLabels": {"a": 1}},
+        {"matchExpressions": True},
+        {"matchExpressions": [None]},
+        {"matchExpressions": [{"key": 1, "operator": "Exists"}]},
+        {"matchExpressions": [{"key": "a", "operator": "In", "values": "b"}]},
+    ],
+)
+def test_label_selector_from_malformed_spec_raises_selector_error(spec: dict) -> None:
+    with pytest.raises(SelectorError):
+        label_selector_from_spec(spec)

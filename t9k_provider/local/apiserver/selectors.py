@@ -60,12 +60,13 @@ class Requirement:
 
 @dataclass(frozen=True)
 class LabelSelector:
-    """AND of requirements; no requirements matches everything."""
+    """AND of requirements; no requirements matches everything, ``nothing`` matches no object."""
 
     requirements: tuple[Requirement, ...] = ()
+    nothing: bool = False
 
     def matches(self, labels: dict[str, str] | None) -> bool:
-        return all(r.matches(labels or {}) for r in self.requirements)
+        return not self.nothing and all(r.matches(labels or {}) for r in self.requirements)
 
 
 def new_requirement(key: str, operator: str, values: Iterable[str]) -> Requirement:
@@ -255,6 +256,34 @@ class _LabelParser:
 def parse_label_selector(text: str) -> LabelSelector:
     """Parse a ``labelSelector`` query value; raises SelectorError with the server's message."""
     return LabelSelector(tuple(_LabelParser(text).parse()))
+
+
+_SPEC_OPERATORS = {"In": _IN, "NotIn": _NOT_IN, "Exists": _EXISTS, "DoesNotExist": _NOT_EXISTS}
+
+
+def label_selector_from_spec(selector: dict | None) -> LabelSelector:
+    """``metav1.LabelSelectorAsSelector``: None selects nothing, ``{}`` selects everything."""
+    if selector is None:
+        return LabelSelector(nothing=True)
+    labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise SelectorError("matchLabels must be a map of string keys to string values")
+    if not isinstance(expressions, list) or not all(isinstance(e, dict) for e in expressions):
+        raise SelectorError("matchExpressions must be a list of label selector requirements")
+    requirements = [new_requirement(k, _EQ, [v]) for k, v in labels.items()]
+    for expr in expressions:
+        key, op, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
+        if op not in _SPEC_OPERATORS:
+            raise SelectorError(f'"{op}" is not a valid label selector operator')
+        if (
+            not isinstance(key, str)
+            or not isinstance(values, list)
+            or not all(isinstance(v, str) for v in values)
+        ):
+            raise SelectorError("a label selector requirement needs a string key and a list of string values")
+        requirements.append(new_requirement(key, _SPEC_OPERATORS[op], values))
+    return LabelSelector(tuple(requirements))
 
 
 # ------------------------------------------------------------------------------- field selectors
