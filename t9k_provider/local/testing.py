@@ -212,20 +212,17 @@ class LocalCluster:
         """A sync ``kubernetes.client.ApiClient`` bound to this cluster (the global config is left alone)."""
         from kubernetes import client
 
-        config = client.Configuration()
-        config.host = self.base_url
-        config.api_key = {"BearerToken": self.token}
-        config.api_key_prefix = {"BearerToken": "Bearer"}
-        config.ssl_ca_cert = str(self.state.ca_cert)
-        return client.ApiClient(config)
+        return client.ApiClient(self._configured(client.Configuration()))
 
     def async_api_client(self) -> Any:
         """A ``kubernetes_asyncio.client.ApiClient`` bound to this cluster; close it in the same loop."""
         from kubernetes_asyncio import client
 
-        config = client.Configuration()
+        return client.ApiClient(self._configured(client.Configuration()))
+
+    def _configured(self, config: Any) -> Any:
         config.host = self.base_url
         config.api_key = {"BearerToken": self.token}
         config.api_key_prefix = {"BearerToken": "Bearer"}
         config.ssl_ca_cert = str(self.state.ca_cert)
-        return client.ApiClient(config)
+        return config

@@ -10,7 +10,7 @@ from t9k_provider.local.apiserver.patch import CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.apiserver.times import now_time
+from t9k_provider.local.timestamps import now_rfc3339
 
 NODE_NAME = "t9k-local-node"
 
@@ -50,7 +50,7 @@ def _read_id(path: str) -> str:
 
 
 def local_node(cpus: int, memory_bytes: int) -> dict[str, Any]:
-    now = now_time()
+    now = now_rfc3339()
     capacity = {"cpu": str(cpus), "memory": f"{memory_bytes // 1024}Ki", "pods": "110"}
     conditions = [
         {
