@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator, conf
 
 from t9k_provider.hooks import job_status
+from t9k_provider.hooks.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
 from t9k_provider.hooks.wait_limits import WaitLimits, seconds
 from t9k_provider.links.job import T9kJobLink
 from t9k_provider.operators import identity as ident
 from t9k_provider.operators.diagnostics import failure_report
-from t9k_provider.operators.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
