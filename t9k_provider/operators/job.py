@@ -273,7 +273,7 @@ class T9kJobOperator(BaseOperator):
             return job_status.summary(job)
         limits = self._limits(context)
         if self.deferrable:
-            self._defer(ref, limits, cursors={})
+            self._defer(ref, limits, self._targets(kind, body), cursors={})
         return self._wait_here(context, ref, limits)
 
     def _limits(self, context: Any) -> WaitLimits:
@@ -367,10 +367,9 @@ class T9kJobOperator(BaseOperator):
 
     # -- waiting ------------------------------------------------------------------------------------------
 
-    def _log_follower(self, ref: JobRef, body: dict[str, Any] | None, cursors: dict[str, list[int]]) -> Any:
+    def _log_follower(self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]) -> Any:
         from t9k_provider.hooks.log_follower import LogFollower
 
-        targets = self._targets(ref.kind, body or {})
         return LogFollower(
             self.hook,
             ref.namespace,
@@ -405,7 +404,7 @@ class T9kJobOperator(BaseOperator):
 
     def _wait_here(self, context: Any, ref: JobRef, limits: WaitLimits) -> dict[str, Any]:
         job = self._read(ref)
-        follower = self._log_follower(ref, job, {}) if self.get_logs else None
+        follower = self._log_follower(ref, self._targets(ref.kind, job), {}) if self.get_logs else None
         first_seen: dict[str, float] = {}
         while True:
             self._raise_if_killed(ref)
@@ -438,9 +437,13 @@ class T9kJobOperator(BaseOperator):
                 f"task killed while job {ref.name} ran (on_kill_action={self.on_kill_action})"
             )
 
-    def _defer(self, ref: JobRef, limits: WaitLimits, cursors: dict[str, list[int]]) -> None:
+    def _defer(
+        self, ref: JobRef, limits: WaitLimits, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
+    ) -> None:
+        """Wait in the triggerer, which follows the ``targets``' logs from ``cursors`` into the task log."""
         from t9k_provider.triggers.job import T9kJobTrigger
 
+        log_targets = [list(t) for t in targets]
         trigger = T9kJobTrigger(
             credentials=self.hook.credentials,
             kind=ref.kind,
@@ -452,8 +455,10 @@ class T9kJobOperator(BaseOperator):
             limits=limits.to_kwargs(),
             logging_interval=self.logging_interval if self.get_logs else None,
             on_kill_action=self.on_kill_action,
-            resume={"job": ref._asdict(), "cursors": cursors, "limits": limits.to_kwargs()},
+            resume={"job": ref._asdict(), "limits": limits.to_kwargs(), "log_targets": log_targets},
             pod_selector=pod_selector(ref.kind, ref.name),
+            log_targets=log_targets if self.get_logs else None,
+            log_cursors=cursors,
         )
         timeout = None
         if limits.execution_deadline is not None:
@@ -478,17 +483,20 @@ class T9kJobOperator(BaseOperator):
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the trigger fired: print new logs, then re-read the job before deciding anything.
 
-        Everything needed here travels in the event (``resume``), never in operator state or defer kwargs.
+        Everything needed here travels in the event (``resume``, and ``log_cursors``: where the trigger's live
+        logs stopped), never in operator state or defer kwargs.
         """
         resume = event["resume"]
         ref = JobRef(**resume["job"])
         limits = resume["limits"]
+        targets = [ReplicaTarget(*t) for t in resume["log_targets"]]
         self._job = ref
-        follower = self._log_follower(ref, None, resume.get("cursors") or {}) if self.get_logs else None
+        cursors = event.get("log_cursors") or {}
+        follower = self._log_follower(ref, targets, cursors) if self.get_logs else None
         if event.get("status") == "running":
             if follower is not None:
                 follower.poll()
-            self._defer(ref, WaitLimits(**limits), follower.cursors if follower else {})
+            self._defer(ref, WaitLimits(**limits), targets, follower.cursors if follower else cursors)
         return self._conclude(ref, event, follower)
 
     # -- concluding ---------------------------------------------------------------------------------------
