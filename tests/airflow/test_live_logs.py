@@ -10,6 +10,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -129,15 +130,19 @@ def test_replica_lines_reach_the_log_while_the_job_runs_and_the_final_pass_repea
 
 
 def test_every_replica_arrives_when_cleanup_deletes_a_replica_still_running(
-    cluster: LocalCluster, hook: Any
+    cluster: LocalCluster, hook: Any, tmp_path: Path
 ) -> None:
     """The cause of the missing worker-1 lines: a PyTorchTrainingJob without a master succeeds with worker-0,
     and ``cleanUpPolicy: Unfinished`` deletes a worker still running then, its log with it, so a log pass
     once the job has ended finds only worker-0. Followed live, both workers' lines arrive."""
+    done = tmp_path / "rank1-printed"  # rank 0 ends after rank 1 printed all, as DDP ranks are in step
     code = (
-        "import os, time\nrank = os.environ['RANK']\n"
+        "import os, pathlib, time\nrank = os.environ['RANK']\n"
         "for i in range(6):\n    print(f'epoch {i} loss=0.5 rank={rank}', flush=True)\n    time.sleep(0.3)\n"
-        "if rank != '0':\n    time.sleep(120)"
+        f"done = pathlib.Path({str(done)!r})\n"
+        "if rank == '0':\n    deadline = time.time() + 60\n"
+        "    while not done.exists() and time.time() < deadline:\n        time.sleep(0.1)\n"
+        "else:\n    done.touch()\n    time.sleep(120)"
     )
     spec = {
         "runPolicy": {"cleanUpPolicy": "Unfinished", "backoffLimit": 0},
