@@ -34,16 +34,17 @@ MAX_STREAM_FAILURES = 5
 def reach_task_log() -> bool:
     """Whether a trigger's log records end up in its task's log here.
 
-    Airflow 2.11's triggerer forwards them only when its task log handler supports triggers
-    (``HANDLER_SUPPORTS_TRIGGERER``); outside a triggerer (``dag.test()`` runs triggers in line) they go where
-    the task's own log goes.
+    Airflow 3: always (the triggerer writes each trigger's records to its task's log; ``dag.test()`` logs
+    triggers run in line where it logs the task). Airflow 2.11: only in a triggerer whose task log handler
+    supports triggers (``HANDLER_SUPPORTS_TRIGGERER``); in line (``dag.test()``) its records go to the root
+    logger, not to the task's log. Where they would not arrive, the worker prints the lines at the end.
     """
     if AIRFLOW_V_3_0_PLUS:
         return True
     from airflow.utils.log.trigger_handler import ctx_indiv_trigger
 
     if not ctx_indiv_trigger.get(None):
-        return True
+        return False
     from airflow.jobs import triggerer_job_runner
 
     return bool(triggerer_job_runner.HANDLER_SUPPORTS_TRIGGERER)

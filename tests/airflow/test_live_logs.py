@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 import yaml
+from af_versions import airflow2_only
 
 from t9k_provider.hooks.log_follower import LogFollower
 from t9k_provider.hooks.replicas import ReplicaTarget, pod_selector
 from t9k_provider.jobs import API_VERSION
 from t9k_provider.local.testing import LocalCluster
 from t9k_provider.triggers.job import T9kJobTrigger
+from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -32,6 +34,24 @@ CONN_ID = "t9k_live_logs"
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(tmp_path_factory.mktemp("live-logs"), controller=True) as cluster:
         yield cluster
+
+
+@pytest.fixture
+def in_triggerer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Airflow 2.11: run as its triggerer runs a trigger whose task log handler supports triggers (the
+    context variable marking an individual trigger set, ``HANDLER_SUPPORTS_TRIGGERER``); Airflow 3: as is."""
+    if AIRFLOW_V_3_0_PLUS:
+        yield
+        return
+    from airflow.jobs import triggerer_job_runner
+    from airflow.utils.log.trigger_handler import ctx_indiv_trigger
+
+    monkeypatch.setattr(triggerer_job_runner, "HANDLER_SUPPORTS_TRIGGERER", True)
+    token = ctx_indiv_trigger.set(True)
+    try:
+        yield
+    finally:
+        ctx_indiv_trigger.reset(token)
 
 
 @pytest.fixture
@@ -103,7 +123,7 @@ async def run_trigger(t: T9kJobTrigger) -> tuple[dict[str, Any], float, Lines]:
 
 
 def test_replica_lines_reach_the_log_while_the_job_runs_and_the_final_pass_repeats_none(
-    cluster: LocalCluster, hook: Any
+    cluster: LocalCluster, hook: Any, in_triggerer: None
 ) -> None:
     code = "import time\nfor i in range(12):\n    print(f'line {i}', flush=True)\n    time.sleep(0.4)"
     job = submit(
@@ -130,7 +150,7 @@ def test_replica_lines_reach_the_log_while_the_job_runs_and_the_final_pass_repea
 
 
 def test_every_replica_arrives_when_cleanup_deletes_a_replica_still_running(
-    cluster: LocalCluster, hook: Any, tmp_path: Path
+    cluster: LocalCluster, hook: Any, tmp_path: Path, in_triggerer: None
 ) -> None:
     """The cause of the missing worker-1 lines: a PyTorchTrainingJob without a master succeeds with worker-0,
     and ``cleanUpPolicy: Unfinished`` deletes a worker still running then, its log with it, so a log pass
@@ -166,6 +186,32 @@ def test_every_replica_arrives_when_cleanup_deletes_a_replica_still_running(
     printed = final_pass(hook, selector, {})
     assert not any(re.search(r"ddp-worker-1", line) for line in printed), printed
     assert sum("ddp-worker-0" in line for line in printed) == 6
+
+
+@airflow2_only("a triggerer whose task log handler does not support triggers")
+def test_lines_are_left_to_the_worker_where_trigger_logs_do_not_reach_the_task_log(
+    cluster: LocalCluster, hook: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.jobs import triggerer_job_runner
+    from airflow.utils.log.trigger_handler import ctx_indiv_trigger
+
+    monkeypatch.setattr(triggerer_job_runner, "HANDLER_SUPPORTS_TRIGGERER", False)
+    token = ctx_indiv_trigger.set(True)
+    try:
+        code = "print('only line', flush=True)"
+        spec = {"replicaSpecs": [replica("worker", code, policy={"policy": "Never"})]}
+        job = submit(cluster, "GenericJob", "genericjobs", "unforwarded", spec)
+        t = trigger(cluster, "GenericJob", "genericjobs", job, [ReplicaTarget("worker", 0)])
+        t.log_cursors = {"earlier/main": [1, 1]}
+        event, _, lines = asyncio.run(run_trigger(t))
+    finally:
+        ctx_indiv_trigger.reset(token)
+    assert event["status"] == "succeeded", event
+    assert lines.texts() == []
+    assert event["log_cursors"] == {"earlier/main": [1, 1]}  # unchanged: the worker prints every line
+    assert final_pass(hook, pod_selector("GenericJob", "unforwarded"), event["log_cursors"]) == [
+        "[unforwarded-worker-0/main] only line"
+    ]
 
 
 def final_pass(hook: Any, selector: str, cursors: dict[str, list[int]]) -> list[str]:
