@@ -144,7 +144,7 @@ class LoggingWaiters(Waiters):
                 self.replica_lines += 1
 
 
-def log_streams(counts: dict[tuple[str, str], int]) -> int:
+def triggerer_requests(counts: dict[tuple[str, str], int]) -> int:
     """Requests of the triggerer (every client but the benchmark): reads include the log streams."""
     return sum(n for (agent, _), n in counts.items() if agent != USER_AGENT)
 
@@ -203,8 +203,8 @@ class Run:
         return {
             "cpu": cpu / elapsed * 100,
             "rss": rss,
-            "streams": log_streams(before) - log_streams(first),
-            "window_requests": log_streams(after) - log_streams(before),
+            "streams": triggerer_requests(before) - triggerer_requests(first),
+            "window_requests": triggerer_requests(after) - triggerer_requests(before),
             "lines": lines_per_second,
             "delivered": delivered,
         }
