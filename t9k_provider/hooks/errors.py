@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
-
-from t9k_provider.kube.api import ApiError
 
 T = TypeVar("T")
 
@@ -35,10 +34,17 @@ class T9kFatalApiError(AirflowFailException):
     """A Kubernetes API failure that a retry cannot fix (bad spec, missing CRD, RBAC denial)."""
 
 
+def _is_kube_error(exc: BaseException) -> bool:
+    """kube's ``ApiError``. Looked up, not imported: if ``kube.api`` was never loaded nothing raised one,
+    and the operators (imported at DAG parse) stay free of the async client."""
+    api = sys.modules.get("t9k_provider.kube.api")
+    return api is not None and isinstance(exc, api.ApiError)
+
+
 def _is_answer(exc: BaseException) -> bool:
     """kube's ``ApiError``, or the sync client's ``ApiException`` (matched by name, so the triggerer, which
     never raises one, need not load that client)."""
-    return isinstance(exc, ApiError) or type(exc).__name__ == "ApiException"
+    return _is_kube_error(exc) or type(exc).__name__ == "ApiException"
 
 
 def api_status(exc: BaseException) -> int | None:
@@ -98,7 +104,7 @@ def call_with_retry(what: str, fn: Callable[[], T], attempts: int = CALL_ATTEMPT
 
 def describe(exc: BaseException) -> str:
     """The API server's own message when it sent a Status body, else the exception text."""
-    if isinstance(exc, ApiError):
+    if _is_kube_error(exc):
         return exc.message
     body = getattr(exc, "body", None)
     if body:

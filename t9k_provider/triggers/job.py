@@ -11,7 +11,8 @@ the job every ``poll_interval`` instead. It fires exactly one event: ``succeeded
 event carries ``log_cursors``: where the worker's final log pass starts. It never buffers logs, and it
 deletes the job only when a user kills the task (``on_kill``), never when the triggerer restarts. The
 triggers of one triggerer also share one API client (a ``KubeApi`` leased through ``AsyncT9kClient``); its
-failures are judged by ``hooks.errors``.
+failures are judged by ``hooks.errors``. What the kill path needs (a client lease, the imports) is taken
+when ``run`` starts: ``on_kill`` and ``cleanup`` build nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from asgiref.sync import sync_to_async
 
 from t9k_provider.hooks import job_status
 from t9k_provider.hooks.wait_limits import WaitLimits
@@ -33,6 +35,12 @@ if TYPE_CHECKING:  # the kubernetes client and the job models: not at DAG parse
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
     from t9k_provider.kube.api import KubeApi, ResourceType
     from t9k_provider.triggers.replica_logs import ReplicaLogs
+if AIRFLOW_V_3_0_PLUS:
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+else:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
 
 #: Airflow 3.3 calls ``BaseTrigger.on_kill`` on user kills; before that only ``cleanup`` runs, on every exit.
 TRIGGER_ON_KILL = AIRFLOW_V_3_3_PLUS
@@ -88,6 +96,8 @@ class T9kJobTrigger(BaseTrigger):
         self.log_targets = [tuple(t) for t in log_targets] if log_targets is not None else None
         self.log_cursors = dict(log_cursors or {})
         self._fired = False
+        #: The lease ``on_kill``/``cleanup`` delete with, taken when ``run`` starts.
+        self._kill_client: asyncio.Future[Any] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -137,8 +147,16 @@ class T9kJobTrigger(BaseTrigger):
         return ResourceType(API_VERSION, self.kind, self.plural)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        self._reserve_kill_client()
         # decided first, yielded after the client leases, the watch and the log streams are released: a
-        # consumer that stops iterating at the first event leaves nothing open
+        # consumer that stops iterating at the first event leaves nothing open. Cancelled, it keeps the kill
+        # lease for on_kill and cleanup.
+        event = await self._wait()
+        await self._release_kill_client()
+        yield event
+
+    async def _wait(self) -> TriggerEvent:
+        """The event, the followed replicas' logs written into the task log meanwhile."""
         if not self._follows_logs():
             event = await self._outcome(None)
         else:
@@ -159,13 +177,29 @@ class T9kJobTrigger(BaseTrigger):
             self.log_cursors = logs.cursors
         if self.log_targets is not None:
             event.payload["log_cursors"] = self.log_cursors
-        yield event
+        return event
 
     def _follows_logs(self) -> bool:
         """Replicas to follow, and their lines reach the task log (else the worker prints them at the end)."""
         from t9k_provider.triggers.replica_logs import reach_task_log
 
         return bool(self.log_targets) and bool(self.pod_selector) and reach_task_log()
+
+    def _reserve_kill_client(self) -> None:
+        """Lease the client a kill deletes with, before anything can be cancelled: the triggerer calls
+        ``on_kill``/``cleanup`` only for a ``run`` that started, which does this first, without awaiting."""
+        if self.on_kill_action == "delete" and self._kill_client is None:
+            self._kill_client = asyncio.ensure_future(self._client().__aenter__())
+
+    async def _release_kill_client(self) -> None:
+        reserved, self._kill_client = self._kill_client, None
+        if reserved is None or reserved.cancelled():  # cancelled: the lease was given back then
+            return
+        try:
+            api = await reserved
+        except Exception:
+            return  # never built: nothing to release
+        await api.__aexit__(None, None, None)
 
     async def _outcome(self, logs: ReplicaLogs | None) -> TriggerEvent:
         from t9k_provider.hooks.errors import api_status, backoff_seconds
@@ -319,26 +353,26 @@ class T9kJobTrigger(BaseTrigger):
         await self._stop_job("task killed")
 
     async def cleanup(self) -> None:
-        """Airflow < 3.3: delete only if the task is no longer deferred (a user kill), never on restart."""
-        if TRIGGER_ON_KILL or self._fired or self.on_kill_action != "delete":
-            return
+        """Airflow < 3.3: delete only if the task is no longer deferred (a user kill), never on restart.
+        Always: release the kill lease (the last call the triggerer makes)."""
         try:
-            state = await self._task_state()
-        except Exception as exc:
-            self.log.warning("cannot read the task's state, keeping job %s: %s", self.name, exc)
-            return
-        if state is not None and str(state).lower() != "deferred":
-            await self._stop_job(f"task left the deferred state ({state})")
+            if TRIGGER_ON_KILL or self._fired or self.on_kill_action != "delete":
+                return
+            try:
+                state = await self._task_state()
+            except Exception as exc:
+                self.log.warning("cannot read the task's state, keeping job %s: %s", self.name, exc)
+                return
+            if state is not None and str(state).lower() != "deferred":
+                await self._stop_job(f"task left the deferred state ({state})")
+        finally:
+            await self._release_kill_client()
 
     async def _task_state(self) -> Any:
-        from asgiref.sync import sync_to_async
-
         ti = self.task_instance
         if ti is None:
             return None
         if AIRFLOW_V_3_0_PLUS:
-            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
             states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
                 dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=ti.map_index
             )
@@ -350,21 +384,30 @@ class T9kJobTrigger(BaseTrigger):
             return states.get(ti.run_id, {}).get(key)
         return await sync_to_async(_task_state_from_db)(ti)
 
+    async def _delete(self, api: KubeApi) -> bool:
+        """Foreground delete guarded by the job's uid; False when it is gone or the name holds another job."""
+        try:
+            await api.delete(
+                self._resource(), self.namespace, self.name, uid=self.uid, propagation="Foreground"
+            )
+        except Exception as exc:  # kube's ApiError, told by its flags: the kill path imports nothing
+            if getattr(exc, "not_found", False) or getattr(exc, "conflict", False):
+                return False
+            raise
+        return True
+
     async def _stop_job(self, why: str) -> None:
+        """Delete the job through the lease ``run`` took; never raises (the triggerer would only log it)."""
         if self._fired or self.on_kill_action != "delete":
             return
-        from t9k_provider.kube.api import ApiError
-
-        deleted = True
-        async with self._client() as lease:
-            try:
-                await lease.api.delete(
-                    self._resource(), self.namespace, self.name, uid=self.uid, propagation="Foreground"
-                )
-            except ApiError as exc:
-                if not (exc.not_found or exc.conflict):  # gone, or the name holds another job (uid)
-                    raise
-                deleted = False
+        try:
+            if self._kill_client is None or self._kill_client.cancelled():
+                raise RuntimeError("the trigger holds no client (it never ran, or its lease was cancelled)")
+            lease = await self._kill_client
+            deleted = await self._delete(lease.api)
+        except Exception as exc:
+            self.log.warning("%s: could not delete job %s/%s: %s", why, self.namespace, self.name, exc)
+            return
         self.log.info(
             "%s: job %s/%s %s", why, self.namespace, self.name, "deleted" if deleted else "already gone"
         )
@@ -372,10 +415,6 @@ class T9kJobTrigger(BaseTrigger):
 
 def _task_state_from_db(ti: Any) -> Any:
     """Airflow 2.x: the triggerer reads the metadata database directly."""
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
     with create_session() as session:
         return session.scalar(
             select(TaskInstance.state).where(

@@ -213,3 +213,27 @@ def test_a_401_reloads_credentials_once(monkeypatch: pytest.MonkeyPatch, mocker:
     assert first.get_namespaced_custom_object.call_count == 1  # a 401 is not retried on the stale client
     assert second.get_namespaced_custom_object.call_count == 1
     assert rebuilt.call_count == 1  # a new client, on a new ApiClient from freshly resolved credentials
+
+
+def test_detached_twin_is_built_now_with_its_own_client(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
+    """What on_kill uses from a signal handler: no connection lookup, no client to build, no reload."""
+    connection(monkeypatch, "k8", {"kube_config": json.dumps(kubeconfig())})
+    hook = T9kHook(conn_id="k8")
+    twin = hook.detached()
+    assert "custom_object_client" in twin.__dict__  # built already
+    assert twin.api_client is not hook.api_client  # its own connection pool
+    monkeypatch.delenv("AIRFLOW_CONN_K8")  # the connection is not looked up again
+    stale = mocker.Mock()
+    stale.get_namespaced_custom_object.side_effect = api_error(401, "token expired")
+    twin.__dict__["custom_object_client"] = stale
+    with pytest.raises(Exception, match="token expired"):
+        twin.get_job("genericjobs", "ns", "x")
+    assert twin.__dict__["custom_object_client"] is stale  # nothing was rebuilt
+
+
+def test_delete_can_require_the_version_read(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
+    custom = mocker.Mock()
+    hook = _hook_with_custom_client(monkeypatch, custom)
+    hook.delete_job("genericjobs", "ns", "x", uid="u1", resource_version="42")
+    options = custom.delete_namespaced_custom_object.call_args.kwargs["body"]
+    assert options.preconditions.uid == "u1" and options.preconditions.resource_version == "42"

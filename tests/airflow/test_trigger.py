@@ -13,7 +13,7 @@ from af_fakes import generic_manifest, kube_error, with_status
 from af_versions import airflow3_only
 
 from t9k_provider.jobs import API_VERSION
-from t9k_provider.kube.api import ApiError, ResourceType
+from t9k_provider.kube.api import ResourceType
 from t9k_provider.triggers.job import T9kJobTrigger
 
 pytestmark = pytest.mark.timeout(60)
@@ -26,6 +26,9 @@ class FakeAsyncClient:
     script of jobs or exceptions, one per GET."""
 
     pods: list[dict[str, Any]] = []
+    #: Leases held now; ``unbuildable`` makes a new lease fail as building a client can (an exec plugin).
+    leases = 0
+    unbuildable = False
 
     def __init__(self, script: list[Any], deletes: list[tuple[str, str | None]]) -> None:
         self.script = script
@@ -33,10 +36,14 @@ class FakeAsyncClient:
         self.api = self
 
     async def __aenter__(self) -> FakeAsyncClient:
+        await asyncio.sleep(0)
+        if FakeAsyncClient.unbuildable:
+            raise ConnectionError("exec plugin: cannot reach the identity provider")
+        FakeAsyncClient.leases += 1
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        return None
+        FakeAsyncClient.leases -= 1
 
     async def get(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         assert rt == JOBS and namespace == "ns" and name == "j"
@@ -129,6 +136,8 @@ def job(
 
 def use_script(monkeypatch: pytest.MonkeyPatch, script: list[Any]) -> list[tuple[str, str | None]]:
     deletes: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(FakeAsyncClient, "leases", 0)
+    monkeypatch.setattr(FakeAsyncClient, "unbuildable", False)
     monkeypatch.setattr(T9kJobTrigger, "_client", lambda self: FakeAsyncClient(script, deletes))
     monkeypatch.setattr("t9k_provider.hooks.errors.BACKOFF_BASE_SECONDS", 0.001)
     return deletes
@@ -138,6 +147,15 @@ async def first_event(t: T9kJobTrigger) -> dict[str, Any]:
     events = [event.payload async for event in t.run()]
     assert len(events) == 1
     return events[0]
+
+
+async def cancelled(t: T9kJobTrigger, after: float = 0.1) -> None:
+    """What the triggerer does before ``on_kill``/``cleanup``: run the trigger, then cancel it."""
+    task = asyncio.ensure_future(first_event(t))
+    await asyncio.sleep(after)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
 
 
 def test_serialisation_round_trip() -> None:
@@ -257,22 +275,64 @@ async def test_logging_interval_hands_back_to_the_worker(monkeypatch: pytest.Mon
 
 async def test_on_kill_deletes_only_with_delete_action(monkeypatch: pytest.MonkeyPatch) -> None:
     deletes = use_script(monkeypatch, [job("Running")])
-    await trigger(on_kill_action="delete").on_kill()
+    for action in ("delete", "keep"):
+        t = trigger(on_kill_action=action)
+        await cancelled(t)
+        await t.on_kill()
+        await t.cleanup()
     assert deletes == [("j", "uid-1")]
-    await trigger(on_kill_action="keep").on_kill()
+    assert FakeAsyncClient.leases == 0  # cleanup released the lease the kill used
+
+
+@pytest.mark.parametrize("after", [0.0, 0.1], ids=["at-start", "while-waiting"])
+async def test_kill_path_builds_nothing(monkeypatch: pytest.MonkeyPatch, after: float) -> None:
+    """on_kill and cleanup delete through the lease run() took first, even when no client could be built
+    any more (an exec plugin that fails now) and the kill comes before run() awaited anything."""
+    deletes = use_script(monkeypatch, [job("Running")])
+    monkeypatch.setattr("t9k_provider.triggers.job.TRIGGER_ON_KILL", True)
+    t = trigger()
+    await cancelled(t, after)
+    FakeAsyncClient.unbuildable = True
+    await t.on_kill()
     assert deletes == [("j", "uid-1")]
+    await t.cleanup()
+    assert FakeAsyncClient.leases == 0
+
+
+async def test_an_event_releases_every_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer that stops at the first event (dag.test()) calls no cleanup: nothing may stay leased."""
+    use_script(monkeypatch, [job("Succeeded")])
+    async for _ in trigger().run():
+        assert FakeAsyncClient.leases == 0
+        break
 
 
 @pytest.mark.parametrize("status", [404, 409])
-async def test_on_kill_of_a_job_already_gone(monkeypatch: pytest.MonkeyPatch, status: int) -> None:
+async def test_on_kill_of_a_job_already_gone(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], status: int
+) -> None:
     """404: deleted meanwhile; 409: the uid precondition failed, the name holds another job now."""
     deletes = use_script(monkeypatch, [job("Running")])
     monkeypatch.setattr(FakeAsyncClient, "delete_error", kube_error(status))
-    await trigger().on_kill()
+    t = trigger()
+    await cancelled(t)
+    await t.on_kill()
     assert deletes == []
+    assert "already gone" in capsys.readouterr().out
+
+
+async def test_on_kill_that_the_api_refuses_is_logged(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any other refusal is reported in the log, never raised: the triggerer would only log it too."""
+    deletes = use_script(monkeypatch, [job("Running")])
     monkeypatch.setattr(FakeAsyncClient, "delete_error", kube_error(403, "forbidden"))
-    with pytest.raises(ApiError, match="forbidden"):
-        await trigger().on_kill()
+    t = trigger()
+    await cancelled(t)
+    await t.on_kill()
+    assert deletes == []
+    out = capsys.readouterr().out
+    assert "could not delete job ns/j" in out and "forbidden" in out
 
 
 async def test_triggerer_restart_never_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -323,8 +383,11 @@ async def test_cleanup_before_airflow_3_3_deletes_only_after_a_user_kill(
         return state
 
     monkeypatch.setattr(t, "_task_state", task_state)
+    await cancelled(t)
+    FakeAsyncClient.unbuildable = True  # the cleanup needs no new client
     await t.cleanup()
     assert bool(deletes) is deleted
+    assert FakeAsyncClient.leases == 0
 
 
 async def test_cleanup_is_inert_on_airflow_3_3_and_after_an_event(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -168,6 +168,17 @@ def test_kubectl_exec_sees_only_the_container_processes(kubectl, sleeper: client
     assert int(count) <= 5  # sleep, the exec'd sh, ls, grep (a host has hundreds)
 
 
+@NEEDS_ROOT
+def test_kubectl_exec_runs_in_the_container_cgroup(kubectl, sleeper: client.V1Pod) -> None:
+    """What `kubectl exec` starts counts against the container's limits: it joins the container's cgroup."""
+    script = "cat /proc/self/cgroup; echo --; cat /proc/1/cgroup"
+    result = kubectl("exec", "sleeper", "-c", "side", "--", "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    exec_cgroups, main_cgroups = result.stdout.decode().split("--\n")
+    assert f"/pod{sleeper.metadata.uid}/side-0\n" in main_cgroups
+    assert exec_cgroups == main_cgroups
+
+
 def test_stopping_a_sidecar_by_signal_as_airflow_does(core: client.CoreV1Api, ns: str) -> None:
     """KubernetesPodOperator stops its xcom sidecar through exec: SIGINT to the `sh` that traps it."""
     token = f"sidecar-{uuid.uuid4().hex[:8]}"

@@ -308,6 +308,9 @@ class JobRun:
             if condition(self.prior, "Failed") is not None:
                 desired["Failed"] = ("False", "Succeeded", message)
         else:
+            # The T9k message names the rule; what killed a replica (OOMKilled...) is what the user needs.
+            killed = [f"Pod {pod}: {how}." for pod, how in sorted(stopped.terminations.items())]
+            message = " ".join([message, *killed])
             desired = {
                 "Completed": ("False", "Failed", message),
                 "Failed": ("True", reason, message),

@@ -1,4 +1,5 @@
-"""Server-internal controllers: CRD establishing and naming, namespace lifecycle, garbage collection.
+"""Server-internal controllers: CRD establishing and naming, namespace lifecycle, garbage collection,
+APIService registration and availability.
 
 They run as one asyncio task woken by store events (and every second), and act through the same write
 pipeline as clients, so finalizers, watch events and validation apply to their writes too.
@@ -15,8 +16,14 @@ from typing import Any
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import FOREGROUND, ORPHAN, DeleteOptions, Objects
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.registry import BUILTIN, Registry
 from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.strategies.apiservices import (
+    AUTOMANAGED,
+    local_api_service,
+    with_availability,
+)
+from t9k_provider.local.apiserver.strategies.apiservices import RESOURCE as API_SERVICES
 from t9k_provider.local.apiserver.strategies.crds import CRD_CLEANUP, CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
 from t9k_provider.local.apiserver.strategies.namespaces import KUBERNETES_FINALIZER
@@ -52,6 +59,7 @@ class Controllers:
             key for uid in self.store.owner_uids() for key in self.store.dependents(uid)
         }
         self._crd_revisions: dict[str, str] = {}
+        self._builtin_versions = {(r.group, r.version) for r in BUILTIN}
         for group, resource in self.store.resources():
             for obj in self.store.list(group, resource):
                 if obj["metadata"].get("deletionTimestamp"):
@@ -90,7 +98,7 @@ class Controllers:
 
     def reconcile(self) -> None:
         """One pass of every controller; each step is independent and logs (never raises) its failures."""
-        for step in (self.sync_crds, self.sync_namespaces, self.collect_garbage):
+        for step in (self.sync_crds, self.sync_namespaces, self.collect_garbage, self.sync_api_services):
             try:
                 step()
             except Exception:
@@ -239,6 +247,43 @@ class Controllers:
                     f for f in new["spec"]["finalizers"] if f != KUBERNETES_FINALIZER
                 ]
                 self._try(f"finalize namespace {name}", self.objects.write, ns_res, ns, new)
+
+    # -- APIServices ---------------------------------------------------------------------------------------
+
+    def sync_api_services(self) -> None:
+        """A local APIService per served group/version (kube-apiserver's autoregistration: built-in ones
+        ``onstart``, those of CRDs ``true``, removed with their CRD), and every APIService's availability."""
+        res = self.registry.lookup(API_SERVICES.group, API_SERVICES.version, API_SERVICES.plural)
+        assert res is not None
+        served = {
+            f"{v}.{g}": (g, v) for g, versions in self.registry.group_versions().items() for v in versions
+        }
+        for name, (group, version) in served.items():
+            if self.store.get((res.group, res.plural, "", name)) is None:
+                builtin = (group, version) in self._builtin_versions
+                self._try(
+                    f"apiservice {name}",
+                    self.objects.create,
+                    res,
+                    "",
+                    local_api_service(group, version, builtin),
+                )
+        for obj in self.store.list(res.group, res.plural):
+            meta = obj["metadata"]
+            if (meta.get("labels") or {}).get(AUTOMANAGED) == "true" and meta["name"] not in served:
+                if not meta.get("deletionTimestamp"):
+                    self._try(
+                        f"apiservice {meta['name']}",
+                        self.objects.delete,
+                        res,
+                        "",
+                        meta["name"],
+                        DeleteOptions(),
+                    )
+                continue
+            status = with_availability(obj)
+            if status is not None:
+                self._try(f"apiservice {meta['name']}", self.objects.write_status, res, obj, status)
 
     # -- event TTL -----------------------------------------------------------------------------------------
 

@@ -49,3 +49,12 @@ def json_type(value: Any) -> str:
     if isinstance(value, list):
         return "array"
     return "object"
+
+
+def get_path(obj: Any, path: str) -> Any:
+    """The value at a dotted path such as ``.spec.replicas`` (None when any step is missing)."""
+    for part in path.strip(".").split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj

@@ -193,7 +193,7 @@ class Objects:
     ) -> dict[str, Any]:
         obj = self._accept(res, namespace, body, strict)
         meta = obj["metadata"]
-        if meta.get("resourceVersion"):
+        if _nonzero_version(meta.pop("resourceVersion", None)):
             raise errors.internal("resourceVersion should not be set on objects to be created")
         for field in _SYSTEM_META:
             meta.pop(field, None)
@@ -525,3 +525,9 @@ class Objects:
         causes = validate_create(res, new) if old is None else validate_update(res, old, new)
         if causes:
             raise invalid(res, name, causes)
+
+
+def _nonzero_version(value: Any) -> bool:
+    """Whether a create's resourceVersion is one kube-apiserver refuses: only a non-zero unsigned integer
+    (``ParseResourceVersion``); anything else ("v1", "0", "-1") is dropped as the object is prepared."""
+    return isinstance(value, str) and value.isascii() and value.isdigit() and 0 < int(value) < 2**64

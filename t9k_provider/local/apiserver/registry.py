@@ -5,6 +5,8 @@ from __future__ import annotations
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies import (
     accessreviews,
+    apiservices,
+    apps,
     configdata,
     crds,
     endpoints,
@@ -15,6 +17,7 @@ from t9k_provider.local.apiserver.strategies import (
     nodes,
     pods,
     podtemplates,
+    replicationcontrollers,
     serviceaccounts,
     services,
 )
@@ -31,11 +34,17 @@ BUILTIN: list[Resource] = [
     serviceaccounts.RESOURCE,
     events.CORE,
     podtemplates.RESOURCE,
+    replicationcontrollers.RESOURCE,
+    apps.DEPLOYMENTS,
+    apps.REPLICASETS,
+    apps.STATEFULSETS,
+    apps.DAEMONSETS,
     events.V1,
     jobs.RESOURCE,
     accessreviews.RESOURCE,
     leases.RESOURCE,
     crds.RESOURCE,
+    apiservices.RESOURCE,
 ]
 
 

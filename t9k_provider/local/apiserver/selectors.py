@@ -303,6 +303,23 @@ def label_selector_from_spec(selector: dict | None) -> LabelSelector:
     return LabelSelector(tuple(requirements))
 
 
+def format_label_selector(selector: dict | None) -> str:
+    """A ``LabelSelector`` in the query syntax (``metav1.FormatLabelSelector``), as Scale status and kubectl's
+    SELECTOR column show it: requirements sorted by key, "<none>" for one that selects everything."""
+    spec = selector or {}
+    terms = [(k, f"{k}={v}") for k, v in (spec.get("matchLabels") or {}).items()]
+    for expr in spec.get("matchExpressions") or ():
+        key, op, values = expr.get("key", ""), expr.get("operator"), sorted(expr.get("values") or ())
+        text = {
+            "In": f"{key} in ({','.join(values)})",
+            "NotIn": f"{key} notin ({','.join(values)})",
+            "Exists": key,
+            "DoesNotExist": f"!{key}",
+        }.get(op, "")
+        terms.append((key, text))
+    return ",".join(t for _, t in sorted(terms, key=lambda kt: kt[0])) or "<none>"
+
+
 # ------------------------------------------------------------------------------- field selectors
 
 

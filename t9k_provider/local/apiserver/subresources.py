@@ -11,7 +11,7 @@ from aiohttp import web
 
 from t9k_provider.local import logs
 from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver.jsonvalues import json_copy
+from t9k_provider.local.apiserver.jsonvalues import get_path, json_copy
 from t9k_provider.local.apiserver.objects import Objects, store_key
 from t9k_provider.local.apiserver.patch import PatchError, apply_patch
 from t9k_provider.local.apiserver.resources import Resource
@@ -80,7 +80,7 @@ async def scale(objects: Objects, request: web.Request, route: Route) -> web.Res
     spec_path = paths.get("specReplicasPath", ".spec.replicas")
     status_path = paths.get("statusReplicasPath", ".status.replicas")
     current = objects.get(res, ns, name)
-    scale = _scale_of(current, spec_path, status_path, paths.get("labelSelectorPath"))
+    scale = _scale_of(res, current, spec_path, status_path)
     if request.method == "GET":
         return respond(scale)
     if request.method == "PUT":
@@ -88,7 +88,9 @@ async def scale(objects: Objects, request: web.Request, route: Route) -> web.Res
     elif request.method == "PATCH":
         ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         try:
-            body = apply_patch(json_copy(scale), await request.read(), ctype, None)
+            # a Scale has no merge keys; strategic merge is accepted for built-in kinds only
+            fields = None if res.strategy.merge_fields is None else {}
+            body = apply_patch(json_copy(scale), await request.read(), ctype, fields)
         except PatchError as exc:
             raise errors.ApiError(exc.code, exc.reason, exc.message) from exc
     else:
@@ -114,7 +116,7 @@ async def scale(objects: Objects, request: web.Request, route: Route) -> web.Res
         new["metadata"]["resourceVersion"] = rv
     _set_path(new, spec_path, replicas)
     updated = objects.write(res, current, new)
-    return respond(_scale_of(updated, spec_path, status_path, paths.get("labelSelectorPath")))
+    return respond(_scale_of(res, updated, spec_path, status_path))
 
 
 async def pod_log(
@@ -221,14 +223,6 @@ def _since(request: web.Request) -> datetime | None:
         raise errors.bad_request(f'parsing time "{text}" as RFC3339: cannot parse') from None
 
 
-def _get_path(obj: Any, path: str) -> Any:
-    for part in path.strip(".").split("."):
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
-
-
 def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.strip(".").split(".")
     for part in parents:
@@ -236,13 +230,12 @@ def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
     obj[leaf] = value
 
 
-def _scale_of(
-    obj: dict[str, Any], spec_path: str, status_path: str, selector_path: str | None
-) -> dict[str, Any]:
+def _scale_of(res: Resource, obj: dict[str, Any], spec_path: str, status_path: str) -> dict[str, Any]:
     meta = obj["metadata"]
-    status: dict[str, Any] = {"replicas": _get_path(obj, status_path) or 0}
-    if selector_path and _get_path(obj, selector_path):
-        status["selector"] = _get_path(obj, selector_path)
+    status: dict[str, Any] = {"replicas": get_path(obj, status_path) or 0}
+    selector = res.strategy.scale_selector(obj)
+    if selector:
+        status["selector"] = selector
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -251,6 +244,6 @@ def _scale_of(
             for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
             if k in meta
         },
-        "spec": {"replicas": _get_path(obj, spec_path) or 0},
+        "spec": {"replicas": get_path(obj, spec_path) or 0},
         "status": status,
     }

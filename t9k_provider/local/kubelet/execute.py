@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from t9k_provider.local import poddir
+from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet.identity import Identity, apply_identity
 from t9k_provider.local.kubelet.shim import is_recorded_process, libc_call, start_error_message
 from t9k_provider.local.poddir import AttemptFiles, PodDir
 
@@ -97,9 +99,12 @@ def _join_namespaces(pid: int) -> set[str]:
 def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], error_fd: int) -> str:
     """Enter the container and run `command` there; returns why that failed (else never returns)."""
     try:
-        env = dict(json.loads(spec_file.read_text())["env"])
+        spec = json.loads(spec_file.read_text())
+        env = dict(spec["env"])
+        cgroups.join(spec.get("cgroups") or [])  # exec'd processes count against the container's limits
         joined = _join_namespaces(pid)
         os.chdir(cwd)
+        _become(Identity.load(spec.get("identity")))
         if "pid" in joined:  # only a child is inside the container's PID namespace
             if os.fork() != 0:
                 os.close(error_fd)  # the child's copy tells the API server whether the exec worked
@@ -116,6 +121,14 @@ def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], erro
         os.execvpe(command[0], command, env)
     except OSError as exc:
         return start_error_message(command[0], exc)
+
+
+def _become(identity: Identity | None) -> None:
+    """Run as the container's processes do (its mount namespace, joined above, already exposes what they
+    need)."""
+    if identity is not None:
+        identity.exposed = []
+        apply_identity(identity)
 
 
 def _exit_like(wait_status: int) -> NoReturn:

@@ -3,6 +3,9 @@
 It gives every pod bound to the node a `PodWorker` (one task each, see `podworker`), keeps the pods' hosts
 files current as pods and services change, and after a crash removes what belongs to pods that are gone. A
 stopping kubelet stops its containers, unless told to leave them to the next one.
+
+Resource limits are enforced through the kubelet's cgroup (`cgroups`) where one can be created; the Node's
+`RESOURCE_LIMITS_ANNOTATION` says which hierarchy enforces them, or why nothing does.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from t9k_provider.kube.api import KubeApi
+from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import NODE_INDEX, Informer, object_key
-from t9k_provider.local.kubelet import hosts, podenv, runtime
+from t9k_provider.kube.resources import NODES
+from t9k_provider.local.kubelet import cgroups, hosts, podenv, runtime
+from t9k_provider.local.kubelet.cgroups import KubeletCgroups
 from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork
 from t9k_provider.local.kubelet.podworker import PodWorker
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES
@@ -28,6 +33,8 @@ from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.local.poddir import PodDir
 
 log = logging.getLogger(__name__)
+
+RESOURCE_LIMITS_ANNOTATION = "t9k-local.tensorstack.dev/resource-limits"
 
 
 class ProcessKubelet:
@@ -45,6 +52,7 @@ class ProcessKubelet:
         self.pods = pods
         self.services = services
         self.workers: dict[str, PodWorker] = {}
+        self.cgroups: KubeletCgroups | None = None
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._hosts_dirty = asyncio.Event()
         self._host_signatures: dict[tuple[str, str], tuple[Any, ...] | None] = {}
@@ -130,6 +138,7 @@ class ProcessKubelet:
     # -- lifecycle
 
     async def run(self, stop_pods_on_exit: bool) -> None:
+        await self._setup_cgroups()
         await self.pods.synced.wait()
         await self.services.synced.wait()
         await self._cleanup_orphans()
@@ -147,6 +156,21 @@ class ProcessKubelet:
             if stop_pods_on_exit:
                 await self._stop_everything()
 
+    async def _setup_cgroups(self) -> None:
+        """Find where limits can be enforced, say so once (log and Node annotation); runs before any pod."""
+        self.cgroups, why = await asyncio.to_thread(cgroups.detect, self.state_dir)
+        if self.cgroups is None:
+            log.warning("resource limits are not enforced: %s", why)
+            verdict = f"not enforced: {why}"
+        else:
+            log.info("resource limits are enforced through %s", self.cgroups.describe())
+            verdict = f"enforced: {self.cgroups.describe()}"
+        try:
+            patch = {"metadata": {"annotations": {RESOURCE_LIMITS_ANNOTATION: verdict}}}
+            await self.kube.patch(NODES, None, NODE_NAME, patch)
+        except ApiError as exc:
+            log.warning("could not record on the Node whether resource limits are enforced: %s", exc)
+
     async def _cleanup_orphans(self) -> None:
         """After a crash: pod directories and networks whose pod no longer exists are removed.
 
@@ -160,6 +184,8 @@ class ProcessKubelet:
                 log.info("removing pod directory %s: the pod no longer exists", entry.path.name)
                 runtime.kill_all(entry)
                 await asyncio.to_thread(shutil.rmtree, entry.path, True)
+        if self.cgroups is not None:
+            await asyncio.to_thread(self.cgroups.remove_orphans, self._live_uids())
         await self.network.cleanup_stale(self._live_uids())
 
     def _live_uids(self) -> set[str]:
@@ -176,6 +202,8 @@ class ProcessKubelet:
             pending = [f for f in pending if not f.finished]
         for d in dirs:
             runtime.kill_all(d)
+        if self.cgroups is not None:
+            await asyncio.to_thread(self.cgroups.remove)
         for d in dirs:
             await self.network.teardown(d.uid)
         await self.network.close()

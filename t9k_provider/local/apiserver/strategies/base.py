@@ -11,6 +11,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from t9k_provider.local.apiserver.fielderrors import Cause
+from t9k_provider.local.apiserver.jsonvalues import get_path
 from t9k_provider.local.apiserver.names import NameCheck, name_is_dns_subdomain
 from t9k_provider.local.apiserver.patch import MergeField
 from t9k_provider.local.apiserver.selectors import FieldGetter
@@ -139,6 +140,11 @@ class Strategy:
         return bool(obj["metadata"].get("deletionGracePeriodSeconds"))
 
     # -- reading -------------------------------------------------------------------------------------------
+
+    def scale_selector(self, obj: dict[str, Any]) -> str | None:
+        """The label selector a Scale's status shows (the string at ``labelSelectorPath``)."""
+        path = (self.scale or {}).get("labelSelectorPath")
+        return get_path(obj, path) if path else None
 
     def cells(self, obj: dict[str, Any]) -> list[Any]:
         """One Table row, in the order of ``columns``."""

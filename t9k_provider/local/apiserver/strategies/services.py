@@ -27,6 +27,7 @@ from t9k_provider.local.apiserver.validation import (
 from t9k_provider.local.store import Store
 
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/16")
+KUBERNETES_SERVICE_IP = "10.96.0.1"
 _SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
 
 
@@ -64,7 +65,7 @@ class ServiceStrategy(Strategy):
                 port.setdefault("targetPort", port.get("port"))
         if spec["type"] != "ExternalName" and not spec.get("clusterIP"):
             for ip in SERVICE_CIDR.hosts():
-                if str(ip) != "10.96.0.1" and str(ip) not in used:  # .1 is the `kubernetes` service's
+                if str(ip) != KUBERNETES_SERVICE_IP and str(ip) not in used:
                     spec["clusterIP"] = str(ip)
                     break
         if spec.get("clusterIP"):
@@ -123,6 +124,25 @@ class ServiceStrategy(Strategy):
             ports or "<none>",
             age(meta.get("creationTimestamp")),
         ]
+
+
+def kubernetes_service(port: int) -> dict[str, Any]:
+    """``default/kubernetes``, the Service that names the API server (no selector: its Endpoints are kept
+    by the server itself)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"},
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": KUBERNETES_SERVICE_IP,
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+        },
+    }
 
 
 RESOURCE = Resource(
