@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from benchmarks import live_logs
 from benchmarks.stats import Figure
 
 METHOD = {
@@ -44,6 +45,7 @@ creates with one client and 500 with four, LIST of the whole namespace, a label-
 then stopped, 100,000 updates are written to its event log through the storage layer (`Store.update`,
 the commit and compaction path of every API write; through HTTP they would take minutes), and everything is
 measured again on the restarted cluster.""",
+    live_logs.SECTION: live_logs.METHOD,
     "5. DAG parse cost": """\
 Fresh interpreters build a `DagBag` of `dags_examples/` (the DAG processor's parse), alternating between the
 real provider and stand-ins: the provider's operator and sensor modules replaced by plain `BaseOperator`
@@ -103,6 +105,7 @@ Compaction keeps the event log at its configured history (50,000 events, checked
 after 100,000 further writes the log is bounded and LIST and watch latencies stay where they were. Creates
 per second move most with the machine's load (see the load averages above) and, once the log is full, also
 pay for a compaction (deleting 1,000 events) every 1,000 writes.""",
+    live_logs.SECTION: live_logs.ANALYSIS,
     "5. DAG parse cost": """\
 Importing the operators does not import the Kubernetes clients or the job models (tests/airflow/
 test_parse_cost.py pins this), so the provider's share of a parse is its own operator and sensor modules,

@@ -20,6 +20,7 @@ from benchmarks import (
     controller_efficiency,
     controller_scale,
     dag_parse,
+    live_logs,
     local_cluster,
     machine,
     report,
@@ -77,6 +78,11 @@ def waiting_benchmark(p: Profile, work: Path) -> list[Figure]:
         return waiting_cost.measure(cluster, work, p.runs, p.waiting_tasks, p.poll, p.window)
 
 
+def live_logs_benchmark(p: Profile, work: Path) -> list[Figure]:
+    with LocalCluster(work / "live-logs-cluster", node_agents=False) as cluster:
+        return live_logs.measure(cluster, work, p.runs, p.waiting_tasks, p.poll, p.window)
+
+
 SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
     "controller": controller_benchmarks,
     "waiting": waiting_benchmark,
@@ -84,6 +90,7 @@ SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
         p.runs, p.objects, p.creates, p.watch_events, p.log_writes
     ),
     "dags": lambda p, work: dag_parse.measure(p.runs),
+    "livelogs": live_logs_benchmark,
 }
 
 

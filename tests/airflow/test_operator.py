@@ -466,7 +466,7 @@ def test_job_still_running_after_the_wait_defers_with_the_log_cursors(
         make(fake_hook, deferrable=True, wait_before_defer=0.3).execute(context)
     assert time.monotonic() - started >= 0.3
     # what the worker printed while it waited is not printed again after the deferral
-    assert list(deferred.value.trigger.resume["cursors"]) == [f"pod-{name}-worker-0/main"]
+    assert list(deferred.value.trigger.log_cursors) == [f"pod-{name}-worker-0/main"]
 
 
 @pytest.mark.parametrize("phase", [SUCCEEDED, FAILED], ids=["succeeded", "failed"])
@@ -566,7 +566,7 @@ def test_execute_complete_running_prints_logs_and_defers_again(
     fake_hook.script = [RUNNING]
     with pytest.raises(TaskDeferred) as again:
         op.execute_complete(context, {"status": "running", "message": "", "resume": resume})
-    cursors = again.value.trigger.resume["cursors"]
+    cursors = again.value.trigger.log_cursors
     assert list(cursors) == [f"pod-{name}-worker-0/main"]
     assert again.value.trigger.logging_interval == 30
     # The next re-entry continues after the cursor: nothing is printed twice.
@@ -574,10 +574,16 @@ def test_execute_complete_running_prints_logs_and_defers_again(
     fake_hook.logs[(f"{name}-worker-0", "main")] += "2026-01-01T00:00:02Z step 2\n"
     with pytest.raises(TaskDeferred) as third:
         op.execute_complete(
-            context, {"status": "running", "message": "", "resume": again.value.trigger.resume}
+            context,
+            {
+                "status": "running",
+                "message": "",
+                "resume": again.value.trigger.resume,
+                "log_cursors": again.value.trigger.log_cursors,
+            },
         )
     assert (
-        third.value.trigger.resume["cursors"][f"pod-{name}-worker-0/main"][0]
+        third.value.trigger.log_cursors[f"pod-{name}-worker-0/main"][0]
         > cursors[f"pod-{name}-worker-0/main"][0]
     )
 

@@ -170,6 +170,19 @@ def test_serialisation_round_trip() -> None:
     json.dumps(kwargs)  # plain JSON: no client objects, no file paths the triggerer may lack
 
 
+def test_serialisation_round_trip_with_live_logs() -> None:
+    original = trigger(
+        pod_selector="tensorstack.dev/owner-name=j",
+        log_targets=[["worker", 0], [None, None]],
+        log_cursors={"uid/main": [5, 1]},
+    )
+    classpath, kwargs = original.serialize()
+    assert kwargs["log_targets"] == [["worker", 0], [None, None]]
+    rebuilt = T9kJobTrigger(**kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs)
+    assert rebuilt.log_cursors == {"uid/main": [5, 1]}
+
+
 async def test_succeeded(monkeypatch: pytest.MonkeyPatch) -> None:
     use_script(
         monkeypatch, [job("Pending"), job("Running"), job("Succeeded", ("Completed", "Succeeded", "ok"))]
