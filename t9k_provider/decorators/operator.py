@@ -9,7 +9,7 @@ value of global rank 0 from that replica's log, or turns a failed job into the f
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, DecoratedOperator
@@ -27,6 +27,7 @@ from t9k_provider.operators import (
     TensorFlowTrainingJobOperator,
     XGBoostTrainingJobOperator,
 )
+from t9k_provider.operators.job import ON_FINISH_ACTIONS
 from t9k_provider.operators.replicas import pod_selector
 
 #: Options some decorator takes: any other decorator names them in its error.
@@ -89,34 +90,10 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         **kwargs: Any,
     ) -> None:
         recipe = self.recipe
-        name = f"@task.{recipe.decorator}"
-        for forbidden in ("manifest", "wait_for_completion"):
-            if forbidden in kwargs:
-                raise TypeError(f"{name} takes no {forbidden!r}: it builds the job and waits for its result")
-        size = _positive(name, recipe.size_option, kwargs.pop(recipe.size_option, 1))
+        checked = {"run_policy": run_policy, "serializer": serializer, "on_finish_action": on_finish_action}
+        self.check_options({**kwargs, **checked})
+        size = kwargs.pop(recipe.size_option, 1)
         launch = {option: kwargs.pop(option, default) for option, default in recipe.launch_options.items()}
-        for option, value in launch.items():
-            if value is not None and not (option == "nproc_per_node" and value == "gpu"):
-                _positive(name, option, value)
-        foreign = sorted(option for option in kwargs if option in KIND_OPTIONS)
-        if foreign:
-            owners = ", ".join(f"@task.{d}" for d in KIND_OPTIONS[foreign[0]])
-            raise TypeError(f"{name} has no option {foreign[0]!r} (an option of {owners})")
-        if run_policy is not None and not recipe.takes_run_policy:
-            raise TypeError(
-                f"{name} has no run_policy: a {recipe.kind} has none (use manifest_override for its spec)"
-            )
-        if serializer not in transport.SERIALIZERS:
-            raise ValueError(f"serializer: {serializer!r} is not one of {', '.join(transport.SERIALIZERS)}")
-        if serializer != "json" and importlib.util.find_spec(serializer) is None:
-            raise ValueError(
-                f"serializer={serializer!r} needs the {serializer} package where Airflow runs "
-                "(and in the image)"
-            )
-        if on_finish_action not in ("keep", "delete", "delete_on_success"):
-            raise ValueError(
-                f"on_finish_action: {on_finish_action!r} is not one of keep, delete, delete_on_success"
-            )
         self.shipped = ship(python_callable)
         self.serializer = serializer
         self.retry_function_failure = retry_on_job_failure
@@ -142,6 +119,43 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             **kwargs,
         )
 
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Reject what this decorator cannot do. The decorator calls this when the DAG file is parsed (a
+        mapped task is only constructed when it runs), the constructor again."""
+        recipe = cls.recipe
+        name = f"@task.{recipe.decorator}"
+        for forbidden in ("manifest", "wait_for_completion"):
+            if forbidden in options:
+                raise TypeError(f"{name} takes no {forbidden!r}: it builds the job and waits for its result")
+        own = (recipe.size_option, *recipe.launch_options)
+        foreign = sorted(option for option in options if option in KIND_OPTIONS and option not in own)
+        if foreign:
+            owners = ", ".join(f"@task.{d}" for d in KIND_OPTIONS[foreign[0]])
+            raise TypeError(f"{name} has no option {foreign[0]!r} (an option of {owners})")
+        _positive(name, recipe.size_option, options.get(recipe.size_option, 1))
+        for option in recipe.launch_options:
+            value = options.get(option)
+            if value is not None and not (option == "nproc_per_node" and value == "gpu"):
+                _positive(name, option, value)
+        if options.get("run_policy") is not None and not recipe.takes_run_policy:
+            raise TypeError(
+                f"{name} has no run_policy: a {recipe.kind} has none (use manifest_override for its spec)"
+            )
+        serializer = options.get("serializer", "json")
+        if serializer not in transport.SERIALIZERS:
+            raise ValueError(f"serializer: {serializer!r} is not one of {', '.join(transport.SERIALIZERS)}")
+        if serializer != "json" and importlib.util.find_spec(serializer) is None:
+            raise ValueError(
+                f"serializer={serializer!r} needs the {serializer} package where Airflow runs "
+                "(and in the image)"
+            )
+        on_finish_action = options.get("on_finish_action", "keep")
+        if on_finish_action not in ON_FINISH_ACTIONS:
+            raise ValueError(
+                f"on_finish_action: {on_finish_action!r} is not one of {', '.join(ON_FINISH_ACTIONS)}"
+            )
+
     # -- the call ---------------------------------------------------------------------------------------
 
     def _do_render_template_fields(
@@ -164,14 +178,14 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             summary = super().execute(context)
         except T9kJobFailed as exc:
             raise self._failure(exc) from exc
-        return self._handle_output(self._result(summary))
+        return self._result(summary)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         try:
             summary = super().execute_complete(context, event)
         except T9kJobFailed as exc:
             raise self._failure(exc) from exc
-        return self._handle_output(self._result(summary))
+        return self._result(summary)
 
     def _result(self, summary: dict[str, Any]) -> Any:
         namespace, name = summary["namespace"], summary["name"]

@@ -20,18 +20,26 @@ from t9k_provider.decorators.operator import (
     TensorFlowTrainingJobDecoratedOperator,
     XGBoostTrainingJobDecoratedOperator,
 )
+from t9k_provider.decorators.source import ship
 
 
 def _decorator(operator_class: type[T9kDecoratedOperator], doc: str) -> Callable[..., TaskDecorator]:
     def decorator(
         python_callable: Callable[..., Any] | None = None, multiple_outputs: bool | None = None, **kwargs: Any
-    ) -> TaskDecorator:
-        return task_decorator_factory(
-            python_callable=python_callable,
-            multiple_outputs=multiple_outputs,
-            decorated_operator_class=operator_class,
-            **kwargs,
-        )
+    ) -> Any:
+        # Checked here, when the DAG file is parsed: a mapped task's operator is built only when it runs.
+        operator_class.check_options(kwargs)
+
+        def decorate(function: Callable[..., Any]) -> TaskDecorator:
+            ship(function)
+            return task_decorator_factory(
+                python_callable=function,
+                multiple_outputs=multiple_outputs,
+                decorated_operator_class=operator_class,
+                **kwargs,
+            )
+
+        return decorate if python_callable is None else decorate(python_callable)
 
     decorator.__name__ = decorator.__qualname__ = f"{operator_class.recipe.decorator}_task"
     decorator.__doc__ = doc + "\n\nOptions: see ``T9kDecoratedOperator``."
