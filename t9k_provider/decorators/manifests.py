@@ -32,7 +32,7 @@ class JobOptions:
     image: str
     size: int
     python: str = "python"
-    resources: dict[str, Any] | None = None
+    container_resources: dict[str, Any] | None = None
     env: dict[str, Any] | list[dict[str, Any]] | None = None
     volumes: list[dict[str, Any]] | None = None
     volume_mounts: list[dict[str, Any]] | None = None
@@ -76,8 +76,8 @@ class Recipe:
         env = [*copy.deepcopy(env), *self.extra_env()]
         if env:
             main["env"] = env
-        if options.resources:
-            main["resources"] = copy.deepcopy(options.resources)
+        if options.container_resources:
+            main["resources"] = copy.deepcopy(options.container_resources)
         main["volumeMounts"] = [*copy.deepcopy(options.volume_mounts or []), _files_mount()]
         unpack = {
             "name": transport.INIT_CONTAINER,

@@ -48,7 +48,8 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
     :param image: the replicas' image (Python plus what the function imports); the local cluster runs its own
         interpreter instead.
     :param python: the interpreter command in the image.
-    :param resources: the training container's ``resources`` (requests/limits).
+    :param container_resources: the training container's ``resources`` (requests/limits); named as in
+        ``KubernetesPodOperator``, because ``resources`` is a ``BaseOperator`` argument.
     :param env: the training container's environment: ``{name: value}`` or a list of EnvVar dicts.
     :param volumes: pod volumes; ``volume_mounts``: the training container's mounts.
     :param run_policy: ``spec.runPolicy`` entries (TrainingJobs and DeepSpeedJob); default
@@ -71,13 +72,17 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
     }
     shallow_copy_attrs: Sequence[str] = ("python_callable",)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.custom_operator_name = f"@task.{cls.recipe.decorator}"  # how Airflow's UI names the task type
+
     def __init__(
         self,
         *,
         python_callable: Callable[..., Any],
         image: str | None = None,
         python: str = "python",
-        resources: dict[str, Any] | None = None,
+        container_resources: dict[str, Any] | None = None,
         env: dict[str, Any] | list[dict[str, Any]] | None = None,
         volumes: list[dict[str, Any]] | None = None,
         volume_mounts: list[dict[str, Any]] | None = None,
@@ -102,7 +107,7 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             image=image or recipe.image,
             size=size,
             python=python,
-            resources=resources,
+            container_resources=container_resources,
             env=env,
             volumes=volumes,
             volume_mounts=volume_mounts,
@@ -255,25 +260,20 @@ def _positive(decorator: str, option: str, value: Any) -> int:
 
 
 class GenericJobDecoratedOperator(T9kDecoratedOperator, GenericJobOperator):
-    custom_operator_name = "@task.t9k"
     recipe = manifests.RECIPES["t9k"]
 
 
 class PyTorchTrainingJobDecoratedOperator(T9kDecoratedOperator, PyTorchTrainingJobOperator):
-    custom_operator_name = "@task.t9k_pytorch"
     recipe = manifests.RECIPES["t9k_pytorch"]
 
 
 class TensorFlowTrainingJobDecoratedOperator(T9kDecoratedOperator, TensorFlowTrainingJobOperator):
-    custom_operator_name = "@task.t9k_tensorflow"
     recipe = manifests.RECIPES["t9k_tensorflow"]
 
 
 class XGBoostTrainingJobDecoratedOperator(T9kDecoratedOperator, XGBoostTrainingJobOperator):
-    custom_operator_name = "@task.t9k_xgboost"
     recipe = manifests.RECIPES["t9k_xgboost"]
 
 
 class DeepSpeedJobDecoratedOperator(T9kDecoratedOperator, DeepSpeedJobOperator):
-    custom_operator_name = "@task.t9k_deepspeed"
     recipe = manifests.RECIPES["t9k_deepspeed"]

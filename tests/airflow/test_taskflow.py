@@ -205,7 +205,7 @@ def test_common_options_reach_the_training_container(dag: DAG) -> None:
         dag,
         workers=3,
         image="registry.example/train:1",
-        resources={"limits": {"cpu": "2"}},
+        container_resources={"limits": {"cpu": "2"}},
         env={"DATA": "/data"},
         volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "shared"}}],
         volume_mounts=[{"name": "data", "mountPath": "/data"}],
