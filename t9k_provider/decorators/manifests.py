@@ -12,11 +12,24 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from t9k_provider.decorators import transport
-
+#: How the call reaches the replicas (see ``transport``): an init container writes the runner and the call
+#: into an ``emptyDir`` that the training container mounts. Files, not variables: DeepSpeed's launcher starts
+#: the processes of the other workers over SSH.
+VOLUME = "t9k-taskflow"
+MOUNT = "/t9k-taskflow"
+INIT_CONTAINER = "t9k-taskflow"
+RUNNER_PATH = f"{MOUNT}/runner.py"
+CALL_PATH = f"{MOUNT}/call.json"
+RUNNER_ENV = "T9K_TASKFLOW_RUNNER"
+CALL_ENV = "T9K_TASKFLOW_CALL"
+#: What the init container runs.
+UNPACK = f"""import base64, os, zlib
+for variable, path in (("{RUNNER_ENV}", "{RUNNER_PATH}"), ("{CALL_ENV}", "{CALL_PATH}")):
+    with open(path, "wb") as out:
+        out.write(zlib.decompress(base64.b64decode(os.environ[variable])))
+"""
 #: ``t9k_provider.jobs.API_VERSION``, spelled out: importing the job models costs DAG-parse time.
 API_VERSION = "batch.tensorstack.dev/v1beta1"
 #: Replica restarts, keeping finished pods (rank 0's holds the result) and deleting unfinished ones.
@@ -25,12 +38,13 @@ RUN_POLICY = {"backoffLimit": 0, "cleanUpPolicy": "Unfinished"}
 MERGE_KEYS = ("type", "mountPath", "name")
 
 
-@dataclass(frozen=True)
-class JobOptions:
+class JobOptions(NamedTuple):
     """What the decorator's arguments say about the job (manifest spellings for the nested dicts)."""
 
     image: str
     size: int
+    #: Values of the decorator's own options (``Recipe.launch_options``).
+    launch: Mapping[str, Any]
     python: str = "python"
     container_resources: dict[str, Any] | None = None
     env: dict[str, Any] | list[dict[str, Any]] | None = None
@@ -39,11 +53,9 @@ class JobOptions:
     run_policy: dict[str, Any] | None = None
     scheduler: dict[str, Any] | None = None
     manifest_override: dict[str, Any] | None = None
-    launch: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Recipe:
+class Recipe(NamedTuple):
     """One decorator: its kind, the training container, and the replica type whose index 0 is rank 0."""
 
     decorator: str
@@ -72,21 +84,21 @@ class Recipe:
             env = [{"name": str(k), "value": str(v)} for k, v in env.items()]
         main: dict[str, Any] = {"name": self.container, "image": options.image}
         if self.kind != "DeepSpeedJob":  # DeepSpeed's controller writes the command itself
-            main |= {"command": [options.python, "-u"], "args": [transport.RUNNER_PATH]}
-        env = [*copy.deepcopy(env), *self.extra_env()]
+            main |= {"command": [options.python, "-u"], "args": [RUNNER_PATH, CALL_PATH]}
+        env = [*env, *self.extra_env()]
         if env:
             main["env"] = env
         if options.container_resources:
-            main["resources"] = copy.deepcopy(options.container_resources)
-        main["volumeMounts"] = [*copy.deepcopy(options.volume_mounts or []), _files_mount()]
+            main["resources"] = options.container_resources
+        main["volumeMounts"] = [*(options.volume_mounts or []), _files_mount()]
         unpack = {
-            "name": transport.INIT_CONTAINER,
+            "name": INIT_CONTAINER,
             "image": options.image,
-            "command": [options.python, "-c", transport.UNPACK],
+            "command": [options.python, "-c", UNPACK],
             "env": [
-                {"name": transport.RUNNER_ENV, "value": transport.packed_runner()},
-                # Filled in when the task runs, once upstream results are known.
-                {"name": transport.CALL_ENV, "value": ""},
+                # Both filled in when the task runs (with_call), once upstream results are known.
+                {"name": RUNNER_ENV, "value": ""},
+                {"name": CALL_ENV, "value": ""},
             ],
             "volumeMounts": [_files_mount()],
         }
@@ -94,8 +106,8 @@ class Recipe:
             "spec": {
                 "containers": [main],
                 "volumes": [
-                    *copy.deepcopy(options.volumes or []),
-                    {"name": transport.VOLUME, "emptyDir": {}},
+                    *(options.volumes or []),
+                    {"name": VOLUME, "emptyDir": {}},
                 ],
                 "initContainers": [unpack],
             }
@@ -111,20 +123,21 @@ class Recipe:
 
 
 def _files_mount() -> dict[str, str]:
-    return {"name": transport.VOLUME, "mountPath": transport.MOUNT}
+    return {"name": VOLUME, "mountPath": MOUNT}
 
 
-def with_call(manifest: dict[str, Any], call: str) -> dict[str, Any]:
-    """The manifest with the encoded call in every ``t9k-taskflow`` init container."""
+def with_call(manifest: dict[str, Any], runner: str, call: str) -> dict[str, Any]:
+    """The manifest with the encoded runner and call in every ``t9k-taskflow`` init container."""
     result = copy.deepcopy(manifest)
+    values = {RUNNER_ENV: runner, CALL_ENV: call}
     filled = 0
     for container in _init_containers(result):
         for variable in container.get("env") or []:
-            if variable.get("name") == transport.CALL_ENV:
-                variable["value"] = call
+            if variable.get("name") in values:
+                variable["value"] = values[variable["name"]]
                 filled += 1
     if not filled:
-        raise ValueError(f"the manifest has no {transport.INIT_CONTAINER} init container to carry the call")
+        raise ValueError(f"the manifest has no {INIT_CONTAINER} init container to carry the call")
     return result
 
 
@@ -134,9 +147,7 @@ def _init_containers(node: Any) -> list[dict[str, Any]]:
     if not isinstance(node, dict):
         return []
     found = [
-        c
-        for c in node.get("initContainers") or []
-        if isinstance(c, dict) and c.get("name") == transport.INIT_CONTAINER
+        c for c in node.get("initContainers") or [] if isinstance(c, dict) and c.get("name") == INIT_CONTAINER
     ]
     return found + [
         c for key, value in node.items() if key != "initContainers" for c in _init_containers(value)
@@ -215,7 +226,7 @@ def _deepspeed(template: dict[str, Any], options: JobOptions) -> dict[str, Any]:
         "config": {
             "slotsPerWorker": options.launch.get("slots_per_worker", 1),
             "localRank": False,  # the launcher sets LOCAL_RANK in the environment instead
-            "run": {"python": [transport.RUNNER_PATH]},
+            "run": {"python": [RUNNER_PATH, CALL_PATH]},
         },
         "runPolicy": _run_policy(options),
     }

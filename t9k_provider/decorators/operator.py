@@ -14,10 +14,9 @@ from typing import Any, ClassVar
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, DecoratedOperator
 
-from t9k_provider.decorators import manifests, transport
+from t9k_provider.decorators import manifests
 from t9k_provider.decorators.manifests import JobOptions, Recipe
-from t9k_provider.decorators.source import ship
-from t9k_provider.hooks.pod_logs import parse_lines
+from t9k_provider.decorators.source import check, ship
 from t9k_provider.operators import (
     DeepSpeedJobOperator,
     GenericJobOperator,
@@ -36,6 +35,7 @@ KIND_OPTIONS = {
     for recipe in manifests.RECIPES.values()
     for option in (recipe.size_option, *recipe.launch_options)
 }
+SERIALIZERS = ("json", "cloudpickle", "dill")
 #: Log lines read back: rank 0 prints its result last, but a launcher may print more after it.
 RESULT_TAIL_LINES = 1000
 ERROR_TAIL_LINES = 500
@@ -70,6 +70,9 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         **DecoratedOperator.template_fields_renderers,
         **T9kJobOperator.template_fields_renderers,
     }
+    # The manifest is always the generated dict: no string in it names a template file (T9kJobOperator's
+    # .yaml/.json extensions would load any nested string ending so, a path in ``env`` for one).
+    template_ext: Sequence[str] = ()
     shallow_copy_attrs: Sequence[str] = ("python_callable",)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -99,7 +102,7 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         self.check_options({**kwargs, **checked})
         size = kwargs.pop(recipe.size_option, 1)
         launch = {option: kwargs.pop(option, default) for option, default in recipe.launch_options.items()}
-        self.shipped = ship(python_callable)
+        check(python_callable)
         self.serializer = serializer
         self.retry_function_failure = retry_on_job_failure
         self.finish_action = on_finish_action
@@ -148,8 +151,8 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
                 f"{name} has no run_policy: a {recipe.kind} has none (use manifest_override for its spec)"
             )
         serializer = options.get("serializer", "json")
-        if serializer not in transport.SERIALIZERS:
-            raise ValueError(f"serializer: {serializer!r} is not one of {', '.join(transport.SERIALIZERS)}")
+        if serializer not in SERIALIZERS:
+            raise ValueError(f"serializer: {serializer!r} is not one of {', '.join(SERIALIZERS)}")
         if serializer != "json" and importlib.util.find_spec(serializer) is None:
             raise ValueError(
                 f"serializer={serializer!r} needs the {serializer} package where Airflow runs "
@@ -170,11 +173,15 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
         if parent is not self:
             return
+        from t9k_provider.decorators import transport
+
         try:
-            call = transport.encode_call(self.shipped, self.serializer, self.op_args, self.op_kwargs)
-        except transport.CallError as exc:
+            call = transport.encode_call(
+                ship(self.python_callable), self.serializer, self.op_args, self.op_kwargs
+            )
+        except ValueError as exc:  # a function that cannot stand alone, arguments that cannot be shipped
             raise AirflowFailException(str(exc)) from exc
-        self.manifest = manifests.with_call(self.manifest, call)
+        self.manifest = manifests.with_call(self.manifest, transport.packed_runner(), call)
 
     # -- running ------------------------------------------------------------------------------------------
 
@@ -193,6 +200,9 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         return self._result(summary)
 
     def _result(self, summary: dict[str, Any]) -> Any:
+        from t9k_provider.decorators import transport
+        from t9k_provider.hooks.pod_logs import parse_lines
+
         namespace, name = summary["namespace"], summary["name"]
         pod = f"{name}-{self.recipe.leader}-0"
         try:
@@ -206,14 +216,17 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             value = transport.decode_result((line.text for line in parse_lines(text)), self.serializer)
         except Exception as exc:
             raise AirflowException(
-                f"job {namespace}/{name} succeeded, but the result of {self.shipped.name}() cannot be read "
-                f"from the log of {pod} (rank 0): {exc}"
+                f"job {namespace}/{name} succeeded, but the result of {self.python_callable.__name__}() "
+                f"cannot be read from the log of {pod} (rank 0): {exc}"
             ) from exc
         self._finish(succeeded=True)
         return value
 
     def _failure(self, failed: T9kJobFailed) -> AirflowException:
         """The earliest remote traceback of the failed job, retryable unless retrying cannot help."""
+        from t9k_provider.decorators import transport
+        from t9k_provider.hooks.pod_logs import parse_lines
+
         ref = self._job
         assert ref is not None  # set before the job was waited for
         errors = []

@@ -1,9 +1,9 @@
 """Runs one ``@task.t9k*`` function inside a T9k Job replica: the program the decorated task ships.
 
-The ``t9k-taskflow`` init container writes this file and ``call.json`` (the function's source and arguments)
-next to each other; every replica's training process runs this file. It uses the standard library only, so it
-works in any image with Python 3.8+ (and in the local cluster's own interpreter). The Airflow side imports it
-for the markers and the JSON check, so both ends agree on them.
+The ``t9k-taskflow`` init container writes this file and the call (the function's source and arguments, a
+JSON file whose path is the first argument); every replica's training process runs this file. It uses the
+standard library only, so it works in any image with Python 3.8+ (and in the local cluster's own interpreter).
+The Airflow side imports it for the markers and the JSON check, so both ends agree on them.
 
 Protocol, read by the Airflow task from the container log:
 
@@ -43,7 +43,6 @@ CHUNK_CHARS = 4000
 RESULT_LIMIT_BYTES = 256 * 1024
 #: How deeply a JSON value may nest (a guard against cycles as much as a limit).
 MAX_JSON_DEPTH = 100
-CALL_FILE = "call.json"
 
 
 class CallFailed(Exception):
@@ -156,8 +155,7 @@ def report(kind: str, headline: str, trace: str) -> None:
 
 
 def main() -> int:
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, CALL_FILE)) as f:
+    with open(sys.argv[1]) as f:
         call = json.load(f)
     if "RANK" in os.environ:  # one process per replica unless torchrun started several
         os.environ.setdefault("LOCAL_RANK", "0")

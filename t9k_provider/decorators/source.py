@@ -1,21 +1,21 @@
 """The source a decorated function ships to its replicas, checked when the DAG file is parsed.
 
-Replicas do not have the DAG file, so the function must stand on its own: a plain module-level function (not a
-lambda, nested function, method or generator) that imports or defines inside its body every name it uses,
-builtins aside. Its decorators are stripped. The shipped text is padded so that it keeps its line numbers in
-the DAG file: a remote traceback points at the author's lines.
+Replicas do not have the DAG file, so the function must stand on its own: a plain module-level function, not
+a lambda, nested function, method or generator (``check``, when the DAG is parsed), that imports or defines in
+its body every name it uses, builtins aside (``ship``, before the job is created). Its decorators are
+stripped. The shipped text is padded so that it keeps its line numbers in the DAG file: a remote traceback
+points at the author's lines.
 """
 
 from __future__ import annotations
-import __future__
 
 import ast
 import builtins
-import dis
 import inspect
-from collections.abc import Callable, Iterator
+import linecache
+import symtable
+from collections.abc import Callable
 from functools import lru_cache
-from types import CodeType
 from typing import Any, NamedTuple
 
 BUILTINS = frozenset(dir(builtins))
@@ -27,15 +27,10 @@ class ShippedFunction(NamedTuple):
     source: str
 
 
-def ship(function: Callable[..., Any]) -> ShippedFunction:
-    """The function's standalone source; ``ValueError`` naming what to change when it cannot stand alone."""
+def check(function: Callable[..., Any]) -> None:
+    """What the DAG parse can afford to check (no source read): ``ValueError`` naming what to change."""
     if not inspect.isfunction(function):
         raise ValueError(f"{function!r} is not a Python function; decorate a function defined with `def`")
-    return _ship(function)
-
-
-@lru_cache(maxsize=256)  # a DAG file calls a decorated function once per task (and per mapped expansion)
-def _ship(function: Callable[..., Any]) -> ShippedFunction:
     name = function.__name__
     if name == "<lambda>":
         raise ValueError(
@@ -43,12 +38,12 @@ def _ship(function: Callable[..., Any]) -> ShippedFunction:
         )
     if inspect.unwrap(function) is not function:
         raise ValueError(f"{name}() is wrapped by another decorator; only its own source can be shipped")
-    for check, what in (
+    for test, what in (
         (inspect.isgeneratorfunction, "a generator"),
         (inspect.isasyncgenfunction, "an async generator"),
         (inspect.iscoroutinefunction, "a coroutine function"),
     ):
-        if check(function):
+        if test(function):
             raise ValueError(f"{name}() is {what}; a T9k job runs a plain function and returns its value")
     qualname = function.__qualname__
     if "<locals>" in qualname:
@@ -61,48 +56,76 @@ def _ship(function: Callable[..., Any]) -> ShippedFunction:
         )
     if "." in qualname:
         raise ValueError(f"{qualname}() is a method; decorate a module-level function")
-    try:
-        lines, first = inspect.getsourcelines(function)
-    except (OSError, TypeError) as exc:
-        raise ValueError(f"the source of {name}() is not available ({exc}); define it in a file") from exc
-    # An indented def (in a `with DAG(...)` block) compiles unchanged under an `if 1:` header line.
-    header = ["if 1:\n"] if lines[0][:1] in (" ", "\t") else []
-    tree = ast.parse("".join(header + lines)).body[0]
-    node = tree.body[0] if header else tree  # type: ignore[attr-defined]
-    if not isinstance(node, ast.FunctionDef) or node.name != name:
-        raise ValueError(f"cannot find `def {name}` in the source of {name}()")
-    unknown = sorted((_global_names(function.__code__) - BUILTINS - {name}) | _default_names(node))
+
+
+@lru_cache(maxsize=256)
+def ship(function: Callable[..., Any]) -> ShippedFunction:
+    """The function's standalone source, read when the task runs (reading and analysing it would double the
+    parse time of a DAG file); ``ValueError`` naming what to change when it cannot stand alone."""
+    check(function)
+    name = function.__name__
+    filename = function.__code__.co_filename
+    lines = linecache.getlines(filename)
+    first = function.__code__.co_firstlineno - 1  # the first decorator's line
+    if not lines[first : first + 1]:
+        raise ValueError(f"the source of {name}() is not available; define it in a file")
+    header, block, node = _definition(lines, first, name)
+    # From the def line on (decorators stripped), each line at its line number in the file.
+    body = (header + block)[node.lineno - 1 : node.end_lineno]
+    def_line = first + node.lineno - len(header)
+    source = "".join(["\n"] * (def_line - 1 - len(header)) + header + body)
+    unknown = sorted((_module_names(source, filename, name) - BUILTINS - {name}) | _default_names(node))
     if unknown:
         raise ValueError(
             f"{name}() uses {', '.join(unknown)} from the DAG file's module, which its replicas do not have: "
             "import or define them inside the function, or pass them as arguments"
         )
-    # From the def line on (decorators stripped), each line at its line number in the file.
-    block = (header + lines)[node.lineno - 1 : node.end_lineno]
-    def_line = first + node.lineno - 1 - len(header)
-    source = "".join(["\n"] * (def_line - 1 - len(header)) + header + block)
-    filename = inspect.getsourcefile(function) or f"<{name}>"
-    compile(source, filename, "exec", __future__.annotations.compiler_flag, True)
     return ShippedFunction(name, filename, source)
 
 
-def _code_objects(code: CodeType) -> Iterator[CodeType]:
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            yield from _code_objects(const)
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
-def _global_names(code: CodeType) -> set[str]:
-    """Names the function (and the functions and comprehensions inside it) read from its module."""
-    loaded, stored = set(), set()
-    for inner in _code_objects(code):
-        for instruction in dis.get_instructions(inner):
-            if instruction.opname == "LOAD_GLOBAL":
-                loaded.add(str(instruction.argval))
-            elif instruction.opname == "STORE_GLOBAL":
-                stored.add(str(instruction.argval))
-    return loaded - stored
+def _definition(lines: list[str], first: int, name: str) -> tuple[list[str], list[str], ast.FunctionDef]:
+    """The decorated ``def`` that starts at ``lines[first]``, parsed.
+
+    It ends before the first code line indented no deeper than its first line, unless the text up to there
+    does not parse (a signature's closing line, a string spanning the dedent): then at the next such line.
+    Cheaper than ``inspect.getblock``, whose tokenizer costs more than the rest of a DAG file's parse.
+    An indented ``def`` (in a ``with DAG(...)`` block) parses unchanged under an ``if 1:`` header line.
+    """
+    indent = _indent(lines[first])
+    header = ["if 1:\n"] if indent else []
+    end = first + 1
+    while True:
+        while end < len(lines) and (
+            not lines[end].strip() or lines[end].lstrip().startswith("#") or _indent(lines[end]) > indent
+        ):
+            end += 1
+        block = lines[first:end]
+        try:
+            tree = ast.parse("".join(header + block)).body[0]
+        except SyntaxError:
+            if end >= len(lines):
+                raise
+            end += 1
+            continue
+        node = tree.body[0] if header else tree  # type: ignore[attr-defined]
+        if not isinstance(node, ast.FunctionDef) or node.name != name:
+            raise ValueError(f"cannot find `def {name}` in the source of {name}()")
+        return header, block, node
+
+
+def _module_names(source: str, filename: str, name: str) -> set[str]:
+    """Names the function, and the functions and comprehensions inside it, read from their module."""
+    tables = [t for t in symtable.symtable(source, filename, "exec").get_children() if t.get_name() == name]
+    found = set()
+    while tables:
+        table = tables.pop()
+        found |= {s.get_name() for s in table.get_symbols() if s.is_global() and not s.is_assigned()}
+        tables += table.get_children()
+    return found
 
 
 def _default_names(node: ast.FunctionDef) -> set[str]:

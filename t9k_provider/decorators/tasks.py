@@ -20,7 +20,7 @@ from t9k_provider.decorators.operator import (
     TensorFlowTrainingJobDecoratedOperator,
     XGBoostTrainingJobDecoratedOperator,
 )
-from t9k_provider.decorators.source import ship
+from t9k_provider.decorators.source import check
 
 
 def _decorator(operator_class: type[T9kDecoratedOperator], doc: str) -> Callable[..., TaskDecorator]:
@@ -31,7 +31,7 @@ def _decorator(operator_class: type[T9kDecoratedOperator], doc: str) -> Callable
         operator_class.check_options(kwargs)
 
         def decorate(function: Callable[..., Any]) -> TaskDecorator:
-            ship(function)
+            check(function)
             return task_decorator_factory(
                 python_callable=function,
                 multiple_outputs=multiple_outputs,

@@ -1,10 +1,8 @@
 """How a decorated function's call reaches its replicas, and how its result and errors come back.
 
 In: the runner program and the call (the function's source, name, file, serializer and arguments), each
-zlib-compressed and base64-encoded, are environment values of the ``t9k-taskflow`` init container in the job
-manifest itself, so Airflow needs no permission beyond creating the job. The init container writes them
-into an ``emptyDir`` that the training container mounts at ``/t9k-taskflow`` (files, not variables, because
-DeepSpeed's launcher starts the processes of the other workers over SSH). A single environment value must stay
+zlib-compressed and base64-encoded, are environment values of an init container in the job manifest itself
+(``manifests``), so Airflow needs no permission beyond creating the job. A single environment value must stay
 below the kernel's 128 KiB per-string limit, hence ``MAX_CALL_CHARS``.
 
 Out: rank 0's result and every rank's error report are marked lines of the training container's log (see
@@ -20,27 +18,16 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from t9k_provider.decorators import runner
 from t9k_provider.decorators.source import ShippedFunction
-from t9k_provider.hooks.pod_logs import LogLine
 
-VOLUME = "t9k-taskflow"
-MOUNT = "/t9k-taskflow"
-INIT_CONTAINER = "t9k-taskflow"
-RUNNER_PATH = f"{MOUNT}/runner.py"
-RUNNER_ENV = "T9K_TASKFLOW_RUNNER"
-CALL_ENV = "T9K_TASKFLOW_CALL"
+if TYPE_CHECKING:
+    from t9k_provider.hooks.pod_logs import LogLine
+
 #: Largest encoded call (source and arguments after compression and base64).
 MAX_CALL_CHARS = 100_000
-SERIALIZERS = ("json", "cloudpickle", "dill")
-#: What the init container runs: decode both values into files for the training container.
-UNPACK = f"""import base64, os, zlib
-for variable, name in (("{RUNNER_ENV}", "runner.py"), ("{CALL_ENV}", "{runner.CALL_FILE}")):
-    with open(os.path.join("{MOUNT}", name), "wb") as out:
-        out.write(zlib.decompress(base64.b64decode(os.environ[variable])))
-"""
 
 
 class CallError(ValueError):

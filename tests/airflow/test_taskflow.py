@@ -192,10 +192,10 @@ def test_generated_manifest_validates_and_names_no_job(decorator: str, dag: DAG)
     recipe = manifests.RECIPES[decorator]
     assert isinstance(op, T9kDecoratedOperator) and op.job_kind == recipe.kind == op.manifest["kind"]
     assert op.manifest["apiVersion"] == API_VERSION and "metadata" not in op.manifest
-    job = load(manifests.with_call(op.manifest, "x"))
+    job = load(manifests.with_call(op.manifest, "r", "c"))
     assert recipe.kind == job.KIND
     text = json.dumps(op.manifest)
-    assert transport.RUNNER_PATH in text and transport.INIT_CONTAINER in text
+    assert manifests.RUNNER_PATH in text and manifests.INIT_CONTAINER in text
     assert f'"name": "{recipe.container}"' in text
 
 
@@ -213,15 +213,16 @@ def test_common_options_reach_the_training_container(dag: DAG) -> None:
         scheduler={"t9kScheduler": {"queue": "gpu", "priority": 10}},
         nproc_per_node=2,
     )
-    job = load(manifests.with_call(op.manifest, "x"))
+    job = load(manifests.with_call(op.manifest, "r", "c"))
     (replica,) = job.spec.replica_specs
     assert replica.type == "worker" and replica.replicas == 3 and replica.restart_policy == "Never"
     (main,) = replica.template["spec"]["containers"]
     assert main["image"] == "registry.example/train:1" and main["resources"] == {"limits": {"cpu": "2"}}
     assert main["env"] == [{"name": "DATA", "value": "/data"}]
-    assert main["command"] == ["python", "-u"] and main["args"] == [transport.RUNNER_PATH]
-    assert [m["mountPath"] for m in main["volumeMounts"]] == ["/data", transport.MOUNT]
-    assert [v["name"] for v in replica.template["spec"]["volumes"]] == ["data", transport.VOLUME]
+    assert main["command"] == ["python", "-u"]
+    assert main["args"] == [manifests.RUNNER_PATH, manifests.CALL_PATH]
+    assert [m["mountPath"] for m in main["volumeMounts"]] == ["/data", manifests.MOUNT]
+    assert [v["name"] for v in replica.template["spec"]["volumes"]] == ["data", manifests.VOLUME]
     assert job.spec.run_policy.active_deadline_seconds == 600 and job.spec.run_policy.backoff_limit == 0
     assert job.spec.run_policy.clean_up_policy == "Unfinished"
     assert job.spec.scheduler.t9k_scheduler.queue == "gpu"
@@ -229,12 +230,13 @@ def test_common_options_reach_the_training_container(dag: DAG) -> None:
 
 
 def test_kind_layouts(dag: DAG) -> None:
-    xgboost = load(manifests.with_call(build("t9k_xgboost", dag, workers=2).manifest, "x"))
+    xgboost = load(manifests.with_call(build("t9k_xgboost", dag, workers=2).manifest, "r", "c"))
     assert [(r.type, r.replicas) for r in xgboost.spec.replica_specs] == [("master", 1), ("worker", 2)]
     deepspeed = build("t9k_deepspeed", dag, workers=2, slots_per_worker=4)
-    spec = load(manifests.with_call(deepspeed.manifest, "x")).spec
+    spec = load(manifests.with_call(deepspeed.manifest, "r", "c")).spec
     assert spec.worker.replicas == 2 and spec.config.slots_per_worker == 4
-    assert spec.config.run.argv() == [transport.RUNNER_PATH] and not spec.config.local_rank
+    assert spec.config.run.argv() == [manifests.RUNNER_PATH, manifests.CALL_PATH]
+    assert not spec.config.local_rank
     generic = build("t9k", dag, replicas=2).manifest
     env = generic["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "RANK", "value": "$(rank)"} in env
@@ -260,7 +262,7 @@ def test_manifest_override_is_deep_merged(dag: DAG) -> None:
         },
     }
     manifest = build("t9k_pytorch", dag, env={"DATA": "/data"}, manifest_override=override).manifest
-    job = load(manifests.with_call(manifest, "x"))
+    job = load(manifests.with_call(manifest, "r", "c"))
     assert manifest["metadata"] == {"labels": {"team": "ml"}}
     (replica,) = job.spec.replica_specs
     (main,) = replica.template["spec"]["containers"]
@@ -286,7 +288,7 @@ def test_rendering_ships_the_resolved_call(dag: DAG) -> None:
     (value,) = [
         e["value"]
         for e in op.manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["initContainers"][0]["env"]
-        if e["name"] == transport.CALL_ENV
+        if e["name"] == manifests.CALL_ENV
     ]
     call = json.loads(transport.unpack(value))
     assert call["function"] == "scale" and call["serializer"] == "json"
@@ -329,9 +331,9 @@ def run_runner(
 ) -> subprocess.CompletedProcess[str]:
     (tmp_path / "runner.py").write_bytes(transport.unpack(transport.packed_runner()))
     call = transport.encode_call(ship(function), serializer, list(args), {})
-    (tmp_path / runner.CALL_FILE).write_bytes(transport.unpack(call))
+    (tmp_path / "call.json").write_bytes(transport.unpack(call))
     return subprocess.run(
-        [sys.executable, str(tmp_path / "runner.py")],
+        [sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "call.json")],
         capture_output=True,
         text=True,
         timeout=30,
@@ -507,3 +509,16 @@ def test_a_failed_job_without_a_traceback_keeps_the_operators_report(fake_hook: 
         op.execute(context)
     assert not isinstance(caught.value, AirflowFailException)
     assert fake_hook.deletes() == [name]
+
+
+def test_a_function_using_module_names_fails_before_its_job_is_created(dag: DAG) -> None:
+    op = task.t9k()(uses_module_global)().operator  # parsing does not read the source
+    with pytest.raises(AirflowFailException, match="uses json from the DAG file's module"):
+        op.render_template_fields({"ti": FakeTI()})
+
+
+def test_strings_that_look_like_template_files_are_values(dag: DAG) -> None:
+    op = build("t9k", dag, env={"CONFIG": "/etc/train.json"})
+    op.render_template_fields({"ti": FakeTI()})
+    env = op.manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "CONFIG", "value": "/etc/train.json"} in env

@@ -17,7 +17,7 @@ import pytest
 from af_cluster import DAGS, result_of, run
 from af_versions import stored_xcoms
 
-from t9k_provider.decorators import transport
+from t9k_provider.decorators import manifests, transport
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -58,7 +58,7 @@ def test_generic_function_gets_its_arguments_and_the_same_interpreter(
     (value,) = [
         e["value"]
         for e in manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["initContainers"][0]["env"]
-        if e["name"] == transport.CALL_ENV
+        if e["name"] == manifests.CALL_ENV
     ]
     call = json.loads(transport.unpack(value))
     assert call["arguments"] == {"args": ["it_tf_generic", {"a": 1, "b": 2}], "kwargs": {}}
