@@ -26,7 +26,7 @@ SECTION = "5. DAG parse cost"
 DAGS = Path(__file__).resolve().parent.parent / "dags_examples"
 TASKFLOW_EXAMPLE = DAGS / "example_taskflow_training.py"
 #: Parses of the TaskFlow example after the first, in the same interpreter; their median is one sample.
-REPARSES = 7
+REPARSES = 20
 
 PROBE = r"""
 import inspect, json, logging, statistics, sys, time, types

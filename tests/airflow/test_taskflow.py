@@ -522,3 +522,18 @@ def test_strings_that_look_like_template_files_are_values(dag: DAG) -> None:
     op.render_template_fields({"ti": FakeTI()})
     env = op.manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "CONFIG", "value": "/etc/train.json"} in env
+
+
+def test_the_runner_is_python_3_8_with_the_standard_library_only() -> None:
+    """It runs in the image's interpreter, which may be older than Airflow's and has no t9k_provider."""
+    import ast
+
+    text = Path(runner.__file__).read_text()
+    tree = ast.parse(text, feature_version=(3, 8))
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
+    }
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
