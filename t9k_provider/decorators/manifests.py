@@ -32,7 +32,7 @@ for variable, path in (("{RUNNER_ENV}", "{RUNNER_PATH}"), ("{CALL_ENV}", "{CALL_
 """
 #: ``t9k_provider.jobs.API_VERSION``, spelled out: importing the job models costs DAG-parse time.
 API_VERSION = "batch.tensorstack.dev/v1beta1"
-#: Replica restarts, keeping finished pods (rank 0's holds the result) and deleting unfinished ones.
+#: No replica restarts; finished pods are kept at the end (rank 0's log holds the result), unfinished deleted.
 RUN_POLICY = {"backoffLimit": 0, "cleanUpPolicy": "Unfinished"}
 #: List items that ``manifest_override`` merges one by one, identified by the first key they all have.
 MERGE_KEYS = ("type", "mountPath", "name")
