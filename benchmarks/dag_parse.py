@@ -90,16 +90,12 @@ def probe(mode: str, dags: Path, airflow_home: Path, reparses: int = 0) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def paired(runs: int, dags: Path, reparses: int = 0) -> list[tuple[dict, dict]]:
+def paired(runs: int, dags: Path, airflow_home: Path, reparses: int = 0) -> list[tuple[dict, dict]]:
     """(provider, baseline) samples, interleaved so that a change in machine load hits both sides alike."""
-    pairs = []
-    with tempfile.TemporaryDirectory() as home:
-        for mode in ("provider", "baseline"):  # warm-up: bytecode cached, as a DAG processor has it
-            probe(mode, dags, Path(home))
-        for _ in range(runs):
-            pairs.append(
-                (probe("provider", dags, Path(home), reparses), probe("baseline", dags, Path(home), reparses))
-            )
+    pairs = [
+        (probe("provider", dags, airflow_home, reparses), probe("baseline", dags, airflow_home, reparses))
+        for _ in range(runs)
+    ]
     for a, b in pairs:
         if (a["dags"], a["tasks"]) != (b["dags"], b["tasks"]) or a["dags"] == 0 or a["errors"] or b["errors"]:
             raise RuntimeError(f"the two parses differ, failed or found nothing: {a} vs {b}")
@@ -109,10 +105,13 @@ def paired(runs: int, dags: Path, reparses: int = 0) -> list[tuple[dict, dict]]:
 
 
 def measure(runs: int, dags: Path = DAGS, taskflow: Path = TASKFLOW_EXAMPLE) -> list[Figure]:
-    pairs = paired(runs, dags)
+    with tempfile.TemporaryDirectory() as home:
+        for mode in ("provider", "baseline"):  # warm-up: bytecode cached for both comparisons, as a DAG
+            probe(mode, dags, Path(home))  # processor has it (``taskflow`` is one of ``dags``)
+        pairs = paired(runs, dags, Path(home))
+        flow = paired(runs, taskflow, Path(home), REPARSES)
     a0 = pairs[0][0]
     label = f"{a0['dags']} example DAGs ({a0['tasks']} tasks)"
-    flow = paired(runs, taskflow, REPARSES)
     shape = f"TaskFlow example ({flow[0][0]['tasks']} tasks)"
     return [
         Figure(SECTION, "import DagBag + airflow.sdk (common to both)", "ms",
