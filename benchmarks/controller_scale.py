@@ -22,7 +22,7 @@ from benchmarks.api import Client, Watch, ensure_namespace, progress, wait_until
 from benchmarks.controller_efficiency import settle
 from benchmarks.controller_process import PREFIX, Controller, metric_sum, reconciles
 from benchmarks.stats import Figure, percentile
-from t9k_provider.controller.engine.names import LABEL_OWNER_NAME
+from t9k_provider.jobs.contract import LABEL_OWNER_NAME
 from t9k_provider.local.testing import LocalCluster
 
 SECTION = "2. Controller latency and scale"
@@ -189,7 +189,7 @@ def measure(
         watch.stop()
         client.close()
     resident = max(resident_jobs, created)
-    controller_modules = ("t9k_provider.controller.cli", "t9k_provider.controller.engine",
+    controller_modules = ("t9k_provider.controller.cli", "t9k_provider.controller.reconcile",
                           "t9k_provider.controller.runtime.manager")  # fmt: skip
     imported = [import_rss(*controller_modules) for _ in range(runs)]
     kube_client = [import_rss("kubernetes_asyncio.client") for _ in range(runs)]

@@ -141,6 +141,7 @@ def preload(approach: str) -> None:
         import airflow.providers.cncf.kubernetes.hooks.kubernetes  # noqa: F401
     else:
         import t9k_provider.hooks.async_t9k
+        import t9k_provider.jobs.constants  # the trigger's resource type (API_VERSION)
         import t9k_provider.triggers.job  # noqa: F401
 
 

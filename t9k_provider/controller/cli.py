@@ -77,7 +77,8 @@ def _in_cluster_namespace() -> str | None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from t9k_provider.controller.engine import WATCHED_CHILD_TYPES, reconcile
+    from t9k_provider.controller.kinds.registry import WATCHED_CHILD_TYPES
+    from t9k_provider.controller.reconcile import reconcile
     from t9k_provider.jobs import API_VERSION, KINDS
     from t9k_provider.kube.api import ResourceType, api_client
 

@@ -14,6 +14,7 @@ from t9k_provider.jobs.common import (
     SchedulePolicy,
     TrainingRestartPolicy,
 )
+from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.job import JobSpec, T9kJob
 from t9k_provider.jobs.replicas import run_mode_issues
 from t9k_provider.jobs.status import JobStatus
@@ -138,6 +139,7 @@ class DeepSpeedJob(T9kJob):
     PLURAL: ClassVar[str] = "deepspeedjobs"
     SINGULAR: ClassVar[str] = "deepspeedjob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("dj",)
+    LEADER: ClassVar[Leader] = Leader("worker")  # worker-0 starts `deepspeed`
 
     spec: DeepSpeedJobSpec
     status: JobStatus | None = None

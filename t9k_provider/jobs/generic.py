@@ -8,6 +8,7 @@ from pydantic import Field
 
 from t9k_provider.jobs.base import RankValue
 from t9k_provider.jobs.common import CleanUpPolicy, ReplicaSpec, RunMode, SchedulePolicy, ServiceOption
+from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.job import JobSpec, T9kJob
 from t9k_provider.jobs.replicas import duplicate_type_issues, run_mode_issues, type_name_issues
 from t9k_provider.jobs.status import JobStatus
@@ -75,6 +76,7 @@ class GenericJob(T9kJob):
     PLURAL: ClassVar[str] = "genericjobs"
     SINGULAR: ClassVar[str] = "genericjob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("gj",)
+    LEADER: ClassVar[Leader] = Leader()  # replica 0 of the first type listed
 
     spec: GenericJobSpec
     status: JobStatus | None = None

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from t9k_provider.jobs.base import KubeObject, Model, dns1035_problem
 from t9k_provider.jobs.constants import API_VERSION, KIND_ALIASES, MAX_NAME_LENGTH
+from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.errors import semantic_error
 from t9k_provider.jobs.templates import Issues
 
@@ -45,6 +46,8 @@ class T9kJob(Model):
     PLURAL: ClassVar[str]
     SINGULAR: ClassVar[str]
     SHORT_NAMES: ClassVar[tuple[str, ...]]
+    #: Whose log the operator follows by default.
+    LEADER: ClassVar[Leader]
 
     api_version: str = Field(API_VERSION, alias="apiVersion")
     # Left out of a Python-built job, it still reads as the class's kind.

@@ -7,15 +7,9 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from t9k_provider.jobs.base import StatusModel
+from t9k_provider.jobs.contract import OLD_CONDITION_TYPES, BeamJobPhase, JobPhase, ReplicaPhase
 
-JobPhase = Literal["Pending", "Running", "Paused", "Resuming", "Succeeded", "Failed", "Unknown"]
-ReplicaPhase = Literal["Creating", "Pending", "Running", "Succeeded", "Failed", "Unknown", "Deleted"]
-BeamJobPhase = Literal["Initializing", "Running", "Succeeded", "Failed", "Unknown"]
 ConditionStatus = Literal["True", "False", "Unknown"]
-
-# Condition types of the replica kinds; BeamJob uses `ClusterRunning` and `JobRunning`.
-CONDITION_TYPES = ("Initialized", "Running", "ReplicaFailure", "Completed", "Failed", "Paused")
-_OLD_CONDITION_TYPES = {"Initializing": "Initialized"}
 
 
 class Condition(StatusModel):
@@ -29,7 +23,7 @@ class Condition(StatusModel):
     @field_validator("type")
     @classmethod
     def _canonical_type(cls, value: str) -> str:
-        return _OLD_CONDITION_TYPES.get(value, value)
+        return OLD_CONDITION_TYPES.get(value, value)
 
 
 class ContainerStatus(StatusModel):

@@ -16,6 +16,7 @@ from t9k_provider.jobs.common import (
     TensorBoardSpec,
     TrainingReplicaSpec,
 )
+from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.job import JobSpec, T9kJob
 from t9k_provider.jobs.replicas import (
     allowed_type_issues,
@@ -144,6 +145,7 @@ class PyTorchTrainingJob(T9kJob):
     PLURAL: ClassVar[str] = "pytorchtrainingjobs"
     SINGULAR: ClassVar[str] = "pytorchtrainingjob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("pj",)
+    LEADER: ClassVar[Leader] = Leader(preferred=("master",))
 
     spec: PyTorchTrainingJobSpec
     status: JobStatus | None = None
@@ -156,6 +158,7 @@ class TensorFlowTrainingJob(T9kJob):
     PLURAL: ClassVar[str] = "tensorflowtrainingjobs"
     SINGULAR: ClassVar[str] = "tensorflowtrainingjob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("tj",)
+    LEADER: ClassVar[Leader] = Leader(preferred=("chief", "worker"))
 
     spec: TensorFlowTrainingJobSpec
     status: JobStatus | None = None
@@ -169,6 +172,7 @@ class XGBoostTrainingJob(T9kJob):
     SINGULAR: ClassVar[str] = "xgboosttrainingjob"
     # Not shown in the T9k docs; `xgbj` follows the pattern of `pj`/`tj` without clashing.
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("xgbj",)
+    LEADER: ClassVar[Leader] = Leader(preferred=("master",))
 
     spec: XGBoostTrainingJobSpec
     status: JobStatus | None = None

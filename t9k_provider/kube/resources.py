@@ -5,10 +5,16 @@ from __future__ import annotations
 from t9k_provider.kube.api import ResourceType
 
 PODS = ResourceType("v1", "Pod", "pods")
+NODES = ResourceType("v1", "Node", "nodes")
 SERVICES = ResourceType("v1", "Service", "services")
 CONFIGMAPS = ResourceType("v1", "ConfigMap", "configmaps")
 SECRETS = ResourceType("v1", "Secret", "secrets")
 EVENTS = ResourceType("v1", "Event", "events")
+NODES = ResourceType("v1", "Node", "nodes", namespaced=False)
 JOBS = ResourceType("batch/v1", "Job", "jobs")
+DEPLOYMENTS = ResourceType("apps/v1", "Deployment", "deployments")
+REPLICASETS = ResourceType("apps/v1", "ReplicaSet", "replicasets")
+STATEFULSETS = ResourceType("apps/v1", "StatefulSet", "statefulsets")
+DAEMONSETS = ResourceType("apps/v1", "DaemonSet", "daemonsets")
 LEASES = ResourceType("coordination.k8s.io/v1", "Lease", "leases")
 PODGROUPS = ResourceType("scheduler.tensorstack.dev/v1beta1", "PodGroup", "podgroups")

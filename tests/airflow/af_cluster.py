@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,9 @@ def airflow_on_cluster(state_dir: Path) -> Iterator[LocalCluster]:
         cluster.stop()
 
 
-def run(dags: dict[str, Any], dag_id: str) -> tuple[str, dict[str, str], str]:
+def run(
+    dags: dict[str, Any], dag_id: str, logical_date: datetime | None = None
+) -> tuple[str, dict[str, str], str]:
     if not AIRFLOW_V_3_0_PLUS:
         # Airflow 2's dag.test() prints task logs through a handler on sys.stdout that it adds to the task
         # logger once per process; drop an earlier test's, whose captured stdout is closed, so it adds ours.
@@ -64,7 +67,8 @@ def run(dags: dict[str, Any], dag_id: str) -> tuple[str, dict[str, str], str]:
         for handler in list(task_logger.handlers):
             if isinstance(handler, logging.StreamHandler) and handler.stream is not sys.stdout:
                 task_logger.removeHandler(handler)
-    dag_run = dags[dag_id].test()
+    dated = {"logical_date" if AIRFLOW_V_3_0_PLUS else "execution_date": logical_date} if logical_date else {}
+    dag_run = dags[dag_id].test(**dated)
     return dag_run.state, {ti.task_id: ti.state for ti in dag_run.get_task_instances()}, dag_run.run_id
 
 

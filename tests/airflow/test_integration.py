@@ -7,9 +7,12 @@ the kubelet's log files, the API server's pods/log endpoint and the operator int
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import threading
+import time
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -17,6 +20,8 @@ from af_cluster import DAGS, result_of, run
 from af_versions import airflow2_only, stored_xcoms
 
 from t9k_provider.local.flink.dist import flink_home
+from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
+from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.local.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
@@ -32,6 +37,17 @@ def jobs(cluster: LocalCluster, plural: str) -> list[dict[str, Any]]:
     return hook.custom_object_client.list_namespaced_custom_object(
         "batch.tensorstack.dev", "v1beta1", "default", plural
     )["items"]
+
+
+def deferrals(output: str, caplog: pytest.LogCaptureFixture) -> int:
+    """How often the tasks of a ``dag.test()`` run deferred (needs INFO of ``airflow.models.dag``)."""
+    if AIRFLOW_V_3_0_PLUS:
+        return output.count("Pausing task as DEFERRED")
+    return caplog.text.count("[DAG TEST] running trigger in line")  # Airflow 2 runs each trigger in line
+
+
+def jobs_of(cluster: LocalCluster, dag_id: str) -> list[dict[str, Any]]:
+    return [j for j in jobs(cluster, "genericjobs") if j["metadata"]["annotations"].get(DAG_ID) == dag_id]
 
 
 @pytest.mark.parametrize(
@@ -85,6 +101,16 @@ def test_extra_link_is_the_jobs_after_deferral(cluster: LocalCluster, dags: dict
         assert served.get_extra_links(ti, "T9k Job") == link
 
 
+async def run_then_clean_up(trigger: Any) -> None:
+    """What the triggerer does when it stops a trigger: it ran, it is cancelled, ``cleanup`` follows."""
+    waiting = asyncio.ensure_future(trigger.run().__anext__())
+    await asyncio.sleep(0.5)
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    await trigger.cleanup()
+
+
 @airflow2_only("the triggerer's cleanup reads the task's state from the metadata database")
 def test_user_kill_of_a_deferred_task_deletes_the_job(
     cluster: LocalCluster, dags: dict[str, Any], monkeypatch: pytest.MonkeyPatch
@@ -125,7 +151,7 @@ def test_user_kill_of_a_deferred_task_deletes_the_job(
             uid=uid,
         )
         trigger.task_instance = ti
-        asyncio.run(trigger.cleanup())
+        asyncio.run(run_then_clean_up(trigger))
         mine = [j for j in jobs(cluster, "genericjobs") if j["metadata"]["name"] == "it-af2-cleanup"]
         return mine[0] if mine else None
 
@@ -147,6 +173,22 @@ def test_failing_job_fails_the_task_with_the_replica_reason(
     assert "failed" in output.lower()
 
 
+def test_oom_killed_replica_fails_the_task_naming_oomkilled(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Past limits.memory the replica is OOMKilled; ExitCode retries it once (backoffLimit 1), then the job
+    fails and the task's failure message says OOMKilled."""
+    state, tasks, _ = run(dags, "it_oom")
+    output = capfd.readouterr().out
+    node = cluster.request("GET", f"/api/v1/nodes/{NODE_NAME}")[2]
+    if not node["metadata"].get("annotations", {}).get(RESOURCE_LIMITS_ANNOTATION, "").startswith("enforced"):
+        pytest.skip("the local kubelet enforces no limits on this machine")
+    assert state == "failed" and tasks == {"job": "failed"}
+    failure = next(line for line in output.splitlines() if "T9kJobFailed: " in line)
+    assert "OOMKilled (exit code 137)" in failure, output[-3000:]
+    assert "restart budget is exhausted" in output
+
+
 def test_retry_adopts_the_running_job(
     cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -154,7 +196,7 @@ def test_retry_adopts_the_running_job(
     output = capfd.readouterr().out
     assert state == "success", (tasks, output[-3000:])
     assert "simulated worker loss after submission" in output
-    assert "adopting job default/" in output
+    assert "adopting job default/adopted-" in output  # an explicit name is kept across tries
     mine = [
         j
         for j in jobs(cluster, "genericjobs")
@@ -222,11 +264,7 @@ def test_deferred_log_hand_backs_print_every_line_once(
     assert state == "success", (tasks, output[-3000:])
     ticks = re.findall(r"-worker-0/main\] (tick \d)", output)
     assert ticks == [f"tick {i}" for i in range(8)]
-    # it really came back to the worker in between
-    if AIRFLOW_V_3_0_PLUS:
-        assert output.count("Pausing task as DEFERRED") >= 2
-    else:  # Airflow 2's dag.test() runs each deferral's trigger in line
-        assert caplog.text.count("[DAG TEST] running trigger in line") >= 2
+    assert deferrals(output, caplog) >= 2  # it really came back to the worker in between
 
 
 def test_kill_while_running_deletes_the_job_and_fails(
@@ -268,3 +306,59 @@ def test_kill_while_running_deletes_the_job_and_fails(
     assert saw_running.is_set(), "the job never ran"
     left = [j for j in jobs(cluster, "genericjobs") if j["metadata"]["name"] == op._job.name]
     assert all(j["metadata"].get("deletionTimestamp") for j in left)
+
+
+def test_short_deferrable_task_ends_in_the_worker(
+    cluster: LocalCluster,
+    dags: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A job that ends within ``wait_before_defer`` costs no deferral round trip."""
+    caplog.set_level(logging.INFO, logger="airflow.models.dag")
+    state, tasks, _ = run(dags, "it_no_deferral")
+    output = capfd.readouterr().out
+    assert state == "success", (tasks, output[-3000:])
+    assert "-worker-0/main] hello-from" in output
+    assert deferrals(output, caplog) == 0
+
+
+def test_the_wait_in_the_worker_sees_the_end_at_once(cluster: LocalCluster, dags: dict[str, Any]) -> None:
+    """poll_interval=60: polling would sleep at least 48 s after the job's first (Pending) state."""
+    started = time.monotonic()
+    state, tasks, _ = run(dags, "it_watched")
+    assert state == "success", tasks
+    assert time.monotonic() - started < 40
+
+
+def test_retry_after_a_lost_success_reports_it_instead_of_running_it_again(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    state, tasks, _ = run(dags, "it_lost_result")
+    output = capfd.readouterr().out
+    assert state == "success", (tasks, output[-3000:])
+    assert "simulated: Airflow lost the result of try 1" in output
+    assert "Airflow retried the task: reporting it again" in output and "replacing job" not in output
+    (job,) = jobs_of(cluster, "it_lost_result")
+    assert job["metadata"]["annotations"]["airflow.apache.org/try-number"] == "1"  # the first try's job
+    assert job["status"]["phase"] == "Succeeded"
+
+
+def test_mapped_instances_of_one_explicit_name_get_their_own_jobs(
+    cluster: LocalCluster, dags: dict[str, Any]
+) -> None:
+    state, tasks, run_id = run(dags, "it_mapped_names")
+    assert state == "success", tasks
+    names = {result["name"] for result in stored_xcoms("it_mapped_names", run_id, "job", "return_value")}
+    assert len(names) == 3 and all(name.startswith("sweep-") for name in names)
+    assert names == {j["metadata"]["name"] for j in jobs_of(cluster, "it_mapped_names")}
+
+
+def test_explicit_name_on_two_logical_dates(cluster: LocalCluster, dags: dict[str, Any]) -> None:
+    """Yesterday's job keeps its name (on_finish_action="keep"): today's run still gets its own."""
+    first = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for day in (first, first + timedelta(days=1)):
+        state, tasks, _ = run(dags, "it_named_daily", logical_date=day)
+        assert state == "success", (day, tasks)
+    names = [j["metadata"]["name"] for j in jobs_of(cluster, "it_named_daily")]
+    assert len(set(names)) == 2 and all(name.startswith("nightly-") for name in names)

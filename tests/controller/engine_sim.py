@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from t9k_provider.controller.engine import Create, Decision, Delete, Observed, Patch, reconcile
+from t9k_provider.controller.engine import Create, Decision, Delete, Observed, Patch
+from t9k_provider.controller.reconcile import reconcile
 from t9k_provider.controller.runtime.reconciler import action_runs
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -95,7 +95,7 @@ def test_rbac_has_no_wildcard() -> None:
 
 
 def test_cluster_role_grants_exactly_what_the_controller_uses() -> None:
-    from t9k_provider.controller.engine import WATCHED_CHILD_TYPES
+    from t9k_provider.controller.kinds.registry import WATCHED_CHILD_TYPES
 
     needed: set[tuple[str, str, str]] = set()
     for cls in KINDS.values():

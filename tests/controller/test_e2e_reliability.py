@@ -13,7 +13,8 @@ from controller_process import ControllerProcess, wait_for
 from e2e_support import NS, TERMINAL, Jobs, job, template
 from kubernetes import client
 
-from t9k_provider.controller.engine import WATCHED_CHILD_TYPES, reconcile
+from t9k_provider.controller.kinds.registry import WATCHED_CHILD_TYPES
+from t9k_provider.controller.reconcile import reconcile
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
 from t9k_provider.controller.runtime.metrics import Metrics

@@ -9,11 +9,13 @@ import pytest
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
 from engine_sim import Sim, container, job, template
 
-from t9k_provider.controller.engine import WATCHED_CHILD_TYPES, Create, Delete
+from t9k_provider.controller.engine import Create, Delete
 from t9k_provider.controller.engine.initwait import WAIT_CONTAINER_NAME
 from t9k_provider.controller.kinds.colossalai import extra_launch_args
 from t9k_provider.controller.kinds.pytorch import elastic_counts
+from t9k_provider.controller.kinds.registry import REGISTRY
 from t9k_provider.controller.kinds.ssh import generate_keypair
+from t9k_provider.jobs import KINDS
 from t9k_provider.jobs.common import PyTorchReplicaSpec
 
 
@@ -199,6 +201,21 @@ def test_exit_code_137_restarts_until_backoff_limit_then_fails():
     assert sim.status["phase"] == "Failed" and sim.status["backoffCount"] == 2
     assert "restart budget is exhausted" in sim.cond("ReplicaFailure")["message"]
     assert sim.status["tasks"][0]["restartCount"] == 2
+
+
+def test_an_oom_killed_replica_is_named_in_the_failure_messages():
+    """The kubelet's termination reason (OOMKilled) reaches ReplicaFailure and the Failed condition; a plain
+    exit code leaves the T9k message as it is (test above)."""
+    sim = Sim(pytorch(runPolicy={"backoffLimit": 0}))
+    run_to_running(sim)
+    sim.finish("demo-worker-1", exit_code=137)
+    sim.pod("demo-worker-1")["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = "OOMKilled"
+    sim.step()
+    assert sim.status["phase"] == "Failed"
+    assert sim.cond("Failed")["message"] == (
+        "The job exited with an error code. Pod demo-worker-1: OOMKilled (exit code 137)."
+    )
+    assert "Pod demo-worker-1 failed with exit code 137 (OOMKilled)" in sim.cond("ReplicaFailure")["message"]
 
 
 def test_training_default_restart_policy_is_on_failure_and_priority_zero():
@@ -804,10 +821,10 @@ def test_every_child_is_owned_labelled_and_watched(kind):
     if kind == "BeamJob":
         sim.objects[("FlinkCluster", "demo-flinkcluster")]["status"] = {"state": "Running"}
         sim.step()
-    watched = {(api, k) for api, k, _ in WATCHED_CHILD_TYPES}
+    declared = {(api, k) for api, k, _ in REGISTRY[KINDS[kind]].children}
     assert sim.objects
     for (k, name), obj in sim.objects.items():
-        assert (obj["apiVersion"], k) in watched, (k, name)
+        assert (obj["apiVersion"], k) in declared, (k, name)
         ref = obj["metadata"]["ownerReferences"]
         assert ref == [
             {
@@ -985,7 +1002,6 @@ def _pruned(value: object, schema: dict, path: str) -> list[str]:
 
 @pytest.mark.parametrize("kind", sorted(EVERY_KIND))
 def test_written_status_is_kept_by_the_crd_schema(kind):
-    from t9k_provider.jobs import KINDS
     from t9k_provider.jobs.crds import crd
 
     schema = crd(KINDS[kind])["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from e2e_support import NS, job, template
 
-from t9k_provider.controller.engine import WATCHED_CHILD_TYPES, Create, Delete, Patch, reconcile
+from t9k_provider.controller.engine import Create, Delete, Patch
+from t9k_provider.controller.kinds.registry import WATCHED_CHILD_TYPES
+from t9k_provider.controller.reconcile import reconcile
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
 from t9k_provider.controller.runtime.metrics import Metrics

@@ -13,6 +13,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from t9k_provider.local import poddir
+from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
+from t9k_provider.local.node.events import NODE_NAME
+from t9k_provider.local.poddir import PodDir
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = pytest.mark.cluster
@@ -648,3 +653,71 @@ def test_batch_job_counts_restarts_under_on_failure(
     assert failed.reason == "BackoffLimitExceeded"
     wait_for("pod deleted", lambda: not core.list_namespaced_pod(ns, label_selector="job-name=crashy").items)
     assert "SuccessfulDelete" in {e.reason for e in core.list_namespaced_event(ns).items}
+
+
+# -- resource limits (cgroups)
+
+
+def require_limits(core: client.CoreV1Api) -> None:
+    """Skip unless the kubelet enforces limits here (it says so on the Node once it has started)."""
+    node = wait_for(
+        "the kubelet's verdict on limits",
+        lambda: (
+            (n := core.read_node(NODE_NAME)).metadata.annotations
+            and RESOURCE_LIMITS_ANNOTATION in n.metadata.annotations
+            and n
+        ),
+    )
+    verdict = node.metadata.annotations[RESOURCE_LIMITS_ANNOTATION]
+    if verdict.startswith("not enforced"):
+        pytest.skip(f"the kubelet runs without limits here ({verdict})")
+
+
+def attempt_cgroups(cluster: LocalCluster, pod: client.V1Pod, container: str, n: int = 0) -> list[str]:
+    """The cgroup directories the kubelet gave an attempt (its shim spec names them)."""
+    meta = {"namespace": pod.metadata.namespace, "name": pod.metadata.name, "uid": pod.metadata.uid}
+    files = PodDir.of(cluster.state_dir, {"metadata": meta}).container(container).attempt(n)
+    return wait_for("the attempt's spec", lambda: poddir.read_json(files.spec).get("cgroups"))
+
+
+def test_memory_limit_ends_in_oom_killed(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
+    require_limits(core)
+    hog = c(
+        "main",
+        "b = bytearray(200 * 1024 * 1024); print('survived')",
+        resources={"limits": {"memory": "64Mi"}},
+    )
+    core.create_namespaced_pod(ns, pod_manifest("hog", [hog]))
+    core.create_namespaced_pod(ns, pod_manifest("hog-again", [hog], restartPolicy="OnFailure"))
+    pod = wait_for("hog failed", phase_is(core, "hog", ns, "Failed", "Succeeded"))
+    assert pod.status.phase == "Failed"
+    terminated = pod.status.container_statuses[0].state.terminated
+    assert (terminated.reason, terminated.exit_code) == ("OOMKilled", 137)
+    assert "survived" not in pod_log(core, "hog", ns)
+    dirs = attempt_cgroups(cluster, pod, "main")
+    wait_for("the attempt's cgroup removed", lambda: not any(Path(d).exists() for d in dirs))
+
+    def restarted() -> Any:
+        status = core.read_namespaced_pod("hog-again", ns).status.container_statuses[0]
+        return status.restart_count >= 1 and status.last_state.terminated
+
+    last = wait_for("hog-again restarted", restarted)
+    assert (last.reason, last.exit_code) == ("OOMKilled", 137)
+    core.delete_namespaced_pod("hog-again", ns, grace_period_seconds=0)
+
+
+def test_cpu_limit_gives_about_the_quota(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
+    """limits.cpu 200m: about 0.2 CPU per CFS period, as the kernel counts it in cpu.stat (not by a clock);
+    the pod's cgroups go with the pod."""
+    require_limits(core)
+    spin = c("main", "while True: pass", resources={"limits": {"cpu": "200m"}})
+    core.create_namespaced_pod(ns, pod_manifest("spin", [spin]))
+    pod = wait_for("spin running", phase_is(core, "spin", ns, "Running"))
+    dirs = attempt_cgroups(cluster, pod, "main")
+    wait_for("20 CFS periods", lambda: cgroups.cpu_usage(dirs)[1] >= 20, timeout=60)
+    usage, periods = cgroups.cpu_usage(dirs)
+    assert 0.02 < usage / (periods * cgroups.CPU_PERIOD_US / 1e6) <= 0.25
+    core.delete_namespaced_pod("spin", ns, grace_period_seconds=0)
+    wait_for("spin gone", gone(core, "spin", ns))
+    pod_cgroups = {str(Path(d).parent) for d in dirs}
+    wait_for("the pod's cgroups removed", lambda: not any(Path(d).exists() for d in pod_cgroups))

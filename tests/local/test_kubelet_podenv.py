@@ -9,6 +9,7 @@ import pytest
 
 from t9k_provider.local.kubelet import podenv
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext, container_argv, container_env
+from t9k_provider.local.poddir import PodDir
 
 VARS = {"A": "x", "EMPTY": ""}
 
@@ -142,7 +143,7 @@ def test_volumes_materialise_items_modes_and_subpaths(tmp_path) -> None:
             ]
         }
     }
-    paths = volumes.materialize(pod, tmp_path / "pod", dict(CTX.configmaps), dict(CTX.secrets))
+    paths = volumes.materialize(pod, PodDir(tmp_path / "pod"), dict(CTX.configmaps), dict(CTX.secrets))
     assert (paths["cfg"] / "sub" / "k.txt").read_text() == "cmval"
     assert not (paths["cfg"] / "B").exists()  # items select keys
     assert (paths["sec"] / "PASS").read_bytes() == b"s3cret"
@@ -164,7 +165,9 @@ def test_volumes_materialise_items_modes_and_subpaths(tmp_path) -> None:
             {"volumeMounts": [{"name": "cfg", "mountPath": "/x", "subPath": "../e"}]}, paths, {}.get
         )
     with pytest.raises(ContainerConfigError, match="unsupported volume type"):
-        volumes.materialize({"spec": {"volumes": [{"name": "x", "nfs": {}}]}}, tmp_path / "p2", {}, {})
+        volumes.materialize(
+            {"spec": {"volumes": [{"name": "x", "nfs": {}}]}}, PodDir(tmp_path / "p2"), {}, {}
+        )
 
 
 def test_persistent_volume_claims_are_shared_namespace_directories(tmp_path) -> None:
@@ -177,9 +180,9 @@ def test_persistent_volume_claims_are_shared_namespace_directories(tmp_path) -> 
         }
 
     state = tmp_path / "state"
-    a = volumes.materialize(pod("ns1"), state / "pods" / "ns1_a_1", {}, {})["d"]
-    b = volumes.materialize(pod("ns1"), state / "pods" / "ns1_b_2", {}, {})["d"]
-    other = volumes.materialize(pod("ns2"), state / "pods" / "ns2_c_3", {}, {})["d"]
+    a = volumes.materialize(pod("ns1"), PodDir(state / "pods" / "ns1_a_1"), {}, {})["d"]
+    b = volumes.materialize(pod("ns1"), PodDir(state / "pods" / "ns1_b_2"), {}, {})["d"]
+    other = volumes.materialize(pod("ns2"), PodDir(state / "pods" / "ns2_c_3"), {}, {})["d"]
     assert a == b == state / "volumes" / "ns1" / "data" and a.is_dir()
     assert other == state / "volumes" / "ns2" / "data"
     bad = {
@@ -187,4 +190,4 @@ def test_persistent_volume_claims_are_shared_namespace_directories(tmp_path) -> 
         "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "../x"}}]},
     }
     with pytest.raises(ContainerConfigError, match="claimName"):
-        volumes.materialize(bad, state / "pods" / "x", {}, {})
+        volumes.materialize(bad, PodDir(state / "pods" / "x"), {}, {})

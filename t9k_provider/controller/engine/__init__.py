@@ -1,18 +1,10 @@
-"""The pure engine: `reconcile(Observed) -> Decision`, no I/O (docs/architecture.md section 3)."""
+"""The engine's building blocks: the model kinds compile to, JobRun, status, names; no I/O.
+
+The entry point above it is `t9k_provider.controller.reconcile` (docs/architecture.md section 3).
+"""
 
 from __future__ import annotations
 
-from .reconcile import WATCHED_CHILD_TYPES, reconcile
-from .types import Action, Create, Decision, Delete, Event, Observed, Patch
+from .types import Action, ChildType, Create, Decision, Delete, Event, Observed, Patch
 
-__all__ = [
-    "WATCHED_CHILD_TYPES",
-    "Action",
-    "Create",
-    "Decision",
-    "Delete",
-    "Event",
-    "Observed",
-    "Patch",
-    "reconcile",
-]
+__all__ = ["Action", "ChildType", "Create", "Decision", "Delete", "Event", "Observed", "Patch"]

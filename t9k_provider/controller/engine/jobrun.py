@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from t9k_provider.jobs.contract import TERMINAL_PHASES
+
 from .model import Plan
 from .names import pod_name, replica_key
 from .pods import build_service
@@ -18,7 +20,6 @@ from .replicas import ACTIVE, PAUSED, STOPPED, Round, evaluate
 from .scheduler import PODGROUP_API_VERSION, PODGROUP_KIND, build_podgroup, podgroup_drift
 from .status import (
     NO_REASON,
-    TERMINAL_PHASES,
     aggregate,
     condition,
     condition_true,
@@ -27,8 +28,14 @@ from .status import (
     rfc3339,
     sanitized,
 )
-from .types import Action, Create, Decision, Delete, Event, Patch
+from .types import Action, ChildType, Create, Decision, Delete, Event, Patch
 
+# What a JobRun creates for every Plan; a kind declares its companions' types on top.
+CHILD_TYPES = (
+    ChildType("v1", "Pod", "pods"),
+    ChildType("v1", "Service", "services"),
+    ChildType(PODGROUP_API_VERSION, PODGROUP_KIND, "podgroups"),
+)
 ALL_RUNNING = "All pods are running normally."
 # After a terminal decision, come back soon to run cleanup once the status is written.
 CLEANUP_REQUEUE_SECONDS = 1.0
@@ -301,6 +308,9 @@ class JobRun:
             if condition(self.prior, "Failed") is not None:
                 desired["Failed"] = ("False", "Succeeded", message)
         else:
+            # The T9k message names the rule; what killed a replica (OOMKilled...) is what the user needs.
+            killed = [f"Pod {pod}: {how}." for pod, how in sorted(stopped.terminations.items())]
+            message = " ".join([message, *killed])
             desired = {
                 "Completed": ("False", "Failed", message),
                 "Failed": ("True", reason, message),
@@ -340,7 +350,7 @@ class JobRun:
     def _ensure_companions(self) -> bool:
         ready = True
         for comp in self.plan.companions:
-            have = self.others.get((comp.kind, comp.name))
+            have = self.others.get((comp.type.kind, comp.name))
             if have is None:
                 self.actions.append(Create(comp.build()))
                 ready = False
@@ -349,7 +359,7 @@ class JobRun:
                 want = comp.build()
                 patch = {f: want.get(f) for f in comp.sync if have.get(f) != want.get(f)}
                 if patch:
-                    self.actions.append(Patch(comp.api_version, comp.kind, comp.name, patch))
+                    self.actions.append(Patch(comp.type.api_version, comp.type.kind, comp.name, patch))
         return ready
 
     def _ensure_services(self) -> None:

@@ -1,4 +1,4 @@
-"""The internal replica model: what every kind compiles to and the engine executes.
+"""The internal model the kinds hand to the engine: a `Plan` (replica kinds) or a `Progress` (BeamJob).
 
 A kind compiler turns a typed job into a `Plan`; the engine never looks at kind-specific spec fields.
 """
@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from .types import ChildType, Delete
 
 
 class SpecError(ValueError):
@@ -67,8 +69,7 @@ class Companion:
     top-level fields kept equal to the built object with a merge patch (e.g. a ConfigMap's `data`).
     """
 
-    api_version: str
-    kind: str
+    type: ChildType
     name: str
     build: Callable[[], dict[str, Any]]
     sync: tuple[str, ...] = ()
@@ -100,3 +101,18 @@ class Plan:
 
     def group(self, replica_type: str) -> ReplicaGroup | None:
         return next((g for g in self.groups if g.type == replica_type), None)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a job that drives companion resources itself (BeamJob) stands, as its kind reads them this round.
+
+    `conditions` maps type -> (status, reason, message); `fields` are the kind's own status fields;
+    `cleanup` runs only once the terminal phase is in the observed status (as a Plan's cleanupPolicy).
+    """
+
+    phase: str
+    conditions: dict[str, tuple[str, str, str]]
+    creates: tuple[dict[str, Any], ...] = ()
+    fields: dict[str, Any] = field(default_factory=dict)
+    cleanup: tuple[Delete, ...] = ()

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class ChildType(NamedTuple):
+    """A type of object created for a job; the runtime watches every type some kind declares."""
+
+    api_version: str
+    kind: str
+    plural: str
 
 
 @dataclass(frozen=True)

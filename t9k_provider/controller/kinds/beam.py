@@ -9,16 +9,17 @@ user already passed them, as the Beam pipeline options `--runner=FlinkRunner --f
 from __future__ import annotations
 
 import copy
-from datetime import datetime
 from typing import Any
 
-from t9k_provider.controller.engine.names import child_metadata
-from t9k_provider.controller.engine.status import TERMINAL_PHASES, merge_conditions, rfc3339, sanitized
-from t9k_provider.controller.engine.types import Action, Create, Decision, Delete, Event
+from t9k_provider.controller.engine.model import Progress
+from t9k_provider.controller.engine.types import ChildType, Delete
 from t9k_provider.jobs.beam import BeamJob
+from t9k_provider.jobs.contract import batch_job_name
 
-FLINK_API_VERSION = "flinkoperator.k8s.io/v1beta1"
-FLINK_KIND = "FlinkCluster"
+from .context import JobContext
+
+FLINKCLUSTERS = ChildType("flinkoperator.k8s.io/v1beta1", "FlinkCluster", "flinkclusters")
+BATCH_JOBS = ChildType("batch/v1", "Job", "jobs")
 JOBMANAGER_REST_PORT = 8081
 
 
@@ -26,16 +27,16 @@ def flink_endpoint(job_name: str) -> str:
     return f"{job_name}-flinkcluster-jobmanager:{JOBMANAGER_REST_PORT}"
 
 
-def build_flinkcluster(typed: BeamJob, job: dict[str, Any]) -> dict[str, Any]:
-    name = f"{job['metadata']['name']}-flinkcluster"
+def build_flinkcluster(typed: BeamJob, ctx: JobContext) -> dict[str, Any]:
+    name = f"{ctx.name}-flinkcluster"
     written = typed.spec.flink_cluster_template.metadata or {}
-    meta = child_metadata(job, name)
+    meta = ctx.meta(name)
     meta["labels"] = {**(written.get("labels") or {}), **meta["labels"]}
     if written.get("annotations"):
         meta["annotations"] = dict(written["annotations"])
     return {
-        "apiVersion": FLINK_API_VERSION,
-        "kind": FLINK_KIND,
+        "apiVersion": FLINKCLUSTERS.api_version,
+        "kind": FLINKCLUSTERS.kind,
         "metadata": meta,
         "spec": copy.deepcopy(typed.spec.flink_cluster_template.spec),
     }
@@ -55,19 +56,19 @@ def _with_endpoint(container: dict[str, Any], endpoint: str) -> None:
         container["args"] = [*(container.get("args") or []), *extra]
 
 
-def build_batchjob(typed: BeamJob, job: dict[str, Any]) -> dict[str, Any]:
-    name = f"{job['metadata']['name']}-batchjob"
+def build_batchjob(typed: BeamJob, ctx: JobContext) -> dict[str, Any]:
+    name = batch_job_name(ctx.name)
     template = copy.deepcopy(typed.spec.job_template)
     written = template.get("metadata") or {}
-    meta = child_metadata(job, name)
+    meta = ctx.meta(name)
     meta["labels"] = {**(written.get("labels") or {}), **meta["labels"]}
     spec = template.get("spec") or {}
     pod_spec = spec.setdefault("template", {}).setdefault("spec", {})
     pod_spec.setdefault("restartPolicy", "Never")
     containers = pod_spec.get("containers") or []
     if containers:
-        _with_endpoint(containers[0], flink_endpoint(job["metadata"]["name"]))
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+        _with_endpoint(containers[0], flink_endpoint(ctx.name))
+    return {"apiVersion": BATCH_JOBS.api_version, "kind": BATCH_JOBS.kind, "metadata": meta, "spec": spec}
 
 
 def _cluster_running(cluster: dict[str, Any] | None) -> bool:
@@ -89,34 +90,18 @@ def _batch_outcome(batch: dict[str, Any] | None) -> str | None:
     return None
 
 
-def reconcile_beam(
-    typed: BeamJob, job: dict[str, Any], children: list[dict[str, Any]], now: datetime
-) -> Decision:
-    prior = sanitized(job.get("status"))
-    name = job["metadata"]["name"]
+def drive_beam(typed: BeamJob, ctx: JobContext, children: list[dict[str, Any]]) -> Progress:
+    """Where the job stands, read from its FlinkCluster and submit Job; cleanUpCluster deletes the cluster."""
+    name = ctx.name
     by_key = {(c.get("kind"), (c.get("metadata") or {}).get("name")): c for c in children}
-    cluster = by_key.get((FLINK_KIND, f"{name}-flinkcluster"))
-    batch = by_key.get(("Job", f"{name}-batchjob"))
-    actions: list[Action] = []
-    events: list[Event] = []
-    prior_phase = prior.get("phase")
-
-    if prior_phase in TERMINAL_PHASES:
-        # cleanUpCluster runs only once the outcome is in status, so a crash never loses it.
-        if (
-            cluster is not None
-            and typed.spec.run_policy.clean_up_cluster
-            and not cluster["metadata"].get("deletionTimestamp")
-        ):
-            meta = cluster["metadata"]
-            actions.append(Delete(FLINK_API_VERSION, FLINK_KIND, meta["name"], uid=meta.get("uid")))
-        return Decision(status=job.get("status") or {}, actions=actions)
-
+    cluster = by_key.get((FLINKCLUSTERS.kind, f"{name}-flinkcluster"))
+    batch = by_key.get((BATCH_JOBS.kind, batch_job_name(name)))
+    creates = []
     if cluster is None:
-        actions.append(Create(build_flinkcluster(typed, job)))
+        creates.append(build_flinkcluster(typed, ctx))
     running = _cluster_running(cluster)
     if batch is None and running:
-        actions.append(Create(build_batchjob(typed, job)))
+        creates.append(build_batchjob(typed, ctx))
     outcome = _batch_outcome(batch)
     active = bool(((batch or {}).get("status") or {}).get("active"))
     cluster_state = ((cluster or {}).get("status") or {}).get("state")
@@ -153,17 +138,9 @@ def reconcile_beam(
         )
     else:
         phase = "Initializing"
-    if phase in TERMINAL_PHASES:
-        actions = []
-    status: dict[str, Any] = {
-        "phase": phase,
-        "conditions": merge_conditions(prior.get("conditions"), desired, now),
-        "startTime": prior.get("startTime") or rfc3339(now),
-    }
-    if phase in TERMINAL_PHASES:
-        status["completionTime"] = rfc3339(now)
+    fields: dict[str, Any] = {}
     if batch is not None:
-        status["jobStatus"] = [
+        fields["jobStatus"] = [
             {
                 "phase": outcome or ("Running" if active else "Pending"),
                 "reference": {"name": batch["metadata"]["name"], "uid": batch["metadata"].get("uid")},
@@ -171,18 +148,15 @@ def reconcile_beam(
         ]
     job_id = (((cluster or {}).get("status") or {}).get("components") or {}).get("job", {}).get("id")
     if job_id:
-        status["jobURL"] = (
-            f"/t9k/flink-cluster/{name}-flinkcluster/namespace/{job['metadata'].get('namespace')}"
+        fields["jobURL"] = (
+            f"/t9k/flink-cluster/{name}-flinkcluster/namespace/{ctx.job['metadata'].get('namespace')}"
             f"/#/job/{job_id}/overview/"
         )
-    generation = job["metadata"].get("generation")
-    if generation is not None:
-        status["observedGeneration"] = generation
-    if phase != prior_phase:
-        events.append(Event("Warning" if phase == "Failed" else "Normal", phase, f"The job is {phase}."))
-    return Decision(
-        status=status,
-        actions=actions,
-        events=events,
-        requeue_after=1.0 if phase in TERMINAL_PHASES and typed.spec.run_policy.clean_up_cluster else None,
-    )
+    cleanup = ()
+    if cluster is not None and typed.spec.run_policy.clean_up_cluster:
+        meta = cluster["metadata"]
+        if not meta.get("deletionTimestamp"):
+            cleanup = (
+                Delete(FLINKCLUSTERS.api_version, FLINKCLUSTERS.kind, meta["name"], uid=meta.get("uid")),
+            )
+    return Progress(phase, desired, tuple(creates), fields, cleanup)

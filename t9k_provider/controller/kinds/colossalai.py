@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from t9k_provider.controller.engine.model import Plan
 from t9k_provider.jobs.colossalai import ColossalAIJob, launch_arg_pairs
 
-from .ssh import Keygen, worker_hosts
-from .sshjob import ssh_plan
+from .context import JobContext
+from .ssh import launcher_plan, worker_hosts
 
 HOSTFILE = "/etc/colossalai/hostfile"
 MASTER_PORT = 29500
@@ -21,9 +19,8 @@ def extra_launch_args(args: list[str]) -> list[str]:
     return ["--extra_launch_args", ",".join(items)] if items else []
 
 
-def compile_colossalai(typed: ColossalAIJob, job: dict[str, Any], keygen: Keygen | None) -> Plan:
+def compile_colossalai(typed: ColossalAIJob, ctx: JobContext) -> Plan:
     n = typed.spec.normalized()
-    hosts = worker_hosts(job, n.worker.replicas)
     launch = [
         "colossalai",
         "run",
@@ -32,20 +29,19 @@ def compile_colossalai(typed: ColossalAIJob, job: dict[str, Any], keygen: Keygen
         "--nproc_per_node",
         str(n.proc_per_worker),
         "--master_addr",
-        hosts[0],
+        worker_hosts(ctx, 1)[0],
         "--master_port",
         str(MASTER_PORT),
         *extra_launch_args(n.extra_args),
         *n.script,
     ]
-    return ssh_plan(
+    return launcher_plan(
         n,
-        job,
-        keygen,
+        ctx,
         launch=launch,
         launcher_env={"PYTHONUNBUFFERED": "1"},
-        hostfile_data={"hostfile": "".join(f"{h}\n" for h in hosts)},
-        hostfile_paths={"hostfile": HOSTFILE},
+        hostfile_path=HOSTFILE,
+        slots=None,
         worker_debug=("sleep", "inf"),
         success_message=SUCCESS,
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 from t9k_provider.controller.engine.initwait import wait_container
 from t9k_provider.controller.engine.model import ModeOverride, SchedulerPlan
-from t9k_provider.jobs.common import RunMode, SchedulePolicy
+from t9k_provider.jobs.common import ElasticConfig, RunMode, SchedulePolicy
 
 
 def debug_overrides(run_mode: RunMode | None, types: list[str]) -> dict[str, ModeOverride] | None:
@@ -48,6 +48,12 @@ def scheduler_plan(scheduler: SchedulePolicy | None, min_member: int) -> Schedul
         return None
     t9k = scheduler.t9k_scheduler
     return SchedulerPlan(queue=t9k.queue, priority=t9k.priority, min_member=min_member)
+
+
+def elastic_replicas(elastic: ElasticConfig, written: int) -> int:
+    """expectedReplicas (else the written count) clamped into [minReplicas, maxReplicas]."""
+    assert elastic.min_replicas is not None and elastic.max_replicas is not None  # validated by the model
+    return min(max(elastic.expected_replicas or written, elastic.min_replicas), elastic.max_replicas)
 
 
 def container_named(template: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -105,18 +111,13 @@ def add_wait(template: dict[str, Any], container: str, targets: list[str]) -> No
     spec["initContainers"] = [wait_container(image, targets), *(spec.get("initContainers") or [])]
 
 
-def set_command(
-    template: dict[str, Any], container: str, command: list[str], args: list[str] | None = None
-) -> None:
-    """Replace the container's command and args (in place)."""
+def set_command(template: dict[str, Any], container: str, command: list[str]) -> None:
+    """Replace the container's command and drop its args (in place)."""
     target = container_named(template, container)
     if target is None:
         return
     target["command"] = list(command)
-    if args:
-        target["args"] = list(args)
-    else:
-        target.pop("args", None)
+    target.pop("args", None)
 
 
 def mode_fields(run_mode: RunMode | None, types: list[str]) -> dict[str, Any]:

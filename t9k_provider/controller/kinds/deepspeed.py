@@ -8,17 +8,9 @@ from typing import Any
 from t9k_provider.controller.engine.model import Plan, ReplicaGroup
 from t9k_provider.jobs.deepspeed import DeepSpeedJob
 
-from .common import add_wait, container_named, pick_container, scheduler_plan, set_command, with_env
-from .ssh import (
-    SSH_PORT,
-    SSH_SERVICE_PORTS,
-    Keygen,
-    hostfile_configmap,
-    mount_hostfile,
-    mount_ssh,
-    ssh_secret,
-    worker_hosts,
-)
+from .common import container_named, elastic_replicas, pick_container, scheduler_plan
+from .context import JobContext
+from .ssh import SSH_SERVICE_PORTS, hostfile_text, ssh_companions, ssh_node, worker_hosts
 from .training import training_plan
 
 SSHD = "/usr/sbin/sshd"
@@ -61,15 +53,12 @@ def env_file(template: dict[str, Any], container: str) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def compile_deepspeed(typed: DeepSpeedJob, job: dict[str, Any], keygen: Keygen | None) -> Plan:
+def compile_deepspeed(typed: DeepSpeedJob, ctx: JobContext) -> Plan:
     spec = typed.spec
     worker = spec.worker
     elastic = spec.elastic if spec.elastic is not None and spec.elastic.enabled else None
-    count = worker.replicas
-    if elastic is not None:
-        assert elastic.min_replicas is not None and elastic.max_replicas is not None
-        count = min(max(elastic.expected_replicas or count, elastic.min_replicas), elastic.max_replicas)
-    hosts = worker_hosts(job, count)
+    count = worker.replicas if elastic is None else elastic_replicas(elastic, worker.replicas)
+    hosts = worker_hosts(ctx, count)
     cname = pick_container(worker.template, ("worker",))
     slots = spec.config.slots_per_worker or 1
     if spec.config.custom_command is not None:
@@ -78,13 +67,16 @@ def compile_deepspeed(typed: DeepSpeedJob, job: dict[str, Any], keygen: Keygen |
         launch = ["sh", "-c", f'{SSHD} && exec deepspeed "$@"', "deepspeed", *deepspeed_args(typed, hosts[0])]
 
     def build(index: int) -> dict[str, Any]:
-        tpl = with_env(worker.template, {"PYTHONUNBUFFERED": "1"})
-        set_command(tpl, cname, launch if index == 0 else [SSHD, "-D", "-e"])
-        mount_ssh(tpl, cname, job, SSH_MOUNT)
-        mount_hostfile(tpl, cname, job, {"hostfile": HOSTFILE, "deepspeed_env": ENV_FILE})
-        if index == 0:
-            add_wait(tpl, cname, [f"{h}:{SSH_PORT}" for h in hosts[1:]])
-        return tpl
+        return ssh_node(
+            worker.template,
+            cname,
+            ctx,
+            SSH_MOUNT,
+            launch if index == 0 else [SSHD, "-D", "-e"],
+            env={"PYTHONUNBUFFERED": "1"},
+            hostfile_paths={"hostfile": HOSTFILE, "deepspeed_env": ENV_FILE},
+            peers=hosts[1:] if index == 0 else (),
+        )
 
     group = ReplicaGroup(
         type="worker",
@@ -96,7 +88,7 @@ def compile_deepspeed(typed: DeepSpeedJob, job: dict[str, Any], keygen: Keygen |
         debug_command=(SSHD, "-D"),
     )
     hostfile = {
-        "hostfile": "".join(f"{h} slots={slots}\n" for h in hosts),
+        "hostfile": hostfile_text(hosts, slots),
         "deepspeed_env": "" if spec.disable_custom_env else env_file(worker.template, cname),
     }
     plan = training_plan(
@@ -105,7 +97,7 @@ def compile_deepspeed(typed: DeepSpeedJob, job: dict[str, Any], keygen: Keygen |
         spec.run_policy,
         spec.run_mode,
         spec.scheduler,
-        companions=(ssh_secret(job, keygen, SSH_MOUNT), hostfile_configmap(job, hostfile)),
+        companions=ssh_companions(ctx, SSH_MOUNT, hostfile),
     )
     # worker-0 is the launcher even when elastic; only the gang minimum follows elastic.minReplicas.
     if elastic is not None:

@@ -10,6 +10,7 @@ from t9k_provider.controller.engine.substitution import Variables, substitute_te
 from t9k_provider.jobs.generic import GenericJob
 
 from .common import mode_fields, pick_container, scheduler_plan
+from .context import JobContext
 
 
 def _rules(rules: list[dict[str, list[Any]]] | None) -> tuple[dict[str, tuple[int, ...]], ...] | None:
@@ -18,12 +19,12 @@ def _rules(rules: list[dict[str, list[Any]]] | None) -> tuple[dict[str, tuple[in
     return tuple({t: tuple(int(r) for r in ranks) for t, ranks in rule.items()} for rule in rules)
 
 
-def compile_generic(job: GenericJob, name: str) -> Plan:
-    spec = job.spec
+def compile_generic(typed: GenericJob, ctx: JobContext) -> Plan:
+    spec = typed.spec
     counts = spec.replica_counts()
     ports = spec.service.ports if spec.service is not None else None
     variables = Variables(
-        job=name, replicas=counts, ports=None if ports is None else {p.name: p.port for p in ports}
+        job=ctx.name, replicas=counts, ports=None if ports is None else {p.name: p.port for p in ports}
     )
     service_ports = tuple(p.dump() for p in ports or [])
     groups = []

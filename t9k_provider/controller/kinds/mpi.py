@@ -5,13 +5,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from t9k_provider.controller.engine.model import Plan
 from t9k_provider.jobs.mpi import MPIJob, NormalizedMPIJob
 
-from .ssh import Keygen, worker_hosts
-from .sshjob import ssh_plan
+from .context import JobContext
+from .ssh import launcher_plan
 
 HOSTFILE = "/etc/mpi/hostfile"
 SUCCESS = "The launcher finished: mpirun exited 0. Read the launcher log for the program's result."
@@ -31,22 +29,19 @@ def mpirun_command(n: NormalizedMPIJob, hostfile: str = HOSTFILE) -> list[str]:
     return [*cmd, *n.extra_args, *n.script]
 
 
-def compile_mpi(typed: MPIJob, job: dict[str, Any], keygen: Keygen | None) -> Plan:
+def compile_mpi(typed: MPIJob, ctx: JobContext) -> Plan:
     n = typed.spec.normalized()
-    slots = n.processes_per_worker or 1
-    hosts = worker_hosts(job, n.worker.replicas)
-    return ssh_plan(
+    return launcher_plan(
         n,
-        job,
-        keygen,
+        ctx,
         launch=mpirun_command(n),
         launcher_env={
             "OMPI_MCA_orte_default_hostfile": HOSTFILE,
             "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
             "PYTHONUNBUFFERED": "1",
         },
-        hostfile_data={"hostfile": "".join(f"{h} slots={slots}\n" for h in hosts)},
-        hostfile_paths={"hostfile": HOSTFILE},
+        hostfile_path=HOSTFILE,
+        slots=n.processes_per_worker or 1,
         worker_debug=(n.ssh.sshd_path, "-D"),
         success_message=SUCCESS,
     )

@@ -13,11 +13,13 @@ from .common import (
     add_wait,
     container_named,
     declared_port,
+    elastic_replicas,
     ensure_port,
     pick_container,
     set_command,
     with_env,
 )
+from .context import JobContext
 from .training import tensorboard_companion, training_plan
 
 PORT_NAME = "pytorchjob-port"
@@ -57,15 +59,13 @@ def _gpu_count(container: dict[str, Any] | None) -> int:
     return int(value) if value is not None and str(value).isdigit() else 1
 
 
-def compile_pytorch(typed: PyTorchTrainingJob, job: dict[str, Any]) -> Plan:
+def compile_pytorch(typed: PyTorchTrainingJob, ctx: JobContext) -> Plan:
     spec = typed.spec
-    name = job["metadata"]["name"]
+    name = ctx.name
     specs = rank_order(spec.replica_specs)
     elastic = spec.elastic if spec.elastic is not None and spec.elastic.enabled else None
     if elastic is not None:
-        assert elastic.min_replicas is not None and elastic.max_replicas is not None  # validated by the model
-        wanted = elastic.expected_replicas or sum(s.replicas for s in specs)
-        total = min(max(wanted, elastic.min_replicas), elastic.max_replicas)
+        total = elastic_replicas(elastic, sum(s.replicas for s in specs))
         counts = elastic_counts(specs, total)
         nnodes = f"{elastic.min_replicas}:{elastic.max_replicas}"
     else:
@@ -108,7 +108,7 @@ def compile_pytorch(typed: PyTorchTrainingJob, job: dict[str, Any]) -> Plan:
             args += [
                 f"--rdzv_backend={torchrun.rdzv_backend}",
                 f"--rdzv_endpoint={master_addr}:{port}",
-                f"--rdzv_id={job['metadata']['uid']}",
+                f"--rdzv_id={ctx.uid}",
                 *torchrun.extra_options,
                 *(main.get("args") or []),
             ]
@@ -139,6 +139,6 @@ def compile_pytorch(typed: PyTorchTrainingJob, job: dict[str, Any]) -> Plan:
         spec.run_mode,
         spec.scheduler,
         elastic_min=elastic.min_replicas if elastic is not None else None,
-        companions=tensorboard_companion(job, spec.tensorboard_spec),
+        companions=tensorboard_companion(ctx, spec.tensorboard_spec),
         tensorboard=name if spec.tensorboard_spec is not None else None,
     )

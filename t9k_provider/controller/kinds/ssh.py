@@ -1,25 +1,29 @@
-"""SSH material for the launcher kinds (MPI, ColossalAI, DeepSpeed): key Secret, hostfile ConfigMap, mounts.
+"""The SSH family (MPI, ColossalAI, DeepSpeed): sshd nodes sharing a key Secret and a hostfile ConfigMap.
 
-Key generation is the only randomness in the controller; it is injected (`Keygen`) and runs only when the
-Secret `<job>-ssh` is missing, so the engine stays deterministic and keys never rotate under a running job.
+Key generation is the only randomness in the controller; it is injected (`JobContext.keygen`) and runs only
+when the Secret `<job>-ssh` is missing, so the engine stays deterministic and keys never rotate under a
+running job.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from t9k_provider.controller.engine.model import Companion
-from t9k_provider.controller.engine.names import child_metadata
+from t9k_provider.controller.engine.model import Companion, Plan, ReplicaGroup
+from t9k_provider.controller.engine.types import ChildType
+from t9k_provider.jobs.ssh import NormalizedSSHJob
 
-from .common import container_named
+from .common import add_wait, container_named, mode_fields, scheduler_plan, set_command, with_env
+from .context import JobContext
 
-Keygen = Callable[[], tuple[str, str]]
-
+SECRETS = ChildType("v1", "Secret", "secrets")
+CONFIGMAPS = ChildType("v1", "ConfigMap", "configmaps")
+COMPANION_TYPES = (SECRETS, CONFIGMAPS)
 SSH_VOLUME = "t9k-ssh"
 HOSTFILE_VOLUME = "t9k-hostfile"
 SSH_PORT = 22
@@ -52,20 +56,18 @@ def ssh_config(mount_path: str) -> str:
     )
 
 
-def secret_name(job: dict[str, Any]) -> str:
-    return f"{job['metadata']['name']}-ssh"
+def ssh_companions(ctx: JobContext, mount_path: str, hostfile_data: dict[str, str]) -> tuple[Companion, ...]:
+    """The key Secret `<job>-ssh` and the ConfigMap `<job>-hostfile`, whose data follows the replica count
+    (elastic scaling) and so is kept in sync."""
+    secret_name, hostfile_name = f"{ctx.name}-ssh", f"{ctx.name}-hostfile"
 
-
-def ssh_secret(job: dict[str, Any], keygen: Keygen | None, mount_path: str) -> Companion:
-    name = secret_name(job)
-
-    def build() -> dict[str, Any]:
-        private, public = (keygen or generate_keypair)()
+    def build_secret() -> dict[str, Any]:
+        private, public = (ctx.keygen or generate_keypair)()
         return {
-            "apiVersion": "v1",
-            "kind": "Secret",
+            "apiVersion": SECRETS.api_version,
+            "kind": SECRETS.kind,
             "type": "kubernetes.io/ssh-auth",
-            "metadata": child_metadata(job, name),
+            "metadata": ctx.meta(secret_name),
             "data": {
                 "ssh-privatekey": _b64(private),
                 "ssh-publickey": _b64(public),
@@ -73,32 +75,42 @@ def ssh_secret(job: dict[str, Any], keygen: Keygen | None, mount_path: str) -> C
             },
         }
 
-    return Companion("v1", "Secret", name, build)
-
-
-def hostfile_configmap(job: dict[str, Any], data: dict[str, str]) -> Companion:
-    """`<job>-hostfile`; its data follows the replica count (elastic scaling), so it is kept in sync."""
-    name = f"{job['metadata']['name']}-hostfile"
-
-    def build() -> dict[str, Any]:
+    def build_hostfile() -> dict[str, Any]:
         return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": child_metadata(job, name),
-            "data": dict(data),
+            "apiVersion": CONFIGMAPS.api_version,
+            "kind": CONFIGMAPS.kind,
+            "metadata": ctx.meta(hostfile_name),
+            "data": dict(hostfile_data),
         }
 
-    return Companion("v1", "ConfigMap", name, build, sync=("data",))
+    return (
+        Companion(SECRETS, secret_name, build_secret),
+        Companion(CONFIGMAPS, hostfile_name, build_hostfile, sync=("data",)),
+    )
 
 
-def mount_ssh(template: dict[str, Any], container: str, job: dict[str, Any], mount_path: str) -> None:
-    """Keys at `mount_path` (mode 0600): id_rsa, id_rsa.pub, authorized_keys and the client config."""
-    spec = template.setdefault("spec", {})
-    spec.setdefault("volumes", []).append(
+def ssh_node(
+    template: dict[str, Any],
+    container: str,
+    ctx: JobContext,
+    mount_path: str,
+    command: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    hostfile_paths: dict[str, str] | None = None,
+    peers: Sequence[str] = (),
+) -> dict[str, Any]:
+    """A copy of `template` whose `container` runs `command` with the job's keys at `mount_path` (mode 0600:
+    id_rsa, id_rsa.pub, authorized_keys, the client config), the hostfile ConfigMap's keys mounted as single
+    files (`hostfile_paths`: key -> absolute path), after a bounded wait for the sshd of `peers`."""
+    tpl = with_env(template, env or {})
+    set_command(tpl, container, command)
+    volumes = tpl.setdefault("spec", {}).setdefault("volumes", [])
+    volumes.append(
         {
             "name": SSH_VOLUME,
             "secret": {
-                "secretName": secret_name(job),
+                "secretName": f"{ctx.name}-ssh",
                 "defaultMode": 0o600,
                 "items": [
                     {"key": "ssh-privatekey", "path": "id_rsa"},
@@ -109,30 +121,98 @@ def mount_ssh(template: dict[str, Any], container: str, job: dict[str, Any], mou
             },
         }
     )
-    target = container_named(template, container)
+    mounts = [{"name": SSH_VOLUME, "mountPath": mount_path, "readOnly": True}]
+    if hostfile_paths:
+        volumes.append({"name": HOSTFILE_VOLUME, "configMap": {"name": f"{ctx.name}-hostfile"}})
+        mounts += [
+            {"name": HOSTFILE_VOLUME, "mountPath": path, "subPath": key, "readOnly": True}
+            for key, path in hostfile_paths.items()
+        ]
+    target = container_named(tpl, container)
     if target is not None:
-        target.setdefault("volumeMounts", []).append(
-            {"name": SSH_VOLUME, "mountPath": mount_path, "readOnly": True}
+        target.setdefault("volumeMounts", []).extend(mounts)
+    add_wait(tpl, container, [f"{peer}:{SSH_PORT}" for peer in peers])
+    return tpl
+
+
+def worker_hosts(ctx: JobContext, count: int) -> list[str]:
+    return [f"{ctx.name}-worker-{i}".lower() for i in range(count)]
+
+
+def hostfile_text(hosts: list[str], slots: int | None = None) -> str:
+    return "".join(f"{h} slots={slots}\n" if slots is not None else f"{h}\n" for h in hosts)
+
+
+def launcher_plan(
+    n: NormalizedSSHJob,
+    ctx: JobContext,
+    *,
+    launch: list[str],
+    launcher_env: dict[str, str],
+    hostfile_path: str,
+    slots: int | None,
+    worker_debug: tuple[str, ...],
+    success_message: str,
+) -> Plan:
+    """MPIJob and ColossalAIJob: workers `<job>-worker-<i>` run sshd; the launcher `<job>-launcher` runs
+    `launch` once all workers run (R10), with the hostfile at `hostfile_path`.
+
+    Success and failure follow the launcher; a worker failing for good fails the job at once (fail-fast).
+    The PodGroup's minMember counts the workers only: the launcher is created after they run, so requiring
+    it in the gang would deadlock (decision, docs/controller.md).
+    """
+    mount = n.ssh.auth_mount_path
+    workers = n.worker.replicas
+    hosts = worker_hosts(ctx, workers)
+
+    def worker(_: int) -> dict[str, Any]:
+        return ssh_node(n.worker.template, n.worker_container, ctx, mount, [n.ssh.sshd_path, "-D", "-e"])
+
+    def launcher(_: int) -> dict[str, Any]:
+        return ssh_node(
+            n.launcher.template,
+            n.launcher_container,
+            ctx,
+            mount,
+            launch,
+            env=launcher_env,
+            hostfile_paths={"hostfile": hostfile_path},
+            peers=hosts,
         )
 
-
-def mount_hostfile(
-    template: dict[str, Any], container: str, job: dict[str, Any], files: dict[str, str]
-) -> None:
-    """Mount ConfigMap keys as single files: `files` maps key -> absolute path (subPath mounts)."""
-    spec = template.setdefault("spec", {})
-    spec.setdefault("volumes", []).append(
-        {
-            "name": HOSTFILE_VOLUME,
-            "configMap": {"name": f"{job['metadata']['name']}-hostfile"},
-        }
+    worker_policy = n.worker.restart_policy
+    launcher_policy = n.launcher.restart_policy
+    groups = (
+        ReplicaGroup(
+            type="worker",
+            replicas=workers,
+            template=worker,
+            restart_policy=worker_policy.policy,
+            restart_limit=worker_policy.limit,
+            training_container=n.worker_container,
+            service_ports=SSH_SERVICE_PORTS,
+            debug_command=worker_debug,
+            recreatable=worker_policy.policy != "Never",
+        ),
+        ReplicaGroup(
+            type="launcher",
+            replicas=1,
+            template=launcher,
+            restart_policy=launcher_policy.policy,
+            restart_limit=launcher_policy.limit,
+            training_container=n.launcher_container,
+            indexed=False,
+            after_running="worker",
+        ),
     )
-    target = container_named(template, container)
-    if target is not None:
-        mounts = target.setdefault("volumeMounts", [])
-        for key, path in files.items():
-            mounts.append({"name": HOSTFILE_VOLUME, "mountPath": path, "subPath": key, "readOnly": True})
-
-
-def worker_hosts(job: dict[str, Any], count: int) -> list[str]:
-    return [f"{job['metadata']['name']}-worker-{i}".lower() for i in range(count)]
+    return Plan(
+        groups=groups,
+        success_rules=({"launcher": (0,)},),
+        failure_rules=({"launcher": (0,)}, *({"worker": (i,)} for i in range(workers))),
+        success_message=success_message,
+        cleanup_policy="All" if n.clean_up_workers else "None",
+        cleanup_types=frozenset({"worker"}),
+        scheduler=scheduler_plan(n.scheduler, workers),
+        companions=ssh_companions(ctx, mount, {"hostfile": hostfile_text(hosts, slots)}),
+        **mode_fields(n.run_mode, ["worker", "launcher"]),
+    )

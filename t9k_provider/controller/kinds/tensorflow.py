@@ -17,6 +17,7 @@ from t9k_provider.jobs.common import TrainingReplicaSpec
 from t9k_provider.jobs.training import TensorFlowTrainingJob
 
 from .common import declared_port, ensure_port, with_env
+from .context import JobContext
 from .training import tensorboard_companion, training_plan
 
 CONTAINER = "tensorflow"
@@ -25,9 +26,9 @@ DEFAULT_PORT = 2222
 OUTSIDE_CLUSTER = ("evaluator",)
 
 
-def compile_tensorflow(typed: TensorFlowTrainingJob, job: dict[str, Any]) -> Plan:
+def compile_tensorflow(typed: TensorFlowTrainingJob, ctx: JobContext) -> Plan:
     spec = typed.spec
-    name = job["metadata"]["name"]
+    name = ctx.name
     ports = {
         rs.type: declared_port(rs.template, CONTAINER, PORT_NAME)
         or declared_port(rs.template, CONTAINER, None)
@@ -65,6 +66,6 @@ def compile_tensorflow(typed: TensorFlowTrainingJob, job: dict[str, Any]) -> Pla
         spec.run_policy,
         spec.run_mode,
         spec.scheduler,
-        companions=tensorboard_companion(job, spec.tensorboard_spec),
+        companions=tensorboard_companion(ctx, spec.tensorboard_spec),
         tensorboard=name if spec.tensorboard_spec is not None else None,
     )

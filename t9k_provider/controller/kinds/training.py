@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.controller.engine.model import Companion, Plan, ReplicaGroup
-from t9k_provider.controller.engine.names import child_metadata
+from t9k_provider.controller.engine.types import ChildType
 from t9k_provider.jobs.common import RunMode, RunPolicy, SchedulePolicy, TensorBoardSpec
 
 from .common import mode_fields, scheduler_plan
+from .context import JobContext
 
-TENSORBOARD_API_VERSION = "tensorstack.dev/v1beta1"
+TENSORBOARDS = ChildType("tensorstack.dev/v1beta1", "TensorBoard", "tensorboards")
 
 
 def each_replica(groups: tuple[ReplicaGroup, ...]) -> tuple[dict[str, tuple[int, ...]], ...]:
@@ -54,18 +55,17 @@ def training_plan(
     )
 
 
-def tensorboard_companion(job: dict[str, Any], spec: TensorBoardSpec | None) -> tuple[Companion, ...]:
+def tensorboard_companion(ctx: JobContext, spec: TensorBoardSpec | None) -> tuple[Companion, ...]:
     """The TensorBoard `<job>` next to a PyTorch/TensorFlow job (section 8.9); kept after the end."""
     if spec is None:
         return ()
-    name = job["metadata"]["name"]
 
     def build() -> dict[str, Any]:
         return {
-            "apiVersion": TENSORBOARD_API_VERSION,
-            "kind": "TensorBoard",
-            "metadata": child_metadata(job, name),
+            "apiVersion": TENSORBOARDS.api_version,
+            "kind": TENSORBOARDS.kind,
+            "metadata": ctx.meta(ctx.name),
             "spec": spec.dump(),
         }
 
-    return (Companion(TENSORBOARD_API_VERSION, "TensorBoard", name, build),)
+    return (Companion(TENSORBOARDS, ctx.name, build),)

@@ -14,6 +14,7 @@ from t9k_provider.jobs.common import TrainingReplicaSpec
 from t9k_provider.jobs.training import XGBoostTrainingJob
 
 from .common import declared_port, ensure_port, with_env
+from .context import JobContext
 from .training import training_plan
 
 CONTAINER = "xgboost"
@@ -21,9 +22,9 @@ PORT_NAME = "xgboostjob-port"
 DEFAULT_PORT = 9999
 
 
-def compile_xgboost(typed: XGBoostTrainingJob, job: dict[str, Any]) -> Plan:
+def compile_xgboost(typed: XGBoostTrainingJob, ctx: JobContext) -> Plan:
     spec = typed.spec
-    name = job["metadata"]["name"]
+    name = ctx.name
     specs = sorted(spec.replica_specs, key=lambda s: s.type != "master")  # master first: rank 0
     master = specs[0]
     port = declared_port(master.template, CONTAINER, None) or DEFAULT_PORT

@@ -1,6 +1,6 @@
-"""The glue between caches, the pure engine and the API: one reconcile of one job.
+"""The glue between caches, the pure reconcile and the API: one reconcile of one job.
 
-Order (docs/architecture.md §3): observe from the caches -> ``engine.reconcile`` -> write status (merge patch
+Order (docs/architecture.md §3): observe from the caches -> ``reconcile`` -> write status (merge patch
 on ``/status``, only when changed, fenced on the resourceVersion it was computed from; on 409 re-read the job
 and recompute) -> execute the actions run by run (``action_runs``: consecutive creates, or deletes, of one
 kind go out together, at most ``RUN_CONCURRENCY`` in flight; runs follow each other in the engine's order) ->

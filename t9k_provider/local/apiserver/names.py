@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
@@ -15,6 +16,9 @@ _DNS1123_SUBDOMAIN = re.compile(_DNS1123_SUBDOMAIN_FMT + r"\Z")
 _DNS1035_LABEL = re.compile(_DNS1035_LABEL_FMT + r"\Z")
 _QUALIFIED_NAME = re.compile(_QUALIFIED_NAME_FMT + r"\Z")
 _LABEL_VALUE = re.compile(_LABEL_VALUE_FMT + r"\Z")
+
+#: A name rule of the object-meta validation: (name, is a generateName prefix) -> messages.
+NameCheck = Callable[[str, bool], list[str]]
 
 _QUALIFIED_NAME_MSG = (
     "must consist of alphanumeric characters, '-', '_' or '.', "

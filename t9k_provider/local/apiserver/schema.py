@@ -27,10 +27,10 @@ from t9k_provider.local.apiserver.fielderrors import (
     too_many,
     type_invalid,
 )
-from t9k_provider.local.apiserver.jsonvalues import json_copy, json_equal
+from t9k_provider.local.apiserver.jsonvalues import json_copy, json_in, json_type
 from t9k_provider.local.apiserver.names import is_dns1035_label, is_dns1123_subdomain
 
-__all__ = ["Cause", "apply_defaults", "check_crd", "prune", "validate"]
+__all__ = ["Cause", "apply_defaults", "check_crd", "is_base64", "is_ip", "prune", "validate"]
 
 _TYPES = ["array", "boolean", "integer", "number", "object", "string"]
 
@@ -39,24 +39,8 @@ def _child(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _type_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _has_type(expected: str, value: Any) -> bool:
-    actual = _type_of(value)
+    actual = json_type(value)
     if expected == "integer":
         return actual == "integer" or (actual == "number" and math.isfinite(value) and value.is_integer())
     if expected == "number":
@@ -98,7 +82,7 @@ def _is_date(text: str) -> bool:
     return len(text) == 10
 
 
-def _is_byte(text: str) -> bool:
+def is_base64(text: str) -> bool:
     try:
         base64.b64decode(text, validate=True)
     except ValueError:
@@ -114,11 +98,13 @@ def _is_uuid(text: str) -> bool:
     return True
 
 
-def _is_ip(text: str, version: int) -> bool:
+def is_ip(text: str, version: int | None = None) -> bool:
+    """An IP address (of that version, if given)."""
     try:
-        return ipaddress.ip_address(text).version == version
+        address = ipaddress.ip_address(text)
     except ValueError:
         return False
+    return version is None or address.version == version
 
 
 def _is_cidr(text: str) -> bool:
@@ -134,10 +120,10 @@ _FORMATS = {
     "datetime": _is_datetime,
     "date": _is_date,
     "duration": lambda t: bool(_DURATION.match(t)) or t == "0",
-    "byte": _is_byte,
+    "byte": is_base64,
     "uuid": _is_uuid,
-    "ipv4": lambda t: _is_ip(t, 4),
-    "ipv6": lambda t: _is_ip(t, 6),
+    "ipv4": lambda t: is_ip(t, 4),
+    "ipv6": lambda t: is_ip(t, 6),
     "cidr": _is_cidr,
     "hostname": lambda t: bool(_HOSTNAME.match(t)) and len(t) <= 253,
     "email": lambda t: bool(_EMAIL.match(t)),
@@ -168,11 +154,11 @@ def _validate(s: dict, value: Any, path: str, out: list[Cause]) -> None:
             out.append(type_invalid(path, "null", f'{path} in body must be of type {declared}: "null"'))
         return
     if declared and not any(_has_type(t, value) for t in declared.split(",")):
-        actual = _type_of(value)
+        actual = json_type(value)
         out.append(type_invalid(path, actual, f'{path} in body must be of type {declared}: "{actual}"'))
         return
 
-    if "enum" in s and not any(json_equal(value, e) for e in s["enum"] or []):
+    if "enum" in s and not json_in(value, s["enum"] or []):
         allowed = [e if isinstance(e, str) else go_value(e) for e in s["enum"] or []]
         out.append(not_supported(path, value, allowed))
 
@@ -235,7 +221,7 @@ def _validate_array(s: dict, value: list, path: str, out: list[Cause]) -> None:
         out.append(invalid(path, len(value), f"{path} in body should have at least {s['minItems']} items"))
     if s.get("uniqueItems"):
         for i, item in enumerate(value):
-            if any(json_equal(item, other) for other in value[:i]):
+            if json_in(item, value[:i]):
                 out.append(invalid(path, "", f"{path} in body shouldn't contain duplicates"))
                 break
     _validate_list_type(s, value, path, out)
@@ -259,7 +245,7 @@ def _validate_list_type(s: dict, value: list, path: str, out: list[Cause]) -> No
             identity: Any = {k: item.get(k) for k in keys}
         else:
             identity = item
-        if any(json_equal(identity, other) for other in seen):
+        if json_in(identity, seen):
             out.append(duplicate(f"{path}[{i}]", identity))
         else:
             seen.append(identity)

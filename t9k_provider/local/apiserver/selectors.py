@@ -1,13 +1,13 @@
 """Label and field selectors with the grammar, validation and error messages of apimachinery.
 
 Label selectors follow ``pkg/labels/selector.go`` (lexer, parser, ``Requirement.Matches``); field
-selectors follow ``pkg/fields/selector.go`` plus the per-kind selectable fields of the registries.
+selectors follow ``pkg/fields/selector.go`` plus the selectable fields each resource's strategy declares.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,10 +303,32 @@ def label_selector_from_spec(selector: dict | None) -> LabelSelector:
     return LabelSelector(tuple(requirements))
 
 
+def format_label_selector(selector: dict | None) -> str:
+    """A ``LabelSelector`` in the query syntax (``metav1.FormatLabelSelector``), as Scale status and kubectl's
+    SELECTOR column show it: requirements sorted by key, "<none>" for one that selects everything."""
+    spec = selector or {}
+    terms = [(k, f"{k}={v}") for k, v in (spec.get("matchLabels") or {}).items()]
+    for expr in spec.get("matchExpressions") or ():
+        key, op, values = expr.get("key", ""), expr.get("operator"), sorted(expr.get("values") or ())
+        text = {
+            "In": f"{key} in ({','.join(values)})",
+            "NotIn": f"{key} notin ({','.join(values)})",
+            "Exists": key,
+            "DoesNotExist": f"!{key}",
+        }.get(op, "")
+        terms.append((key, text))
+    return ",".join(t for _, t in sorted(terms, key=lambda kt: kt[0])) or "<none>"
+
+
 # ------------------------------------------------------------------------------- field selectors
 
 
-def _path(*keys: str) -> Callable[[dict], str]:
+FieldGetter = Callable[[dict], str]
+
+
+def field_getter(*keys: str) -> FieldGetter:
+    """The selectable value at this path of an object, as a field selector compares it."""
+
     def get(obj: dict) -> str:
         node: Any = obj
         for key in keys:
@@ -320,42 +342,9 @@ def _path(*keys: str) -> Callable[[dict], str]:
     return get
 
 
-_COMMON: dict[str, Callable[[dict], str]] = {
-    "metadata.name": _path("metadata", "name"),
-    "metadata.namespace": _path("metadata", "namespace"),
-}
-_EVENT_FIELDS = {
-    f"involvedObject.{f}": _path("involvedObject", f)
-    for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
-}
-_EVENT_FIELDS.update(
-    {
-        "reason": _path("reason"),
-        "reportingComponent": _path("reportingComponent"),
-        "source": _path("source", "component"),
-        "type": _path("type"),
-    }
-)
-_FIELDS: dict[str, dict[str, Callable[[dict], str]]] = {
-    "Pod": {
-        "spec.nodeName": _path("spec", "nodeName"),
-        "spec.restartPolicy": _path("spec", "restartPolicy"),
-        "spec.schedulerName": _path("spec", "schedulerName"),
-        "spec.serviceAccountName": _path("spec", "serviceAccountName"),
-        "spec.hostNetwork": lambda o: "true" if (o.get("spec") or {}).get("hostNetwork") else "false",
-        "status.phase": _path("status", "phase"),
-        "status.podIP": _path("status", "podIP"),
-        "status.nominatedNodeName": _path("status", "nominatedNodeName"),
-    },
-    "Event": _EVENT_FIELDS,
-    "Namespace": {"status.phase": _path("status", "phase")},
-    "Secret": {"type": _path("type")},
-    "Job": {"status.successful": lambda o: str((o.get("status") or {}).get("successful") or 0)},
-    "Node": {
-        "spec.unschedulable": lambda o: "true" if (o.get("spec") or {}).get("unschedulable") else "false"
-    },
-    "ReplicaSet": {"status.replicas": lambda o: str((o.get("status") or {}).get("replicas") or 0)},
-    "Service": {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
+_COMMON: dict[str, FieldGetter] = {
+    "metadata.name": field_getter("metadata", "name"),
+    "metadata.namespace": field_getter("metadata", "namespace"),
 }
 
 
@@ -364,7 +353,7 @@ class FieldRequirement:
     field: str
     negate: bool
     value: str
-    get: Callable[[dict], str]
+    get: FieldGetter
 
     def matches(self, obj: dict) -> bool:
         return (self.get(obj) == self.value) != self.negate
@@ -417,9 +406,10 @@ def _unescape(value: str) -> str:
     return "".join(out)
 
 
-def parse_field_selector(text: str, kind: str) -> FieldSelector:
-    """Parse a ``fieldSelector`` for objects of ``kind``; unsupported fields raise SelectorError."""
-    supported = {**_COMMON, **_FIELDS.get(kind, {})}
+def parse_field_selector(text: str, selectable: Mapping[str, FieldGetter]) -> FieldSelector:
+    """Parse a ``fieldSelector`` for objects whose kind has these ``selectable`` fields besides
+    ``metadata.name`` and ``metadata.namespace``; unsupported fields raise SelectorError."""
+    supported = {**_COMMON, **selectable}
     requirements = []
     for term in sorted(_split_terms(text)):
         if not term:

@@ -158,7 +158,8 @@ def conditions(
     old = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
     pending_inits = [v.name for v in inits if not v.succeeded()]
     initialized = not pending_inits
-    unready = [v.name for v in mains if not (v.current and v.current.running)]
+    # ready as its containerStatuses entry says: running and reported started by the shim
+    unready = [v.name for v in mains if not (v.current and v.current.running and v.current.started_at)]
     completed = pod_phase == "Succeeded"
     ready_reason = "PodCompleted" if completed else "ContainersNotReady"
     ready_message = None if completed else f"containers with unready status: [{' '.join(unready)}]"

@@ -1,4 +1,4 @@
-"""Pod volumes materialised under `STATE/pods/<pod>/volumes/<name>`, and each container's bind mounts."""
+"""Pod volumes materialised in the pod directory (`PodDir.volumes`), and each container's bind mounts."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, expand, object_bytes
 from t9k_provider.local.kubelet.shim import Mount
+from t9k_provider.local.poddir import PodDir
 
 DEFAULT_MODE = 0o644
 
@@ -34,14 +35,13 @@ def _write_items(target: Path, data: dict[str, bytes], source: dict, what: str) 
 
 
 def materialize(
-    pod: dict, pod_dir: Path, configmaps: dict[str, dict], secrets: dict[str, dict]
+    pod: dict, pod_dir: PodDir, configmaps: dict[str, dict], secrets: dict[str, dict]
 ) -> dict[str, Path]:
     """Create every volume of the pod on disk; returns volume name -> host path."""
     paths: dict[str, Path] = {}
-    base = pod_dir / "volumes"
     for vol in (pod.get("spec") or {}).get("volumes") or []:
         name = vol["name"]
-        target = base / name
+        target = pod_dir.volumes / name
         if "emptyDir" in vol:
             target.mkdir(parents=True, exist_ok=True)
         elif "configMap" in vol:
@@ -69,13 +69,12 @@ def materialize(
     return paths
 
 
-def claim_dir(pod: dict, pod_dir: Path, claim: str) -> Path:
-    """A PersistentVolumeClaim is a directory `STATE/volumes/<ns>/<claim>`, shared by the namespace's pods and
-    kept across them, like a ReadWriteMany local volume (claim objects themselves are not required)."""
+def claim_dir(pod: dict, pod_dir: PodDir, claim: str) -> Path:
+    """A PersistentVolumeClaim is a directory of the state dir, shared by the namespace's pods and kept across
+    them, like a ReadWriteMany local volume (claim objects themselves are not required)."""
     if not claim or "/" in claim or claim in (".", ".."):
         raise ContainerConfigError(f"persistentVolumeClaim.claimName: invalid claim name {claim!r}")
-    ns = pod["metadata"].get("namespace", "default")
-    path = pod_dir.parent.parent / "volumes" / ns / claim
+    path = pod_dir.claim(pod["metadata"].get("namespace", "default"), claim)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -1,44 +1,36 @@
-"""Entry point of the engine: validate, compile with the kind's compiler, run the plan."""
+"""The controller's decision for one job: validate, then run it as its kind's registry entry says.
+
+Pure: `reconcile(observed) -> Decision` does no I/O; the runtime feeds it and carries the Decision out.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from t9k_provider.controller.kinds import decide
 from t9k_provider.jobs import ManifestError, load
+from t9k_provider.jobs.contract import TERMINAL_PHASES
 
-from .model import SpecError
-from .status import TERMINAL_PHASES, merge_conditions, rfc3339, sanitized
-from .types import Decision, Event, Observed
-
-# (apiVersion, kind, plural) of every child type the engine creates; the runtime watches them all.
-WATCHED_CHILD_TYPES: list[tuple[str, str, str]] = [
-    ("v1", "Pod", "pods"),
-    ("v1", "Service", "services"),
-    ("v1", "ConfigMap", "configmaps"),
-    ("v1", "Secret", "secrets"),
-    ("scheduler.tensorstack.dev/v1beta1", "PodGroup", "podgroups"),
-    ("batch/v1", "Job", "jobs"),
-    ("flinkoperator.k8s.io/v1beta1", "FlinkCluster", "flinkclusters"),
-    ("tensorstack.dev/v1beta1", "TensorBoard", "tensorboards"),
-]
+from .engine.model import SpecError
+from .engine.status import merge_conditions, rfc3339, sanitized
+from .engine.types import Decision, Event, Observed
+from .kinds.context import JobContext, Keygen
+from .kinds.registry import REGISTRY
 
 
-def reconcile(observed: Observed, *, ssh_keygen: Callable[[], tuple[str, str]] | None = None) -> Decision:
+def reconcile(observed: Observed, *, ssh_keygen: Keygen | None = None) -> Decision:
     """The complete desired status and the actions that get there. Pure: same input, same output.
 
     `ssh_keygen` returns (private key, public key) in OpenSSH text form; it is called only when a job's SSH
     Secret is missing. Tests inject a fixed pair; the default generates a fresh ed25519 key.
     """
     job = observed.job
-    prior = job.get("status") or {}
     if (job.get("metadata") or {}).get("deletionTimestamp"):
-        return Decision(status=prior)  # garbage collection removes the children
+        return Decision(status=job.get("status") or {})  # garbage collection removes the children
     try:
         # Status is the controller's own output: never let it make a spec invalid.
         typed = load({k: v for k, v in job.items() if k != "status"})
-        return decide(typed, job, observed.children, observed.now, ssh_keygen)
+        kind = REGISTRY[type(typed)]
+        return kind.decide(typed, JobContext(job, ssh_keygen), observed.children, observed.now)
     except (ManifestError, SpecError) as exc:
         return invalid(job, exc, observed)
 
