@@ -70,9 +70,6 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         **DecoratedOperator.template_fields_renderers,
         **T9kJobOperator.template_fields_renderers,
     }
-    # The manifest is always the generated dict: no string in it names a template file (T9kJobOperator's
-    # .yaml/.json extensions would load any nested string ending so, a path in ``env`` for one).
-    template_ext: Sequence[str] = ()
     shallow_copy_attrs: Sequence[str] = ("python_callable",)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from af_versions import stored_xcoms
 
 from t9k_provider.local.testing import LocalCluster
@@ -75,3 +76,10 @@ def run(
 def result_of(dag_id: str, run_id: str, task_id: str = "job") -> Any:
     (result,) = stored_xcoms(dag_id, run_id, task_id, "return_value")
     return result
+
+
+def deferrals(output: str, caplog: pytest.LogCaptureFixture) -> int:
+    """How often the tasks of a ``dag.test()`` run deferred (needs INFO of ``airflow.models.dag``)."""
+    if AIRFLOW_V_3_0_PLUS:
+        return output.count("Pausing task as DEFERRED")
+    return caplog.text.count("[DAG TEST] running trigger in line")  # Airflow 2 runs each trigger in line

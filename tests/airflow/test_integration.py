@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from af_cluster import DAGS, result_of, run
+from af_cluster import DAGS, deferrals, result_of, run
 from af_versions import airflow2_only, stored_xcoms
 
 from t9k_provider.local.flink.dist import flink_home
@@ -37,13 +37,6 @@ def jobs(cluster: LocalCluster, plural: str) -> list[dict[str, Any]]:
     return hook.custom_object_client.list_namespaced_custom_object(
         "batch.tensorstack.dev", "v1beta1", "default", plural
     )["items"]
-
-
-def deferrals(output: str, caplog: pytest.LogCaptureFixture) -> int:
-    """How often the tasks of a ``dag.test()`` run deferred (needs INFO of ``airflow.models.dag``)."""
-    if AIRFLOW_V_3_0_PLUS:
-        return output.count("Pausing task as DEFERRED")
-    return caplog.text.count("[DAG TEST] running trigger in line")  # Airflow 2 runs each trigger in line
 
 
 def jobs_of(cluster: LocalCluster, dag_id: str) -> list[dict[str, Any]]:

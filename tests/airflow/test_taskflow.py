@@ -524,6 +524,17 @@ def test_strings_that_look_like_template_files_are_values(dag: DAG) -> None:
     assert {"name": "CONFIG", "value": "/etc/train.json"} in env
 
 
+def test_arguments_that_look_like_template_files_are_values(tmp_path: Path) -> None:
+    """As with plain ``@task``, an argument naming a file of the DAG's template path is passed as it is,
+    neither when the DAG file is parsed (``resolve_template_files``) nor when the task renders."""
+    (tmp_path / "rows.json").write_text("[1, 2]")
+    with DAG("taskflow_files", schedule=None, template_searchpath=[str(tmp_path)]) as dag:
+        op = task.t9k()(scale)(["rows.json"], factor="rows.json").operator
+    dag.resolve_template_files()
+    op.render_template_fields({"ti": FakeTI()})
+    assert list(op.op_args) == [["rows.json"]] and op.op_kwargs == {"factor": "rows.json"}
+
+
 def test_the_runner_is_python_3_8_with_the_standard_library_only() -> None:
     """It runs in the image's interpreter, which may be older than Airflow's and has no t9k_provider."""
     import ast

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from af_cluster import DAGS, result_of, run
+from af_cluster import DAGS, deferrals, result_of, run
 from af_versions import stored_xcoms
 
 from t9k_provider.decorators import manifests, transport
@@ -38,11 +39,19 @@ def test_pytorch_function_all_reduces_across_two_workers(cluster: LocalCluster, 
 
 
 def test_generic_function_gets_its_arguments_and_the_same_interpreter(
-    cluster: LocalCluster, dags: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    cluster: LocalCluster,
+    dags: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Results come back both from a job that ends after the task deferred (``describe``) and from jobs that
+    end while the worker still follows them (``square``)."""
     monkeypatch.setenv("AIRFLOW__CORE__MAX_TEMPLATED_FIELD_LENGTH", "1000000")  # the whole manifest
+    caplog.set_level(logging.INFO, logger="airflow.models.dag")
     state, tasks, run_id = run(dags, "it_tf_generic")
     assert state == "success", tasks
+    assert deferrals(capfd.readouterr().out, caplog) == 1
     result = result_of("it_tf_generic", run_id, "describe")
     assert result == {
         "greeting": "hello it_tf_generic",

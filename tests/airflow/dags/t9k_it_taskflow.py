@@ -39,7 +39,7 @@ with DAG("it_tf_pytorch", schedule=None, start_date=START, catchup=False):
 
 with DAG("it_tf_generic", schedule=None, start_date=START, catchup=False):
 
-    @task.t9k(env={"GREETING": "hello"}, deferrable=True, **FAST)
+    @task.t9k(env={"GREETING": "hello"}, deferrable=True, wait_before_defer=0, **FAST)  # ends deferred
     def describe(name: str, sizes: dict) -> dict:
         import os
         import sys
@@ -52,7 +52,7 @@ with DAG("it_tf_generic", schedule=None, start_date=START, catchup=False):
             "python": sys.executable,
         }
 
-    @task.t9k(**FAST)
+    @task.t9k(deferrable=True, wait_before_defer=120, **FAST)  # ends in the worker, never deferred
     def square(x: float, offset: float) -> float:
         return x * x + offset
 
