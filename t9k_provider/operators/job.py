@@ -221,6 +221,16 @@ class T9kJobOperator(BaseOperator):
                 self.manifest = path.read_text()
         super().render_template_fields(context, jinja_env)
 
+    def render_template(
+        self, content: Any, context: Any, jinja_env: Any = None, seen_oids: set[int] | None = None
+    ) -> Any:
+        """Only the ``manifest`` field itself may name a template file: Airflow would load any string ending
+        in ``template_ext``, a path in a dict manifest's ``args`` or ``env`` too, or ``config_file``."""
+        names_file = isinstance(content, str) and content.endswith(tuple(self.template_ext))
+        if names_file and content is not self.manifest:
+            return self._render((jinja_env or self.get_template_env()).from_string(content), context)
+        return super().render_template(content, context, jinja_env, seen_oids)
+
     def build_manifest(self, task_identity: dict[str, str] | None, try_number: int | None) -> dict[str, Any]:
         """Validate with the job models (before any API call) and add name, namespace and annotations."""
         from t9k_provider.jobs import ManifestError, load

@@ -643,6 +643,28 @@ def test_template_fields_render_the_manifest_dict(fake_hook: FakeHook, ti: FakeT
     assert op.manifest["metadata"]["name"] == "from-param"
 
 
+def test_strings_in_a_manifest_dict_are_rendered_never_loaded_as_files(
+    tmp_path: Path, fake_hook: FakeHook, ti: FakeTI
+) -> None:
+    """Only a ``manifest`` string names a template file: paths ending in .yaml/.yml/.json inside a dict
+    manifest (args, env) are strings to render, even where a file of that name exists."""
+    from airflow.providers.common.compat.sdk import DAG
+
+    (tmp_path / "config.yaml").write_text("not: this")
+    manifest = generic_manifest("{{ params.job }}")
+    container = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    container["args"] = ["--config", "config.yaml", "--out", "{{ params.job }}/metrics.json"]
+    container["env"] = [{"name": "SETTINGS", "value": "/etc/app/settings.yml"}]
+    with DAG("d4", template_searchpath=[str(tmp_path)], schedule=None):
+        op = make(fake_hook, manifest=manifest, config_file="kube.yaml")
+    op.render_template_fields({"ti": ti, "params": {"job": "run-1"}})
+    container = op.manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["--config", "config.yaml", "--out", "run-1/metrics.json"]
+    assert container["env"] == [{"name": "SETTINGS", "value": "/etc/app/settings.yml"}]
+    assert op.manifest["metadata"]["name"] == "run-1"
+    assert op.config_file == "kube.yaml"
+
+
 def test_create_conflict_then_vanished_job_is_recreated(fake_hook: FakeHook, context: dict[str, Any]) -> None:
     fake_hook.failures["create_job"] = [api_error(409, "exists")]
     fake_hook.script = [SUCCEEDED]
