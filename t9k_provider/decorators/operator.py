@@ -17,6 +17,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from t9k_provider.decorators import manifests
 from t9k_provider.decorators.manifests import JobOptions, Recipe
 from t9k_provider.decorators.source import check, ship
+from t9k_provider.hooks.replicas import pod_selector
 from t9k_provider.operators import (
     DeepSpeedJobOperator,
     GenericJobOperator,
@@ -27,7 +28,6 @@ from t9k_provider.operators import (
     XGBoostTrainingJobOperator,
 )
 from t9k_provider.operators.job import ON_FINISH_ACTIONS
-from t9k_provider.operators.replicas import pod_selector
 
 #: Options some decorator takes: any other decorator names them in its error.
 KIND_OPTIONS = {
