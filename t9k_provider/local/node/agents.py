@@ -21,6 +21,7 @@ from t9k_provider.kube.resources import (
     DAEMONSETS,
     DEPLOYMENTS,
     JOBS,
+    NODES,
     PODS,
     REPLICASETS,
     SERVICES,
@@ -63,8 +64,10 @@ async def run_node_agents(
         kube, PODS, indexers={OWNER_INDEX: by_owner, NODE_INDEX: by_node, **scheduler.POD_INDEXERS}
     )
     services = Informer(kube, SERVICES)
-    pod_scheduler = scheduler.Scheduler(kube, pods)
+    nodes = Informer(kube, NODES)
+    pod_scheduler = scheduler.Scheduler(kube, pods, nodes)
     pods.add_handler(pod_scheduler.on_pod)
+    nodes.add_handler(pod_scheduler.on_node)
     replicasets = Informer(kube, REPLICASETS, indexers={OWNER_INDEX: by_owner})
     owners = {rt: Informer(kube, rt) for rt in (JOBS, DEPLOYMENTS, STATEFULSETS, DAEMONSETS)}
     deployment_controller = DeploymentController(kube, owners[DEPLOYMENTS], replicasets, pods)
@@ -80,7 +83,7 @@ async def run_node_agents(
         controller.owners.add_handler(controller.on_owner)
         controller.children.add_handler(controller.on_child)
     runners: list[Coroutine[Any, Any, None]] = [pod_scheduler.run(), *(c.run() for c in controllers)]
-    informers = [pods, replicasets, *owners.values()]
+    informers = [pods, nodes, replicasets, *owners.values()]
     if net is not None:
         kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
         pods.add_handler(kubelet.on_pod)
