@@ -125,17 +125,21 @@ def test_pod_is_bound_when_a_pod_on_the_node_goes(core: client.CoreV1Api, ns: st
     wait_for("next bound once big is gone", lambda: "next" in bound(core, ns))
 
 
+def create_podgroup(custom: client.CustomObjectsApi, ns: str, name: str, priority: int = 0) -> None:
+    body = {
+        "apiVersion": "scheduler.tensorstack.dev/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": 2, "queue": "default", "priority": priority},
+    }
+    custom.create_namespaced_custom_object("scheduler.tensorstack.dev", "v1beta1", ns, "podgroups", body)
+
+
 def test_two_gangs_that_do_not_both_fit_never_interleave(
     core: client.CoreV1Api, custom: client.CustomObjectsApi, ns: str
 ) -> None:
     for group in ("a", "b"):
-        body = {
-            "apiVersion": "scheduler.tensorstack.dev/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": group},
-            "spec": {"minMember": 2, "queue": "default"},
-        }
-        custom.create_namespaced_custom_object("scheduler.tensorstack.dev", "v1beta1", ns, "podgroups", body)
+        create_podgroup(custom, ns, group)
     # interleaved creation: a0, b0, a1, b1; each gang needs 2 CPUs and the node has 2
     for i in range(2):
         for group in ("a", "b"):
@@ -149,3 +153,22 @@ def test_two_gangs_that_do_not_both_fit_never_interleave(
     for i in range(2):
         core.delete_namespaced_pod(f"{'ab'.replace(loser, '')}{i}", ns, grace_period_seconds=0)
     wait_for("the other gang bound whole", lambda: bound(core, ns) == {f"{loser}0", f"{loser}1"})
+
+
+def test_freed_room_goes_to_the_higher_priority_gang(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi, ns: str
+) -> None:
+    core.create_namespaced_pod(ns, pod("hog", "2"))
+    wait_for("hog bound", lambda: bound(core, ns) == {"hog"})
+    create_podgroup(custom, ns, "low", priority=10)
+    create_podgroup(custom, ns, "high", priority=90)
+    for group in ("low", "high"):  # the low-priority gang is older
+        for i in range(2):
+            core.create_namespaced_pod(ns, pod(f"{group}{i}", "1", group))
+            time.sleep(0.05)
+    for name in ("low0", "low1", "high0", "high1"):
+        wait_for(f"{name} waits", lambda name=name: scheduled_condition(core, ns, name))
+    core.delete_namespaced_pod("hog", ns, grace_period_seconds=0)
+    wait_for("the high-priority gang bound", lambda: bound(core, ns) == {"high0", "high1"})
+    time.sleep(1)
+    assert bound(core, ns) == {"high0", "high1"}

@@ -22,6 +22,7 @@ from t9k_provider.kube.resources import (
     DEPLOYMENTS,
     JOBS,
     NODES,
+    PODGROUPS,
     PODS,
     REPLICASETS,
     SERVICES,
@@ -64,10 +65,11 @@ async def run_node_agents(
         kube, PODS, indexers={OWNER_INDEX: by_owner, NODE_INDEX: by_node, **scheduler.POD_INDEXERS}
     )
     services = Informer(kube, SERVICES)
-    nodes = Informer(kube, NODES)
-    pod_scheduler = scheduler.Scheduler(kube, pods, nodes)
+    nodes, podgroups = Informer(kube, NODES), Informer(kube, PODGROUPS)
+    pod_scheduler = scheduler.Scheduler(kube, pods, nodes, podgroups)
     pods.add_handler(pod_scheduler.on_pod)
-    nodes.add_handler(pod_scheduler.on_node)
+    nodes.add_handler(pod_scheduler.on_node_or_group)
+    podgroups.add_handler(pod_scheduler.on_node_or_group)
     replicasets = Informer(kube, REPLICASETS, indexers={OWNER_INDEX: by_owner})
     owners = {rt: Informer(kube, rt) for rt in (JOBS, DEPLOYMENTS, STATEFULSETS, DAEMONSETS)}
     deployment_controller = DeploymentController(kube, owners[DEPLOYMENTS], replicasets, pods)
@@ -83,7 +85,7 @@ async def run_node_agents(
         controller.owners.add_handler(controller.on_owner)
         controller.children.add_handler(controller.on_child)
     runners: list[Coroutine[Any, Any, None]] = [pod_scheduler.run(), *(c.run() for c in controllers)]
-    informers = [pods, nodes, replicasets, *owners.values()]
+    informers = [pods, nodes, podgroups, replicasets, *owners.values()]
     if net is not None:
         kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
         pods.add_handler(kubelet.on_pod)

@@ -2,7 +2,8 @@
 
 A pod is bound only where its requests fit the Node's allocatable (`fit`); otherwise it stays Pending with
 ``PodScheduled=False`` (reason Unschedulable) and a ``FailedScheduling`` event in kube-scheduler's words, and
-is tried again when room frees (a pod on the node ends or goes) or the Node changes.
+is tried again when room frees (a pod on the node ends or goes) or the Node or a PodGroup changes, higher
+priority first.
 
 Pods of a T9k PodGroup (label `scheduler.tensorstack.dev/group-name`) are placed all together: nothing is
 bound until `minMember` of them exist and that many fit at once (the T9k scheduler's gang rule), so two gangs
@@ -17,7 +18,7 @@ from typing import Any
 from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import NODE_INDEX, Informer, by_label, object_key
-from t9k_provider.kube.resources import PODGROUPS, PODS
+from t9k_provider.kube.resources import PODS
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.node import events, fit, workloop
 from t9k_provider.local.timestamps import now_rfc3339
@@ -37,16 +38,12 @@ def schedulable(pod: dict[str, Any]) -> bool:
     )
 
 
-def _by_priority(pod: dict[str, Any]) -> tuple[int, str]:
-    """Higher ``spec.priority`` first, then older first (kube-scheduler's queue order)."""
-    return (-int((pod.get("spec") or {}).get("priority") or 0), pod["metadata"].get("creationTimestamp", ""))
-
-
 class Scheduler:
-    def __init__(self, kube: KubeApi, pods: Informer, nodes: Informer) -> None:
+    def __init__(self, kube: KubeApi, pods: Informer, nodes: Informer, podgroups: Informer) -> None:
         self.kube = kube
         self.pods = pods
         self.nodes = nodes
+        self.podgroups = podgroups
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self.assumed: dict[str, dict[str, Any]] = {}  # uid -> pod bound here, not yet seen bound
 
@@ -58,15 +55,26 @@ class Scheduler:
         if old is not None and fit.occupies_node(old) and (pod is None or not fit.occupies_node(pod)):
             self._retry_pending()  # room freed
 
-    def on_node(self, _old: dict[str, Any] | None, _node: dict[str, Any] | None) -> None:
-        self._retry_pending()  # allocatable may have changed
+    def on_node_or_group(self, _old: dict[str, Any] | None, _new: dict[str, Any] | None) -> None:
+        self._retry_pending()  # allocatable, or a PodGroup's minMember or priority, may have changed
 
     def _retry_pending(self) -> None:
-        for pod in sorted((p for p in self.pods.items() if schedulable(p)), key=_by_priority):
+        for pod in sorted((p for p in self.pods.items() if schedulable(p)), key=self._queue_order):
             self.queue.add(object_key(pod))
+
+    def _queue_order(self, pod: dict[str, Any]) -> tuple[int, str]:
+        """Higher priority first (the pod's ``spec.priority``, else its PodGroup's, the T9k job's
+        ``t9kScheduler.priority``), then older first, as kube-scheduler's active queue orders pods."""
+        priority = (pod.get("spec") or {}).get("priority")
+        group = (pod["metadata"].get("labels") or {}).get(LABEL_GROUP_NAME)
+        if priority is None and group:
+            pg = self.podgroups.get(pod["metadata"].get("namespace", "default"), group) or {}
+            priority = (pg.get("spec") or {}).get("priority")
+        return (-int(priority or 0), pod["metadata"].get("creationTimestamp", ""))
 
     async def run(self) -> None:
         await self.nodes.synced.wait()
+        await self.podgroups.synced.wait()
         await workloop.run(self.queue, self._sync, "scheduling pod")
 
     async def _sync(self, key: workloop.Key) -> None:
@@ -78,7 +86,7 @@ class Scheduler:
             return
         group = (pod["metadata"].get("labels") or {}).get(LABEL_GROUP_NAME)
         if group:
-            gang = await self._gang(pod, group)
+            gang = self._gang(pod, group)
             if gang is None:
                 return
             batch, needed = gang
@@ -116,16 +124,11 @@ class Scheduler:
             p for uid, p in self.assumed.items() if uid not in uids
         ]
 
-    async def _gang(self, pod: dict[str, Any], group: str) -> tuple[list[dict[str, Any]], int] | None:
+    def _gang(self, pod: dict[str, Any], group: str) -> tuple[list[dict[str, Any]], int] | None:
         """The group's pods waiting to be placed and how many must fit at once; None while fewer than
         ``minMember`` exist (a missing PodGroup asks for no minimum)."""
         ns = pod["metadata"].get("namespace", "default")
-        try:
-            pg = await self.kube.get(PODGROUPS, ns, group)
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            pg = {}
+        pg = self.podgroups.get(ns, group) or {}
         min_member = int((pg.get("spec") or {}).get("minMember") or 0)
         members = [
             p
