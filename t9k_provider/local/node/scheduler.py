@@ -18,7 +18,7 @@ from typing import Any
 from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import NODE_INDEX, Informer, by_label, object_key
-from t9k_provider.kube.resources import PODS
+from t9k_provider.kube.resources import PODGROUPS, PODS
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.node import events, fit, workloop
 from t9k_provider.local.timestamps import now_rfc3339
@@ -79,14 +79,14 @@ class Scheduler:
 
     async def _sync(self, key: workloop.Key) -> None:
         pod = self.pods.get(*key)
-        if pod is None or not schedulable(pod):
+        if pod is None or not schedulable(pod) or pod["metadata"].get("uid") in self.assumed:
             return
         node = self.nodes.get("", events.NODE_NAME)
         if node is None:  # not registered yet: its arrival retries every pending pod
             return
         group = (pod["metadata"].get("labels") or {}).get(LABEL_GROUP_NAME)
         if group:
-            gang = self._gang(pod, group)
+            gang = await self._gang(pod, group)
             if gang is None:
                 return
             batch, needed = gang
@@ -124,11 +124,11 @@ class Scheduler:
             p for uid, p in self.assumed.items() if uid not in uids
         ]
 
-    def _gang(self, pod: dict[str, Any], group: str) -> tuple[list[dict[str, Any]], int] | None:
+    async def _gang(self, pod: dict[str, Any], group: str) -> tuple[list[dict[str, Any]], int] | None:
         """The group's pods waiting to be placed and how many must fit at once; None while fewer than
         ``minMember`` exist (a missing PodGroup asks for no minimum)."""
         ns = pod["metadata"].get("namespace", "default")
-        pg = self.podgroups.get(ns, group) or {}
+        pg = self.podgroups.get(ns, group) or await self._read_podgroup(ns, group)
         min_member = int((pg.get("spec") or {}).get("minMember") or 0)
         members = [
             p
@@ -144,6 +144,15 @@ class Scheduler:
         )
         running = sum(1 for p in members if p["metadata"].get("uid") in placed)
         return waiting, max(1, min_member - running)
+
+    async def _read_podgroup(self, ns: str, group: str) -> dict[str, Any]:
+        """A PodGroup the informer has not shown yet (its watch may lag the pods'): read it, {} if none."""
+        try:
+            return await self.kube.get(PODGROUPS, ns, group)
+        except ApiError as exc:
+            if exc.status == 404:
+                return {}
+            raise
 
     async def _unschedulable(self, pod: dict[str, Any], message: str) -> None:
         """Say why the pod waits: its PodScheduled condition, and an event whenever the reason changes."""
