@@ -456,9 +456,11 @@ class T9kJobOperator(BaseOperator):
         ``job`` is a fresh state (the create or read answer); later ones come from a watch per poll interval.
         """
         from t9k_provider.hooks.job_changes import JobChanges
+        from t9k_provider.hooks.waiting_notes import WaitingNotes
 
         changes = JobChanges(self.hook, ref.plural, ref.namespace, ref.name, ref.uid, self.log)
         first_seen: dict[str, float] = {}
+        notes = WaitingNotes(time.time())
         while True:
             self._raise_if_killed()
             if follower is not None:
@@ -471,6 +473,8 @@ class T9kJobOperator(BaseOperator):
                 verdict = limits.check_pods(self._pods(ref), now, first_seen)
             if verdict is not None:
                 return self._conclude(ref, {"status": verdict.status, "message": verdict.message}, follower)
+            if job_status.outcome(job) == "pending" and notes.due(now):
+                notes.say(self._pods(ref), now, self.log)
             if until is not None and now >= until:
                 return None
             window = self.poll_interval * random.uniform(0.8, 1.2)

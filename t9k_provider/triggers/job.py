@@ -28,6 +28,7 @@ from asgiref.sync import sync_to_async
 
 from t9k_provider.hooks import job_status
 from t9k_provider.hooks.wait_limits import WaitLimits
+from t9k_provider.hooks.waiting_notes import WaitingNotes
 from t9k_provider.triggers.job_watch import JobWatch
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 
@@ -96,6 +97,7 @@ class T9kJobTrigger(BaseTrigger):
         self.log_targets = [tuple(t) for t in log_targets] if log_targets is not None else None
         self.log_cursors = dict(log_cursors or {})
         self._fired = False
+        self._notes = WaitingNotes(time.time())  # why the job waits, logged rate-limited
         #: The lease ``on_kill``/``cleanup`` delete with, taken when ``run`` starts.
         self._kill_client: asyncio.Future[Any] | None = None
 
@@ -289,6 +291,8 @@ class T9kJobTrigger(BaseTrigger):
             verdict = limits.check_pods(await self._pods(api), now, first_seen)
         if verdict is not None:
             return self._event(verdict.status, verdict.message, job)
+        if self.pod_selector and state == "pending" and self._notes.due(now):
+            self._notes.say(await self._pods(api), now, self.log)
         if hand_back_at is not None and now >= hand_back_at:
             return self._event("running", "", job)
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -719,3 +720,26 @@ def test_pod_checks_can_be_disabled(fake_hook: FakeHook, context: dict[str, Any]
     fake_hook.script = [RUNNING, RUNNING, SUCCEEDED]
     make(fake_hook, pod_error_timeout=None, get_logs=False).execute(context)
     assert not [c for c, _ in fake_hook.calls if c == "list_pods"]
+
+
+def test_waiting_task_logs_why_its_pods_are_not_scheduled(
+    fake_hook: FakeHook,
+    context: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = ident.job_name(ident.task_identity(context["ti"]))
+    waiting = pod(f"{name}-worker-0", "worker", 0, name)
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
+    waiting["status"] = {"phase": "Pending", "conditions": [condition]}
+    fake_hook.pods = [waiting]
+    fake_hook.script = [PENDING, PENDING, PENDING, SUCCEEDED]
+    monkeypatch.setattr("t9k_provider.hooks.waiting_notes.READ_INTERVAL", 0.0)
+    with caplog.at_level(logging.INFO):
+        make(fake_hook, get_logs=False).execute(context)
+    note = f"job waits: pod {name}-worker-0 is not scheduled: 0/1 nodes"
+    # Airflow 3 task loggers write through structlog to stdout, Airflow 2's to log records (and stdout)
+    out = capsys.readouterr().out
+    assert max(caplog.text.count(note), out.count(note)) == 1  # said once, not repeated
+    assert len([c for c, _ in fake_hook.calls if c == "list_pods"]) >= 2  # read again, said once

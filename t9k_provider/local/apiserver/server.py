@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import os
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.strategies.crds import CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.endpoints import kubernetes_endpoints
 from t9k_provider.local.apiserver.strategies.namespaces import BOOT_NAMESPACES, boot_namespace
-from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME, local_node
+from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME, local_node, node_capacity
 from t9k_provider.local.apiserver.strategies.services import kubernetes_service
 from t9k_provider.local.apiserver.watch import Hub
 from t9k_provider.local.apiserver.wire import error_response, respond
@@ -32,18 +32,19 @@ HEALTH_PATHS = {"/healthz", "/livez", "/readyz"}
 HOST = "127.0.0.1"
 
 
-def _memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 8 << 30
-
-
 class ApiServer:
     """Serves the Kubernetes API on 127.0.0.1 only; every request but health checks needs the bearer token."""
 
-    def __init__(self, state_dir: Path, token: str, ssl_context: ssl.SSLContext, port: int = 0) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        token: str,
+        ssl_context: ssl.SSLContext,
+        port: int = 0,
+        capacity: Mapping[str, str] | None = None,
+    ) -> None:
         self.state_dir = state_dir
+        self.capacity = node_capacity(capacity)  # the Node's, advertised afresh by every run
         self.token = token
         self.port = port
         self.ssl_context = ssl_context
@@ -105,15 +106,20 @@ class ApiServer:
         self.store.close()
 
     def boot(self) -> None:
-        """Create the namespaces and the Node every fresh cluster has (idempotent across restarts)."""
+        """Create the namespaces and the Node every fresh cluster has (idempotent across restarts); the Node
+        advertises this run's capacity."""
         ns_res = self.registry.lookup("", "v1", "namespaces")
         node_res = self.registry.lookup("", "v1", "nodes")
         assert ns_res is not None and node_res is not None
         for name in BOOT_NAMESPACES:
             if self.store.get(("", "namespaces", "", name)) is None:
                 self.objects.create(ns_res, "", boot_namespace(name))
-        if self.store.get(("", "nodes", "", NODE_NAME)) is None:
-            self.objects.create(node_res, "", local_node(os.cpu_count() or 1, _memory_bytes()))
+        current = self.store.get(("", "nodes", "", NODE_NAME))
+        if current is None:
+            self.objects.create(node_res, "", local_node(self.capacity))
+        elif (current.get("status") or {}).get("capacity") != self.capacity:
+            status = {**current.get("status", {}), "capacity": self.capacity, "allocatable": self.capacity}
+            self.objects.write_status(node_res, current, json_copy(status))
 
     def publish_address(self) -> None:
         """Point ``default/kubernetes`` (Service and Endpoints) at the port this run listens on."""
