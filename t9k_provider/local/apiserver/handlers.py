@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from t9k_provider.local.apiserver import discovery, errors, podstreams, subresources, tables
+from t9k_provider.local.apiserver import discovery, errors, openapi, podstreams, subresources, tables
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, store_key
 from t9k_provider.local.apiserver.patch import APPLY_PATCH
 from t9k_provider.local.apiserver.registry import Registry
@@ -94,9 +94,9 @@ class Handlers:
             return respond(discovery.KUBERNETES_VERSION)
         if parts[:2] == ["openapi", "v3"] and request.method == "GET":
             doc = (
-                discovery.openapi_v3_root(self.registry)
+                openapi.root(self.registry)
                 if len(parts) == 2
-                else discovery.openapi_v3_document(self.registry, "/".join(parts[2:]))
+                else openapi.document(self.registry, "/".join(parts[2:]))
             )
             if doc is None:
                 raise errors.path_not_found()
