@@ -10,6 +10,7 @@ import yaml
 from aiohttp import web
 
 from t9k_provider.local.apiserver import errors, protobuf, tables
+from t9k_provider.local.apiserver.jsonvalues import MAX_DEPTH, too_deep
 from t9k_provider.local.apiserver.resources import Resource
 
 JSON = "application/json"
@@ -93,8 +94,14 @@ async def read_body(request: web.Request) -> Any:
     if not raw.strip():
         return None
     try:
-        if ctype == "application/yaml":
-            return yaml.safe_load(raw)
-        return json.loads(raw)
+        body = yaml.safe_load(raw) if ctype == "application/yaml" else json.loads(raw)
     except (ValueError, yaml.YAMLError) as exc:
         raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+    except RecursionError:
+        body = None
+        deep = True
+    else:
+        deep = too_deep(body)
+    if deep:
+        raise errors.bad_request(f"the request body nests deeper than {MAX_DEPTH} levels")
+    return body
