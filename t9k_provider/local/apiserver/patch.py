@@ -91,7 +91,7 @@ def apply_patch(
 
 def _apply(current: dict, body: bytes, media: str, merge_fields: dict[str, MergeField]) -> dict:
     try:
-        patch = json.loads(body)
+        patch = json.loads(body.decode())  # UTF-8 only, as Go's decoder (bytes would admit UTF-16/32)
     except (ValueError, UnicodeDecodeError) as exc:
         message = {
             MERGE_PATCH: "Invalid JSON Patch",
