@@ -27,6 +27,7 @@ SUBRESOURCE_VERBS = {
     "log": ["get"],
     "exec": ["create", "get"],
     "attach": ["create", "get"],
+    "portforward": ["create", "get"],
     "binding": ["create"],
     "finalize": ["update"],
 }

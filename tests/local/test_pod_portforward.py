@@ -1,0 +1,134 @@
+"""Acceptance: ``kubectl port-forward`` (SPDY tunnelled through a WebSocket) to a pod's HTTP server."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from t9k_provider.local.testing import LocalCluster
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+]
+POD_PORT = 18080
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("pod-portforward")) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def server_pod(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A running pod serving a directory with one file over ``python -m http.server``."""
+    core = client.CoreV1Api(cluster.api_client())
+    ns = f"pf-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": ns}})
+    root = tmp_path_factory.mktemp("served")
+    (root / "hello.txt").write_text("hello through port-forward\n")
+    command = [sys.executable, "-m", "http.server", str(POD_PORT), "--directory", str(root)]
+    container = {"name": "web", "image": "python", "command": command}
+    core.create_namespaced_pod(
+        ns, {"metadata": {"name": "web"}, "spec": {"restartPolicy": "Never", "containers": [container]}}
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pod = core.read_namespaced_pod("web", ns)
+        if pod.status.phase == "Running" and pod.status.pod_ip and _listening(pod.status.pod_ip, POD_PORT):
+            return ns, "web"
+        time.sleep(0.3)
+    raise AssertionError("the pod's HTTP server did not come up")
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_kubectl_port_forward_fetches_from_the_pod(
+    cluster: LocalCluster, server_pod: tuple[str, str]
+) -> None:
+    ns, name = server_pod
+    local = _free_port()
+    proc = subprocess.Popen(
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-n",
+            ns,
+            "port-forward",
+            f"pod/{name}",
+            f"{local}:{POD_PORT}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _listening("127.0.0.1", local):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=5)
+            time.sleep(0.2)
+        for _ in range(3):  # one forwarded connection after another over the same session
+            with urllib.request.urlopen(f"http://127.0.0.1:{local}/hello.txt", timeout=20) as resp:
+                assert resp.read() == b"hello through port-forward\n"
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=10)
+    assert f"Forwarding from 127.0.0.1:{local} -> {POD_PORT}" in out, (out, err)
+    assert "error" not in err.lower(), err
+
+
+def test_port_forward_to_a_closed_port_reports_the_error(
+    cluster: LocalCluster, server_pod: tuple[str, str]
+) -> None:
+    ns, name = server_pod
+    local = _free_port()
+    proc = subprocess.Popen(
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-n",
+            ns,
+            "port-forward",
+            f"pod/{name}",
+            f"{local}:1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _listening("127.0.0.1", local):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=5)
+            time.sleep(0.2)
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=10).read()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "error forwarding port 1" in err, err
