@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -65,38 +66,42 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_kubectl_port_forward_fetches_from_the_pod(
-    cluster: LocalCluster, server_pod: tuple[str, str]
-) -> None:
-    ns, name = server_pod
+@contextlib.contextmanager
+def _port_forward(
+    cluster: LocalCluster, pod: tuple[str, str], remote: int
+) -> Iterator[tuple[int, list[str]]]:
+    """``kubectl port-forward`` running until the block ends; yields the local port and, once ended, the
+    command's (stdout, stderr)."""
+    ns, name = pod
     local = _free_port()
+    kubeconfig = str(cluster.kubeconfig)
     proc = subprocess.Popen(
-        [
-            "kubectl",
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "-n",
-            ns,
-            "port-forward",
-            f"pod/{name}",
-            f"{local}:{POD_PORT}",
-        ],
+        ["kubectl", "--kubeconfig", kubeconfig, "-n", ns, "port-forward", f"pod/{name}", f"{local}:{remote}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    output: list[str] = []
     try:
         deadline = time.monotonic() + 30
         while not _listening("127.0.0.1", local):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=5)
             time.sleep(0.2)
-        for _ in range(3):  # one forwarded connection after another over the same session
-            with urllib.request.urlopen(f"http://127.0.0.1:{local}/hello.txt", timeout=20) as resp:
-                assert resp.read() == b"hello through port-forward\n"
+        yield local, output
         assert proc.poll() is None
     finally:
         proc.terminate()
-        out, err = proc.communicate(timeout=10)
+        output += proc.communicate(timeout=10)
+
+
+def test_kubectl_port_forward_fetches_from_the_pod(
+    cluster: LocalCluster, server_pod: tuple[str, str]
+) -> None:
+    with _port_forward(cluster, server_pod, POD_PORT) as (local, output):
+        for _ in range(3):  # one forwarded connection after another over the same session
+            with urllib.request.urlopen(f"http://127.0.0.1:{local}/hello.txt", timeout=20) as resp:
+                assert resp.read() == b"hello through port-forward\n"
+    out, err = output
     assert f"Forwarding from 127.0.0.1:{local} -> {POD_PORT}" in out, (out, err)
     assert "error" not in err.lower(), err
 
@@ -104,31 +109,6 @@ def test_kubectl_port_forward_fetches_from_the_pod(
 def test_port_forward_to_a_closed_port_reports_the_error(
     cluster: LocalCluster, server_pod: tuple[str, str]
 ) -> None:
-    ns, name = server_pod
-    local = _free_port()
-    proc = subprocess.Popen(
-        [
-            "kubectl",
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "-n",
-            ns,
-            "port-forward",
-            f"pod/{name}",
-            f"{local}:1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not _listening("127.0.0.1", local):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=5)
-            time.sleep(0.2)
-        with pytest.raises(OSError):
-            urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=10).read()
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=10)
-    assert "error forwarding port 1" in err, err
+    with _port_forward(cluster, server_pod, 1) as (local, output), pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=10).read()
+    assert "error forwarding port 1" in output[1], output
