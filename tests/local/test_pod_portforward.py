@@ -22,6 +22,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
 ]
 POD_PORT = 18080
+BIG = bytes(range(256)) * 16 * 1024  # 4 MiB: far past SPDY's 64 KiB initial window
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,7 @@ def server_pod(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) 
     core.create_namespace({"metadata": {"name": ns}})
     root = tmp_path_factory.mktemp("served")
     (root / "hello.txt").write_text("hello through port-forward\n")
+    (root / "big.bin").write_bytes(BIG)
     command = [sys.executable, "-m", "http.server", str(POD_PORT), "--directory", str(root)]
     container = {"name": "web", "image": "python", "command": command}
     core.create_namespaced_pod(
@@ -101,6 +103,8 @@ def test_kubectl_port_forward_fetches_from_the_pod(
         for _ in range(3):  # one forwarded connection after another over the same session
             with urllib.request.urlopen(f"http://127.0.0.1:{local}/hello.txt", timeout=20) as resp:
                 assert resp.read() == b"hello through port-forward\n"
+        with urllib.request.urlopen(f"http://127.0.0.1:{local}/big.bin", timeout=60) as resp:
+            assert resp.read() == BIG
     out, err = output
     assert f"Forwarding from 127.0.0.1:{local} -> {POD_PORT}" in out, (out, err)
     assert "error" not in err.lower(), err
