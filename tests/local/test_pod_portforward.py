@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import shutil
 import socket
 import subprocess
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
+from kubernetes.stream import portforward
 
 from t9k_provider.local.testing import LocalCluster
 
@@ -116,3 +118,22 @@ def test_port_forward_to_a_closed_port_reports_the_error(
     with _port_forward(cluster, server_pod, 1) as (local, output), pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=10).read()
     assert "error forwarding port 1" in output[1], output
+
+
+def test_python_client_portforward_over_channels(cluster: LocalCluster, server_pod: tuple[str, str]) -> None:
+    """kubernetes' ``portforward`` speaks the kubelet's ``v4.channel.k8s.io`` WebSocket protocol."""
+    ns, name = server_pod
+    core = client.CoreV1Api(cluster.api_client())
+    forward = portforward(core.connect_get_namespaced_pod_portforward, name, ns, ports=str(POD_PORT))
+    conn = http.client.HTTPConnection("pod", POD_PORT, timeout=20)
+    conn.sock = forward.socket(POD_PORT)
+    conn.request("GET", "/big.bin")
+    assert conn.getresponse().read() == BIG
+    conn.close()
+    assert forward.error(POD_PORT) is None
+
+    closed = portforward(core.connect_get_namespaced_pod_portforward, name, ns, ports="1")
+    sock = closed.socket(1)
+    sock.settimeout(20)
+    assert sock.recv(10) == b""  # the pod side was never reached: the stream ends
+    assert "error forwarding port 1" in (closed.error(1) or "")

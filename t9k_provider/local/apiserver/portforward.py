@@ -6,7 +6,8 @@ over its binary messages. For each local connection it opens an ``error`` and a 
 which the host reaches in both network modes (the netns bridge, or the pod's own loopback address), and ends
 both streams when the pod side closes. Only servers listening on the pod IP (or 0.0.0.0) are reachable: one
 bound to the pod's own 127.0.0.1 in netns mode is not. There is no plain-SPDY upgrade, and no flow control
-(kubectl's SPDY library sends no window updates either).
+(kubectl's SPDY library sends no window updates either). The Python clients speak the kubelet's WebSocket
+protocol instead, ``v4.channel.k8s.io``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.wire import Route
 
 PROTOCOL = "SPDY/3.1+portforward.k8s.io"
+CHANNELS = "v4.channel.k8s.io"
 READ_SIZE = 32 * 1024
 SYN_STREAM, SYN_REPLY, RST_STREAM, PING, GOAWAY, HEADERS = 1, 2, 3, 6, 7, 8
 FLAG_FIN = 0x01
@@ -180,14 +182,64 @@ async def pod_portforward(objects: Objects, request: web.Request, route: Route) 
     if (pod.get("status") or {}).get("phase") != "Running":
         raise errors.bad_request(f"unable to upgrade connection: pod {route.name} is not running")
     offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
-    if request.headers.get("Upgrade", "").lower() != "websocket" or PROTOCOL not in offered:
+    protocol = next((p for p in (PROTOCOL, CHANNELS) if p in offered), None)
+    if request.headers.get("Upgrade", "").lower() != "websocket" or protocol is None:
         raise errors.bad_request(
-            f"Upgrade request required: t9k-local serves port-forward over WebSocket ({PROTOCOL}) only"
+            f"Upgrade request required: t9k-local serves port-forward over WebSocket ({PROTOCOL} or "
+            f"{CHANNELS}) only"
         )
-    ws = web.WebSocketResponse(protocols=(PROTOCOL,), autoping=True)
+    ports = _query_ports(request) if protocol == CHANNELS else []
+    ws = web.WebSocketResponse(protocols=(protocol,), autoping=True)
     await ws.prepare(request)
     try:
-        await _Session(ws, pod["status"]["podIP"]).run()
+        if protocol == PROTOCOL:
+            await _Session(ws, pod["status"]["podIP"]).run()
+        else:
+            await _channels(ws, pod["status"]["podIP"], ports)
     finally:
         await ws.close()
     return ws
+
+
+def _query_ports(request: web.Request) -> list[int]:
+    try:
+        ports = [int(p) for value in request.query.getall("ports", []) for p in value.split(",")]
+    except ValueError:
+        raise errors.bad_request("invalid port in the ports query parameter") from None
+    if not ports or not all(0 < p < 65536 for p in ports):
+        raise errors.bad_request('query parameter "ports" is required: one to 65535')
+    return ports
+
+
+async def _channels(ws: web.WebSocketResponse, pod_ip: str, ports: list[int]) -> None:
+    """The kubelet's WebSocket port-forward (``v4.channel.k8s.io``, the Python clients'): for the i-th port,
+    channel 2i carries data and 2i+1 errors, each opened by a frame holding the port (little-endian)."""
+    writers: dict[int, asyncio.StreamWriter] = {}
+    pumps = []
+
+    async def pump(channel: int, reader: asyncio.StreamReader) -> None:
+        with contextlib.suppress(ConnectionError):
+            while chunk := await reader.read(READ_SIZE):
+                await ws.send_bytes(bytes((channel,)) + chunk)
+
+    for i, port in enumerate(ports):
+        for channel in (2 * i, 2 * i + 1):
+            await ws.send_bytes(bytes((channel,)) + port.to_bytes(2, "little"))
+        try:
+            reader, writers[2 * i] = await asyncio.open_connection(pod_ip, port)
+        except OSError as exc:
+            message = f"error forwarding port {port} to pod {pod_ip}: {exc}"
+            await ws.send_bytes(bytes((2 * i + 1,)) + message.encode())
+            continue
+        pumps.append(asyncio.create_task(pump(2 * i, reader)))
+    pumped = asyncio.gather(*pumps)
+    pumped.add_done_callback(lambda _: asyncio.ensure_future(ws.close()))  # the pod side has ended
+    try:
+        async for msg in ws:
+            if msg.type == WSMsgType.BINARY and msg.data and msg.data[0] in writers:
+                writers[msg.data[0]].write(msg.data[1:])
+                await writers[msg.data[0]].drain()
+    finally:
+        pumped.cancel()
+        for writer in writers.values():
+            writer.close()
