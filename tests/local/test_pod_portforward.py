@@ -137,3 +137,11 @@ def test_python_client_portforward_over_channels(cluster: LocalCluster, server_p
     sock.settimeout(20)
     assert sock.recv(10) == b""  # the pod side was never reached: the stream ends
     assert "error forwarding port 1" in (closed.error(1) or "")
+
+
+def test_portforward_without_a_websocket_upgrade_is_a_400_status(
+    cluster: LocalCluster, server_pod: tuple[str, str]
+) -> None:
+    ns, name = server_pod
+    status, _, body = cluster.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/portforward")
+    assert status == 400 and body["kind"] == "Status" and "Upgrade request required" in body["message"]

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from aiohttp import WSMsgType, web
 
@@ -65,7 +65,6 @@ class _Forward:
     data_stream: int = 0
     writer: asyncio.StreamWriter | None = None
     pump: asyncio.Task[None] | None = None
-    pending: list[bytes] = field(default_factory=list)
 
 
 class _Session:
@@ -89,8 +88,11 @@ class _Session:
                     if len(buffer) < 8 + length:
                         break
                     frame, buffer = buffer[: 8 + length], buffer[8 + length :]
-                    if await self._frame(frame) is False:
-                        return
+                    try:
+                        if not await self._frame(frame):
+                            return
+                    except (zlib.error, ValueError, IndexError):
+                        return  # not SPDY as kubectl speaks it: end the session
         finally:
             for fwd in self.forwards.values():
                 if fwd.pump is not None:
