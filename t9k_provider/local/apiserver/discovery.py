@@ -27,6 +27,7 @@ SUBRESOURCE_VERBS = {
     "log": ["get"],
     "exec": ["create", "get"],
     "attach": ["create", "get"],
+    "portforward": ["create", "get"],
     "binding": ["create"],
     "finalize": ["update"],
 }
@@ -106,63 +107,4 @@ def api_resource_list(registry: Registry, group: str, version: str) -> dict[str,
         "apiVersion": "v1",
         "groupVersion": f"{group}/{version}" if group else version,
         "resources": [e for r in served for e in _resource_entries(r)],
-    }
-
-
-# -- OpenAPI v3: just enough for kubectl to see that PATCH takes ``fieldValidation`` ------------------------
-# kubectl 1.2x validates on the server (``fieldValidation=Strict``) when the OpenAPI v3 document of the
-# object's group/version lists that query parameter on the PATCH operation; otherwise it needs full schemas
-# for client-side validation and fails ("failed to download openapi") unless run with --validate=false.
-
-_PATCH_PARAMETERS = [
-    {"name": name, "in": "query", "schema": {"type": "string"}}
-    for name in ("dryRun", "fieldManager", "fieldValidation", "force")
-]
-
-
-def _gv_path(group: str, version: str) -> str:
-    return f"apis/{group}/{version}" if group else f"api/{version}"
-
-
-def openapi_v3_root(registry: Registry) -> dict[str, Any]:
-    paths = {}
-    for group, versions in registry.group_versions().items():
-        for version in versions:
-            path = _gv_path(group, version)
-            paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}"}
-    return {"paths": paths}
-
-
-def openapi_v3_document(registry: Registry, gv_path: str) -> dict[str, Any] | None:
-    parts = gv_path.split("/")
-    if parts[:1] == ["api"] and len(parts) == 2:
-        group, version = "", parts[1]
-    elif parts[:1] == ["apis"] and len(parts) == 3:
-        group, version = parts[1], parts[2]
-    else:
-        return None
-    served = registry.in_version(group, version)
-    if not served:
-        return None
-    paths = {}
-    for res in served:
-        scope = "namespaces/{namespace}/" if res.namespaced else ""
-        patch = {
-            "x-kubernetes-action": "patch",
-            "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": res.kind},
-            "parameters": _PATCH_PARAMETERS,
-            "requestBody": {
-                "content": {
-                    t: {"schema": {"type": "object"}}
-                    for t in ("application/json-patch+json", "application/merge-patch+json")
-                }
-            },
-            "responses": {"200": {"description": "OK"}},
-        }
-        paths[f"/{_gv_path(group, version)}/{scope}{res.plural}/{{name}}"] = {"patch": patch}
-    return {
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION["gitVersion"]},
-        "paths": paths,
-        "components": {"schemas": {}},
     }

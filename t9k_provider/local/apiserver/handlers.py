@@ -13,7 +13,15 @@ from typing import Any
 
 from aiohttp import web
 
-from t9k_provider.local.apiserver import discovery, errors, podstreams, subresources, tables
+from t9k_provider.local.apiserver import (
+    discovery,
+    errors,
+    openapi,
+    podstreams,
+    portforward,
+    subresources,
+    tables,
+)
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, store_key
 from t9k_provider.local.apiserver.patch import APPLY_PATCH
 from t9k_provider.local.apiserver.registry import Registry
@@ -94,9 +102,9 @@ class Handlers:
             return respond(discovery.KUBERNETES_VERSION)
         if parts[:2] == ["openapi", "v3"] and request.method == "GET":
             doc = (
-                discovery.openapi_v3_root(self.registry)
+                openapi.root(self.registry)
                 if len(parts) == 2
-                else discovery.openapi_v3_document(self.registry, "/".join(parts[2:]))
+                else openapi.document(self.registry, "/".join(parts[2:]))
             )
             if doc is None:
                 raise errors.path_not_found()
@@ -179,6 +187,10 @@ class Handlers:
                 raise errors.method_not_allowed()
             serve = podstreams.pod_exec if sub == "exec" else podstreams.pod_attach
             return await serve(self.objects, self.state_dir, request, route)
+        if sub == "portforward":
+            if method not in ("GET", "POST"):
+                raise errors.method_not_allowed()
+            return await portforward.pod_portforward(self.objects, request, route)
         if sub == "binding":
             if method != "POST":
                 raise errors.method_not_allowed()

@@ -24,6 +24,24 @@ def json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+MAX_DEPTH = 500  # kube-apiserver's decoder allows 10000; Python's recursive walks of a value need a margin
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether a decoded value nests arrays/objects deeper than ``limit`` (checked without recursion)."""
+    level: list[Any] = [value]
+    for _ in range(limit + 1):
+        level = [
+            c
+            for v in level
+            if isinstance(v, (dict, list))
+            for c in (v.values() if isinstance(v, dict) else v)
+        ]
+        if not level:
+            return False
+    return True
+
+
 def json_copy(value: Any) -> Any:
     """A deep copy of a JSON value; the C codec copes with nesting that ``copy.deepcopy`` cannot."""
     return json.loads(json.dumps(value))

@@ -27,6 +27,7 @@ from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 from t9k_provider.local.apiserver.strategies import namespaces
 from t9k_provider.local.apiserver.validation import invalid, validate_create, validate_update
+from t9k_provider.local.apiserver.wire import load_yaml
 from t9k_provider.local.store import Compacted, Conflict, Key, Store
 from t9k_provider.local.timestamps import now_rfc3339
 
@@ -40,7 +41,6 @@ _SYSTEM_META = (
     "selfLink",
     "managedFields",
 )
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 
@@ -290,7 +290,7 @@ class Objects:
         fields a manager stops applying are kept, and conflicts are never reported. Returns (object, created).
         """
         try:
-            applied = yaml.load(body, Loader=_YAML_LOADER)
+            applied = load_yaml(body)
         except yaml.YAMLError as exc:
             raise errors.bad_request(f"error decoding YAML: {exc}") from None
         if not isinstance(applied, dict):

@@ -12,7 +12,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from t9k_provider.local.apiserver.jsonvalues import json_copy, json_equal, json_in, json_type
+from t9k_provider.local.apiserver.jsonvalues import (
+    MAX_DEPTH,
+    json_copy,
+    json_equal,
+    json_in,
+    json_type,
+    too_deep,
+)
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -84,7 +91,7 @@ def apply_patch(
 
 def _apply(current: dict, body: bytes, media: str, merge_fields: dict[str, MergeField]) -> dict:
     try:
-        patch = json.loads(body)
+        patch = json.loads(body.decode())  # UTF-8 only, as Go's decoder (bytes would admit UTF-16/32)
     except (ValueError, UnicodeDecodeError) as exc:
         message = {
             MERGE_PATCH: "Invalid JSON Patch",
@@ -117,6 +124,8 @@ def _apply(current: dict, body: bytes, media: str, merge_fields: dict[str, Merge
         result = strategic_merge_patch(current, patch, merge_fields)
     if not isinstance(result, dict):
         raise _bad_request(f"the patched object must be a JSON object, not {_go_json_type(result)}")
+    if too_deep(result):
+        raise _bad_request(f"the patched object nests deeper than {MAX_DEPTH} levels")
     return result
 
 

@@ -10,6 +10,7 @@ import yaml
 from aiohttp import web
 
 from t9k_provider.local.apiserver import errors, protobuf, tables
+from t9k_provider.local.apiserver.jsonvalues import MAX_DEPTH, too_deep
 from t9k_provider.local.apiserver.resources import Resource
 
 JSON = "application/json"
@@ -17,6 +18,16 @@ PROTOBUF = "application/vnd.kubernetes.protobuf"
 BODY_TYPES = ["application/json", "application/yaml", PROTOBUF]
 TRUE = {"1", "t", "true"}
 _FALSE = {"0", "f", "false"}
+
+
+class _BodyLoader(yaml.SafeLoader):
+    """Refuses flow nesting deeper than MAX_DEPTH as it scans: PyYAML's scanner is quadratic in that depth
+    (libyaml's C loader is fast but overflows the stack, killing the server, on a deep enough body)."""
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        if self.flow_level >= MAX_DEPTH:
+            raise yaml.scanner.ScannerError(None, None, f"nesting deeper than {MAX_DEPTH}", self.get_mark())
+        super().fetch_flow_collection_start(TokenClass)
 
 
 @dataclass
@@ -94,7 +105,24 @@ async def read_body(request: web.Request) -> Any:
         return None
     try:
         if ctype == "application/yaml":
-            return yaml.safe_load(raw)
-        return json.loads(raw)
+            return load_yaml(raw)
+        body = json.loads(raw.decode())
+        if too_deep(body):
+            raise RecursionError
     except (ValueError, yaml.YAMLError) as exc:
         raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+    except RecursionError:
+        raise errors.bad_request(f"the request body nests deeper than {MAX_DEPTH} levels") from None
+    return body
+
+
+def load_yaml(raw: bytes) -> Any:
+    """A YAML request body; nesting deeper than MAX_DEPTH is a ``yaml.YAMLError``."""
+    try:
+        value = yaml.load(raw, Loader=_BodyLoader)
+    except RecursionError:
+        value = None
+    else:
+        if not too_deep(value):
+            return value
+    raise yaml.YAMLError(f"the body nests deeper than {MAX_DEPTH} levels")
