@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import os
 import ssl
@@ -13,11 +12,14 @@ from typing import Any
 from aiohttp import web
 
 from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver.authn import Authenticator, impersonate
+from t9k_provider.local.apiserver.authz import forbidden, request_attributes
 from t9k_provider.local.apiserver.controllers import Controllers
-from t9k_provider.local.apiserver.handlers import Handlers
+from t9k_provider.local.apiserver.handlers import USER, Handlers
 from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.strategies import rbac
 from t9k_provider.local.apiserver.strategies.crds import CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.endpoints import kubernetes_endpoints
 from t9k_provider.local.apiserver.strategies.namespaces import BOOT_NAMESPACES, boot_namespace
@@ -40,7 +42,8 @@ def _memory_bytes() -> int:
 
 
 class ApiServer:
-    """Serves the Kubernetes API on 127.0.0.1 only; every request but health checks needs the bearer token."""
+    """Serves the Kubernetes API on 127.0.0.1 only; every request but health checks needs a bearer token (the
+    admin's or a ServiceAccount's) and is authorized (``authn.py``, ``authz.py``)."""
 
     def __init__(self, state_dir: Path, token: str, ssl_context: ssl.SSLContext, port: int = 0) -> None:
         self.state_dir = state_dir
@@ -52,7 +55,8 @@ class ApiServer:
         self.objects = Objects(self.store, self.registry)
         self.hub = Hub(self.store)
         self.handlers = Handlers(self.objects, self.hub, self.registry, state_dir)
-        self.controllers = Controllers(self.objects, self.registry)
+        self.controllers = Controllers(self.objects, self.registry, root_ca=self._root_ca())
+        self.authenticator = Authenticator(self.store, token, self.handlers.signer)
         self.ready = False  # /readyz answers 503 until the owner says the boot work is done
         self._runner: web.AppRunner | None = None
         self._controller_task: asyncio.Task[None] | None = None
@@ -63,11 +67,15 @@ class ApiServer:
             if request.path == "/readyz" and not self.ready:
                 return web.Response(text="not ready: registering CRDs", status=503, content_type="text/plain")
             return web.Response(text="ok", content_type="text/plain")
-        header = request.headers.get("Authorization", "")
-        supplied = header[7:].strip() if header.lower().startswith("bearer ") else ""
-        if not hmac.compare_digest(supplied.encode(), self.token.encode()):
+        user = self.authenticator.authenticate(request.headers.get("Authorization", ""))
+        if user is None:
             return error_response(errors.unauthorized())
         try:
+            user = impersonate(user, request, self.handlers.authorizer)
+            attrs = request_attributes(request.method, request.path, request.query)
+            if not self.handlers.authorizer.authorize(user, attrs)[0]:
+                raise forbidden(user, attrs)
+            request[USER] = user
             return await handler(request)
         except errors.ApiError as exc:
             return error_response(exc)
@@ -76,6 +84,11 @@ class ApiServer:
         except Exception as exc:
             log.exception("internal error serving %s %s", request.method, request.path_qs)
             return respond(errors.internal(f"Internal error occurred: {exc}").status(), 500)
+
+    def _root_ca(self) -> str:
+        """The CA bundle pods trust the server with (``kube-root-ca.crt``), as ``t9k-local`` keeps it."""
+        ca = self.state_dir / "pki" / "ca.crt"
+        return ca.read_text() if ca.exists() else ""
 
     async def start(self) -> int:
         """Boot objects, establish stored CRDs, then listen; returns the bound port."""
@@ -105,7 +118,8 @@ class ApiServer:
         self.store.close()
 
     def boot(self) -> None:
-        """Create the namespaces and the Node every fresh cluster has (idempotent across restarts)."""
+        """Create the namespaces, the Node and the bootstrap RBAC policy every fresh cluster has (idempotent
+        across restarts)."""
         ns_res = self.registry.lookup("", "v1", "namespaces")
         node_res = self.registry.lookup("", "v1", "nodes")
         assert ns_res is not None and node_res is not None
@@ -114,6 +128,13 @@ class ApiServer:
                 self.objects.create(ns_res, "", boot_namespace(name))
         if self.store.get(("", "nodes", "", NODE_NAME)) is None:
             self.objects.create(node_res, "", local_node(os.cpu_count() or 1, _memory_bytes()))
+        for res, docs in (
+            (rbac.CLUSTER_ROLES, rbac.BOOTSTRAP_CLUSTER_ROLES),
+            (rbac.CLUSTER_ROLE_BINDINGS, rbac.BOOTSTRAP_CLUSTER_ROLE_BINDINGS),
+        ):
+            for doc in docs:
+                if self.store.get((res.group, res.plural, "", doc["metadata"]["name"])) is None:
+                    self.objects.create(res, "", json_copy(doc))
 
     def publish_address(self) -> None:
         """Point ``default/kubernetes`` (Service and Endpoints) at the port this run listens on."""
