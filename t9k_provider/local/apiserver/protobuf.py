@@ -160,6 +160,7 @@ KINDS: dict[str, Schema] = {
         4: ("stringData", "map_string", False),
         5: ("immutable", "bool", False),
     },
+    "SelfSubjectReview": {1: ("metadata", _OBJECT_META, False)},  # kubectl auth whoami: no spec
     "SelfSubjectAccessReview": {
         1: ("metadata", _OBJECT_META, False),
         2: (
