@@ -401,6 +401,37 @@ def test_root_ca_config_map_and_a_client_with_token_and_ca(
     assert user.username == f"system:serviceaccount:{ns}:default"
 
 
+def test_incluster_loader_with_the_files_a_pod_gets(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str, tmp_path: Path
+) -> None:
+    """kubernetes' in-cluster loader reading what the kube-api-access volume holds (a pod-bound token, the
+    namespace's ``kube-root-ca.crt``) and the kubelet's KUBERNETES_SERVICE_HOST/PORT, from the host."""
+    from kubernetes.config.incluster_config import InClusterConfigLoader
+
+    _wait(lambda: core.list_namespaced_service_account(ns).items)
+    pod = core.create_namespaced_pod(ns, _pod("p"))
+    volume = pod.spec.volumes[0].projected.sources
+    token = _token(
+        core,
+        ns,
+        "default",
+        expirationSeconds=volume[0].service_account_token.expiration_seconds,
+        boundObjectRef={"kind": "Pod", "apiVersion": "v1", "name": "p", "uid": pod.metadata.uid},
+    )
+    (tmp_path / "token").write_text(token)
+    ca = core.read_namespaced_config_map(volume[1].config_map.name, ns).data["ca.crt"]
+    (tmp_path / "ca.crt").write_text(ca)
+    config = client.Configuration()
+    InClusterConfigLoader(
+        str(tmp_path / "token"),
+        str(tmp_path / "ca.crt"),
+        environ={"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(cluster.port)},
+    ).load_and_set(config)
+    review = client.AuthenticationV1Api(client.ApiClient(config)).create_self_subject_review({})
+    assert review.status.user_info.username == f"system:serviceaccount:{ns}:default"
+    assert review.status.user_info.extra["authentication.kubernetes.io/pod-name"] == ["p"]
+
+
 def test_kubernetes_asyncio_with_a_service_account_token(
     cluster: LocalCluster, core: client.CoreV1Api, ns: str
 ) -> None:
