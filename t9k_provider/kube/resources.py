@@ -5,10 +5,11 @@ from __future__ import annotations
 from t9k_provider.kube.api import ResourceType
 
 PODS = ResourceType("v1", "Pod", "pods")
-NODES = ResourceType("v1", "Node", "nodes")
 SERVICES = ResourceType("v1", "Service", "services")
+ENDPOINTS = ResourceType("v1", "Endpoints", "endpoints")
 CONFIGMAPS = ResourceType("v1", "ConfigMap", "configmaps")
 SECRETS = ResourceType("v1", "Secret", "secrets")
+SERVICEACCOUNTS = ResourceType("v1", "ServiceAccount", "serviceaccounts")
 EVENTS = ResourceType("v1", "Event", "events")
 NODES = ResourceType("v1", "Node", "nodes", namespaced=False)
 JOBS = ResourceType("batch/v1", "Job", "jobs")

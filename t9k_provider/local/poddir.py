@@ -12,7 +12,7 @@ share no memory: they talk through these files. This module alone names them:
         <container>/shim.log              the shims' own output
         etc-hosts, resolv.conf            bind-mounted as the containers' /etc/hosts and /etc/resolv.conf
         network.json                      the pod's IP and network namespace
-        volumes/<volume>/                 emptyDir / configMap / secret contents
+        volumes/<volume>/                 emptyDir / configMap / secret / projected / downwardAPI contents
     STATE/volumes/<ns>/<claim>/           persistentVolumeClaim volumes, shared by the namespace's pods
 
 Readers may run in other processes at any moment, so JSON is written to a temporary file and renamed.

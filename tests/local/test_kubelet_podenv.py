@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import sys
 
 import pytest
@@ -191,3 +192,31 @@ def test_persistent_volume_claims_are_shared_namespace_directories(tmp_path) -> 
     }
     with pytest.raises(ContainerConfigError, match="claimName"):
         volumes.materialize(bad, PodDir(state / "pods" / "x"), {}, {})
+
+
+def test_projected_service_account_token_and_fs_group_ownership(tmp_path) -> None:
+    from t9k_provider.local.kubelet import volumes
+
+    token = {"serviceAccountToken": {"path": "sa/token", "audience": "vault", "expirationSeconds": 600}}
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {
+            "securityContext": {"fsGroup": 2000},
+            "volumes": [
+                {"name": "scratch", "emptyDir": {}},
+                {"name": "api", "projected": {"sources": [{"configMap": {"name": "cm"}}, token]}},
+            ],
+        },
+    }
+    sources = volumes.token_sources(pod)
+    assert sources == [volumes.TokenSource("api", 1, "sa/token", "vault", 600)]
+    paths = volumes.materialize(
+        pod, PodDir(tmp_path / "pod"), dict(CTX.configmaps), {}, {sources[0].key: "tok-123"}
+    )
+    assert (paths["api"] / "sa" / "token").read_text() == "tok-123"
+    assert (paths["api"] / "K").read_text() == "cmval"
+    if os.geteuid() != 0:
+        return  # ownership changes need root
+    scratch, token_file = paths["scratch"].stat(), (paths["api"] / "sa" / "token").stat()
+    assert (scratch.st_gid, scratch.st_mode & 0o7777) == (2000, 0o2777)  # emptyDir: anyone, setgid group
+    assert (token_file.st_gid, token_file.st_mode & 0o777) == (2000, 0o644 | 0o440)

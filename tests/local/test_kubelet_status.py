@@ -142,7 +142,12 @@ def test_backoff_doubles_and_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_hosts_file_maps_services_and_subdomains() -> None:
     def pod(name: str, labels: dict, **spec: str) -> dict:
-        return {"metadata": {"name": name, "namespace": "ns", "labels": labels}, "spec": dict(spec)}
+        ready = {"conditions": [{"type": "Ready", "status": "True"}]}  # Services publish ready pods
+        return {
+            "metadata": {"name": name, "namespace": "ns", "labels": labels},
+            "spec": dict(spec),
+            "status": ready,
+        }
 
     w0 = pod("job-worker-0", {"job": "j", "idx": "0"}, subdomain="job")
     w1 = pod("job-worker-1", {"job": "j", "idx": "1"}, hostname="w1", subdomain="job")

@@ -656,9 +656,14 @@ def test_volume_sources() -> None:
             {"name": "b", "configMap": {"name": "cfg", "items": [{"key": "k", "path": "p"}]}},
             {"name": "c", "secret": {"secretName": "s"}},
             {"name": "d", "hostPath": {"path": "/tmp"}},
+            {
+                "name": "e",
+                "downwardAPI": {"items": [{"path": "n", "fieldRef": {"fieldPath": "metadata.name"}}]},
+            },
+            {"name": "f", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
         ]
     )
-    assert validate_create("pods", good) == []
+    assert validate_create("pods", good) == []  # downwardAPI items name a field, not a key
     bad = pod(
         volumes=[
             {"name": "a"},

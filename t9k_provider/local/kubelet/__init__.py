@@ -7,10 +7,12 @@
 - `podenv`, `volumes`, `hosts`, `network`: what a pod's containers see (environment, volumes, hosts, network);
 - `runtime`: starts shims and reads containers back from their files; `shim`: the per-container process
   (namespaces, cgroup, log, signals, exit code, OOMKilled); `execute`: `pods/exec` inside a running container;
-- `cgroups`: the kubelet's, pods' and containers' cgroups (v2 or v1) that enforce resource limits.
+- `cgroups`: the kubelet's, pods' and containers' cgroups (v2 or v1) that enforce resource limits;
+- `identity`: the securityContext as the container process's credentials (computed by the pod worker into
+  `shim.ShimSpec.identity`, applied by the shim and by exec after they join the cgroup); `probes`: startup,
+  liveness and readiness probes, run from `PodWorker.sync`, whose verdicts feed `status` (and so Service
+  endpoints, `hosts`).
 
-The files they share are laid out by `t9k_provider.local.poddir`. Where what is still missing goes:
-`runAsUser` becomes a field of `shim.ShimSpec`, filled in `PodWorker._shim_spec` and applied by the shim
-before it execs the container (as the attempt's cgroup is); probes run from `PodWorker.sync` and feed
-`status`; node capacity is the scheduler's (`t9k_provider.local.node.scheduler`).
+The files they share are laid out by `t9k_provider.local.poddir`; node capacity is the scheduler's
+(`t9k_provider.local.node.scheduler`).
 """

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 
 from t9k_provider.local import poddir
 from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet.identity import Identity, apply_identity
 from t9k_provider.local.kubelet.shim import is_recorded_process, libc_call, start_error_message
 from t9k_provider.local.poddir import AttemptFiles, PodDir
 
@@ -103,6 +104,7 @@ def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], erro
         cgroups.join(spec.get("cgroups") or [])  # exec'd processes count against the container's limits
         joined = _join_namespaces(pid)
         os.chdir(cwd)
+        _become(Identity.load(spec.get("identity")))
         if "pid" in joined:  # only a child is inside the container's PID namespace
             if os.fork() != 0:
                 os.close(error_fd)  # the child's copy tells the API server whether the exec worked
@@ -119,6 +121,14 @@ def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], erro
         os.execvpe(command[0], command, env)
     except OSError as exc:
         return start_error_message(command[0], exc)
+
+
+def _become(identity: Identity | None) -> None:
+    """Run as the container's processes do (its mount namespace, joined above, already exposes what they
+    need)."""
+    if identity is not None:
+        identity.exposed = []
+        apply_identity(identity)
 
 
 def _exit_like(wait_status: int) -> NoReturn:

@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from t9k_provider.kube.api import ApiError, ResourceType
-from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS
+from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICEACCOUNTS
 from t9k_provider.local import poddir
-from t9k_provider.local.kubelet import hosts, podenv, runtime, volumes
+from t9k_provider.local.kubelet import execute, hosts, podenv, runtime, volumes
+from t9k_provider.local.kubelet.identity import container_identity
 from t9k_provider.local.kubelet.network import NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
+from t9k_provider.local.kubelet.probes import ContainerProber, Probe, ProbeTarget
 from t9k_provider.local.kubelet.shim import Mount, ShimSpec
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status, wants_restart
 from t9k_provider.local.node import events
@@ -73,6 +75,7 @@ class PodWorker:
         self.volume_paths: dict[str, Path] = {}
         self.ctx: PodContext | None = None
         self.config_error: str | None = None
+        self.mount_error: str | None = None  # the last FailedMount event recorded
         self.create_errors: dict[str, str] = {}
         self.backing_off: dict[str, str] = {}  # container -> CrashLoopBackOff message until it restarts
         self.launched: dict[tuple[str, int], float] = {}
@@ -85,6 +88,8 @@ class PodWorker:
         self.deleted = False
         self.prepare_after = 0.0
         self.kill_deadline: float | None = None
+        self.probers: dict[str, ContainerProber] = {}  # container -> the probes of its running attempt
+        self.probe_kills: dict[tuple[str, int], float] = {}  # attempt killed by a probe -> SIGKILL deadline
         self.seen_grace: int | None = None
 
     @property
@@ -121,6 +126,8 @@ class PodWorker:
     async def teardown(self) -> None:
         """The pod object is gone: kill what is left, free the network, remove the pod's cgroups and
         directory."""
+        for prober in self.probers.values():
+            prober.cancel()
         runtime.kill_all(self.dir)
         if self.kubelet.cgroups is not None:
             await asyncio.to_thread(self.kubelet.cgroups.remove_pod, self.uid)
@@ -190,13 +197,19 @@ class PodWorker:
         restart_pending: set[str] = set()
         if deleting:
             await self._terminate(inits + mains)
+            restart_pending = set(self.backing_off)  # a restart count never goes back (Job backoffLimit)
         elif self.final is None:
             await self._check_deadline(inits + mains)
             if self.final is None and self.ctx is not None:
                 restart_pending = await self._advance(inits, mains)
             inits, mains = self._views()
+            await self._probe(mains)
         else:
             self._kill_running(inits + mains)
+        for v in mains:  # what the probes said last, also while the pod is being deleted
+            prober = self.probers.get(v.name)
+            if prober is not None and v.current is not None and prober.attempt == v.current.n:
+                v.probe_started, v.probe_ready = prober.started, prober.ready
 
         status = pod_status(
             pod,
@@ -236,9 +249,16 @@ class PodWorker:
         configmaps = {n: o for n in cm_names if (o := await self._fetch(CONFIGMAPS, n))}
         secrets = {n: o for n in secret_names if (o := await self._fetch(SECRETS, n))}
         assert self.net is not None
+        tokens = {}
+        for source in volumes.token_sources(self.pod):
+            try:
+                tokens[source.key] = await self._request_token(source)
+            except ApiError as exc:
+                await self._mount_failed(source.volume, f"failed to fetch token: {exc.message}")
+                return
         try:
             self.volume_paths = await asyncio.to_thread(
-                volumes.materialize, self.pod, self.dir, configmaps, secrets
+                volumes.materialize, self.pod, self.dir, configmaps, secrets, tokens
             )
         except ContainerConfigError as exc:
             await self._config_failed(str(exc))
@@ -257,6 +277,31 @@ class PodWorker:
             if exc.status == 404:
                 return None
             raise
+
+    async def _request_token(self, source: volumes.TokenSource) -> str:
+        """A token of the pod's ServiceAccount bound to the pod, from the API server's TokenRequest."""
+        meta = self.pod["metadata"]
+        spec: dict[str, Any] = {
+            "expirationSeconds": source.expiration_seconds,
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": self.uid},
+        }
+        if source.audience:
+            spec["audiences"] = [source.audience]
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+        account = self.pod["spec"].get("serviceAccountName") or "default"
+        response = await self.kube.create(
+            SERVICEACCOUNTS, self.namespace, request, name=account, subresource="token"
+        )
+        return str(response["status"]["token"])
+
+    async def _mount_failed(self, volume: str, message: str) -> None:
+        """A volume cannot be set up yet: the containers wait (ContainerCreating) and the kubelet retries."""
+        text = f'MountVolume.SetUp failed for volume "{volume}" : {message}'
+        if self.mount_error != text:
+            self.mount_error = text
+            await self._event("FailedMount", text, warning=True)
+        self.prepare_after = time.monotonic() + CONFIG_RETRY_SECONDS
+        self.kubelet.queue_wakeup(self, CONFIG_RETRY_SECONDS)
 
     async def _config_failed(self, message: str) -> None:
         if self.config_error != message:
@@ -337,9 +382,10 @@ class PodWorker:
             field_path=field_path,
         )
 
-    def _shim_spec(self, c: dict[str, Any]) -> ShimSpec:
-        """What the shim runs for container `c` (the container's runtime spec); raises ContainerConfigError
-        or _CreateError when the container cannot be set up."""
+    def _shim_spec(self, c: dict[str, Any]) -> tuple[ShimSpec, str | None]:
+        """What the shim runs for container `c` (the container's runtime spec), and which part of its
+        securityContext cannot be applied (see `identity`); raises ContainerConfigError or _CreateError when
+        the container cannot be set up."""
         assert self.ctx is not None and self.net is not None
         k8s_env = podenv.container_env(self.pod, c, self.ctx)
         if not c.get("command"):
@@ -349,6 +395,7 @@ class PodWorker:
                 "(the local cluster ignores images and their entrypoints; set command)"
             )
         argv = podenv.container_argv(c, k8s_env)
+        identity, not_applied = container_identity(self.pod, c)
         mounts = volumes.container_mounts(c, self.volume_paths, k8s_env.get) if self.net.isolate else []
         if self.net.isolate:
             # The kubelet's hosts file, and a resolv.conf without nameservers: DNS lookups can only go to the
@@ -364,11 +411,12 @@ class PodWorker:
             netns=self.net.netns,
             hostname=hosts.pod_hostname(self.pod) if self.net.isolate else None,
             mounts=mounts,
-        )
+            identity=identity,
+        ), not_applied
 
     async def _start(self, v: ContainerView, n: int) -> None:
         try:
-            spec = self._shim_spec(v.spec)
+            spec, not_applied = self._shim_spec(v.spec)
             spec.cgroups = await asyncio.to_thread(self._container_cgroup, v.spec, n)
         except ContainerConfigError as exc:
             await self._config_failed(str(exc))
@@ -379,12 +427,60 @@ class PodWorker:
                 await self._event("Failed", f"Error: {exc}", v.name, warning=True)
             return
         self.create_errors.pop(v.name, None)
+        if not_applied and ("IdentityNotApplied", v.name, 0) not in self.reported:
+            self.reported.add(("IdentityNotApplied", v.name, 0))
+            await self._event("IdentityNotApplied", not_applied, v.name, warning=True)
         image = v.spec.get("image", "")
         await self._event("Pulled", f'Container image "{image}" already present on machine', v.name)
         await asyncio.to_thread(runtime.launch, self.dir.container(v.name).attempt(n), spec)
         self.launched[(v.name, n)] = time.monotonic()
         await self._event("Created", f"Created container {v.name}", v.name)
         await self._event("Started", f"Started container {v.name}", v.name)
+
+    async def _probe(self, mains: list[ContainerView]) -> None:
+        """Run the main containers' probes (see `probes`), and report and act on what they find."""
+        for v in mains:
+            cur = v.current
+            prober = self.probers.get(v.name)
+            if cur is None or not cur.running or not cur.started_at or cur.pid is None:
+                if prober is not None:
+                    prober.cancel()
+                    del self.probers[v.name]
+                continue
+            self._enforce_probe_kill(v, cur.n)
+            if prober is None or prober.attempt != cur.n:
+                if prober is not None:
+                    prober.cancel()
+                started = time.monotonic() - (time.time() - (parse_time(cur.started_at) or time.time()))
+                prober = ContainerProber(v.spec, cur.n, started)
+                if not prober.states:
+                    continue
+                self.probers[v.name] = prober
+            assert self.net is not None
+            running = execute.locate(self.kubelet.state_dir, self.pod, v.name, cur.n)
+            verdict = prober.due(ProbeTarget(self.net.ip, v.spec, running))
+            for probe, message in verdict.failures:
+                await self._event("Unhealthy", f"{probe.label} probe failed: {message}", v.name, warning=True)
+            if verdict.kill is not None:
+                await self._kill_for_probe(v, cur.n, verdict.kill)
+
+    async def _kill_for_probe(self, v: ContainerView, n: int, probe: Probe) -> None:
+        """A failed startup or liveness probe: stop the container (SIGTERM, SIGKILL after the grace period);
+        `_advance` restarts it per restartPolicy."""
+        await self._event(
+            "Killing", f"Container {v.name} failed {probe.kind} probe, will be restarted", v.name
+        )
+        grace = probe.grace_period
+        if grace is None:
+            grace = self.pod["spec"].get("terminationGracePeriodSeconds", 30)
+        self.probe_kills[(v.name, n)] = time.time() + float(grace)
+        runtime.signal_container(self._current_files(v), signal.SIGTERM)
+        self.kubelet.queue_wakeup(self, float(grace))
+
+    def _enforce_probe_kill(self, v: ContainerView, n: int) -> None:
+        deadline = self.probe_kills.get((v.name, n))
+        if deadline is not None and time.time() >= deadline:
+            runtime.signal_container(self._current_files(v), signal.SIGKILL)
 
     def _container_cgroup(self, c: dict[str, Any], n: int) -> list[str]:
         """The cgroup of attempt `n` of container `c`, with the container's limits (none where the kubelet

@@ -12,6 +12,8 @@ The shim runs in its own session, so a SIGKILLed server does not take containers
 * forwards SIGTERM/SIGINT to the container process,
 * puts the container process into the attempt's cgroup (`cgroups`; the kubelet created it with the
   container's limits), reports an OOM kill there as reason `OOMKilled` and removes the cgroup at the end,
+* takes on the container's securityContext identity (`identity`) last, after joining the cgroup (which
+  needs the shim's privileges), right before exec,
 * records the attempt's state (pid, times, reason), its pid file and finally its exit code, which the
   kubelet reads, so an exit code is never lost, even while the kubelet is down.
 """
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from t9k_provider.local import logs, poddir
 from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet.identity import Identity, apply_identity
 from t9k_provider.local.poddir import AttemptFiles
 from t9k_provider.local.timestamps import now_rfc3339
 
@@ -70,6 +73,7 @@ class ShimSpec:
     netns: str | None = None  # path of a network namespace to join, e.g. /run/netns/<name>
     hostname: str | None = None  # set in a fresh UTS namespace
     mounts: list[Mount] = field(default_factory=list)  # bind mounts in a private mount namespace
+    identity: Identity | None = None  # credentials from the securityContext, applied last
     cgroups: list[str] = field(default_factory=list)  # the attempt's cgroup directories (its limits)
 
     @property
@@ -84,6 +88,7 @@ class ShimSpec:
     def load(cls, path: Path) -> ShimSpec:
         data = json.loads(path.read_text())
         data["mounts"] = [Mount(**m) for m in data.get("mounts", [])]
+        data["identity"] = Identity.load(data.get("identity"))
         return cls(**data)
 
 
@@ -132,6 +137,16 @@ def _child_setup(spec: ShimSpec) -> None:
     if spec.working_dir:
         os.makedirs(spec.working_dir, exist_ok=True)
         os.chdir(spec.working_dir)
+    _become(spec)
+
+
+def _become(spec: ShimSpec) -> None:
+    """Take on the container's identity, the last step before exec (see `identity`)."""
+    if spec.identity is None:
+        return
+    if not (spec.mounts or spec.isolated):  # no private mount namespace: never cover host directories
+        spec.identity.exposed = []
+    apply_identity(spec.identity)
 
 
 def run(spec: ShimSpec) -> int:

@@ -1,6 +1,6 @@
 """Entry point of the node agents: scheduler, kubelet (process or simulated), the batch/v1 Job and apps/v1
-ReplicaSet, Deployment, StatefulSet and DaemonSet controllers and, with the process kubelet, the local
-flink-operator (`t9k_provider.local.flink`).
+ReplicaSet, Deployment, StatefulSet and DaemonSet controllers, the Endpoints controller and, with the process
+kubelet, the local flink-operator (`t9k_provider.local.flink`).
 
 They are ordinary API clients of the local cluster: one `kubernetes_asyncio` ApiClient bound to its
 kubeconfig, and the shared informers (`t9k_provider.kube`) for pods, services and jobs.
@@ -34,6 +34,7 @@ from t9k_provider.local.kubelet.simulated import SimulatedKubelet
 from t9k_provider.local.node import scheduler, workloop
 from t9k_provider.local.node.daemonsets import DaemonSetController
 from t9k_provider.local.node.deployments import DeploymentController
+from t9k_provider.local.node.endpoints import EndpointsController
 from t9k_provider.local.node.jobcontroller import JobController
 from t9k_provider.local.node.replicasets import ReplicaSetController
 from t9k_provider.local.node.statefulsets import StatefulSetController
@@ -79,13 +80,19 @@ async def run_node_agents(
     for controller in controllers:
         controller.owners.add_handler(controller.on_owner)
         controller.children.add_handler(controller.on_child)
-    runners: list[Coroutine[Any, Any, None]] = [pod_scheduler.run(), *(c.run() for c in controllers)]
-    informers = [pods, replicasets, *owners.values()]
+    endpoints = EndpointsController(kube, services, pods)
+    pods.add_handler(endpoints.on_pod)
+    services.add_handler(endpoints.on_service)
+    runners: list[Coroutine[Any, Any, None]] = [
+        pod_scheduler.run(),
+        endpoints.run(),
+        *(c.run() for c in controllers),
+    ]
+    informers = [pods, services, replicasets, *owners.values()]
     if net is not None:
         kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
         pods.add_handler(kubelet.on_pod)
         services.add_handler(kubelet.on_service)
-        informers.append(services)
         runners.append(kubelet.run(stop_pods_on_exit))
         if flink_operator:
             informers += _add_flink_operator(kube, pods, services, runners)

@@ -294,7 +294,8 @@ def _volume_source(volume: dict, path: str, out: list[Cause]) -> None:
         if needed and not jf.text_field(source, needed, f"{path}.{key}.{needed}", out):
             out.append(fe.required(f"{path}.{key}.{needed}"))
         for item_path, item in jf.object_items(source, "items", f"{path}.{key}.items", out):
-            if not jf.text_field(item, "key", f"{item_path}.key", out):
+            # configMap/secret items name a key; downwardAPI items name a field instead
+            if key != "downwardAPI" and not jf.text_field(item, "key", f"{item_path}.key", out):
                 out.append(fe.required(f"{item_path}.key"))
             if not jf.text_field(item, "path", f"{item_path}.path", out):
                 out.append(fe.required(f"{item_path}.path"))
