@@ -93,11 +93,16 @@ async def serve(
 ) -> None:
     """Serve until SIGTERM/SIGINT. ``kubelet`` None runs no node agents at all (API server alone)."""
     from t9k_provider.local.apiserver.server import ApiServer
+    from t9k_provider.local.kubelet.network import BRIDGE_IP, namespaces_available
 
     lock = state.acquire()
     pki = ensure_pki(state.path)
     state.private_file("store.db")
-    server = ApiServer(state.path, state.token(), pki.server_context(), _pick_port(state, port))
+    netns = kubelet == "process" and network != "host" and namespaces_available()  # as the kubelet decides
+    pod_network_host = BRIDGE_IP if netns else None
+    server = ApiServer(
+        state.path, state.token(), pki.server_context(), _pick_port(state, port), pod_network_host
+    )
     agents: asyncio.subprocess.Process | None = None
     child: asyncio.subprocess.Process | None = None
     try:

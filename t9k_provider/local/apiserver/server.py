@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from t9k_provider.local.store import Store
 log = logging.getLogger(__name__)
 HEALTH_PATHS = {"/healthz", "/livez", "/readyz"}
 HOST = "127.0.0.1"
+IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)  # Linux; Python exposes the constant only from 3.12
 
 
 def _memory_bytes() -> int:
@@ -45,8 +47,17 @@ class ApiServer:
     """Serves the Kubernetes API on 127.0.0.1 only; every request but health checks needs a bearer token (the
     admin's or a ServiceAccount's) and is authorized (``authn.py``, ``authz.py``)."""
 
-    def __init__(self, state_dir: Path, token: str, ssl_context: ssl.SSLContext, port: int = 0) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        token: str,
+        ssl_context: ssl.SSLContext,
+        port: int = 0,
+        pod_network_host: str | None = None,
+    ) -> None:
         self.state_dir = state_dir
+        #: the host's address on the pods' bridge (netns pod network), served too: pods cannot reach 127.0.0.1
+        self.pod_network_host = pod_network_host
         self.token = token
         self.port = port
         self.ssl_context = ssl_context
@@ -103,10 +114,28 @@ class ApiServer:
         server = site._server  # aiohttp exposes the bound sockets only there
         assert server is not None and server.sockets
         self.port = server.sockets[0].getsockname()[1]
+        if self.pod_network_host is not None:
+            await self._listen_on_pod_network(self.pod_network_host)
         self.handlers.address = f"{HOST}:{self.port}"
         self.publish_address()
         self._controller_task = asyncio.create_task(self.controllers.run(), name="t9k-local-controllers")
         return self.port
+
+    async def _listen_on_pod_network(self, host: str) -> None:
+        """Listen on ``host`` at the same port; IP_FREEBIND binds before the kubelet's bridge has the
+        address (the node agents start after the server)."""
+        assert self._runner is not None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_IP, IP_FREEBIND, 1)
+        sock.bind((host, self.port))
+        site = web.SockSite(self._runner, sock, shutdown_timeout=1.0, ssl_context=self.ssl_context)
+        await site.start()
+
+    @property
+    def service_host(self) -> str:
+        """Where pods reach the server: ``default/kubernetes``'s endpoint and KUBERNETES_SERVICE_HOST."""
+        return self.pod_network_host or HOST
 
     async def stop(self) -> None:
         self.hub.close_all()
@@ -140,7 +169,7 @@ class ApiServer:
         """Point ``default/kubernetes`` (Service and Endpoints) at the port this run listens on."""
         for res, obj in (
             (self.registry.lookup("", "v1", "services"), kubernetes_service(self.port)),
-            (self.registry.lookup("", "v1", "endpoints"), kubernetes_endpoints(HOST, self.port)),
+            (self.registry.lookup("", "v1", "endpoints"), kubernetes_endpoints(self.service_host, self.port)),
         ):
             assert res is not None
             current = self.store.get((res.group, res.plural, "default", "kubernetes"))
