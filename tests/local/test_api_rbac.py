@@ -498,6 +498,12 @@ def test_kubectl_whoami_and_can_i(
     allowed = kubectl("auth", "can-i", f"--as={sa}", "create", "pods", "-n", "default")
     assert (allowed.returncode, allowed.stdout.strip()) == (0, "yes")
     assert kubectl("auth", "can-i", f"--as={sa}", "delete", "pods").stdout.strip() == "no"
+    listed = kubectl("auth", "can-i", "--list", f"--as={sa}", "-n", "default")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()]
+    assert ["pods", "[]", "[]", "[create]"] in rows
+    assert ["selfsubjectreviews.authentication.k8s.io", "[]", "[]", "[create]"] in rows
+    assert ["[/api/*]", "[]", "[get]"] in rows
     get = kubectl("get", "secrets", "-n", "default", f"--as={sa}")
     assert get.returncode == 1
     assert (

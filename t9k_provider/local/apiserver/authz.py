@@ -143,6 +143,25 @@ class Authorizer:
                     return True, allowed
         return False, ""
 
+    def rules_for(self, user: UserInfo, namespace: str) -> list[dict[str, Any]]:
+        """Every rule granted to ``user`` in ``namespace`` (cluster-wide ones included), as a
+        SelfSubjectRulesReview lists them (``RulesFor``)."""
+        found: list[dict[str, Any]] = []
+        bindings = [(b, "") for b in self.store.list(GROUP, "clusterrolebindings")]
+        if namespace:
+            bindings += [(b, namespace) for b in self.store.list(GROUP, "rolebindings", namespace)]
+        for binding, ns in bindings:
+            if any(_subject_matches(s, user, ns) for s in binding.get("subjects") or []):
+                role = self._role(binding, ns)
+                found += (role or {}).get("rules") or []
+        return found
+
+    def _role(self, binding: dict[str, Any], namespace: str) -> dict[str, Any] | None:
+        ref = binding.get("roleRef") or {}
+        if ref.get("kind") == "ClusterRole":
+            return self.store.get((GROUP, "clusterroles", "", ref.get("name", "")))
+        return self.store.get((GROUP, "roles", namespace, ref.get("name", "")))
+
     def _binding_allows(
         self, binding: dict[str, Any], namespace: str, user: UserInfo, attrs: Attributes, kind: str
     ) -> str:
@@ -153,10 +172,7 @@ class Authorizer:
         if subject is None:
             return ""
         ref = binding.get("roleRef") or {}
-        if ref.get("kind") == "ClusterRole":
-            role = self.store.get((GROUP, "clusterroles", "", ref.get("name", "")))
-        else:
-            role = self.store.get((GROUP, "roles", namespace, ref.get("name", "")))
+        role = self._role(binding, namespace)
         if role is None or not any(rule_allows(r, attrs) for r in role.get("rules") or []):
             return ""
         name = binding["metadata"]["name"] + (f"/{namespace}" if namespace else "")

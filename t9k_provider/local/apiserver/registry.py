@@ -45,6 +45,7 @@ BUILTIN: list[Resource] = [
     accessreviews.SELF_SUBJECT_REVIEWS,
     accessreviews.SELF_SUBJECT_ACCESS_REVIEWS,
     accessreviews.SUBJECT_ACCESS_REVIEWS,
+    accessreviews.SELF_SUBJECT_RULES_REVIEWS,
     rbac.ROLES,
     rbac.CLUSTER_ROLES,
     rbac.ROLE_BINDINGS,

@@ -89,7 +89,10 @@ class AccessReviewStrategy(ReviewStrategy):
             groups = jf.string_items(spec, "groups", "spec.groups", out)
             if not name and not groups:
                 out.append(fe.invalid("spec.user", name, "at least one of user or group must be specified"))
-            extra = {k: tuple(v) for k, v in jf.object_field(spec, "extra", "spec.extra", out).items()}
+            extra = {
+                k: tuple(v) if isinstance(v, list) else (str(v),)
+                for k, v in jf.object_field(spec, "extra", "spec.extra", out).items()
+            }
             subject = UserInfo(name, tuple(groups), jf.text_field(spec, "uid", "spec.uid", out), extra)
         if out:
             raise invalid(res, "", out)
@@ -102,6 +105,33 @@ class AccessReviewStrategy(ReviewStrategy):
 
 class SubjectAccessReviewStrategy(AccessReviewStrategy):
     names_subject = True
+
+
+class SelfSubjectRulesReviewStrategy(ReviewStrategy):
+    """``kubectl auth can-i --list``: the caller's rules in ``spec.namespace``."""
+
+    def review(
+        self, res: Resource, spec: dict[str, Any], user: UserInfo, authorizer: Authorizer
+    ) -> dict[str, Any]:
+        out: list[Cause] = []
+        namespace = jf.text_field(spec, "namespace", "spec.namespace", out)
+        if out:
+            raise invalid(res, "", out)
+        resource_rules, non_resource_rules = [], []
+        for rule in authorizer.rules_for(user, namespace):
+            if rule.get("nonResourceURLs"):
+                non_resource_rules.append(
+                    {"verbs": rule["verbs"], "nonResourceURLs": rule["nonResourceURLs"]}
+                )
+            else:
+                keys = ("verbs", "apiGroups", "resources", "resourceNames")
+                resource_rules.append({k: rule[k] for k in keys if rule.get(k)})
+        status = {
+            "resourceRules": resource_rules,
+            "nonResourceRules": non_resource_rules,
+            "incomplete": False,
+        }
+        return {"spec": spec, "status": status}
 
 
 SELF_SUBJECT_ACCESS_REVIEWS = Resource(
@@ -119,6 +149,14 @@ SUBJECT_ACCESS_REVIEWS = Resource(
     "subjectaccessreview",
     "SubjectAccessReview",
     SubjectAccessReviewStrategy(),
+)
+SELF_SUBJECT_RULES_REVIEWS = Resource(
+    "authorization.k8s.io",
+    "v1",
+    "selfsubjectrulesreviews",
+    "selfsubjectrulesreview",
+    "SelfSubjectRulesReview",
+    SelfSubjectRulesReviewStrategy(),
 )
 SELF_SUBJECT_REVIEWS = Resource(
     "authentication.k8s.io",
