@@ -218,6 +218,17 @@ def test_service_account_token_identity_and_403(
         body["message"]
         == f'forbidden: User "system:serviceaccount:{ns}:{account}" cannot get path "/metrics"'
     )
+    # only the admin may impersonate
+    status, _, body = cluster.request(
+        "GET",
+        f"/api/v1/namespaces/{ns}/pods",
+        headers={"Authorization": f"Bearer {token}", "Impersonate-User": "x"},
+    )
+    assert status == 403
+    assert body["message"] == (
+        f'users "x" is forbidden: User "system:serviceaccount:{ns}:{account}" cannot impersonate resource '
+        '"users" in API group "" at the cluster scope'
+    )
     # the token dies with its ServiceAccount
     core.delete_namespaced_service_account(account, ns)
     with pytest.raises(ApiException) as err:
