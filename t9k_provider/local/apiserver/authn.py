@@ -25,13 +25,14 @@ _EXTRA_HEADER = "impersonate-extra-"
 
 
 def service_account_user(
-    namespace: str, name: str, uid: str = "", extra: Mapping[str, tuple[str, ...]] = {}
+    namespace: str, name: str, uid: str = "", extra: Mapping[str, tuple[str, ...]] | None = None
 ) -> UserInfo:
+    """The user a ServiceAccount authenticates as, with the groups kube-apiserver gives it."""
     return UserInfo(
         f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}",
         ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
         uid,
-        extra,
+        extra or {},
     )
 
 
