@@ -515,6 +515,12 @@ def test_kubectl_whoami_and_can_i(
     assert ["pods", "[]", "[]", "[create]"] in rows
     assert ["selfsubjectreviews.authentication.k8s.io", "[]", "[]", "[create]"] in rows
     assert ["[/api/*]", "[]", "[get]"] in rows
+    token = kubectl("create", "token", "default", "-n", "default", "--duration=10m")
+    assert token.returncode == 0, token.stderr
+    with_token = kubectl("auth", "whoami", f"--token={token.stdout.strip()}", "-o", "json")
+    assert json.loads(with_token.stdout)["status"]["userInfo"]["username"] == (
+        "system:serviceaccount:default:default"
+    )
     get = kubectl("get", "secrets", "-n", "default", f"--as={sa}")
     assert get.returncode == 1
     assert (
