@@ -809,15 +809,27 @@ def test_load_incluster_config_from_a_pod(core: client.CoreV1Api, ns: str) -> No
         "print(client.AuthenticationV1Api().create_self_subject_review({}).status.user_info.username)\n"
         "print(open('/var/run/secrets/kubernetes.io/serviceaccount/namespace').read())\n"
     )
-    core.create_namespaced_pod(ns, pod_manifest("incluster", [c("main", script)]))
+    async_script = (
+        "import asyncio\n"
+        "from kubernetes_asyncio import client, config\n"
+        "async def main():\n"
+        "    config.load_incluster_config()\n"
+        "    async with client.ApiClient() as api:\n"
+        "        review = await client.AuthenticationV1Api(api).create_self_subject_review({})\n"
+        "    print(review.status.user_info.username)\n"
+        "asyncio.run(main())\n"
+    )
+    core.create_namespaced_pod(ns, pod_manifest("incluster", [c("main", script), c("aio", async_script)]))
     quiet_script = "import os; print(os.path.exists('/var/run/secrets/kubernetes.io/serviceaccount/token'))"
     core.create_namespaced_pod(
         ns, pod_manifest("quiet", [c("main", quiet_script)], automountServiceAccountToken=False)
     )
     done = wait_for("done", phase_is(core, "incluster", ns, "Succeeded", "Failed"), timeout=60)
-    out = pod_log(core, "incluster", ns)
-    assert done.status.phase == "Succeeded", out
+    out = pod_log(core, "incluster", ns, container="main")
+    aio = pod_log(core, "incluster", ns, container="aio")
+    assert done.status.phase == "Succeeded", out + aio
     assert out.split() == [f"system:serviceaccount:{ns}:default", ns]
+    assert aio.split() == [f"system:serviceaccount:{ns}:default"]
     wait_for("quiet done", phase_is(core, "quiet", ns, "Succeeded"), timeout=60)
     assert pod_log(core, "quiet", ns).strip() == "False"
 
