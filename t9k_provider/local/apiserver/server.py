@@ -128,7 +128,13 @@ class ApiServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_IP, IP_FREEBIND, 1)
-        sock.bind((host, self.port))
+        try:
+            sock.bind((host, self.port))
+        except OSError as exc:  # the host's clients are served all the same; pods cannot reach the server
+            sock.close()
+            log.error("cannot listen on the pod network at %s:%d: %s", host, self.port, exc)
+            self.pod_network_host = None
+            return
         site = web.SockSite(self._runner, sock, shutdown_timeout=1.0, ssl_context=self.ssl_context)
         await site.start()
 
