@@ -82,6 +82,9 @@ def build(approach: str, spec: dict[str, Any], name: str) -> BaseTrigger:
             name=name,
             namespace=spec["namespace"],
             poll_interval=spec["poll_interval"],
+            # benchmarks.live_logs: follow each job's replica logs (its pods carry the owner label)
+            pod_selector=f"tensorstack.dev/owner-name={name}" if spec.get("log_targets") else None,
+            log_targets=spec.get("log_targets"),
         )
     if approach == "cncf":
         return CustomObjectPollingTrigger(

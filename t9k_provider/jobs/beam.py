@@ -53,8 +53,6 @@ class BeamJob(T9kJob):
     """BeamJob runs an Apache Beam Python pipeline on a Flink cluster it creates."""
 
     KIND: ClassVar[str] = "BeamJob"
-    PLURAL: ClassVar[str] = "beamjobs"
-    SINGULAR: ClassVar[str] = "beamjob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("bj",)
     LEADER: ClassVar[Leader] = Leader()  # the submit pods carry no replica labels
 

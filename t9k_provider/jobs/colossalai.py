@@ -13,18 +13,13 @@ from t9k_provider.jobs.job import T9kJob
 from t9k_provider.jobs.ssh import (
     DEFAULT_SSH_MOUNT_PATH,
     DEFAULT_SSHD_PATH,
+    LAUNCHER_CONTAINER,
     NormalizedSSHJob,
     SSHJobSpec,
     SSHSettings,
-    launcher_from,
     no_restart,
-    split_replica_specs,
-    worker_with,
 )
-from t9k_provider.jobs.status import JobStatus
 from t9k_provider.jobs.templates import Issues
-
-LAUNCHER_CONTAINER = "launcher"
 
 
 def launch_arg_pairs(args: list[str]) -> list[tuple[int, str]]:
@@ -131,38 +126,26 @@ class ColossalAIJobSpec(SSHJobSpec):
             return []
         return launch_args_issues(self.torch_config.extra_args or [], "torchConfig.extraArgs")
 
+    def documented_launcher(self) -> ReplicaSpec | None:
+        assert self.launcher is not None  # guaranteed by issues()
+        return ReplicaSpec(type="launcher", restart_policy=no_restart(), template=self.launcher.template())
+
     def normalized(self) -> NormalizedColossalAIJob:
         """Both shapes as one `NormalizedColossalAIJob`, sharing nothing with this spec."""
         common = self.normalized_common()
         if self.worker is not None:
-            assert self.launcher is not None  # guaranteed by issues()
-            worker = worker_with(self.worker.template, self.worker.replicas)
-            launcher = ReplicaSpec(
-                type="launcher", restart_policy=no_restart(), template=self.launcher.template()
-            )
             return NormalizedColossalAIJob.deep(
-                worker=worker,
-                launcher=launcher,
-                worker_container=self.DOCUMENTED_WORKER_CONTAINER,
-                launcher_container=LAUNCHER_CONTAINER,
                 proc_per_worker=self.worker.proc_per_worker,
                 script=list(self.worker.command),
                 extra_args=list(self.worker.torch_args or []),
                 **common,
             )
-        worker, written_launcher = split_replica_specs(self.replica_specs or [])
-        assert worker is not None and self.torch_config is not None  # guaranteed by issues()
-        launcher, launcher_container = launcher_from(
-            written_launcher, worker, self.WORKER_CONTAINER, LAUNCHER_CONTAINER
-        )
+        config = self.torch_config
+        assert config is not None  # guaranteed by issues()
         return NormalizedColossalAIJob.deep(
-            worker=worker,
-            launcher=launcher,
-            worker_container=self.WORKER_CONTAINER,
-            launcher_container=launcher_container,
-            proc_per_worker=self.torch_config.proc_per_worker,
-            script=list(self.torch_config.script),
-            extra_args=list(self.torch_config.extra_args or []),
+            proc_per_worker=config.proc_per_worker,
+            script=list(config.script),
+            extra_args=list(config.extra_args or []),
             **common,
         )
 
@@ -171,10 +154,7 @@ class ColossalAIJob(T9kJob):
     """ColossalAIJob runs ColossalAI training: a launcher runs `colossalai run` over SSH."""
 
     KIND: ClassVar[str] = "ColossalAIJob"
-    PLURAL: ClassVar[str] = "colossalaijobs"
-    SINGULAR: ClassVar[str] = "colossalaijob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("caij",)
     LEADER: ClassVar[Leader] = Leader("launcher", index=None)
 
     spec: ColossalAIJobSpec
-    status: JobStatus | None = None

@@ -15,11 +15,7 @@ from t9k_provider.jobs.ssh import (
     NormalizedSSHJob,
     SSHJobSpec,
     SSHSettings,
-    launcher_from,
-    split_replica_specs,
-    worker_with,
 )
-from t9k_provider.jobs.status import JobStatus
 
 
 class ProcessRecovery(Model):
@@ -88,15 +84,7 @@ class MPIJobSpec(SSHJobSpec):
         """Both shapes as one `NormalizedMPIJob`, sharing nothing with this spec."""
         common = self.normalized_common()
         if self.worker is not None:
-            worker = worker_with(self.worker.template, self.worker.replicas)
-            launcher, launcher_container = launcher_from(
-                None, worker, self.DOCUMENTED_WORKER_CONTAINER, "launcher"
-            )
             return NormalizedMPIJob.deep(
-                worker=worker,
-                launcher=launcher,
-                worker_container=self.DOCUMENTED_WORKER_CONTAINER,
-                launcher_container=launcher_container,
                 mca=dict(self.mca or {}),
                 home=self.mpi_home,
                 extra_args=list(self.worker.extra_mpi_args or []),
@@ -105,17 +93,9 @@ class MPIJobSpec(SSHJobSpec):
                 process_recovery=self.worker.process_recovery,
                 **common,
             )
-        worker, written_launcher = split_replica_specs(self.replica_specs or [])
-        assert worker is not None and self.mpi_config is not None  # guaranteed by issues()
-        launcher, launcher_container = launcher_from(
-            written_launcher, worker, self.WORKER_CONTAINER, "launcher"
-        )
         config = self.mpi_config
+        assert config is not None  # guaranteed by issues()
         return NormalizedMPIJob.deep(
-            worker=worker,
-            launcher=launcher,
-            worker_container=self.WORKER_CONTAINER,
-            launcher_container=launcher_container,
             mca=dict(config.mca or {}),
             home=config.home,
             extra_args=list(config.extra_args or []),
@@ -128,10 +108,7 @@ class MPIJob(T9kJob):
     """MPIJob runs an OpenMPI program: a launcher starts mpirun over SSH on the workers."""
 
     KIND: ClassVar[str] = "MPIJob"
-    PLURAL: ClassVar[str] = "mpijobs"
-    SINGULAR: ClassVar[str] = "mpijob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("mj",)
     LEADER: ClassVar[Leader] = Leader("launcher", index=None)
 
     spec: MPIJobSpec
-    status: JobStatus | None = None

@@ -16,6 +16,8 @@ from t9k_provider.jobs.templates import Issues, container_index, containers, mou
 DEFAULT_SSH_MOUNT_PATH = "/root/.ssh"
 DEFAULT_SSHD_PATH = "/usr/sbin/sshd"
 LAUNCHER_WORKER_TYPES = ("launcher", "worker")
+#: The launcher container that runs the launch command, when the launcher has several.
+LAUNCHER_CONTAINER = "launcher"
 
 
 class SSHSettings(Model):
@@ -108,9 +110,27 @@ class SSHJobSpec(JobSpec):
     def extra_child_suffixes(self) -> list[str]:
         return ["launcher"]
 
+    def documented_launcher(self) -> ReplicaSpec | None:
+        """The launcher the documented shape writes; None: it runs in a copy of the worker template."""
+        return None
+
     def normalized_common(self) -> dict[str, Any]:
-        """The `NormalizedSSHJob` fields that both API shapes fill alike."""
+        """The `NormalizedSSHJob` fields, whichever shape was written."""
+        if self.worker is not None:
+            worker = worker_with(self.worker.template, self.worker.replicas)
+            written_launcher, worker_container = self.documented_launcher(), self.DOCUMENTED_WORKER_CONTAINER
+        else:
+            worker, written_launcher = split_replica_specs(self.replica_specs or [])
+            assert worker is not None  # guaranteed by issues()
+            worker_container = self.WORKER_CONTAINER
+        launcher, launcher_container = launcher_from(
+            written_launcher, worker, worker_container, LAUNCHER_CONTAINER
+        )
         return {
+            "worker": worker,
+            "launcher": launcher,
+            "worker_container": worker_container,
+            "launcher_container": launcher_container,
             "ssh": self.ssh_settings(),
             "clean_up_workers": self.run_policy.clean_up_workers,
             "run_mode": self.run_mode,

@@ -86,21 +86,26 @@ class DependentStatus(StatusModel):
     type: Literal["Normal", "Warning"] | None = None
 
 
-class JobStatus(StatusModel):
-    """Common status of every kind except BeamJob."""
+class _KindStatus(StatusModel):
+    """What the status of every kind has."""
 
-    phase: JobPhase | None = None
     conditions: list[Condition] | None = None
-    tasks: list[TaskStatus] | None = None
-    aggregate: Aggregate | None = None
-    backoff_count: int | None = Field(None, ge=0)
-    tensorboard: DependentStatus | None = None
     start_time: str | None = None
     completion_time: str | None = None
     observed_generation: int | None = None
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions or [] if c.type == type_), None)
+
+
+class JobStatus(_KindStatus):
+    """Common status of every kind except BeamJob."""
+
+    phase: JobPhase | None = None
+    tasks: list[TaskStatus] | None = None
+    aggregate: Aggregate | None = None
+    backoff_count: int | None = Field(None, ge=0)
+    tensorboard: DependentStatus | None = None
 
 
 class PodReference(StatusModel):
@@ -118,15 +123,8 @@ class FlinkClusterStatus(StatusModel):
     task_manager_status: list[PodPhase] | None = None
 
 
-class BeamJobStatus(StatusModel):
+class BeamJobStatus(_KindStatus):
     phase: BeamJobPhase | None = None
-    conditions: list[Condition] | None = None
     job_url: str | None = Field(None, alias="jobURL")
     flink_cluster_status: FlinkClusterStatus | None = None
     job_status: list[PodPhase] | None = None
-    start_time: str | None = None
-    completion_time: str | None = None
-    observed_generation: int | None = None
-
-    def condition(self, type_: str) -> Condition | None:
-        return next((c for c in self.conditions or [] if c.type == type_), None)

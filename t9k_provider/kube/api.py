@@ -22,6 +22,8 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT = 30.0
+#: Longest log line passed on; the rest of a longer line is dropped (a runaway line cannot exhaust memory).
+MAX_LOG_LINE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -347,6 +349,43 @@ class KubeApi:
                 self.metrics.watch_event(rt.plural, str(event.get("type")))
                 event["object"] = _typed(rt, obj)
                 yield event
+
+    async def follow_log(
+        self, namespace: str, pod: str, container: str, *, since_time: str | None = None
+    ) -> AsyncIterator[str]:
+        """A container's log as it is written (``follow=true``, ``timestamps=true``), line by line, until the
+        server ends it: the container stopped (after the last line) or the pod is gone.
+
+        ``since_time`` (RFC 3339) starts at that second instead of the beginning. The stream has no read
+        timeout: a replica may stay silent for hours; the caller stops the iteration when it stops caring.
+        """
+        from t9k_provider.kube.resources import PODS  # it imports this module
+
+        query = [("container", container), ("follow", "true"), ("timestamps", "true")]
+        if since_time is not None:
+            query.append(("sinceTime", since_time))
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=REQUEST_TIMEOUT, sock_read=None)
+        path = PODS.path(namespace, pod, "log")
+        response = await self._send("log", "GET", PODS, path, query=query, timeout=timeout)
+        async with response:
+            if response.status != 200:
+                raise ApiError.from_answer(response.status, await response.text(), response.headers)
+            rest, cut = b"", False  # cut: the current line was passed on truncated; drop it up to its end
+            while chunk := await response.content.readany():
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                if cut and lines:
+                    lines.pop(0)
+                    cut = False
+                for line in lines:
+                    yield line[:MAX_LOG_LINE_BYTES].decode(errors="replace")
+                if len(rest) > MAX_LOG_LINE_BYTES and not cut:
+                    yield rest[:MAX_LOG_LINE_BYTES].decode(errors="replace")
+                    cut = True
+                if cut:
+                    rest = b""
+            if rest and not cut:
+                yield rest.decode(errors="replace")
 
 
 def _typed(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:

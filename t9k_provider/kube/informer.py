@@ -158,16 +158,16 @@ class Informer:
                     # nothing to cache, so count as synced and look again later.
                     self.synced.set()
                     cause = cause or "error"
-                await self._sleep_after_error(exc, backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                backoff = await self._back_off(exc, backoff)
             except Exception as exc:  # network errors, server restarts: retry with backoff, never die
-                await self._sleep_after_error(exc, backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                backoff = await self._back_off(exc, backoff)
 
-    async def _sleep_after_error(self, exc: BaseException, backoff: float) -> None:
+    async def _back_off(self, exc: BaseException, backoff: float) -> float:
+        """Sleep about ``backoff`` seconds after an error; returns the next backoff."""
         self.last_error = f"{type(exc).__name__}: {exc}"
         log.warning("informer %s: %s; retrying in %.1fs", self.rt.plural, self.last_error, backoff)
         await asyncio.sleep(backoff * (0.5 + random.random()))
+        return min(backoff * 2, MAX_BACKOFF)
 
     async def _relist(self, cause: str) -> None:
         self._api.metrics.relist(self.rt.plural, cause)

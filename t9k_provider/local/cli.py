@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from t9k_provider.local.apiserver.quantity import QUANTITY_ERROR, parse_quantity
 from t9k_provider.local.state import AlreadyRunning, StateDir, default_state_dir, wait_ready
 from t9k_provider.local.tls import ensure_pki
 
@@ -33,6 +34,13 @@ AGENTS_STOP_SECONDS = 15.0  # the kubelet stops containers (3 s grace) and tears
 PR_SET_PDEATHSIG = 1
 FLINK_OPERATOR_OFF = "do not run the local flink-operator (FlinkClusters then stay as written)"
 COMPANION_CRDS = Path(__file__).resolve().parent / "crds"
+# `up`/`run` flags that set the Node's capacity (and allocatable): flag -> (resource, help)
+CAPACITY_FLAGS = {
+    "cpus": ("cpu", "CPUs the node advertises (default: the machine's), e.g. 2 or 1500m"),
+    "memory": ("memory", "memory the node advertises (default: the machine's), e.g. 4Gi"),
+    "gpus": ("nvidia.com/gpu", "nvidia.com/gpu count the node advertises (default: /dev/nvidiaN devices)"),
+    "max_pods": ("pods", "pods the node takes (default 110)"),
+}
 
 
 def crd_documents() -> list[dict[str, Any]]:
@@ -41,6 +49,16 @@ def crd_documents() -> list[dict[str, Any]]:
 
     companions = [yaml.safe_load(path.read_text()) for path in sorted(COMPANION_CRDS.glob("*.yaml"))]
     return [*companions, *all_crds().values()]
+
+
+def _quantity(value: str) -> str:
+    if parse_quantity(value) is None or value.startswith("-"):
+        raise argparse.ArgumentTypeError(f"{value!r}: {QUANTITY_ERROR}")
+    return value
+
+
+def capacity_overrides(args: argparse.Namespace) -> dict[str, str]:
+    return {name: getattr(args, flag) for flag, (name, _) in CAPACITY_FLAGS.items() if getattr(args, flag)}
 
 
 def _pick_port(state: StateDir, requested: int | None) -> int:
@@ -90,8 +108,10 @@ async def serve(
     kubelet: str | None,
     network: str,
     flink_operator: bool = True,
+    capacity: dict[str, str] | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT. ``kubelet`` None runs no node agents at all (API server alone)."""
+    """Serve until SIGTERM/SIGINT. ``kubelet`` None runs no node agents at all (API server alone);
+    ``capacity`` overrides what the Node advertises (`CAPACITY_FLAGS`)."""
     from t9k_provider.local.apiserver.server import ApiServer
     from t9k_provider.local.kubelet.network import BRIDGE_IP, namespaces_available
 
@@ -99,9 +119,13 @@ async def serve(
     pki = ensure_pki(state.path)
     state.private_file("store.db")
     netns = kubelet == "process" and network != "host" and namespaces_available()  # as the kubelet decides
-    pod_network_host = BRIDGE_IP if netns else None
     server = ApiServer(
-        state.path, state.token(), pki.server_context(), _pick_port(state, port), pod_network_host
+        state.path,
+        state.token(),
+        pki.server_context(),
+        _pick_port(state, port),
+        capacity,
+        pod_network_host=BRIDGE_IP if netns else None,
     )
     agents: asyncio.subprocess.Process | None = None
     child: asyncio.subprocess.Process | None = None
@@ -192,6 +216,9 @@ def _server_args(args: argparse.Namespace, state: StateDir) -> list[str]:
         argv.append("--no-node-agents")
     if args.no_flink_operator:
         argv.append("--no-flink-operator")
+    for flag in CAPACITY_FLAGS:
+        if getattr(args, flag):
+            argv += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
     return argv
 
 
@@ -199,7 +226,8 @@ def cmd_run(args: argparse.Namespace, state: StateDir) -> int:
     try:
         kubelet = None if args.no_node_agents else args.kubelet
         flink = not args.no_flink_operator
-        asyncio.run(serve(state, args.port, not args.no_controller, kubelet, args.network, flink))
+        capacity = capacity_overrides(args)
+        asyncio.run(serve(state, args.port, not args.no_controller, kubelet, args.network, flink, capacity))
     except AlreadyRunning as exc:
         print(f"t9k-local: {exc}", file=sys.stderr)
         return 1
@@ -315,6 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
             help="serve the API alone: no scheduler, kubelet or Job controller (API tests)",
         )
         p.add_argument("--no-flink-operator", action="store_true", help=FLINK_OPERATOR_OFF)
+        for flag, (_, help_text) in CAPACITY_FLAGS.items():
+            p.add_argument(f"--{flag.replace('_', '-')}", type=_quantity, default=None, help=help_text)
         if name == "up":
             p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
     p = sub.add_parser("node-agents", help="(internal) the node agents' process, started by run")

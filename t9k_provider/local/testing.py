@@ -22,7 +22,8 @@ class LocalCluster:
     """Runs ``t9k-local run`` on ``state_dir``; ``restart()`` keeps port and token, so clients carry on.
 
     ``node_agents=False`` serves the API alone (no scheduler, kubelet or Job controller);
-    ``flink_operator=False`` leaves FlinkClusters to the test (no local flink-operator).
+    ``flink_operator=False`` leaves FlinkClusters to the test (no local flink-operator);
+    ``capacity`` sets what the Node advertises, by ``t9k-local run`` flag: ``{"cpus": "2", "memory": "1Gi"}``.
     """
 
     def __init__(
@@ -35,6 +36,7 @@ class LocalCluster:
         network: str = "auto",
         node_agents: bool = True,
         flink_operator: bool = True,
+        capacity: dict[str, str] | None = None,
     ) -> None:
         self.state = StateDir(Path(state_dir))
         self.port = port
@@ -43,6 +45,7 @@ class LocalCluster:
         self.network = network
         self.node_agents = node_agents
         self.flink_operator = flink_operator
+        self.capacity = dict(capacity or {})
         self.token = ""
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -97,6 +100,8 @@ class LocalCluster:
             argv.append("--no-node-agents")
         if not self.flink_operator:
             argv.append("--no-flink-operator")
+        for flag, value in self.capacity.items():
+            argv += [f"--{flag.replace('_', '-')}", value]
         with self.state.open_log(self.state.log_file.name) as out:
             self._proc = subprocess.Popen(
                 argv,
@@ -212,20 +217,17 @@ class LocalCluster:
         """A sync ``kubernetes.client.ApiClient`` bound to this cluster (the global config is left alone)."""
         from kubernetes import client
 
-        config = client.Configuration()
-        config.host = self.base_url
-        config.api_key = {"BearerToken": self.token}
-        config.api_key_prefix = {"BearerToken": "Bearer"}
-        config.ssl_ca_cert = str(self.state.ca_cert)
-        return client.ApiClient(config)
+        return client.ApiClient(self._configured(client.Configuration()))
 
     def async_api_client(self) -> Any:
         """A ``kubernetes_asyncio.client.ApiClient`` bound to this cluster; close it in the same loop."""
         from kubernetes_asyncio import client
 
-        config = client.Configuration()
+        return client.ApiClient(self._configured(client.Configuration()))
+
+    def _configured(self, config: Any) -> Any:
         config.host = self.base_url
         config.api_key = {"BearerToken": self.token}
         config.api_key_prefix = {"BearerToken": "Bearer"}
         config.ssl_ca_cert = str(self.state.ca_cert)
-        return client.ApiClient(config)
+        return config

@@ -19,12 +19,12 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from t9k_provider.hooks import job_status
 from t9k_provider.hooks.errors import api_status
+from t9k_provider.hooks.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
 from t9k_provider.hooks.wait_limits import WaitLimits, seconds
 from t9k_provider.links.job import T9kJobLink
 from t9k_provider.operators import identity as ident
 from t9k_provider.operators import reattach
 from t9k_provider.operators.diagnostics import failure_report
-from t9k_provider.operators.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
@@ -221,6 +221,16 @@ class T9kJobOperator(BaseOperator):
                 self.manifest = path.read_text()
         super().render_template_fields(context, jinja_env)
 
+    def render_template(
+        self, content: Any, context: Any, jinja_env: Any = None, seen_oids: set[int] | None = None
+    ) -> Any:
+        """Only the ``manifest`` field itself may name a template file: Airflow would load any string ending
+        in ``template_ext``, a path in a dict manifest's ``args`` or ``env`` too, or ``config_file``."""
+        names_file = isinstance(content, str) and content.endswith(tuple(self.template_ext))
+        if names_file and content is not self.manifest:
+            return self._render((jinja_env or self.get_template_env()).from_string(content), context)
+        return super().render_template(content, context, jinja_env, seen_oids)
+
     def build_manifest(self, task_identity: dict[str, str] | None, try_number: int | None) -> dict[str, Any]:
         """Validate with the job models (before any API call) and add name, namespace and annotations."""
         from t9k_provider.jobs import ManifestError, load
@@ -298,11 +308,12 @@ class T9kJobOperator(BaseOperator):
         if not self.wait_for_completion:
             return job_status.summary(job)
         limits = self._limits(context)
-        follower = self._log_follower(ref, job, {}) if self.get_logs else None
+        targets = self._targets(kind, body)
+        follower = self._log_follower(ref, targets, {}) if self.get_logs else None
         until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
         result = self._follow(ref, job, limits, follower, until)
         if result is None:
-            self._defer(ref, limits, follower.cursors if follower else {})
+            self._defer(ref, limits, targets, follower.cursors if follower else {})
         return result
 
     def _limits(self, context: Any) -> WaitLimits:
@@ -401,10 +412,9 @@ class T9kJobOperator(BaseOperator):
 
     # -- waiting ------------------------------------------------------------------------------------------
 
-    def _log_follower(self, ref: JobRef, body: dict[str, Any] | None, cursors: dict[str, list[int]]) -> Any:
+    def _log_follower(self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]) -> Any:
         from t9k_provider.hooks.log_follower import LogFollower
 
-        targets = self._targets(ref.kind, body or {})
         return LogFollower(
             self.hook,
             ref.namespace,
@@ -446,9 +456,11 @@ class T9kJobOperator(BaseOperator):
         ``job`` is a fresh state (the create or read answer); later ones come from a watch per poll interval.
         """
         from t9k_provider.hooks.job_changes import JobChanges
+        from t9k_provider.hooks.waiting_notes import WaitingNotes
 
         changes = JobChanges(self.hook, ref.plural, ref.namespace, ref.name, ref.uid, self.log)
         first_seen: dict[str, float] = {}
+        notes = WaitingNotes(time.time())
         while True:
             self._raise_if_killed()
             if follower is not None:
@@ -461,6 +473,8 @@ class T9kJobOperator(BaseOperator):
                 verdict = limits.check_pods(self._pods(ref), now, first_seen)
             if verdict is not None:
                 return self._conclude(ref, {"status": verdict.status, "message": verdict.message}, follower)
+            if job_status.outcome(job) == "pending" and notes.due(now):
+                notes.say(self._pods(ref), now, self.log)
             if until is not None and now >= until:
                 return None
             window = self.poll_interval * random.uniform(0.8, 1.2)
@@ -477,9 +491,13 @@ class T9kJobOperator(BaseOperator):
             self.log.debug("cannot list pods of job %s: %s", ref.name, exc)
             return []
 
-    def _defer(self, ref: JobRef, limits: WaitLimits, cursors: dict[str, list[int]]) -> NoReturn:
+    def _defer(
+        self, ref: JobRef, limits: WaitLimits, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
+    ) -> NoReturn:
+        """Wait in the triggerer, which follows the ``targets``' logs from ``cursors`` into the task log."""
         from t9k_provider.triggers.job import T9kJobTrigger
 
+        log_targets = [list(t) for t in targets]
         trigger = T9kJobTrigger(
             credentials=self.hook.credentials,
             kind=ref.kind,
@@ -491,8 +509,10 @@ class T9kJobOperator(BaseOperator):
             limits=limits.to_kwargs(),
             logging_interval=self.logging_interval if self.get_logs else None,
             on_kill_action=self.on_kill_action,
-            resume={"job": ref._asdict(), "cursors": cursors, "limits": limits.to_kwargs()},
+            resume={"job": ref._asdict(), "limits": limits.to_kwargs(), "log_targets": log_targets},
             pod_selector=pod_selector(ref.kind, ref.name),
+            log_targets=log_targets if self.get_logs else None,
+            log_cursors=cursors,
         )
         timeout = None
         if limits.execution_deadline is not None:
@@ -517,7 +537,8 @@ class T9kJobOperator(BaseOperator):
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the trigger fired: print new logs, then re-read the job before deciding anything.
 
-        Everything needed here travels in the event (``resume``), never in operator state or defer kwargs.
+        Everything needed here travels in the event (``resume``, and ``log_cursors``: where the trigger's live
+        logs stopped), never in operator state or defer kwargs.
         """
         with self._completing_kills():
             return self._resume(context, event)
@@ -526,13 +547,15 @@ class T9kJobOperator(BaseOperator):
         resume = event["resume"]
         ref = JobRef(**resume["job"])
         limits = WaitLimits(**resume["limits"])
+        targets = [ReplicaTarget(*t) for t in resume["log_targets"]]
         self._job = ref
         self._prepare_kill(ref)
-        follower = self._log_follower(ref, None, resume.get("cursors") or {}) if self.get_logs else None
+        cursors = event.get("log_cursors") or {}
+        follower = self._log_follower(ref, targets, cursors) if self.get_logs else None
         if event.get("status") == "running":  # a hand-back for logs: print them; conclude if the job ended
             result = self._follow(ref, self._read(ref), limits, follower, until=time.time())
             if result is None:
-                self._defer(ref, limits, follower.cursors if follower else {})
+                self._defer(ref, limits, targets, follower.cursors if follower else cursors)
             return result
         return self._conclude(ref, event, follower)
 

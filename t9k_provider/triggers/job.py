@@ -6,11 +6,13 @@ quiet job costs no request at all, and the shared watch one renewal every few mi
 ``poll_interval`` it re-checks the absolute deadlines of ``WaitLimits`` on the state it holds (and the job's
 pods when ``pod_error_timeout`` is set and a replica has not started); while no watch is possible it reads
 the job every ``poll_interval`` instead. It fires exactly one event: ``succeeded``, ``failed``,
-``timeout``, ``error`` or ``running`` (a periodic hand-back so the worker can print new log lines). It never
-buffers logs, and it deletes the job only when a user kills the task (``on_kill``), never when the triggerer
-restarts. The triggers of one triggerer also share one API client (a ``KubeApi`` leased through
-``AsyncT9kClient``); its failures are judged by ``hooks.errors``. What the kill path needs (a client lease,
-the imports) is taken when ``run`` starts: ``on_kill`` and ``cleanup`` build nothing.
+``timeout``, ``error`` or ``running`` (a periodic hand-back so the worker can print new log lines). With
+``log_targets`` it follows those replicas' logs into the task log while it waits (``replica_logs``) and every
+event carries ``log_cursors``: where the worker's final log pass starts. It never buffers logs, and it
+deletes the job only when a user kills the task (``on_kill``), never when the triggerer restarts. The
+triggers of one triggerer also share one API client (a ``KubeApi`` leased through ``AsyncT9kClient``); its
+failures are judged by ``hooks.errors``. What the kill path needs (a client lease, the imports) is taken
+when ``run`` starts: ``on_kill`` and ``cleanup`` build nothing.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from asgiref.sync import sync_to_async
 
 from t9k_provider.hooks import job_status
 from t9k_provider.hooks.wait_limits import WaitLimits
+from t9k_provider.hooks.waiting_notes import WaitingNotes
 from t9k_provider.triggers.job_watch import JobWatch
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 
 if TYPE_CHECKING:  # the kubernetes client and the job models: not at DAG parse
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
     from t9k_provider.kube.api import KubeApi, ResourceType
+    from t9k_provider.triggers.replica_logs import ReplicaLogs
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 else:
@@ -50,6 +54,8 @@ MAX_REAUTHENTICATIONS = 3
 #: Failed watches in a row (no event, no long-lived watch between them) after which the trigger polls for one
 #: watch period before it tries again.
 MAX_WATCH_FAILURES = 5
+#: How long a finished job's log streams may take to deliver their last lines before the event is sent.
+DRAIN_SECONDS = 3.0
 
 
 class T9kJobTrigger(BaseTrigger):
@@ -70,6 +76,8 @@ class T9kJobTrigger(BaseTrigger):
         on_kill_action: str = "delete",
         resume: dict[str, Any] | None = None,
         pod_selector: str | None = None,
+        log_targets: list[tuple[str | None, int | None]] | None = None,
+        log_cursors: dict[str, list[int]] | None = None,
     ) -> None:
         super().__init__()
         self.credentials = credentials
@@ -85,7 +93,11 @@ class T9kJobTrigger(BaseTrigger):
         #: Small, opaque state of the waiting task, echoed in every event: the task keeps none across defer.
         self.resume = resume
         self.pod_selector = pod_selector
+        #: replicas (``ReplicaTarget`` fields) whose logs are followed live; None: none
+        self.log_targets = [tuple(t) for t in log_targets] if log_targets is not None else None
+        self.log_cursors = dict(log_cursors or {})
         self._fired = False
+        self._notes = WaitingNotes(time.time())  # why the job waits, logged rate-limited
         #: The lease ``on_kill``/``cleanup`` delete with, taken when ``run`` starts.
         self._kill_client: asyncio.Future[Any] | None = None
 
@@ -105,6 +117,8 @@ class T9kJobTrigger(BaseTrigger):
                 "on_kill_action": self.on_kill_action,
                 "resume": self.resume,
                 "pod_selector": self.pod_selector,
+                "log_targets": [list(t) for t in self.log_targets] if self.log_targets is not None else None,
+                "log_cursors": self.log_cursors,
             },
         )
 
@@ -136,12 +150,42 @@ class T9kJobTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         self._reserve_kill_client()
-        # decided first, yielded after the client leases and the watch are released: a consumer that stops
-        # iterating at the first event leaves nothing open. Cancelled, it keeps the kill lease for on_kill and
-        # cleanup.
-        event = await self._outcome()
+        # decided first, yielded after the client leases, the watch and the log streams are released: a
+        # consumer that stops iterating at the first event leaves nothing open. Cancelled, it keeps the kill
+        # lease for on_kill and cleanup.
+        event = await self._wait()
         await self._release_kill_client()
         yield event
+
+    async def _wait(self) -> TriggerEvent:
+        """The event, the followed replicas' logs written into the task log meanwhile."""
+        if not self._follows_logs():
+            event = await self._outcome(None)
+        else:
+            from t9k_provider.hooks.replicas import ReplicaTarget
+            from t9k_provider.triggers.replica_logs import ReplicaLogs
+
+            targets = [ReplicaTarget(*t) for t in self.log_targets or ()]
+            async with self._client() as lease:  # the streams' client, held until they are stopped
+                logs = ReplicaLogs(
+                    lease.api, self.log, self.namespace, str(self.pod_selector), targets, self.log_cursors
+                )
+                try:
+                    event = await self._outcome(logs)
+                    if event.payload["status"] in ("succeeded", "failed"):
+                        await logs.drain(DRAIN_SECONDS)  # the replicas' last lines, before the final pass
+                finally:
+                    await logs.stop()
+            self.log_cursors = logs.cursors
+        if self.log_targets is not None:
+            event.payload["log_cursors"] = self.log_cursors
+        return event
+
+    def _follows_logs(self) -> bool:
+        """Replicas to follow, and their lines reach the task log (else the worker prints them at the end)."""
+        from t9k_provider.triggers.replica_logs import reach_task_log
+
+        return bool(self.log_targets) and bool(self.pod_selector) and reach_task_log()
 
     def _reserve_kill_client(self) -> None:
         """Lease the client a kill deletes with, before anything can be cancelled: the triggerer calls
@@ -159,7 +203,7 @@ class T9kJobTrigger(BaseTrigger):
             return  # never built: nothing to release
         await api.__aexit__(None, None, None)
 
-    async def _outcome(self) -> TriggerEvent:
+    async def _outcome(self, logs: ReplicaLogs | None) -> TriggerEvent:
         from t9k_provider.hooks.errors import api_status, backoff_seconds
 
         rt = self._resource()
@@ -194,6 +238,8 @@ class T9kJobTrigger(BaseTrigger):
                             errors = reauthentications = 0
                             watch.looked_at = time.monotonic()
                             watch.seen(job)
+                        if logs is not None and job_status.outcome(job) not in ("succeeded", "failed"):
+                            await logs.sync(job)  # lists pods only when the job changed
                         ending = await self._decide(api, job, limits, now, first_seen, hand_back_at)
                         if ending is not None:
                             return ending
@@ -245,6 +291,8 @@ class T9kJobTrigger(BaseTrigger):
             verdict = limits.check_pods(await self._pods(api), now, first_seen)
         if verdict is not None:
             return self._event(verdict.status, verdict.message, job)
+        if self.pod_selector and state == "pending" and self._notes.due(now):
+            self._notes.say(await self._pods(api), now, self.log)
         if hand_back_at is not None and now >= hand_back_at:
             return self._event("running", "", job)
         return None

@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import re
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
-from af_versions import airflow2_only, dag_bag, stored_xcoms
+from af_cluster import DAGS, deferrals, result_of, run
+from af_versions import airflow2_only, stored_xcoms
 
 from t9k_provider.local.flink.dist import flink_home
 from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
@@ -31,52 +27,7 @@ from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
-DAGS = Path(__file__).resolve().parent / "dags"
 DAG_ID = "airflow.apache.org/dag-id"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The cluster, as Airflow's ``kubernetes_default``, and ``dags/`` as the bundle ``dag.test()`` syncs."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("t9k-it-cluster"), controller=True)
-    cluster.start()
-    bundle = [
-        {
-            "name": "dags-folder",
-            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-            "kwargs": {"path": str(DAGS), "refresh_interval": 0},
-        }
-    ]
-    env = {
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(cluster.kubeconfig)}}
-        ),
-        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundle),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-    }
-    if not AIRFLOW_V_3_0_PLUS:
-        env["AIRFLOW__CORE__EXECUTOR"] = "SequentialExecutor"  # Airflow 2 runs no other executor on SQLite
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    from airflow.utils import db
-
-    db.initdb()
-    try:
-        yield cluster
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def dags(cluster: LocalCluster) -> dict[str, Any]:
-    bag = dag_bag(str(DAGS))
-    assert not bag.import_errors, bag.import_errors
-    return bag.dags
 
 
 def jobs(cluster: LocalCluster, plural: str) -> list[dict[str, Any]]:
@@ -86,33 +37,6 @@ def jobs(cluster: LocalCluster, plural: str) -> list[dict[str, Any]]:
     return hook.custom_object_client.list_namespaced_custom_object(
         "batch.tensorstack.dev", "v1beta1", "default", plural
     )["items"]
-
-
-def run(
-    dags: dict[str, Any], dag_id: str, logical_date: datetime | None = None
-) -> tuple[str, dict[str, str], str]:
-    if not AIRFLOW_V_3_0_PLUS:
-        # Airflow 2's dag.test() prints task logs through a handler on sys.stdout that it adds to the task
-        # logger once per process; drop an earlier test's, whose captured stdout is closed, so it adds ours.
-        task_logger = logging.getLogger("airflow.task")
-        for handler in list(task_logger.handlers):
-            if isinstance(handler, logging.StreamHandler) and handler.stream is not sys.stdout:
-                task_logger.removeHandler(handler)
-    dated = {"logical_date" if AIRFLOW_V_3_0_PLUS else "execution_date": logical_date} if logical_date else {}
-    dag_run = dags[dag_id].test(**dated)
-    return dag_run.state, {ti.task_id: ti.state for ti in dag_run.get_task_instances()}, dag_run.run_id
-
-
-def result_of(dag_id: str, run_id: str) -> Any:
-    (result,) = stored_xcoms(dag_id, run_id, "job", "return_value")
-    return result
-
-
-def deferrals(output: str, caplog: pytest.LogCaptureFixture) -> int:
-    """How often the tasks of a ``dag.test()`` run deferred (needs INFO of ``airflow.models.dag``)."""
-    if AIRFLOW_V_3_0_PLUS:
-        return output.count("Pausing task as DEFERRED")
-    return caplog.text.count("[DAG TEST] running trigger in line")  # Airflow 2 runs each trigger in line
 
 
 def jobs_of(cluster: LocalCluster, dag_id: str) -> list[dict[str, Any]]:

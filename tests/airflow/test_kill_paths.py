@@ -103,7 +103,7 @@ try:
         event = {"status": "succeeded", "message": "", "resume": {
             "job": {"kind": "GenericJob", "plural": "genericjobs", "name": name, "namespace": "default",
                     "uid": os.environ["UID"]},
-            "cursors": {}, "limits": {}}}
+            "log_targets": [], "limits": {}}}
         op.execute_complete({"ti": TI()}, event)
     outcome = "returned"
 except BaseException as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -466,7 +467,7 @@ def test_job_still_running_after_the_wait_defers_with_the_log_cursors(
         make(fake_hook, deferrable=True, wait_before_defer=0.3).execute(context)
     assert time.monotonic() - started >= 0.3
     # what the worker printed while it waited is not printed again after the deferral
-    assert list(deferred.value.trigger.resume["cursors"]) == [f"pod-{name}-worker-0/main"]
+    assert list(deferred.value.trigger.log_cursors) == [f"pod-{name}-worker-0/main"]
 
 
 @pytest.mark.parametrize("phase", [SUCCEEDED, FAILED], ids=["succeeded", "failed"])
@@ -566,7 +567,7 @@ def test_execute_complete_running_prints_logs_and_defers_again(
     fake_hook.script = [RUNNING]
     with pytest.raises(TaskDeferred) as again:
         op.execute_complete(context, {"status": "running", "message": "", "resume": resume})
-    cursors = again.value.trigger.resume["cursors"]
+    cursors = again.value.trigger.log_cursors
     assert list(cursors) == [f"pod-{name}-worker-0/main"]
     assert again.value.trigger.logging_interval == 30
     # The next re-entry continues after the cursor: nothing is printed twice.
@@ -574,10 +575,16 @@ def test_execute_complete_running_prints_logs_and_defers_again(
     fake_hook.logs[(f"{name}-worker-0", "main")] += "2026-01-01T00:00:02Z step 2\n"
     with pytest.raises(TaskDeferred) as third:
         op.execute_complete(
-            context, {"status": "running", "message": "", "resume": again.value.trigger.resume}
+            context,
+            {
+                "status": "running",
+                "message": "",
+                "resume": again.value.trigger.resume,
+                "log_cursors": again.value.trigger.log_cursors,
+            },
         )
     assert (
-        third.value.trigger.resume["cursors"][f"pod-{name}-worker-0/main"][0]
+        third.value.trigger.log_cursors[f"pod-{name}-worker-0/main"][0]
         > cursors[f"pod-{name}-worker-0/main"][0]
     )
 
@@ -637,6 +644,28 @@ def test_template_fields_render_the_manifest_dict(fake_hook: FakeHook, ti: FakeT
     assert op.manifest["metadata"]["name"] == "from-param"
 
 
+def test_strings_in_a_manifest_dict_are_rendered_never_loaded_as_files(
+    tmp_path: Path, fake_hook: FakeHook, ti: FakeTI
+) -> None:
+    """Only a ``manifest`` string names a template file: paths ending in .yaml/.yml/.json inside a dict
+    manifest (args, env) are strings to render, even where a file of that name exists."""
+    from airflow.providers.common.compat.sdk import DAG
+
+    (tmp_path / "config.yaml").write_text("not: this")
+    manifest = generic_manifest("{{ params.job }}")
+    container = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    container["args"] = ["--config", "config.yaml", "--out", "{{ params.job }}/metrics.json"]
+    container["env"] = [{"name": "SETTINGS", "value": "/etc/app/settings.yml"}]
+    with DAG("d4", template_searchpath=[str(tmp_path)], schedule=None):
+        op = make(fake_hook, manifest=manifest, config_file="kube.yaml")
+    op.render_template_fields({"ti": ti, "params": {"job": "run-1"}})
+    container = op.manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["--config", "config.yaml", "--out", "run-1/metrics.json"]
+    assert container["env"] == [{"name": "SETTINGS", "value": "/etc/app/settings.yml"}]
+    assert op.manifest["metadata"]["name"] == "run-1"
+    assert op.config_file == "kube.yaml"
+
+
 def test_create_conflict_then_vanished_job_is_recreated(fake_hook: FakeHook, context: dict[str, Any]) -> None:
     fake_hook.failures["create_job"] = [api_error(409, "exists")]
     fake_hook.script = [SUCCEEDED]
@@ -691,3 +720,26 @@ def test_pod_checks_can_be_disabled(fake_hook: FakeHook, context: dict[str, Any]
     fake_hook.script = [RUNNING, RUNNING, SUCCEEDED]
     make(fake_hook, pod_error_timeout=None, get_logs=False).execute(context)
     assert not [c for c, _ in fake_hook.calls if c == "list_pods"]
+
+
+def test_waiting_task_logs_why_its_pods_are_not_scheduled(
+    fake_hook: FakeHook,
+    context: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = ident.job_name(ident.task_identity(context["ti"]))
+    waiting = pod(f"{name}-worker-0", "worker", 0, name)
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
+    waiting["status"] = {"phase": "Pending", "conditions": [condition]}
+    fake_hook.pods = [waiting]
+    fake_hook.script = [PENDING, PENDING, PENDING, SUCCEEDED]
+    monkeypatch.setattr("t9k_provider.hooks.waiting_notes.READ_INTERVAL", 0.0)
+    with caplog.at_level(logging.INFO):
+        make(fake_hook, get_logs=False).execute(context)
+    note = f"job waits: pod {name}-worker-0 is not scheduled: 0/1 nodes"
+    # Airflow 3 task loggers write through structlog to stdout, Airflow 2's to log records (and stdout)
+    out = capsys.readouterr().out
+    assert max(caplog.text.count(note), out.count(note)) == 1  # said once, not repeated
+    assert len([c for c, _ in fake_hook.calls if c == "list_pods"]) >= 2  # read again, said once

@@ -37,7 +37,8 @@ print(json.dumps({{
                      if m.split(".")[0] in ("kubernetes", "kubernetes_asyncio")
                      or m.startswith("t9k_provider.jobs")
                      or m.startswith("t9k_provider.hooks.t9k")
-                     or m.startswith("t9k_provider.hooks.async_t9k")),
+                     or m.startswith("t9k_provider.hooks.async_t9k")
+                     or m.startswith("t9k_provider.decorators.transport")),
 }}))
 """
 
@@ -48,6 +49,16 @@ with DAG("parse_probe", schedule=None):
     GenericJobOperator(task_id="a", manifest={"kind": "GenericJob"})
     PyTorchTrainingJobOperator(task_id="b", manifest="job.yaml")
     T9kJobSensor(task_id="c", kind="GenericJob", name="x")
+"""
+
+WITH_DECORATORS = """
+from airflow.providers.common.compat.sdk import task
+with DAG("parse_probe", schedule=None):
+    @task.t9k_pytorch(workers=2)
+    def train(lr: float) -> float:
+        return lr
+    train(0.1)
+    train.expand(lr=[0.2, 0.3])
 """
 
 WITHOUT_PROVIDER = f"""
@@ -78,3 +89,10 @@ def test_operators_import_without_kubernetes_clients_or_models() -> None:
         f"DAG with T9k operators +{with_provider['extra_s']:.3f}s; "
         f"DAG with EmptyOperator +{without['extra_s']:.3f}s"
     )
+
+
+@pytest.mark.timeout(300)
+def test_decorated_tasks_parse_without_kubernetes_clients_models_or_the_call_transport() -> None:
+    """A decorated task reads no source and encodes nothing until it runs; of the jobs package it loads only
+    what the operators it builds on load."""
+    assert probe(WITH_DECORATORS)["loaded"] == JOBS_NAMES_MODULES

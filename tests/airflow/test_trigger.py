@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -168,6 +169,19 @@ def test_serialisation_round_trip() -> None:
     import json
 
     json.dumps(kwargs)  # plain JSON: no client objects, no file paths the triggerer may lack
+
+
+def test_serialisation_round_trip_with_live_logs() -> None:
+    original = trigger(
+        pod_selector="tensorstack.dev/owner-name=j",
+        log_targets=[["worker", 0], [None, None]],
+        log_cursors={"uid/main": [5, 1]},
+    )
+    classpath, kwargs = original.serialize()
+    assert kwargs["log_targets"] == [["worker", 0], [None, None]]
+    rebuilt = T9kJobTrigger(**kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs)
+    assert rebuilt.log_cursors == {"uid/main": [5, 1]}
 
 
 async def test_succeeded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -568,3 +582,18 @@ async def test_a_refused_watch_is_tried_again_after_a_watch_period(monkeypatch: 
     with pytest.raises(asyncio.CancelledError):
         await task
     assert 2 <= len(FakeAsyncClient.watch_calls) <= 5  # polled in between, watch retried every 0.4 s
+
+
+async def test_trigger_logs_why_a_pending_job_waits(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    use_script(monkeypatch, [job("Pending"), job("Succeeded")])
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
+    waiting = {"metadata": {"name": "j-worker-0"}, "status": {"phase": "Pending", "conditions": [condition]}}
+    monkeypatch.setattr(FakeAsyncClient, "pods", [waiting])
+    monkeypatch.setattr("t9k_provider.hooks.waiting_notes.READ_INTERVAL", 0.0)
+    with caplog.at_level(logging.INFO):
+        event = await first_event(trigger(pod_selector="tensorstack.dev/owner-name=j"))
+    assert event["status"] == "succeeded"
+    logged = caplog.text + capsys.readouterr().out  # Airflow 3 triggers log through structlog to stdout
+    assert "job waits: pod j-worker-0 is not scheduled: 0/1 nodes" in logged

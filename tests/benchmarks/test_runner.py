@@ -70,8 +70,10 @@ def test_quick_run_of_every_benchmark(tmp_path: Path) -> None:
         "3. Waiting cost",
         "4. Local",
         "5. DAG parse",
+        "6. Live replica logs",
     )
     for section in sections:
         assert f"## {section}" in text
     assert "GenericJob: writes / minimum" in text
     assert "T9kJobTrigger: API requests per waiting task per minute" in text
+    assert "live logs on: triggerer CPU with" in text

@@ -106,3 +106,53 @@ async def test_a_uid_guarded_foreground_delete(api: KubeApi) -> None:
     with pytest.raises(ApiError) as gone:
         await api.delete(CONFIGMAPS, NS, "guarded", propagation="Foreground")
     assert gone.value.not_found
+
+
+@pytest.mark.cluster
+async def test_follow_log_streams_lines_as_written_and_ends_with_the_container(
+    api: KubeApi, cluster: LocalCluster
+) -> None:
+    """Lines arrive while the container writes them, a runaway line is cut at MAX_LOG_LINE_BYTES without
+    losing the next one, ``sinceTime`` starts at that second, and the stream ends once the container has."""
+    from t9k_provider.kube.api import MAX_LOG_LINE_BYTES
+    from t9k_provider.kube.resources import PODS
+    from t9k_provider.local.logs import CriLogWriter
+    from t9k_provider.local.poddir import PodDir
+
+    spec = {"containers": [{"name": "main", "image": "img:1"}]}
+    pod = await api.create(
+        PODS, NS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "talker"}, "spec": spec}
+    )
+    running = {"name": "main", "restartCount": 0, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}
+    await api.patch(PODS, NS, "talker", {"status": {"phase": "Running", "containerStatuses": [running]}},
+                    subresource="status")  # fmt: skip
+    attempt = PodDir.of(cluster.state_dir, pod).container("main").attempt(0)
+    attempt.directory.mkdir(parents=True, exist_ok=True)
+    writer = CriLogWriter(attempt.log, clock=lambda: 1_767_225_600_000_000_000)  # 2026-01-01T00:00:00Z
+    writer.write("stdout", b"before\n")
+    writer = CriLogWriter(attempt.log, clock=lambda: 1_767_225_610_000_000_000)  # 10 s later
+    writer.write("stdout", b"first\n")
+
+    got: list[str] = []
+
+    async def follow() -> None:
+        async for line in api.follow_log(NS, "talker", "main", since_time="2026-01-01T00:00:10Z"):
+            got.append(line)
+
+    reader = asyncio.ensure_future(follow())
+    deadline = time.monotonic() + 10
+    while len(got) < 1:
+        assert time.monotonic() < deadline and not reader.done(), got
+        await asyncio.sleep(0.05)
+    writer.write("stdout", b"x" * (MAX_LOG_LINE_BYTES * 2) + b"\nafter the long one\n")
+    while len(got) < 3:
+        assert time.monotonic() < deadline and not reader.done(), got
+        await asyncio.sleep(0.05)
+    assert not reader.done()  # still following: the container runs
+    writer.close()
+    attempt.write_exit_code(0)
+    await asyncio.wait_for(reader, 10)
+    texts = [line.split(" ", 1)[1] for line in got]
+    assert texts[0] == "first" and texts[2] == "after the long one", texts
+    assert len(got[1]) == MAX_LOG_LINE_BYTES and set(texts[1]) == {"x"}  # cut, timestamp included
+    assert got[0].startswith("2026-01-01T00:00:10")  # timestamps=true

@@ -276,10 +276,7 @@ class JobRun:
             desired["Running"] = ("True", NO_REASON, ALL_RUNNING)
         elif phase == "Resuming":
             desired["Running"] = ("False", "Resuming", "The job is resuming from pause.")
-        if rnd.failures:
-            desired["ReplicaFailure"] = ("True", "ReplicaFailure", " ".join(rnd.failures.values()))
-        elif phase == "Running" or condition(self.prior, "ReplicaFailure") is not None:
-            desired["ReplicaFailure"] = ("False", NO_REASON, ALL_RUNNING)
+        self._replica_failure(desired, rnd, phase == "Running")
         if condition(self.prior, "Paused") is not None:
             desired["Paused"] = ("False", "Resumed", "The job is not paused.")
         conditions = merge_conditions(self.prior.get("conditions"), desired, self.now)
@@ -316,10 +313,7 @@ class JobRun:
                 "Failed": ("True", reason, message),
                 "Running": ("False", "Failed", message),
             }
-        if stopped.failures:
-            desired["ReplicaFailure"] = ("True", "ReplicaFailure", " ".join(stopped.failures.values()))
-        elif condition(self.prior, "ReplicaFailure") is not None:
-            desired["ReplicaFailure"] = ("False", NO_REASON, ALL_RUNNING)
+        self._replica_failure(desired, stopped, False)
         conditions = merge_conditions(self.prior.get("conditions"), desired, self.now)
         return self._decision(
             stopped,
@@ -329,6 +323,13 @@ class JobRun:
             completion=rfc3339(self.now),
             requeue_after=CLEANUP_REQUEUE_SECONDS,
         )
+
+    def _replica_failure(self, desired: dict[str, tuple[str, str, str]], rnd: Round, running: bool) -> None:
+        """ReplicaFailure: True while replicas fail, False once running or after it was reported."""
+        if rnd.failures:
+            desired["ReplicaFailure"] = ("True", "ReplicaFailure", " ".join(rnd.failures.values()))
+        elif running or condition(self.prior, "ReplicaFailure") is not None:
+            desired["ReplicaFailure"] = ("False", NO_REASON, ALL_RUNNING)
 
     # -- auxiliary objects ---------------------------------------------------------------------------
 

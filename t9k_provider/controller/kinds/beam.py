@@ -71,10 +71,6 @@ def build_batchjob(typed: BeamJob, ctx: JobContext) -> dict[str, Any]:
     return {"apiVersion": BATCH_JOBS.api_version, "kind": BATCH_JOBS.kind, "metadata": meta, "spec": spec}
 
 
-def _cluster_running(cluster: dict[str, Any] | None) -> bool:
-    return cluster is not None and (cluster.get("status") or {}).get("state") == "Running"
-
-
 def _cluster_reason(cluster: dict[str, Any] | None) -> str | None:
     """Why the cluster is not running, as the local flink-operator says it (its Ready condition)."""
     for cond in ((cluster or {}).get("status") or {}).get("conditions") or []:
@@ -99,12 +95,12 @@ def drive_beam(typed: BeamJob, ctx: JobContext, children: list[dict[str, Any]]) 
     creates = []
     if cluster is None:
         creates.append(build_flinkcluster(typed, ctx))
-    running = _cluster_running(cluster)
+    cluster_state = ((cluster or {}).get("status") or {}).get("state")
+    running = cluster_state == "Running"
     if batch is None and running:
         creates.append(build_batchjob(typed, ctx))
     outcome = _batch_outcome(batch)
     active = bool(((batch or {}).get("status") or {}).get("active"))
-    cluster_state = ((cluster or {}).get("status") or {}).get("state")
     stopped_early = batch is None and cluster_state == "Stopped"
 
     desired: dict[str, tuple[str, str, str]] = {

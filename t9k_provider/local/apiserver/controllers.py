@@ -31,8 +31,8 @@ from t9k_provider.local.apiserver.strategies.crds import CRD_CLEANUP, CRD_GROUP,
 from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
 from t9k_provider.local.apiserver.strategies.namespaces import KUBERNETES_FINALIZER
 from t9k_provider.local.apiserver.strategies.serviceaccounts import default_service_account
-from t9k_provider.local.apiserver.times import now_time, parse_time
 from t9k_provider.local.store import Event, Key
+from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 log = logging.getLogger(__name__)
 EVENT_TTL_SECONDS = 3600
@@ -46,7 +46,7 @@ def _condition(ctype: str, status: str, reason: str, message: str) -> dict[str, 
         "status": status,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": now_time(),
+        "lastTransitionTime": now_rfc3339(),
     }
 
 
@@ -343,7 +343,7 @@ class Controllers:
                 series.get("lastObservedTime"),
                 event["metadata"].get("creationTimestamp"),
             ]
-            last = max((t for t in (parse_time(s) for s in stamps if isinstance(s, str)) if t), default=None)
+            last = max((t for t in map(_parsed, stamps) if t), default=None)
             if last is not None and (now - last).total_seconds() > EVENT_TTL_SECONDS:
                 meta = event["metadata"]
                 self.objects.delete(res, meta.get("namespace", ""), meta["name"], DeleteOptions())
@@ -442,3 +442,10 @@ class Controllers:
         new = json_copy(obj)
         new["metadata"]["finalizers"] = [f for f in new["metadata"].get("finalizers") or () if f != finalizer]
         self._try(f"drop {finalizer} from {key}", self.objects.write, res, obj, new)
+
+
+def _parsed(stamp: Any) -> datetime | None:
+    try:
+        return parse_timestamp(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None

@@ -26,9 +26,9 @@ from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 from t9k_provider.local.apiserver.strategies import namespaces
-from t9k_provider.local.apiserver.times import after, now_time
 from t9k_provider.local.apiserver.validation import invalid, validate_create, validate_update
 from t9k_provider.local.store import Compacted, Conflict, Key, Store
+from t9k_provider.local.timestamps import now_rfc3339
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SYSTEM_META = (
@@ -205,7 +205,7 @@ class Objects:
                     secrets.choice(_NAME_CHARS) for _ in range(5)
                 )
             meta["uid"] = str(uuid.uuid4())
-            meta["creationTimestamp"] = now_time()
+            meta["creationTimestamp"] = now_rfc3339()
             prepared = self._prepare_create(res, json_copy(obj))
             if dry_run:
                 return prepared
@@ -460,7 +460,7 @@ class Objects:
         if meta.get("deletionTimestamp"):
             if grace < (meta.get("deletionGracePeriodSeconds") or 0):
                 new_meta["deletionGracePeriodSeconds"] = grace
-                new_meta["deletionTimestamp"] = after(grace)
+                new_meta["deletionTimestamp"] = now_rfc3339(after=grace)
                 if not finalizers and not strategy.deletion_pending(new):
                     return self._remove(res, current, opts)
             return self._pending(res, new, current, opts)
@@ -469,7 +469,7 @@ class Objects:
         elif policy == "Orphan" and ORPHAN not in finalizers:
             finalizers.append(ORPHAN)
         strategy.prepare_for_delete(new, finalizers)
-        new_meta["deletionTimestamp"] = after(grace)
+        new_meta["deletionTimestamp"] = now_rfc3339(after=grace)
         new_meta["deletionGracePeriodSeconds"] = grace
         if finalizers:
             new_meta["finalizers"] = finalizers

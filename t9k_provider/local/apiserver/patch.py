@@ -176,77 +176,64 @@ def _array_index(token: str, length: int, *, allow_end: bool, pointer: str) -> i
     return index
 
 
-def _resolve_parent(doc: Any, parts: list[str], pointer: str) -> Any:
+def _locate(doc: Any, pointer: str, op: str) -> tuple[dict | list, str]:
+    """The object or array the pointer's last token is in, and that token (the pointer is not the root)."""
+    parts = _parse_pointer(pointer)
     node = doc
     for token in parts[:-1]:
-        if isinstance(node, dict):
-            if token not in node:
-                raise _invalid(f"doc is missing path: {pointer}")
+        if isinstance(node, dict) and token in node:
             node = node[token]
         elif isinstance(node, list):
             node = node[_array_index(token, len(node), allow_end=False, pointer=pointer)]
         else:
-            raise _invalid(f"doc is missing path: {pointer}")
-    return node
+            node = None
+            break
+    if not isinstance(node, (dict, list)):
+        raise _invalid(f"{op} operation does not apply: doc is missing path: {pointer}")
+    return node, parts[-1]
 
 
-def _get(doc: Any, pointer: str) -> Any:
-    parts = _parse_pointer(pointer)
-    if not parts:
+def _get(doc: Any, pointer: str, op: str) -> Any:
+    if pointer == "":
         return doc
-    parent = _resolve_parent(doc, parts, pointer)
-    token = parts[-1]
+    parent, token = _locate(doc, pointer, op)
     if isinstance(parent, dict):
         return parent.get(token, _MISSING)
-    if isinstance(parent, list):
-        return parent[_array_index(token, len(parent), allow_end=False, pointer=pointer)]
-    raise _invalid(f"doc is missing path: {pointer}")
+    return parent[_array_index(token, len(parent), allow_end=False, pointer=pointer)]
 
 
 def _add(doc: Any, pointer: str, value: Any) -> Any:
-    parts = _parse_pointer(pointer)
-    if not parts:
+    if pointer == "":
         return value
-    parent = _resolve_parent(doc, parts, pointer)
-    token = parts[-1]
+    parent, token = _locate(doc, pointer, "add")
     if isinstance(parent, dict):
         parent[token] = value
-    elif isinstance(parent, list):
-        parent.insert(_array_index(token, len(parent), allow_end=True, pointer=pointer), value)
     else:
-        raise _invalid(f"add operation does not apply: doc is missing path: {pointer}")
+        parent.insert(_array_index(token, len(parent), allow_end=True, pointer=pointer), value)
     return doc
 
 
 def _remove(doc: Any, pointer: str) -> tuple[Any, Any]:
-    parts = _parse_pointer(pointer)
-    if not parts:
+    if pointer == "":
         raise _invalid("remove operation cannot remove the whole document")
-    parent = _resolve_parent(doc, parts, pointer)
-    token = parts[-1]
-    if isinstance(parent, dict):
-        if token not in parent:
-            raise _invalid(f"remove operation does not apply: doc is missing path: {pointer}")
-        return doc, parent.pop(token)
+    parent, token = _locate(doc, pointer, "remove")
     if isinstance(parent, list):
         return doc, parent.pop(_array_index(token, len(parent), allow_end=False, pointer=pointer))
-    raise _invalid(f"remove operation does not apply: doc is missing path: {pointer}")
+    if token not in parent:
+        raise _invalid(f"remove operation does not apply: doc is missing path: {pointer}")
+    return doc, parent.pop(token)
 
 
 def _replace(doc: Any, pointer: str, value: Any) -> Any:
-    parts = _parse_pointer(pointer)
-    if not parts:
+    if pointer == "":
         return value
-    parent = _resolve_parent(doc, parts, pointer)
-    token = parts[-1]
-    if isinstance(parent, dict):
-        if token not in parent:
-            raise _invalid(f"replace operation does not apply: doc is missing key: {pointer}")
-        parent[token] = value
-    elif isinstance(parent, list):
+    parent, token = _locate(doc, pointer, "replace")
+    if isinstance(parent, list):
         parent[_array_index(token, len(parent), allow_end=False, pointer=pointer)] = value
+    elif token not in parent:
+        raise _invalid(f"replace operation does not apply: doc is missing key: {pointer}")
     else:
-        raise _invalid(f"replace operation does not apply: doc is missing path: {pointer}")
+        parent[token] = value
     return doc
 
 
@@ -277,12 +264,12 @@ def json_patch(obj: Any, patch: list) -> Any:
             doc, value = _remove(doc, source)
             doc = _add(doc, path, value)
         elif kind == "copy":
-            value = _get(doc, _operand(op, "from", index))
+            value = _get(doc, _operand(op, "from", index), "copy")
             if value is _MISSING:
                 raise _invalid(f"copy operation does not apply: doc is missing from path: {op['from']}")
             doc = _add(doc, path, json_copy(value))
         elif kind == "test":
-            actual = _get(doc, path)
+            actual = _get(doc, path, "test")
             expected = op.get("value")
             if actual is _MISSING:
                 if expected is not None:

@@ -17,6 +17,7 @@ from typing import Any
 from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import (
     Cause,
+    collect,
     duplicate,
     forbidden,
     go_value,
@@ -137,12 +138,7 @@ _FORMATS = {
 
 def validate(schema: dict, obj: Any) -> list[Cause]:
     """Validate ``obj`` against an ``openAPIV3Schema``; returns the causes of a 422 (empty if valid)."""
-    out: list[Cause] = []
-    try:
-        _validate(schema or {}, obj, "", out)
-    except RecursionError:
-        return [invalid("", "<value omitted>", "the object is nested too deeply to be validated")]
-    return out
+    return collect(lambda out: _validate(schema or {}, obj, "", out))
 
 
 def _validate(s: dict, value: Any, path: str, out: list[Cause]) -> None:
@@ -524,39 +520,20 @@ def _check_printer_columns(version: dict, base: str, out: list[Cause]) -> None:
 
 # The JSON type of each schema keyword, as JSONSchemaProps declares it.
 _KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
-    "type": (str,),
-    "format": (str,),
-    "pattern": (str,),
-    "description": (str,),
-    "title": (str,),
-    "properties": (dict,),
+    **dict.fromkeys(("type", "format", "pattern", "description", "title"), (str,)),
+    **dict.fromkeys(("properties", "not"), (dict,)),
     "items": (dict, list),
     "additionalProperties": (dict, bool),
-    "required": (list,),
-    "enum": (list,),
-    "allOf": (list,),
-    "anyOf": (list,),
-    "oneOf": (list,),
-    "not": (dict,),
-    "nullable": (bool,),
-    "uniqueItems": (bool,),
-    "exclusiveMinimum": (bool,),
-    "exclusiveMaximum": (bool,),
-    "x-kubernetes-preserve-unknown-fields": (bool,),
-    "x-kubernetes-int-or-string": (bool,),
+    **dict.fromkeys(("required", "enum", "allOf", "anyOf", "oneOf"), (list,)),
+    **dict.fromkeys(("nullable", "uniqueItems", "exclusiveMinimum", "exclusiveMaximum"), (bool,)),
+    **dict.fromkeys(("x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string"), (bool,)),
     "x-kubernetes-embedded-resource": (bool,),
     "x-kubernetes-list-type": (str,),
     "x-kubernetes-list-map-keys": (list,),
     "x-kubernetes-map-type": (str,),
-    "minimum": (int, float),
-    "maximum": (int, float),
-    "multipleOf": (int, float),
-    "minLength": (int,),
-    "maxLength": (int,),
-    "minItems": (int,),
-    "maxItems": (int,),
-    "minProperties": (int,),
-    "maxProperties": (int,),
+    **dict.fromkeys(("minimum", "maximum", "multipleOf"), (int, float)),
+    **dict.fromkeys(("minLength", "maxLength", "minItems", "maxItems"), (int,)),
+    **dict.fromkeys(("minProperties", "maxProperties"), (int,)),
 }
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from t9k_provider.local.apiserver.fielderrors import invalid
+from t9k_provider.local.apiserver.fielderrors import aggregate, invalid
 from t9k_provider.local.apiserver.names import is_qualified_name, is_valid_label_value
 
 
@@ -66,52 +66,35 @@ class LabelSelector:
     nothing: bool = False
 
     def matches(self, labels: dict[str, str] | None) -> bool:
-        if self.nothing:
-            return False
-        labels = labels or {}
-        return all(r.matches(labels) for r in self.requirements)
-
-
-def _invalid(path: str, value: Any, detail: str) -> str:
-    return invalid(path, value, detail).error()
-
-
-def _aggregate(messages: list[str]) -> str:
-    unique = list(dict.fromkeys(messages))
-    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+        return not self.nothing and all(r.matches(labels or {}) for r in self.requirements)
 
 
 def new_requirement(key: str, operator: str, values: Iterable[str]) -> Requirement:
     """Build a validated requirement (``labels.NewRequirement``); raises SelectorError."""
     vals = tuple(values)
-    errors: list[str] = []
-    errors += [_invalid("key", key, msg) for msg in _key_errors(key)]
+    errors = [invalid("key", key, msg) for msg in _key_errors(key)]
     if operator in (_IN, _NOT_IN) and not vals:
-        errors.append(
-            _invalid("values", list(vals), "for 'in', 'notin' operators, values set can't be empty")
-        )
+        errors.append(invalid("values", list(vals), "for 'in', 'notin' operators, values set can't be empty"))
     elif operator in (_EQ, _DEQ, _NEQ) and len(vals) != 1:
-        errors.append(_invalid("values", list(vals), "exact-match compatibility requires one single value"))
+        errors.append(invalid("values", list(vals), "exact-match compatibility requires one single value"))
     elif operator in (_EXISTS, _NOT_EXISTS) and vals:
-        errors.append(
-            _invalid("values", list(vals), "values set must be empty for exists and does not exist")
-        )
+        errors.append(invalid("values", list(vals), "values set must be empty for exists and does not exist"))
     elif operator in (_GT, _LT):
         if len(vals) != 1:
             errors.append(
-                _invalid("values", list(vals), "for 'Gt', 'Lt' operators, exactly one value is required")
+                invalid("values", list(vals), "for 'Gt', 'Lt' operators, exactly one value is required")
             )
         for i, value in enumerate(vals):
             if _parse_int64(value) is None:
                 errors.append(
-                    _invalid(f"values[{i}]", value, "for 'Gt', 'Lt' operators, the value must be an integer")
+                    invalid(f"values[{i}]", value, "for 'Gt', 'Lt' operators, the value must be an integer")
                 )
     for i, value in enumerate(vals):
         problems = is_valid_label_value(value)
         if problems:
-            errors.append(_invalid(f"values[{i}][{key}]", value, "; ".join(problems)))
+            errors.append(invalid(f"values[{i}][{key}]", value, "; ".join(problems)))
     if errors:
-        raise SelectorError(_aggregate(errors))
+        raise SelectorError(aggregate(errors))
     return Requirement(key, operator, vals)
 
 
@@ -209,7 +192,7 @@ class _LabelParser:
         key = lit
         problems = _key_errors(key)
         if problems:
-            raise SelectorError(_invalid("<nil>", key, problems[0]))
+            raise SelectorError(invalid("<nil>", key, problems[0]).error())
         if operator == _NOT_EXISTS or self.lookahead(True)[0] in (_EOS, _COMMA):
             return new_requirement(key, operator or _EXISTS, ())
         tok, lit = self.consume(False)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from t9k_provider.local.apiserver.strategies import rbac
 from t9k_provider.local.apiserver.strategies.crds import CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.endpoints import kubernetes_endpoints
 from t9k_provider.local.apiserver.strategies.namespaces import BOOT_NAMESPACES, boot_namespace
-from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME, local_node
+from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME, local_node, node_capacity
 from t9k_provider.local.apiserver.strategies.services import kubernetes_service
 from t9k_provider.local.apiserver.watch import Hub
 from t9k_provider.local.apiserver.wire import error_response, respond
@@ -34,13 +34,6 @@ log = logging.getLogger(__name__)
 HEALTH_PATHS = {"/healthz", "/livez", "/readyz"}
 HOST = "127.0.0.1"
 IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)  # Linux; Python exposes the constant only from 3.12
-
-
-def _memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 8 << 30
 
 
 class ApiServer:
@@ -53,9 +46,11 @@ class ApiServer:
         token: str,
         ssl_context: ssl.SSLContext,
         port: int = 0,
+        capacity: Mapping[str, str] | None = None,
         pod_network_host: str | None = None,
     ) -> None:
         self.state_dir = state_dir
+        self.capacity = node_capacity(capacity)  # the Node's, advertised afresh by every run
         #: the host's address on the pods' bridge (netns pod network), served too: pods cannot reach 127.0.0.1
         self.pod_network_host = pod_network_host
         self.token = token
@@ -154,15 +149,19 @@ class ApiServer:
 
     def boot(self) -> None:
         """Create the namespaces, the Node and the bootstrap RBAC policy every fresh cluster has (idempotent
-        across restarts)."""
+        across restarts); the Node advertises this run's capacity."""
         ns_res = self.registry.lookup("", "v1", "namespaces")
         node_res = self.registry.lookup("", "v1", "nodes")
         assert ns_res is not None and node_res is not None
         for name in BOOT_NAMESPACES:
             if self.store.get(("", "namespaces", "", name)) is None:
                 self.objects.create(ns_res, "", boot_namespace(name))
-        if self.store.get(("", "nodes", "", NODE_NAME)) is None:
-            self.objects.create(node_res, "", local_node(os.cpu_count() or 1, _memory_bytes()))
+        current = self.store.get(("", "nodes", "", NODE_NAME))
+        if current is None:
+            self.objects.create(node_res, "", local_node(self.capacity))
+        elif (current.get("status") or {}).get("capacity") != self.capacity:
+            status = {**current.get("status", {}), "capacity": self.capacity, "allocatable": self.capacity}
+            self.objects.write_status(node_res, current, json_copy(status))
         for res, docs in (
             (rbac.CLUSTER_ROLES, rbac.BOOTSTRAP_CLUSTER_ROLES),
             (rbac.CLUSTER_ROLE_BINDINGS, rbac.BOOTSTRAP_CLUSTER_ROLE_BINDINGS),

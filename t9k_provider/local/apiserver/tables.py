@@ -6,21 +6,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.timestamps import parse_timestamp
 
-NAME_COLUMN = {
-    "name": "Name",
-    "type": "string",
-    "format": "name",
-    "description": "Name must be unique within a namespace.",
-    "priority": 0,
-}
-AGE_COLUMN = {
-    "name": "Age",
-    "type": "string",
-    "format": "",
-    "description": "CreationTimestamp is the time the object was created.",
-    "priority": 0,
-}
+
+def column(name: str, kind: str = "string", priority: int = 0) -> dict[str, Any]:
+    return {"name": name, "type": kind, "format": "", "description": name, "priority": priority}
+
+
+NAME_COLUMN = {**column("Name"), "format": "name", "description": "Name must be unique within a namespace."}
+AGE_COLUMN = {**column("Age"), "description": "CreationTimestamp is the time the object was created."}
 
 
 def wants_table(accept: str) -> bool:
@@ -54,30 +48,22 @@ def age(timestamp: str | None) -> str:
     if not timestamp:
         return "<unknown>"
     try:
-        created = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        created = parse_timestamp(timestamp)
     except ValueError:
         return "<invalid>"
     return human_duration((datetime.now(timezone.utc) - created).total_seconds())
 
 
-def column(name: str, kind: str = "string", priority: int = 0) -> dict[str, Any]:
-    return {"name": name, "type": kind, "format": "", "description": name, "priority": priority}
-
-
 def _row(res: Resource, obj: dict[str, Any], include_object: str) -> dict[str, Any]:
+    row: dict[str, Any] = {"cells": res.strategy.cells(obj)}
     if include_object == "Object":
-        embedded = obj
-    elif include_object == "None":
-        embedded = None
-    else:
-        embedded = {
+        row["object"] = obj
+    elif include_object != "None":
+        row["object"] = {
             "kind": "PartialObjectMetadata",
             "apiVersion": "meta.k8s.io/v1",
             "metadata": obj["metadata"],
         }
-    row: dict[str, Any] = {"cells": res.strategy.cells(obj)}
-    if embedded is not None:
-        row["object"] = embedded
     return row
 
 

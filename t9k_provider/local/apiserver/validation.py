@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
 IMMUTABLE = "field is immutable"
-TOO_DEEP = fe.invalid("", "<value omitted>", "the object is nested too deeply to be validated")
 CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+\Z")
 CONFIG_KEY_MSG = regex_error(
     "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
@@ -60,25 +59,19 @@ def invalid_kind(kind: str, group: str, name: str, causes: list[Cause]) -> error
 
 def validate_create(res: Resource, obj: dict) -> list[Cause]:
     """Causes that make creating ``obj`` through ``res`` a 422."""
-    out: list[Cause] = []
-    try:
-        _create(res, obj, out)
-    except RecursionError:
-        return [TOO_DEEP]
-    return out
+    return fe.collect(lambda out: _create(res, obj, out))
 
 
 def validate_update(res: Resource, old: dict, new: dict) -> list[Cause]:
     """Causes that make replacing ``old`` by ``new`` a 422 (metadata immutability, kind rules)."""
-    out: list[Cause] = []
-    try:
+
+    def check(out: list[Cause]) -> None:
         _create(res, new, out)
         # Type errors in ``new`` are already reported; update rules read leniently.
         _object_meta_update(as_map(old.get("metadata")), as_map(new.get("metadata")), out)
         res.strategy.validate_update(old, new, out)
-    except RecursionError:
-        return [TOO_DEEP]
-    return out
+
+    return fe.collect(check)
 
 
 def _create(res: Resource, obj: dict, out: list[Cause]) -> None:

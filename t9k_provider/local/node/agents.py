@@ -21,6 +21,8 @@ from t9k_provider.kube.resources import (
     DAEMONSETS,
     DEPLOYMENTS,
     JOBS,
+    NODES,
+    PODGROUPS,
     PODS,
     REPLICASETS,
     SERVICES,
@@ -64,8 +66,11 @@ async def run_node_agents(
         kube, PODS, indexers={OWNER_INDEX: by_owner, NODE_INDEX: by_node, **scheduler.POD_INDEXERS}
     )
     services = Informer(kube, SERVICES)
-    pod_scheduler = scheduler.Scheduler(kube, pods)
+    nodes, podgroups = Informer(kube, NODES), Informer(kube, PODGROUPS)
+    pod_scheduler = scheduler.Scheduler(kube, pods, nodes, podgroups)
     pods.add_handler(pod_scheduler.on_pod)
+    nodes.add_handler(pod_scheduler.on_node_or_group)
+    podgroups.add_handler(pod_scheduler.on_node_or_group)
     replicasets = Informer(kube, REPLICASETS, indexers={OWNER_INDEX: by_owner})
     owners = {rt: Informer(kube, rt) for rt in (JOBS, DEPLOYMENTS, STATEFULSETS, DAEMONSETS)}
     deployment_controller = DeploymentController(kube, owners[DEPLOYMENTS], replicasets, pods)
@@ -88,7 +93,7 @@ async def run_node_agents(
         endpoints.run(),
         *(c.run() for c in controllers),
     ]
-    informers = [pods, services, replicasets, *owners.values()]
+    informers = [pods, services, nodes, podgroups, replicasets, *owners.values()]
     if net is not None:
         kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
         pods.add_handler(kubelet.on_pod)

@@ -18,9 +18,9 @@ from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.apiserver.times import now_time
 from t9k_provider.local.apiserver.validation import as_map, validate_port
 from t9k_provider.local.store import Store
+from t9k_provider.local.timestamps import now_rfc3339
 
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 
@@ -119,7 +119,7 @@ def with_availability(obj: dict[str, Any]) -> dict[str, Any] | None:
     if all(current.get(k) == v for k, v in wanted.items()):
         return None
     others = [c for c in conditions if c.get("type") != "Available"]
-    return {**status, "conditions": [*others, {**wanted, "lastTransitionTime": now_time()}]}
+    return {**status, "conditions": [*others, {**wanted, "lastTransitionTime": now_rfc3339()}]}
 
 
 def local_api_service(group: str, version: str, builtin: bool) -> dict[str, Any]:

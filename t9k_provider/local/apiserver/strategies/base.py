@@ -16,8 +16,8 @@ from t9k_provider.local.apiserver.names import NameCheck, name_is_dns_subdomain
 from t9k_provider.local.apiserver.patch import MergeField
 from t9k_provider.local.apiserver.selectors import FieldGetter
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age
-from t9k_provider.local.apiserver.times import normalize_fields
 from t9k_provider.local.store import Store
+from t9k_provider.local.timestamps import normalize_fields
 
 if TYPE_CHECKING:
     from t9k_provider.local.apiserver.resources import Resource

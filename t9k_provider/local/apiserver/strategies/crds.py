@@ -11,9 +11,9 @@ from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.schema import check_crd
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import NAME_COLUMN, column
-from t9k_provider.local.apiserver.times import now_time
 from t9k_provider.local.apiserver.validation import IMMUTABLE, as_map, as_text
 from t9k_provider.local.store import Store
+from t9k_provider.local.timestamps import now_rfc3339
 
 CRD_GROUP = "apiextensions.k8s.io"
 CRD_PLURAL = "customresourcedefinitions"
@@ -52,7 +52,7 @@ class CustomResourceDefinitionStrategy(Strategy):
                 "reason": "InstanceDeletionPending",
                 "message": "CustomResourceDefinition marked for deletion; "
                 "CustomResource deletion will begin soon",
-                "lastTransitionTime": now_time(),
+                "lastTransitionTime": now_rfc3339(),
             }
         )
         status["conditions"] = conditions

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +13,12 @@ from t9k_provider.local.apiserver.patch import CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.apiserver.times import now_time
+from t9k_provider.local.timestamps import now_rfc3339
 
 NODE_NAME = "t9k-local-node"
+GPU = "nvidia.com/gpu"
+CAPACITY_NAMES = ("cpu", "memory", GPU, "pods")  # what `t9k-local up/run` can set
+_GPU_DEVICE = re.compile(r"nvidia[0-9]+\Z")
 
 
 class NodeStrategy(Strategy):
@@ -49,9 +55,32 @@ def _read_id(path: str) -> str:
         return "t9k-local"
 
 
-def local_node(cpus: int, memory_bytes: int) -> dict[str, Any]:
-    now = now_time()
-    capacity = {"cpu": str(cpus), "memory": f"{memory_bytes // 1024}Ki", "pods": "110"}
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+def _gpu_count() -> int:
+    """NVIDIA GPUs as the device plugin counts them: one ``/dev/nvidiaN`` each."""
+    try:
+        return sum(1 for dev in os.listdir("/dev") if _GPU_DEVICE.match(dev))
+    except OSError:
+        return 0
+
+
+def node_capacity(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The machine's CPUs, memory and GPUs (110 pods, the kubelet's default), with `overrides` on top;
+    ``nvidia.com/gpu`` appears only where there are GPUs or it is set, as the device plugin advertises it."""
+    capacity = {"cpu": str(os.cpu_count() or 1), "memory": f"{_memory_bytes() // 1024}Ki", "pods": "110"}
+    if gpus := _gpu_count():
+        capacity[GPU] = str(gpus)
+    return {**capacity, **(overrides or {})}
+
+
+def local_node(capacity: Mapping[str, str]) -> dict[str, Any]:
+    now = now_rfc3339()
     conditions = [
         {
             "type": "Ready",
@@ -90,7 +119,7 @@ def local_node(cpus: int, memory_bytes: int) -> dict[str, Any]:
         },
         "spec": {},
         "status": {
-            "capacity": capacity,
+            "capacity": dict(capacity),
             "allocatable": dict(capacity),
             "conditions": conditions,
             "addresses": [
