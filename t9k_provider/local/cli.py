@@ -113,11 +113,20 @@ async def serve(
     """Serve until SIGTERM/SIGINT. ``kubelet`` None runs no node agents at all (API server alone);
     ``capacity`` overrides what the Node advertises (`CAPACITY_FLAGS`)."""
     from t9k_provider.local.apiserver.server import ApiServer
+    from t9k_provider.local.kubelet.network import BRIDGE_IP, namespaces_available
 
     lock = state.acquire()
     pki = ensure_pki(state.path)
     state.private_file("store.db")
-    server = ApiServer(state.path, state.token(), pki.server_context(), _pick_port(state, port), capacity)
+    netns = kubelet == "process" and network != "host" and namespaces_available()  # as the kubelet decides
+    server = ApiServer(
+        state.path,
+        state.token(),
+        pki.server_context(),
+        _pick_port(state, port),
+        capacity,
+        pod_network_host=BRIDGE_IP if netns else None,
+    )
     agents: asyncio.subprocess.Process | None = None
     child: asyncio.subprocess.Process | None = None
     try:

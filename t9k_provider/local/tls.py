@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from t9k_provider.local.kubelet.network import BRIDGE_IP
 from t9k_provider.local.state import write_atomic
 
 VALIDITY = datetime.timedelta(days=3650)
@@ -78,6 +79,7 @@ def ensure_pki(state_dir: Path) -> Pki:
         x509.DNSName("localhost"),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address("::1")),
+        x509.IPAddress(ipaddress.ip_address(BRIDGE_IP)),  # where netns pods reach the server
     ]
     cert = (
         x509.CertificateBuilder()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -27,7 +28,12 @@ def core(cluster: LocalCluster) -> client.CoreV1Api:
 
 @pytest.fixture
 def ns(core: client.CoreV1Api) -> str:
-    """A new namespace for one test."""
+    """A new namespace for one test, once the namespace controller has published its ``kube-root-ca.crt``
+    (as in any cluster, every namespace lists that ConfigMap)."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": name}})
+    deadline = time.monotonic() + 10
+    while not core.list_namespaced_config_map(name, field_selector="metadata.name=kube-root-ca.crt").items:
+        assert time.monotonic() < deadline, f"no kube-root-ca.crt in {name}"
+        time.sleep(0.02)
     return name

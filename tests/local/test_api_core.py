@@ -183,18 +183,19 @@ def test_batch_job_with_only_generate_name(cluster: LocalCluster, ns: str) -> No
 
 def test_list_shape_and_resource_version(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
     _, _, empty = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps")
-    assert empty["kind"] == "ConfigMapList" and empty["apiVersion"] == "v1" and empty["items"] == []
+    assert empty["kind"] == "ConfigMapList" and empty["apiVersion"] == "v1"
+    assert [i["metadata"]["name"] for i in empty["items"]] == ["kube-root-ca.crt"]  # every namespace has it
     core.create_namespaced_config_map(ns, {"metadata": {"name": "a", "labels": {"app": "x"}}})
     core.create_namespaced_config_map(ns, {"metadata": {"name": "b"}})
     core.create_namespaced_config_map("default", {"metadata": {"generateName": "elsewhere-"}})
     _, _, listed = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps")
-    assert [i["metadata"]["name"] for i in listed["items"]] == ["a", "b"]
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["a", "b", "kube-root-ca.crt"]
     assert "kind" not in listed["items"][0]  # built-in list items omit kind/apiVersion
     assert int(listed["metadata"]["resourceVersion"]) >= max(
         int(i["metadata"]["resourceVersion"]) for i in listed["items"]
     )
     everywhere = core.list_config_map_for_all_namespaces()
-    assert len(everywhere.items) >= 3
+    assert len(everywhere.items) >= 4
 
 
 def test_label_and_field_selectors(core: client.CoreV1Api, ns: str) -> None:
@@ -205,10 +206,11 @@ def test_label_and_field_selectors(core: client.CoreV1Api, ns: str) -> None:
         return [i.metadata.name for i in core.list_namespaced_config_map(ns, **kw).items]
 
     assert names(label_selector="app in (a,b),!tier") == ["b"]
-    assert names(label_selector="app!=a") == ["b", "c"]  # != matches objects without the key
+    # != matches objects without the key (the namespace's kube-root-ca.crt too)
+    assert names(label_selector="app!=a") == ["b", "c", "kube-root-ca.crt"]
     assert names(label_selector="tier") == ["a"]
     assert names(field_selector="metadata.name=c") == ["c"]
-    assert names(field_selector="metadata.name!=c,metadata.namespace=" + ns) == ["a", "b"]
+    assert names(field_selector="metadata.name!=c,metadata.namespace=" + ns) == ["a", "b", "kube-root-ca.crt"]
     with pytest.raises(ApiException) as bad:
         core.list_namespaced_config_map(ns, label_selector="app in (a")
     assert bad.value.status == 400 and _status(bad.value)["reason"] == "BadRequest"
@@ -233,24 +235,28 @@ def test_paging_with_limit_and_continue(core: client.CoreV1Api, ns: str) -> None
     assert [i.metadata.name for i in first.items] == ["c0", "c1"] and first.metadata._continue
     second = core.list_namespaced_config_map(ns, limit=2, _continue=first.metadata._continue)
     third = core.list_namespaced_config_map(ns, limit=2, _continue=second.metadata._continue)
-    assert [i.metadata.name for i in second.items + third.items] == ["c2", "c3", "c4"]
+    assert [i.metadata.name for i in second.items + third.items] == ["c2", "c3", "c4", "kube-root-ca.crt"]
     assert not third.metadata._continue
     assert second.metadata.resource_version == first.metadata.resource_version
 
 
 def test_pages_and_exact_lists_are_snapshots(core: client.CoreV1Api, ns: str) -> None:
-    for i in range(4):
-        core.create_namespaced_config_map(ns, {"metadata": {"name": f"s{i}"}, "data": {"v": "old"}})
+    for i in range(4):  # named to sort before the namespace's kube-root-ca.crt
+        core.create_namespaced_config_map(ns, {"metadata": {"name": f"a{i}"}, "data": {"v": "old"}})
     first = core.list_namespaced_config_map(ns, limit=2)
-    core.patch_namespaced_config_map("s3", ns, {"data": {"v": "new"}})
-    core.delete_namespaced_config_map("s2", ns)
-    core.create_namespaced_config_map(ns, {"metadata": {"name": "s9"}})
+    core.patch_namespaced_config_map("a3", ns, {"data": {"v": "new"}})
+    core.delete_namespaced_config_map("a2", ns)
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "a9"}})
     rest = core.list_namespaced_config_map(ns, limit=10, _continue=first.metadata._continue)
-    assert [(c.metadata.name, c.data["v"]) for c in rest.items] == [("s2", "old"), ("s3", "old")]
+    assert [(c.metadata.name, c.data.get("v")) for c in rest.items] == [
+        ("a2", "old"),
+        ("a3", "old"),
+        ("kube-root-ca.crt", None),
+    ]
     exact = core.list_namespaced_config_map(
         ns, resource_version=first.metadata.resource_version, resource_version_match="Exact"
     )
-    assert [c.metadata.name for c in exact.items] == ["s0", "s1", "s2", "s3"]
+    assert [c.metadata.name for c in exact.items] == ["a0", "a1", "a2", "a3", "kube-root-ca.crt"]
     assert exact.metadata.resource_version == first.metadata.resource_version
 
 
@@ -575,7 +581,7 @@ def test_dry_run_persists_nothing(cluster: LocalCluster, core: client.CoreV1Api,
         "POST", f"/api/v1/namespaces/{ns}/configmaps?dryRun=All", {"metadata": {"name": "dry"}}
     )
     assert status == 201 and body["metadata"]["name"] == "dry"
-    assert core.list_namespaced_config_map(ns).items == []
+    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["kube-root-ca.crt"]
 
 
 # -- events --------------------------------------------------------------------------------------------------

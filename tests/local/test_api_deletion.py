@@ -250,4 +250,4 @@ def test_delete_collection_with_selector(core: client.CoreV1Api, ns: str) -> Non
     for name, app in (("a", "x"), ("b", "x"), ("c", "y")):
         core.create_namespaced_config_map(ns, {"metadata": {"name": name, "labels": {"app": app}}})
     core.delete_collection_namespaced_config_map(ns, label_selector="app=x")
-    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["c"]
+    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["c", "kube-root-ca.crt"]

@@ -33,7 +33,11 @@ def test_watch_without_rv_sends_synthetic_adds_then_closes_on_timeout(
     started = time.monotonic()
     events = list(watch.Watch().stream(core.list_namespaced_config_map, ns, timeout_seconds=1))
     assert 0.8 < time.monotonic() - started < 5
-    assert [(e["type"], e["object"].metadata.name) for e in events] == [("ADDED", "a"), ("ADDED", "b")]
+    assert [(e["type"], e["object"].metadata.name) for e in events] == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+        ("ADDED", "kube-root-ca.crt"),  # every namespace has it
+    ]
 
 
 def test_watch_from_list_rv_yields_exactly_later_changes(
@@ -194,11 +198,12 @@ def test_watch_list_sends_initial_state_then_an_end_marker(
         f"/api/v1/namespaces/{ns}/configmaps?watch=true&sendInitialEvents=true"
         "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1",
     )
-    assert [(e["type"], e["object"]["metadata"].get("name")) for e in lines[:2]] == [
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in lines[:3]] == [
+        ("ADDED", "kube-root-ca.crt"),  # every namespace has it
         ("ADDED", "present"),
         ("BOOKMARK", None),
     ]
-    assert lines[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert lines[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
 
 def test_watch_from_a_future_revision_gets_504(cluster: LocalCluster, ns: str) -> None:

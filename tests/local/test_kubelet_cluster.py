@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -507,8 +508,11 @@ def test_shim_spec_carries_expanded_argv_and_base_env(
     assert spec["argv"] == ["echo", "a", "$(A)", "$(NOPE)"]
     assert spec["env"]["PATH"].split(":")[0] == os.path.dirname(os.sys.executable)
     assert spec["env"]["HOSTNAME"] == "argv"
+    # where pods reach the API server, as default/kubernetes says: 127.0.0.1, or the bridge with netns pods
+    api = core.read_namespaced_endpoints("kubernetes", "default").subsets[0].addresses[0].ip
+    assert api in ("127.0.0.1", "10.251.0.1")
     assert (spec["env"]["KUBERNETES_SERVICE_HOST"], spec["env"]["KUBERNETES_SERVICE_PORT"]) == (
-        "127.0.0.1",
+        api,
         str(cluster.port),
     )
 
@@ -770,9 +774,9 @@ def test_projected_and_downward_api_volumes(core: client.CoreV1Api, ns: str) -> 
     ]
 
 
-def test_service_account_token_without_token_request_fails_the_mount(core: client.CoreV1Api, ns: str) -> None:
-    """Until the API server issues tokens, a serviceAccountToken source keeps the pod in ContainerCreating
-    with a FailedMount event that says why."""
+def test_service_account_token_volume_holds_a_bound_token(core: client.CoreV1Api, ns: str) -> None:
+    """A serviceAccountToken source gets a token from the API server's TokenRequest: for its audience,
+    bound to the pod."""
     token = {"serviceAccountToken": {"path": "token", "audience": "api", "expirationSeconds": 3600}}
     pod = pod_manifest(
         "tok",
@@ -785,17 +789,49 @@ def test_service_account_token_without_token_request_fails_the_mount(core: clien
         ],
         volumes=[{"name": "t", "projected": {"sources": [token]}}],
     )
-    core.create_namespaced_pod(ns, pod)
+    created = core.create_namespaced_pod(ns, pod)
+    done = wait_for("done", phase_is(core, "tok", ns, "Succeeded", "Failed"))
+    out = pod_log(core, "tok", ns).strip()
+    assert done.status.phase == "Succeeded", out
+    payload = out.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert claims["aud"] == ["api"]
+    assert claims["sub"] == f"system:serviceaccount:{ns}:default"
+    assert claims["kubernetes.io"]["pod"] == {"name": "tok", "uid": created.metadata.uid}
 
-    def failed_mount() -> Any:
-        return [e for e in core.list_namespaced_event(ns).items if e.reason == "FailedMount"]
 
-    events = wait_for("FailedMount", failed_mount)
-    assert events[0].type == "Warning"
-    assert events[0].message.startswith('MountVolume.SetUp failed for volume "t" : failed to fetch token: ')
-    pod_now = core.read_namespaced_pod("tok", ns)
-    assert pod_now.status.phase == "Pending"
-    assert pod_now.status.container_statuses[0].state.waiting.reason == "ContainerCreating"
+def test_load_incluster_config_from_a_pod(core: client.CoreV1Api, ns: str) -> None:
+    """The ServiceAccount admission's kube-api-access volume and the kubelet's KUBERNETES_SERVICE_HOST/PORT
+    are all kubernetes' in-cluster loader needs; automountServiceAccountToken: false leaves them out."""
+    script = (
+        "from kubernetes import client, config\n"
+        "config.load_incluster_config()\n"
+        "print(client.AuthenticationV1Api().create_self_subject_review({}).status.user_info.username)\n"
+        "print(open('/var/run/secrets/kubernetes.io/serviceaccount/namespace').read())\n"
+    )
+    async_script = (
+        "import asyncio\n"
+        "from kubernetes_asyncio import client, config\n"
+        "async def main():\n"
+        "    config.load_incluster_config()\n"
+        "    async with client.ApiClient() as api:\n"
+        "        review = await client.AuthenticationV1Api(api).create_self_subject_review({})\n"
+        "    print(review.status.user_info.username)\n"
+        "asyncio.run(main())\n"
+    )
+    core.create_namespaced_pod(ns, pod_manifest("incluster", [c("main", script), c("aio", async_script)]))
+    quiet_script = "import os; print(os.path.exists('/var/run/secrets/kubernetes.io/serviceaccount/token'))"
+    core.create_namespaced_pod(
+        ns, pod_manifest("quiet", [c("main", quiet_script)], automountServiceAccountToken=False)
+    )
+    done = wait_for("done", phase_is(core, "incluster", ns, "Succeeded", "Failed"), timeout=60)
+    out = pod_log(core, "incluster", ns, container="main")
+    aio = pod_log(core, "incluster", ns, container="aio")
+    assert done.status.phase == "Succeeded", out + aio
+    assert out.split() == [f"system:serviceaccount:{ns}:default", ns]
+    assert aio.split() == [f"system:serviceaccount:{ns}:default"]
+    wait_for("quiet done", phase_is(core, "quiet", ns, "Succeeded"), timeout=60)
+    assert pod_log(core, "quiet", ns).strip() == "False"
 
 
 # -- probes

@@ -800,3 +800,37 @@ def test_api_service_rules() -> None:
     served = copy.deepcopy(local)
     served["spec"]["service"] = {"namespace": "ns", "port": 443}
     assert only(validate_create("apiservices", served)).message == "Required value"
+
+
+def test_rbac_rules_and_bindings() -> None:
+    role = {
+        "metadata": meta("system:odd name"),
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+    }
+    assert validate_create("roles", role) == []  # RBAC names are path segments, not DNS names
+    assert [c.field for c in validate_create("roles", {**role, "metadata": meta("a/b")})] == ["metadata.name"]
+    both = {
+        "metadata": meta("x", None),
+        "rules": [{"nonResourceURLs": ["/x"], "resources": ["pods"], "verbs": ["get"]}],
+    }
+    assert only(validate_create("clusterroles", both)).message == (
+        'Invalid value: ["/x"]: rules cannot apply to both regular resources and non-resource URLs'
+    )
+    no_group = {"metadata": meta("x", None), "rules": [{"resources": ["pods"], "verbs": ["get"]}]}
+    assert only(validate_create("clusterroles", no_group)).field == "rules[0].apiGroups"
+    binding = {
+        "metadata": meta("b", None),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"},
+        "subjects": [{"kind": "ServiceAccount", "apiGroup": "", "name": "sa"}],
+    }
+    assert only(validate_create("clusterrolebindings", binding)).field == "subjects[0].namespace"
+    binding["subjects"][0]["namespace"] = "ns"
+    assert validate_create("clusterrolebindings", binding) == []
+    changed = copy.deepcopy(binding)
+    changed["roleRef"]["name"] = "other"
+    assert only(validate_update("clusterrolebindings", binding, changed)).field == "roleRef"
+    odd = copy.deepcopy(binding)
+    odd["subjects"] = [{"kind": "Robot", "name": "r"}]
+    assert only(validate_create("clusterrolebindings", odd)).message == (
+        'Unsupported value: "Robot": supported values: "ServiceAccount", "User", "Group"'
+    )

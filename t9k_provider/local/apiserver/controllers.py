@@ -1,5 +1,6 @@
-"""Server-internal controllers: CRD establishing and naming, namespace lifecycle, garbage collection,
-APIService registration and availability.
+"""Server-internal controllers: CRD establishing and naming, namespace lifecycle (with each namespace's
+``default`` ServiceAccount and ``kube-root-ca.crt``), garbage collection, APIService registration and
+availability, ClusterRole aggregation.
 
 They run as one asyncio task woken by store events (and every second), and act through the same write
 pipeline as clients, so finalizers, watch events and validation apply to their writes too.
@@ -18,12 +19,14 @@ from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import FOREGROUND, ORPHAN, DeleteOptions, Objects
 from t9k_provider.local.apiserver.registry import BUILTIN, Registry
 from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.strategies import rbac
 from t9k_provider.local.apiserver.strategies.apiservices import (
     AUTOMANAGED,
     local_api_service,
     with_availability,
 )
 from t9k_provider.local.apiserver.strategies.apiservices import RESOURCE as API_SERVICES
+from t9k_provider.local.apiserver.strategies.configdata import ROOT_CA_CONFIG_MAP, root_ca_config_map
 from t9k_provider.local.apiserver.strategies.crds import CRD_CLEANUP, CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
 from t9k_provider.local.apiserver.strategies.namespaces import KUBERNETES_FINALIZER
@@ -48,8 +51,9 @@ def _condition(ctype: str, status: str, reason: str, message: str) -> dict[str, 
 
 
 class Controllers:
-    def __init__(self, objects: Objects, registry: Registry) -> None:
+    def __init__(self, objects: Objects, registry: Registry, root_ca: str = "") -> None:
         self.objects = objects
+        self.root_ca = root_ca  # the CA bundle published in every namespace; none when empty
         self.store = objects.store
         self.registry = registry
         self._wake = asyncio.Event()
@@ -98,7 +102,13 @@ class Controllers:
 
     def reconcile(self) -> None:
         """One pass of every controller; each step is independent and logs (never raises) its failures."""
-        for step in (self.sync_crds, self.sync_namespaces, self.collect_garbage, self.sync_api_services):
+        for step in (
+            self.sync_crds,
+            self.sync_namespaces,
+            self.collect_garbage,
+            self.sync_api_services,
+            self.aggregate_cluster_roles,
+        ):
             try:
                 step()
             except Exception:
@@ -223,6 +233,7 @@ class Controllers:
                         name,
                         default_service_account(name),
                     )
+                self._publish_root_ca(name)
                 continue
             remaining = 0
             for group, resource in self.registry.namespaced_storage():
@@ -247,6 +258,38 @@ class Controllers:
                     f for f in new["spec"]["finalizers"] if f != KUBERNETES_FINALIZER
                 ]
                 self._try(f"finalize namespace {name}", self.objects.write, ns_res, ns, new)
+
+    def _publish_root_ca(self, namespace: str) -> None:
+        if not self.root_ca:
+            return
+        res = self.registry.lookup("", "v1", "configmaps")
+        assert res is not None
+        wanted = root_ca_config_map(namespace, self.root_ca)
+        current = self.store.get(("", "configmaps", namespace, ROOT_CA_CONFIG_MAP))
+        if current is None:
+            self._try("publish kube-root-ca.crt", self.objects.create, res, namespace, wanted)
+        elif current.get("data") != wanted["data"]:
+            new = json_copy(current)
+            new["data"] = wanted["data"]
+            self._try("update kube-root-ca.crt", self.objects.write, res, current, new)
+
+    # -- RBAC ----------------------------------------------------------------------------------------------
+
+    def aggregate_cluster_roles(self) -> None:
+        roles = self.store.list(rbac.GROUP, rbac.CLUSTER_ROLES.plural)
+        for role in roles:
+            rules = rbac.aggregated_rules(role, roles)
+            if rules is None or rules == (role.get("rules") or []):
+                continue
+            new = json_copy(role)
+            new["rules"] = rules
+            self._try(
+                f"aggregate clusterrole {role['metadata']['name']}",
+                self.objects.write,
+                rbac.CLUSTER_ROLES,
+                role,
+                new,
+            )
 
     # -- APIServices ---------------------------------------------------------------------------------------
 

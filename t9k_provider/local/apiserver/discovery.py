@@ -30,6 +30,7 @@ SUBRESOURCE_VERBS = {
     "portforward": ["create", "get"],
     "binding": ["create"],
     "finalize": ["update"],
+    "token": ["create"],
 }
 # Discovery lists the built-in groups first, sorted (the core group first), then the CRDs' groups, sorted.
 _BUILTIN_GROUPS = sorted({r.group for r in BUILTIN if r.group})
@@ -84,7 +85,9 @@ def _resource_entries(res: Resource) -> list[dict[str, Any]]:
         main["categories"] = list(res.categories)
     entries = [main]
     for sub in res.subresources:
-        kind = {"log": "Pod", "binding": "Binding", "scale": "Scale"}.get(sub, res.kind)
+        kind = {"log": "Pod", "binding": "Binding", "scale": "Scale", "token": "TokenRequest"}.get(
+            sub, res.kind
+        )
         entry: dict[str, Any] = {
             "name": f"{res.plural}/{sub}",
             "singularName": "",
@@ -94,6 +97,8 @@ def _resource_entries(res: Resource) -> list[dict[str, Any]]:
         }
         if sub == "scale":
             entry["group"], entry["version"] = "autoscaling", "v1"
+        if sub == "token":
+            entry["group"], entry["version"] = "authentication.k8s.io", "v1"
         entries.append(entry)
     return entries
 

@@ -22,11 +22,14 @@ from t9k_provider.local.apiserver import (
     subresources,
     tables,
 )
+from t9k_provider.local.apiserver.authz import Authorizer, UserInfo
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, store_key
 from t9k_provider.local.apiserver.patch import APPLY_PATCH
 from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.accessreviews import ReviewStrategy
+from t9k_provider.local.apiserver.tokenrequests import token_request
+from t9k_provider.local.apiserver.tokens import TokenSigner
 from t9k_provider.local.apiserver.watch import Frame, Hub, Watcher
 from t9k_provider.local.apiserver.wire import (
     JSON,
@@ -46,6 +49,7 @@ log = logging.getLogger(__name__)
 BOOKMARK_SECONDS = 1.0
 MAX_CHUNK_FRAMES = 256  # frames written to a watch stream at once
 NAMESPACE_SUBRESOURCES = {"status", "finalize"}
+USER = "t9k-local.user"  # the request key the server's middleware keeps the authenticated user under
 
 
 class ItemCache:
@@ -79,6 +83,8 @@ class Handlers:
         self.registry = registry
         self.state_dir = state_dir
         self.address = "127.0.0.1:0"
+        self.authorizer = Authorizer(objects.store)
+        self.signer = TokenSigner(state_dir / "pki" / "sa.key")
         #: Requests served, by (User-Agent, access); read at ``GET /_embedded/requests`` (benchmarks).
         self.request_counts: Counter[tuple[str, str]] = Counter()
 
@@ -160,7 +166,8 @@ class Handlers:
         if isinstance(res.strategy, ReviewStrategy):
             if method != "POST" or name:
                 raise errors.method_not_allowed()
-            return respond(res.strategy.answer(res, await read_body(request)), 201)
+            user: UserInfo = request[USER]
+            return respond(res.strategy.answer(res, await read_body(request), user, self.authorizer), 201)
         dry_run = request.query.get("dryRun") == "All"
         strict = request.query.get("fieldValidation") == "Strict"
         if not name:
@@ -195,6 +202,10 @@ class Handlers:
             if method != "POST":
                 raise errors.method_not_allowed()
             return subresources.bind(self.objects, route, await read_body(request))
+        if sub == "token":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            return respond(token_request(self.objects, self.signer, route, await read_body(request)), 201)
         if sub == "scale":
             return await subresources.scale(self.objects, request, route)
         if method == "GET":

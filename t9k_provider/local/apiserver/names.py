@@ -116,3 +116,10 @@ def name_is_dns_label(name: str, prefix: bool) -> list[str]:
 
 def name_is_dns1035_label(name: str, prefix: bool) -> list[str]:
     return is_dns1035_label(_mask_trailing_dash(name) if prefix else name)
+
+
+def name_is_path_segment(name: str, prefix: bool) -> list[str]:
+    """``path.IsValidPathSegmentName``: RBAC and APIService names may hold any character a URL segment can."""
+    if name in (".", ".."):
+        return [f'may not be "{name}"']
+    return [f"may not contain '{c}'" for c in "/%" if c in name]

@@ -160,6 +160,11 @@ KINDS: dict[str, Schema] = {
         4: ("stringData", "map_string", False),
         5: ("immutable", "bool", False),
     },
+    "SelfSubjectReview": {1: ("metadata", _OBJECT_META, False)},  # kubectl auth whoami: no spec
+    "SelfSubjectRulesReview": {
+        1: ("metadata", _OBJECT_META, False),
+        2: ("spec", {1: ("namespace", "string", False)}, False),
+    },
     "SelfSubjectAccessReview": {
         1: ("metadata", _OBJECT_META, False),
         2: (

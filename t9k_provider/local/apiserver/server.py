@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
+import socket
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,11 +13,14 @@ from typing import Any
 from aiohttp import web
 
 from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver.authn import Authenticator, impersonate
+from t9k_provider.local.apiserver.authz import forbidden, request_attributes
 from t9k_provider.local.apiserver.controllers import Controllers
-from t9k_provider.local.apiserver.handlers import Handlers
+from t9k_provider.local.apiserver.handlers import USER, Handlers
 from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.strategies import rbac
 from t9k_provider.local.apiserver.strategies.crds import CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.endpoints import kubernetes_endpoints
 from t9k_provider.local.apiserver.strategies.namespaces import BOOT_NAMESPACES, boot_namespace
@@ -30,10 +33,12 @@ from t9k_provider.local.store import Store
 log = logging.getLogger(__name__)
 HEALTH_PATHS = {"/healthz", "/livez", "/readyz"}
 HOST = "127.0.0.1"
+IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)  # Linux; Python exposes the constant only from 3.12
 
 
 class ApiServer:
-    """Serves the Kubernetes API on 127.0.0.1 only; every request but health checks needs the bearer token."""
+    """Serves the Kubernetes API on 127.0.0.1 only; every request but health checks needs a bearer token (the
+    admin's or a ServiceAccount's) and is authorized (``authn.py``, ``authz.py``)."""
 
     def __init__(
         self,
@@ -42,9 +47,12 @@ class ApiServer:
         ssl_context: ssl.SSLContext,
         port: int = 0,
         capacity: Mapping[str, str] | None = None,
+        pod_network_host: str | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.capacity = node_capacity(capacity)  # the Node's, advertised afresh by every run
+        #: the host's address on the pods' bridge (netns pod network), served too: pods cannot reach 127.0.0.1
+        self.pod_network_host = pod_network_host
         self.token = token
         self.port = port
         self.ssl_context = ssl_context
@@ -53,7 +61,8 @@ class ApiServer:
         self.objects = Objects(self.store, self.registry)
         self.hub = Hub(self.store)
         self.handlers = Handlers(self.objects, self.hub, self.registry, state_dir)
-        self.controllers = Controllers(self.objects, self.registry)
+        self.controllers = Controllers(self.objects, self.registry, root_ca=self._root_ca())
+        self.authenticator = Authenticator(self.store, token, self.handlers.signer)
         self.ready = False  # /readyz answers 503 until the owner says the boot work is done
         self._runner: web.AppRunner | None = None
         self._controller_task: asyncio.Task[None] | None = None
@@ -64,11 +73,15 @@ class ApiServer:
             if request.path == "/readyz" and not self.ready:
                 return web.Response(text="not ready: registering CRDs", status=503, content_type="text/plain")
             return web.Response(text="ok", content_type="text/plain")
-        header = request.headers.get("Authorization", "")
-        supplied = header[7:].strip() if header.lower().startswith("bearer ") else ""
-        if not hmac.compare_digest(supplied.encode(), self.token.encode()):
+        user = self.authenticator.authenticate(request.headers.get("Authorization", ""))
+        if user is None:
             return error_response(errors.unauthorized())
         try:
+            user = impersonate(user, request, self.handlers.authorizer)
+            attrs = request_attributes(request.method, request.path, request.query)
+            if not self.handlers.authorizer.authorize(user, attrs)[0]:
+                raise forbidden(user, attrs)
+            request[USER] = user
             return await handler(request)
         except errors.ApiError as exc:
             return error_response(exc)
@@ -77,6 +90,11 @@ class ApiServer:
         except Exception as exc:
             log.exception("internal error serving %s %s", request.method, request.path_qs)
             return respond(errors.internal(f"Internal error occurred: {exc}").status(), 500)
+
+    def _root_ca(self) -> str:
+        """The CA bundle pods trust the server with (``kube-root-ca.crt``), as ``t9k-local`` keeps it."""
+        ca = self.state_dir / "pki" / "ca.crt"
+        return ca.read_text() if ca.exists() else ""
 
     async def start(self) -> int:
         """Boot objects, establish stored CRDs, then listen; returns the bound port."""
@@ -91,10 +109,34 @@ class ApiServer:
         server = site._server  # aiohttp exposes the bound sockets only there
         assert server is not None and server.sockets
         self.port = server.sockets[0].getsockname()[1]
+        if self.pod_network_host is not None:
+            await self._listen_on_pod_network(self.pod_network_host)
         self.handlers.address = f"{HOST}:{self.port}"
         self.publish_address()
         self._controller_task = asyncio.create_task(self.controllers.run(), name="t9k-local-controllers")
         return self.port
+
+    async def _listen_on_pod_network(self, host: str) -> None:
+        """Listen on ``host`` at the same port; IP_FREEBIND binds before the kubelet's bridge has the
+        address (the node agents start after the server)."""
+        assert self._runner is not None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_IP, IP_FREEBIND, 1)
+        try:
+            sock.bind((host, self.port))
+        except OSError as exc:  # the host's clients are served all the same; pods cannot reach the server
+            sock.close()
+            log.error("cannot listen on the pod network at %s:%d: %s", host, self.port, exc)
+            self.pod_network_host = None
+            return
+        site = web.SockSite(self._runner, sock, shutdown_timeout=1.0, ssl_context=self.ssl_context)
+        await site.start()
+
+    @property
+    def service_host(self) -> str:
+        """Where pods reach the server: ``default/kubernetes``'s endpoint and KUBERNETES_SERVICE_HOST."""
+        return self.pod_network_host or HOST
 
     async def stop(self) -> None:
         self.hub.close_all()
@@ -106,8 +148,8 @@ class ApiServer:
         self.store.close()
 
     def boot(self) -> None:
-        """Create the namespaces and the Node every fresh cluster has (idempotent across restarts); the Node
-        advertises this run's capacity."""
+        """Create the namespaces, the Node and the bootstrap RBAC policy every fresh cluster has (idempotent
+        across restarts); the Node advertises this run's capacity."""
         ns_res = self.registry.lookup("", "v1", "namespaces")
         node_res = self.registry.lookup("", "v1", "nodes")
         assert ns_res is not None and node_res is not None
@@ -120,12 +162,19 @@ class ApiServer:
         elif (current.get("status") or {}).get("capacity") != self.capacity:
             status = {**current.get("status", {}), "capacity": self.capacity, "allocatable": self.capacity}
             self.objects.write_status(node_res, current, json_copy(status))
+        for res, docs in (
+            (rbac.CLUSTER_ROLES, rbac.BOOTSTRAP_CLUSTER_ROLES),
+            (rbac.CLUSTER_ROLE_BINDINGS, rbac.BOOTSTRAP_CLUSTER_ROLE_BINDINGS),
+        ):
+            for doc in docs:
+                if self.store.get((res.group, res.plural, "", doc["metadata"]["name"])) is None:
+                    self.objects.create(res, "", json_copy(doc))
 
     def publish_address(self) -> None:
         """Point ``default/kubernetes`` (Service and Endpoints) at the port this run listens on."""
         for res, obj in (
             (self.registry.lookup("", "v1", "services"), kubernetes_service(self.port)),
-            (self.registry.lookup("", "v1", "endpoints"), kubernetes_endpoints(HOST, self.port)),
+            (self.registry.lookup("", "v1", "endpoints"), kubernetes_endpoints(self.service_host, self.port)),
         ):
             assert res is not None
             current = self.store.get((res.group, res.plural, "default", "kubernetes"))

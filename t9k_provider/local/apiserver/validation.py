@@ -48,9 +48,13 @@ def invalid_message(kind: str, group: str, name: str, causes: list[Cause]) -> st
 
 def invalid(res: Resource, name: str, causes: list[Cause]) -> errors.ApiError:
     """The 422 Invalid error for an object of ``res`` with these causes."""
+    return invalid_kind(res.kind, res.group, name, causes)
+
+
+def invalid_kind(kind: str, group: str, name: str, causes: list[Cause]) -> errors.ApiError:
+    """The 422 Invalid error for an object of a kind no resource serves (a subresource's body)."""
     fields = [{"reason": c.reason, "message": c.message, "field": c.field} for c in causes]
-    message = invalid_message(res.kind, res.group, name, causes)
-    return errors.invalid(res.kind, res.group, name, fields, message)
+    return errors.invalid(kind, group, name, fields, invalid_message(kind, group, name, causes))
 
 
 def validate_create(res: Resource, obj: dict) -> list[Cause]:

@@ -66,7 +66,10 @@ class ProcessKubelet:
             "PATH": podenv.pod_path(),
             "HOME": os.environ.get("HOME", "/root"),
             "HOSTNAME": hosts.pod_hostname(pod),
-            "KUBERNETES_SERVICE_HOST": self._api_host,
+            # on the netns bridge the host (and the API server, which listens there too) is the bridge address
+            "KUBERNETES_SERVICE_HOST": self.network.host_ip
+            if self.network.mode == "netns"
+            else self._api_host,
             "KUBERNETES_SERVICE_PORT": self._api_port,
         }
 

@@ -1,37 +1,168 @@
-"""SelfSubjectAccessReviews: create-only and never stored; the single token has full access, so every
-review is allowed."""
+"""Reviews: create-only and never stored. SelfSubjectReview (``kubectl auth whoami``) answers who the caller
+is; SelfSubjectAccessReview (``kubectl auth can-i``) and SubjectAccessReview answer from the RBAC rules
+through the same authorizer that guards every request."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver import fielderrors as fe
+from t9k_provider.local.apiserver import jsonfields as jf
+from t9k_provider.local.apiserver.authz import Attributes, Authorizer, UserInfo
+from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.base import Strategy
+from t9k_provider.local.apiserver.validation import invalid
 
 
 class ReviewStrategy(Strategy):
     namespaced = False
     verbs = ("create",)
 
-    def answer(self, res: Resource, body: Any) -> dict[str, Any]:
-        """The review, answered from the request alone."""
-        if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
-            raise errors.bad_request(f"a {res.kind} needs a spec")
+    def answer(self, res: Resource, body: Any, user: UserInfo, authorizer: Authorizer) -> dict[str, Any]:
+        """The review of ``body`` sent by ``user``."""
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"a {res.kind} must be a JSON object")
+        spec = body.get("spec")
+        if spec is not None and not isinstance(spec, dict):
+            raise errors.bad_request(f"the spec of a {res.kind} must be an object")
         return {
             "kind": res.kind,
             "apiVersion": res.group_version,
             "metadata": {"creationTimestamp": None},
-            "spec": body["spec"],
-            "status": {"allowed": True, "reason": "t9k-local: the cluster token has full access"},
+            **self.review(res, spec or {}, user, authorizer),
         }
 
+    def review(
+        self, res: Resource, spec: dict[str, Any], user: UserInfo, authorizer: Authorizer
+    ) -> dict[str, Any]:
+        raise NotImplementedError
 
-RESOURCE = Resource(
+
+class SelfSubjectReviewStrategy(ReviewStrategy):
+    def review(
+        self, res: Resource, spec: dict[str, Any], user: UserInfo, authorizer: Authorizer
+    ) -> dict[str, Any]:
+        return {"status": {"userInfo": user.status()}}
+
+
+class AccessReviewStrategy(ReviewStrategy):
+    #: SubjectAccessReview names its subject in the spec; the self review asks for the caller
+    names_subject: bool = False
+
+    def review(
+        self, res: Resource, spec: dict[str, Any], user: UserInfo, authorizer: Authorizer
+    ) -> dict[str, Any]:
+        out: list[Cause] = []
+        resource = jf.object_field(spec, "resourceAttributes", "spec.resourceAttributes", out)
+        non_resource = jf.object_field(spec, "nonResourceAttributes", "spec.nonResourceAttributes", out)
+        if bool(resource) == bool(non_resource):
+            out.append(
+                fe.invalid(
+                    "spec.resourceAttributes",
+                    resource or None,
+                    "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                )
+            )
+        if resource:
+            attrs = Attributes(
+                verb=jf.text_field(resource, "verb", "spec.resourceAttributes.verb", out),
+                resource_request=True,
+                api_group=jf.text_field(resource, "group", "spec.resourceAttributes.group", out),
+                api_version=jf.text_field(resource, "version", "spec.resourceAttributes.version", out),
+                resource=jf.text_field(resource, "resource", "spec.resourceAttributes.resource", out),
+                subresource=jf.text_field(
+                    resource, "subresource", "spec.resourceAttributes.subresource", out
+                ),
+                namespace=jf.text_field(resource, "namespace", "spec.resourceAttributes.namespace", out),
+                name=jf.text_field(resource, "name", "spec.resourceAttributes.name", out),
+            )
+        else:
+            attrs = Attributes(
+                verb=jf.text_field(non_resource, "verb", "spec.nonResourceAttributes.verb", out),
+                path=jf.text_field(non_resource, "path", "spec.nonResourceAttributes.path", out),
+            )
+        subject = user
+        if self.names_subject:
+            name = jf.text_field(spec, "user", "spec.user", out)
+            groups = jf.string_items(spec, "groups", "spec.groups", out)
+            if not name and not groups:
+                out.append(fe.invalid("spec.user", name, "at least one of user or group must be specified"))
+            extra = {
+                k: tuple(v) if isinstance(v, list) else (str(v),)
+                for k, v in jf.object_field(spec, "extra", "spec.extra", out).items()
+            }
+            subject = UserInfo(name, tuple(groups), jf.text_field(spec, "uid", "spec.uid", out), extra)
+        if out:
+            raise invalid(res, "", out)
+        allowed, reason = authorizer.authorize(subject, attrs)
+        status: dict[str, Any] = {"allowed": allowed}
+        if reason:
+            status["reason"] = reason
+        return {"spec": spec, "status": status}
+
+
+class SubjectAccessReviewStrategy(AccessReviewStrategy):
+    names_subject = True
+
+
+class SelfSubjectRulesReviewStrategy(ReviewStrategy):
+    """``kubectl auth can-i --list``: the caller's rules in ``spec.namespace``."""
+
+    def review(
+        self, res: Resource, spec: dict[str, Any], user: UserInfo, authorizer: Authorizer
+    ) -> dict[str, Any]:
+        out: list[Cause] = []
+        namespace = jf.text_field(spec, "namespace", "spec.namespace", out)
+        if out:
+            raise invalid(res, "", out)
+        resource_rules, non_resource_rules = [], []
+        for rule in authorizer.rules_for(user, namespace):
+            if rule.get("nonResourceURLs"):
+                non_resource_rules.append(
+                    {"verbs": rule["verbs"], "nonResourceURLs": rule["nonResourceURLs"]}
+                )
+            else:
+                keys = ("verbs", "apiGroups", "resources", "resourceNames")
+                resource_rules.append({k: rule[k] for k in keys if rule.get(k)})
+        status = {
+            "resourceRules": resource_rules,
+            "nonResourceRules": non_resource_rules,
+            "incomplete": False,
+        }
+        return {"spec": spec, "status": status}
+
+
+SELF_SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io",
     "v1",
     "selfsubjectaccessreviews",
     "selfsubjectaccessreview",
     "SelfSubjectAccessReview",
-    ReviewStrategy(),
+    AccessReviewStrategy(),
+)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io",
+    "v1",
+    "subjectaccessreviews",
+    "subjectaccessreview",
+    "SubjectAccessReview",
+    SubjectAccessReviewStrategy(),
+)
+SELF_SUBJECT_RULES_REVIEWS = Resource(
+    "authorization.k8s.io",
+    "v1",
+    "selfsubjectrulesreviews",
+    "selfsubjectrulesreview",
+    "SelfSubjectRulesReview",
+    SelfSubjectRulesReviewStrategy(),
+)
+SELF_SUBJECT_REVIEWS = Resource(
+    "authentication.k8s.io",
+    "v1",
+    "selfsubjectreviews",
+    "selfsubjectreview",
+    "SelfSubjectReview",
+    SelfSubjectReviewStrategy(),
 )

@@ -13,7 +13,7 @@ from typing import Any
 from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.names import is_dns1035_label, is_dns1123_subdomain
+from t9k_provider.local.apiserver.names import is_dns1035_label, is_dns1123_subdomain, name_is_path_segment
 from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.base import Strategy
@@ -25,16 +25,10 @@ from t9k_provider.local.timestamps import now_rfc3339
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 
 
-def _path_segment_errors(name: str) -> list[str]:
-    if name in (".", ".."):
-        return [f'may not be "{name}"']
-    return [f"may not contain '{c}'" for c in "/%" if c in name]
-
-
 class APIServiceStrategy(Strategy):
     namespaced = False
     subresources = ("status",)
-    name_check = staticmethod(lambda name, prefix: _path_segment_errors(name))
+    name_check = staticmethod(name_is_path_segment)
     merge_fields = {"status": STATUS_WITH_CONDITIONS}
     columns = [NAME_COLUMN, column("Service"), column("Available"), AGE_COLUMN]
 

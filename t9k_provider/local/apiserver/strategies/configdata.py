@@ -76,3 +76,25 @@ CONFIGMAPS = Resource(
     "", "v1", "configmaps", "configmap", "ConfigMap", ConfigMapStrategy(), short_names=["cm"]
 )
 SECRETS = Resource("", "v1", "secrets", "secret", "Secret", SecretStrategy())
+
+
+ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
+
+
+def root_ca_config_map(namespace: str, ca: str) -> dict[str, Any]:
+    """The CA bundle every namespace publishes (kube-controller-manager's ``root-ca-cert-publisher``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": ROOT_CA_CONFIG_MAP,
+            "namespace": namespace,
+            "annotations": {
+                "kubernetes.io/description": "Contains a CA bundle that can be used to verify the "
+                "kube-apiserver when using internal endpoints such as the internal service IP or "
+                "kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes "
+                "clusters."
+            },
+        },
+        "data": {"ca.crt": ca},
+    }

@@ -18,6 +18,7 @@ from t9k_provider.local.apiserver.strategies.podspec import (
     items,
     validate_pod_spec,
 )
+from t9k_provider.local.apiserver.strategies.serviceaccountadmission import admit_pod
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.apiserver.validation import as_map, length, significant
 from t9k_provider.local.store import Store
@@ -103,6 +104,7 @@ class PodStrategy(Strategy):
         spec = obj.setdefault("spec", {})
         if isinstance(spec, dict):
             default_pod_spec(spec)
+            admit_pod(obj, store)
             obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:

@@ -1,4 +1,5 @@
-"""ServiceAccounts: the namespace controller gives every namespace a ``default`` one."""
+"""ServiceAccounts: the namespace controller gives every namespace a ``default`` one; ``token`` issues
+their tokens (``tokenrequests.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from t9k_provider.local.apiserver.strategies.base import Strategy
 
 
 class ServiceAccountStrategy(Strategy):
+    subresources = ("token",)
     merge_fields = {"secrets": MergeField("merge", "name")}
 
 
