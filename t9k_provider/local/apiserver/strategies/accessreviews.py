@@ -24,9 +24,10 @@ class ReviewStrategy(Strategy):
         """The review of ``body`` sent by ``user``."""
         if not isinstance(body, dict):
             raise errors.bad_request(f"a {res.kind} must be a JSON object")
+        for field in ("metadata", "spec"):
+            if body.get(field) is not None and not isinstance(body[field], dict):
+                raise errors.bad_request(f"the {field} of a {res.kind} must be an object")
         spec = body.get("spec")
-        if spec is not None and not isinstance(spec, dict):
-            raise errors.bad_request(f"the spec of a {res.kind} must be an object")
         return {
             "kind": res.kind,
             "apiVersion": res.group_version,
