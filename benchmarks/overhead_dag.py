@@ -16,6 +16,7 @@ import json
 import os
 import ssl
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -89,11 +90,14 @@ def tag_clients() -> None:
 
     for cls in (sync_client.ApiClient, async_client.ApiClient):
         original = cls.__init__
+        if getattr(original, "tagged", False):
+            continue
 
         def init(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> None:
             _original(self, *args, **kwargs)
             self.user_agent = AGENT
 
+        init.tagged = True  # type: ignore[attr-defined]
         cls.__init__ = init  # type: ignore[method-assign]
 
 
@@ -169,11 +173,13 @@ def record_counts(spec_file: str) -> None:
 
 
 def build_dag(spec_file: str) -> Any:
+    """The DAG; a DAG file anywhere (dag.test() here, a real deployment elsewhere) needs only this call."""
     import pendulum
     from airflow.providers.standard.operators.python import PythonOperator
     from airflow.sdk import DAG
 
     spec = json.loads(Path(spec_file).read_text())
+    tag_clients()
     with DAG(DAG_ID, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
         previous = PythonOperator(task_id="count_0", python_callable=record_counts, op_args=[spec_file])
         for i, (task_id, variant, work) in enumerate(plan(spec), start=1):
@@ -183,27 +189,35 @@ def build_dag(spec_file: str) -> Any:
     return dag
 
 
+def task_lines(spec: dict[str, Any], instances: Iterable[Any]) -> list[dict[str, Any]]:
+    """One line per measured task: variant, work, state, start and end (epoch seconds), requests by
+    User-Agent. ``instances``: the run's task instances (anything with ``task_id``, ``state``,
+    ``start_date`` and ``end_date``), wherever the DAG ran."""
+    counts = [json.loads(line) for line in Path(spec["counts_file"]).read_text().splitlines()]
+    by_id = {ti.task_id: ti for ti in instances}
+    lines = []
+    for i, (task_id, variant, work) in enumerate(plan(spec)):
+        ti = by_id[task_id]
+        before, after = counts[i], counts[i + 1]
+        requests = {ua: n - before.get(ua, 0) for ua, n in after.items() if n - before.get(ua, 0)}
+        lines.append({
+            "task": task_id, "variant": variant, "work": work, "state": str(ti.state),
+            "start": ti.start_date.timestamp(), "end": ti.end_date.timestamp(), "requests": requests,
+        })  # fmt: skip
+    return lines
+
+
 def main() -> None:
     spec_file = sys.argv[1]
     spec = json.loads(Path(spec_file).read_text())
     configure(spec, spec_file)
-    tag_clients()
     from airflow.utils import db
 
     db.initdb()
     run = build_dag(spec_file).test()
-    counts = [json.loads(line) for line in Path(spec["counts_file"]).read_text().splitlines()]
-    instances = {ti.task_id: ti for ti in run.get_task_instances()}
-    for i, (task_id, variant, work) in enumerate(plan(spec)):
-        ti = instances[task_id]
-        before, after = counts[i], counts[i + 1]
-        requests = {ua: n - before.get(ua, 0) for ua, n in after.items() if n - before.get(ua, 0)}
-        line = {
-            "task": task_id, "variant": variant, "work": work, "state": str(ti.state),
-            "start": ti.start_date.timestamp(), "end": ti.end_date.timestamp(), "requests": requests,
-        }  # fmt: skip
+    for line in task_lines(spec, run.get_task_instances()):
         print(json.dumps(line), flush=True)
-    print(json.dumps({"dag_run": str(run.state), "markers": len(counts)}), flush=True)
+    print(json.dumps({"dag_run": str(run.state)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,41 @@ Fresh interpreters build a `DagBag` of `dags_examples/` (the DAG processor's par
 real provider and stand-ins: the provider's operator and sensor modules replaced by plain `BaseOperator`
 subclasses taking the same arguments, so the same DAG files parse without the provider's code. CPU time is
 the steadier figure on a shared machine; wall time is shown too.""",
+    "6. Per-task overhead against the cncf-kubernetes operators": """\
+One local cluster (real controller, process kubelet: the pod's command runs as a host process) serves every
+run; each run is a fresh Airflow (its own home and SQLite database) running one DAG under `dag.test()` in
+which each variant runs the same work 10 times, interleaved (every round runs each variant once, in an order
+rotated by one per round), all at their default settings: `GenericJobOperator` (a GenericJob of one
+replica), cncf `KubernetesJobOperator` (`wait_until_job_complete=True`, the only way it waits) and cncf
+`KubernetesPodOperator`, each non-deferrable and deferrable. Overhead = the task instance's wall time
+(start_date to end_date) minus the work's own time (`python3 -c pass` run directly on the host, measured in
+the same run); median and p90 over the 10 tasks of a run, then the median over 3 runs with the spread.
+Requests are counted by the API server between two tasks (a `PythonOperator` between every two measured
+tasks reads its counters): "by the Airflow process" are those of the Airflow clients (they send their own
+User-Agent in this benchmark), "all clients" adds the controller, kubelet and the local Job controller. The
+steps of the T9k tasks come from a watch on jobs and pods in the benchmark (first time each state was seen)
+and the task's start and end. Under `dag.test()` a deferral runs its trigger in the same process, so no
+deferral round trip through a scheduler and triggerer is included: that half needs the real-deployment
+harness of the Airflow production issue, which can run the same DAG (`benchmarks/overhead_dag.py`:
+`build_dag(spec_file)` in any DAG file, `task_lines()` on the run's task instances, then
+`task_overhead.summarize()`). Re-run with `.venv/bin/python -m benchmarks --only overhead` (about 20 min;
+`--long-tasks` adds a task sleeping 20 s per variant and round).""",
+    "7. Controller at scale": """\
+Real API server and controller, simulated kubelet (pods go Pending -> Running without processes). 2,000
+GenericJobs of 4 replicas that keep running are created with the controller up (8 client threads, in slices
+of 500); then, in each of 3 runs, a freshly started controller syncs them (time from its start until it has
+reconciled every job and then stayed quiet for 3 s, and the writes it made meanwhile, which must be 0), 20
+jobs per second arrive for 15 s (each create at its slot; reconcile time p50/p99 from the controller's
+`t9k_controller_reconcile_duration_seconds` histogram, interpolated within a bucket as Prometheus'
+`histogram_quantile` does, and creation -> all 4 pods from a pod watch), and its RSS is read once idle. The
+arrivals stay, so each run holds 300 jobs more than the last. Last, fresh processes with `tracemalloc` on
+sync one informer per type (`benchmarks/informer_memory.py`: GenericJobs, and pods owner-indexed as the
+controller caches them) and divide the memory still traced by the objects cached; the JSON size is each
+cached object re-encoded compactly. Section 8 is the same at 10,000 jobs (40,000 pods).""",
+    "8. Controller at full scale": """\
+Section 7's procedure with 10,000 GenericJobs x 4 pods held (40,000 pods), arrivals on top. It takes well
+over the `make bench` budget, so it runs only when named: `.venv/bin/python -m benchmarks --only scale-full`
+(its figures are kept in this report otherwise).""",
 }
 
 ANALYSIS = {
