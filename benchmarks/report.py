@@ -221,6 +221,14 @@ def render(
         f"Every figure is the median over {runs} runs, with the spread (min-max) of those runs.",
         f"The whole run took {seconds / 60:.1f} minutes.",
     ]
+    lines += [
+        "",
+        "To regenerate on a quiet machine: `make bench` runs sections 1-5 and 7 (under 15 minutes); the "
+        "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
+        "(section 6, about 20 minutes; `--long-tasks` adds 20 s tasks) and `--only scale-full` (section 8, "
+        "about 30 minutes). Any section can be re-run alone with `--only NAME`: the others keep their "
+        "figures.",
+    ]
     if kept:
         lines.append(
             f"Sections {', '.join(sorted(kept, key=int))} were not run this time: they are kept from an "
