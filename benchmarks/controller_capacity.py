@@ -17,6 +17,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from benchmarks import manifests
 from benchmarks.api import Client, Watch, ensure_namespace, progress, wait_until
@@ -31,6 +32,30 @@ NAMESPACE = "capacity"
 ARRIVAL_RATE = 20.0  # jobs per second
 QUIET = 3.0
 HISTOGRAM = f"{PREFIX}_reconcile_duration_seconds"
+
+
+class JobPhases:
+    """Each job's phase, as a watch on the jobs last showed it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.phase: dict[str, str] = {}
+
+    def on_event(self, type_: str, obj: dict[str, Any], _received: float) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        with self.lock:
+            self.phase[name] = "" if type_ == "DELETED" else (obj.get("status") or {}).get("phase") or ""
+
+    def running(self, count: int) -> bool:
+        with self.lock:
+            return sum(p == "Running" for p in self.phase.values()) >= count
+
+
+def quiet(controller: Controller, phases: JobPhases, jobs: int) -> dict:
+    """Wait until every job's status says Running (the controller has written what it must; the pods exist
+    long before), then until the controller has been quiet for ``QUIET`` seconds; returns its metrics."""
+    wait_until(lambda: phases.running(jobs), 1200, f"{jobs} jobs Running", 1.0)
+    return settle(controller, quiet=QUIET, timeout=600)
 
 
 def histogram_percentile(
@@ -129,10 +154,14 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
         client = Client(cluster)
         ensure_namespace(client, NAMESPACE)
         client.close()
-        pods = PodTimes()
-        watch = Watch(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods", pods.on_event)
-        watch.start()
-        watch.ready.wait(10)
+        pods, phases = PodTimes(), JobPhases()
+        watches = [
+            Watch(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods", pods.on_event),
+            Watch(cluster, manifests.collection("GenericJob", NAMESPACE), phases.on_event),
+        ]
+        for watch in watches:
+            watch.start()
+            watch.ready.wait(10)
         try:
             with Controller(cluster.kubeconfig, work / f"capacity-{jobs}-build.log") as controller:
                 names = [f"held-{i}" for i in range(jobs)]
@@ -143,7 +172,7 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
                         lambda done=done: pods.complete(done), 600, f"the pods of {len(done)} jobs", 0.5
                     )
                     progress(f"{len(done):,}/{jobs:,} jobs created, their pods running")
-                settle(controller, quiet=2.0, timeout=600)
+                quiet(controller, phases, jobs)
             held = jobs
             for run in range(runs):
                 log = work / f"capacity-{jobs}-run{run}.log"
@@ -158,8 +187,8 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
                     names = [f"arrival-{run}-{i}" for i in range(arrivals)]
                     acked = arrive(cluster, names, ARRIVAL_RATE)
                     wait_until(lambda names=names: pods.complete(names), 300, "the arrivals' pods", 0.2)
-                    after = settle(controller, quiet=2.0, timeout=600)
                     held += arrivals
+                    after = quiet(controller, phases, held)
                     reconcile_p99.append(histogram_percentile(after, before, 0.99))
                     reconcile_p50.append(histogram_percentile(after, before, 0.50))
                     arrival_p99.append(percentile([pods.last_pod(n) - acked[n] for n in names], 99))
@@ -170,7 +199,8 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
                 memory.append(informer_memory(cluster))
             progress(f"informer memory measured over {held:,} jobs")
         finally:
-            watch.stop()
+            for watch in watches:
+                watch.stop()
     figures = [
         Figure(section, f"controller RSS, {held:,} jobs x {REPLICAS} pods cached, after the arrivals", "MiB",
                rss, ("<", 1024.0), digits=0),
