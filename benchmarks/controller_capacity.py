@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from benchmarks import manifests
 from benchmarks.api import Client, Watch, ensure_namespace, progress, wait_until
 from benchmarks.controller_efficiency import settle
 from benchmarks.controller_process import PREFIX, Controller, metric_sum, reconciles
-from benchmarks.controller_scale import CREATORS, REPLICAS, REQUESTS, PodTimes, create_jobs
+from benchmarks.controller_scale import REPLICAS, REQUESTS, PodTimes, create_jobs
 from benchmarks.stats import Figure, percentile
 from t9k_provider.local.testing import LocalCluster
 
@@ -103,35 +102,6 @@ def restart_and_sync(cluster: LocalCluster, log: Path, jobs: int) -> tuple[Contr
     raise TimeoutError(f"a restarted controller did not settle over {jobs} jobs in 20 minutes")
 
 
-def arrive(cluster: LocalCluster, names: list[str], rate: float) -> dict[str, float]:
-    """Create the jobs at ``rate`` per second (each at its slot, from a pool of clients); returns each
-    job's create acknowledgement time."""
-    acked: dict[str, float] = {}
-    local = threading.local()
-    clients: list[Client] = []
-    lock = threading.Lock()
-    start = time.perf_counter()
-
-    def create(slot: tuple[int, str]) -> None:
-        i, name = slot
-        delay = start + i / rate - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        if not hasattr(local, "client"):
-            local.client = Client(cluster)
-            with lock:
-                clients.append(local.client)
-        body = manifests.job("GenericJob", name, NAMESPACE, REPLICAS, None)
-        local.client.json("POST", manifests.collection("GenericJob", NAMESPACE), body)
-        acked[name] = time.perf_counter()
-
-    with ThreadPoolExecutor(CREATORS) as pool:
-        list(pool.map(create, enumerate(names)))
-    for client in clients:
-        client.close()
-    return acked
-
-
 def informer_memory(cluster: LocalCluster) -> dict[str, dict[str, float]]:
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.informer_memory", str(cluster.kubeconfig)],
@@ -185,7 +155,7 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
                     )
                     before = controller.metrics()
                     names = [f"arrival-{run}-{i}" for i in range(arrivals)]
-                    acked = arrive(cluster, names, ARRIVAL_RATE)
+                    acked = create_jobs(cluster, NAMESPACE, names, ARRIVAL_RATE)
                     wait_until(lambda names=names: pods.complete(names), 300, "the arrivals' pods", 0.2)
                     held += arrivals
                     after = quiet(controller, phases, held)
