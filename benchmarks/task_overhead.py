@@ -55,6 +55,12 @@ class Stamps:
         self.job_task: dict[str, str] = {}
         self.seen: dict[str, dict[str, float]] = defaultdict(dict)
 
+    def clear(self) -> None:
+        """Forget every stamp: each run's DAG has the same task ids."""
+        with self.lock:
+            self.job_task.clear()
+            self.seen.clear()
+
     def _stamp(self, task: str | None, step: str, when: float) -> None:
         if task is not None:
             self.seen[task].setdefault(step, when)
@@ -86,14 +92,15 @@ class Stamps:
                 self._stamp(task, "pod_done", now)
 
     def steps(self, task: str, start: float, end: float) -> list[float] | None:
-        """Each step's seconds for one task, or None when a stamp is missing."""
+        """Each step's seconds for one task, or None when a stamp is missing or out of order."""
         with self.lock:
             seen = dict(self.seen.get(task, {}))
         seen["end"] = end
         stamps = [start] + [seen.get(step) for _, step in STEPS]
         if any(s is None for s in stamps):
             return None
-        return [b - a for a, b in itertools.pairwise(stamps)]  # type: ignore[operator]
+        steps = [b - a for a, b in itertools.pairwise(stamps)]  # type: ignore[operator]
+        return steps if min(steps) >= 0 else None
 
 
 def work_seconds(work: str, samples: int = 7) -> float:
@@ -163,6 +170,7 @@ def measure(
             w.ready.wait(10)
         try:
             for run in range(runs):
+                stamps.clear()
                 work_time = {w: work_seconds(w) for w in works}
                 spec = {"variants": list(variants), "works": list(works), "rounds": rounds}
                 per_task = 40.0 + (25.0 if "sleep20" in works else 0.0)

@@ -61,3 +61,11 @@ def test_reconcile_percentile_interpolates_within_the_histogram_bucket() -> None
     assert abs(histogram_percentile(after, before, 0.5) - 0.01) < 1e-9
     assert abs(histogram_percentile(after, before, 0.7) - (0.01 + 0.09 * 20 / 40)) < 1e-9
     assert abs(histogram_percentile(after, before, 0.99) - (0.1 + 0.9 * 9 / 10)) < 1e-9
+
+
+def test_stamps_out_of_order_or_from_an_earlier_run_give_no_steps() -> None:
+    stamps = Stamps()
+    stamps.seen["t1"].update(job=0.2, pod=0.5, bound=1.0, pod_done=2.0, job_done=3.0)
+    assert stamps.steps("t1", start=10.0, end=14.0) is None  # the stamps predate the task: another run's
+    stamps.clear()
+    assert stamps.steps("t1", start=0.0, end=4.0) is None
