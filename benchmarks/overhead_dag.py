@@ -183,7 +183,12 @@ def build_dag(spec_file: str) -> Any:
     with DAG(DAG_ID, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
         previous = PythonOperator(task_id="count_0", python_callable=record_counts, op_args=[spec_file])
         for i, (task_id, variant, work) in enumerate(plan(spec), start=1):
-            marker = PythonOperator(task_id=f"count_{i}", python_callable=record_counts, op_args=[spec_file])
+            marker = PythonOperator(  # all_done: one failed task must not end the run
+                task_id=f"count_{i}",
+                python_callable=record_counts,
+                op_args=[spec_file],
+                trigger_rule="all_done",
+            )
             previous >> measured_task(variant, work, task_id) >> marker
             previous = marker
     return dag

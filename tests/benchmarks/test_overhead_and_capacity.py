@@ -21,12 +21,14 @@ def test_overhead_is_wall_time_minus_the_works_own_time_and_requests_are_the_air
         return {
             "work": "pass",
             "variant": variant,
+            "state": "success",
             "start": 100.0,
             "end": 100.0 + seconds,
             "requests": requests,
         }
 
-    tasks = [task("t9k", s, 9, 14) for s in (1.1, 1.3, 1.2, 5.1)] + [task("cncf-pod", 5.1, 14, 7)]
+    failed = dict(task("t9k", 99.0, 40, 40), state="failed")  # left out, not counted as an overhead
+    tasks = [task("t9k", s, 9, 14) for s in (1.1, 1.3, 1.2, 5.1)] + [task("cncf-pod", 5.1, 14, 7), failed]
     result = summarize(tasks, {"pass": 0.1})
     t9k = result[("pass", "t9k")]
     assert round(t9k["median"], 6) == 1.15  # (1.0 + 1.1 + 1.2 + 5.0) -> median of 1.0, 1.1, 1.2, 5.0
