@@ -71,8 +71,8 @@ and the task's start and end. Under `dag.test()` a deferral runs its trigger in 
 deferral round trip through a scheduler and triggerer is included: that half needs the real-deployment
 harness of the Airflow production issue, which can run the same DAG (`benchmarks/overhead_dag.py`:
 `build_dag(spec_file)` in any DAG file, `task_lines()` on the run's task instances, then
-`task_overhead.summarize()`). Re-run with `.venv/bin/python -m benchmarks --only overhead` (about 20 min;
-`--long-tasks` adds a task sleeping 20 s per variant and round).""",
+`task_overhead.summarize()`). Re-run with `.venv/bin/python -m benchmarks --only overhead` (34 min at a load
+average of 10-19; `--long-tasks` adds a task sleeping 20 s per variant and round).""",
     "7. Controller at scale": """\
 Real API server and controller, simulated kubelet (pods go Pending -> Running without processes). 2,000
 GenericJobs of 4 replicas that keep running are created with the controller up (8 client threads, in slices
@@ -262,9 +262,9 @@ def render(
         "",
         "To regenerate on a quiet machine: `make bench` runs sections 1-5 and 7 (under 15 minutes); the "
         "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
-        "(section 6, about 20 minutes; `--long-tasks` adds 20 s tasks) and `--only scale-full` (section 8, "
-        "about 30 minutes). Any section can be re-run alone with `--only NAME`: the others keep their "
-        "figures.",
+        "(section 6; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks) and `--only "
+        "scale-full` (section 8; about 35 minutes at that load). Any section can be re-run alone with "
+        "`--only NAME`: the others keep their figures.",
     ]
     if kept:
         lines.append(
