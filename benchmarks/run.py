@@ -191,7 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         return 1
     seconds = time.perf_counter() - started
-    command = f"python -m benchmarks {' '.join(argv)}" if argv else "make bench"
+    shown = (
+        [f"--only {name}" for name in args.only or []]
+        + ["--quick"] * args.quick
+        + ["--long-tasks"] * args.long_tasks
+    )
+    command = f"python -m benchmarks {' '.join(shown)}" if shown else "make bench"
     previous = output.read_text() if output.exists() else ""
     text = report.render(
         figures, machine.describe(), profile.runs, seconds, timeline, command, stamps, previous
