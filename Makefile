@@ -45,8 +45,9 @@ test: env
 	$(VENV)/bin/pytest -q
 	$(MAKE) --no-print-directory test-airflow2
 
-# The Airflow tests (tests/airflow, with its dag.test() runs on the local cluster) and the example DAGs' parse
-# again on Airflow 2.11 (requirements/airflow2.lock), the oldest Airflow the provider supports.
+# The Airflow tests (tests/airflow, with its dag.test() runs on the local cluster), the example DAGs' parse and
+# the real-deployment tests (tests/deployment: webserver, scheduler, triggerer) again on Airflow 2.11
+# (requirements/airflow2.lock), the oldest Airflow the provider supports.
 $(AF2_STAMP): requirements/airflow2.lock pyproject.toml
 	@command -v uv >/dev/null || python3 -m pip install --quiet uv
 	@test -x $(AF2_VENV)/bin/python || uv venv --quiet --python 3.11 $(AF2_VENV) || uv venv --quiet $(AF2_VENV)
@@ -55,13 +56,13 @@ $(AF2_STAMP): requirements/airflow2.lock pyproject.toml
 	@touch $(AF2_STAMP)
 
 test-airflow2: $(AF2_STAMP)
-	$(AF2_VENV)/bin/pytest -q tests/airflow tests/examples/test_dags.py
+	$(AF2_VENV)/bin/pytest -q tests/airflow tests/examples/test_dags.py tests/deployment
 
 # The example training pipeline end to end on the embedded local cluster (see README "Run the example pipeline").
 demo: env
 	$(PY) scripts/demo.py
 
-# Benchmarks side by side with their baselines (< 15 min on 2 cores); rewrites docs/benchmarks.md. The heavy
+# Benchmarks side by side with their baselines (about 20 min on 2 cores); rewrites docs/benchmarks.md. The heavy
 # parts run only when named: .venv/bin/python -m benchmarks --only overhead | --only scale-full.
 bench: env
 	$(PY) -m benchmarks

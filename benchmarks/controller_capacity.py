@@ -26,7 +26,7 @@ from benchmarks.controller_scale import REPLICAS, REQUESTS, PodTimes, create_job
 from benchmarks.stats import Figure, percentile
 from t9k_provider.local.testing import LocalCluster
 
-SECTIONS = ("7. Controller at scale", "8. Controller at full scale")
+SECTIONS = ("8. Controller at scale", "9. Controller at full scale")
 NAMESPACE = "capacity"
 ARRIVAL_RATE = 20.0  # jobs per second
 QUIET = 3.0

@@ -19,7 +19,7 @@ from benchmarks import manifests
 from benchmarks.api import Client, Watch, progress, wait_until
 from benchmarks.controller_process import PREFIX, Controller, delta, reconciles
 from benchmarks.stats import Figure
-from t9k_provider.controller.engine.names import LABEL_OWNER_NAME
+from t9k_provider.jobs.contract import LABEL_OWNER_NAME
 from t9k_provider.local.testing import LocalCluster
 
 SECTION = "1. Controller efficiency"

@@ -18,7 +18,7 @@ from benchmarks.api import wait_until
 PREFIX = "t9k_controller"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -30,8 +30,8 @@ class Controller:
     def __init__(self, kubeconfig: Path, log_file: Path) -> None:
         self.kubeconfig = kubeconfig
         self.log_file = log_file
-        self.metrics_port = _free_port()
-        self.health_port = _free_port()
+        self.metrics_port = free_port()
+        self.health_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

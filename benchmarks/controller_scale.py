@@ -22,7 +22,7 @@ from benchmarks.api import Client, Watch, ensure_namespace, progress, wait_until
 from benchmarks.controller_efficiency import settle
 from benchmarks.controller_process import PREFIX, Controller, metric_sum, reconciles
 from benchmarks.stats import Figure, percentile
-from t9k_provider.controller.engine.names import LABEL_OWNER_NAME
+from t9k_provider.jobs.contract import LABEL_OWNER_NAME
 from t9k_provider.local.testing import LocalCluster
 
 SECTION = "2. Controller latency and scale"

@@ -24,6 +24,7 @@ from benchmarks import (
     controller_efficiency,
     controller_scale,
     dag_parse,
+    live_logs,
     local_cluster,
     machine,
     report,
@@ -55,7 +56,7 @@ class Profile:
     log_writes: int
     overhead_rounds: int  # tasks of each variant per run
     works: tuple[str, ...]  # what the overhead tasks run (benchmarks.overhead_dag.WORKS)
-    scale_jobs: int  # jobs x 4 pods held by the controller in section 7 (section 8: FULL_SCALE_JOBS)
+    scale_jobs: int  # jobs x 4 pods held by the controller in section 8 (section 9: FULL_SCALE_JOBS)
     arrival_seconds: float  # how long jobs arrive at ARRIVAL_RATE per run
 
 
@@ -88,6 +89,11 @@ def waiting_benchmark(p: Profile, work: Path) -> list[Figure]:
         return waiting_cost.measure(cluster, work, p.runs, p.waiting_tasks, p.poll, p.window)
 
 
+def live_logs_benchmark(p: Profile, work: Path) -> list[Figure]:
+    with LocalCluster(work / "live-logs-cluster", node_agents=False) as cluster:
+        return live_logs.measure(cluster, work, p.runs, p.waiting_tasks, p.poll, p.window)
+
+
 SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
     "controller": controller_benchmarks,
     "waiting": waiting_benchmark,
@@ -95,6 +101,7 @@ SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
         p.runs, p.objects, p.creates, p.watch_events, p.log_writes
     ),
     "dags": lambda p, work: dag_parse.measure(p.runs),
+    "livelogs": live_logs_benchmark,
     "overhead": lambda p, work: task_overhead.measure(work, p.runs, p.overhead_rounds, p.works),
     "scale": lambda p, work: controller_capacity.measure(work, p.runs, p.scale_jobs, p.arrival_seconds),
     "scale-full": lambda p, work: controller_capacity.measure(

@@ -34,7 +34,7 @@ from benchmarks.stats import Figure, percentile
 from t9k_provider.controller.engine.names import LABEL_OWNER_NAME
 from t9k_provider.local.testing import LocalCluster
 
-SECTION = "6. Per-task overhead against the cncf-kubernetes operators"
+SECTION = "7. Per-task overhead against the cncf-kubernetes operators"
 MODES = {False: "non-deferrable", True: "deferrable"}
 #: The T9k task's way, in order: (label, the stamp that ends the step).
 STEPS = (

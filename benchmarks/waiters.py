@@ -82,6 +82,9 @@ def build(approach: str, spec: dict[str, Any], name: str) -> BaseTrigger:
             name=name,
             namespace=spec["namespace"],
             poll_interval=spec["poll_interval"],
+            # benchmarks.live_logs: follow each job's replica logs (its pods carry the owner label)
+            pod_selector=f"tensorstack.dev/owner-name={name}" if spec.get("log_targets") else None,
+            log_targets=spec.get("log_targets"),
         )
     if approach == "cncf":
         return CustomObjectPollingTrigger(
@@ -141,6 +144,7 @@ def preload(approach: str) -> None:
         import airflow.providers.cncf.kubernetes.hooks.kubernetes  # noqa: F401
     else:
         import t9k_provider.hooks.async_t9k
+        import t9k_provider.jobs.constants  # the trigger's resource type (API_VERSION)
         import t9k_provider.triggers.job  # noqa: F401
 
 

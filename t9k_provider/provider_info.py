@@ -33,6 +33,10 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": "TensorStack T9k", "python-modules": ["t9k_provider.triggers.job"]}
         ],
         "extra-links": ["t9k_provider.links.job.T9kJobLink"],
+        "task-decorators": [
+            {"name": name, "class-name": f"t9k_provider.decorators.tasks.{name}_task"}
+            for name in ("t9k", "t9k_pytorch", "t9k_tensorflow", "t9k_xgboost", "t9k_deepspeed")
+        ],
         "connection-types": [
             {
                 "hook-class-name": "t9k_provider.hooks.t9k.T9kHook",

@@ -97,9 +97,7 @@ async def run(args: argparse.Namespace) -> int:
         health_port=args.health_port,
     )
     job_types = [ResourceType(API_VERSION, kind, cls.PLURAL) for kind, cls in sorted(KINDS.items())]
-    child_types = [
-        ResourceType(api_version, kind, plural) for api_version, kind, plural in WATCHED_CHILD_TYPES
-    ]
+    child_types = [ResourceType(*child) for child in WATCHED_CHILD_TYPES]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

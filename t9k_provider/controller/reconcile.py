@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.jobs import ManifestError, load
+from t9k_provider.jobs.contract import TERMINAL_PHASES
 
 from .engine.model import SpecError
-from .engine.status import TERMINAL_PHASES, merge_conditions, rfc3339, sanitized
+from .engine.status import merge_conditions, rfc3339, sanitized
 from .engine.types import Decision, Event, Observed
 from .kinds.context import JobContext, Keygen
 from .kinds.registry import REGISTRY

@@ -1,8 +1,15 @@
-"""How Kubernetes API failures map to Airflow outcomes: retry the call, retry the task, or fail for good."""
+"""How Kubernetes API failures map to Airflow outcomes: retry the call, retry the task, or fail for good.
+
+The one classifier of the provider's API errors. kube's ``ApiError`` (the triggers' client) and the sync
+client's ``ApiException`` (``T9kHook``) are both an API server's answer with an HTTP status; anything else
+is a failure below HTTP (connection refused or reset, timeout), which is only ever transient.
+"""
 
 from __future__ import annotations
 
+import json
 import random
+import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -27,19 +34,28 @@ class T9kFatalApiError(AirflowFailException):
     """A Kubernetes API failure that a retry cannot fix (bad spec, missing CRD, RBAC denial)."""
 
 
+def _is_kube_error(exc: BaseException) -> bool:
+    """kube's ``ApiError``. Looked up, not imported: if ``kube.api`` was never loaded nothing raised one,
+    and the operators (imported at DAG parse) stay free of the async client."""
+    api = sys.modules.get("t9k_provider.kube.api")
+    return api is not None and isinstance(exc, api.ApiError)
+
+
+def _is_answer(exc: BaseException) -> bool:
+    """kube's ``ApiError``, or the sync client's ``ApiException`` (matched by name, so the triggerer, which
+    never raises one, need not load that client)."""
+    return _is_kube_error(exc) or type(exc).__name__ == "ApiException"
+
+
 def api_status(exc: BaseException) -> int | None:
-    """HTTP status of a sync or async ``ApiException``, else None (connection-level failure)."""
-    status = getattr(exc, "status", None)
+    """HTTP status of an API server's answer, else None (a failure below HTTP)."""
+    status = getattr(exc, "status", None) if _is_answer(exc) else None
     return status if isinstance(status, int) and status > 0 else None
-
-
-def is_api_exception(exc: BaseException) -> bool:
-    return type(exc).__name__ == "ApiException"
 
 
 def is_transient(exc: BaseException) -> bool:
     """Throttling, 5xx and connection-level errors; 4xx answers are definitive."""
-    if is_api_exception(exc):
+    if _is_answer(exc):
         status = api_status(exc)
         return status is None or status in TRANSIENT_STATUSES
     return isinstance(exc, (OSError, TimeoutError)) or _is_urllib3_error(exc) or _is_aiohttp_error(exc)
@@ -88,10 +104,10 @@ def call_with_retry(what: str, fn: Callable[[], T], attempts: int = CALL_ATTEMPT
 
 def describe(exc: BaseException) -> str:
     """The API server's own message when it sent a Status body, else the exception text."""
+    if _is_kube_error(exc):
+        return exc.message
     body = getattr(exc, "body", None)
     if body:
-        import json
-
         try:
             parsed = json.loads(body)
         except (TypeError, ValueError):
@@ -106,7 +122,7 @@ def classify(exc: BaseException, action: str) -> Exception:
     """Turn an API failure during ``action`` into the Airflow exception that gives the right task outcome."""
     if isinstance(exc, (AirflowException, AirflowFailException)):
         return exc
-    status = api_status(exc) if is_api_exception(exc) else None
+    status = api_status(exc)
     detail = describe(exc)
     if status in (400, 422):
         return T9kFatalApiError(f"{action}: the API server rejected the job: {detail}")

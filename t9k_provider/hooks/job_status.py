@@ -9,10 +9,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-Outcome = Literal["pending", "running", "paused", "unknown", "succeeded", "failed"]
+from t9k_provider.jobs.contract import PENDING_PHASES
 
-#: Phases before the job's replicas run: the admission/scheduling timeout applies here.
-PENDING_PHASES = frozenset({"", "Pending", "Initializing"})
+Outcome = Literal["pending", "running", "paused", "unknown", "succeeded", "failed"]
 
 
 def conditions(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -38,8 +37,8 @@ def outcome(job: dict[str, Any]) -> Outcome:
         return "paused"
     if current == "Unknown":
         return "unknown"
-    if current in PENDING_PHASES:
-        return "pending"
+    if not current or current in PENDING_PHASES:
+        return "pending"  # the admission/scheduling timeout applies here
     return "running"
 
 

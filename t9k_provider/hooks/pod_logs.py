@@ -45,40 +45,47 @@ def parse_timestamp_ns(stamp: str) -> int | None:
     return seconds * 1_000_000_000 + nanos
 
 
+def parse_line(raw: str, previous_ns: int) -> LogLine:
+    """One ``timestamps=true`` line; a line without a timestamp inherits ``previous_ns``."""
+    stamp, _, rest = raw.partition(" ")
+    parsed = parse_timestamp_ns(stamp)
+    return LogLine(previous_ns, raw) if parsed is None else LogLine(parsed, rest)
+
+
 def parse_lines(text: str) -> list[LogLine]:
-    """Split a ``timestamps=true`` log body; a line without a timestamp inherits the previous one."""
+    """Split a ``timestamps=true`` log body."""
     lines: list[LogLine] = []
-    last = 0
     for raw in text.splitlines():
-        stamp, _, rest = raw.partition(" ")
-        parsed = parse_timestamp_ns(stamp)
-        if parsed is None:
-            lines.append(LogLine(last, raw))
-            continue
-        last = parsed
-        lines.append(LogLine(parsed, rest))
+        lines.append(parse_line(raw, lines[-1].timestamp_ns if lines else 0))
     return lines
+
+
+class Resume:
+    """Drops the lines a stream repeats from before ``cursor`` and moves the cursor over the others, one line
+    at a time, so a followed stream and a batch read (``advance``) resume the same way."""
+
+    def __init__(self, cursor: Cursor | None) -> None:
+        self.cursor = list(cursor) if cursor else None
+        self._seen_ts, self._repeats_left = (cursor[0], cursor[1]) if cursor else (-1, 0)
+
+    def fresh(self, line: LogLine) -> bool:
+        """Whether ``line`` is new (then the cursor moves past it)."""
+        if line.timestamp_ns < self._seen_ts:
+            return False
+        if line.timestamp_ns == self._seen_ts and self._repeats_left > 0:
+            self._repeats_left -= 1
+            return False
+        if self.cursor is not None and self.cursor[0] == line.timestamp_ns:
+            self.cursor = [line.timestamp_ns, self.cursor[1] + 1]
+        else:
+            self.cursor = [line.timestamp_ns, 1]
+        return True
 
 
 def advance(lines: Iterable[LogLine], cursor: Cursor | None) -> tuple[list[LogLine], Cursor | None]:
     """Drop lines already seen according to ``cursor``; return the new lines and the moved cursor."""
-    seen_ts, seen_count = (cursor[0], cursor[1]) if cursor else (-1, 0)
-    fresh: list[LogLine] = []
-    skipped_at_seen_ts = 0
-    for line in lines:
-        if line.timestamp_ns < seen_ts:
-            continue
-        if line.timestamp_ns == seen_ts and skipped_at_seen_ts < seen_count:
-            skipped_at_seen_ts += 1
-            continue
-        fresh.append(line)
-    if not fresh:
-        return fresh, cursor
-    newest = fresh[-1].timestamp_ns
-    at_newest = sum(1 for line in fresh if line.timestamp_ns == newest)
-    if newest == seen_ts:
-        at_newest += seen_count
-    return fresh, [newest, at_newest]
+    resume = Resume(cursor)
+    return [line for line in lines if resume.fresh(line)], resume.cursor
 
 
 def since_seconds(cursor: Cursor | None, now: float) -> int | None:
@@ -87,6 +94,13 @@ def since_seconds(cursor: Cursor | None, now: float) -> int | None:
     if not cursor or cursor[0] < 0:
         return None
     return max(1, math.ceil(now - cursor[0] // 1_000_000_000) + SINCE_MARGIN_SECONDS)
+
+
+def since_time(cursor: Cursor | None) -> str | None:
+    """The API's ``sinceTime`` (whole seconds, RFC 3339) of the cursor; ``Resume`` drops what it repeats."""
+    if not cursor or cursor[0] < 0:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(cursor[0] // 1_000_000_000))
 
 
 def skip_to_recent(now: float) -> Cursor:

@@ -10,8 +10,9 @@ receives as kwargs; the triggerer needs neither the connection nor the kubeconfi
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +35,8 @@ CONNECTION_FIELDS = (
     "disable_verify_ssl",
 )
 T = TypeVar("T")
+#: Seconds to open a connection; a watch's read waits for its own timeout plus this.
+CONNECT_TIMEOUT_SECONDS = 10.0
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -64,6 +67,8 @@ class T9kHook(KubernetesHook):
     #: Its own connection type (same fields as ``kubernetes``); any ``kubernetes`` connection works too.
     conn_type = "t9k"
     hook_name = "TensorStack T9k"
+    #: Set on the twin ``detached`` builds: its credentials are fixed.
+    _detached = False
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
@@ -126,12 +131,24 @@ class T9kHook(KubernetesHook):
             return IN_CLUSTER_NAMESPACE_FILE.read_text().strip() or self.DEFAULT_NAMESPACE
         return self.DEFAULT_NAMESPACE
 
+    def detached(self) -> T9kHook:
+        """A second hook on these resolved credentials with its own client and connection pool, built now.
+
+        For ``on_kill``: a signal handler may interrupt a request of this hook (and hold its pool), and must
+        neither look up a connection nor build a client. The twin never reloads credentials after a 401.
+        """
+        twin = type(self)(conn_id=self.conn_id)
+        twin.__dict__["credentials"] = self.credentials
+        twin._detached = True
+        _ = twin.custom_object_client  # builds the ApiClient
+        return twin
+
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """``call_with_retry``, plus one fresh login after a 401 (expired exec-plugin or rotated token)."""
         try:
             return call_with_retry(what, fn)
         except client.ApiException as exc:
-            if exc.status != 401:
+            if exc.status != 401 or self._detached:
                 raise
             self.log.info("%s: 401 from the API server, reloading the connection's credentials", what)
             for cached in ("credentials", "api_client", "core_v1_client", "custom_object_client"):
@@ -168,6 +185,43 @@ class T9kHook(KubernetesHook):
             ),
         )
 
+    def watch_job(
+        self, plural: str, namespace: str, name: str, resource_version: str | None, timeout: float
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(type, job)`` events of one job after ``resource_version`` (bookmarks included) until the server
+        ends the watch after ``timeout`` seconds (at least one). An ERROR event (410 Expired) raises
+        ``ApiException``; a failure is raised as is (the caller decides whether to read instead)."""
+        from kubernetes.watch.watch import iter_resp_lines
+
+        seconds = max(1, math.ceil(timeout))
+        response = self.custom_object_client.list_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            field_selector=f"metadata.name={name}",
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=seconds,
+            watch=True,
+            _preload_content=False,
+            _request_timeout=(CONNECT_TIMEOUT_SECONDS, seconds + CONNECT_TIMEOUT_SECONDS),
+        )
+        try:
+            for line in iter_resp_lines(response):
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    exc = client.ApiException(status=int(obj.get("code") or 500), reason=obj.get("reason"))
+                    exc.body = json.dumps(obj)
+                    raise exc
+                yield str(event.get("type")), obj
+        finally:
+            response.close()
+            response.release_conn()
+
     def patch_job_annotations(
         self, plural: str, namespace: str, name: str, annotations: dict[str, str]
     ) -> None:
@@ -186,15 +240,22 @@ class T9kHook(KubernetesHook):
         name: str,
         uid: str | None = None,
         grace_period_seconds: int | None = None,
+        resource_version: str | None = None,
     ) -> bool:
-        """Delete with foreground propagation; ``uid`` guards against deleting a newer job of the same name.
+        """Delete with foreground propagation; ``uid`` guards against deleting a newer job of the same name,
+        ``resource_version`` against deleting one that changed since it was read.
 
-        Returns False when there was nothing (or only a different job) to delete.
+        Returns False when there was nothing (or only a different or changed job) to delete.
         """
+        preconditions = (
+            client.V1Preconditions(uid=uid, resource_version=resource_version)
+            if uid or resource_version
+            else None
+        )
         options = client.V1DeleteOptions(
             propagation_policy="Foreground",
             grace_period_seconds=grace_period_seconds,
-            preconditions=client.V1Preconditions(uid=uid) if uid else None,
+            preconditions=preconditions,
         )
 
         def call() -> bool:
@@ -203,7 +264,7 @@ class T9kHook(KubernetesHook):
                     GROUP, VERSION, namespace, plural, name, body=options
                 )
             except client.ApiException as exc:
-                if exc.status in (404, 409):  # gone, or the uid precondition failed
+                if exc.status in (404, 409):  # gone, or a precondition failed
                     return False
                 raise
             return True

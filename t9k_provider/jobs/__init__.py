@@ -1,96 +1,75 @@
 """The T9k Job API (`batch.tensorstack.dev/v1beta1`): typed models, manifests and CRDs.
 
-Imports nothing from Airflow: the controller and the local cluster use it on their own.
+Imports nothing from Airflow: the controller and the local cluster use it on their own. The names below load
+their module on first use, so importing `t9k_provider.jobs.contract` or `.constants` (the operators do, while
+a DAG file is parsed) does not build the pydantic models.
 """
 
 from __future__ import annotations
 
-from t9k_provider.jobs.beam import BeamJob, BeamJobSpec
-from t9k_provider.jobs.colossalai import ColossalAIJob, ColossalAIJobSpec, NormalizedColossalAIJob
-from t9k_provider.jobs.common import (
-    DebugMode,
-    ElasticConfig,
-    PauseMode,
-    ReplicaSpec,
-    RestartPolicy,
-    RunMode,
-    RunPolicy,
-    SchedulePolicy,
-    T9kScheduler,
-    TensorBoardSpec,
-    TrainingReplicaSpec,
-)
-from t9k_provider.jobs.constants import API_VERSION, GROUP, RETRYABLE_EXIT_CODES, VERSION
-from t9k_provider.jobs.deepspeed import DeepSpeedJob, DeepSpeedJobSpec
-from t9k_provider.jobs.errors import ManifestError
-from t9k_provider.jobs.generic import GenericJob, GenericJobSpec
-from t9k_provider.jobs.job import JobSpec, T9kJob
-from t9k_provider.jobs.manifest import KINDS, load
-from t9k_provider.jobs.mpi import MPIJob, MPIJobSpec, NormalizedMPIJob
-from t9k_provider.jobs.status import (
-    Aggregate,
-    BeamJobStatus,
-    Condition,
-    ContainerStatus,
-    DependentStatus,
-    JobStatus,
-    ReplicaStatus,
-    TaskStatus,
-)
-from t9k_provider.jobs.training import (
-    PyTorchTrainingJob,
-    PyTorchTrainingJobSpec,
-    TensorFlowTrainingJob,
-    TensorFlowTrainingJobSpec,
-    XGBoostTrainingJob,
-    XGBoostTrainingJobSpec,
-)
+import importlib
+from typing import Any
 
-__all__ = [
-    "API_VERSION",
-    "GROUP",
-    "KINDS",
-    "RETRYABLE_EXIT_CODES",
-    "VERSION",
-    "Aggregate",
-    "BeamJob",
-    "BeamJobSpec",
-    "BeamJobStatus",
-    "ColossalAIJob",
-    "ColossalAIJobSpec",
-    "Condition",
-    "ContainerStatus",
-    "DebugMode",
-    "DeepSpeedJob",
-    "DeepSpeedJobSpec",
-    "DependentStatus",
-    "ElasticConfig",
-    "GenericJob",
-    "GenericJobSpec",
-    "JobSpec",
-    "JobStatus",
-    "MPIJob",
-    "MPIJobSpec",
-    "ManifestError",
-    "NormalizedColossalAIJob",
-    "NormalizedMPIJob",
-    "PauseMode",
-    "PyTorchTrainingJob",
-    "PyTorchTrainingJobSpec",
-    "ReplicaSpec",
-    "ReplicaStatus",
-    "RestartPolicy",
-    "RunMode",
-    "RunPolicy",
-    "SchedulePolicy",
-    "T9kJob",
-    "T9kScheduler",
-    "TaskStatus",
-    "TensorBoardSpec",
-    "TensorFlowTrainingJob",
-    "TensorFlowTrainingJobSpec",
-    "TrainingReplicaSpec",
-    "XGBoostTrainingJob",
-    "XGBoostTrainingJobSpec",
-    "load",
-]
+_MODULE_OF = {
+    "API_VERSION": "constants",
+    "GROUP": "constants",
+    "RETRYABLE_EXIT_CODES": "constants",
+    "VERSION": "constants",
+    "KINDS": "manifest",
+    "load": "manifest",
+    "ManifestError": "errors",
+    "JobSpec": "job",
+    "T9kJob": "job",
+    "GenericJob": "generic",
+    "GenericJobSpec": "generic",
+    "PyTorchTrainingJob": "training",
+    "PyTorchTrainingJobSpec": "training",
+    "TensorFlowTrainingJob": "training",
+    "TensorFlowTrainingJobSpec": "training",
+    "XGBoostTrainingJob": "training",
+    "XGBoostTrainingJobSpec": "training",
+    "MPIJob": "mpi",
+    "MPIJobSpec": "mpi",
+    "NormalizedMPIJob": "mpi",
+    "ColossalAIJob": "colossalai",
+    "ColossalAIJobSpec": "colossalai",
+    "NormalizedColossalAIJob": "colossalai",
+    "DeepSpeedJob": "deepspeed",
+    "DeepSpeedJobSpec": "deepspeed",
+    "BeamJob": "beam",
+    "BeamJobSpec": "beam",
+    "DebugMode": "common",
+    "ElasticConfig": "common",
+    "PauseMode": "common",
+    "ReplicaSpec": "common",
+    "RestartPolicy": "common",
+    "RunMode": "common",
+    "RunPolicy": "common",
+    "SchedulePolicy": "common",
+    "T9kScheduler": "common",
+    "TensorBoardSpec": "common",
+    "TrainingReplicaSpec": "common",
+    "Aggregate": "status",
+    "BeamJobStatus": "status",
+    "Condition": "status",
+    "ContainerStatus": "status",
+    "DependentStatus": "status",
+    "JobStatus": "status",
+    "ReplicaStatus": "status",
+    "TaskStatus": "status",
+}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from t9k_provider.jobs.base import KubeObject, Model
 from t9k_provider.jobs.common import DebugMode, SchedulePolicy
+from t9k_provider.jobs.contract import BATCH_JOB_SUFFIX, Leader
 from t9k_provider.jobs.job import JobSpec, T9kJob
 from t9k_provider.jobs.status import BeamJobStatus
 from t9k_provider.jobs.templates import Issues, template_issues
@@ -39,7 +40,7 @@ class BeamJobSpec(JobSpec):
 
     def extra_child_suffixes(self) -> list[str]:
         # FlinkCluster `<job>-flinkcluster` names its Services and StatefulSets after itself.
-        return ["flinkcluster-jobmanager", "flinkcluster-taskmanager", "batchjob"]
+        return ["flinkcluster-jobmanager", "flinkcluster-taskmanager", BATCH_JOB_SUFFIX]
 
     def issues(self) -> Issues:
         spec = self.job_template.get("spec")
@@ -52,9 +53,8 @@ class BeamJob(T9kJob):
     """BeamJob runs an Apache Beam Python pipeline on a Flink cluster it creates."""
 
     KIND: ClassVar[str] = "BeamJob"
-    PLURAL: ClassVar[str] = "beamjobs"
-    SINGULAR: ClassVar[str] = "beamjob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("bj",)
+    LEADER: ClassVar[Leader] = Leader()  # the submit pods carry no replica labels
 
     spec: BeamJobSpec
     status: BeamJobStatus | None = None

@@ -7,28 +7,19 @@ from typing import ClassVar
 from pydantic import Field
 
 from t9k_provider.jobs.base import KubeObject, Model
-from t9k_provider.jobs.common import ReplicaSpec, RunMode, SchedulePolicy, WorkersRunPolicy
+from t9k_provider.jobs.common import ReplicaSpec
+from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.job import T9kJob
-from t9k_provider.jobs.replicas import run_mode_issues
 from t9k_provider.jobs.ssh import (
     DEFAULT_SSH_MOUNT_PATH,
     DEFAULT_SSHD_PATH,
-    LAUNCHER_WORKER_TYPES,
+    LAUNCHER_CONTAINER,
     NormalizedSSHJob,
     SSHJobSpec,
     SSHSettings,
-    field_exclusive_issues,
-    launcher_from,
     no_restart,
-    replica_specs_issues,
-    split_replica_specs,
-    worker_with,
 )
-from t9k_provider.jobs.status import JobStatus
-from t9k_provider.jobs.templates import Issues, mount_issues, template_issues
-
-WORKER_CONTAINER = "worker"
-LAUNCHER_CONTAINER = "launcher"
+from t9k_provider.jobs.templates import Issues
 
 
 def launch_arg_pairs(args: list[str]) -> list[tuple[int, str]]:
@@ -112,76 +103,49 @@ class NormalizedColossalAIJob(NormalizedSSHJob):
 class ColossalAIJobSpec(SSHJobSpec):
     """Exactly one shape: `launcher` + `worker`, or `replicaSpecs` + `torchConfig`."""
 
+    KIND: ClassVar[str] = "ColossalAIJob"
+    DOCUMENTED_FIELDS: ClassVar[tuple[str, ...]] = ("worker", "launcher")
+    CONFIG_FIELD: ClassVar[str] = "torchConfig"
+    DOCUMENTED_WORKER_CONTAINER: ClassVar[str] = "worker"
+
     launcher: ColossalAILauncher | None = None
     worker: ColossalAIWorker | None = None
-    replica_specs: list[ReplicaSpec] | None = None
     torch_config: TorchConfig | None = None
     ssh: ColossalAISSH = Field(default_factory=ColossalAISSH)
-    run_policy: WorkersRunPolicy = Field(default_factory=WorkersRunPolicy)
-    run_mode: RunMode | None = None
-    scheduler: SchedulePolicy | None = None
 
-    def issues(self) -> Issues:
-        present = {
-            "worker": self.worker is not None,
-            "launcher": self.launcher is not None,
-            "replicaSpecs": self.replica_specs is not None,
-            "torchConfig": self.torch_config is not None,
-        }
-        issues = field_exclusive_issues(present, ("worker", "launcher"), ("replicaSpecs", "torchConfig"))
-        if issues:
-            return issues
-        ssh_path = self.ssh.auth_mount_path
+    def ssh_settings(self) -> SSHSettings:
+        return SSHSettings(auth_mount_path=self.ssh.auth_mount_path, sshd_path=self.ssh.sshd_path)
+
+    def kind_issues(self) -> Issues:
         if self.worker is not None:
+            issues: Issues = []
             if self.launcher is None:
                 issues.append(("launcher", "the documented shape needs launcher (image, workingDir, ...)"))
-            template = self.worker.template
-            issues += template_issues(template, "worker.template", "ColossalAIJob", WORKER_CONTAINER)
-            issues += mount_issues(template, "worker.template", [ssh_path], "ColossalAIJob (SSH keys)")
-            issues += launch_args_issues(self.worker.torch_args or [], "worker.torchArgs")
-        else:
-            if self.torch_config is None:
-                issues.append(("torchConfig", "the replicaSpecs shape needs torchConfig with a script"))
-            else:
-                issues += launch_args_issues(self.torch_config.extra_args or [], "torchConfig.extraArgs")
-            issues += replica_specs_issues(
-                self.replica_specs or [], "ColossalAIJob", WORKER_CONTAINER, ssh_path
-            )
-        return issues + run_mode_issues(self.run_mode, LAUNCHER_WORKER_TYPES)
+            return issues + launch_args_issues(self.worker.torch_args or [], "worker.torchArgs")
+        if self.torch_config is None:
+            return []
+        return launch_args_issues(self.torch_config.extra_args or [], "torchConfig.extraArgs")
+
+    def documented_launcher(self) -> ReplicaSpec | None:
+        assert self.launcher is not None  # guaranteed by issues()
+        return ReplicaSpec(type="launcher", restart_policy=no_restart(), template=self.launcher.template())
 
     def normalized(self) -> NormalizedColossalAIJob:
         """Both shapes as one `NormalizedColossalAIJob`, sharing nothing with this spec."""
-        ssh = SSHSettings(auth_mount_path=self.ssh.auth_mount_path, sshd_path=self.ssh.sshd_path)
-        common = self.normalized_common(ssh)
+        common = self.normalized_common()
         if self.worker is not None:
-            assert self.launcher is not None  # guaranteed by issues()
-            worker = worker_with(self.worker.template, self.worker.replicas)
-            launcher = ReplicaSpec(
-                type="launcher", restart_policy=no_restart(), template=self.launcher.template()
-            )
             return NormalizedColossalAIJob.deep(
-                worker=worker,
-                launcher=launcher,
-                worker_container=WORKER_CONTAINER,
-                launcher_container=LAUNCHER_CONTAINER,
                 proc_per_worker=self.worker.proc_per_worker,
                 script=list(self.worker.command),
                 extra_args=list(self.worker.torch_args or []),
                 **common,
             )
-        worker, written_launcher = split_replica_specs(self.replica_specs or [])
-        assert worker is not None and self.torch_config is not None  # guaranteed by issues()
-        launcher, launcher_container = launcher_from(
-            written_launcher, worker, WORKER_CONTAINER, LAUNCHER_CONTAINER
-        )
+        config = self.torch_config
+        assert config is not None  # guaranteed by issues()
         return NormalizedColossalAIJob.deep(
-            worker=worker,
-            launcher=launcher,
-            worker_container=WORKER_CONTAINER,
-            launcher_container=launcher_container,
-            proc_per_worker=self.torch_config.proc_per_worker,
-            script=list(self.torch_config.script),
-            extra_args=list(self.torch_config.extra_args or []),
+            proc_per_worker=config.proc_per_worker,
+            script=list(config.script),
+            extra_args=list(config.extra_args or []),
             **common,
         )
 
@@ -190,9 +154,7 @@ class ColossalAIJob(T9kJob):
     """ColossalAIJob runs ColossalAI training: a launcher runs `colossalai run` over SSH."""
 
     KIND: ClassVar[str] = "ColossalAIJob"
-    PLURAL: ClassVar[str] = "colossalaijobs"
-    SINGULAR: ClassVar[str] = "colossalaijob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("caij",)
+    LEADER: ClassVar[Leader] = Leader("launcher", index=None)
 
     spec: ColossalAIJobSpec
-    status: JobStatus | None = None

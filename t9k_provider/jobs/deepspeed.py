@@ -14,9 +14,9 @@ from t9k_provider.jobs.common import (
     SchedulePolicy,
     TrainingRestartPolicy,
 )
+from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.job import JobSpec, T9kJob
 from t9k_provider.jobs.replicas import run_mode_issues
-from t9k_provider.jobs.status import JobStatus
 from t9k_provider.jobs.templates import Issues, mount_issues, template_issues
 
 # Paths the controller mounts into every worker (T9k docs: users must not mount over them).
@@ -135,9 +135,7 @@ class DeepSpeedJob(T9kJob):
     """DeepSpeedJob runs DeepSpeed training: worker-0 starts `deepspeed` over pdsh on all workers."""
 
     KIND: ClassVar[str] = "DeepSpeedJob"
-    PLURAL: ClassVar[str] = "deepspeedjobs"
-    SINGULAR: ClassVar[str] = "deepspeedjob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("dj",)
+    LEADER: ClassVar[Leader] = Leader("worker")  # worker-0 starts `deepspeed`
 
     spec: DeepSpeedJobSpec
-    status: JobStatus | None = None

@@ -8,9 +8,9 @@ from pydantic import Field
 
 from t9k_provider.jobs.base import RankValue
 from t9k_provider.jobs.common import CleanUpPolicy, ReplicaSpec, RunMode, SchedulePolicy, ServiceOption
+from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.job import JobSpec, T9kJob
 from t9k_provider.jobs.replicas import duplicate_type_issues, run_mode_issues, type_name_issues
-from t9k_provider.jobs.status import JobStatus
 from t9k_provider.jobs.templates import Issues, template_issues
 
 # A rule maps replica types to ranks; it holds when every listed replica is in the rule's state.
@@ -72,9 +72,7 @@ class GenericJob(T9kJob):
     """GenericJob runs replicas of free-form types; user-written rules decide success and failure."""
 
     KIND: ClassVar[str] = "GenericJob"
-    PLURAL: ClassVar[str] = "genericjobs"
-    SINGULAR: ClassVar[str] = "genericjob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("gj",)
+    LEADER: ClassVar[Leader] = Leader()  # replica 0 of the first type listed
 
     spec: GenericJobSpec
-    status: JobStatus | None = None

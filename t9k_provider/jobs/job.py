@@ -8,7 +8,9 @@ from pydantic import Field, field_validator, model_validator
 
 from t9k_provider.jobs.base import KubeObject, Model, dns1035_problem
 from t9k_provider.jobs.constants import API_VERSION, KIND_ALIASES, MAX_NAME_LENGTH
+from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.errors import semantic_error
+from t9k_provider.jobs.status import JobStatus
 from t9k_provider.jobs.templates import Issues
 
 # Length of the random suffix the API server appends to `metadata.generateName`.
@@ -42,16 +44,25 @@ class T9kJob(Model):
     """A T9k Job manifest; subclasses fix the kind and the spec and status types."""
 
     KIND: ClassVar[str]
+    #: The resource names, which T9k derives from the kind (set for each subclass).
     PLURAL: ClassVar[str]
     SINGULAR: ClassVar[str]
     SHORT_NAMES: ClassVar[tuple[str, ...]]
+    #: Whose log the operator follows by default.
+    LEADER: ClassVar[Leader]
 
     api_version: str = Field(API_VERSION, alias="apiVersion")
     # Left out of a Python-built job, it still reads as the class's kind.
     kind: str = Field("", validate_default=True)
     metadata: KubeObject = Field(default_factory=dict)
     spec: JobSpec
-    status: Any = None
+    status: JobStatus | None = None
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.SINGULAR = cls.KIND.lower()
+        cls.PLURAL = f"{cls.SINGULAR}s"
 
     @field_validator("api_version")
     @classmethod

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from pydantic import Field
 
 from t9k_provider.jobs.base import Model
 from t9k_provider.jobs.common import ReplicaSpec, RestartPolicy, RunMode, SchedulePolicy, WorkersRunPolicy
 from t9k_provider.jobs.job import JobSpec
-from t9k_provider.jobs.replicas import allowed_type_issues, duplicate_type_issues
+from t9k_provider.jobs.replicas import allowed_type_issues, duplicate_type_issues, run_mode_issues
 from t9k_provider.jobs.templates import Issues, container_index, containers, mount_issues, template_issues
 
 DEFAULT_SSH_MOUNT_PATH = "/root/.ssh"
 DEFAULT_SSHD_PATH = "/usr/sbin/sshd"
 LAUNCHER_WORKER_TYPES = ("launcher", "worker")
+#: The launcher container that runs the launch command, when the launcher has several.
+LAUNCHER_CONTAINER = "launcher"
 
 
 class SSHSettings(Model):
@@ -50,15 +54,52 @@ class NormalizedSSHJob(Model):
 
 
 class SSHJobSpec(JobSpec):
-    """What the MPIJob and ColossalAIJob specs do alike: workers from `worker` (documented shape) or
-    `replicaSpecs`, plus one launcher pod. The subclasses declare the fields (their order is the CRD's)."""
+    """What the MPIJob and ColossalAIJob specs do alike: workers from `worker` (documented shape) or from
+    `replicaSpecs` with a config field, never both, plus one launcher pod. The subclasses declare `worker`,
+    `ssh` and the fields only their kind has."""
+
+    KIND: ClassVar[str]
+    #: The documented shape's fields, `worker` first, and the config field of the `replicaSpecs` shape.
+    DOCUMENTED_FIELDS: ClassVar[tuple[str, ...]]
+    CONFIG_FIELD: ClassVar[str]
+    #: The container that runs sshd in the workers of the documented shape and of the `replicaSpecs` one.
+    DOCUMENTED_WORKER_CONTAINER: ClassVar[str]
+    WORKER_CONTAINER: ClassVar[str] = "worker"
 
     if TYPE_CHECKING:
         worker: Any
-        replica_specs: list[ReplicaSpec] | None
-        run_policy: WorkersRunPolicy
-        run_mode: RunMode | None
-        scheduler: SchedulePolicy | None
+
+    replica_specs: list[ReplicaSpec] | None = None
+    run_policy: WorkersRunPolicy = Field(default_factory=WorkersRunPolicy)
+    run_mode: RunMode | None = None
+    scheduler: SchedulePolicy | None = None
+
+    def ssh_settings(self) -> SSHSettings:
+        """The SSH fields in their normalised form."""
+        raise NotImplementedError
+
+    def kind_issues(self) -> Issues:
+        """Checks only this kind has, run once the shape is known to be one of the two."""
+        return []
+
+    def issues(self) -> Issues:
+        fields = type(self).model_fields.items()
+        written = {f.alias or name: getattr(self, name) is not None for name, f in fields}
+        issues = field_exclusive_issues(written, self.DOCUMENTED_FIELDS, ("replicaSpecs", self.CONFIG_FIELD))
+        if issues:
+            return issues
+        ssh_path = self.ssh_settings().auth_mount_path
+        if self.worker is not None:
+            where, template = "worker.template", self.worker.template
+            issues += template_issues(template, where, self.KIND, self.DOCUMENTED_WORKER_CONTAINER)
+            issues += mount_issues(template, where, [ssh_path], f"{self.KIND} (SSH keys)")
+        else:
+            if not written[self.CONFIG_FIELD]:
+                needs = f"the replicaSpecs shape needs {self.CONFIG_FIELD} with a script"
+                issues.append((self.CONFIG_FIELD, needs))
+            workers = self.replica_specs or []
+            issues += replica_specs_issues(workers, self.KIND, self.WORKER_CONTAINER, ssh_path)
+        return issues + self.kind_issues() + run_mode_issues(self.run_mode, LAUNCHER_WORKER_TYPES)
 
     def replica_counts(self) -> dict[str, int]:
         if self.worker is not None:
@@ -69,10 +110,28 @@ class SSHJobSpec(JobSpec):
     def extra_child_suffixes(self) -> list[str]:
         return ["launcher"]
 
-    def normalized_common(self, ssh: SSHSettings) -> dict[str, Any]:
-        """The `NormalizedSSHJob` fields that both API shapes fill alike."""
+    def documented_launcher(self) -> ReplicaSpec | None:
+        """The launcher the documented shape writes; None: it runs in a copy of the worker template."""
+        return None
+
+    def normalized_common(self) -> dict[str, Any]:
+        """The `NormalizedSSHJob` fields, whichever shape was written."""
+        if self.worker is not None:
+            worker = worker_with(self.worker.template, self.worker.replicas)
+            written_launcher, worker_container = self.documented_launcher(), self.DOCUMENTED_WORKER_CONTAINER
+        else:
+            worker, written_launcher = split_replica_specs(self.replica_specs or [])
+            assert worker is not None  # guaranteed by issues()
+            worker_container = self.WORKER_CONTAINER
+        launcher, launcher_container = launcher_from(
+            written_launcher, worker, worker_container, LAUNCHER_CONTAINER
+        )
         return {
-            "ssh": ssh,
+            "worker": worker,
+            "launcher": launcher,
+            "worker_container": worker_container,
+            "launcher_container": launcher_container,
+            "ssh": self.ssh_settings(),
             "clean_up_workers": self.run_policy.clean_up_workers,
             "run_mode": self.run_mode,
             "scheduler": self.scheduler,

@@ -7,15 +7,9 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from t9k_provider.jobs.base import StatusModel
+from t9k_provider.jobs.contract import OLD_CONDITION_TYPES, BeamJobPhase, JobPhase, ReplicaPhase
 
-JobPhase = Literal["Pending", "Running", "Paused", "Resuming", "Succeeded", "Failed", "Unknown"]
-ReplicaPhase = Literal["Creating", "Pending", "Running", "Succeeded", "Failed", "Unknown", "Deleted"]
-BeamJobPhase = Literal["Initializing", "Running", "Succeeded", "Failed", "Unknown"]
 ConditionStatus = Literal["True", "False", "Unknown"]
-
-# Condition types of the replica kinds; BeamJob uses `ClusterRunning` and `JobRunning`.
-CONDITION_TYPES = ("Initialized", "Running", "ReplicaFailure", "Completed", "Failed", "Paused")
-_OLD_CONDITION_TYPES = {"Initializing": "Initialized"}
 
 
 class Condition(StatusModel):
@@ -29,7 +23,7 @@ class Condition(StatusModel):
     @field_validator("type")
     @classmethod
     def _canonical_type(cls, value: str) -> str:
-        return _OLD_CONDITION_TYPES.get(value, value)
+        return OLD_CONDITION_TYPES.get(value, value)
 
 
 class ContainerStatus(StatusModel):
@@ -92,21 +86,26 @@ class DependentStatus(StatusModel):
     type: Literal["Normal", "Warning"] | None = None
 
 
-class JobStatus(StatusModel):
-    """Common status of every kind except BeamJob."""
+class _KindStatus(StatusModel):
+    """What the status of every kind has."""
 
-    phase: JobPhase | None = None
     conditions: list[Condition] | None = None
-    tasks: list[TaskStatus] | None = None
-    aggregate: Aggregate | None = None
-    backoff_count: int | None = Field(None, ge=0)
-    tensorboard: DependentStatus | None = None
     start_time: str | None = None
     completion_time: str | None = None
     observed_generation: int | None = None
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions or [] if c.type == type_), None)
+
+
+class JobStatus(_KindStatus):
+    """Common status of every kind except BeamJob."""
+
+    phase: JobPhase | None = None
+    tasks: list[TaskStatus] | None = None
+    aggregate: Aggregate | None = None
+    backoff_count: int | None = Field(None, ge=0)
+    tensorboard: DependentStatus | None = None
 
 
 class PodReference(StatusModel):
@@ -124,15 +123,8 @@ class FlinkClusterStatus(StatusModel):
     task_manager_status: list[PodPhase] | None = None
 
 
-class BeamJobStatus(StatusModel):
+class BeamJobStatus(_KindStatus):
     phase: BeamJobPhase | None = None
-    conditions: list[Condition] | None = None
     job_url: str | None = Field(None, alias="jobURL")
     flink_cluster_status: FlinkClusterStatus | None = None
     job_status: list[PodPhase] | None = None
-    start_time: str | None = None
-    completion_time: str | None = None
-    observed_generation: int | None = None
-
-    def condition(self, type_: str) -> Condition | None:
-        return next((c for c in self.conditions or [] if c.type == type_), None)

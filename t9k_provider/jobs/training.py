@@ -16,6 +16,7 @@ from t9k_provider.jobs.common import (
     TensorBoardSpec,
     TrainingReplicaSpec,
 )
+from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.job import JobSpec, T9kJob
 from t9k_provider.jobs.replicas import (
     allowed_type_issues,
@@ -23,7 +24,6 @@ from t9k_provider.jobs.replicas import (
     run_mode_issues,
     type_name_issues,
 )
-from t9k_provider.jobs.status import JobStatus
 from t9k_provider.jobs.templates import Issues, template_issues
 
 
@@ -141,34 +141,28 @@ class PyTorchTrainingJob(T9kJob):
     """PyTorchTrainingJob runs PyTorch distributed training, optionally through torchrun."""
 
     KIND: ClassVar[str] = "PyTorchTrainingJob"
-    PLURAL: ClassVar[str] = "pytorchtrainingjobs"
-    SINGULAR: ClassVar[str] = "pytorchtrainingjob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("pj",)
+    LEADER: ClassVar[Leader] = Leader(preferred=("master",))
 
     spec: PyTorchTrainingJobSpec
-    status: JobStatus | None = None
 
 
 class TensorFlowTrainingJob(T9kJob):
     """TensorFlowTrainingJob runs TensorFlow distributed training (chief, worker, ps, evaluator)."""
 
     KIND: ClassVar[str] = "TensorFlowTrainingJob"
-    PLURAL: ClassVar[str] = "tensorflowtrainingjobs"
-    SINGULAR: ClassVar[str] = "tensorflowtrainingjob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("tj",)
+    LEADER: ClassVar[Leader] = Leader(preferred=("chief", "worker"))
 
     spec: TensorFlowTrainingJobSpec
-    status: JobStatus | None = None
 
 
 class XGBoostTrainingJob(T9kJob):
     """XGBoostTrainingJob runs distributed XGBoost training (one master, workers)."""
 
     KIND: ClassVar[str] = "XGBoostTrainingJob"
-    PLURAL: ClassVar[str] = "xgboosttrainingjobs"
-    SINGULAR: ClassVar[str] = "xgboosttrainingjob"
     # Not shown in the T9k docs; `xgbj` follows the pattern of `pj`/`tj` without clashing.
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("xgbj",)
+    LEADER: ClassVar[Leader] = Leader(preferred=("master",))
 
     spec: XGBoostTrainingJobSpec
-    status: JobStatus | None = None

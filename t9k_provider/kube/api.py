@@ -1,9 +1,9 @@
-"""The one Kubernetes API client of the controller and the local node agents: raw JSON requests, counted.
+"""The one async Kubernetes API client (controller, local node agents, Airflow triggers): raw JSON requests.
 
 Objects stay plain dicts (no generated models), so built-in and custom resources are handled the same way and
 nothing the server returns is dropped. Every request is reported to an ``ApiMetrics`` by verb and resource;
 the controller's Prometheus counters (issue 7 reads them to measure its API efficiency) implement it, the node
-agents pass ``NO_METRICS``.
+agents and the triggers pass ``NO_METRICS``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,6 +22,8 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT = 30.0
+#: Longest log line passed on; the rest of a longer line is dropped (a runaway line cannot exhaust memory).
+MAX_LOG_LINE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -50,15 +52,34 @@ class ResourceType:
 
 
 class ApiError(Exception):
-    """A non-2xx answer; ``reason`` is the Status reason (NotFound, AlreadyExists, Conflict, Invalid, ...)."""
+    """A non-2xx answer; ``reason`` is the Status reason (NotFound, AlreadyExists, Conflict, Invalid, ...).
 
-    def __init__(self, status: int, body: dict[str, Any] | None, text: str = "") -> None:
+    ``headers`` are the response's (Retry-After); an ERROR event inside a watch stream has none.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        body: dict[str, Any] | None,
+        text: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         body = body or {}
         self.status = status
         self.reason: str = body.get("reason") or ""
         self.message: str = body.get("message") or text or f"HTTP {status}"
         self.body = body
+        self.headers: Mapping[str, str] = headers or {}
         super().__init__(f"{status} {self.reason}: {self.message}")
+
+    @classmethod
+    def from_answer(cls, status: int, text: str, headers: Mapping[str, str] | None = None) -> ApiError:
+        """From a response's status and body text (a Status object, or anything a proxy sends)."""
+        try:
+            body = json.loads(text) if text else None
+        except ValueError:
+            body = None
+        return cls(status, body if isinstance(body, dict) else None, text[:500], headers)
 
     @property
     def not_found(self) -> bool:
@@ -112,19 +133,45 @@ class NoMetrics:
 NO_METRICS = NoMetrics()
 
 
-async def api_client(kubeconfig: str | Path | None) -> ApiClient:
-    """A client bound to ``kubeconfig`` (never the global configuration); without one, the in-cluster
-    service account, then the default kubeconfig."""
+async def api_client(
+    kubeconfig: str | Path | Mapping[str, Any] | None,
+    *,
+    context: str | None = None,
+    in_cluster: bool = False,
+    verify_ssl: bool = True,
+    connection_limit: int | None = None,
+) -> ApiClient:
+    """A client bound to its own configuration, never the global one.
+
+    ``kubeconfig`` is a file or its parsed contents (``context`` picks a context other than its current one);
+    ``in_cluster`` uses the pod's service account. With neither: the service account, else the default
+    kubeconfig. ``connection_limit`` caps open connections (0: no cap; default: the client's 100).
+    """
     configuration = Configuration()
-    if kubeconfig:
+    if in_cluster:
+        kube_config.load_incluster_config(client_configuration=configuration)
+    elif isinstance(kubeconfig, Mapping):
+        await kube_config.load_kube_config_from_dict(
+            dict(kubeconfig), context=context, client_configuration=configuration
+        )
+    elif kubeconfig:
         await kube_config.load_kube_config(
-            config_file=str(kubeconfig), client_configuration=configuration, persist_config=False
+            config_file=str(kubeconfig),
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
         )
     else:
         try:
             kube_config.load_incluster_config(client_configuration=configuration)
         except kube_config.ConfigException:
-            await kube_config.load_kube_config(client_configuration=configuration, persist_config=False)
+            await kube_config.load_kube_config(
+                context=context, client_configuration=configuration, persist_config=False
+            )
+    if not verify_ssl:
+        configuration.verify_ssl = False
+    if connection_limit is not None:
+        configuration.connection_pool_maxsize = connection_limit
     if not configuration.proxy:
         configuration.proxy = environment_proxy(configuration.host)
     client = ApiClient(configuration)
@@ -147,6 +194,10 @@ class KubeApi:
     def __init__(self, client: ApiClient, metrics: ApiMetrics = NO_METRICS) -> None:
         self._client = client
         self.metrics = metrics
+
+    async def close(self) -> None:
+        """Close the client's connections (streams still open on them end)."""
+        await self._client.close()
 
     @property
     def host(self) -> str:
@@ -184,20 +235,33 @@ class KubeApi:
         response = await self._send(verb, method, rt, path, **kwargs)
         async with response:
             text = await response.text()
-        try:
-            data = json.loads(text) if text else {}
-        except ValueError:
-            data = {}
         if not 200 <= response.status < 300:
-            raise ApiError(response.status, data if isinstance(data, dict) else None, text[:500])
-        return data
+            raise ApiError.from_answer(response.status, text, response.headers)
+        try:
+            return json.loads(text) if text else {}
+        except ValueError:
+            return {}
 
     async def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
         return _typed(rt, await self._call("get", "GET", rt, rt.path(namespace, name)))
 
-    async def list(self, rt: ResourceType, namespace: str | None) -> tuple[list[dict[str, Any]], str]:
-        """All objects (built-in list items lack apiVersion/kind: they are filled in) and the list's RV."""
-        data = await self._call("list", "GET", rt, rt.path(namespace))
+    async def list(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """The objects (built-in list items lack apiVersion/kind: they are filled in) and the list's RV.
+
+        With ``limit``, only the first ``limit`` objects; the RV is still the collection's current one, from
+        which a watch misses no later change (``limit=1`` is the cheapest way to get it).
+        """
+        query = [("labelSelector", label_selector)] if label_selector else []
+        if limit is not None:
+            query.append(("limit", str(limit)))
+        data = await self._call("list", "GET", rt, rt.path(namespace), query=query)
         items = [_typed(rt, item) for item in data.get("items") or []]
         return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
 
@@ -237,11 +301,13 @@ class KubeApi:
         *,
         uid: str | None = None,
         grace_period_seconds: int | None = None,
+        propagation: str = "Background",
     ) -> dict[str, Any]:
+        """Delete, guarded by ``uid`` when given (409 Conflict if the name now holds another object)."""
         options: dict[str, Any] = {
             "kind": "DeleteOptions",
             "apiVersion": "v1",
-            "propagationPolicy": "Background",
+            "propagationPolicy": propagation,
         }
         if uid is not None:
             options["preconditions"] = {"uid": uid}
@@ -269,12 +335,7 @@ class KubeApi:
         response = await self._send("watch", "GET", rt, rt.path(namespace), query=query, timeout=timeout)
         async with response:
             if response.status != 200:
-                text = await response.text()
-                try:
-                    body = json.loads(text)
-                except ValueError:
-                    body = None
-                raise ApiError(response.status, body if isinstance(body, dict) else None, text[:500])
+                raise ApiError.from_answer(response.status, await response.text(), response.headers)
             while True:
                 line = await response.content.readline()
                 if not line:
@@ -288,6 +349,43 @@ class KubeApi:
                 self.metrics.watch_event(rt.plural, str(event.get("type")))
                 event["object"] = _typed(rt, obj)
                 yield event
+
+    async def follow_log(
+        self, namespace: str, pod: str, container: str, *, since_time: str | None = None
+    ) -> AsyncIterator[str]:
+        """A container's log as it is written (``follow=true``, ``timestamps=true``), line by line, until the
+        server ends it: the container stopped (after the last line) or the pod is gone.
+
+        ``since_time`` (RFC 3339) starts at that second instead of the beginning. The stream has no read
+        timeout: a replica may stay silent for hours; the caller stops the iteration when it stops caring.
+        """
+        from t9k_provider.kube.resources import PODS  # it imports this module
+
+        query = [("container", container), ("follow", "true"), ("timestamps", "true")]
+        if since_time is not None:
+            query.append(("sinceTime", since_time))
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=REQUEST_TIMEOUT, sock_read=None)
+        path = PODS.path(namespace, pod, "log")
+        response = await self._send("log", "GET", PODS, path, query=query, timeout=timeout)
+        async with response:
+            if response.status != 200:
+                raise ApiError.from_answer(response.status, await response.text(), response.headers)
+            rest, cut = b"", False  # cut: the current line was passed on truncated; drop it up to its end
+            while chunk := await response.content.readany():
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                if cut and lines:
+                    lines.pop(0)
+                    cut = False
+                for line in lines:
+                    yield line[:MAX_LOG_LINE_BYTES].decode(errors="replace")
+                if len(rest) > MAX_LOG_LINE_BYTES and not cut:
+                    yield rest[:MAX_LOG_LINE_BYTES].decode(errors="replace")
+                    cut = True
+                if cut:
+                    rest = b""
+            if rest and not cut:
+                yield rest.decode(errors="replace")
 
 
 def _typed(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:

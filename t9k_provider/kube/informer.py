@@ -7,8 +7,8 @@ errors are retried with bounded, jittered exponential backoff, so an informer ne
 
 The cache can also be written through by its owner's own successful writes (``observe``), so a reconcile that
 runs before the watch delivers the echo of the previous write never acts on older state than it produced
-itself. Events older than what the cache holds are dropped, comparing resourceVersions numerically (etcd and
-the local store use one global counter); tombstones keep a late event from resurrecting a deleted object.
+itself. Events older than what the cache holds are dropped (``versions.compare``: etcd and the local store
+use one global counter); tombstones keep a late event from resurrecting a deleted object.
 
 Handlers get ``(old, new)``: ``old`` is None for an object that appeared, ``new`` None for one that went away.
 Indexes map an index value to the keys of the objects whose index function yields it (client-go's Indexer).
@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.versions import compare, resource_version
 
 log = logging.getLogger(__name__)
 
@@ -69,21 +70,6 @@ def by_label(label: str) -> IndexFunc:
         return [f"{meta.get('namespace') or ''}/{value}"] if value is not None else []
 
     return index
-
-
-def _rv(obj: dict[str, Any] | None) -> int | None:
-    value = ((obj or {}).get("metadata") or {}).get("resourceVersion")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _older(candidate: dict[str, Any] | int | None, current: dict[str, Any] | int | None) -> bool:
-    """True when ``candidate`` is known to be older than ``current`` (unknown versions are never older)."""
-    a = candidate if isinstance(candidate, int) or candidate is None else _rv(candidate)
-    b = current if isinstance(current, int) or current is None else _rv(current)
-    return a is not None and b is not None and a < b
 
 
 class Informer:
@@ -172,16 +158,16 @@ class Informer:
                     # nothing to cache, so count as synced and look again later.
                     self.synced.set()
                     cause = cause or "error"
-                await self._sleep_after_error(exc, backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                backoff = await self._back_off(exc, backoff)
             except Exception as exc:  # network errors, server restarts: retry with backoff, never die
-                await self._sleep_after_error(exc, backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                backoff = await self._back_off(exc, backoff)
 
-    async def _sleep_after_error(self, exc: BaseException, backoff: float) -> None:
+    async def _back_off(self, exc: BaseException, backoff: float) -> float:
+        """Sleep about ``backoff`` seconds after an error; returns the next backoff."""
         self.last_error = f"{type(exc).__name__}: {exc}"
         log.warning("informer %s: %s; retrying in %.1fs", self.rt.plural, self.last_error, backoff)
         await asyncio.sleep(backoff * (0.5 + random.random()))
+        return min(backoff * 2, MAX_BACKOFF)
 
     async def _relist(self, cause: str) -> None:
         self._api.metrics.relist(self.rt.plural, cause)
@@ -210,7 +196,7 @@ class Informer:
                 self._apply(event["type"], obj)
             if rv:
                 self._resource_version = str(rv)
-                self._forget_tombstones(_rv(obj))
+                self._forget_tombstones(resource_version(obj))
         self.last_error = None
         if not events and loop.time() - opened < MIN_WATCH_SECONDS:
             # A server that closes watches at once must not turn this into a request loop.
@@ -227,21 +213,17 @@ class Informer:
         key = object_key(obj)
         current = self._store.get(key)
         if not force:
-            if _older(obj, current) or _older(obj, self._tombstones.get(key)):
+            tombstone = self._tombstones.get(key)
+            if compare(obj, current) == -1 or compare(obj, tombstone) == -1:
                 return
-            if (
-                kind != "DELETED"
-                and current is None
-                and _rv(obj) is not None
-                and _rv(obj) == self._tombstones.get(key)
-            ):
+            if kind != "DELETED" and current is None and compare(obj, tombstone) == 0:
                 return
         if kind == "DELETED" or not self._keep(obj):
             if current is None:
                 return
             self._index(current, add=False)
             del self._store[key]
-            rv = _rv(obj)
+            rv = resource_version(obj)
             if rv is not None:
                 self._tombstones[key] = rv
             self._notify(current, None)

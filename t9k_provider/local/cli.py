@@ -162,7 +162,7 @@ def _die_with(server_pid: int) -> None:
 
 async def run_agents(state: StateDir, kubelet: str, network: str, flink_operator: bool = True) -> None:
     """The ``node-agents`` process: until SIGTERM/SIGINT, which stop the kubelet's containers first."""
-    from t9k_provider.local.kubelet.agents import run_node_agents
+    from t9k_provider.local.node.agents import run_node_agents
 
     agents = asyncio.create_task(
         run_node_agents(state.kubeconfig, state.path, kubelet, network, flink_operator=flink_operator)

@@ -16,46 +16,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from t9k_provider.local.timestamps import parse_timestamp
+
 # A line longer than this is split into `P` chunks, as containerd does (16 KiB).
 MAX_LINE_BYTES = 16 * 1024
 FOLLOW_POLL_SECONDS = 0.1
-
-
-def pod_dir(state_dir: Path, pod: dict) -> Path:
-    """`STATE/pods/<ns>_<name>_<uid>`: the pod's private directory (logs, exit codes, volumes)."""
-    meta = pod["metadata"]
-    return Path(state_dir) / "pods" / f"{meta.get('namespace', 'default')}_{meta['name']}_{meta['uid']}"
-
-
-def container_log_path(state_dir: Path, pod: dict, container: str, restart_count: int) -> Path:
-    return pod_dir(state_dir, pod) / container / f"{restart_count}.log"
-
-
-def exit_code_path(log_path: Path) -> Path:
-    """The shim writes the exit code here last, so its existence means the log is complete."""
-    return log_path.with_suffix(".exit")
-
-
-def container_finished(log_path: Path) -> bool:
-    return exit_code_path(log_path).exists()
 
 
 def format_timestamp(ns: int) -> str:
     """RFC 3339 with exactly nine fractional digits, as the kubelet prints it."""
     seconds, frac = divmod(ns, 1_000_000_000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{frac:09d}Z"
-
-
-def parse_timestamp(text: str) -> datetime:
-    """Parse the timestamps this module writes (and any RFC 3339 one); nanoseconds are truncated to µs."""
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    main, _, rest = text.partition(".")
-    if rest:
-        digits = len(rest) - len(rest.lstrip("0123456789"))
-        frac, tz = rest[:digits], rest[digits:]
-        text = f"{main}.{(frac + '000000')[:6]}{tz}"
-    return datetime.fromisoformat(text)
 
 
 class CriLogWriter:
@@ -182,7 +153,7 @@ async def read_log(
     """Yield the container's output as the kubelet serves it.
 
     With `follow`, new output is streamed until `finished()` is true and the file is drained; the caller
-    decides what "finished" means (usually: the container terminated, i.e. `container_finished(path)`).
+    decides what "finished" means (usually: the container terminated, i.e. its attempt's exit file exists).
     """
     source = _RecordFile(Path(path))
     at_line_start = [True]
@@ -256,18 +227,3 @@ def _tail(records: list[LogRecord], lines: int) -> list[LogRecord]:
     if current:
         groups.append(current)
     return [rec for group in groups for rec in group]
-
-
-def write_exit_code(log_path: Path, code: int) -> None:
-    """Atomically publish the exit code (temp file + rename), so readers never see a half-written file."""
-    target = exit_code_path(log_path)
-    tmp = target.with_suffix(".exit.tmp")
-    tmp.write_text(f"{code}\n")
-    os.replace(tmp, target)
-
-
-def read_exit_code(log_path: Path) -> int | None:
-    try:
-        return int(exit_code_path(log_path).read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None

@@ -42,12 +42,12 @@ class Running:
     port: int | None
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write atomically with mode 0600 (never world-readable, even briefly)."""
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write atomically with ``mode`` (a private file is never world-readable, even briefly)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
     os.replace(tmp, path)
 
 
@@ -90,7 +90,7 @@ class StateDir:
             if token:
                 return token
         token = secrets.token_urlsafe(32)
-        _write_private(path, token + "\n")
+        write_atomic(path, f"{token}\n".encode())
         return token
 
     @property
@@ -119,7 +119,7 @@ class StateDir:
             "current-context": CLUSTER_NAME,
             "preferences": {},
         }
-        _write_private(self.kubeconfig, yaml.safe_dump(config, sort_keys=False))
+        write_atomic(self.kubeconfig, yaml.safe_dump(config, sort_keys=False).encode())
         return self.kubeconfig
 
     def kubeconfig_port(self) -> int | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from t9k_provider.local.kubelet import cgroups
 from t9k_provider.local.state import StateDir, wait_ready
 
 
@@ -114,7 +115,8 @@ class LocalCluster:
         return self
 
     def stop(self, timeout: float = 20) -> None:
-        """SIGTERM and wait (SIGKILL after ``timeout``)."""
+        """SIGTERM and wait (SIGKILL after ``timeout``); then no cgroup of this cluster's kubelet is left,
+        even one a kubelet left to a next one (``stop_pods_on_exit=False``) or a killed one left behind."""
         proc = self._proc
         if proc is None:
             return
@@ -126,6 +128,7 @@ class LocalCluster:
                 proc.kill()
                 proc.wait(10)
         self._proc = None
+        cgroups.remove_leftovers(self.state_dir)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would; the next ``start()`` finds and replaces the stale pid file."""
@@ -209,20 +212,17 @@ class LocalCluster:
         """A sync ``kubernetes.client.ApiClient`` bound to this cluster (the global config is left alone)."""
         from kubernetes import client
 
-        config = client.Configuration()
-        config.host = self.base_url
-        config.api_key = {"BearerToken": self.token}
-        config.api_key_prefix = {"BearerToken": "Bearer"}
-        config.ssl_ca_cert = str(self.state.ca_cert)
-        return client.ApiClient(config)
+        return client.ApiClient(self._configured(client.Configuration()))
 
     def async_api_client(self) -> Any:
         """A ``kubernetes_asyncio.client.ApiClient`` bound to this cluster; close it in the same loop."""
         from kubernetes_asyncio import client
 
-        config = client.Configuration()
+        return client.ApiClient(self._configured(client.Configuration()))
+
+    def _configured(self, config: Any) -> Any:
         config.host = self.base_url
         config.api_key = {"BearerToken": self.token}
         config.api_key_prefix = {"BearerToken": "Bearer"}
         config.ssl_ca_cert = str(self.state.ca_cert)
-        return client.ApiClient(config)
+        return config

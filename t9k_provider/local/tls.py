@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from t9k_provider.local.state import write_atomic
 
 VALIDITY = datetime.timedelta(days=3650)
 
@@ -31,17 +32,6 @@ class Pki:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(self.server_cert, self.server_key)
         return context
-
-    def client_context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.ca_cert))
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def _name(common_name: str) -> x509.Name:
@@ -103,11 +93,11 @@ def ensure_pki(state_dir: Path) -> Pki:
         .sign(ca_key, hashes.SHA256())
     )
     pem = serialization.Encoding.PEM
-    _write(
+    write_atomic(
         pki.server_key,
         key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
         0o600,
     )
-    _write(pki.server_cert, cert.public_bytes(pem), 0o644)
-    _write(pki.ca_cert, ca_cert.public_bytes(pem), 0o644)
+    write_atomic(pki.server_cert, cert.public_bytes(pem), 0o644)
+    write_atomic(pki.ca_cert, ca_cert.public_bytes(pem), 0o644)
     return pki

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from t9k_provider.hooks import job_status
-from t9k_provider.operators.replicas import pod_selector
+from t9k_provider.hooks.replicas import pod_selector
 
 #: Most recent events shown per object.
 EVENTS_PER_OBJECT = 10

@@ -6,28 +6,29 @@ Kubernetes clients nor the job models: they load inside ``execute``.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator, conf
 
 from t9k_provider.hooks import job_status
+from t9k_provider.hooks.errors import api_status
+from t9k_provider.hooks.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
 from t9k_provider.hooks.wait_limits import WaitLimits, seconds
 from t9k_provider.links.job import T9kJobLink
 from t9k_provider.operators import identity as ident
+from t9k_provider.operators import reattach
 from t9k_provider.operators.diagnostics import failure_report
-from t9k_provider.operators.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
 
-ReattachPolicy = str | Callable[[dict[str, Any]], bool]
-REATTACH_POLICIES = ("if_unchecked", "if_running", "never")
 ON_FINISH_ACTIONS = ("keep", "delete", "delete_on_success")
 ON_KILL_ACTIONS = ("delete", "keep")
 #: XCom key holding the job identity, pushed before any waiting so a failed task still names its job.
@@ -71,6 +72,8 @@ class T9kJobOperator(BaseOperator):
         ``kube_config``, ``cluster_context``, ``namespace``).
     :param wait_for_completion: False returns right after submission (or adoption).
     :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param wait_before_defer: deferrable mode only: seconds to follow the job in the worker before deferring,
+        so a job that ends by then concludes without a deferral round trip; 0 defers at once.
     :param poll_interval: seconds between status reads (jittered by +-20%).
     :param startup_timeout: seconds from the job's creation until it leaves Pending (admission + scheduling).
     :param running_timeout: seconds the job may run once its Running condition is true.
@@ -80,9 +83,9 @@ class T9kJobOperator(BaseOperator):
         InvalidImageName, CreateContainerConfigError) before the job is stopped and the task fails
         (retryable); None disables the check and its pod reads.
     :param reattach_policy: when a job from an earlier try of this task instance exists: ``if_unchecked``
-        adopts it unless an earlier try already reported its outcome; ``if_running`` adopts only an unfinished
-        job; ``never`` replaces it; or a callable ``(job: dict) -> bool``. Replacing deletes the old job
-        first.
+        adopts it unless an earlier try already reported its outcome and this try re-runs the task (a user
+        cleared it) or retries a reported job failure; ``if_running`` adopts only an unfinished job;
+        ``never`` replaces it; or a callable ``(job: dict) -> bool``. Replacing deletes the old job first.
     :param on_finish_action: ``keep``, ``delete`` or ``delete_on_success`` once the job is terminal.
     :param on_kill_action: ``delete`` or ``keep`` the job when the task is killed or times out.
     :param get_logs: copy replica logs into the task log.
@@ -94,6 +97,9 @@ class T9kJobOperator(BaseOperator):
     :param retry_on_job_failure: raise a retryable error (a new job on retry) instead of failing for good.
     :param job_url_template: URL of the extra link, e.g. ``https://t9k.example/jobs/{namespace}/{name}``;
         default ``[t9k] job_url_template``.
+    :param exact_name: submit an explicit ``metadata.name`` as it is; by default it is the prefix of a name
+        unique to the task instance (as ``generateName`` is), so mapped instances and later runs never
+        collide.
     """
 
     template_fields: Sequence[str] = (
@@ -123,13 +129,14 @@ class T9kJobOperator(BaseOperator):
         in_cluster: bool | None = None,
         wait_for_completion: bool = True,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        wait_before_defer: float | timedelta = 20.0,
         poll_interval: float = 10.0,
         startup_timeout: float | timedelta | None = None,
         running_timeout: float | timedelta | None = None,
         paused_timeout: float | timedelta | None = None,
         unknown_timeout: float | timedelta | None = None,
         pod_error_timeout: float | timedelta | None = 120,
-        reattach_policy: ReattachPolicy = "if_unchecked",
+        reattach_policy: reattach.ReattachPolicy = "if_unchecked",
         on_finish_action: str = "keep",
         on_kill_action: str = "delete",
         get_logs: bool = True,
@@ -138,6 +145,7 @@ class T9kJobOperator(BaseOperator):
         failure_log_lines: int = 50,
         retry_on_job_failure: bool = False,
         job_url_template: str | None = None,
+        exact_name: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -149,6 +157,7 @@ class T9kJobOperator(BaseOperator):
         self.in_cluster = in_cluster
         self.wait_for_completion = wait_for_completion
         self.deferrable = deferrable
+        self.wait_before_defer = seconds(wait_before_defer, "wait_before_defer")
         if poll_interval <= 0:
             raise ValueError(f"poll_interval: must be positive, got {poll_interval!r}")
         self.poll_interval = float(poll_interval)
@@ -158,7 +167,7 @@ class T9kJobOperator(BaseOperator):
         self.unknown_timeout = seconds(unknown_timeout, "unknown_timeout")
         self.pod_error_timeout = seconds(pod_error_timeout, "pod_error_timeout")
         if not callable(reattach_policy):
-            _choice(reattach_policy, REATTACH_POLICIES, "reattach_policy")
+            _choice(reattach_policy, reattach.REATTACH_POLICIES, "reattach_policy")
         self.reattach_policy = reattach_policy
         self.on_finish_action = _choice(on_finish_action, ON_FINISH_ACTIONS, "on_finish_action")
         self.on_kill_action = _choice(on_kill_action, ON_KILL_ACTIONS, "on_kill_action")
@@ -170,8 +179,15 @@ class T9kJobOperator(BaseOperator):
         self.failure_log_lines = failure_log_lines
         self.retry_on_job_failure = retry_on_job_failure
         self.job_url_template = job_url_template or conf.get("t9k", "job_url_template", fallback=None)
+        self.exact_name = exact_name
         self._job: JobRef | None = None
+        #: What a kill must stop: the job's name is known before it is created, its uid once it is.
+        self._target: JobRef | None = None
+        self._identity: dict[str, str] | None = None
+        #: The hook ``on_kill`` uses, built before the task can create or wait for anything.
+        self._killer: T9kHook | None = None
         self._killed = False
+        self._stopped = False
 
     @property
     def job_url(self) -> str | None:
@@ -205,6 +221,16 @@ class T9kJobOperator(BaseOperator):
                 self.manifest = path.read_text()
         super().render_template_fields(context, jinja_env)
 
+    def render_template(
+        self, content: Any, context: Any, jinja_env: Any = None, seen_oids: set[int] | None = None
+    ) -> Any:
+        """Only the ``manifest`` field itself may name a template file: Airflow would load any string ending
+        in ``template_ext``, a path in a dict manifest's ``args`` or ``env`` too, or ``config_file``."""
+        names_file = isinstance(content, str) and content.endswith(tuple(self.template_ext))
+        if names_file and content is not self.manifest:
+            return self._render((jinja_env or self.get_template_env()).from_string(content), context)
+        return super().render_template(content, context, jinja_env, seen_oids)
+
     def build_manifest(self, task_identity: dict[str, str] | None, try_number: int | None) -> dict[str, Any]:
         """Validate with the job models (before any API call) and add name, namespace and annotations."""
         from t9k_provider.jobs import ManifestError, load
@@ -227,10 +253,12 @@ class T9kJobOperator(BaseOperator):
             raise AirflowFailException(
                 f"metadata.namespace: {stated!r} disagrees with the operator's namespace={self.namespace!r}"
             )
-        if not meta.get("name"):
+        if not (meta.get("name") and self.exact_name):
             placeholder = {ident.DAG_ID: self.dag_id, ident.TASK_ID: self.task_id, ident.RUN_ID: "dry-run"}
             key = task_identity or {**placeholder, ident.MAP_INDEX: "-1"}
-            meta["name"] = ident.job_name(key, prefix=meta.pop("generateName", None))
+            prefix = meta.get("name") or meta.get("generateName")
+            meta.pop("generateName", None)
+            meta["name"] = ident.job_name(key, prefix=prefix)
         if task_identity is not None:
             meta["annotations"] = {
                 **(meta.get("annotations") or {}),
@@ -254,6 +282,10 @@ class T9kJobOperator(BaseOperator):
     # -- execute ----------------------------------------------------------------------------------------
 
     def execute(self, context: Any) -> dict[str, Any] | None:
+        with self._completing_kills():
+            return self._execute(context)
+
+    def _execute(self, context: Any) -> dict[str, Any] | None:
         ti = context["ti"]
         task_identity = ident.task_identity(ti)
         body = self.build_manifest(task_identity, getattr(ti, "try_number", None))
@@ -261,20 +293,28 @@ class T9kJobOperator(BaseOperator):
         plural = self._plural(kind)
         namespace = self.namespace or body["metadata"].get("namespace") or self.hook.default_namespace
         body["metadata"]["namespace"] = namespace
+        self._identity = task_identity
+        self._prepare_kill(JobRef(kind, plural, body["metadata"]["name"], namespace, None))
         self.log.info(
             "T9k %s %s/%s (connection %s)", kind, namespace, body["metadata"]["name"], self.kubernetes_conn_id
         )
-        job = self._submit_or_adopt(body, plural, task_identity)
+        starts_run = reattach.starts_a_run(ti, int(self.retries or 0))
+        job = self._submit_or_adopt(body, plural, task_identity, starts_run)
         ref = JobRef(kind, plural, job["metadata"]["name"], namespace, job["metadata"].get("uid"))
-        self._job = ref
+        self._job = self._target = ref
+        self._raise_if_killed()
         ti.xcom_push(key=IDENTITY_XCOM_KEY, value=ref._asdict())
         T9kJobLink.persist(context, self.job_url)
         if not self.wait_for_completion:
             return job_status.summary(job)
         limits = self._limits(context)
-        if self.deferrable:
-            self._defer(ref, limits, cursors={})
-        return self._wait_here(context, ref, limits)
+        targets = self._targets(kind, body)
+        follower = self._log_follower(ref, targets, {}) if self.get_logs else None
+        until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
+        result = self._follow(ref, job, limits, follower, until)
+        if result is None:
+            self._defer(ref, limits, targets, follower.cursors if follower else {})
+        return result
 
     def _limits(self, context: Any) -> WaitLimits:
         deadline = None
@@ -294,7 +334,7 @@ class T9kJobOperator(BaseOperator):
     # -- submission and adoption --------------------------------------------------------------------------
 
     def _submit_or_adopt(
-        self, body: dict[str, Any], plural: str, task_identity: dict[str, str]
+        self, body: dict[str, Any], plural: str, task_identity: dict[str, str], starts_run: bool
     ) -> dict[str, Any]:
         from kubernetes.client import ApiException
 
@@ -321,33 +361,38 @@ class T9kJobOperator(BaseOperator):
                     f"task instance (its Airflow annotations: {marks or 'none'}); "
                     "choose another metadata.name or delete that job"
                 )
-            if (existing.get("metadata") or {}).get("deletionTimestamp") is None and self._adopt(existing):
+            decision = reattach.decide(
+                existing,
+                self.reattach_policy,
+                starts_run=starts_run,
+                retry_on_job_failure=self.retry_on_job_failure,
+            )
+            phase = job_status.phase(existing) or "unset"
+            if decision == "adopt":
+                lost = self.reattach_policy == "if_unchecked" and ident.is_checked(existing)
+                why = "; that try reported it, but Airflow retried the task: reporting it again"
                 self.log.info(
-                    "adopting job %s/%s (phase %s) left by an earlier try",
+                    "adopting job %s/%s (phase %s) left by an earlier try%s",
                     namespace,
                     name,
-                    job_status.phase(existing) or "unset",
+                    phase,
+                    why if lost else "",
                 )
                 return existing
-            self.log.info(
-                "replacing job %s/%s from an earlier try (reattach_policy=%s)",
-                namespace,
-                name,
-                getattr(self.reattach_policy, "__name__", self.reattach_policy),
-            )
-            self.hook.delete_job(plural, namespace, name, uid=existing["metadata"].get("uid"))
+            if decision == "replace":
+                self.log.info(
+                    "replacing job %s/%s (phase %s) from an earlier try (reattach_policy=%s%s)",
+                    namespace,
+                    name,
+                    phase,
+                    getattr(self.reattach_policy, "__name__", self.reattach_policy),
+                    ", the task was cleared" if starts_run and ident.is_checked(existing) else "",
+                )
+                self.hook.delete_job(plural, namespace, name, uid=existing["metadata"].get("uid"))
+            else:
+                self.log.info("job %s/%s of an earlier try is being deleted: waiting for it", namespace, name)
             self._wait_gone(plural, namespace, name)
         raise AirflowException(f"job {namespace}/{name} kept reappearing while being replaced; try again")
-
-    def _adopt(self, job: dict[str, Any]) -> bool:
-        policy = self.reattach_policy
-        if callable(policy):
-            return bool(policy(job))
-        if policy == "never":
-            return False
-        if policy == "if_running":
-            return job_status.outcome(job) not in ("succeeded", "failed")
-        return not ident.is_checked(job)
 
     def _wait_gone(self, plural: str, namespace: str, name: str) -> None:
         from kubernetes.client import ApiException
@@ -367,10 +412,9 @@ class T9kJobOperator(BaseOperator):
 
     # -- waiting ------------------------------------------------------------------------------------------
 
-    def _log_follower(self, ref: JobRef, body: dict[str, Any] | None, cursors: dict[str, list[int]]) -> Any:
+    def _log_follower(self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]) -> Any:
         from t9k_provider.hooks.log_follower import LogFollower
 
-        targets = self._targets(ref.kind, body or {})
         return LogFollower(
             self.hook,
             ref.namespace,
@@ -392,7 +436,7 @@ class T9kJobOperator(BaseOperator):
             job = self.hook.get_job(ref.plural, ref.namespace, ref.name)
         except ApiException as exc:
             if exc.status == 404:
-                self._raise_if_killed(ref)
+                self._raise_if_killed()
                 raise AirflowException(
                     f"job {ref.namespace}/{ref.name} was deleted while the task waited"
                 ) from exc
@@ -403,16 +447,23 @@ class T9kJobOperator(BaseOperator):
             raise AirflowException(f"job {ref.namespace}/{ref.name} was replaced by another object")
         return job
 
-    def _wait_here(self, context: Any, ref: JobRef, limits: WaitLimits) -> dict[str, Any]:
-        job = self._read(ref)
-        follower = self._log_follower(ref, job, {}) if self.get_logs else None
+    def _follow(
+        self, ref: JobRef, job: dict[str, Any], limits: WaitLimits, follower: Any, until: float | None
+    ) -> dict[str, Any] | None:
+        """Follow the job in the worker until it ends or a wait limit is hit, then conclude (return the result
+        or raise). With ``until`` (epoch seconds: the wait before deferring) it returns None once that passed.
+
+        ``job`` is a fresh state (the create or read answer); later ones come from a watch per poll interval.
+        """
+        from t9k_provider.hooks.job_changes import JobChanges
+
+        changes = JobChanges(self.hook, ref.plural, ref.namespace, ref.name, ref.uid, self.log)
         first_seen: dict[str, float] = {}
         while True:
-            self._raise_if_killed(ref)
+            self._raise_if_killed()
             if follower is not None:
                 follower.poll()
-            state = job_status.outcome(job)
-            if state in ("succeeded", "failed"):
+            if job_status.outcome(job) in ("succeeded", "failed"):
                 return self._conclude(ref, None, follower)
             now = time.time()
             verdict = limits.check(job, now, first_seen)
@@ -420,8 +471,13 @@ class T9kJobOperator(BaseOperator):
                 verdict = limits.check_pods(self._pods(ref), now, first_seen)
             if verdict is not None:
                 return self._conclude(ref, {"status": verdict.status, "message": verdict.message}, follower)
-            time.sleep(self.poll_interval * random.uniform(0.8, 1.2))
-            job = self._read(ref)
+            if until is not None and now >= until:
+                return None
+            window = self.poll_interval * random.uniform(0.8, 1.2)
+            for bound in (until, limits.execution_deadline):
+                if bound is not None:
+                    window = min(window, bound - now)
+            job = changes.next_state(job, max(window, 0.0), lambda: self._killed) or self._read(ref)
 
     def _pods(self, ref: JobRef) -> list[dict[str, Any]]:
         """The job's pods for fail-fast checks; a failed read only skips this round."""
@@ -431,16 +487,13 @@ class T9kJobOperator(BaseOperator):
             self.log.debug("cannot list pods of job %s: %s", ref.name, exc)
             return []
 
-    def _raise_if_killed(self, ref: JobRef) -> None:
-        """``on_kill`` returns normally on SIGTERM; this turns it into a failure so a kill never succeeds."""
-        if self._killed:
-            raise AirflowException(
-                f"task killed while job {ref.name} ran (on_kill_action={self.on_kill_action})"
-            )
-
-    def _defer(self, ref: JobRef, limits: WaitLimits, cursors: dict[str, list[int]]) -> None:
+    def _defer(
+        self, ref: JobRef, limits: WaitLimits, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
+    ) -> NoReturn:
+        """Wait in the triggerer, which follows the ``targets``' logs from ``cursors`` into the task log."""
         from t9k_provider.triggers.job import T9kJobTrigger
 
+        log_targets = [list(t) for t in targets]
         trigger = T9kJobTrigger(
             credentials=self.hook.credentials,
             kind=ref.kind,
@@ -452,8 +505,10 @@ class T9kJobOperator(BaseOperator):
             limits=limits.to_kwargs(),
             logging_interval=self.logging_interval if self.get_logs else None,
             on_kill_action=self.on_kill_action,
-            resume={"job": ref._asdict(), "cursors": cursors, "limits": limits.to_kwargs()},
+            resume={"job": ref._asdict(), "limits": limits.to_kwargs(), "log_targets": log_targets},
             pod_selector=pod_selector(ref.kind, ref.name),
+            log_targets=log_targets if self.get_logs else None,
+            log_cursors=cursors,
         )
         timeout = None
         if limits.execution_deadline is not None:
@@ -478,17 +533,26 @@ class T9kJobOperator(BaseOperator):
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the trigger fired: print new logs, then re-read the job before deciding anything.
 
-        Everything needed here travels in the event (``resume``), never in operator state or defer kwargs.
+        Everything needed here travels in the event (``resume``, and ``log_cursors``: where the trigger's live
+        logs stopped), never in operator state or defer kwargs.
         """
+        with self._completing_kills():
+            return self._resume(context, event)
+
+    def _resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         resume = event["resume"]
         ref = JobRef(**resume["job"])
-        limits = resume["limits"]
+        limits = WaitLimits(**resume["limits"])
+        targets = [ReplicaTarget(*t) for t in resume["log_targets"]]
         self._job = ref
-        follower = self._log_follower(ref, None, resume.get("cursors") or {}) if self.get_logs else None
-        if event.get("status") == "running":
-            if follower is not None:
-                follower.poll()
-            self._defer(ref, WaitLimits(**limits), follower.cursors if follower else {})
+        self._prepare_kill(ref)
+        cursors = event.get("log_cursors") or {}
+        follower = self._log_follower(ref, targets, cursors) if self.get_logs else None
+        if event.get("status") == "running":  # a hand-back for logs: print them; conclude if the job ended
+            result = self._follow(ref, self._read(ref), limits, follower, until=time.time())
+            if result is None:
+                self._defer(ref, limits, targets, follower.cursors if follower else cursors)
+            return result
         return self._conclude(ref, event, follower)
 
     # -- concluding ---------------------------------------------------------------------------------------
@@ -504,6 +568,7 @@ class T9kJobOperator(BaseOperator):
             if self.on_finish_action in ("delete", "delete_on_success"):
                 self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
             self.log.info("job %s/%s succeeded", ref.namespace, ref.name)
+            self._raise_if_killed()  # a kill even now is no success
             return job_status.summary(job)
         report = failure_report(
             self.hook, ref.kind, ref.namespace, ref.name, job, follower, self.failure_log_lines, self.log
@@ -538,22 +603,81 @@ class T9kJobOperator(BaseOperator):
 
     # -- kill ---------------------------------------------------------------------------------------------
 
-    def on_kill(self) -> None:
-        """Stop the job (per ``on_kill_action``) and make sure the interrupted wait ends in failure."""
-        self._killed = True
-        ref = self._job
-        if ref is None or self.on_kill_action != "delete":
-            return
-        from t9k_provider.hooks.t9k import T9kHook
+    def _prepare_kill(self, target: JobRef) -> None:
+        """Resolve before the job exists (or is waited for) what ``on_kill`` needs: the job's name and a hook
+        of its own. A kill that comes earlier only sets the flag: the task's own flow then stops the job."""
+        self._target = target
+        if self.on_kill_action == "delete" and self._killer is None:
+            self._killer = self.hook.detached()
+        self._raise_if_killed()
 
-        # A fresh hook: the signal may have interrupted a request on the main hook's connection pool.
-        hook = T9kHook(
-            conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
+    @contextlib.contextmanager
+    def _completing_kills(self) -> Iterator[None]:
+        """Airflow 2's SIGTERM handler raises after ``on_kill``, wherever the task was: a kill that came
+        before there was a hook to stop the job with is completed on the way out."""
+        try:
+            yield
+        except BaseException:
+            if self._killed:
+                with contextlib.suppress(Exception):
+                    self._stop(self._killer or self.hook)
+            raise
+
+    def on_kill(self) -> None:
+        """Stop the job (per ``on_kill_action``) and make sure the interrupted flow ends in failure.
+
+        It runs in a signal handler, wherever ``execute`` was: it imports nothing, builds nothing, looks up no
+        connection and never raises.
+        """
+        self._killed = True
+        if self._killer is not None:
+            self._stop(self._killer)
+
+    def _raise_if_killed(self) -> None:
+        """``on_kill`` returns normally on SIGTERM (Airflow 3): this fails the task instead, stopping the job
+        first if ``on_kill`` could not (the kill came before there was anything to stop it with)."""
+        if not self._killed:
+            return
+        ref = self._target
+        self._stop(self._killer or self.hook)
+        raise AirflowException(
+            f"task killed{f' while job {ref.name} ran' if ref else ''} (on_kill_action={self.on_kill_action})"
         )
-        deleted = hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
-        self.log.info(
-            "task killed: job %s/%s %s", ref.namespace, ref.name, "deleted" if deleted else "already gone"
-        )
+
+    def _stop(self, hook: T9kHook) -> None:
+        """Delete the task's job unless it already ended (stopping it frees nothing then, and a later try
+        reports its result); never raises. Deletion is conditional on the state read, so a job that ends
+        meanwhile is kept."""
+        ref, identity = self._target, self._identity
+        if ref is None or self.on_kill_action != "delete" or self._stopped:
+            return
+        try:
+            for _ in range(3):
+                try:
+                    job = hook.get_job(ref.plural, ref.namespace, ref.name)
+                except Exception as exc:
+                    if api_status(exc) != 404:
+                        raise
+                    job = {}
+                meta = job.get("metadata") or {}
+                if ref.uid:
+                    mine = meta.get("uid") == ref.uid
+                else:  # killed while it was being created: ours only if it carries this task instance
+                    mine = bool(job and identity and ident.is_ours(job, identity))
+                if not mine:
+                    self.log.info("task killed: job %s/%s already gone", ref.namespace, ref.name)
+                    break
+                if job_status.outcome(job) in ("succeeded", "failed"):
+                    self.log.info("task killed: job %s/%s had already ended; kept", ref.namespace, ref.name)
+                    break
+                if hook.delete_job(
+                    ref.plural, ref.namespace, ref.name, uid=meta.get("uid"),
+                    resource_version=meta.get("resourceVersion"),
+                ):  # fmt: skip
+                    self.log.info("task killed: job %s/%s deleted", ref.namespace, ref.name)
+                    break
+            else:
+                return  # it kept changing under us: the task's own flow tries again
+            self._stopped = True
+        except Exception as exc:
+            self.log.warning("task killed: could not stop job %s/%s: %s", ref.namespace, ref.name, exc)

@@ -6,9 +6,13 @@ quiet job costs no request at all, and the shared watch one renewal every few mi
 ``poll_interval`` it re-checks the absolute deadlines of ``WaitLimits`` on the state it holds (and the job's
 pods when ``pod_error_timeout`` is set and a replica has not started); while no watch is possible it reads
 the job every ``poll_interval`` instead. It fires exactly one event: ``succeeded``, ``failed``,
-``timeout``, ``error`` or ``running`` (a periodic hand-back so the worker can print new log lines). It never
-buffers logs, and it deletes the job only when a user kills the task (``on_kill``), never when the triggerer
-restarts. The triggers of one triggerer also share one API client (``AsyncT9kClient``).
+``timeout``, ``error`` or ``running`` (a periodic hand-back so the worker can print new log lines). With
+``log_targets`` it follows those replicas' logs into the task log while it waits (``replica_logs``) and every
+event carries ``log_cursors``: where the worker's final log pass starts. It never buffers logs, and it
+deletes the job only when a user kills the task (``on_kill``), never when the triggerer restarts. The
+triggers of one triggerer also share one API client (a ``KubeApi`` leased through ``AsyncT9kClient``); its
+failures are judged by ``hooks.errors``. What the kill path needs (a client lease, the imports) is taken
+when ``run`` starts: ``on_kill`` and ``cleanup`` build nothing.
 """
 
 from __future__ import annotations
@@ -17,14 +21,26 @@ import asyncio
 import random
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from asgiref.sync import sync_to_async
 
 from t9k_provider.hooks import job_status
 from t9k_provider.hooks.wait_limits import WaitLimits
 from t9k_provider.triggers.job_watch import JobWatch
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
+
+if TYPE_CHECKING:  # the kubernetes client and the job models: not at DAG parse
+    from t9k_provider.hooks.async_t9k import AsyncT9kClient
+    from t9k_provider.kube.api import KubeApi, ResourceType
+    from t9k_provider.triggers.replica_logs import ReplicaLogs
+if AIRFLOW_V_3_0_PLUS:
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+else:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
 
 #: Airflow 3.3 calls ``BaseTrigger.on_kill`` on user kills; before that only ``cleanup`` runs, on every exit.
 TRIGGER_ON_KILL = AIRFLOW_V_3_3_PLUS
@@ -37,6 +53,8 @@ MAX_REAUTHENTICATIONS = 3
 #: Failed watches in a row (no event, no long-lived watch between them) after which the trigger polls for one
 #: watch period before it tries again.
 MAX_WATCH_FAILURES = 5
+#: How long a finished job's log streams may take to deliver their last lines before the event is sent.
+DRAIN_SECONDS = 3.0
 
 
 class T9kJobTrigger(BaseTrigger):
@@ -57,6 +75,8 @@ class T9kJobTrigger(BaseTrigger):
         on_kill_action: str = "delete",
         resume: dict[str, Any] | None = None,
         pod_selector: str | None = None,
+        log_targets: list[tuple[str | None, int | None]] | None = None,
+        log_cursors: dict[str, list[int]] | None = None,
     ) -> None:
         super().__init__()
         self.credentials = credentials
@@ -72,7 +92,12 @@ class T9kJobTrigger(BaseTrigger):
         #: Small, opaque state of the waiting task, echoed in every event: the task keeps none across defer.
         self.resume = resume
         self.pod_selector = pod_selector
+        #: replicas (``ReplicaTarget`` fields) whose logs are followed live; None: none
+        self.log_targets = [tuple(t) for t in log_targets] if log_targets is not None else None
+        self.log_cursors = dict(log_cursors or {})
         self._fired = False
+        #: The lease ``on_kill``/``cleanup`` delete with, taken when ``run`` starts.
+        self._kill_client: asyncio.Future[Any] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -90,6 +115,8 @@ class T9kJobTrigger(BaseTrigger):
                 "on_kill_action": self.on_kill_action,
                 "resume": self.resume,
                 "pod_selector": self.pod_selector,
+                "log_targets": [list(t) for t in self.log_targets] if self.log_targets is not None else None,
+                "log_cursors": self.log_cursors,
             },
         )
 
@@ -108,26 +135,84 @@ class T9kJobTrigger(BaseTrigger):
             }
         )
 
-    def _client(self) -> Any:
+    def _client(self) -> AsyncT9kClient:
         from t9k_provider.hooks.async_t9k import AsyncT9kClient
 
         return AsyncT9kClient(self.credentials)
 
+    def _resource(self) -> ResourceType:
+        from t9k_provider.jobs.constants import API_VERSION
+        from t9k_provider.kube.api import ResourceType
+
+        return ResourceType(API_VERSION, self.kind, self.plural)
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        # decided first, yielded after the client lease and the watch are released: a consumer that stops
-        # iterating at the first event leaves nothing open
-        yield await self._outcome()
+        self._reserve_kill_client()
+        # decided first, yielded after the client leases, the watch and the log streams are released: a
+        # consumer that stops iterating at the first event leaves nothing open. Cancelled, it keeps the kill
+        # lease for on_kill and cleanup.
+        event = await self._wait()
+        await self._release_kill_client()
+        yield event
 
-    async def _outcome(self) -> TriggerEvent:
-        from t9k_provider.hooks.errors import api_status, backoff_seconds, is_api_exception
+    async def _wait(self) -> TriggerEvent:
+        """The event, the followed replicas' logs written into the task log meanwhile."""
+        if not self._follows_logs():
+            event = await self._outcome(None)
+        else:
+            from t9k_provider.hooks.replicas import ReplicaTarget
+            from t9k_provider.triggers.replica_logs import ReplicaLogs
 
+            targets = [ReplicaTarget(*t) for t in self.log_targets or ()]
+            async with self._client() as lease:  # the streams' client, held until they are stopped
+                logs = ReplicaLogs(
+                    lease.api, self.log, self.namespace, str(self.pod_selector), targets, self.log_cursors
+                )
+                try:
+                    event = await self._outcome(logs)
+                    if event.payload["status"] in ("succeeded", "failed"):
+                        await logs.drain(DRAIN_SECONDS)  # the replicas' last lines, before the final pass
+                finally:
+                    await logs.stop()
+            self.log_cursors = logs.cursors
+        if self.log_targets is not None:
+            event.payload["log_cursors"] = self.log_cursors
+        return event
+
+    def _follows_logs(self) -> bool:
+        """Replicas to follow, and their lines reach the task log (else the worker prints them at the end)."""
+        from t9k_provider.triggers.replica_logs import reach_task_log
+
+        return bool(self.log_targets) and bool(self.pod_selector) and reach_task_log()
+
+    def _reserve_kill_client(self) -> None:
+        """Lease the client a kill deletes with, before anything can be cancelled: the triggerer calls
+        ``on_kill``/``cleanup`` only for a ``run`` that started, which does this first, without awaiting."""
+        if self.on_kill_action == "delete" and self._kill_client is None:
+            self._kill_client = asyncio.ensure_future(self._client().__aenter__())
+
+    async def _release_kill_client(self) -> None:
+        reserved, self._kill_client = self._kill_client, None
+        if reserved is None or reserved.cancelled():  # cancelled: the lease was given back then
+            return
+        try:
+            api = await reserved
+        except Exception:
+            return  # never built: nothing to release
+        await api.__aexit__(None, None, None)
+
+    async def _outcome(self, logs: ReplicaLogs | None) -> TriggerEvent:
+        from t9k_provider.hooks.errors import api_status, backoff_seconds
+
+        rt = self._resource()
         limits = WaitLimits(**self.limits)
         first_seen: dict[str, float] = {}
         hand_back_at = time.time() + self.logging_interval if self.logging_interval else None
         errors = reauthentications = 0
         while True:
-            async with self._client() as api:
-                watch = JobWatch(self._client, self.credentials, self.plural, self.namespace, self.name)
+            async with self._client() as lease:
+                api = lease.api
+                watch = JobWatch(self._client, self.credentials, rt, self.namespace, self.name)
                 try:
                     job: dict[str, Any] | None = None  # the state last seen; None: read the job
                     while True:
@@ -136,12 +221,11 @@ class T9kJobTrigger(BaseTrigger):
                             if not watch.running and not watch.disabled:
                                 await watch.subscribe()  # before the read: no change after it is missed
                             try:
-                                job = await api.get_job(self.plural, self.namespace, self.name)
+                                job = await api.get(rt, self.namespace, self.name)
                             except Exception as exc:
-                                status = api_status(exc) if is_api_exception(exc) else None
-                                if status == 401 and reauthentications < MAX_REAUTHENTICATIONS:
+                                if api_status(exc) == 401 and reauthentications < MAX_REAUTHENTICATIONS:
                                     reauthentications += 1
-                                    api.reauthenticate()
+                                    lease.reauthenticate()
                                     break  # lease a new client: reloads (exec-plugin) credentials
                                 ending = self._read_failed(exc, errors, limits, now)
                                 if ending is not None:
@@ -152,6 +236,8 @@ class T9kJobTrigger(BaseTrigger):
                             errors = reauthentications = 0
                             watch.looked_at = time.monotonic()
                             watch.seen(job)
+                        if logs is not None and job_status.outcome(job) not in ("succeeded", "failed"):
+                            await logs.sync(job)  # lists pods only when the job changed
                         ending = await self._decide(api, job, limits, now, first_seen, hand_back_at)
                         if ending is not None:
                             return ending
@@ -163,9 +249,9 @@ class T9kJobTrigger(BaseTrigger):
         self, exc: BaseException, errors: int, limits: WaitLimits, now: float
     ) -> TriggerEvent | None:
         """The event that ends the wait after a failed read, or None to retry it (``errors`` so far)."""
-        from t9k_provider.hooks.errors import api_status, describe, is_api_exception, is_transient
+        from t9k_provider.hooks.errors import api_status, describe, is_transient
 
-        status = api_status(exc) if is_api_exception(exc) else None
+        status = api_status(exc)
         if status == 404:
             return self._event("error", f"job {self.namespace}/{self.name} was deleted", retryable=False)
         if not is_transient(exc) or errors >= MAX_CONSECUTIVE_ERRORS:
@@ -182,7 +268,7 @@ class T9kJobTrigger(BaseTrigger):
 
     async def _decide(
         self,
-        api: Any,
+        api: KubeApi,
         job: dict[str, Any],
         limits: WaitLimits,
         now: float,
@@ -207,10 +293,13 @@ class T9kJobTrigger(BaseTrigger):
             return self._event("running", "", job)
         return None
 
-    async def _pods(self, api: Any) -> list[dict[str, Any]]:
+    async def _pods(self, api: KubeApi) -> list[dict[str, Any]]:
         """The job's pods for fail-fast checks; a failed read only skips this round."""
+        from t9k_provider.kube.resources import PODS
+
         try:
-            return await api.list_pods(self.namespace, self.pod_selector)
+            pods, _ = await api.list(PODS, self.namespace, label_selector=self.pod_selector)
+            return pods
         except Exception as exc:
             self.log.debug("cannot list pods of job %s: %s", self.name, exc)
             return []
@@ -222,7 +311,7 @@ class T9kJobTrigger(BaseTrigger):
         A new state never comes sooner than a short pause after the previous one, so a flood of changes
         cannot spin.
         """
-        from t9k_provider.hooks.errors import api_status, backoff_seconds, is_api_exception, is_transient
+        from t9k_provider.hooks.errors import api_status, backoff_seconds, is_transient
 
         if not watch.running and not watch.changed.is_set():
             await asyncio.sleep(delay)  # no watch: poll
@@ -234,7 +323,7 @@ class T9kJobTrigger(BaseTrigger):
         pause = MIN_READ_SPACING_SECONDS - (time.monotonic() - watch.looked_at)
         failure = watch.failure
         if failure is not None:
-            status = api_status(failure) if is_api_exception(failure) else None
+            status = api_status(failure)
             self.log.debug("watch on job %s ended: %s", self.name, failure)
             failures = watch.count_failure()
             if (status not in (401, 410) and not is_transient(failure)) or failures >= MAX_WATCH_FAILURES:
@@ -264,26 +353,26 @@ class T9kJobTrigger(BaseTrigger):
         await self._stop_job("task killed")
 
     async def cleanup(self) -> None:
-        """Airflow < 3.3: delete only if the task is no longer deferred (a user kill), never on restart."""
-        if TRIGGER_ON_KILL or self._fired or self.on_kill_action != "delete":
-            return
+        """Airflow < 3.3: delete only if the task is no longer deferred (a user kill), never on restart.
+        Always: release the kill lease (the last call the triggerer makes)."""
         try:
-            state = await self._task_state()
-        except Exception as exc:
-            self.log.warning("cannot read the task's state, keeping job %s: %s", self.name, exc)
-            return
-        if state is not None and str(state).lower() != "deferred":
-            await self._stop_job(f"task left the deferred state ({state})")
+            if TRIGGER_ON_KILL or self._fired or self.on_kill_action != "delete":
+                return
+            try:
+                state = await self._task_state()
+            except Exception as exc:
+                self.log.warning("cannot read the task's state, keeping job %s: %s", self.name, exc)
+                return
+            if state is not None and str(state).lower() != "deferred":
+                await self._stop_job(f"task left the deferred state ({state})")
+        finally:
+            await self._release_kill_client()
 
     async def _task_state(self) -> Any:
-        from asgiref.sync import sync_to_async
-
         ti = self.task_instance
         if ti is None:
             return None
         if AIRFLOW_V_3_0_PLUS:
-            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
             states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
                 dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=ti.map_index
             )
@@ -295,11 +384,30 @@ class T9kJobTrigger(BaseTrigger):
             return states.get(ti.run_id, {}).get(key)
         return await sync_to_async(_task_state_from_db)(ti)
 
+    async def _delete(self, api: KubeApi) -> bool:
+        """Foreground delete guarded by the job's uid; False when it is gone or the name holds another job."""
+        try:
+            await api.delete(
+                self._resource(), self.namespace, self.name, uid=self.uid, propagation="Foreground"
+            )
+        except Exception as exc:  # kube's ApiError, told by its flags: the kill path imports nothing
+            if getattr(exc, "not_found", False) or getattr(exc, "conflict", False):
+                return False
+            raise
+        return True
+
     async def _stop_job(self, why: str) -> None:
+        """Delete the job through the lease ``run`` took; never raises (the triggerer would only log it)."""
         if self._fired or self.on_kill_action != "delete":
             return
-        async with self._client() as api:
-            deleted = await api.delete_job(self.plural, self.namespace, self.name, uid=self.uid)
+        try:
+            if self._kill_client is None or self._kill_client.cancelled():
+                raise RuntimeError("the trigger holds no client (it never ran, or its lease was cancelled)")
+            lease = await self._kill_client
+            deleted = await self._delete(lease.api)
+        except Exception as exc:
+            self.log.warning("%s: could not delete job %s/%s: %s", why, self.namespace, self.name, exc)
+            return
         self.log.info(
             "%s: job %s/%s %s", why, self.namespace, self.name, "deleted" if deleted else "already gone"
         )
@@ -307,10 +415,6 @@ class T9kJobTrigger(BaseTrigger):
 
 def _task_state_from_db(ti: Any) -> Any:
     """Airflow 2.x: the triggerer reads the metadata database directly."""
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
     with create_session() as session:
         return session.scalar(
             select(TaskInstance.state).where(

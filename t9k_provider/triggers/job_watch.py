@@ -4,7 +4,8 @@ A triggerer runs all its triggers in one event loop. Each ``JobWatch`` (one per 
 ``_Hub`` of its job's namespace and kind, which holds a single watch on that collection, renews it from the
 last version seen (bookmarks keep that version fresh) and hands each event to the subscribers of the job it
 names. N waiting tasks in a namespace thus cost one watch and one connection, not N. A hub that fails hands
-the failure to all its subscribers and goes away; each of them reads its job and subscribes again.
+the failure to all its subscribers and goes away; each of them reads its job and subscribes again. The watch
+itself is ``KubeApi.watch`` on a lease of the triggerer's shared client (``AsyncT9kClient``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import random
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from t9k_provider.kube.versions import compare, resource_version
+
+if TYPE_CHECKING:  # the kubernetes client: not at DAG parse
+    from t9k_provider.hooks.async_t9k import AsyncT9kClient
+    from t9k_provider.kube.api import KubeApi, ResourceType
 
 #: How long the server keeps one watch open; the jitter spreads the renewals of many hubs apart.
 WATCH_SECONDS = 290.0
@@ -25,26 +32,15 @@ _HubKey = tuple[str, str, str]
 _HUBS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_HubKey, _Hub]] = weakref.WeakKeyDictionary()
 
 
-def _version(obj: dict[str, Any]) -> str | None:
-    value = (obj.get("metadata") or {}).get("resourceVersion")
-    return str(value) if value else None
-
-
-def _newer(version: str | None, than: str | None) -> bool:
-    """Whether an event is newer than the state already held. Versions are compared only when both are
-    integers (etcd's and the local cluster's are); otherwise the event is taken."""
-    if version is None or than is None or not (version.isdigit() and than.isdigit()):
-        return True
-    return int(version) > int(than)
-
-
 class _Hub:
     """The watch on one namespace's jobs of one kind and the ``JobWatch``-es that wait on it."""
 
-    def __init__(self, key: _HubKey, client: Callable[[], Any], plural: str, namespace: str) -> None:
+    def __init__(
+        self, key: _HubKey, client: Callable[[], AsyncT9kClient], rt: ResourceType, namespace: str
+    ) -> None:
         self._key = key
         self._client = client
-        self._where = (plural, namespace)
+        self._where = (rt, namespace)
         self.subscribers: dict[str, set[JobWatch]] = {}
         #: resolved once the watch's starting version is known: a read after it misses no later change
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -72,11 +68,11 @@ class _Hub:
 
     async def _run(self) -> None:
         try:
-            async with self._client() as api:
-                version = await api.jobs_version(*self._where)
+            async with self._client() as lease:
+                _, version = await lease.api.list(*self._where, limit=1)  # the collection's current RV
                 self.ready.set_result(None)
                 while True:
-                    version = await self._follow(api, version)
+                    version = await self._follow(lease.api, version)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -88,19 +84,21 @@ class _Hub:
                 for watch in list(waiting):
                     watch.fail(exc)
 
-    async def _follow(self, api: Any, version: str) -> str:
+    async def _follow(self, api: KubeApi, version: str) -> str:
         """One watch until the server ends it; returns the version to renew from."""
-        timeout = WATCH_SECONDS + random.uniform(0, WATCH_JITTER_SECONDS)
+        seconds = max(1, round(WATCH_SECONDS + random.uniform(0, WATCH_JITTER_SECONDS)))
         opened = time.monotonic()
-        async for kind, obj in api.watch_jobs(*self._where, version, timeout):
-            version = _version(obj) or version
-            if kind == "BOOKMARK":
+        async for event in api.watch(*self._where, version, seconds):
+            obj = event["object"]
+            meta = obj.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or version)
+            if event["type"] == "BOOKMARK":
                 continue
-            for watch in list(self.subscribers.get((obj.get("metadata") or {}).get("name"), ())):
-                watch.deliver(kind, obj)
+            for watch in list(self.subscribers.get(meta.get("name"), ())):
+                watch.deliver(event["type"], obj)
         lasted = time.monotonic() - opened
-        if lasted < timeout / 2:  # a proxy or server that cuts streams short: not worth renewing
-            raise ConnectionError(f"watch ended after {lasted:.1f}s of {timeout:.0f}s")
+        if lasted < seconds / 2:  # a proxy or server that cuts streams short: not worth renewing
+            raise ConnectionError(f"watch ended after {lasted:.1f}s of {seconds}s")
         return version
 
 
@@ -111,12 +109,13 @@ class JobWatch:
     (``failure``); the trigger then evaluates the new state, or reads the job and subscribes again.
     """
 
-    def __init__(self, client: Callable[[], Any], credentials: dict[str, Any], plural: str, namespace: str,
-                 name: str) -> None:  # fmt: skip
+    def __init__(self, client: Callable[[], AsyncT9kClient], credentials: dict[str, Any], rt: ResourceType,
+                 namespace: str, name: str) -> None:  # fmt: skip
         from t9k_provider.hooks.async_t9k import fingerprint  # the kubernetes client: not at DAG parse
 
         self._client = client
-        self._key: _HubKey = (fingerprint(credentials), namespace, plural)
+        self._rt = rt
+        self._key: _HubKey = (fingerprint(credentials), namespace, rt.plural)
         self.name = name
         self.changed = asyncio.Event()
         self.latest: dict[str, Any] | None = None
@@ -125,7 +124,7 @@ class JobWatch:
         #: failed subscriptions in a row, counted by the trigger (none lived long or brought an event)
         self.failures = 0
         self._disabled_until = float("-inf")
-        self._version: str | None = None
+        self._version: int | None = None
         self._hub: _Hub | None = None
         self._since = 0.0
         #: monotonic time the trigger last took a new state (a read or an event), for its spacing rule
@@ -151,7 +150,7 @@ class JobWatch:
         hubs = _HUBS.setdefault(asyncio.get_running_loop(), {})
         hub = hubs.get(self._key)
         if hub is None:
-            hub = hubs[self._key] = _Hub(self._key, self._client, self._key[2], self._key[1])
+            hub = hubs[self._key] = _Hub(self._key, self._client, self._rt, self._key[1])
         hub.add(self)
         self._hub = hub
         self._since = time.monotonic()
@@ -160,18 +159,17 @@ class JobWatch:
 
     def seen(self, job: dict[str, Any]) -> None:
         """The trigger read ``job``: events up to its version are not news, even one already delivered."""
-        self._version = _version(job)
-        if self.latest is not None and not _newer(_version(self.latest), self._version):
+        self._version = resource_version(job)
+        if self.latest is not None and compare(self.latest, self._version) in (-1, 0):
             self.latest = None
             self.deleted = False
             if self.failure is None:
                 self.changed.clear()
 
     def deliver(self, kind: str, obj: dict[str, Any]) -> None:
-        version = _version(obj)
-        if not _newer(version, self._version):
-            return  # older than what the trigger already read
-        self._version = version
+        if compare(obj, self._version) in (-1, 0):
+            return  # not newer than what the trigger already holds
+        self._version = resource_version(obj)
         self.latest = obj
         self.deleted = kind == "DELETED"
         self.failures = 0

@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 from kubernetes.client import ApiException
 
+from t9k_provider.kube.api import ApiError
+
 GROUP_VERSION = "batch.tensorstack.dev/v1beta1"
 
 
 def api_error(status: int, message: str = "") -> ApiException:
+    """What the sync client (``T9kHook``) raises for an API server's answer."""
     exc = ApiException(status=status, reason=message or f"HTTP {status}")
     exc.body = '{"kind":"Status","message":"%s"}' % (message or f"HTTP {status}")
     exc.headers = {}
     return exc
+
+
+def kube_error(status: int, message: str = "") -> ApiError:
+    """What ``KubeApi`` (the triggers' client) raises for the same answer."""
+    return ApiError(status, {"kind": "Status", "message": message or f"HTTP {status}", "code": status})
 
 
 def generic_manifest(name: str | None = None, **meta: Any) -> dict[str, Any]:
@@ -133,6 +143,26 @@ class FakeHook:
             phase, conditions = self.script[0] if len(self.script) == 1 else self.script.pop(0)
             job.update(with_status(job, phase, *conditions))
         return copy.deepcopy(job)
+
+    def watch_job(
+        self, plural: str, namespace: str, name: str, resource_version: str | None, timeout: float
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """One watch brings the controller's next scripted state (through ``get_job``, so tests that wrap it
+        see watches too) as one event, then stays quiet until its timeout."""
+        self.calls.append(("watch", name))
+        self._maybe_fail("watch_job")
+        try:
+            job = self.get_job(plural, namespace, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            yield "DELETED", {"metadata": {"name": name, "namespace": namespace}}
+            return
+        yield "MODIFIED", job
+        time.sleep(timeout)
+
+    def detached(self) -> FakeHook:
+        return self
 
     def patch_job_annotations(
         self, plural: str, namespace: str, name: str, annotations: dict[str, str]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,11 @@ os.environ.setdefault(
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{Path(os.environ['AIRFLOW_HOME']) / 'airflow.db'}"
 )
 
+from af_cluster import DAGS, airflow_on_cluster  # noqa: E402
 from af_fakes import FakeHook, FakeTI  # noqa: E402
+from af_versions import dag_bag  # noqa: E402
+
+from t9k_provider.local.testing import LocalCluster  # noqa: E402
 
 
 @pytest.fixture
@@ -37,3 +42,18 @@ def ti() -> FakeTI:
 @pytest.fixture
 def context(ti: FakeTI) -> dict[str, Any]:
     return {"ti": ti, "run_id": ti.run_id}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One local cluster with the controller per test module, as Airflow's ``kubernetes_default``."""
+    with airflow_on_cluster(tmp_path_factory.mktemp("t9k-it-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def dags(cluster: LocalCluster) -> dict[str, Any]:
+    """The DAGs of ``dags/``, which ``dag.test()`` runs against ``cluster``."""
+    bag = dag_bag(str(DAGS))
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags

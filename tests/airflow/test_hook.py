@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 import yaml
-from af_fakes import api_error
+from af_fakes import api_error, kube_error
 
 from t9k_provider.hooks import errors
 from t9k_provider.hooks.t9k import T9kHook
+from t9k_provider.kube.api import ApiError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -96,6 +97,11 @@ def test_clients_of_two_connections_never_share_configuration(monkeypatch: pytes
         (api_error(503), True),
         (api_error(409), False),
         (api_error(403), False),
+        (kube_error(429), True),
+        (kube_error(503), True),
+        (kube_error(409), False),
+        (kube_error(410), False),
+        (kube_error(403), False),
         (ConnectionResetError(), True),
         (ValueError("bug"), False),
     ],
@@ -114,10 +120,14 @@ def test_is_transient(exc: BaseException, transient: bool) -> None:
         (500, False, ""),
     ],
 )
-def test_classify(status: int, fatal: bool, text: str) -> None:
+@pytest.mark.parametrize("answer", [api_error, kube_error], ids=["sync ApiException", "kube ApiError"])
+def test_classify(status: int, fatal: bool, text: str, answer: Any) -> None:
+    """Both clients' errors are one classifier's: the same answer gives the same outcome."""
     from airflow.providers.common.compat.sdk import AirflowFailException
 
-    result = errors.classify(api_error(status, "server says no"), "create job")
+    exc = answer(status, "server says no")
+    assert errors.api_status(exc) == status
+    result = errors.classify(exc, "create job")
     assert isinstance(result, AirflowFailException) is fatal
     assert text in str(result) and "server says no" in str(result)
 
@@ -143,6 +153,16 @@ def test_retry_after_is_honoured() -> None:
     exc = api_error(429)
     exc.headers = {"Retry-After": "3"}
     assert errors.backoff_seconds(0, exc) == 3.0
+    throttled = ApiError.from_answer(429, '{"kind":"Status","code":429}', {"Retry-After": "4"})
+    assert errors.backoff_seconds(0, throttled) == 4.0
+
+
+def test_failures_below_http_have_no_status() -> None:
+    """Only an API server's answer has a status, whatever attributes another exception carries."""
+    odd = ConnectionResetError("reset")
+    odd.status = 404  # type: ignore[attr-defined]
+    assert errors.api_status(odd) is None and errors.is_transient(odd)
+    assert errors.api_status(kube_error(404)) == 404
 
 
 def _hook_with_custom_client(monkeypatch: pytest.MonkeyPatch, custom: Any) -> T9kHook:
@@ -193,3 +213,27 @@ def test_a_401_reloads_credentials_once(monkeypatch: pytest.MonkeyPatch, mocker:
     assert first.get_namespaced_custom_object.call_count == 1  # a 401 is not retried on the stale client
     assert second.get_namespaced_custom_object.call_count == 1
     assert rebuilt.call_count == 1  # a new client, on a new ApiClient from freshly resolved credentials
+
+
+def test_detached_twin_is_built_now_with_its_own_client(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
+    """What on_kill uses from a signal handler: no connection lookup, no client to build, no reload."""
+    connection(monkeypatch, "k8", {"kube_config": json.dumps(kubeconfig())})
+    hook = T9kHook(conn_id="k8")
+    twin = hook.detached()
+    assert "custom_object_client" in twin.__dict__  # built already
+    assert twin.api_client is not hook.api_client  # its own connection pool
+    monkeypatch.delenv("AIRFLOW_CONN_K8")  # the connection is not looked up again
+    stale = mocker.Mock()
+    stale.get_namespaced_custom_object.side_effect = api_error(401, "token expired")
+    twin.__dict__["custom_object_client"] = stale
+    with pytest.raises(Exception, match="token expired"):
+        twin.get_job("genericjobs", "ns", "x")
+    assert twin.__dict__["custom_object_client"] is stale  # nothing was rebuilt
+
+
+def test_delete_can_require_the_version_read(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
+    custom = mocker.Mock()
+    hook = _hook_with_custom_client(monkeypatch, custom)
+    hook.delete_job("genericjobs", "ns", "x", uid="u1", resource_version="42")
+    options = custom.delete_namespaced_custom_object.call_args.kwargs["body"]
+    assert options.preconditions.uid == "u1" and options.preconditions.resource_version == "42"

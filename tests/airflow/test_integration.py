@@ -7,71 +7,27 @@ the kubelet's log files, the API server's pods/log endpoint and the operator int
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import logging
-import os
 import re
-import sys
 import threading
-from collections.abc import Iterator
-from pathlib import Path
+import time
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from af_versions import airflow2_only, dag_bag, stored_xcoms
+from af_cluster import DAGS, deferrals, result_of, run
+from af_versions import airflow2_only, stored_xcoms
 
 from t9k_provider.local.flink.dist import flink_home
+from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
+from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.local.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
-DAGS = Path(__file__).resolve().parent / "dags"
 DAG_ID = "airflow.apache.org/dag-id"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The cluster, as Airflow's ``kubernetes_default``, and ``dags/`` as the bundle ``dag.test()`` syncs."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("t9k-it-cluster"), controller=True)
-    cluster.start()
-    bundle = [
-        {
-            "name": "dags-folder",
-            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-            "kwargs": {"path": str(DAGS), "refresh_interval": 0},
-        }
-    ]
-    env = {
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(cluster.kubeconfig)}}
-        ),
-        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundle),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-    }
-    if not AIRFLOW_V_3_0_PLUS:
-        env["AIRFLOW__CORE__EXECUTOR"] = "SequentialExecutor"  # Airflow 2 runs no other executor on SQLite
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    from airflow.utils import db
-
-    db.initdb()
-    try:
-        yield cluster
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def dags(cluster: LocalCluster) -> dict[str, Any]:
-    bag = dag_bag(str(DAGS))
-    assert not bag.import_errors, bag.import_errors
-    return bag.dags
 
 
 def jobs(cluster: LocalCluster, plural: str) -> list[dict[str, Any]]:
@@ -83,21 +39,8 @@ def jobs(cluster: LocalCluster, plural: str) -> list[dict[str, Any]]:
     )["items"]
 
 
-def run(dags: dict[str, Any], dag_id: str) -> tuple[str, dict[str, str], str]:
-    if not AIRFLOW_V_3_0_PLUS:
-        # Airflow 2's dag.test() prints task logs through a handler on sys.stdout that it adds to the task
-        # logger once per process; drop an earlier test's, whose captured stdout is closed, so it adds ours.
-        task_logger = logging.getLogger("airflow.task")
-        for handler in list(task_logger.handlers):
-            if isinstance(handler, logging.StreamHandler) and handler.stream is not sys.stdout:
-                task_logger.removeHandler(handler)
-    dag_run = dags[dag_id].test()
-    return dag_run.state, {ti.task_id: ti.state for ti in dag_run.get_task_instances()}, dag_run.run_id
-
-
-def result_of(dag_id: str, run_id: str) -> Any:
-    (result,) = stored_xcoms(dag_id, run_id, "job", "return_value")
-    return result
+def jobs_of(cluster: LocalCluster, dag_id: str) -> list[dict[str, Any]]:
+    return [j for j in jobs(cluster, "genericjobs") if j["metadata"]["annotations"].get(DAG_ID) == dag_id]
 
 
 @pytest.mark.parametrize(
@@ -151,6 +94,16 @@ def test_extra_link_is_the_jobs_after_deferral(cluster: LocalCluster, dags: dict
         assert served.get_extra_links(ti, "T9k Job") == link
 
 
+async def run_then_clean_up(trigger: Any) -> None:
+    """What the triggerer does when it stops a trigger: it ran, it is cancelled, ``cleanup`` follows."""
+    waiting = asyncio.ensure_future(trigger.run().__anext__())
+    await asyncio.sleep(0.5)
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    await trigger.cleanup()
+
+
 @airflow2_only("the triggerer's cleanup reads the task's state from the metadata database")
 def test_user_kill_of_a_deferred_task_deletes_the_job(
     cluster: LocalCluster, dags: dict[str, Any], monkeypatch: pytest.MonkeyPatch
@@ -191,7 +144,7 @@ def test_user_kill_of_a_deferred_task_deletes_the_job(
             uid=uid,
         )
         trigger.task_instance = ti
-        asyncio.run(trigger.cleanup())
+        asyncio.run(run_then_clean_up(trigger))
         mine = [j for j in jobs(cluster, "genericjobs") if j["metadata"]["name"] == "it-af2-cleanup"]
         return mine[0] if mine else None
 
@@ -213,6 +166,22 @@ def test_failing_job_fails_the_task_with_the_replica_reason(
     assert "failed" in output.lower()
 
 
+def test_oom_killed_replica_fails_the_task_naming_oomkilled(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Past limits.memory the replica is OOMKilled; ExitCode retries it once (backoffLimit 1), then the job
+    fails and the task's failure message says OOMKilled."""
+    state, tasks, _ = run(dags, "it_oom")
+    output = capfd.readouterr().out
+    node = cluster.request("GET", f"/api/v1/nodes/{NODE_NAME}")[2]
+    if not node["metadata"].get("annotations", {}).get(RESOURCE_LIMITS_ANNOTATION, "").startswith("enforced"):
+        pytest.skip("the local kubelet enforces no limits on this machine")
+    assert state == "failed" and tasks == {"job": "failed"}
+    failure = next(line for line in output.splitlines() if "T9kJobFailed: " in line)
+    assert "OOMKilled (exit code 137)" in failure, output[-3000:]
+    assert "restart budget is exhausted" in output
+
+
 def test_retry_adopts_the_running_job(
     cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -220,7 +189,7 @@ def test_retry_adopts_the_running_job(
     output = capfd.readouterr().out
     assert state == "success", (tasks, output[-3000:])
     assert "simulated worker loss after submission" in output
-    assert "adopting job default/" in output
+    assert "adopting job default/adopted-" in output  # an explicit name is kept across tries
     mine = [
         j
         for j in jobs(cluster, "genericjobs")
@@ -288,11 +257,7 @@ def test_deferred_log_hand_backs_print_every_line_once(
     assert state == "success", (tasks, output[-3000:])
     ticks = re.findall(r"-worker-0/main\] (tick \d)", output)
     assert ticks == [f"tick {i}" for i in range(8)]
-    # it really came back to the worker in between
-    if AIRFLOW_V_3_0_PLUS:
-        assert output.count("Pausing task as DEFERRED") >= 2
-    else:  # Airflow 2's dag.test() runs each deferral's trigger in line
-        assert caplog.text.count("[DAG TEST] running trigger in line") >= 2
+    assert deferrals(output, caplog) >= 2  # it really came back to the worker in between
 
 
 def test_kill_while_running_deletes_the_job_and_fails(
@@ -334,3 +299,59 @@ def test_kill_while_running_deletes_the_job_and_fails(
     assert saw_running.is_set(), "the job never ran"
     left = [j for j in jobs(cluster, "genericjobs") if j["metadata"]["name"] == op._job.name]
     assert all(j["metadata"].get("deletionTimestamp") for j in left)
+
+
+def test_short_deferrable_task_ends_in_the_worker(
+    cluster: LocalCluster,
+    dags: dict[str, Any],
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A job that ends within ``wait_before_defer`` costs no deferral round trip."""
+    caplog.set_level(logging.INFO, logger="airflow.models.dag")
+    state, tasks, _ = run(dags, "it_no_deferral")
+    output = capfd.readouterr().out
+    assert state == "success", (tasks, output[-3000:])
+    assert "-worker-0/main] hello-from" in output
+    assert deferrals(output, caplog) == 0
+
+
+def test_the_wait_in_the_worker_sees_the_end_at_once(cluster: LocalCluster, dags: dict[str, Any]) -> None:
+    """poll_interval=60: polling would sleep at least 48 s after the job's first (Pending) state."""
+    started = time.monotonic()
+    state, tasks, _ = run(dags, "it_watched")
+    assert state == "success", tasks
+    assert time.monotonic() - started < 40
+
+
+def test_retry_after_a_lost_success_reports_it_instead_of_running_it_again(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    state, tasks, _ = run(dags, "it_lost_result")
+    output = capfd.readouterr().out
+    assert state == "success", (tasks, output[-3000:])
+    assert "simulated: Airflow lost the result of try 1" in output
+    assert "Airflow retried the task: reporting it again" in output and "replacing job" not in output
+    (job,) = jobs_of(cluster, "it_lost_result")
+    assert job["metadata"]["annotations"]["airflow.apache.org/try-number"] == "1"  # the first try's job
+    assert job["status"]["phase"] == "Succeeded"
+
+
+def test_mapped_instances_of_one_explicit_name_get_their_own_jobs(
+    cluster: LocalCluster, dags: dict[str, Any]
+) -> None:
+    state, tasks, run_id = run(dags, "it_mapped_names")
+    assert state == "success", tasks
+    names = {result["name"] for result in stored_xcoms("it_mapped_names", run_id, "job", "return_value")}
+    assert len(names) == 3 and all(name.startswith("sweep-") for name in names)
+    assert names == {j["metadata"]["name"] for j in jobs_of(cluster, "it_mapped_names")}
+
+
+def test_explicit_name_on_two_logical_dates(cluster: LocalCluster, dags: dict[str, Any]) -> None:
+    """Yesterday's job keeps its name (on_finish_action="keep"): today's run still gets its own."""
+    first = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for day in (first, first + timedelta(days=1)):
+        state, tasks, _ = run(dags, "it_named_daily", logical_date=day)
+        assert state == "success", (day, tasks)
+    names = [j["metadata"]["name"] for j in jobs_of(cluster, "it_named_daily")]
+    assert len(set(names)) == 2 and all(name.startswith("nightly-") for name in names)

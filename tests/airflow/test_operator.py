@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from af_fakes import FakeHook, FakeTI, api_error, generic_manifest, pod, with_status
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, TaskDeferred
 
+from t9k_provider.jobs import KINDS
 from t9k_provider.operators import (
     GenericJobOperator,
     PyTorchTrainingJobOperator,
@@ -32,6 +34,7 @@ def make(hook: FakeHook, cls: type[T9kJobOperator] = T9kJobOperator, **kwargs: A
     kwargs.setdefault("manifest", generic_manifest())
     kwargs.setdefault("poll_interval", 0.01)
     kwargs.setdefault("deferrable", False)
+    kwargs.setdefault("wait_before_defer", 0)  # deferrable tests defer at once unless they test that wait
     op = cls(task_id="train", **kwargs)
     op.__dict__["hook"] = hook
     return op
@@ -92,8 +95,24 @@ def test_submit_and_succeed(fake_hook: FakeHook, context: dict[str, Any], ti: Fa
 
 def test_manifest_name_and_namespace_are_respected(fake_hook: FakeHook, context: dict[str, Any]) -> None:
     fake_hook.script = [SUCCEEDED]
-    make(fake_hook, manifest=generic_manifest("mine", namespace="team")).execute(context)
+    make(fake_hook, manifest=generic_manifest("mine", namespace="team"), exact_name=True).execute(context)
     assert ("team", "mine") in fake_hook.jobs
+
+
+def test_explicit_name_is_a_prefix_unique_to_the_task_instance(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI
+) -> None:
+    """As KubernetesPodOperator's ``random_name_suffix``, but stable across tries so a retry finds its job."""
+    fake_hook.script = [SUCCEEDED]
+    manifest = generic_manifest("sweep", namespace="team", generateName="ignored-")
+    result = make(fake_hook, manifest=manifest).execute(context)
+    assert result["name"] == ident.job_name(ident.task_identity(ti), prefix="sweep")
+    assert result["name"].startswith("sweep-") and len(result["name"]) <= ident.MAX_GENERATED_NAME
+    (created,) = [body for call, body in fake_hook.calls if call == "create"]
+    assert "generateName" not in created["metadata"]
+    other = FakeTI(map_index=1)
+    make(fake_hook, manifest=manifest).execute({"ti": other, "run_id": other.run_id})
+    assert len(fake_hook.jobs) == 2  # another mapped instance: another job, no conflict
 
 
 def test_operator_namespace_must_agree_with_manifest(fake_hook: FakeHook, context: dict[str, Any]) -> None:
@@ -117,14 +136,28 @@ def test_kind_operator_rejects_other_kinds(fake_hook: FakeHook, context: dict[st
     assert fake_hook.calls == []
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_has_its_operator(kind: str) -> None:
+    import t9k_provider.operators
+    from t9k_provider.operators import kinds
+
+    name = f"{kind}Operator"
+    cls = getattr(t9k_provider.operators, name)
+    assert name in t9k_provider.operators.__all__ and getattr(kinds, name) is cls
+    assert issubclass(cls, T9kJobOperator) and cls.job_kind == kind
+    # Airflow names the task's logger and the serialized task type after these.
+    assert (cls.__module__, cls.__qualname__) == ("t9k_provider.operators.kinds", name)
+
+
 def test_yaml_text_and_typed_model_are_accepted(fake_hook: FakeHook, context: dict[str, Any]) -> None:
     import yaml
 
     from t9k_provider.jobs import load
 
     fake_hook.script = [SUCCEEDED]
-    make(fake_hook, cls=GenericJobOperator, manifest=yaml.safe_dump(generic_manifest("a"))).execute(context)
-    op = make(fake_hook, cls=GenericJobOperator, manifest=load(generic_manifest("b")))
+    text = yaml.safe_dump(generic_manifest("a"))
+    make(fake_hook, cls=GenericJobOperator, manifest=text, exact_name=True).execute(context)
+    op = make(fake_hook, cls=GenericJobOperator, manifest=load(generic_manifest("b")), exact_name=True)
     assert isinstance(op.manifest, dict)
     op.execute(context)
     assert {("conn-ns", "a"), ("conn-ns", "b")} <= set(fake_hook.jobs)
@@ -146,7 +179,7 @@ def test_adopts_running_job_of_an_earlier_try(
 def test_conflict_with_a_job_that_is_not_ours_fails(fake_hook: FakeHook, context: dict[str, Any]) -> None:
     fake_hook.put(generic_manifest("taken", namespace="conn-ns"))
     with pytest.raises(AirflowFailException, match="not created by this task instance"):
-        make(fake_hook, manifest=generic_manifest("taken")).execute(context)
+        make(fake_hook, manifest=generic_manifest("taken"), exact_name=True).execute(context)
     assert fake_hook.deletes() == []
 
 
@@ -287,8 +320,9 @@ def test_paused_too_long_fails(fake_hook: FakeHook, context: dict[str, Any]) -> 
 
 
 def test_success_is_decided_on_a_fresh_read(fake_hook: FakeHook, context: dict[str, Any]) -> None:
-    # The waiting loop saw a deadline, but by the time we re-read the job it had succeeded: success wins.
-    fake_hook.script = [PENDING, SUCCEEDED]
+    # The waiting loop saw a deadline (the job as created: Pending), but by the time we re-read the job it had
+    # succeeded: success wins.
+    fake_hook.script = [SUCCEEDED]
     result = make(fake_hook, startup_timeout=0).execute(context)
     assert result["phase"] == "Succeeded"
     assert fake_hook.deletes() == []
@@ -298,6 +332,7 @@ def test_transient_read_errors_surface_as_retryable(fake_hook: FakeHook, context
     from t9k_provider.hooks.errors import T9kApiError
 
     fake_hook.script = [RUNNING]
+    fake_hook.failures["watch_job"] = [api_error(503)]  # the watch breaks, and the read that follows fails
     fake_hook.failures["get_job"] = [T9kApiError("get genericjobs/x: Kubernetes API unavailable")]
     with pytest.raises(AirflowException) as failure:
         make(fake_hook).execute(context)
@@ -409,6 +444,50 @@ def test_deferrable_defers_with_identity_and_deadline(
     assert not deferred.value.kwargs  # nothing outside the event: dag.test() and triggerers may drop kwargs
 
 
+def test_job_that_ends_within_the_wait_before_defer_concludes_without_deferring(
+    fake_hook: FakeHook, context: dict[str, Any]
+) -> None:
+    fake_hook.script = [PENDING, RUNNING, SUCCEEDED]
+    started = time.monotonic()
+    result = make(fake_hook, deferrable=True, wait_before_defer=30).execute(context)  # no TaskDeferred
+    assert result["phase"] == "Succeeded"
+    assert time.monotonic() - started < 10  # it followed the changes: no waiting out the 30 s
+
+
+def test_job_still_running_after_the_wait_defers_with_the_log_cursors(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI
+) -> None:
+    name = ident.job_name(ident.task_identity(ti))
+    fake_hook.pods = [pod(f"{name}-worker-0", "worker", 0, name)]
+    fake_hook.logs[(f"{name}-worker-0", "main")] = "2026-01-01T00:00:01Z epoch 1 loss=0.5\n"
+    fake_hook.script = [RUNNING]
+    started = time.monotonic()
+    with pytest.raises(TaskDeferred) as deferred:
+        make(fake_hook, deferrable=True, wait_before_defer=0.3).execute(context)
+    assert time.monotonic() - started >= 0.3
+    # what the worker printed while it waited is not printed again after the deferral
+    assert list(deferred.value.trigger.log_cursors) == [f"pod-{name}-worker-0/main"]
+
+
+@pytest.mark.parametrize("phase", [SUCCEEDED, FAILED], ids=["succeeded", "failed"])
+def test_adopted_job_that_already_ended_is_never_deferred(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, phase: tuple
+) -> None:
+    fake_hook.put(our_job(ti, phase))
+    fake_hook.script = [phase]
+    op = make(fake_hook, deferrable=True)  # wait_before_defer=0
+    if phase is SUCCEEDED:
+        assert op.execute(context)["phase"] == "Succeeded"
+    else:
+        with pytest.raises(T9kJobFailed):
+            op.execute(context)
+
+
+def test_wait_before_defer_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="wait_before_defer"):
+        T9kJobOperator(task_id="t", manifest=generic_manifest(), wait_before_defer=-1)
+
+
 def _deferred(
     fake_hook: FakeHook, context: dict[str, Any], **kwargs: Any
 ) -> tuple[T9kJobOperator, dict[str, Any]]:
@@ -469,6 +548,14 @@ def test_execute_complete_error(
     assert fake_hook.deletes() == []
 
 
+def test_log_hand_back_concludes_a_job_that_ended_meanwhile(
+    fake_hook: FakeHook, context: dict[str, Any]
+) -> None:
+    op, resume = _deferred(fake_hook, context, logging_interval=30)
+    fake_hook.script = [SUCCEEDED]
+    assert op.execute_complete(context, {"status": "running", "resume": resume})["phase"] == "Succeeded"
+
+
 def test_execute_complete_running_prints_logs_and_defers_again(
     fake_hook: FakeHook, context: dict[str, Any]
 ) -> None:
@@ -479,7 +566,7 @@ def test_execute_complete_running_prints_logs_and_defers_again(
     fake_hook.script = [RUNNING]
     with pytest.raises(TaskDeferred) as again:
         op.execute_complete(context, {"status": "running", "message": "", "resume": resume})
-    cursors = again.value.trigger.resume["cursors"]
+    cursors = again.value.trigger.log_cursors
     assert list(cursors) == [f"pod-{name}-worker-0/main"]
     assert again.value.trigger.logging_interval == 30
     # The next re-entry continues after the cursor: nothing is printed twice.
@@ -487,10 +574,16 @@ def test_execute_complete_running_prints_logs_and_defers_again(
     fake_hook.logs[(f"{name}-worker-0", "main")] += "2026-01-01T00:00:02Z step 2\n"
     with pytest.raises(TaskDeferred) as third:
         op.execute_complete(
-            context, {"status": "running", "message": "", "resume": again.value.trigger.resume}
+            context,
+            {
+                "status": "running",
+                "message": "",
+                "resume": again.value.trigger.resume,
+                "log_cursors": again.value.trigger.log_cursors,
+            },
         )
     assert (
-        third.value.trigger.resume["cursors"][f"pod-{name}-worker-0/main"][0]
+        third.value.trigger.log_cursors[f"pod-{name}-worker-0/main"][0]
         > cursors[f"pod-{name}-worker-0/main"][0]
     )
 
@@ -509,7 +602,7 @@ def test_manifest_file_is_rendered_once_with_jinja(tmp_path: Path, fake_hook: Fa
     manifest = generic_manifest("job-{{ params.size }}")
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(manifest))
     with DAG("d", template_searchpath=[str(tmp_path)], schedule=None, params={"size": "large"}):
-        op = make(fake_hook, manifest="job.yaml")
+        op = make(fake_hook, manifest="job.yaml", exact_name=True)
     context = {"ti": ti, "params": {"size": "large"}}
     _render(op, context)
     assert "job-large" in op.manifest
@@ -548,6 +641,28 @@ def test_template_fields_render_the_manifest_dict(fake_hook: FakeHook, ti: FakeT
     op.dag = None
     op.render_template_fields({"ti": ti, "params": {"job": "from-param"}})
     assert op.manifest["metadata"]["name"] == "from-param"
+
+
+def test_strings_in_a_manifest_dict_are_rendered_never_loaded_as_files(
+    tmp_path: Path, fake_hook: FakeHook, ti: FakeTI
+) -> None:
+    """Only a ``manifest`` string names a template file: paths ending in .yaml/.yml/.json inside a dict
+    manifest (args, env) are strings to render, even where a file of that name exists."""
+    from airflow.providers.common.compat.sdk import DAG
+
+    (tmp_path / "config.yaml").write_text("not: this")
+    manifest = generic_manifest("{{ params.job }}")
+    container = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    container["args"] = ["--config", "config.yaml", "--out", "{{ params.job }}/metrics.json"]
+    container["env"] = [{"name": "SETTINGS", "value": "/etc/app/settings.yml"}]
+    with DAG("d4", template_searchpath=[str(tmp_path)], schedule=None):
+        op = make(fake_hook, manifest=manifest, config_file="kube.yaml")
+    op.render_template_fields({"ti": ti, "params": {"job": "run-1"}})
+    container = op.manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["--config", "config.yaml", "--out", "run-1/metrics.json"]
+    assert container["env"] == [{"name": "SETTINGS", "value": "/etc/app/settings.yml"}]
+    assert op.manifest["metadata"]["name"] == "run-1"
+    assert op.config_file == "kube.yaml"
 
 
 def test_create_conflict_then_vanished_job_is_recreated(fake_hook: FakeHook, context: dict[str, Any]) -> None:

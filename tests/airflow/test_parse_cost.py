@@ -1,5 +1,5 @@
 """DAG-parse cost: importing the operators must not load the Kubernetes clients or the job models (beyond what
-Airflow itself loaded).
+Airflow itself loaded); of `t9k_provider.jobs` only the standard-library modules of names are read.
 
 Each check runs in a fresh interpreter so modules imported by other tests cannot hide a regression.
 """
@@ -19,6 +19,9 @@ EMPTY_OPERATOR = (
     "airflow.providers.standard.operators.empty" if AIRFLOW_V_3_0_PLUS else "airflow.operators.empty"
 )
 
+#: What the operators import from `t9k_provider.jobs`: the kinds and the contract, no pydantic model.
+JOBS_NAMES_MODULES = ["t9k_provider.jobs", "t9k_provider.jobs.constants", "t9k_provider.jobs.contract"]
+
 PROBE = """
 import json, sys, time
 start = time.perf_counter()
@@ -34,7 +37,8 @@ print(json.dumps({{
                      if m.split(".")[0] in ("kubernetes", "kubernetes_asyncio")
                      or m.startswith("t9k_provider.jobs")
                      or m.startswith("t9k_provider.hooks.t9k")
-                     or m.startswith("t9k_provider.hooks.async_t9k")),
+                     or m.startswith("t9k_provider.hooks.async_t9k")
+                     or m.startswith("t9k_provider.decorators.transport")),
 }}))
 """
 
@@ -45,6 +49,16 @@ with DAG("parse_probe", schedule=None):
     GenericJobOperator(task_id="a", manifest={"kind": "GenericJob"})
     PyTorchTrainingJobOperator(task_id="b", manifest="job.yaml")
     T9kJobSensor(task_id="c", kind="GenericJob", name="x")
+"""
+
+WITH_DECORATORS = """
+from airflow.providers.common.compat.sdk import task
+with DAG("parse_probe", schedule=None):
+    @task.t9k_pytorch(workers=2)
+    def train(lr: float) -> float:
+        return lr
+    train(0.1)
+    train.expand(lr=[0.2, 0.3])
 """
 
 WITHOUT_PROVIDER = f"""
@@ -68,10 +82,17 @@ def probe(body: str) -> dict:
 @pytest.mark.timeout(300)
 def test_operators_import_without_kubernetes_clients_or_models() -> None:
     with_provider = probe(WITH_PROVIDER)
-    assert with_provider["loaded"] == []
+    assert with_provider["loaded"] == JOBS_NAMES_MODULES
     without = probe(WITHOUT_PROVIDER)
     print(
         f"\nDAG parse: Airflow's DAG class {with_provider['dag_class_s']:.2f}s; "
         f"DAG with T9k operators +{with_provider['extra_s']:.3f}s; "
         f"DAG with EmptyOperator +{without['extra_s']:.3f}s"
     )
+
+
+@pytest.mark.timeout(300)
+def test_decorated_tasks_parse_without_kubernetes_clients_models_or_the_call_transport() -> None:
+    """A decorated task reads no source and encodes nothing until it runs; of the jobs package it loads only
+    what the operators it builds on load."""
+    assert probe(WITH_DECORATORS)["loaded"] == JOBS_NAMES_MODULES

@@ -29,7 +29,12 @@ def test_every_declared_module_and_class_imports() -> None:
         for entry in info[section]:
             for module in entry["python-modules"]:
                 importlib.import_module(module)
-    for path in [*info["extra-links"], *(c["hook-class-name"] for c in info["connection-types"])]:
+    declared = [
+        *info["extra-links"],
+        *(c["hook-class-name"] for c in info["connection-types"]),
+        *(d["class-name"] for d in info["task-decorators"]),
+    ]
+    for path in declared:
         module, _, name = path.rpartition(".")
         assert hasattr(importlib.import_module(module), name), path
 

@@ -9,30 +9,44 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from af_fakes import api_error, generic_manifest, with_status
+from af_fakes import generic_manifest, kube_error, with_status
 from af_versions import airflow3_only
 
+from t9k_provider.jobs import API_VERSION
+from t9k_provider.kube.api import ResourceType
 from t9k_provider.triggers.job import T9kJobTrigger
 
 pytestmark = pytest.mark.timeout(60)
 
+JOBS = ResourceType(API_VERSION, "GenericJob", "genericjobs")
+
 
 class FakeAsyncClient:
-    """Stands in for ``AsyncT9kClient``: replays a script of jobs or exceptions, one per GET."""
+    """Stands in for an ``AsyncT9kClient`` lease and the ``KubeApi`` it holds (``api`` is itself): replays a
+    script of jobs or exceptions, one per GET."""
 
     pods: list[dict[str, Any]] = []
+    #: Leases held now; ``unbuildable`` makes a new lease fail as building a client can (an exec plugin).
+    leases = 0
+    unbuildable = False
 
     def __init__(self, script: list[Any], deletes: list[tuple[str, str | None]]) -> None:
         self.script = script
         self.deletes = deletes
+        self.api = self
 
     async def __aenter__(self) -> FakeAsyncClient:
+        await asyncio.sleep(0)
+        if FakeAsyncClient.unbuildable:
+            raise ConnectionError("exec plugin: cannot reach the identity provider")
+        FakeAsyncClient.leases += 1
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        return None
+        FakeAsyncClient.leases -= 1
 
-    async def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+    async def get(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        assert rt == JOBS and namespace == "ns" and name == "j"
         FakeAsyncClient.gets += 1
         item = self.script.pop(0) if len(self.script) > 1 else self.script[0]
         if isinstance(item, BaseException):
@@ -41,9 +55,15 @@ class FakeAsyncClient:
 
     pod_lists = 0
 
-    async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+    async def list(
+        self, rt: ResourceType, namespace: str, *, label_selector: str | None = None, limit: int | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        if rt == JOBS:
+            assert limit == 1  # only the watch's starting version is wanted
+            return [], "1"
+        assert rt.plural == "pods" and label_selector
         FakeAsyncClient.pod_lists += 1
-        return self.pods
+        return self.pods, "1"
 
     watch_calls: list[str] = []
     gets = 0
@@ -53,26 +73,24 @@ class FakeAsyncClient:
     #: events (an exception in it breaks the stream)
     watch_mode = "unsupported"
 
-    async def jobs_version(self, plural: str, namespace: str) -> str:
-        return "1"
-
-    async def watch_jobs(
-        self, plural: str, namespace: str, version: str, timeout: float
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async def watch(
+        self, rt: ResourceType, namespace: str, version: str, timeout: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        assert rt == JOBS and namespace == "ns"
         FakeAsyncClient.watch_calls.append(version)
         if self.watch_mode == "unsupported":
-            raise api_error(405, "watch is not supported")
+            raise kube_error(405, "watch is not supported")
         if self.watch_mode == "expired":
-            raise api_error(410, "too old resource version")
+            raise kube_error(410, "too old resource version")
         if self.watch_mode == "short":
-            yield "BOOKMARK", {"metadata": {"resourceVersion": version}}
+            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": version}}}
             return  # ends cleanly, long before its timeout
         while True:
             await asyncio.sleep(0.05)  # the trigger has read the job meanwhile
             item = self.script.pop(0) if len(self.script) > 1 else self.script[0]
             if isinstance(item, BaseException):
                 raise item
-            yield "MODIFIED", item
+            yield {"type": "MODIFIED", "object": item}
             if len(self.script) == 1 and item is self.script[0]:
                 break
         await asyncio.sleep(timeout)
@@ -82,9 +100,16 @@ class FakeAsyncClient:
     def reauthenticate(self) -> None:
         FakeAsyncClient.reauthentications += 1
 
-    async def delete_job(self, plural: str, namespace: str, name: str, uid: str | None = None) -> bool:
+    delete_error: BaseException | None = None
+
+    async def delete(
+        self, rt: ResourceType, namespace: str, name: str, *, uid: str | None = None, propagation: str
+    ) -> dict[str, Any]:
+        assert rt == JOBS and propagation == "Foreground"
+        if self.delete_error is not None:
+            raise self.delete_error
         self.deletes.append((name, uid))
-        return True
+        return {}
 
 
 def trigger(**kwargs: Any) -> T9kJobTrigger:
@@ -111,6 +136,8 @@ def job(
 
 def use_script(monkeypatch: pytest.MonkeyPatch, script: list[Any]) -> list[tuple[str, str | None]]:
     deletes: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(FakeAsyncClient, "leases", 0)
+    monkeypatch.setattr(FakeAsyncClient, "unbuildable", False)
     monkeypatch.setattr(T9kJobTrigger, "_client", lambda self: FakeAsyncClient(script, deletes))
     monkeypatch.setattr("t9k_provider.hooks.errors.BACKOFF_BASE_SECONDS", 0.001)
     return deletes
@@ -120,6 +147,15 @@ async def first_event(t: T9kJobTrigger) -> dict[str, Any]:
     events = [event.payload async for event in t.run()]
     assert len(events) == 1
     return events[0]
+
+
+async def cancelled(t: T9kJobTrigger, after: float = 0.1) -> None:
+    """What the triggerer does before ``on_kill``/``cleanup``: run the trigger, then cancel it."""
+    task = asyncio.ensure_future(first_event(t))
+    await asyncio.sleep(after)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
 
 
 def test_serialisation_round_trip() -> None:
@@ -132,6 +168,19 @@ def test_serialisation_round_trip() -> None:
     import json
 
     json.dumps(kwargs)  # plain JSON: no client objects, no file paths the triggerer may lack
+
+
+def test_serialisation_round_trip_with_live_logs() -> None:
+    original = trigger(
+        pod_selector="tensorstack.dev/owner-name=j",
+        log_targets=[["worker", 0], [None, None]],
+        log_cursors={"uid/main": [5, 1]},
+    )
+    classpath, kwargs = original.serialize()
+    assert kwargs["log_targets"] == [["worker", 0], [None, None]]
+    rebuilt = T9kJobTrigger(**kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs)
+    assert rebuilt.log_cursors == {"uid/main": [5, 1]}
 
 
 async def test_succeeded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,27 +222,27 @@ async def test_paused_limit_fails(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_transient_errors_are_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     use_script(
         monkeypatch,
-        [api_error(503), ConnectionResetError("reset"), api_error(429), job("Succeeded")],
+        [kube_error(503), ConnectionResetError("reset"), kube_error(429), job("Succeeded")],
     )
     assert (await first_event(trigger()))["status"] == "succeeded"
 
 
 async def test_persistent_transient_errors_become_retryable_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("t9k_provider.triggers.job.MAX_CONSECUTIVE_ERRORS", 3)
-    use_script(monkeypatch, [api_error(503)])
+    use_script(monkeypatch, [kube_error(503)])
     event = await first_event(trigger())
     assert event["status"] == "error" and event["retryable"] is True
 
 
 async def test_forbidden_is_a_fatal_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    use_script(monkeypatch, [api_error(403, "forbidden: cannot get genericjobs")])
+    use_script(monkeypatch, [kube_error(403, "forbidden: cannot get genericjobs")])
     event = await first_event(trigger())
     assert event["status"] == "error" and event["retryable"] is False and "forbidden" in event["message"]
 
 
 async def test_unauthorized_reopens_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
     # Expiring tokens over a long wait: every 401 after a good read gets a fresh client again.
-    script = [api_error(401), job("Running")] * 5 + [job("Succeeded")]
+    script = [kube_error(401), job("Running")] * 5 + [job("Succeeded")]
     use_script(monkeypatch, script)
     monkeypatch.setattr(FakeAsyncClient, "reauthentications", 0)
     assert (await first_event(trigger()))["status"] == "succeeded"
@@ -201,13 +250,13 @@ async def test_unauthorized_reopens_the_client(monkeypatch: pytest.MonkeyPatch) 
 
 
 async def test_repeated_unauthorized_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    use_script(monkeypatch, [api_error(401)])
+    use_script(monkeypatch, [kube_error(401)])
     event = await first_event(trigger())
     assert event["status"] == "error" and event["retryable"] is True
 
 
 async def test_deleted_job(monkeypatch: pytest.MonkeyPatch) -> None:
-    use_script(monkeypatch, [api_error(404)])
+    use_script(monkeypatch, [kube_error(404)])
     event = await first_event(trigger())
     assert event["status"] == "error" and "deleted" in event["message"]
 
@@ -226,10 +275,64 @@ async def test_logging_interval_hands_back_to_the_worker(monkeypatch: pytest.Mon
 
 async def test_on_kill_deletes_only_with_delete_action(monkeypatch: pytest.MonkeyPatch) -> None:
     deletes = use_script(monkeypatch, [job("Running")])
-    await trigger(on_kill_action="delete").on_kill()
+    for action in ("delete", "keep"):
+        t = trigger(on_kill_action=action)
+        await cancelled(t)
+        await t.on_kill()
+        await t.cleanup()
     assert deletes == [("j", "uid-1")]
-    await trigger(on_kill_action="keep").on_kill()
+    assert FakeAsyncClient.leases == 0  # cleanup released the lease the kill used
+
+
+@pytest.mark.parametrize("after", [0.0, 0.1], ids=["at-start", "while-waiting"])
+async def test_kill_path_builds_nothing(monkeypatch: pytest.MonkeyPatch, after: float) -> None:
+    """on_kill and cleanup delete through the lease run() took first, even when no client could be built
+    any more (an exec plugin that fails now) and the kill comes before run() awaited anything."""
+    deletes = use_script(monkeypatch, [job("Running")])
+    monkeypatch.setattr("t9k_provider.triggers.job.TRIGGER_ON_KILL", True)
+    t = trigger()
+    await cancelled(t, after)
+    FakeAsyncClient.unbuildable = True
+    await t.on_kill()
     assert deletes == [("j", "uid-1")]
+    await t.cleanup()
+    assert FakeAsyncClient.leases == 0
+
+
+async def test_an_event_releases_every_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer that stops at the first event (dag.test()) calls no cleanup: nothing may stay leased."""
+    use_script(monkeypatch, [job("Succeeded")])
+    async for _ in trigger().run():
+        assert FakeAsyncClient.leases == 0
+        break
+
+
+@pytest.mark.parametrize("status", [404, 409])
+async def test_on_kill_of_a_job_already_gone(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], status: int
+) -> None:
+    """404: deleted meanwhile; 409: the uid precondition failed, the name holds another job now."""
+    deletes = use_script(monkeypatch, [job("Running")])
+    monkeypatch.setattr(FakeAsyncClient, "delete_error", kube_error(status))
+    t = trigger()
+    await cancelled(t)
+    await t.on_kill()
+    assert deletes == []
+    assert "already gone" in capsys.readouterr().out
+
+
+async def test_on_kill_that_the_api_refuses_is_logged(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any other refusal is reported in the log, never raised: the triggerer would only log it too."""
+    deletes = use_script(monkeypatch, [job("Running")])
+    monkeypatch.setattr(FakeAsyncClient, "delete_error", kube_error(403, "forbidden"))
+    t = trigger()
+    await cancelled(t)
+    await t.on_kill()
+    assert deletes == []
+    out = capsys.readouterr().out
+    assert "could not delete job ns/j" in out and "forbidden" in out
 
 
 async def test_triggerer_restart_never_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -259,8 +362,8 @@ async def test_real_async_client_is_bound_to_its_own_configuration() -> None:
         "current-context": "ctx",
     }
     before = client.Configuration.get_default_copy().host
-    async with AsyncT9kClient({"in_cluster": False, "kubeconfig": kubeconfig}) as api:
-        configuration = api._api_client.configuration
+    async with AsyncT9kClient({"in_cluster": False, "kubeconfig": kubeconfig}) as lease:
+        configuration = lease.api._client.configuration
         assert configuration.host == "http://127.0.0.1:1"
         assert "secret-token" in str(configuration.api_key)
     assert client.Configuration.get_default_copy().host == before
@@ -280,8 +383,11 @@ async def test_cleanup_before_airflow_3_3_deletes_only_after_a_user_kill(
         return state
 
     monkeypatch.setattr(t, "_task_state", task_state)
+    await cancelled(t)
+    FakeAsyncClient.unbuildable = True  # the cleanup needs no new client
     await t.cleanup()
     assert bool(deletes) is deleted
+    assert FakeAsyncClient.leases == 0
 
 
 async def test_cleanup_is_inert_on_airflow_3_3_and_after_an_event(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -426,7 +532,7 @@ async def test_watches_cut_short_fall_back_to_polling(monkeypatch: pytest.Monkey
 async def test_an_event_older_than_the_read_is_not_news() -> None:
     from t9k_provider.triggers.job_watch import JobWatch
 
-    watch = JobWatch(lambda: None, {"in_cluster": True}, "genericjobs", "ns", "j")
+    watch = JobWatch(FakeAsyncClient, {"in_cluster": True}, JOBS, "ns", "j")  # type: ignore[arg-type]
     watch.deliver("MODIFIED", _versioned("Pending", "8"))  # arrived between subscribing and the read
     watch.seen(_versioned("Running", "9"))
     assert not watch.changed.is_set() and watch.latest is None
@@ -448,18 +554,20 @@ async def test_leases_share_one_client_until_a_401_retires_it() -> None:
             "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}]}}  # fmt: skip
 
     async with AsyncT9kClient(creds("a")) as one, AsyncT9kClient(creds("a")) as two:
-        assert one._client is two._client and shared_clients() == 1
+        assert one.api is two.api and shared_clients() == 1
         async with AsyncT9kClient(creds("b")) as other:
-            assert other._client is not one._client and shared_clients() == 2
+            assert other.api is not one.api and shared_clients() == 2
         assert shared_clients() == 1  # its last lease closed it
-        first = one._client
+        first = one.api
         one.reauthenticate()
         two.reauthenticate()  # the same 401 seen twice retires the client once
         async with AsyncT9kClient(creds("a")) as three:
-            assert three._client is not first
-            assert not first.rest_client.pool_manager.closed  # still leased by one and two
+            assert three.api is not first
+            assert not first._client.rest_client.pool_manager.closed  # still leased by one and two
         assert shared_clients() == 0  # the retired client is no longer handed out
-    assert first.rest_client.pool_manager.closed
+    assert first._client.rest_client.pool_manager.closed
+    with pytest.raises(RuntimeError, match="outside"):
+        one.api  # noqa: B018 - a lease that ended holds no client
 
 
 async def test_a_refused_watch_is_tried_again_after_a_watch_period(monkeypatch: pytest.MonkeyPatch) -> None:

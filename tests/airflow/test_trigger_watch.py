@@ -1,8 +1,8 @@
 """T9kJobTrigger's shared long watch and shared client against the embedded local cluster (API only).
 
-The server counts every request by User-Agent (``GET /_embedded/requests``); the triggers' client is the only
-``OpenAPI-Generator`` user, so the tests assert exactly which reads and watches a wait cost: per namespace,
-one LIST (the watch's starting version) and one watch; per trigger, one GET.
+The server counts every request by User-Agent (``GET /_embedded/requests``); the triggers' client (a
+``KubeApi``) is the only ``OpenAPI-Generator`` user, so the tests assert exactly which reads and watches a
+wait cost: per namespace, one LIST (the watch's starting version) and one watch; per trigger, one GET.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 import yaml
-from af_fakes import api_error
+from af_fakes import kube_error
 
 from t9k_provider.hooks.async_t9k import AsyncT9kClient, shared_clients
 from t9k_provider.jobs import API_VERSION
+from t9k_provider.kube.api import KubeApi
 from t9k_provider.local.testing import LocalCluster
 from t9k_provider.triggers.job import T9kJobTrigger
 
@@ -160,16 +161,16 @@ async def test_expired_watch_reads_once_and_watches_again(
     cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """410 Expired needs a compacted event log to happen for real: the first watch is made to get it."""
-    real_watch = AsyncT9kClient.watch_jobs
+    real_watch = KubeApi.watch
     expired = []
 
-    def watch_jobs(self: AsyncT9kClient, *args: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    def watch(self: KubeApi, *args: Any) -> AsyncIterator[dict[str, Any]]:
         if not expired:
             expired.append(args[2])
-            raise api_error(410, "too old resource version")
+            raise kube_error(410, "too old resource version")
         return real_watch(self, *args)
 
-    monkeypatch.setattr(AsyncT9kClient, "watch_jobs", watch_jobs)
+    monkeypatch.setattr(KubeApi, "watch", watch)
     create_job(cluster, "expired")
     before = trigger_requests(cluster)
     task = asyncio.ensure_future(first_event(trigger(cluster, "expired")))

@@ -70,13 +70,15 @@ def test_quick_run_of_every_benchmark(tmp_path: Path) -> None:
         "3. Waiting cost",
         "4. Local",
         "5. DAG parse",
-        "7. Controller at scale",
+        "6. Live replica logs",
+        "8. Controller at scale",
     )
     for section in sections:
         assert f"## {section}" in text
     assert "GenericJob: writes / minimum" in text
     assert "T9kJobTrigger: API requests per waiting task per minute" in text
-    assert "## 6. Per-task overhead" not in text  # opt-in: only with --only overhead
+    assert "live logs on: triggerer CPU with" in text
+    assert "## 7. Per-task overhead" not in text  # opt-in: only with --only overhead
 
 
 @pytest.mark.timeout(900)

@@ -216,6 +216,28 @@ def test_exitcode_137_restarts_until_backoff_limit_then_fails(
     assert cond(obj, "Failed")["status"] == "True"
 
 
+def test_exitcode_retries_an_oom_killed_replica_and_names_it(jobs: Jobs) -> None:
+    """Past limits.memory the OOM killer ends the replica (137, OOMKilled): ExitCode retries it up to
+    backoffLimit, and the Failed condition says what killed it."""
+    if not jobs.limits_enforced():
+        pytest.skip("this machine has no writable cgroups: the kubelet cannot enforce limits")
+    allocate = f"{PY} -c 'b = bytearray(200 * 1024 * 1024); print(len(b))'"
+    limits = {"limits": {"memory": "64Mi"}}
+    jobs.create(job("PyTorchTrainingJob", "pj-oom", {
+        "runPolicy": {"backoffLimit": 1},
+        "replicaSpecs": [{"type": "master", "restartPolicy": "ExitCode",
+                          "template": template("pytorch", allocate, resources=limits)}],
+    }))  # fmt: skip
+    obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-oom", TERMINAL)
+    assert obj["status"]["phase"] == "Failed"
+    assert obj["status"]["backoffCount"] == 1
+    pod = jobs.core.read_namespaced_pod("pj-oom-master-0", NS)
+    terminated = pod.status.container_statuses[0].state.terminated
+    assert (terminated.reason, terminated.exit_code) == ("OOMKilled", 137)
+    assert "Pod pj-oom-master-0: OOMKilled (exit code 137)." in cond(obj, "Failed")["message"]
+    assert "OOMKilled" in cond(obj, "ReplicaFailure")["message"]
+
+
 def test_exitcode_permanent_code_is_not_restarted(jobs: Jobs) -> None:
     jobs.create(job("PyTorchTrainingJob", "pj-exit1", {
         "runPolicy": {"backoffLimit": 5},

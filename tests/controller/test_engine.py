@@ -13,13 +13,13 @@ from engine_sim import Sim, container, job, template
 
 from t9k_provider.controller.engine import Create, Delete, Observed
 from t9k_provider.controller.engine.initwait import wait_container
-from t9k_provider.controller.engine.names import (
+from t9k_provider.controller.reconcile import reconcile
+from t9k_provider.jobs.contract import (
     ANNOTATION_RESTART_COUNT,
     LABEL_JOB_UID,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
 )
-from t9k_provider.controller.reconcile import reconcile
 
 
 def generic(replicas: int = 2, policy: str = "OnFailure", limit: int = 0, **spec: object) -> dict:

@@ -203,6 +203,21 @@ def test_exit_code_137_restarts_until_backoff_limit_then_fails():
     assert sim.status["tasks"][0]["restartCount"] == 2
 
 
+def test_an_oom_killed_replica_is_named_in_the_failure_messages():
+    """The kubelet's termination reason (OOMKilled) reaches ReplicaFailure and the Failed condition; a plain
+    exit code leaves the T9k message as it is (test above)."""
+    sim = Sim(pytorch(runPolicy={"backoffLimit": 0}))
+    run_to_running(sim)
+    sim.finish("demo-worker-1", exit_code=137)
+    sim.pod("demo-worker-1")["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = "OOMKilled"
+    sim.step()
+    assert sim.status["phase"] == "Failed"
+    assert sim.cond("Failed")["message"] == (
+        "The job exited with an error code. Pod demo-worker-1: OOMKilled (exit code 137)."
+    )
+    assert "Pod demo-worker-1 failed with exit code 137 (OOMKilled)" in sim.cond("ReplicaFailure")["message"]
+
+
 def test_training_default_restart_policy_is_on_failure_and_priority_zero():
     manifest = job(
         "PyTorchTrainingJob",

@@ -24,6 +24,8 @@ EXAMPLE_DAGS = {
     "example_colossalaijob": {"colossalai_ranks": "ColossalAIJob"},
     "example_deepspeedjob": {"deepspeed_ranks": "DeepSpeedJob"},
     "example_beamjob": {"wordcount": "BeamJob"},
+    # train and evaluate are mapped (their manifests exist once they run): test_taskflow_example_shape
+    "example_taskflow_training": {"prepare_data": "GenericJob"},
 }
 RUN_ID = "scheduled__2026-01-02T00:00:00+00:00"
 
@@ -113,3 +115,18 @@ def test_fail_training_param_reaches_the_training_script(dagbag: Any, fail: bool
 def test_tensorflow_manifest_file_takes_the_worker_count_param(dagbag: Any) -> None:
     rendered = render_manifests(dagbag.dags["example_tensorflowtrainingjob"], workers=3)
     assert rendered["tf_config"]["spec"]["replicaSpecs"][0]["replicas"] == 3
+
+
+def test_taskflow_example_shape(dagbag: Any) -> None:
+    """Decorated functions become the kinds' operators; the sweep is mapped over the learning rates."""
+    dag = dagbag.dags["example_taskflow_training"]
+    assert {t: sorted(dag.get_task(t).downstream_task_ids) for t in dag.task_ids} == {
+        "prepare_data": ["evaluate", "train"],
+        "train": ["evaluate"],
+        "evaluate": ["pick_best"],
+        "pick_best": [],
+    }
+    kinds = {t: getattr(dag.get_task(t).operator_class, "job_kind", None) for t in ("train", "evaluate")}
+    assert kinds == {"train": "PyTorchTrainingJob", "evaluate": "GenericJob"}
+    assert dag.get_task("train").partial_kwargs["workers"] == 2
+    assert dag.get_task("prepare_data").custom_operator_name == "@task.t9k"

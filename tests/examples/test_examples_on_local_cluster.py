@@ -49,7 +49,8 @@ def task_states(dag_run: Any) -> dict[str, str]:
     return {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
 
 
-def xcom(dag_run: Any, task_id: str) -> Any:
+def xcoms(dag_run: Any, task_id: str) -> list[Any]:
+    """Every return value the task stored (one per map index)."""
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
@@ -57,8 +58,12 @@ def xcom(dag_run: Any, task_id: str) -> Any:
         query = XComModel.get_many(
             run_id=dag_run.run_id, key="return_value", task_ids=task_id, dag_ids=dag_run.dag_id
         )
-        row = session.scalars(query).one()
-        return XComModel.deserialize_value(row)
+        return [XComModel.deserialize_value(row) for row in session.scalars(query)]
+
+
+def xcom(dag_run: Any, task_id: str) -> Any:
+    (value,) = xcoms(dag_run, task_id)
+    return value
 
 
 @pytest.mark.parametrize("dag_id", KIND_EXAMPLES)
@@ -93,6 +98,36 @@ def test_training_pipeline_trains_evaluates_and_reports(
     # the training replicas' own loss lines reached the task log
     logged = [float(m[3]) for m in LOSS.finditer(capfd.readouterr().out)]
     assert metrics["losses"][-1] == pytest.approx(logged[-1], abs=1e-6)
+
+
+def test_taskflow_example_sweeps_learning_rates_and_picks_the_best(
+    dagbag: Any, cluster: LocalCluster, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Decorated functions on the local cluster: data prep, a 2-worker DDP training per learning rate
+    (mapped), an evaluation per checkpoint (mapped over the training results), the best picked downstream."""
+    run_conf = {"data_root": str(tmp_path), "epochs": 3}
+    dag_run = dagbag.dags["example_taskflow_training"].test(run_conf=run_conf)
+    states = task_states(dag_run)
+    assert dag_run.state == "success", states
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert xcom(dag_run, "prepare_data") == {
+        "dir": f"/data/runs/{run_dir.name}/dataset",
+        "train": 3277,
+        "test": 819,
+        "features": 16,
+    }
+    rates = [0.003, 0.01, 0.03]
+    checkpoints = sorted(p.parent.name for p in run_dir.glob("model-lr*/model.pt"))
+    assert checkpoints == [f"model-lr{r}" for r in rates]
+    best = xcom(dag_run, "pick_best")
+    assert best["lr"] in rates and set(best["sweep"]) == {str(r) for r in rates}
+    assert best["test_mse"] == min(best["sweep"].values()) and best["test_r2"] > 0
+    trained = xcoms(dag_run, "train")
+    assert sorted(t["lr"] for t in trained) == rates
+    assert all(t["final_loss"] < t["first_loss"] for t in trained)
+    # rank 0's log, the task log's default, shows each run's epochs
+    output = capfd.readouterr().out
+    assert all(f"lr={r} epoch 3/3 loss=" in output for r in rates)
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from t9k_provider.local.apiserver.controllers import Controllers
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects
-from t9k_provider.local.apiserver.resources import Registry
+from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.store import Store
 
 

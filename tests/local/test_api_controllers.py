@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from t9k_provider.local.apiserver.controllers import EVENT_TTL_SECONDS, Controllers
-from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, deep_copy
-from t9k_provider.local.apiserver.resources import Registry
+from t9k_provider.local.apiserver.jsonvalues import json_copy
+from t9k_provider.local.apiserver.objects import DeleteOptions, Objects
+from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.store import Store
 
 
@@ -150,7 +151,7 @@ def test_gc_pass_reads_only_what_writes_concerned(tmp_path: Path, monkeypatch: p
     assert reads == []
     current = real_get(("", "configmaps", "default", "dep-7"))
     assert current is not None
-    unowned = deep_copy(current)
+    unowned = json_copy(current)
     del unowned["metadata"]["ownerReferences"]
     objects.write(cms, current, unowned)  # references dropped: no owner to check
     objects.create(cms, "default", _configmap("late", owner))

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,24 +10,6 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.local.testing import LocalCluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("api-core"), node_agents=False) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def core(cluster: LocalCluster) -> client.CoreV1Api:
-    return client.CoreV1Api(cluster.api_client())
-
-
-@pytest.fixture
-def ns(core: client.CoreV1Api) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    return name
 
 
 def _pod(name: str, **spec: object) -> dict:

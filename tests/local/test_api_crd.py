@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
@@ -72,12 +70,6 @@ def widget_crd(plural: str = "widgets", kind: str = "Widget", scope: str = "Name
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("api-crd"), node_agents=False) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def crds(cluster: LocalCluster) -> client.ApiextensionsV1Api:
     api = client.ApiextensionsV1Api(cluster.api_client())
     api.create_custom_resource_definition(widget_crd())
@@ -88,13 +80,6 @@ def crds(cluster: LocalCluster) -> client.ApiextensionsV1Api:
 @pytest.fixture(scope="module")
 def custom(cluster: LocalCluster, crds: client.ApiextensionsV1Api) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(cluster.api_client())
-
-
-@pytest.fixture
-def ns(cluster: LocalCluster) -> str:
-    name = f"c-{uuid.uuid4().hex[:8]}"
-    client.CoreV1Api(cluster.api_client()).create_namespace({"metadata": {"name": name}})
-    return name
 
 
 def wait_established(api: client.ApiextensionsV1Api, name: str, timeout: float = 5) -> dict:

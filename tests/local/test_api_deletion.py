@@ -5,31 +5,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.local.testing import LocalCluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("api-deletion"), node_agents=False) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def core(cluster: LocalCluster) -> client.CoreV1Api:
-    return client.CoreV1Api(cluster.api_client())
-
-
-@pytest.fixture
-def ns(core: client.CoreV1Api) -> str:
-    name = f"d-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    return name
 
 
 def eventually(check: Callable[[], bool], timeout: float = 5) -> None:

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from t9k_provider.local.apiserver import watch
 from t9k_provider.local.apiserver.handlers import Handlers
 from t9k_provider.local.apiserver.objects import Objects
-from t9k_provider.local.apiserver.resources import Registry
+from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.watch import Hub, Watcher
 from t9k_provider.local.store import Store
 

@@ -6,7 +6,6 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,12 +14,6 @@ import yaml
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("api-kubectl"), node_agents=False) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
@@ -246,8 +239,37 @@ def test_create_generators_send_protobuf(kubectl) -> None:
     assert kubectl("get", "cm", "cfg", "-n", "gen", "-o", "jsonpath={.data.a}") == "1"
     assert kubectl("get", "secret", "sec", "-n", "gen", "-o", "jsonpath={.data.pw}") == "czNjcmV0"
     assert "robot" in kubectl("get", "sa", "-n", "gen", "-o", "name")
-    unsupported = kubectl("create", "job", "j", "-n", "gen", "--image=busybox", "--", "true", check=False)
-    assert "the body of the request was in an unknown format" in unsupported
+    assert kubectl("create", "job", "j", "-n", "gen", "--image=busybox", "--", "true").strip() == (
+        "job.batch/j created"
+    )
+    assert (
+        kubectl(
+            "get",
+            "job",
+            "j",
+            "-n",
+            "gen",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].command} {.spec.template.spec.restartPolicy}",
+        )
+        == '["true"] Never'
+    )
+    kubectl("create", "deployment", "d", "-n", "gen", "--image=busybox:1", "--replicas=0", "--port=80")
+    assert (
+        kubectl(
+            "get",
+            "deploy",
+            "d",
+            "-n",
+            "gen",
+            "-o",
+            "jsonpath={.spec.replicas} "
+            "{.spec.template.spec.containers[0].ports[0].containerPort} {.spec.template.metadata}",
+        )
+        == '0 80 {"labels":{"app":"d"}}'
+    )
+    kubectl("create", "service", "clusterip", "s", "-n", "gen", "--tcp=80:http")
+    assert kubectl("get", "svc", "s", "-n", "gen", "-o", "jsonpath={.spec.ports[0].targetPort}") == "http"
 
 
 def test_auth_can_i_and_crd_table(kubectl) -> None:
@@ -288,3 +310,30 @@ def test_server_side_apply(kubectl, tmp_path: Path) -> None:
     }
     path.write_text(yaml.safe_dump(gadgetless))
     assert "serverside-applied" in kubectl("apply", "--server-side", "-f", str(path))
+
+
+def test_replication_controller_and_api_service_tables(kubectl) -> None:
+    kubectl("create", "namespace", "rcs")
+    rc = {
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "metadata": {"name": "front", "namespace": "rcs"},
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "metadata": {"labels": {"app": "front"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1", "command": ["sleep", "9"]}]},
+            },
+        },
+    }
+    assert "replicationcontroller/front created" in kubectl("apply", "-f", "-", stdin=yaml.safe_dump(rc))
+    header, row = kubectl("get", "rc", "-n", "rcs", "-o", "wide").splitlines()
+    assert " ".join(header.split()) == "NAME DESIRED CURRENT READY AGE CONTAINERS IMAGES SELECTOR"
+    cells = row.split()
+    assert cells[:4] == ["front", "2", "0", "0"] and cells[5:] == ["c", "busybox:1", "app=front"]
+    assert "scaled" in kubectl("scale", "rc/front", "-n", "rcs", "--replicas=0")
+    assert kubectl("get", "rc", "front", "-n", "rcs", "-o", "jsonpath={.spec.replicas}") == "0"
+
+    lines = kubectl("get", "apiservices").splitlines()
+    assert lines[0].split() == ["NAME", "SERVICE", "AVAILABLE", "AGE"]
+    assert ["v1.apps", "Local", "True"] in [line.split()[:3] for line in lines[1:]]

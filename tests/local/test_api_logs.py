@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 
 import pytest
@@ -15,13 +14,6 @@ from t9k_provider.local.testing import LocalCluster
 @pytest.fixture(scope="module")
 def core(local_cluster: LocalCluster) -> client.CoreV1Api:
     return client.CoreV1Api(local_cluster.api_client())
-
-
-@pytest.fixture
-def ns(core: client.CoreV1Api) -> str:
-    name = f"l-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    return name
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 20) -> None:

@@ -66,9 +66,92 @@ def test_secret_data_is_base64_and_owner_references_repeat() -> None:
     )
 
 
+def int_or_string(value: int | str) -> bytes:
+    if isinstance(value, str):
+        return field(1, 1) + field(2, 0) + field(3, value)
+    return field(1, 0) + field(2, value) + field(3, "")
+
+
+def test_deployment_keeps_set_pointers_drops_go_zero_values_and_reads_int_or_string() -> None:
+    """What ``kubectl create deployment --replicas=0 --port=80`` sends: Go encodes every non-pointer field."""
+    labels = field(1, "app") + field(2, "web")
+    port = field(1, "") + field(2, 0) + field(3, 80) + field(4, "TCP") + field(5, "")
+    resources = field(2, field(1, "cpu") + field(2, field(1, "500m")))
+    container = (
+        field(1, "c")
+        + field(2, "busybox:1")
+        + field(3, "sleep")
+        + field(3, "5")
+        + field(6, port)
+        + field(8, resources)
+        + field(16, 0)
+        + field(18, 0)
+    )
+    pod_spec = field(2, container) + field(11, 0) + field(3, "")
+    template = field(1, field(7, 0) + field(11, labels) + field(8, field(1, 0))) + field(2, pod_spec)
+    rolling = field(1, int_or_string("25%")) + field(2, int_or_string(1))
+    spec = (
+        field(1, 0)
+        + field(2, field(1, labels))
+        + field(3, template)
+        + field(4, field(1, "RollingUpdate") + field(2, rolling))
+        + field(5, 0)
+        + field(7, 0)
+    )
+    raw = field(1, field(1, "web") + field(7, 0) + field(11, labels)) + field(2, spec) + field(3, b"")
+    assert decode_object(envelope("apps/v1", "Deployment", raw)) == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "busybox:1",
+                            "command": ["sleep", "5"],
+                            "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                            "resources": {"requests": {"cpu": "500m"}},
+                        }
+                    ]
+                },
+            },
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": 1}},
+        },
+    }
+
+
+def test_role_binding_and_service_ports() -> None:
+    subject = field(1, "ServiceAccount") + field(2, "") + field(3, "robot") + field(4, "ns")
+    role_ref = field(1, "rbac.authorization.k8s.io") + field(2, "Role") + field(3, "reader")
+    binding = decode_object(
+        envelope(
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            field(1, field(1, "rb")) + field(2, subject) + field(3, role_ref),
+        )
+    )
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "robot", "namespace": "ns"}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}
+    port = (
+        field(1, "80-http") + field(2, "TCP") + field(3, 80) + field(4, int_or_string("http")) + field(5, 0)
+    )
+    service = decode_object(
+        envelope("v1", "Service", field(1, field(1, "s")) + field(2, field(1, port) + field(4, "ClusterIP")))
+    )
+    assert service["spec"] == {
+        "ports": [{"name": "80-http", "protocol": "TCP", "port": 80, "targetPort": "http"}],
+        "type": "ClusterIP",
+    }
+
+
 def test_unsupported_kinds_and_garbage() -> None:
     with pytest.raises(UnsupportedKind):
-        decode_object(envelope("batch/v1", "Job", field(1, field(1, "j"))))
+        decode_object(envelope("batch/v1", "CronJob", field(1, field(1, "j"))))
     for bad in (b"{}", MAGIC + b"\xff", MAGIC + field(2, b"x")[:-1] + b"", MAGIC + bytes([0x0B])):
         with pytest.raises(ProtobufError):
             decode_object(bad)

@@ -5,32 +5,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.local.testing import LocalCluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("api-watch"), node_agents=False) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def core(cluster: LocalCluster) -> client.CoreV1Api:
-    return client.CoreV1Api(cluster.api_client())
-
-
-@pytest.fixture
-def ns(core: client.CoreV1Api) -> str:
-    name = f"w-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    return name
 
 
 def stream_lines(cluster: LocalCluster, path: str, *, max_seconds: float = 10) -> list[dict]:

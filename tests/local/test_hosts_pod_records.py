@@ -6,9 +6,12 @@ from typing import Any
 
 from t9k_provider.local.kubelet import hosts
 
+READY = {"conditions": [{"type": "Ready", "status": "True"}]}  # Services publish ready pods
+
 
 def _pod(name: str, ns: str = "ns", labels: dict[str, str] | None = None, **spec: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": ns, "labels": labels or {}}, "spec": dict(spec)}
+    meta = {"name": name, "namespace": ns, "labels": labels or {}}
+    return {"metadata": meta, "spec": dict(spec), "status": READY}
 
 
 def _first_names(text: str) -> dict[str, str]:
@@ -82,3 +85,25 @@ def test_pod_records_follow_addresses_not_unrelated_pod_updates() -> None:
     moved = {**pod, "status": {**pod["status"], "podIP": "10.0.0.6"}}
     assert hosts.signature(ready) == hosts.signature(pod)
     assert hosts.signature(moved) != hosts.signature(pod)
+
+
+def test_services_publish_only_ready_pods_unless_not_ready_addresses_are_published() -> None:
+    """Readiness-gated endpoints: a pod whose readiness probe fails drops out of its Service's names (and
+    its subdomain record), unless the Service has `publishNotReadyAddresses` (as T9k job Services do)."""
+    ready = _pod("a", labels={"app": "x"})
+    unready = {**_pod("b", labels={"app": "x"}, hostname="b", subdomain="gated"), "status": {}}
+    gated = {"metadata": {"name": "gated", "namespace": "ns"}, "spec": {"selector": {"app": "x"}}}
+    published = {
+        "metadata": {"name": "all", "namespace": "ns"},
+        "spec": {"selector": {"app": "x"}, "publishNotReadyAddresses": True},
+    }
+    text = hosts.render(ready, "10.0.0.2", [(ready, "10.0.0.2"), (unready, "10.0.0.3")], [gated, published])
+    names = {
+        (line.split("\t")[0], line.split("\t")[1].split()[0]) for line in text.splitlines() if "\t" in line
+    }
+    assert ("10.0.0.2", "gated") in names and ("10.0.0.3", "gated") not in names
+    assert ("10.0.0.2", "all") in names and ("10.0.0.3", "all") in names
+    assert ("10.0.0.3", "b.gated") not in names
+    assert hosts.signature(ready) != hosts.signature(
+        {**ready, "status": {}}
+    )  # readiness rewrites hosts files

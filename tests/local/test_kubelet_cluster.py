@@ -13,6 +13,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from t9k_provider.local import poddir
+from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
+from t9k_provider.local.node.events import NODE_NAME
+from t9k_provider.local.poddir import PodDir
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = pytest.mark.cluster
@@ -648,3 +653,444 @@ def test_batch_job_counts_restarts_under_on_failure(
     assert failed.reason == "BackoffLimitExceeded"
     wait_for("pod deleted", lambda: not core.list_namespaced_pod(ns, label_selector="job-name=crashy").items)
     assert "SuccessfulDelete" in {e.reason for e in core.list_namespaced_event(ns).items}
+
+
+# -- securityContext identity, projected and downwardAPI volumes
+
+
+def _container_pid(cluster: LocalCluster, ns: str, pod: str, container: str) -> int:
+    pid_file = next((cluster.state_dir / "pods").glob(f"{ns}_{pod}_*/{container}/0.pid"))
+    return int(json.loads(pid_file.read_text())["container"])
+
+
+def _status_ids(pid: int) -> dict[str, list[str]]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: v.split() for k, v in (line.split(":", 1) for line in lines) if k in ("Uid", "Gid", "Groups")}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a process's credentials needs root")
+def test_run_as_user_group_and_fs_group(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
+    """The container process has the pod's uid, gid and groups; its emptyDir belongs to the fsGroup; an exec
+    probe (the `kubectl exec` path) runs as the same user."""
+    script = (
+        "import os, time\n"
+        "open('/data/out', 'w').write('x')\n"
+        "st = os.stat('/data/out')\n"
+        "print(os.getuid(), os.getgid(), st.st_uid, st.st_gid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    same_user = {"exec": {"command": ["sh", "-c", 'test "$(id -u):$(id -g)" = 1000:3000']}, **FAST}
+    pod = pod_manifest(
+        "ids",
+        [c("main", script, volumeMounts=[{"name": "d", "mountPath": "/data"}], readinessProbe=same_user)],
+        securityContext={
+            "runAsUser": 1000,
+            "runAsGroup": 3000,
+            "fsGroup": 2000,
+            "supplementalGroups": [4000],
+        },
+        volumes=[{"name": "d", "emptyDir": {}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+    wait_for("output", lambda: pod_log(core, "ids", ns))
+    assert pod_log(core, "ids", ns) == "1000 3000 1000 2000\n"  # the setgid volume gives files its group
+    ids = _status_ids(_container_pid(cluster, ns, "ids", "main"))
+    assert ids["Uid"] == ["1000"] * 4 and ids["Gid"] == ["3000"] * 4
+    assert sorted(ids["Groups"]) == ["2000", "3000", "4000"]
+    wait_for("Ready", lambda: _ready_condition(core, "ids", ns) == "True")
+    core.delete_namespaced_pod("ids", ns, grace_period_seconds=0)
+
+
+def test_run_as_non_root_without_a_user_is_refused(core: client.CoreV1Api, ns: str) -> None:
+    pod = pod_manifest("nonroot", [c("main", "print('ran')")], securityContext={"runAsNonRoot": True})
+    core.create_namespaced_pod(ns, pod)
+    if os.geteuid() != 0:  # the local "image" runs as the kubelet's own, non-root user
+        wait_for("Succeeded", phase_is(core, "nonroot", ns, "Succeeded"))
+        return
+
+    def waiting() -> Any:
+        sts = core.read_namespaced_pod("nonroot", ns).status.container_statuses or []
+        state = sts and sts[0].state.waiting
+        return state if state and state.reason == "CreateContainerConfigError" else None
+
+    uid = core.read_namespaced_pod("nonroot", ns).metadata.uid
+    message = (
+        f'container has runAsNonRoot and image will run as root (pod: "nonroot_{ns}({uid})", container: main)'
+    )
+    assert wait_for("CreateContainerConfigError", waiting).message == message
+    failed = [e for e in core.list_namespaced_event(ns).items if e.reason == "Failed"]
+    assert [e.message for e in failed] == [f"Error: {message}"] and failed[0].type == "Warning"
+
+
+def test_projected_and_downward_api_volumes(core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "cm"}, "data": {"k": "cmval"}})
+    core.create_namespaced_secret(ns, {"metadata": {"name": "sec"}, "stringData": {"pw": "s3cret"}})
+    labels = {"app": "web", "tier": "x"}
+    script = (
+        "import os\n"
+        "for p in ['/p/k', '/p/creds/pw', '/p/name', '/d/labels', '/d/cpu']:\n"
+        "    print(p, open(p).read().replace(chr(10), ';'), oct(os.stat(p).st_mode & 0o777), flush=True)\n"
+    )
+    resources = {"limits": {"cpu": "2"}}
+    projected = {
+        "defaultMode": 0o440,
+        "sources": [
+            {"configMap": {"name": "cm"}},
+            {"secret": {"name": "sec", "items": [{"key": "pw", "path": "creds/pw"}]}},
+            {"downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+        ],
+    }
+    downward = {
+        "items": [
+            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+            {
+                "path": "cpu",
+                "resourceFieldRef": {"containerName": "main", "resource": "limits.cpu"},
+                "mode": 0o400,
+            },
+        ]
+    }
+    mounts = [{"name": "p", "mountPath": "/p"}, {"name": "d", "mountPath": "/d"}]
+    pod = pod_manifest(
+        "proj",
+        [c("main", script, volumeMounts=mounts, resources=resources)],
+        volumes=[{"name": "p", "projected": projected}, {"name": "d", "downwardAPI": downward}],
+        metadata={"labels": labels},
+    )
+    core.create_namespaced_pod(ns, pod)
+    done = wait_for("done", phase_is(core, "proj", ns, "Succeeded", "Failed"))
+    out = pod_log(core, "proj", ns)
+    assert done.status.phase == "Succeeded", out
+    assert out.splitlines() == [
+        "/p/k cmval 0o440",
+        "/p/creds/pw s3cret 0o440",
+        "/p/name proj 0o440",
+        '/d/labels app="web";tier="x" 0o644',
+        "/d/cpu 2 0o400",
+    ]
+
+
+def test_service_account_token_without_token_request_fails_the_mount(core: client.CoreV1Api, ns: str) -> None:
+    """Until the API server issues tokens, a serviceAccountToken source keeps the pod in ContainerCreating
+    with a FailedMount event that says why."""
+    token = {"serviceAccountToken": {"path": "token", "audience": "api", "expirationSeconds": 3600}}
+    pod = pod_manifest(
+        "tok",
+        [
+            c(
+                "main",
+                "print(open('/var/run/secrets/tokens/token').read())",
+                volumeMounts=[{"name": "t", "mountPath": "/var/run/secrets/tokens"}],
+            )
+        ],
+        volumes=[{"name": "t", "projected": {"sources": [token]}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+
+    def failed_mount() -> Any:
+        return [e for e in core.list_namespaced_event(ns).items if e.reason == "FailedMount"]
+
+    events = wait_for("FailedMount", failed_mount)
+    assert events[0].type == "Warning"
+    assert events[0].message.startswith('MountVolume.SetUp failed for volume "t" : failed to fetch token: ')
+    pod_now = core.read_namespaced_pod("tok", ns)
+    assert pod_now.status.phase == "Pending"
+    assert pod_now.status.container_statuses[0].state.waiting.reason == "ContainerCreating"
+
+
+# -- probes
+
+FAST = {"periodSeconds": 1, "timeoutSeconds": 5}  # exec probes start an interpreter: room on a busy CI
+
+
+def _events(core: client.CoreV1Api, ns: str, reason: str) -> list[Any]:
+    return [e for e in core.list_namespaced_event(ns).items if e.reason == reason]
+
+
+def _container_status(core: client.CoreV1Api, name: str, ns: str) -> Any:
+    return (core.read_namespaced_pod(name, ns).status.container_statuses or [None])[0]
+
+
+def test_failing_liveness_probe_restarts_the_container(core: client.CoreV1Api, ns: str) -> None:
+    """Healthy for a second, then the exec probe fails: the kubelet kills the container, and restartPolicy
+    Always starts it again."""
+    script = (
+        "import os, time\n"
+        "open('/state/healthy', 'w').close()\n"
+        "print('up', flush=True)\n"
+        "time.sleep(1)\n"
+        "os.remove('/state/healthy')\n"
+        "time.sleep(120)\n"
+    )
+    liveness = {"exec": {"command": ["cat", "/state/healthy"]}, "failureThreshold": 2, **FAST}
+    pod = pod_manifest(
+        "live",
+        [c("main", script, livenessProbe=liveness, volumeMounts=[{"name": "s", "mountPath": "/state"}])],
+        restartPolicy="Always",
+        terminationGracePeriodSeconds=2,
+        volumes=[{"name": "s", "emptyDir": {}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+    restarted = wait_for(
+        "restart", lambda: (st := _container_status(core, "live", ns)) and st.restart_count >= 1 and st, 60
+    )
+    assert restarted.last_state.terminated is not None
+    killing = _events(core, ns, "Killing")
+    assert [e.message for e in killing][:1] == ["Container main failed liveness probe, will be restarted"]
+    unhealthy = _events(core, ns, "Unhealthy")
+    assert unhealthy and all(e.message.startswith("Liveness probe failed: ") for e in unhealthy)
+    assert (
+        unhealthy[0].type == "Warning" and unhealthy[0].involved_object.field_path == "spec.containers{main}"
+    )
+    core.delete_namespaced_pod("live", ns, grace_period_seconds=0)
+
+
+READY_SERVER = (
+    "import http.server, os\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        ok = os.path.exists('/flags/ready')\n"
+    "        self.send_response(200 if ok else 503); self.end_headers()\n"
+    "    def log_message(self, *args): pass\n"
+    "http.server.HTTPServer((os.environ['BIND'], 8080), H).serve_forever()\n"
+)
+
+RESOLVE_LOOP = (
+    "import socket, time\n"
+    "last = None\n"
+    "for _ in range(1200):\n"
+    "    try:\n"
+    "        ip = socket.gethostbyname('websvc')\n"
+    "    except OSError:\n"
+    "        ip = 'none'\n"
+    "    if ip != last:\n"
+    "        print(ip, flush=True); last = ip\n"
+    "    time.sleep(0.1)\n"
+)
+
+
+def _ready_condition(core: client.CoreV1Api, name: str, ns: str) -> str:
+    conditions = core.read_namespaced_pod(name, ns).status.conditions or []
+    return next((cd.status for cd in conditions if cd.type == "Ready"), "")
+
+
+def _endpoint_ips(core: client.CoreV1Api, ns: str) -> tuple[list[str], list[str]]:
+    """(ready, not ready) addresses of the `websvc` Endpoints object."""
+    try:
+        subsets = core.read_namespaced_endpoints("websvc", ns).subsets or []
+    except ApiException:
+        return [], []
+    ready = [a.ip for s in subsets for a in s.addresses or []]
+    return ready, [a.ip for s in subsets for a in s.not_ready_addresses or []]
+
+
+def test_readiness_probe_gates_the_ready_condition_and_service_endpoints(
+    core: client.CoreV1Api, ns: str, tmp_path: Path
+) -> None:
+    """A pod is a Service's ready endpoint (its name resolves to it in other pods, the Endpoints object lists
+    it under `addresses`) only while its readiness probe passes; the probe's answers are flipped from outside
+    through a hostPath file."""
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    bind = [{"name": "BIND", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    readiness = {"httpGet": {"path": "/healthz", "port": "http"}, "failureThreshold": 1, **FAST}
+    web = c(
+        "main",
+        READY_SERVER,
+        env=bind,
+        ports=[{"name": "http", "containerPort": 8080}],
+        readinessProbe=readiness,
+        volumeMounts=[{"name": "flags", "mountPath": "/flags"}],
+    )
+    core.create_namespaced_service(
+        ns, {"metadata": {"name": "websvc"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 8080}]}}
+    )
+    core.create_namespaced_pod(
+        ns,
+        pod_manifest(
+            "web",
+            [web],
+            volumes=[{"name": "flags", "hostPath": {"path": str(flags)}}],
+            metadata={"labels": {"app": "web"}},
+        ),
+    )
+    wait_for("web running", phase_is(core, "web", ns, "Running"))
+    refused = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+    wait_for("503", lambda: refused in [e.message for e in _events(core, ns, "Unhealthy")])
+    assert _ready_condition(core, "web", ns) == "False"
+    status = wait_for(
+        "running", lambda: (st := _container_status(core, "web", ns)) and st.state.running and st
+    )
+    assert (status.started, status.ready) == (True, False)
+    web_ip = core.read_namespaced_pod("web", ns).status.pod_ip
+    wait_for("not-ready endpoint", lambda: _endpoint_ips(core, ns) == ([], [web_ip]))
+
+    core.create_namespaced_pod(ns, pod_manifest("client", [c("main", RESOLVE_LOOP)]))
+    wait_for("not resolvable", lambda: pod_log(core, "client", ns) == "none\n")
+    (flags / "ready").touch()
+    wait_for("Ready", lambda: _ready_condition(core, "web", ns) == "True")
+    wait_for("resolvable", lambda: pod_log(core, "client", ns) == f"none\n{web_ip}\n")
+    assert _endpoint_ips(core, ns) == ([web_ip], [])
+    (flags / "ready").unlink()
+    wait_for("not Ready", lambda: _ready_condition(core, "web", ns) == "False")
+    wait_for("gone again", lambda: pod_log(core, "client", ns) == f"none\n{web_ip}\nnone\n")
+    assert _endpoint_ips(core, ns) == ([], [web_ip])
+    assert _container_status(core, "web", ns).restart_count == 0  # readiness never restarts
+    for name in ("web", "client"):
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+
+
+def test_startup_probe_holds_liveness_until_the_container_listens(
+    core: client.CoreV1Api, ns: str, tmp_path: Path
+) -> None:
+    """The server listens once the test says so: until then the tcpSocket startup probe fails (without a
+    restart: its threshold is high) and `started` is false; then it turns true, and only then does the
+    liveness probe run."""
+    script = (
+        "import os, socket, time\n"
+        "while not os.path.exists('/flags/listen'):\n"
+        "    time.sleep(0.1)\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind((os.environ['BIND'], 8081)); s.listen()\n"
+        "while True:\n"
+        "    s.accept()[0].close()\n"
+    )
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    bind = [{"name": "BIND", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    startup = {"tcpSocket": {"port": 8081}, "failureThreshold": 120, **FAST}
+    liveness = {"tcpSocket": {"port": 8081}, "failureThreshold": 1, **FAST}
+    mounts = [{"name": "flags", "mountPath": "/flags"}]
+    container = c("main", script, env=bind, startupProbe=startup, livenessProbe=liveness, volumeMounts=mounts)
+    pod = pod_manifest(
+        "slow",
+        [container],
+        restartPolicy="Always",
+        volumes=[{"name": "flags", "hostPath": {"path": str(flags)}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+    wait_for("startup probe failing", lambda: _events(core, ns, "Unhealthy"))
+
+    def running_not_started() -> Any:
+        st = _container_status(core, "slow", ns)
+        return st and st.state.running and (st.started, st.ready) == (False, False)
+
+    wait_for("running, not started", running_not_started)
+    assert _ready_condition(core, "slow", ns) == "False"
+    (flags / "listen").touch()
+    wait_for("started", lambda: (st := _container_status(core, "slow", ns)) and st.started and st.ready, 30)
+    time.sleep(2.5)  # liveness probes run now and pass
+    assert _container_status(core, "slow", ns).restart_count == 0
+    unhealthy = _events(core, ns, "Unhealthy")
+    assert all(e.message.startswith("Startup probe failed: dial tcp ") for e in unhealthy), unhealthy
+    assert not _events(core, ns, "Killing")
+    core.delete_namespaced_pod("slow", ns, grace_period_seconds=0)
+
+
+# -- resource limits (cgroups)
+
+
+def require_limits(core: client.CoreV1Api) -> None:
+    """Skip unless the kubelet enforces limits here (it says so on the Node once it has started)."""
+    node = wait_for(
+        "the kubelet's verdict on limits",
+        lambda: (
+            (n := core.read_node(NODE_NAME)).metadata.annotations
+            and RESOURCE_LIMITS_ANNOTATION in n.metadata.annotations
+            and n
+        ),
+    )
+    verdict = node.metadata.annotations[RESOURCE_LIMITS_ANNOTATION]
+    if verdict.startswith("not enforced"):
+        pytest.skip(f"the kubelet runs without limits here ({verdict})")
+
+
+def attempt_cgroups(cluster: LocalCluster, pod: client.V1Pod, container: str, n: int = 0) -> list[str]:
+    """The cgroup directories the kubelet gave an attempt (its shim spec names them)."""
+    meta = {"namespace": pod.metadata.namespace, "name": pod.metadata.name, "uid": pod.metadata.uid}
+    files = PodDir.of(cluster.state_dir, {"metadata": meta}).container(container).attempt(n)
+    return wait_for("the attempt's spec", lambda: poddir.read_json(files.spec).get("cgroups"))
+
+
+def test_memory_limit_ends_in_oom_killed(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
+    require_limits(core)
+    hog = c(
+        "main",
+        "b = bytearray(200 * 1024 * 1024); print('survived')",
+        resources={"limits": {"memory": "64Mi"}},
+    )
+    core.create_namespaced_pod(ns, pod_manifest("hog", [hog]))
+    core.create_namespaced_pod(ns, pod_manifest("hog-again", [hog], restartPolicy="OnFailure"))
+    pod = wait_for("hog failed", phase_is(core, "hog", ns, "Failed", "Succeeded"))
+    assert pod.status.phase == "Failed"
+    terminated = pod.status.container_statuses[0].state.terminated
+    assert (terminated.reason, terminated.exit_code) == ("OOMKilled", 137)
+    assert "survived" not in pod_log(core, "hog", ns)
+    dirs = attempt_cgroups(cluster, pod, "main")
+    wait_for("the attempt's cgroup removed", lambda: not any(Path(d).exists() for d in dirs))
+
+    def restarted() -> Any:
+        status = core.read_namespaced_pod("hog-again", ns).status.container_statuses[0]
+        return status.restart_count >= 1 and status.last_state.terminated
+
+    last = wait_for("hog-again restarted", restarted)
+    assert (last.reason, last.exit_code) == ("OOMKilled", 137)
+    core.delete_namespaced_pod("hog-again", ns, grace_period_seconds=0)
+
+
+def test_cpu_limit_gives_about_the_quota(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
+    """limits.cpu 200m: about 0.2 CPU per CFS period, as the kernel counts it in cpu.stat (not by a clock);
+    the pod's cgroups go with the pod."""
+    require_limits(core)
+    spin = c("main", "while True: pass", resources={"limits": {"cpu": "200m"}})
+    core.create_namespaced_pod(ns, pod_manifest("spin", [spin]))
+    pod = wait_for("spin running", phase_is(core, "spin", ns, "Running"))
+    dirs = attempt_cgroups(cluster, pod, "main")
+    wait_for("20 CFS periods", lambda: cgroups.cpu_usage(dirs)[1] >= 20, timeout=60)
+    usage, periods = cgroups.cpu_usage(dirs)
+    assert 0.02 < usage / (periods * cgroups.CPU_PERIOD_US / 1e6) <= 0.25
+    core.delete_namespaced_pod("spin", ns, grace_period_seconds=0)
+    wait_for("spin gone", gone(core, "spin", ns))
+    pod_cgroups = {str(Path(d).parent) for d in dirs}
+    wait_for("the pod's cgroups removed", lambda: not any(Path(d).exists() for d in pod_cgroups))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a process's credentials needs root")
+def test_non_root_container_and_its_exec_run_in_the_attempts_cgroup(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    """Joining a cgroup needs the kubelet's privileges: the shim and exec join it before they drop to the
+    container's user, so both a runAsUser container and an exec probe in it run limited."""
+    require_limits(core)
+    script = (
+        "import os, time\n"
+        "open('/data/cgroup', 'w').write(open('/proc/self/cgroup').read())\n"
+        "print(os.getuid(), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    same = 'test "$(id -u)" = 1000 && test "$(cat /proc/self/cgroup)" = "$(cat /data/cgroup)"'
+    main = c(
+        "main",
+        script,
+        resources={"limits": {"memory": "64Mi"}},
+        volumeMounts=[{"name": "d", "mountPath": "/data"}],
+        readinessProbe={"exec": {"command": ["sh", "-c", same]}, **FAST},
+    )
+    pod = pod_manifest(
+        "limited",
+        [main],
+        securityContext={"runAsUser": 1000, "fsGroup": 2000},
+        volumes=[{"name": "d", "emptyDir": {}}],
+    )
+    created = core.create_namespaced_pod(ns, pod)
+    wait_for("output", lambda: pod_log(core, "limited", ns))
+    assert pod_log(core, "limited", ns) == "1000\n"
+    dirs = attempt_cgroups(cluster, created, "main")
+    lines = Path(f"/proc/{_container_pid(cluster, ns, 'limited', 'main')}/cgroup").read_text().splitlines()
+    joined = {line.split(":", 2)[2] for line in lines} - {"/"}
+    assert dirs and all(any(d.endswith(p) for p in joined) for d in dirs), (dirs, joined)
+    wait_for(
+        "Ready (the exec probe ran as 1000 in the same cgroup)",
+        lambda: _ready_condition(core, "limited", ns) == "True",
+    )
+    core.delete_namespaced_pod("limited", ns, grace_period_seconds=0)

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.local.kubelet import events, kubelet, runtime
+from t9k_provider.local.kubelet import podworker, runtime
 from t9k_provider.local.kubelet.runtime import Attempt
 from t9k_provider.local.kubelet.status import ContainerView
+from t9k_provider.local.node import events
+from t9k_provider.local.poddir import AttemptFiles
 
 
 class FakeKubelet:
@@ -52,8 +54,8 @@ def deleting_pod(grace: int, deletion_timestamp: str) -> dict[str, Any]:
 def signals(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
     sent: list[tuple[str, int, int]] = []
 
-    def signal_container(container_dir: Path, n: int, sig: int) -> bool:
-        sent.append((container_dir.name, n, sig))
+    def signal_container(files: AttemptFiles, sig: int) -> bool:
+        sent.append((files.directory.name, files.n, sig))
         return True
 
     async def record(*args: Any, **kwargs: Any) -> None:
@@ -74,7 +76,7 @@ async def test_grace_period_counts_from_when_the_deletion_is_seen(
     fake = FakeKubelet(tmp_path)
     # The server computed now + 3 s and truncated it; by the time the kubelet sees it, a second has passed.
     pod = deleting_pod(3, whole_seconds(time.time() + 3 - 1))
-    worker = kubelet.PodWorker(fake, pod)  # type: ignore[arg-type]
+    worker = podworker.PodWorker(fake, pod)  # type: ignore[arg-type]
     await worker._terminate(running_main(pod))
     assert signals == [("main", 0, signal.SIGTERM)]
     assert fake.wakeups[-1] > 2.9  # the SIGKILL is due a full grace period from now
@@ -90,7 +92,7 @@ async def test_second_delete_may_only_shorten_the_grace_period(
 ) -> None:
     fake = FakeKubelet(tmp_path)
     pod = deleting_pod(30, whole_seconds(time.time() + 30))
-    worker = kubelet.PodWorker(fake, pod)  # type: ignore[arg-type]
+    worker = podworker.PodWorker(fake, pod)  # type: ignore[arg-type]
     await worker._terminate(running_main(pod))
     longer = deleting_pod(60, pod["metadata"]["deletionTimestamp"])
     worker.update(longer)

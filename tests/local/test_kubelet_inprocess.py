@@ -12,8 +12,10 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from t9k_provider.local.kubelet import network
-from t9k_provider.local.kubelet.agents import run_node_agents
+from t9k_provider.local.kubelet import cgroups, network
+from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
+from t9k_provider.local.node.agents import run_node_agents
+from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = pytest.mark.cluster
@@ -104,6 +106,30 @@ async def test_unprivileged_host_network_fallback(
         assert pod.status.pod_ip.startswith("127.1.")
         # No namespaces: the machine's hostname, HOSTNAME set by env only, service names do not resolve.
         assert (await _log(core, "probe")).splitlines() == [socket.gethostname(), "probe", "False"]
+    finally:
+        await _stop(agents)
+        await api.close()
+
+
+async def test_without_cgroups_the_kubelet_runs_pods_unlimited_and_says_so_once(
+    bare_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster = bare_cluster
+    why = "cgroups are not writable (as without root)"
+    monkeypatch.setattr(cgroups, "detect", lambda _state: (None, why))
+    agents = asyncio.create_task(run_node_agents(cluster.kubeconfig, cluster.state_dir, "process", "host"))
+    api = cluster.async_api_client()
+    try:
+        core = client.CoreV1Api(api)
+        hog = _pod("unlimited", "b = bytearray(200 * 1024 * 1024); print(len(b))")
+        hog["spec"]["containers"][0]["resources"] = {"limits": {"memory": "64Mi"}}
+        await core.create_namespaced_pod("default", hog)
+        pod = await _wait("unlimited finished", _finished(core, "unlimited"))
+        assert pod.status.phase == "Succeeded", "a limit nothing enforces does not stop the pod"
+        node = await core.read_node(NODE_NAME)
+        assert node.metadata.annotations[RESOURCE_LIMITS_ANNOTATION] == f"not enforced: {why}"
+        said = [r for r in caplog.records if "resource limits are not enforced" in r.getMessage()]
+        assert len(said) == 1
     finally:
         await _stop(agents)
         await api.close()

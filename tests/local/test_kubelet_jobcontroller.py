@@ -8,7 +8,7 @@ from typing import Any
 from t9k_provider.kube.api import ResourceType
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
 from t9k_provider.kube.resources import JOBS, PODS
-from t9k_provider.local.kubelet.jobcontroller import JobController
+from t9k_provider.local.node.jobcontroller import JobController
 
 
 class RecordingApi:

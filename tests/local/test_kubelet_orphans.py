@@ -11,7 +11,9 @@ import pytest
 
 from t9k_provider.kube.informer import NODE_INDEX
 from t9k_provider.local.kubelet import runtime
-from t9k_provider.local.kubelet.kubelet import NODE_NAME, ProcessKubelet
+from t9k_provider.local.kubelet.kubelet import ProcessKubelet
+from t9k_provider.local.node.events import NODE_NAME
+from t9k_provider.local.poddir import PodDir
 
 
 class _Pods:
@@ -48,9 +50,9 @@ async def test_a_pod_arriving_during_the_cleanup_keeps_its_directory_and_network
     orphan.mkdir(parents=True)
     arrived = tmp_path / "pods" / "default_new_uid-new"
 
-    def kill_all(pod_dir: Path) -> None:
+    def kill_all(pod_dir: PodDir) -> None:
         # The informer delivers a new pod while the orphan is being removed; its worker sets it up.
-        assert pod_dir == orphan
+        assert pod_dir.path == orphan
         pods.pods.append({"metadata": {"uid": "uid-new", "name": "new", "namespace": "default"}})
         arrived.mkdir()
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import os
 import sys
 
 import pytest
 
 from t9k_provider.local.kubelet import podenv
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext, container_argv, container_env
+from t9k_provider.local.poddir import PodDir
 
 VARS = {"A": "x", "EMPTY": ""}
 
@@ -142,7 +144,7 @@ def test_volumes_materialise_items_modes_and_subpaths(tmp_path) -> None:
             ]
         }
     }
-    paths = volumes.materialize(pod, tmp_path / "pod", dict(CTX.configmaps), dict(CTX.secrets))
+    paths = volumes.materialize(pod, PodDir(tmp_path / "pod"), dict(CTX.configmaps), dict(CTX.secrets))
     assert (paths["cfg"] / "sub" / "k.txt").read_text() == "cmval"
     assert not (paths["cfg"] / "B").exists()  # items select keys
     assert (paths["sec"] / "PASS").read_bytes() == b"s3cret"
@@ -164,7 +166,9 @@ def test_volumes_materialise_items_modes_and_subpaths(tmp_path) -> None:
             {"volumeMounts": [{"name": "cfg", "mountPath": "/x", "subPath": "../e"}]}, paths, {}.get
         )
     with pytest.raises(ContainerConfigError, match="unsupported volume type"):
-        volumes.materialize({"spec": {"volumes": [{"name": "x", "nfs": {}}]}}, tmp_path / "p2", {}, {})
+        volumes.materialize(
+            {"spec": {"volumes": [{"name": "x", "nfs": {}}]}}, PodDir(tmp_path / "p2"), {}, {}
+        )
 
 
 def test_persistent_volume_claims_are_shared_namespace_directories(tmp_path) -> None:
@@ -177,9 +181,9 @@ def test_persistent_volume_claims_are_shared_namespace_directories(tmp_path) -> 
         }
 
     state = tmp_path / "state"
-    a = volumes.materialize(pod("ns1"), state / "pods" / "ns1_a_1", {}, {})["d"]
-    b = volumes.materialize(pod("ns1"), state / "pods" / "ns1_b_2", {}, {})["d"]
-    other = volumes.materialize(pod("ns2"), state / "pods" / "ns2_c_3", {}, {})["d"]
+    a = volumes.materialize(pod("ns1"), PodDir(state / "pods" / "ns1_a_1"), {}, {})["d"]
+    b = volumes.materialize(pod("ns1"), PodDir(state / "pods" / "ns1_b_2"), {}, {})["d"]
+    other = volumes.materialize(pod("ns2"), PodDir(state / "pods" / "ns2_c_3"), {}, {})["d"]
     assert a == b == state / "volumes" / "ns1" / "data" and a.is_dir()
     assert other == state / "volumes" / "ns2" / "data"
     bad = {
@@ -187,4 +191,32 @@ def test_persistent_volume_claims_are_shared_namespace_directories(tmp_path) -> 
         "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "../x"}}]},
     }
     with pytest.raises(ContainerConfigError, match="claimName"):
-        volumes.materialize(bad, state / "pods" / "x", {}, {})
+        volumes.materialize(bad, PodDir(state / "pods" / "x"), {}, {})
+
+
+def test_projected_service_account_token_and_fs_group_ownership(tmp_path) -> None:
+    from t9k_provider.local.kubelet import volumes
+
+    token = {"serviceAccountToken": {"path": "sa/token", "audience": "vault", "expirationSeconds": 600}}
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {
+            "securityContext": {"fsGroup": 2000},
+            "volumes": [
+                {"name": "scratch", "emptyDir": {}},
+                {"name": "api", "projected": {"sources": [{"configMap": {"name": "cm"}}, token]}},
+            ],
+        },
+    }
+    sources = volumes.token_sources(pod)
+    assert sources == [volumes.TokenSource("api", 1, "sa/token", "vault", 600)]
+    paths = volumes.materialize(
+        pod, PodDir(tmp_path / "pod"), dict(CTX.configmaps), {}, {sources[0].key: "tok-123"}
+    )
+    assert (paths["api"] / "sa" / "token").read_text() == "tok-123"
+    assert (paths["api"] / "K").read_text() == "cmval"
+    if os.geteuid() != 0:
+        return  # ownership changes need root
+    scratch, token_file = paths["scratch"].stat(), (paths["api"] / "sa" / "token").stat()
+    assert (scratch.st_gid, scratch.st_mode & 0o7777) == (2000, 0o2777)  # emptyDir: anyone, setgid group
+    assert (token_file.st_gid, token_file.st_mode & 0o777) == (2000, 0o644 | 0o440)

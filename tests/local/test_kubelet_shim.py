@@ -19,10 +19,9 @@ from t9k_provider.local.kubelet.shim import (
     ContainerNamespace,
     Mount,
     ShimSpec,
-    pid_path,
     process_start_time,
-    state_path,
 )
+from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
 
 
 def _start(tmp_path: Path, argv: list[str], **kwargs) -> tuple[subprocess.Popen, Path]:
@@ -54,9 +53,9 @@ def test_exit_code_output_and_environment(tmp_path: Path) -> None:
     script = "import os,sys; print(os.environ['GREETING']); print('err', file=sys.stderr); sys.exit(3)"
     proc, log = _start(tmp_path, [sys.executable, "-c", script])
     assert proc.wait(timeout=20) == 3
-    assert logs.read_exit_code(log) == 3
+    assert AttemptFiles.of_log(log).exit_code() == 3
     assert sorted(_text(log)) == [("stderr", "err"), ("stdout", "hi")]
-    state = json.loads(state_path(log).read_text())
+    state = json.loads(AttemptFiles.of_log(log).state.read_text())
     assert state["exitCode"] == 3
     assert state["startedAt"] and state["finishedAt"]
 
@@ -71,8 +70,8 @@ def test_working_dir_is_created_and_used(tmp_path: Path) -> None:
 def test_missing_executable_is_a_start_error(tmp_path: Path) -> None:
     proc, log = _start(tmp_path, ["/nonexistent/binary"])
     assert proc.wait(timeout=20) == 128
-    assert logs.read_exit_code(log) == 128
-    state = json.loads(state_path(log).read_text())
+    assert AttemptFiles.of_log(log).exit_code() == 128
+    state = json.loads(AttemptFiles.of_log(log).state.read_text())
     assert state["reason"] == "StartError"
     assert "/nonexistent/binary" in state["message"]
 
@@ -96,11 +95,12 @@ def test_sigterm_is_forwarded_to_the_container(tmp_path: Path) -> None:
 
 def test_sigkill_of_the_process_group_is_reported_as_137(tmp_path: Path) -> None:
     proc, log = _start(tmp_path, ["sh", "-c", "sleep 30 & sleep 30"])
-    _wait_file(pid_path(log))
-    container = json.loads(pid_path(log).read_text())["container"]
+    files = AttemptFiles.of_log(log)
+    _wait_file(files.pid)
+    container = json.loads(files.pid.read_text())["container"]
     os.killpg(container, signal.SIGKILL)
     assert proc.wait(timeout=10) == 137
-    assert logs.read_exit_code(log) == 137
+    assert files.exit_code() == 137
 
 
 def test_shim_survives_its_parent_and_still_records_the_exit(tmp_path: Path) -> None:
@@ -118,11 +118,12 @@ def test_shim_survives_its_parent_and_still_records_the_exit(tmp_path: Path) -> 
             f"{str(tmp_path / 's.json')!r}], start_new_session=True); time.sleep(30)",
         ]
     )
-    _wait_file(pid_path(log))
+    files = AttemptFiles.of_log(log)
+    _wait_file(files.pid)
     launcher.kill()
     launcher.wait(timeout=10)
-    _wait_file(logs.exit_code_path(log))
-    assert logs.read_exit_code(log) == 0
+    _wait_file(files.exit)
+    assert files.exit_code() == 0
     assert _text(log) == [("stdout", "done")]
 
 
@@ -234,26 +235,25 @@ def test_attempt_whose_shim_vanished_is_recorded_as_unknown(tmp_path: Path) -> N
     cdir.mkdir()
     ShimSpec(argv=["true"], env={}, log_path=str(cdir / "0.log")).dump(cdir / "0.spec.json")
     (cdir / "0.state.json").write_text(json.dumps({"startedAt": "2026-01-01T00:00:00Z", "pid": 1}))
-    (attempt,) = runtime.attempts(cdir)
+    (attempt,) = runtime.attempts(ContainerDir(cdir))
     assert attempt.running and not attempt.finished
-    lost = runtime.reap_lost(cdir, attempt)
+    lost = runtime.reap_lost(ContainerDir(cdir).attempt(0), attempt)
     assert (lost.exit_code, lost.reason) == (137, "ContainerStatusUnknown")
-    assert logs.read_exit_code(cdir / "0.log") == 137
+    assert ContainerDir(cdir).attempt(0).exit_code() == 137
 
 
 def test_live_shim_is_recognised_by_its_command_line(tmp_path: Path) -> None:
     from t9k_provider.local.kubelet import runtime
 
-    cdir = tmp_path / "c"
-    runtime.launch(cdir, 0, ShimSpec(argv=["sleep", "5"], env={"PATH": os.environ["PATH"]}, log_path=""))
-    log = cdir / "0.log"
-    _wait_file(pid_path(log))
-    assert runtime.shim_alive(log)
-    assert runtime.signal_container(cdir, 0, signal.SIGKILL)
-    _wait_file(logs.exit_code_path(log))
-    assert runtime.read_attempt(cdir, 0).exit_code == 137
+    files = ContainerDir(tmp_path / "c").attempt(0)
+    runtime.launch(files, ShimSpec(argv=["sleep", "5"], env={"PATH": os.environ["PATH"]}, log_path=""))
+    _wait_file(files.pid)
+    assert runtime.shim_alive(files)
+    assert runtime.signal_container(files, signal.SIGKILL)
+    _wait_file(files.exit)
+    assert runtime.read_attempt(files).exit_code == 137
     deadline = time.monotonic() + 5
-    while runtime.shim_alive(log):
+    while runtime.shim_alive(files):
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
@@ -306,12 +306,13 @@ def test_a_stale_pid_file_never_signals_the_process_that_reused_the_pid(tmp_path
         cdir = tmp_path / "pod" / "main"
         cdir.mkdir(parents=True)
         ShimSpec(argv=["sleep", "30"], env={}, log_path=str(cdir / "0.log")).dump(cdir / "0.spec.json")
-        pid_path(cdir / "0.log").write_text(
+        files = ContainerDir(cdir).attempt(0)
+        files.pid.write_text(
             json.dumps({"shim": gone.pid, "container": unrelated.pid, "containerStart": gone_start})
         )
-        assert not runtime.signal_container(cdir, 0, signal.SIGTERM)
-        assert not runtime.signal_container(cdir, 0, signal.SIGKILL)
-        runtime.kill_all(tmp_path / "pod")
+        assert not runtime.signal_container(files, signal.SIGTERM)
+        assert not runtime.signal_container(files, signal.SIGKILL)
+        runtime.kill_all(PodDir(tmp_path / "pod"))
         with pytest.raises(subprocess.TimeoutExpired):
             unrelated.wait(timeout=0.3)
     finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from t9k_provider.local.kubelet import hosts, kubelet, network
+from t9k_provider.local.kubelet import hosts, network, podworker
 from t9k_provider.local.kubelet.runtime import Attempt
 from t9k_provider.local.kubelet.status import ContainerView, phase, pod_status
 
@@ -135,14 +135,19 @@ def test_condition_transition_times_are_kept_while_unchanged() -> None:
 
 
 def test_backoff_doubles_and_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(kubelet.BACKOFF_ENV, raising=False)
-    assert [kubelet.restart_backoff(n) for n in (1, 2, 3, 4)] == [0.0, 10.0, 20.0, 40.0]
-    assert kubelet.restart_backoff(30) == kubelet.BACKOFF_CAP
+    monkeypatch.delenv(podworker.BACKOFF_ENV, raising=False)
+    assert [podworker.restart_backoff(n) for n in (1, 2, 3, 4)] == [0.0, 10.0, 20.0, 40.0]
+    assert podworker.restart_backoff(30) == podworker.BACKOFF_CAP
 
 
 def test_hosts_file_maps_services_and_subdomains() -> None:
     def pod(name: str, labels: dict, **spec: str) -> dict:
-        return {"metadata": {"name": name, "namespace": "ns", "labels": labels}, "spec": dict(spec)}
+        ready = {"conditions": [{"type": "Ready", "status": "True"}]}  # Services publish ready pods
+        return {
+            "metadata": {"name": name, "namespace": "ns", "labels": labels},
+            "spec": dict(spec),
+            "status": ready,
+        }
 
     w0 = pod("job-worker-0", {"job": "j", "idx": "0"}, subdomain="job")
     w1 = pod("job-worker-1", {"job": "j", "idx": "1"}, hostname="w1", subdomain="job")

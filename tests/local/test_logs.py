@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from t9k_provider.local import logs
+from t9k_provider.local.poddir import AttemptFiles
+from t9k_provider.local.timestamps import parse_timestamp
 
 
 def _clock(values: list[int]):
@@ -65,7 +67,7 @@ async def test_reader_reassembles_partial_lines_and_adds_timestamps(tmp_path: Pa
     assert len(stamped) == 2
     stamp, text = stamped[0].split(b" ", 1)
     assert text == long
-    assert logs.parse_timestamp(stamp.decode()).tzinfo is not None
+    assert parse_timestamp(stamp.decode()).tzinfo is not None
 
 
 async def test_tail_lines_since_time_and_limit_bytes(tmp_path: Path) -> None:
@@ -82,12 +84,13 @@ async def test_tail_lines_since_time_and_limit_bytes(tmp_path: Path) -> None:
 
 
 async def test_follow_streams_new_output_and_ends_once_finished(tmp_path: Path) -> None:
-    path = tmp_path / "0.log"
+    files = AttemptFiles(tmp_path, 0)
+    path = files.log
     w = logs.CriLogWriter(path)
     w.write("stdout", b"first\n")
 
     async def finished() -> bool:
-        return logs.container_finished(path)
+        return files.finished
 
     chunks: list[bytes] = []
 
@@ -110,10 +113,10 @@ async def test_follow_streams_new_output_and_ends_once_finished(tmp_path: Path) 
     w.write("stderr", b"second\n")
     w.write("stdout", b"last words\n")
     w.close()
-    logs.write_exit_code(path, 3)
+    files.write_exit_code(3)
     await asyncio.wait_for(task, timeout=5)
     assert b"".join(chunks) == b"first\nsecond\nlast words\n"
-    assert logs.read_exit_code(path) == 3
+    assert files.exit_code() == 3
 
 
 async def test_follow_without_file_yet_waits_then_ends(tmp_path: Path) -> None:
@@ -128,13 +131,6 @@ async def test_follow_without_file_yet_waits_then_ends(tmp_path: Path) -> None:
     assert await asyncio.wait_for(_collect(path, follow=True, finished=finished), timeout=5) == b""
 
 
-def test_paths_follow_the_state_dir_contract(tmp_path: Path) -> None:
-    pod = {"metadata": {"namespace": "ns", "name": "p", "uid": "u-1"}}
-    path = logs.container_log_path(tmp_path, pod, "main", 2)
-    assert path == tmp_path / "pods" / "ns_p_u-1" / "main" / "2.log"
-    assert logs.exit_code_path(path) == tmp_path / "pods" / "ns_p_u-1" / "main" / "2.exit"
-
-
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -143,7 +139,7 @@ def test_paths_follow_the_state_dir_contract(tmp_path: Path) -> None:
     ],
 )
 def test_parse_timestamp(text: str, expected: datetime) -> None:
-    assert logs.parse_timestamp(text) == expected
+    assert parse_timestamp(text) == expected
 
 
 async def test_follow_new_records_skips_what_was_written_before(tmp_path: Path) -> None:

@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 
 from t9k_provider.local.apiserver.jsonvalues import json_equal
 from t9k_provider.local.apiserver.patch import (
+    MergeField,
     PatchError,
     apply_patch,
     json_patch,
     merge_patch,
     strategic_merge_patch,
 )
+from t9k_provider.local.apiserver.registry import BUILTIN
 
 POD = {
     "apiVersion": "v1",
@@ -38,6 +40,13 @@ POD = {
 }
 
 
+def merge_fields(kind: str) -> dict[str, MergeField]:
+    """The strategic merge fields a built-in kind's strategy declares."""
+    fields = next(r.strategy.merge_fields for r in BUILTIN if r.kind == kind)
+    assert fields is not None
+    return fields
+
+
 def body(value: Any) -> bytes:
     return json.dumps(value).encode()
 
@@ -47,7 +56,7 @@ def body(value: Any) -> bytes:
 
 def test_unknown_content_type_is_415_listing_accepted_types() -> None:
     with pytest.raises(PatchError) as err:
-        apply_patch(POD, b"{}", "application/json", kind="Pod", custom=False)
+        apply_patch(POD, b"{}", "application/json", merge_fields("Pod"))
     assert err.value.code == 415
     assert err.value.reason == "UnsupportedMediaType"
     assert err.value.message == (
@@ -59,7 +68,7 @@ def test_unknown_content_type_is_415_listing_accepted_types() -> None:
 
 def test_strategic_merge_on_custom_resource_is_415_without_strategic_in_list() -> None:
     with pytest.raises(PatchError) as err:
-        apply_patch({"spec": {}}, b"{}", "application/strategic-merge-patch+json", kind="X", custom=True)
+        apply_patch({"spec": {}}, b"{}", "application/strategic-merge-patch+json", None)
     assert err.value.code == 415
     assert err.value.message.endswith(
         "accepted media types include: application/json-patch+json, application/merge-patch+json, "
@@ -69,13 +78,13 @@ def test_strategic_merge_on_custom_resource_is_415_without_strategic_in_list() -
 
 def test_apply_patch_yaml_is_refused_with_415() -> None:
     with pytest.raises(PatchError) as err:
-        apply_patch(POD, b"{}", "application/apply-patch+yaml", kind="Pod", custom=False)
+        apply_patch(POD, b"{}", "application/apply-patch+yaml", merge_fields("Pod"))
     assert err.value.code == 415
 
 
 def test_dict_body_as_json_patch_is_400_like_go() -> None:
     with pytest.raises(PatchError) as err:
-        apply_patch({"spec": {}}, b'{"spec": {"a": 1}}', "application/json-patch+json", kind="X", custom=True)
+        apply_patch({"spec": {}}, b'{"spec": {"a": 1}}', "application/json-patch+json", None)
     assert (err.value.code, err.value.reason) == (400, "BadRequest")
     assert err.value.message == "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
 
@@ -83,7 +92,7 @@ def test_dict_body_as_json_patch_is_400_like_go() -> None:
 @pytest.mark.parametrize("raw,word", [(b'"x"', "string"), (b"3", "number"), (b"true", "bool")])
 def test_scalar_json_patch_body_names_go_type(raw: bytes, word: str) -> None:
     with pytest.raises(PatchError) as err:
-        apply_patch({}, raw, "application/json-patch+json", kind="X", custom=True)
+        apply_patch({}, raw, "application/json-patch+json", None)
     assert err.value.message == f"json: cannot unmarshal {word} into Go value of type jsonpatch.Patch"
 
 
@@ -93,7 +102,7 @@ def test_scalar_json_patch_body_names_go_type(raw: bytes, word: str) -> None:
 )
 def test_malformed_json_is_400(ctype: str) -> None:
     with pytest.raises(PatchError) as err:
-        apply_patch(POD, b"{not json", ctype, kind="Pod", custom=False)
+        apply_patch(POD, b"{not json", ctype, merge_fields("Pod"))
     assert err.value.code == 400
 
 
@@ -101,7 +110,7 @@ def test_failed_test_op_is_422_invalid() -> None:
     patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": "5"}]
     obj = {"metadata": {"resourceVersion": "6"}}
     with pytest.raises(PatchError) as err:
-        apply_patch(obj, body(patch), "application/json-patch+json", kind="X", custom=True)
+        apply_patch(obj, body(patch), "application/json-patch+json", None)
     assert (err.value.code, err.value.reason) == (422, "Invalid")
     assert err.value.message == "the server rejected our request due to an error in our request"
     assert "testing value /metadata/resourceVersion failed" in err.value.detail
@@ -110,51 +119,47 @@ def test_failed_test_op_is_422_invalid() -> None:
 def test_too_many_json_patch_operations_is_413() -> None:
     ops = [{"op": "test", "path": "/a", "value": 1}] * 10001
     with pytest.raises(PatchError) as err:
-        apply_patch({"a": 1}, body(ops), "application/json-patch+json", kind="X", custom=True)
+        apply_patch({"a": 1}, body(ops), "application/json-patch+json", None)
     assert (err.value.code, err.value.reason) == (413, "RequestEntityTooLarge")
     assert err.value.message.endswith("is 10000, got 10001")
-    assert apply_patch({"a": 1}, body(ops[:10000]), "application/json-patch+json", kind="X", custom=True) == {
-        "a": 1
-    }
+    assert apply_patch({"a": 1}, body(ops[:10000]), "application/json-patch+json", None) == {"a": 1}
 
 
 @pytest.mark.parametrize("ctype", ["application/json-patch+json", "application/merge-patch+json"])
 def test_deeply_nested_bodies_are_400_not_crashes(ctype: str) -> None:
     with pytest.raises(PatchError) as err:
-        apply_patch({}, b"[" * 100_000, ctype, kind="Pod", custom=False)
+        apply_patch({}, b"[" * 100_000, ctype, merge_fields("Pod"))
     assert err.value.code == 400
     deep = b'{"a":' * 5000 + b"1" + b"}" * 5000
     with pytest.raises(PatchError):
-        apply_patch({}, deep, "application/strategic-merge-patch+json", kind="Pod", custom=False)
+        apply_patch({}, deep, "application/strategic-merge-patch+json", merge_fields("Pod"))
 
 
 def test_content_type_parameters_are_ignored() -> None:
-    out = apply_patch(
-        {"a": 1}, b'{"b": 2}', "application/merge-patch+json; charset=utf-8", kind="X", custom=True
-    )
+    out = apply_patch({"a": 1}, b'{"b": 2}', "application/merge-patch+json; charset=utf-8", None)
     assert out == {"a": 1, "b": 2}
 
 
 def test_null_json_patch_is_a_noop() -> None:
-    assert apply_patch({"a": 1}, b"null", "application/json-patch+json", kind="X", custom=True) == {"a": 1}
+    assert apply_patch({"a": 1}, b"null", "application/json-patch+json", None) == {"a": 1}
 
 
 def test_patch_replacing_root_with_non_object_is_400() -> None:
     patch = [{"op": "replace", "path": "", "value": [1]}]
     with pytest.raises(PatchError) as err:
-        apply_patch({"a": 1}, body(patch), "application/json-patch+json", kind="X", custom=True)
+        apply_patch({"a": 1}, body(patch), "application/json-patch+json", None)
     assert err.value.code == 400
 
 
 def test_merge_patch_non_object_body_is_400() -> None:
     with pytest.raises(PatchError) as err:
-        apply_patch({"a": 1}, b"[1]", "application/merge-patch+json", kind="X", custom=True)
+        apply_patch({"a": 1}, b"[1]", "application/merge-patch+json", None)
     assert err.value.code == 400
 
 
 def test_strategic_dispatch_uses_kind_metadata() -> None:
     patch = {"spec": {"containers": [{"name": "c", "image": "new"}]}}
-    out = apply_patch(POD, body(patch), "application/strategic-merge-patch+json", kind="Pod", custom=False)
+    out = apply_patch(POD, body(patch), "application/strategic-merge-patch+json", merge_fields("Pod"))
     assert out["spec"]["containers"][0]["env"] == POD["spec"]["containers"][0]["env"]
     assert out["spec"]["containers"][0]["image"] == "new"
 
@@ -331,7 +336,7 @@ def test_json_patch_move_is_inverted_by_reverse_move(items: list, data: st.DataO
 
 
 def smp(patch: dict, obj: dict = POD, kind: str = "Pod") -> dict:
-    return strategic_merge_patch(obj, patch, kind)
+    return strategic_merge_patch(obj, patch, merge_fields(kind))
 
 
 def test_containers_merge_by_name_keeping_unpatched_fields() -> None:
@@ -599,7 +604,7 @@ plain_patches = st.recursive(
     st.dictionaries(plain_keys, plain_patches, max_size=3),
 )
 def test_strategic_merge_without_merge_keys_or_directives_is_merge_patch(obj: dict, patch: dict) -> None:
-    assert strategic_merge_patch(obj, patch, "ConfigMap") == merge_patch(obj, patch)
+    assert strategic_merge_patch(obj, patch, merge_fields("ConfigMap")) == merge_patch(obj, patch)
 
 
 container_names = st.sampled_from(["a", "b", "c", "d", "e"])
@@ -615,7 +620,9 @@ def test_merge_key_lists_union_update_and_delete(current: list, patched: list, d
     obj = {"spec": {"containers": [{"name": n, "image": f"old-{n}", "args": [n]} for n in current]}}
     items: list[dict] = [{"name": n, "image": f"new-{n}"} for n in patched if n not in deleted]
     items += [{"name": n, "$patch": "delete"} for n in deleted]
-    out = strategic_merge_patch(obj, {"spec": {"containers": items}}, "Pod")["spec"]["containers"]
+    out = strategic_merge_patch(obj, {"spec": {"containers": items}}, merge_fields("Pod"))["spec"][
+        "containers"
+    ]
     names = [c["name"] for c in out]
     assert set(names) == (set(current) | set(patched)) - deleted
     assert len(names) == len(set(names))

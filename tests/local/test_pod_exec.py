@@ -19,8 +19,7 @@ import pytest
 from kubernetes import client
 from kubernetes.stream import stream
 
-from t9k_provider.local import logs
-from t9k_provider.local.kubelet.shim import pid_path
+from t9k_provider.local.poddir import PodDir
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [
@@ -169,6 +168,17 @@ def test_kubectl_exec_sees_only_the_container_processes(kubectl, sleeper: client
     assert int(count) <= 5  # sleep, the exec'd sh, ls, grep (a host has hundreds)
 
 
+@NEEDS_ROOT
+def test_kubectl_exec_runs_in_the_container_cgroup(kubectl, sleeper: client.V1Pod) -> None:
+    """What `kubectl exec` starts counts against the container's limits: it joins the container's cgroup."""
+    script = "cat /proc/self/cgroup; echo --; cat /proc/1/cgroup"
+    result = kubectl("exec", "sleeper", "-c", "side", "--", "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    exec_cgroups, main_cgroups = result.stdout.decode().split("--\n")
+    assert f"/pod{sleeper.metadata.uid}/side-0\n" in main_cgroups
+    assert exec_cgroups == main_cgroups
+
+
 def test_stopping_a_sidecar_by_signal_as_airflow_does(core: client.CoreV1Api, ns: str) -> None:
     """KubernetesPodOperator stops its xcom sidecar through exec: SIGINT to the `sh` that traps it."""
     token = f"sidecar-{uuid.uuid4().hex[:8]}"
@@ -243,8 +253,7 @@ def test_exec_refuses_a_pid_whose_start_time_differs(
     """The pid file names the container by (pid, start time): a live pid that started at another time is a
     reused pid, not the container, so exec must not enter it."""
     pod = core.read_namespaced_pod("sleeper", ns).to_dict()
-    log_path = logs.container_log_path(cluster.state_dir, pod, "main", 0)
-    pid_file = pid_path(log_path)
+    pid_file = PodDir.of(cluster.state_dir, pod).container("main").attempt(0).pid
     recorded = pid_file.read_text()
     ids = json.loads(recorded)
     try:

@@ -11,8 +11,37 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from t9k_provider.local.apiserver import fielderrors as fe
+from t9k_provider.local.apiserver import validation
 from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.validation import invalid_message, validate_create, validate_update
+from t9k_provider.local.apiserver.registry import BUILTIN
+from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
+from t9k_provider.local.apiserver.validation import invalid_message
+
+_BUILTIN = {r.plural: r for r in BUILTIN if not r.stored_as}
+_CUSTOM = resources_from_crd(
+    {
+        "spec": {
+            "group": "x.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "things", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": True, "storage": True}],
+        }
+    }
+)[0]
+
+
+def resource(plural: str) -> Resource:
+    """The built-in resource of this plural; any other is a (schemaless, namespaced) custom resource."""
+    return _BUILTIN.get(plural, _CUSTOM)
+
+
+def validate_create(plural: str, obj: dict) -> list[Cause]:
+    return validation.validate_create(resource(plural), obj)
+
+
+def validate_update(plural: str, old: dict, new: dict) -> list[Cause]:
+    return validation.validate_update(resource(plural), old, new)
 
 
 def meta(name: str = "x", namespace: str | None = "default", **extra: Any) -> dict:
@@ -627,9 +656,14 @@ def test_volume_sources() -> None:
             {"name": "b", "configMap": {"name": "cfg", "items": [{"key": "k", "path": "p"}]}},
             {"name": "c", "secret": {"secretName": "s"}},
             {"name": "d", "hostPath": {"path": "/tmp"}},
+            {
+                "name": "e",
+                "downwardAPI": {"items": [{"path": "n", "fieldRef": {"fieldPath": "metadata.name"}}]},
+            },
+            {"name": "f", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
         ]
     )
-    assert validate_create("pods", good) == []
+    assert validate_create("pods", good) == []  # downwardAPI items name a field, not a key
     bad = pod(
         volumes=[
             {"name": "a"},
@@ -679,3 +713,90 @@ def test_deeply_nested_objects_give_a_cause_not_a_crash() -> None:
     new["spec"]["containers"][0]["image"] = "other"
     causes = validate_update("pods", old, new)
     assert all(isinstance(c, Cause) for c in causes)
+
+
+def _workload(**spec: Any) -> dict:
+    labels = {"app": "w"}
+    pod_spec = {**pod()["spec"], "restartPolicy": "Always"}
+    return {
+        "metadata": meta("w"),
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+            **spec,
+        },
+    }
+
+
+def test_deployment_rollout_parameters() -> None:
+    assert validate_create("deployments", _workload(strategy={"type": "RollingUpdate"})) == []
+    over = _workload(strategy={"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "120%"}})
+    assert (
+        only(validate_create("deployments", over)).message
+        == 'Invalid value: "120%": must not be greater than 100%'
+    )
+    word = _workload(strategy={"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "lots"}})
+    assert only(validate_create("deployments", word)).field == "spec.strategy.rollingUpdate.maxSurge"
+    kind = _workload(strategy={"type": "BlueGreen"})
+    assert only(validate_create("deployments", kind)).message == (
+        'Unsupported value: "BlueGreen": supported values: "Recreate", "RollingUpdate"'
+    )
+    deadline = _workload(strategy={"type": "Recreate"}, minReadySeconds=10, progressDeadlineSeconds=10)
+    assert only(validate_create("deployments", deadline)).message == (
+        "Invalid value: 10: must be greater than minReadySeconds"
+    )
+
+
+def test_workload_selectors_per_kind() -> None:
+    for plural, word in (
+        ("deployments", "deployment"),
+        ("statefulsets", "statefulset"),
+        ("daemonsets", "daemonset"),
+    ):
+        empty = _workload(updateStrategy={"type": "OnDelete"}, podManagementPolicy="Parallel")
+        if plural == "deployments":
+            empty = _workload(strategy={"type": "Recreate"})
+        empty["spec"]["selector"] = {}
+        assert (
+            only(validate_create(plural, empty)).message
+            == f"Invalid value: {{}}: empty selector is invalid for {word}"
+        )
+    expression = _workload(strategy={"type": "Recreate"})
+    expression["spec"]["selector"] = {
+        "matchExpressions": [{"key": "app", "operator": "In", "values": ["w", "v"]}]
+    }
+    assert validate_create("deployments", expression) == []
+    expression["spec"]["selector"]["matchExpressions"][0]["operator"] = "NotIn"
+    assert only(validate_create("deployments", expression)).field == "spec.template.metadata.labels"
+
+
+def test_statefulset_only_some_fields_change() -> None:
+    old = _workload(updateStrategy={"type": "RollingUpdate"}, podManagementPolicy="OrderedReady", replicas=1)
+    scaled = copy.deepcopy(old)
+    scaled["spec"]["replicas"] = 3
+    scaled["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:2"
+    assert validate_update("statefulsets", old, scaled) == []
+    renamed = copy.deepcopy(old)
+    renamed["spec"]["podManagementPolicy"] = "Parallel"
+    assert only(validate_update("statefulsets", old, renamed)).field == "spec"
+
+
+def test_api_service_rules() -> None:
+    local = {
+        "metadata": meta("v1.x.dev", namespace=None),
+        "spec": {"group": "x.dev", "version": "v1", "groupPriorityMinimum": 1, "versionPriority": 1},
+    }
+    assert validate_create("apiservices", local) == []
+    bundled = copy.deepcopy(local)
+    bundled["spec"]["caBundle"] = "YQ=="
+    assert only(validate_create("apiservices", bundled)).message == (
+        "Forbidden: local APIServices may not have a caBundle"
+    )
+    ranked = copy.deepcopy(local)
+    ranked["spec"]["versionPriority"] = 1001
+    assert only(validate_create("apiservices", ranked)).message == (
+        "Invalid value: 1001: must be positive and less than 1000"
+    )
+    served = copy.deepcopy(local)
+    served["spec"]["service"] = {"namespace": "ns", "port": 443}
+    assert only(validate_create("apiservices", served)).message == "Required value"

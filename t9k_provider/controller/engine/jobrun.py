@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from t9k_provider.jobs.contract import TERMINAL_PHASES
+
 from .model import Plan
 from .names import pod_name, replica_key
 from .pods import build_service
@@ -18,7 +20,6 @@ from .replicas import ACTIVE, PAUSED, STOPPED, Round, evaluate
 from .scheduler import PODGROUP_API_VERSION, PODGROUP_KIND, build_podgroup, podgroup_drift
 from .status import (
     NO_REASON,
-    TERMINAL_PHASES,
     aggregate,
     condition,
     condition_true,
@@ -275,10 +276,7 @@ class JobRun:
             desired["Running"] = ("True", NO_REASON, ALL_RUNNING)
         elif phase == "Resuming":
             desired["Running"] = ("False", "Resuming", "The job is resuming from pause.")
-        if rnd.failures:
-            desired["ReplicaFailure"] = ("True", "ReplicaFailure", " ".join(rnd.failures.values()))
-        elif phase == "Running" or condition(self.prior, "ReplicaFailure") is not None:
-            desired["ReplicaFailure"] = ("False", NO_REASON, ALL_RUNNING)
+        self._replica_failure(desired, rnd, phase == "Running")
         if condition(self.prior, "Paused") is not None:
             desired["Paused"] = ("False", "Resumed", "The job is not paused.")
         conditions = merge_conditions(self.prior.get("conditions"), desired, self.now)
@@ -307,15 +305,15 @@ class JobRun:
             if condition(self.prior, "Failed") is not None:
                 desired["Failed"] = ("False", "Succeeded", message)
         else:
+            # The T9k message names the rule; what killed a replica (OOMKilled...) is what the user needs.
+            killed = [f"Pod {pod}: {how}." for pod, how in sorted(stopped.terminations.items())]
+            message = " ".join([message, *killed])
             desired = {
                 "Completed": ("False", "Failed", message),
                 "Failed": ("True", reason, message),
                 "Running": ("False", "Failed", message),
             }
-        if stopped.failures:
-            desired["ReplicaFailure"] = ("True", "ReplicaFailure", " ".join(stopped.failures.values()))
-        elif condition(self.prior, "ReplicaFailure") is not None:
-            desired["ReplicaFailure"] = ("False", NO_REASON, ALL_RUNNING)
+        self._replica_failure(desired, stopped, False)
         conditions = merge_conditions(self.prior.get("conditions"), desired, self.now)
         return self._decision(
             stopped,
@@ -325,6 +323,13 @@ class JobRun:
             completion=rfc3339(self.now),
             requeue_after=CLEANUP_REQUEUE_SECONDS,
         )
+
+    def _replica_failure(self, desired: dict[str, tuple[str, str, str]], rnd: Round, running: bool) -> None:
+        """ReplicaFailure: True while replicas fail, False once running or after it was reported."""
+        if rnd.failures:
+            desired["ReplicaFailure"] = ("True", "ReplicaFailure", " ".join(rnd.failures.values()))
+        elif running or condition(self.prior, "ReplicaFailure") is not None:
+            desired["ReplicaFailure"] = ("False", NO_REASON, ALL_RUNNING)
 
     # -- auxiliary objects ---------------------------------------------------------------------------
 

@@ -1,21 +1,20 @@
-"""Deterministic child names, labels and owner references (spec section 3)."""
+"""Deterministic child names, labels and owner references (spec section 3); the label keys are the
+contract's (`t9k_provider.jobs.contract`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-LABEL_OWNER_NAME = "tensorstack.dev/owner-name"
-LABEL_COMPONENT = "tensorstack.dev/component"
-LABEL_COMPONENT_TYPE = "tensorstack.dev/component-type"
-LABEL_REPLICA_TYPE = "batch.tensorstack.dev/replica-type"
-LABEL_REPLICA_INDEX = "batch.tensorstack.dev/replica-index"
-LABEL_JOB_UID = "batch.tensorstack.dev/job-uid"
-ANNOTATION_RESTART_COUNT = "batch.tensorstack.dev/restart-count"
-LABEL_GROUP_NAME = "scheduler.tensorstack.dev/group-name"
-LABEL_QUEUE = "scheduler.tensorstack.dev/queue"
-LABEL_ROLE = "scheduler.tensorstack.dev/role"
-
-T9K_SCHEDULER_NAME = "t9k-scheduler"
+from t9k_provider.jobs.contract import (
+    LABEL_COMPONENT,
+    LABEL_COMPONENT_TYPE,
+    LABEL_GENERICJOB,
+    LABEL_GENERICJOB_REPLICA,
+    LABEL_JOB_UID,
+    LABEL_OWNER_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+)
 
 
 def pod_name(job: str, replica_type: str, index: int, indexed: bool = True) -> str:
@@ -58,8 +57,8 @@ def child_metadata(job: dict[str, Any], name: str, labels: dict[str, str] | None
 def replica_labels(job: dict[str, Any], replica_type: str, index: int, name: str) -> dict[str, str]:
     labels = {LABEL_REPLICA_TYPE: replica_type, LABEL_REPLICA_INDEX: str(index)}
     if job["kind"] == "GenericJob":
-        labels["genericjob"] = job["metadata"]["name"]
-        labels["genericjob-replica"] = name
+        labels[LABEL_GENERICJOB] = job["metadata"]["name"]
+        labels[LABEL_GENERICJOB_REPLICA] = name
     return labels
 
 

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import ModeOverride, Plan, ReplicaGroup
-from .names import (
+from t9k_provider.jobs.contract import (
     ANNOTATION_RESTART_COUNT,
     LABEL_GROUP_NAME,
     LABEL_QUEUE,
     LABEL_ROLE,
     T9K_SCHEDULER_NAME,
-    child_metadata,
-    pod_name,
-    replica_labels,
 )
+
+from .model import ModeOverride, Plan, ReplicaGroup
+from .names import child_metadata, pod_name, replica_labels
 
 
 def training_container(spec: dict[str, Any], name: str) -> dict[str, Any] | None:

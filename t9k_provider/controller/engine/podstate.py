@@ -27,6 +27,7 @@ INFRA_REASONS = frozenset(
 class PodState:
     phase: str  # Pending | Running | Succeeded | Failed | Unknown
     exit_code: int | None  # of the training container, when it terminated
+    exit_reason: str  # why it terminated, as the kubelet says (OOMKilled, Error...); "" while it runs
     infra_failure: bool  # failed for a reason outside the user's program
     ready: bool
     terminating: bool
@@ -50,18 +51,25 @@ def container_summaries(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _training_exit_code(pod: dict[str, Any], container: str) -> int | None:
+def _training_termination(pod: dict[str, Any], container: str) -> tuple[int | None, str]:
+    """The training container's exit code and termination reason, once it terminated."""
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     chosen = next((cs for cs in statuses if cs.get("name") == container), None)
     if chosen is None and statuses and not container:
         chosen = statuses[0]
     if chosen is None:
-        return None
+        return None, ""
     terminated = (chosen.get("state") or {}).get("terminated")
     if terminated is None:
-        return None
+        return None, ""
     code = terminated.get("exitCode")
-    return int(code) if code is not None else None
+    return (int(code) if code is not None else None), str(terminated.get("reason") or "")
+
+
+def telling_exit_reason(reason: str) -> bool:
+    """Does the kubelet's termination reason say more than the exit code (OOMKilled...)? Its defaults, Error
+    and Completed (container reasons, not the job's condition), do not."""
+    return reason not in ("", "Error", "Completed")
 
 
 def classify(pod: dict[str, Any], training_container: str) -> PodState:
@@ -72,11 +80,12 @@ def classify(pod: dict[str, Any], training_container: str) -> PodState:
     disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions)
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     has_ready_condition = any(c.get("type") == "Ready" for c in conditions)
-    exit_code = _training_exit_code(pod, training_container)
+    exit_code, exit_reason = _training_termination(pod, training_container)
     infra = phase == "Failed" and (reason in INFRA_REASONS or disrupted or exit_code is None)
     return PodState(
         phase=phase,
         exit_code=exit_code,
+        exit_reason=exit_reason,
         infra_failure=infra,
         # A pod without a Ready condition (e.g. a minimal kubelet) counts as ready once Running.
         ready=phase == "Running" and (ready or not has_ready_condition),

@@ -9,9 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from t9k_provider.jobs.contract import TERMINAL_PHASES
+
 from .jobrun import CLEANUP_REQUEUE_SECONDS
 from .model import Progress
-from .status import TERMINAL_PHASES, merge_conditions, rfc3339, sanitized
+from .status import merge_conditions, rfc3339, sanitized
 from .types import Create, Decision, Event
 
 

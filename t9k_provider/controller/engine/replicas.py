@@ -12,11 +12,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from t9k_provider.jobs.constants import RETRYABLE_EXIT_CODES
+from t9k_provider.jobs.contract import ANNOTATION_RESTART_COUNT
 
 from .model import Plan, ReplicaGroup
-from .names import ANNOTATION_RESTART_COUNT, pod_name
+from .names import pod_name
 from .pods import build_pod
-from .podstate import PodState, classify
+from .podstate import PodState, classify, telling_exit_reason
 from .status import parse_time
 from .types import Action, Create, Delete, Event
 
@@ -34,6 +35,8 @@ class Round:
     actions: list[Action] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     failures: dict[tuple[str, int], str] = field(default_factory=dict)  # ReplicaFailure message per replica
+    # Failed pods whose container ended for a reason of its own (e.g. OOMKilled): pod name -> the words
+    terminations: dict[str, str] = field(default_factory=dict)
     backoff_count: int = 0
     requeue_at: datetime | None = None
 
@@ -71,11 +74,13 @@ def _restart_wanted(group: ReplicaGroup, state: PodState) -> bool:
 
 
 def _describe(name: str, state: PodState) -> str:
+    """How the replica's pod ended, as a sentence's start ("Pod x failed with exit code 137 (OOMKilled)")."""
     if state.phase == "Succeeded":
-        return f"pod {name} succeeded"
+        return f"Pod {name} succeeded"
     if state.exit_code is not None:
-        return f"pod {name} failed with exit code {state.exit_code}"
-    return f"pod {name} failed ({state.reason or 'no exit code'})"
+        said = f" ({state.exit_reason})" if telling_exit_reason(state.exit_reason) else ""
+        return f"Pod {name} failed with exit code {state.exit_code}{said}"
+    return f"Pod {name} failed ({state.reason or 'no exit code'})"
 
 
 def _force_delete_if_stuck(rnd: Round, pod: dict[str, Any], now: datetime) -> None:
@@ -115,6 +120,10 @@ def evaluate(
         for i in range(g.replicas)
         if (g.type, i) in pods
     }
+    for key, state in states.items():
+        if state.phase == "Failed" and telling_exit_reason(state.exit_reason):
+            name = pods[key]["metadata"]["name"]
+            rnd.terminations[name] = f"{state.exit_reason} (exit code {state.exit_code})"
     running_types = {
         g.type
         for g in plan.groups
@@ -201,7 +210,7 @@ def evaluate(
             if mode == STOPPED or not finished or debug:
                 rnd.records[key] = _record(name, uid, state.phase, state.containers, restarts, replaced)
                 if state.phase == "Failed":
-                    rnd.failures[key] = _describe(name, state).capitalize() + "."
+                    rnd.failures[key] = _describe(name, state) + "."
                 continue
 
             what = _describe(name, state)
@@ -209,7 +218,7 @@ def evaluate(
                 # Evictions, node shutdown, no exit code: retryable without charging the budget (R9).
                 rnd.actions.append(Delete("v1", "Pod", name, uid=uid))
                 rnd.records[key] = _record(name, "", "Creating", state.containers, restarts, uid)
-                msg = f"{what.capitalize()}; recreating it without charging the restart budget."
+                msg = f"{what}; recreating it without charging the restart budget."
                 rnd.failures[key] = msg
                 rnd.events.append(Event("Warning", "ReplicaRecreated", msg))
                 continue
@@ -221,17 +230,17 @@ def evaluate(
                         rnd.backoff_count += 1
                     rnd.actions.append(Delete("v1", "Pod", name, uid=uid))
                     rnd.records[key] = _record(name, "", "Creating", state.containers, restarts, uid)
-                    msg = f"{what.capitalize()}; restarting it ({budget})."
+                    msg = f"{what}; restarting it ({budget})."
                     rnd.failures[key] = msg
                     rnd.events.append(Event("Warning", "Restarting", msg))
                     continue
                 if state.phase == "Failed":
-                    msg = f"{what.capitalize()} and its restart budget is exhausted."
+                    msg = f"{what} and its restart budget is exhausted."
                     rnd.failures[key] = msg
                     if (prior_phase, prior.get("uid")) != ("Failed", uid):  # report it once
                         rnd.events.append(Event("Warning", "BackoffLimitExceeded", msg))
             elif state.phase == "Failed":
-                rnd.failures[key] = f"{what.capitalize()}."
+                rnd.failures[key] = f"{what}."
             rnd.records[key] = _record(name, uid, state.phase, state.containers, restarts, None)
     return rnd
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-CONDITION_ORDER = ("Initialized", "Running", "ReplicaFailure", "Completed", "Failed", "Paused")
-TERMINAL_PHASES = ("Succeeded", "Failed")
-REPLICA_PHASES = ("creating", "pending", "running", "succeeded", "failed", "unknown", "deleted")
+from t9k_provider.jobs.contract import CONDITION_TYPES, OLD_CONDITION_TYPES, REPLICA_PHASES
+
 NO_REASON = "-"
 
 
@@ -34,9 +33,10 @@ def merge_conditions(
     Condition types present before but not desired now are kept unchanged (conditions never vanish).
     """
     by_type = {c.get("type"): c for c in prior or [] if c.get("type")}
-    by_type.pop("Initializing", None)  # old spelling, replaced by Initialized
+    for old_spelling in OLD_CONDITION_TYPES:
+        by_type.pop(old_spelling, None)
     out: dict[str, dict[str, Any]] = {}
-    for ctype in [*CONDITION_ORDER, *sorted(set(by_type) | set(desired))]:
+    for ctype in [*CONDITION_TYPES, *sorted(set(by_type) | set(desired))]:
         if ctype in out:
             continue
         old = by_type.get(ctype)
@@ -67,7 +67,7 @@ def condition_true(status: dict[str, Any], ctype: str) -> bool:
 
 
 def aggregate(phases: list[str]) -> dict[str, int]:
-    counts = dict.fromkeys(REPLICA_PHASES, 0)
+    counts = {p.lower(): 0 for p in REPLICA_PHASES}
     for phase in phases:
         key = phase.lower()
         counts[key if key in counts else "unknown"] += 1

@@ -14,6 +14,7 @@ from typing import Any
 from t9k_provider.controller.engine.model import Progress
 from t9k_provider.controller.engine.types import ChildType, Delete
 from t9k_provider.jobs.beam import BeamJob
+from t9k_provider.jobs.contract import batch_job_name
 
 from .context import JobContext
 
@@ -56,7 +57,7 @@ def _with_endpoint(container: dict[str, Any], endpoint: str) -> None:
 
 
 def build_batchjob(typed: BeamJob, ctx: JobContext) -> dict[str, Any]:
-    name = f"{ctx.name}-batchjob"
+    name = batch_job_name(ctx.name)
     template = copy.deepcopy(typed.spec.job_template)
     written = template.get("metadata") or {}
     meta = ctx.meta(name)
@@ -68,10 +69,6 @@ def build_batchjob(typed: BeamJob, ctx: JobContext) -> dict[str, Any]:
     if containers:
         _with_endpoint(containers[0], flink_endpoint(ctx.name))
     return {"apiVersion": BATCH_JOBS.api_version, "kind": BATCH_JOBS.kind, "metadata": meta, "spec": spec}
-
-
-def _cluster_running(cluster: dict[str, Any] | None) -> bool:
-    return cluster is not None and (cluster.get("status") or {}).get("state") == "Running"
 
 
 def _cluster_reason(cluster: dict[str, Any] | None) -> str | None:
@@ -94,16 +91,16 @@ def drive_beam(typed: BeamJob, ctx: JobContext, children: list[dict[str, Any]]) 
     name = ctx.name
     by_key = {(c.get("kind"), (c.get("metadata") or {}).get("name")): c for c in children}
     cluster = by_key.get((FLINKCLUSTERS.kind, f"{name}-flinkcluster"))
-    batch = by_key.get((BATCH_JOBS.kind, f"{name}-batchjob"))
+    batch = by_key.get((BATCH_JOBS.kind, batch_job_name(name)))
     creates = []
     if cluster is None:
         creates.append(build_flinkcluster(typed, ctx))
-    running = _cluster_running(cluster)
+    cluster_state = ((cluster or {}).get("status") or {}).get("state")
+    running = cluster_state == "Running"
     if batch is None and running:
         creates.append(build_batchjob(typed, ctx))
     outcome = _batch_outcome(batch)
     active = bool(((batch or {}).get("status") or {}).get("active"))
-    cluster_state = ((cluster or {}).get("status") or {}).get("state")
     stopped_early = batch is None and cluster_state == "Stopped"
 
     desired: dict[str, tuple[str, str, str]] = {

@@ -39,10 +39,6 @@ def resume_overrides(run_mode: RunMode | None) -> dict[str, ModeOverride]:
     }
 
 
-def paused(run_mode: RunMode | None) -> bool:
-    return run_mode is not None and run_mode.pause_enabled
-
-
 def scheduler_plan(scheduler: SchedulePolicy | None, min_member: int) -> SchedulerPlan | None:
     if scheduler is None or scheduler.t9k_scheduler is None:
         return None
@@ -124,6 +120,6 @@ def mode_fields(run_mode: RunMode | None, types: list[str]) -> dict[str, Any]:
     """The Plan fields every kind takes from `spec.runMode`."""
     return {
         "debug": debug_overrides(run_mode, types),
-        "paused": paused(run_mode),
+        "paused": run_mode is not None and run_mode.pause_enabled,
         "resume": resume_overrides(run_mode),
     }

@@ -22,10 +22,6 @@ class Caches:
     def informers(self) -> list[Informer]:
         return [inf for group in self._informers.values() for inf in group]
 
-    @property
-    def synced(self) -> bool:
-        return all(inf.synced.is_set() for inf in self.informers)
-
     def resource_type(self, api_version: str, kind: str) -> ResourceType:
         try:
             return self._types[(api_version, kind)]

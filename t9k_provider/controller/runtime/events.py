@@ -8,6 +8,7 @@ from collections import OrderedDict
 from datetime import datetime, timezone
 from typing import Any
 
+from t9k_provider.controller.engine.status import rfc3339
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import EVENTS
@@ -19,7 +20,7 @@ MAX_REMEMBERED = 4096
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.now(timezone.utc))
 
 
 class EventRecorder:

@@ -124,34 +124,28 @@ class LeaderElector:
                 "metadata": {"name": self._name, "namespace": self._namespace},
                 "spec": self._spec(now, now, 0),
             }
-            try:
-                created = await self._api.create(LEASES, self._namespace, body)
-            except ApiError as create_exc:
-                if create_exc.status == 409:
-                    return False
-                raise
-            self._see(created, started)
-            self._renewed_at = started
-            return True
-        spec = lease.get("spec") or {}
-        record = self._record(lease)
-        if record != self._observed:
-            self._observed, self._observed_at = record, time.monotonic()
-        holder = spec.get("holderIdentity")
-        duration = float(spec.get("leaseDurationSeconds") or self._lease_duration)
-        if holder and holder != self.identity and time.monotonic() < self._observed_at + duration:
-            return False
-        mine = holder == self.identity
-        transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
-        acquired = spec.get("acquireTime") if mine else now
-        lease["spec"] = self._spec(acquired or now, now, transitions)
+            write = self._api.create(LEASES, self._namespace, body)
+        else:
+            spec = lease.get("spec") or {}
+            record = self._record(lease)
+            if record != self._observed:
+                self._observed, self._observed_at = record, time.monotonic()
+            holder = spec.get("holderIdentity")
+            duration = float(spec.get("leaseDurationSeconds") or self._lease_duration)
+            if holder and holder != self.identity and time.monotonic() < self._observed_at + duration:
+                return False
+            mine = holder == self.identity
+            transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
+            acquired = spec.get("acquireTime") if mine else now
+            lease["spec"] = self._spec(acquired or now, now, transitions)
+            write = self._api.replace(LEASES, self._namespace, self._name, lease)
         try:
-            updated = await self._api.replace(LEASES, self._namespace, self._name, lease)
+            written = await write
         except ApiError as exc:
-            if exc.status == 409:
+            if exc.status == 409:  # another candidate wrote first
                 return False
             raise
-        self._see(updated, started)
+        self._see(written, started)
         self._renewed_at = started
         return True
 

@@ -18,10 +18,11 @@ import asyncio
 import copy
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from t9k_provider.controller.engine.status import condition, merge_conditions
 from t9k_provider.controller.engine.types import Create, Decision, Delete, Observed, Patch
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
@@ -124,14 +125,8 @@ class Reconciler:
         decision = self._engine(observed)
         failures = self._failures.get(meta["uid"])
         if failures:
-            decision = Decision(
-                status=_with_failure_condition(
-                    job.get("status") or {}, decision.status, failures, observed.now
-                ),
-                actions=decision.actions,
-                events=decision.events,
-                requeue_after=decision.requeue_after,
-            )
+            status = _with_failure_condition(job.get("status") or {}, decision.status, failures, observed.now)
+            decision = replace(decision, status=status)
         return decision
 
     async def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
@@ -183,9 +178,7 @@ class Reconciler:
                     grace_period_seconds=action.grace_period_seconds,
                 )
             except ApiError as exc:
-                if (
-                    exc.not_found or exc.status == 409
-                ):  # already gone, or a different object (uid precondition)
+                if exc.not_found or exc.status == 409:  # already gone, or another object (uid precondition)
                     self._metrics.actions.labels(action="delete", kind=action.kind, outcome="gone").inc()
                     if exc.not_found:
                         self._caches.observe_deleted(rt, namespace, action.name, None)
@@ -280,26 +273,14 @@ def _run_key(action: Action) -> tuple[type, str, str]:
 def _with_failure_condition(
     current: dict[str, Any], desired: dict[str, Any], failures: dict[str, _Failure], now: datetime
 ) -> dict[str, Any]:
-    """``desired`` plus ReplicaFailure=True describing the create failures."""
+    """``desired`` plus ReplicaFailure=True describing the create failures (true since ``current`` says)."""
     first = failures[sorted(failures)[0]]
     message = "; ".join(failures[name].message for name in sorted(failures))
-    previous = next((c for c in current.get("conditions") or [] if c.get("type") == "ReplicaFailure"), None)
-    since = (
-        previous.get("lastTransitionTime")
-        if previous is not None and previous.get("status") == "True"
-        else now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    )
-    condition = {
-        "type": "ReplicaFailure",
-        "status": "True",
-        "reason": first.reason,
-        "message": message,
-        "lastTransitionTime": since,
-    }
-    status = dict(desired)
+    previous = condition(current, "ReplicaFailure")
+    wanted = {"ReplicaFailure": ("True", first.reason, message)}
+    [failure] = merge_conditions([previous] if previous else [], wanted, now)
     conditions = [c for c in desired.get("conditions") or [] if c.get("type") != "ReplicaFailure"]
-    status["conditions"] = [*conditions, condition]
-    return status
+    return {**desired, "conditions": [*conditions, failure]}
 
 
 def _int_rv(obj: dict[str, Any]) -> int | None:

@@ -1,4 +1,5 @@
-"""Server-internal controllers: CRD establishing and naming, namespace lifecycle, garbage collection.
+"""Server-internal controllers: CRD establishing and naming, namespace lifecycle, garbage collection,
+APIService registration and availability.
 
 They run as one asyncio task woken by store events (and every second), and act through the same write
 pipeline as clients, so finalizers, watch events and validation apply to their writes too.
@@ -12,20 +13,25 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from t9k_provider.local.apiserver import errors, kinds
-from t9k_provider.local.apiserver.objects import (
-    CRD_CLEANUP,
-    FOREGROUND,
-    ORPHAN,
-    DeleteOptions,
-    Objects,
-    deep_copy,
+from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver.jsonvalues import json_copy
+from t9k_provider.local.apiserver.objects import FOREGROUND, ORPHAN, DeleteOptions, Objects
+from t9k_provider.local.apiserver.registry import BUILTIN, Registry
+from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.strategies.apiservices import (
+    AUTOMANAGED,
+    local_api_service,
+    with_availability,
 )
-from t9k_provider.local.apiserver.resources import CRD_GROUP, Registry, Resource, resources_from_crd
+from t9k_provider.local.apiserver.strategies.apiservices import RESOURCE as API_SERVICES
+from t9k_provider.local.apiserver.strategies.crds import CRD_CLEANUP, CRD_GROUP, CRD_PLURAL
+from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
+from t9k_provider.local.apiserver.strategies.namespaces import KUBERNETES_FINALIZER
+from t9k_provider.local.apiserver.strategies.serviceaccounts import default_service_account
 from t9k_provider.local.store import Event, Key
+from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 log = logging.getLogger(__name__)
-CRD_PLURAL = "customresourcedefinitions"
 EVENT_TTL_SECONDS = 3600
 EVENT_SWEEP_SECONDS = 60
 MIN_PASS_INTERVAL = 0.05
@@ -37,7 +43,7 @@ def _condition(ctype: str, status: str, reason: str, message: str) -> dict[str, 
         "status": status,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": kinds.now_time(),
+        "lastTransitionTime": now_rfc3339(),
     }
 
 
@@ -53,6 +59,7 @@ class Controllers:
             key for uid in self.store.owner_uids() for key in self.store.dependents(uid)
         }
         self._crd_revisions: dict[str, str] = {}
+        self._builtin_versions = {(r.group, r.version) for r in BUILTIN}
         for group, resource in self.store.resources():
             for obj in self.store.list(group, resource):
                 if obj["metadata"].get("deletionTimestamp"):
@@ -91,7 +98,7 @@ class Controllers:
 
     def reconcile(self) -> None:
         """One pass of every controller; each step is independent and logs (never raises) its failures."""
-        for step in (self.sync_crds, self.sync_namespaces, self.collect_garbage):
+        for step in (self.sync_crds, self.sync_namespaces, self.collect_garbage, self.sync_api_services):
             try:
                 step()
             except Exception:
@@ -195,7 +202,7 @@ class Controllers:
                         DeleteOptions(),
                     )
         if not self.store.list(group, plural) and CRD_CLEANUP in (crd["metadata"].get("finalizers") or ()):
-            new = deep_copy(crd)
+            new = json_copy(crd)
             new["metadata"]["finalizers"] = [f for f in new["metadata"]["finalizers"] if f != CRD_CLEANUP]
             self._try("finish crd deletion", self.objects.write, crd_res, crd, new)
 
@@ -214,7 +221,7 @@ class Controllers:
                         self.objects.create,
                         sa_res,
                         name,
-                        kinds.default_service_account(name),
+                        default_service_account(name),
                     )
                 continue
             remaining = 0
@@ -234,10 +241,49 @@ class Controllers:
                             obj["metadata"]["name"],
                             DeleteOptions(),
                         )
-            if remaining == 0 and "kubernetes" in ((ns.get("spec") or {}).get("finalizers") or ()):
-                new = deep_copy(ns)
-                new["spec"]["finalizers"] = [f for f in new["spec"]["finalizers"] if f != "kubernetes"]
+            if remaining == 0 and KUBERNETES_FINALIZER in ((ns.get("spec") or {}).get("finalizers") or ()):
+                new = json_copy(ns)
+                new["spec"]["finalizers"] = [
+                    f for f in new["spec"]["finalizers"] if f != KUBERNETES_FINALIZER
+                ]
                 self._try(f"finalize namespace {name}", self.objects.write, ns_res, ns, new)
+
+    # -- APIServices ---------------------------------------------------------------------------------------
+
+    def sync_api_services(self) -> None:
+        """A local APIService per served group/version (kube-apiserver's autoregistration: built-in ones
+        ``onstart``, those of CRDs ``true``, removed with their CRD), and every APIService's availability."""
+        res = self.registry.lookup(API_SERVICES.group, API_SERVICES.version, API_SERVICES.plural)
+        assert res is not None
+        served = {
+            f"{v}.{g}": (g, v) for g, versions in self.registry.group_versions().items() for v in versions
+        }
+        for name, (group, version) in served.items():
+            if self.store.get((res.group, res.plural, "", name)) is None:
+                builtin = (group, version) in self._builtin_versions
+                self._try(
+                    f"apiservice {name}",
+                    self.objects.create,
+                    res,
+                    "",
+                    local_api_service(group, version, builtin),
+                )
+        for obj in self.store.list(res.group, res.plural):
+            meta = obj["metadata"]
+            if (meta.get("labels") or {}).get(AUTOMANAGED) == "true" and meta["name"] not in served:
+                if not meta.get("deletionTimestamp"):
+                    self._try(
+                        f"apiservice {meta['name']}",
+                        self.objects.delete,
+                        res,
+                        "",
+                        meta["name"],
+                        DeleteOptions(),
+                    )
+                continue
+            status = with_availability(obj)
+            if status is not None:
+                self._try(f"apiservice {meta['name']}", self.objects.write_status, res, obj, status)
 
     # -- event TTL -----------------------------------------------------------------------------------------
 
@@ -254,9 +300,7 @@ class Controllers:
                 series.get("lastObservedTime"),
                 event["metadata"].get("creationTimestamp"),
             ]
-            last = max(
-                (t for t in (kinds.parse_time(s) for s in stamps if isinstance(s, str)) if t), default=None
-            )
+            last = max((t for t in map(_parsed, stamps) if t), default=None)
             if last is not None and (now - last).total_seconds() > EVENT_TTL_SECONDS:
                 meta = event["metadata"]
                 self.objects.delete(res, meta.get("namespace", ""), meta["name"], DeleteOptions())
@@ -305,7 +349,7 @@ class Controllers:
             if not obj["metadata"].get("deletionTimestamp"):
                 self._try(f"gc {key}", self.objects.delete, res, key[2], key[3], DeleteOptions())
             return
-        new = deep_copy(obj)
+        new = json_copy(obj)
         new["metadata"]["ownerReferences"] = alive
         self._try(f"gc refs {key}", self.objects.write, res, obj, new)
 
@@ -339,7 +383,7 @@ class Controllers:
             res = self._resource(dep_key[0], dep_key[1])
             if dep is None or res is None:
                 continue
-            new = deep_copy(dep)
+            new = json_copy(dep)
             refs = [r for r in new["metadata"].get("ownerReferences") or () if r.get("uid") != uid]
             if refs:
                 new["metadata"]["ownerReferences"] = refs
@@ -352,6 +396,13 @@ class Controllers:
         res = self._resource(key[0], key[1])
         if res is None:
             return
-        new = deep_copy(obj)
+        new = json_copy(obj)
         new["metadata"]["finalizers"] = [f for f in new["metadata"].get("finalizers") or () if f != finalizer]
         self._try(f"drop {finalizer} from {key}", self.objects.write, res, obj, new)
+
+
+def _parsed(stamp: Any) -> datetime | None:
+    try:
+        return parse_timestamp(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver.resources import (
-    ALL_VERBS,
-    GROUP_ORDER,
-    SUBRESOURCE_VERBS,
-    Registry,
-    Resource,
-)
+from t9k_provider.local.apiserver.registry import BUILTIN, Registry
+from t9k_provider.local.apiserver.resources import Resource
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -25,6 +20,20 @@ KUBERNETES_VERSION = {
 }
 
 
+# Verbs per subresource, as the real server lists them in discovery.
+SUBRESOURCE_VERBS = {
+    "status": ["get", "patch", "update"],
+    "scale": ["get", "patch", "update"],
+    "log": ["get"],
+    "exec": ["create", "get"],
+    "attach": ["create", "get"],
+    "binding": ["create"],
+    "finalize": ["update"],
+}
+# Discovery lists the built-in groups first, sorted (the core group first), then the CRDs' groups, sorted.
+_BUILTIN_GROUPS = sorted({r.group for r in BUILTIN if r.group})
+
+
 def api_versions(address: str) -> dict[str, Any]:
     return {
         "kind": "APIVersions",
@@ -36,7 +45,7 @@ def api_versions(address: str) -> dict[str, Any]:
 def _sorted_groups(registry: Registry) -> list[tuple[str, list[str]]]:
     groups = registry.group_versions()
     named = [g for g in groups if g]
-    order = [g for g in GROUP_ORDER if g in named] + sorted(g for g in named if g not in GROUP_ORDER)
+    order = [g for g in _BUILTIN_GROUPS if g in named] + sorted(g for g in named if g not in _BUILTIN_GROUPS)
     return [(g, groups[g]) for g in order]
 
 
@@ -66,7 +75,7 @@ def _resource_entries(res: Resource) -> list[dict[str, Any]]:
         "singularName": res.singular,
         "namespaced": res.namespaced,
         "kind": res.kind,
-        "verbs": ["create"] if res.review else list(ALL_VERBS),
+        "verbs": list(res.strategy.verbs),
     }
     if res.short_names:
         main["shortNames"] = list(res.short_names)

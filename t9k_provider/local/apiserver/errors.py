@@ -41,11 +41,7 @@ def qualified(plural: str, group: str) -> str:
 
 
 def _details(name: str, group: str, kind: str) -> dict[str, Any]:
-    details: dict[str, Any] = {"name": name}
-    if group:
-        details["group"] = group
-    details["kind"] = kind
-    return details
+    return {"name": name, **({"group": group} if group else {}), "kind": kind}
 
 
 def not_found(plural: str, group: str, name: str) -> ApiError:
@@ -78,9 +74,7 @@ def conflict(plural: str, group: str, name: str, why: str | None = None) -> ApiE
 
 
 def invalid(kind: str, group: str, name: str, causes: list[dict[str, str]], message: str) -> ApiError:
-    details = _details(name, group, kind)
-    details["causes"] = causes
-    return ApiError(422, "Invalid", message, details)
+    return ApiError(422, "Invalid", message, {**_details(name, group, kind), "causes": causes})
 
 
 def bad_request(message: str) -> ApiError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,3 +83,13 @@ def aggregate(causes: list[Cause]) -> str:
 
 def not_found(field: str, value: Any) -> Cause:
     return Cause("FieldValueNotFound", f"Not found: {go_value(value)}", field)
+
+
+def collect(check: Callable[[list[Cause]], None]) -> list[Cause]:
+    """The causes ``check`` appends; an object nested too deeply to walk gets one cause instead."""
+    out: list[Cause] = []
+    try:
+        check(out)
+    except RecursionError:
+        return [invalid("", "<value omitted>", "the object is nested too deeply to be validated")]
+    return out

@@ -16,7 +16,9 @@ from aiohttp import web
 from t9k_provider.local.apiserver import discovery, errors, podstreams, subresources, tables
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, store_key
 from t9k_provider.local.apiserver.patch import APPLY_PATCH
-from t9k_provider.local.apiserver.resources import Registry, Resource
+from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.strategies.accessreviews import ReviewStrategy
 from t9k_provider.local.apiserver.watch import Frame, Hub, Watcher
 from t9k_provider.local.apiserver.wire import (
     JSON,
@@ -54,7 +56,7 @@ class ItemCache:
         if cached is not None and cached[0] == meta["resourceVersion"]:
             return cached[1]
         view = self.objects.view(res, obj)
-        if not res.custom:  # built-in list items omit kind and apiVersion, as a real server's do
+        if not res.strategy.custom:  # built-in list items omit kind and apiVersion, as a real server's do
             view = {k: v for k, v in view.items() if k not in ("kind", "apiVersion")}
         text = json.dumps(view, separators=(",", ":"))
         per_version[res.group_version] = (meta["resourceVersion"], text)
@@ -147,10 +149,10 @@ class Handlers:
     async def _serve(self, request: web.Request, route: Route, want_table: bool) -> web.StreamResponse:
         method = request.method
         res, ns, name, sub = route.res, route.namespace or "", route.name, route.subresource
-        if res.review:
+        if isinstance(res.strategy, ReviewStrategy):
             if method != "POST" or name:
                 raise errors.method_not_allowed()
-            return respond(subresources.review(res, await read_body(request)), 201)
+            return respond(res.strategy.answer(res, await read_body(request)), 201)
         dry_run = request.query.get("dryRun") == "All"
         strict = request.query.get("fieldValidation") == "Strict"
         if not name:
@@ -488,7 +490,7 @@ class Handlers:
             if result.body.get("kind") != "Status":
                 results.append(result.body)
         items_out = [
-            {k: v for k, v in o.items() if k not in ("kind", "apiVersion")} if not res.custom else o
+            {k: v for k, v in o.items() if k not in ("kind", "apiVersion")} if not res.strategy.custom else o
             for o in results
         ]
         return respond(

@@ -15,28 +15,25 @@ def type_error(path: str, value: Any, expected: str, out: list[Cause]) -> None:
     out.append(type_invalid(path, value, f"must be of type {expected}"))
 
 
-def text_field(parent: dict, key: str, path: str, out: list[Cause]) -> str:
+def _field(parent: dict, key: str, path: str, out: list[Cause], kind: type, expected: str) -> Any:
+    """The value, or an empty ``kind`` when it is absent or (a cause) of another JSON type."""
     value = parent.get(key)
-    if value is None or isinstance(value, str):
-        return value or ""
-    type_error(path, value, "string", out)
-    return ""
+    if value is None or isinstance(value, kind):
+        return value or kind()
+    type_error(path, value, expected, out)
+    return kind()
+
+
+def text_field(parent: dict, key: str, path: str, out: list[Cause]) -> str:
+    return _field(parent, key, path, out, str, "string")
 
 
 def object_field(parent: dict, key: str, path: str, out: list[Cause]) -> dict:
-    value = parent.get(key)
-    if value is None or isinstance(value, dict):
-        return value or {}
-    type_error(path, value, "object", out)
-    return {}
+    return _field(parent, key, path, out, dict, "object")
 
 
 def array_field(parent: dict, key: str, path: str, out: list[Cause]) -> list:
-    value = parent.get(key)
-    if value is None or isinstance(value, list):
-        return value or []
-    type_error(path, value, "array", out)
-    return []
+    return _field(parent, key, path, out, list, "array")
 
 
 def object_items(parent: dict, key: str, path: str, out: list[Cause]) -> list[tuple[str, dict]]:

@@ -1,8 +1,9 @@
-"""JSON value helpers shared by the patch, schema and validation code."""
+"""JSON value helpers shared by the patch, schema and validation code: type names, equality, membership."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -26,3 +27,34 @@ def json_equal(a: Any, b: Any) -> bool:
 def json_copy(value: Any) -> Any:
     """A deep copy of a JSON value; the C codec copes with nesting that ``copy.deepcopy`` cannot."""
     return json.loads(json.dumps(value))
+
+
+def json_in(value: Any, items: Iterable[Any]) -> bool:
+    """Whether ``items`` holds ``value``, by ``json_equal`` (set semantics of JSON lists)."""
+    return any(json_equal(value, item) for item in items)
+
+
+def json_type(value: Any) -> str:
+    """The JSON Schema type of a decoded value: null, boolean, integer, number, string, array or object."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def get_path(obj: Any, path: str) -> Any:
+    """The value at a dotted path such as ``.spec.replicas`` (None when any step is missing)."""
+    for part in path.strip(".").split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj

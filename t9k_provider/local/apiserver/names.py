@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
@@ -10,11 +11,8 @@ _DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
 _QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _LABEL_VALUE_FMT = "(" + _QUALIFIED_NAME_FMT + ")?"
 
-_DNS1123_LABEL = re.compile(_DNS1123_LABEL_FMT + r"\Z")
-_DNS1123_SUBDOMAIN = re.compile(_DNS1123_SUBDOMAIN_FMT + r"\Z")
-_DNS1035_LABEL = re.compile(_DNS1035_LABEL_FMT + r"\Z")
-_QUALIFIED_NAME = re.compile(_QUALIFIED_NAME_FMT + r"\Z")
-_LABEL_VALUE = re.compile(_LABEL_VALUE_FMT + r"\Z")
+#: A name rule of the object-meta validation: (name, is a generateName prefix) -> messages.
+NameCheck = Callable[[str, bool], list[str]]
 
 _QUALIFIED_NAME_MSG = (
     "must consist of alphanumeric characters, '-', '_' or '.', "
@@ -34,54 +32,35 @@ def max_len_error(length: int) -> str:
     return f"must be no more than {length} characters"
 
 
-def is_dns1123_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(max_len_error(63))
-    if not _DNS1123_LABEL.match(value):
-        errs.append(
-            regex_error(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-                "and must start and end with an alphanumeric character",
-                _DNS1123_LABEL_FMT,
-                "my-name",
-                "123-abc",
-            )
-        )
+def _check(value: str, limit: int, message: str, fmt: str, *examples: str) -> list[str]:
+    errs = [max_len_error(limit)] if len(value) > limit else []
+    if not re.fullmatch(fmt, value):
+        errs.append(regex_error(message, fmt, *examples))
     return errs
+
+
+def is_dns1123_label(value: str) -> list[str]:
+    message = (
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+        "and must start and end with an alphanumeric character"
+    )
+    return _check(value, 63, message, _DNS1123_LABEL_FMT, "my-name", "123-abc")
 
 
 def is_dns1123_subdomain(value: str) -> list[str]:
-    errs = []
-    if len(value) > 253:
-        errs.append(max_len_error(253))
-    if not _DNS1123_SUBDOMAIN.match(value):
-        errs.append(
-            regex_error(
-                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-                "'-' or '.', and must start and end with an alphanumeric character",
-                _DNS1123_SUBDOMAIN_FMT,
-                "example.com",
-            )
-        )
-    return errs
+    message = (
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+        "'-' or '.', and must start and end with an alphanumeric character"
+    )
+    return _check(value, 253, message, _DNS1123_SUBDOMAIN_FMT, "example.com")
 
 
 def is_dns1035_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(max_len_error(63))
-    if not _DNS1035_LABEL.match(value):
-        errs.append(
-            regex_error(
-                "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
-                "start with an alphabetic character, and end with an alphanumeric character",
-                _DNS1035_LABEL_FMT,
-                "my-name",
-                "abc-123",
-            )
-        )
-    return errs
+    message = (
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+        "start with an alphabetic character, and end with an alphanumeric character"
+    )
+    return _check(value, 63, message, _DNS1035_LABEL_FMT, "my-name", "abc-123")
 
 
 def is_qualified_name(value: str) -> list[str]:
@@ -106,7 +85,7 @@ def is_qualified_name(value: str) -> list[str]:
         errs.append("name part must be non-empty")
     elif len(name) > 63:
         errs.append("name part " + max_len_error(63))
-    if not _QUALIFIED_NAME.match(name):
+    if not re.fullmatch(_QUALIFIED_NAME_FMT, name):
         errs.append(
             "name part "
             + regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
@@ -115,21 +94,11 @@ def is_qualified_name(value: str) -> list[str]:
 
 
 def is_valid_label_value(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(max_len_error(63))
-    if not _LABEL_VALUE.match(value):
-        errs.append(
-            regex_error(
-                "a valid label must be an empty string or consist of alphanumeric characters, "
-                "'-', '_' or '.', and must start and end with an alphanumeric character",
-                _LABEL_VALUE_FMT,
-                "MyValue",
-                "my_value",
-                "12345",
-            )
-        )
-    return errs
+    message = (
+        "a valid label must be an empty string or consist of alphanumeric characters, "
+        "'-', '_' or '.', and must start and end with an alphanumeric character"
+    )
+    return _check(value, 63, message, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345")
 
 
 def _mask_trailing_dash(name: str) -> str:

@@ -2,7 +2,8 @@
 
 Pure functions on decoded JSON values. Status codes, reasons and messages follow
 apiserver ``handlers/patch.go``; strategic merge follows apimachinery ``strategicpatch/patch.go``
-(merge keys come from the ``patchStrategy``/``patchMergeKey`` tags of the built-in types).
+(merge keys are the ``patchStrategy``/``patchMergeKey`` tags of the built-in types, which each resource's
+strategy declares as ``MergeField`` trees).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from t9k_provider.local.apiserver.jsonvalues import json_copy, json_equal
+from t9k_provider.local.apiserver.jsonvalues import json_copy, json_equal, json_in, json_type
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -45,17 +46,22 @@ def _invalid(detail: str) -> PatchError:
     return PatchError(422, "Invalid", _INVALID_PATCH_MESSAGE, detail)
 
 
-def accepted_patch_types(custom: bool) -> list[str]:
+def accepted_patch_types(strategic: bool) -> list[str]:
     """Media types the real server accepts for PATCH, in its order (CRs lack strategic merge)."""
-    if custom:
+    if not strategic:
         return [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
     return [JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH]
 
 
-def apply_patch(current: dict, body: bytes, content_type: str, *, kind: str, custom: bool) -> dict:
-    """Apply a PATCH request body to ``current`` as the real server does for that content type."""
+def apply_patch(
+    current: dict, body: bytes, content_type: str, merge_fields: dict[str, MergeField] | None
+) -> dict:
+    """Apply a PATCH request body to ``current`` as the real server does for that content type.
+
+    ``merge_fields`` are the strategic merge fields of the object's kind; None: no strategic merge (CRs).
+    """
     media = content_type.split(";", 1)[0].strip().lower()
-    accepted = accepted_patch_types(custom)
+    accepted = accepted_patch_types(merge_fields is not None)
     if media not in accepted:
         raise PatchError(
             415,
@@ -71,12 +77,12 @@ def apply_patch(current: dict, body: bytes, content_type: str, *, kind: str, cus
             "cluster; use kubectl apply without --server-side, or a merge/strategic-merge patch",
         )
     try:
-        return _apply(current, body, media, kind)
+        return _apply(current, body, media, merge_fields or {})
     except RecursionError as exc:
         raise _bad_request("the patch is nested too deeply") from exc
 
 
-def _apply(current: dict, body: bytes, media: str, kind: str) -> dict:
+def _apply(current: dict, body: bytes, media: str, merge_fields: dict[str, MergeField]) -> dict:
     try:
         patch = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -108,24 +114,16 @@ def _apply(current: dict, body: bytes, media: str, kind: str) -> dict:
     else:
         if not isinstance(patch, dict):
             raise _bad_request("invalid JSON document")
-        result = strategic_merge_patch(current, patch, kind)
+        result = strategic_merge_patch(current, patch, merge_fields)
     if not isinstance(result, dict):
         raise _bad_request(f"the patched object must be a JSON object, not {_go_json_type(result)}")
     return result
 
 
 def _go_json_type(value: Any) -> str:
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if value is None:
-        return "null"
-    return "number"
+    """The JSON type as Go's decoder names it in errors ("bool", and "number" for any number)."""
+    kind = json_type(value)
+    return {"boolean": "bool", "integer": "number"}.get(kind, kind)
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,77 +176,64 @@ def _array_index(token: str, length: int, *, allow_end: bool, pointer: str) -> i
     return index
 
 
-def _resolve_parent(doc: Any, parts: list[str], pointer: str) -> Any:
+def _locate(doc: Any, pointer: str, op: str) -> tuple[dict | list, str]:
+    """The object or array the pointer's last token is in, and that token (the pointer is not the root)."""
+    parts = _parse_pointer(pointer)
     node = doc
     for token in parts[:-1]:
-        if isinstance(node, dict):
-            if token not in node:
-                raise _invalid(f"doc is missing path: {pointer}")
+        if isinstance(node, dict) and token in node:
             node = node[token]
         elif isinstance(node, list):
             node = node[_array_index(token, len(node), allow_end=False, pointer=pointer)]
         else:
-            raise _invalid(f"doc is missing path: {pointer}")
-    return node
+            node = None
+            break
+    if not isinstance(node, (dict, list)):
+        raise _invalid(f"{op} operation does not apply: doc is missing path: {pointer}")
+    return node, parts[-1]
 
 
-def _get(doc: Any, pointer: str) -> Any:
-    parts = _parse_pointer(pointer)
-    if not parts:
+def _get(doc: Any, pointer: str, op: str) -> Any:
+    if pointer == "":
         return doc
-    parent = _resolve_parent(doc, parts, pointer)
-    token = parts[-1]
+    parent, token = _locate(doc, pointer, op)
     if isinstance(parent, dict):
         return parent.get(token, _MISSING)
-    if isinstance(parent, list):
-        return parent[_array_index(token, len(parent), allow_end=False, pointer=pointer)]
-    raise _invalid(f"doc is missing path: {pointer}")
+    return parent[_array_index(token, len(parent), allow_end=False, pointer=pointer)]
 
 
 def _add(doc: Any, pointer: str, value: Any) -> Any:
-    parts = _parse_pointer(pointer)
-    if not parts:
+    if pointer == "":
         return value
-    parent = _resolve_parent(doc, parts, pointer)
-    token = parts[-1]
+    parent, token = _locate(doc, pointer, "add")
     if isinstance(parent, dict):
         parent[token] = value
-    elif isinstance(parent, list):
-        parent.insert(_array_index(token, len(parent), allow_end=True, pointer=pointer), value)
     else:
-        raise _invalid(f"add operation does not apply: doc is missing path: {pointer}")
+        parent.insert(_array_index(token, len(parent), allow_end=True, pointer=pointer), value)
     return doc
 
 
 def _remove(doc: Any, pointer: str) -> tuple[Any, Any]:
-    parts = _parse_pointer(pointer)
-    if not parts:
+    if pointer == "":
         raise _invalid("remove operation cannot remove the whole document")
-    parent = _resolve_parent(doc, parts, pointer)
-    token = parts[-1]
-    if isinstance(parent, dict):
-        if token not in parent:
-            raise _invalid(f"remove operation does not apply: doc is missing path: {pointer}")
-        return doc, parent.pop(token)
+    parent, token = _locate(doc, pointer, "remove")
     if isinstance(parent, list):
         return doc, parent.pop(_array_index(token, len(parent), allow_end=False, pointer=pointer))
-    raise _invalid(f"remove operation does not apply: doc is missing path: {pointer}")
+    if token not in parent:
+        raise _invalid(f"remove operation does not apply: doc is missing path: {pointer}")
+    return doc, parent.pop(token)
 
 
 def _replace(doc: Any, pointer: str, value: Any) -> Any:
-    parts = _parse_pointer(pointer)
-    if not parts:
+    if pointer == "":
         return value
-    parent = _resolve_parent(doc, parts, pointer)
-    token = parts[-1]
-    if isinstance(parent, dict):
-        if token not in parent:
-            raise _invalid(f"replace operation does not apply: doc is missing key: {pointer}")
-        parent[token] = value
-    elif isinstance(parent, list):
+    parent, token = _locate(doc, pointer, "replace")
+    if isinstance(parent, list):
         parent[_array_index(token, len(parent), allow_end=False, pointer=pointer)] = value
+    elif token not in parent:
+        raise _invalid(f"replace operation does not apply: doc is missing key: {pointer}")
     else:
-        raise _invalid(f"replace operation does not apply: doc is missing path: {pointer}")
+        parent[token] = value
     return doc
 
 
@@ -279,12 +264,12 @@ def json_patch(obj: Any, patch: list) -> Any:
             doc, value = _remove(doc, source)
             doc = _add(doc, path, value)
         elif kind == "copy":
-            value = _get(doc, _operand(op, "from", index))
+            value = _get(doc, _operand(op, "from", index), "copy")
             if value is _MISSING:
                 raise _invalid(f"copy operation does not apply: doc is missing from path: {op['from']}")
             doc = _add(doc, path, json_copy(value))
         elif kind == "test":
-            actual = _get(doc, path)
+            actual = _get(doc, path, "test")
             expected = op.get("value")
             if actual is _MISSING:
                 if expected is not None:
@@ -301,99 +286,41 @@ def json_patch(obj: Any, patch: list) -> Any:
 
 
 @dataclass(frozen=True)
-class _Field:
+class MergeField:
     """Patch metadata of one field (its ``patchStrategy``/``patchMergeKey`` tags) and of its children.
 
     Lists merge only with ``strategy="merge"`` (by ``key``, or as a set of primitives without one);
     every other list is replaced. ``retainKeys`` needs no metadata here: the server honours the
-    ``$retainKeys`` directive wherever a patch carries it.
+    ``$retainKeys`` directive wherever a patch carries it. A resource's strategy declares the fields of its
+    kind (``Strategy.merge_fields``); object metadata's are the same for every kind.
     """
 
     strategy: str = ""
     key: str = ""
-    node: dict[str, _Field] = field(default_factory=dict)
+    node: dict[str, MergeField] = field(default_factory=dict)
 
 
-_PLAIN = _Field()
-
-_OBJECT_META: dict[str, _Field] = {
-    "ownerReferences": _Field("merge", "uid"),
-    "finalizers": _Field("merge"),
+_PLAIN = MergeField()
+OBJECT_META: dict[str, MergeField] = {
+    "ownerReferences": MergeField("merge", "uid"),
+    "finalizers": MergeField("merge"),
 }
-_CONDITIONS = _Field("merge", "type")
-_CONTAINER: dict[str, _Field] = {
-    "ports": _Field("merge", "containerPort"),
-    "env": _Field("merge", "name"),
-    "volumeMounts": _Field("merge", "mountPath"),
-    "volumeDevices": _Field("merge", "devicePath"),
-}
-_POD_SPEC: dict[str, _Field] = {
-    "containers": _Field("merge", "name", node=_CONTAINER),
-    "initContainers": _Field("merge", "name", node=_CONTAINER),
-    "ephemeralContainers": _Field("merge", "name", node=_CONTAINER),
-    "imagePullSecrets": _Field("merge", "name"),
-    "volumes": _Field("merge", "name"),
-    "hostAliases": _Field("merge", "ip"),
-    "topologySpreadConstraints": _Field("merge", "topologyKey"),
-    "schedulingGates": _Field("merge", "name"),
-    "resourceClaims": _Field("merge", "name"),
-}
-_POD_TEMPLATE: dict[str, _Field] = {
-    "metadata": _Field(node=_OBJECT_META),
-    "spec": _Field(node=_POD_SPEC),
-}
-_STATUS_WITH_CONDITIONS = _Field(node={"conditions": _CONDITIONS})
+_METADATA = MergeField(node=OBJECT_META)
+CONDITIONS = MergeField("merge", "type")
+STATUS_WITH_CONDITIONS = MergeField(node={"conditions": CONDITIONS})
 
 
-def _workload(spec: dict[str, _Field]) -> dict[str, _Field]:
-    return {"spec": _Field(node=spec), "status": _STATUS_WITH_CONDITIONS}
-
-
-_TEMPLATE_SPEC = {"template": _Field(node=_POD_TEMPLATE)}
-
-_KINDS: dict[str, dict[str, _Field]] = {
-    "Pod": {
-        "spec": _Field(node=_POD_SPEC),
-        "status": _Field(
-            node={
-                "conditions": _CONDITIONS,
-                "podIPs": _Field("merge", "ip"),
-                "hostIPs": _Field("merge", "ip"),
-            }
-        ),
-    },
-    "PodTemplate": {"template": _Field(node=_POD_TEMPLATE)},
-    "Job": _workload(_TEMPLATE_SPEC),
-    "CronJob": {"spec": _Field(node={"jobTemplate": _Field(node={"spec": _Field(node=_TEMPLATE_SPEC)})})},
-    "Deployment": _workload(_TEMPLATE_SPEC),
-    "ReplicaSet": _workload(_TEMPLATE_SPEC),
-    "StatefulSet": _workload(_TEMPLATE_SPEC),
-    "DaemonSet": _workload(_TEMPLATE_SPEC),
-    "ReplicationController": _workload(_TEMPLATE_SPEC),
-    "Service": {"spec": _Field(node={"ports": _Field("merge", "port")}), "status": _STATUS_WITH_CONDITIONS},
-    "Node": {
-        "spec": _Field(node={"podCIDRs": _Field("merge")}),
-        "status": _Field(node={"conditions": _CONDITIONS, "addresses": _Field("merge", "type")}),
-    },
-    "Namespace": {"status": _STATUS_WITH_CONDITIONS},
-    "ServiceAccount": {"secrets": _Field("merge", "name")},
-}
-
-
-def _root_node(kind: str) -> dict[str, _Field]:
-    return {"metadata": _Field(node=_OBJECT_META), **_KINDS.get(kind, {})}
-
-
-def strategic_merge_patch(obj: dict, patch: dict, kind: str) -> dict:
-    """Strategic merge of ``patch`` into ``obj`` for built-in ``kind``; directives never reach the result."""
-    return _merge_map(json_copy(obj), json_copy(patch), _root_node(kind))
+def strategic_merge_patch(obj: dict, patch: dict, fields: dict[str, MergeField]) -> dict:
+    """Strategic merge of ``patch`` into ``obj``, a kind with these merge ``fields`` (besides metadata);
+    directives never reach the result."""
+    return _merge_map(json_copy(obj), json_copy(patch), {"metadata": _METADATA, **fields})
 
 
 _SET_ORDER = "$setElementOrder/"
 _DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"
 
 
-def _merge_map(original: dict, patch: dict, node: dict[str, _Field]) -> dict:
+def _merge_map(original: dict, patch: dict, node: dict[str, MergeField]) -> dict:
     if "$patch" in patch:
         directive = patch.pop("$patch")
         if directive == "replace":
@@ -434,7 +361,7 @@ def _merge_map(original: dict, patch: dict, node: dict[str, _Field]) -> dict:
     return original
 
 
-def _fresh(value: Any, meta: _Field) -> Any:
+def _fresh(value: Any, meta: MergeField) -> Any:
     """A patch value that has nothing to merge with: apply it to an empty value to resolve directives."""
     if isinstance(value, dict):
         return _merge_map({}, value, meta.node)
@@ -450,7 +377,7 @@ def _delete_from_primitive_list(original: dict, key: str, value: Any) -> None:
         raise _bad_request("invalid patch format of primitive list")
     current = original.get(key)
     if isinstance(current, list):
-        original[key] = [item for item in current if not any(json_equal(item, d) for d in value)]
+        original[key] = [item for item in current if not json_in(item, value)]
 
 
 def _element_kind(*lists: list) -> str:
@@ -522,13 +449,13 @@ def _partition(merged: list, by: list, merge_key: str) -> tuple[list, list]:
     return inside, outside
 
 
-def _merge_list(original: list, patch: list, meta: _Field) -> list:
+def _merge_list(original: list, patch: list, meta: MergeField) -> list:
     if not original and not patch:
         return []
     if _element_kind(original, patch) == "scalar":
         merged: list = []
         for item in original + patch:
-            if not any(json_equal(item, seen) for seen in merged):
+            if not json_in(item, merged):
                 merged.append(item)
         inside, outside = _partition(merged, patch, "")
         return _normalize_order(inside, outside, patch, original, "")
@@ -565,7 +492,9 @@ def _merge_list(original: list, patch: list, meta: _Field) -> list:
     return _normalize_order(inside, outside, plain, original, merge_key)
 
 
-def _apply_element_order(original: dict, patch: dict, directive_key: str, node: dict[str, _Field]) -> None:
+def _apply_element_order(
+    original: dict, patch: dict, directive_key: str, node: dict[str, MergeField]
+) -> None:
     order = patch.pop(directive_key)
     key = directive_key[len(_SET_ORDER) :]
     if not key or not isinstance(order, list):

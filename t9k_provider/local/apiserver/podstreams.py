@@ -1,7 +1,8 @@
 """`pods/exec` and `pods/attach`: a running container's standard streams over a WebSocket.
 
 The API server and the kubelet share the state directory, so, as for `pods/log`, the server reads what the
-kubelet's shim wrote about the container (its pid, spec and log). Exec starts the kubelet's exec helper
+kubelet's shim wrote about the container (its pid, spec and log, in the pod directory that
+`t9k_provider.local.poddir` lays out). Exec starts the kubelet's exec helper
 (`t9k_provider.local.kubelet.execute`) itself, with pipes, or a pseudo-terminal when `tty=true`; the
 command is SIGKILLed when the client disconnects, whereas upstream it may outlive the connection. Attach
 streams what the container writes from then on, until it exits; containers run without standard input
@@ -32,6 +33,7 @@ from t9k_provider.local.apiserver.remotecommand import Channels, StreamOptions
 from t9k_provider.local.apiserver.subresources import pod_container
 from t9k_provider.local.apiserver.wire import Route
 from t9k_provider.local.kubelet import execute
+from t9k_provider.local.poddir import AttemptFiles
 
 READ_SIZE = 64 * 1024
 # After the command exits, output still buffered in the pipes is forwarded for at most this long (a
@@ -52,7 +54,7 @@ async def pod_attach(
 ) -> web.StreamResponse:
     opts = StreamOptions.parse(request, needs_command=False)
     container = _running(objects, state_dir, route, opts)
-    return await _serve(request, opts, lambda channels: _attach(channels, opts, container.log_path))
+    return await _serve(request, opts, lambda channels: _attach(channels, opts, container.files))
 
 
 async def _serve(
@@ -97,16 +99,16 @@ def _running(
     return running
 
 
-async def _attach(channels: Channels, opts: StreamOptions, log_path: Path) -> dict[str, Any] | None:
+async def _attach(channels: Channels, opts: StreamOptions, files: AttemptFiles) -> dict[str, Any] | None:
     """Forward the container's new output until it exits; None if the client leaves first."""
     streams = {b"stdout": remotecommand.STDOUT if opts.stdout else None}
     streams[b"stderr"] = remotecommand.STDERR if opts.stderr else streams[b"stdout"] if opts.tty else None
 
     async def finished() -> bool:
-        return logs.container_finished(log_path)
+        return files.finished
 
     async def forward() -> None:
-        async for record in logs.follow_new_records(log_path, finished):
+        async for record in logs.follow_new_records(files.log, finished):
             channel = streams.get(record.stream)
             if channel is not None:
                 await channels.send(channel, record.text if record.partial else record.text + b"\n")

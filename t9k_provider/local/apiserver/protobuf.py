@@ -1,11 +1,13 @@
 """Decode the Kubernetes protobuf request bodies kubectl's ``create <kind>`` generators send.
 
-kubectl 1.32 posts ``kubectl create namespace|configmap|secret|serviceaccount`` objects (and the access review
-of ``kubectl auth can-i``) as
-``application/vnd.kubernetes.protobuf``: the magic ``k8s\\0`` followed by a ``runtime.Unknown`` envelope
-whose ``raw`` field is the object's message (field numbers from k8s.io/api ``generated.proto``). Only those
-kinds are decoded; any other protobuf body gets 415, as JSON and YAML are the server's formats. Empty strings
-and zero timestamps, which Go encodes but the JSON form omits, are dropped.
+kubectl 1.32 posts the objects of ``kubectl create namespace|configmap|secret|serviceaccount|deployment|job|
+service|role|clusterrole|rolebinding|clusterrolebinding|token`` (and the access review of ``kubectl auth
+can-i``) as ``application/vnd.kubernetes.protobuf``: the magic ``k8s\\0`` followed by a ``runtime.Unknown``
+envelope whose ``raw`` field is the object's message (field numbers from k8s.io/api ``generated.proto``). Only
+those kinds are decoded (the generators' other kinds, cronjob, priorityclass, quota, poddisruptionbudget and
+ingress, are not served here); any other protobuf body gets 415, as JSON and YAML are the server's formats.
+Empty strings, zero timestamps and the zero values of Go's non-pointer numbers and booleans (kinds ending in
+``?``), which Go encodes but the JSON form omits, are dropped.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _OBJECT_META: Schema = {
     3: ("namespace", "string", False),
     5: ("uid", "string", False),
     6: ("resourceVersion", "string", False),
-    7: ("generation", "int", False),
+    7: ("generation", "int?", False),
     8: ("creationTimestamp", _TIME, False),
     11: ("labels", "map_string", False),
     12: ("annotations", "map_string", False),
@@ -57,6 +59,88 @@ _RESOURCE_ATTRIBUTES: Schema = {
     5: ("resource", "string", False),
     6: ("subresource", "string", False),
     7: ("name", "string", False),
+}
+_INT_OR_STRING = "intorstring"
+_LABEL_SELECTOR: Schema = {
+    1: ("matchLabels", "map_string", False),
+    2: (
+        "matchExpressions",
+        {1: ("key", "string", False), 2: ("operator", "string", False), 3: ("values", "string", True)},
+        True,
+    ),
+}
+_ENV_VAR: Schema = {1: ("name", "string", False), 2: ("value", "string", False)}
+_CONTAINER: Schema = {
+    1: ("name", "string", False),
+    2: ("image", "string", False),
+    3: ("command", "string", True),
+    4: ("args", "string", True),
+    5: ("workingDir", "string", False),
+    6: (
+        "ports",
+        {
+            1: ("name", "string", False),
+            2: ("hostPort", "int?", False),
+            3: ("containerPort", "int", False),
+            4: ("protocol", "string", False),
+            5: ("hostIP", "string", False),
+        },
+        True,
+    ),
+    7: ("env", _ENV_VAR, True),
+    8: (
+        "resources",
+        {1: ("limits", "map_quantity", False), 2: ("requests", "map_quantity", False)},
+        False,
+    ),
+    13: ("terminationMessagePath", "string", False),
+    14: ("imagePullPolicy", "string", False),
+    16: ("stdin", "bool?", False),
+    17: ("stdinOnce", "bool?", False),
+    18: ("tty", "bool?", False),
+    20: ("terminationMessagePolicy", "string", False),
+}
+_POD_SPEC: Schema = {
+    2: ("containers", _CONTAINER, True),
+    3: ("restartPolicy", "string", False),
+    4: ("terminationGracePeriodSeconds", "int", False),
+    5: ("activeDeadlineSeconds", "int", False),
+    6: ("dnsPolicy", "string", False),
+    7: ("nodeSelector", "map_string", False),
+    8: ("serviceAccountName", "string", False),
+    10: ("nodeName", "string", False),
+    11: ("hostNetwork", "bool?", False),
+    16: ("hostname", "string", False),
+    17: ("subdomain", "string", False),
+    19: ("schedulerName", "string", False),
+    20: ("initContainers", _CONTAINER, True),
+    21: ("automountServiceAccountToken", "bool", False),
+}
+_POD_TEMPLATE: Schema = {1: ("metadata", _OBJECT_META, False), 2: ("spec", _POD_SPEC, False)}
+_POLICY_RULE: Schema = {
+    1: ("verbs", "string", True),
+    2: ("apiGroups", "string", True),
+    3: ("resources", "string", True),
+    4: ("resourceNames", "string", True),
+    5: ("nonResourceURLs", "string", True),
+}
+_ROLE_BINDING: Schema = {
+    1: ("metadata", _OBJECT_META, False),
+    2: (
+        "subjects",
+        {
+            1: ("kind", "string", False),
+            2: ("apiGroup", "string", False),
+            3: ("name", "string", False),
+            4: ("namespace", "string", False),
+        },
+        True,
+    ),
+    3: (
+        "roleRef",
+        {1: ("apiGroup", "string", False), 2: ("kind", "string", False), 3: ("name", "string", False)},
+        False,
+    ),
 }
 KINDS: dict[str, Schema] = {
     "Namespace": {
@@ -87,6 +171,113 @@ KINDS: dict[str, Schema] = {
                     {1: ("path", "string", False), 2: ("verb", "string", False)},
                     False,
                 ),
+            },
+            False,
+        ),
+    },
+    "Deployment": {
+        1: ("metadata", _OBJECT_META, False),
+        2: (
+            "spec",
+            {
+                1: ("replicas", "int", False),
+                2: ("selector", _LABEL_SELECTOR, False),
+                3: ("template", _POD_TEMPLATE, False),
+                4: (
+                    "strategy",
+                    {
+                        1: ("type", "string", False),
+                        2: (
+                            "rollingUpdate",
+                            {
+                                1: ("maxUnavailable", _INT_OR_STRING, False),
+                                2: ("maxSurge", _INT_OR_STRING, False),
+                            },
+                            False,
+                        ),
+                    },
+                    False,
+                ),
+                5: ("minReadySeconds", "int?", False),
+                6: ("revisionHistoryLimit", "int", False),
+                7: ("paused", "bool?", False),
+                9: ("progressDeadlineSeconds", "int", False),
+            },
+            False,
+        ),
+    },
+    "Job": {
+        1: ("metadata", _OBJECT_META, False),
+        2: (
+            "spec",
+            {
+                1: ("parallelism", "int", False),
+                2: ("completions", "int", False),
+                3: ("activeDeadlineSeconds", "int", False),
+                4: ("selector", _LABEL_SELECTOR, False),
+                5: ("manualSelector", "bool", False),
+                6: ("template", _POD_TEMPLATE, False),
+                7: ("backoffLimit", "int", False),
+                8: ("ttlSecondsAfterFinished", "int", False),
+                9: ("completionMode", "string", False),
+                10: ("suspend", "bool", False),
+            },
+            False,
+        ),
+    },
+    "Service": {
+        1: ("metadata", _OBJECT_META, False),
+        2: (
+            "spec",
+            {
+                1: (
+                    "ports",
+                    {
+                        1: ("name", "string", False),
+                        2: ("protocol", "string", False),
+                        3: ("port", "int", False),
+                        4: ("targetPort", _INT_OR_STRING, False),
+                        5: ("nodePort", "int?", False),
+                        6: ("appProtocol", "string", False),
+                    },
+                    True,
+                ),
+                2: ("selector", "map_string", False),
+                3: ("clusterIP", "string", False),
+                4: ("type", "string", False),
+                5: ("externalIPs", "string", True),
+                7: ("sessionAffinity", "string", False),
+                10: ("externalName", "string", False),
+                18: ("clusterIPs", "string", True),
+            },
+            False,
+        ),
+    },
+    "Role": {1: ("metadata", _OBJECT_META, False), 2: ("rules", _POLICY_RULE, True)},
+    "ClusterRole": {
+        1: ("metadata", _OBJECT_META, False),
+        2: ("rules", _POLICY_RULE, True),
+        3: ("aggregationRule", {1: ("clusterRoleSelectors", _LABEL_SELECTOR, True)}, False),
+    },
+    "RoleBinding": _ROLE_BINDING,
+    "ClusterRoleBinding": _ROLE_BINDING,
+    "TokenRequest": {
+        1: ("metadata", _OBJECT_META, False),
+        2: (
+            "spec",
+            {
+                1: ("audiences", "string", True),
+                3: (
+                    "boundObjectRef",
+                    {
+                        1: ("kind", "string", False),
+                        2: ("apiVersion", "string", False),
+                        3: ("name", "string", False),
+                        4: ("uid", "string", False),
+                    },
+                    False,
+                ),
+                4: ("expirationSeconds", "int", False),
             },
             False,
         ),
@@ -155,6 +346,12 @@ def _text(value: Any) -> str:
 
 
 def _scalar(kind: str, value: Any) -> Any:
+    kind = kind.rstrip("?")
+    if kind == _INT_OR_STRING:
+        if not isinstance(value, bytes):
+            raise ProtobufError("expected an IntOrString message")
+        parts = {n: v for n, _, v in _fields(value)}
+        return _text(parts.get(3, b"")) if parts.get(1) == 1 else _scalar("int", parts.get(2, 0))
     if kind == "string":
         return _text(value)
     if kind == "int":
@@ -179,16 +376,18 @@ def _decode(buf: bytes, schema: Schema) -> dict[str, Any]:
                     continue
                 stamp = datetime.fromtimestamp(decoded["seconds"], timezone.utc)
                 decoded = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-        elif kind in ("map_string", "map_bytes"):
+        elif kind in ("map_string", "map_bytes", "map_quantity"):
             entry = {n: v for n, _, v in _fields(value)} if isinstance(value, bytes) else {}
             key = _text(entry.get(1, b""))
             raw = entry.get(2, b"")
-            item = _text(raw) if kind == "map_string" else base64.b64encode(raw).decode()
+            if kind == "map_quantity":  # a resource.Quantity message: its string form in field 1
+                raw = {n: v for n, _, v in _fields(raw)}.get(1, b"") if isinstance(raw, bytes) else b""
+            item = base64.b64encode(raw).decode() if kind == "map_bytes" else _text(raw)
             out.setdefault(name, {})[key] = item
             continue
         else:
             decoded = _scalar(kind, value)
-            if decoded == "" and not repeated:
+            if not repeated and (decoded == "" or (kind.endswith("?") and not decoded)):
                 continue
         if repeated:
             out.setdefault(name, []).append(decoded)

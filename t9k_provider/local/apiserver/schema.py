@@ -17,6 +17,7 @@ from typing import Any
 from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import (
     Cause,
+    collect,
     duplicate,
     forbidden,
     go_value,
@@ -27,10 +28,10 @@ from t9k_provider.local.apiserver.fielderrors import (
     too_many,
     type_invalid,
 )
-from t9k_provider.local.apiserver.jsonvalues import json_copy, json_equal
+from t9k_provider.local.apiserver.jsonvalues import json_copy, json_in, json_type
 from t9k_provider.local.apiserver.names import is_dns1035_label, is_dns1123_subdomain
 
-__all__ = ["Cause", "apply_defaults", "check_crd", "prune", "validate"]
+__all__ = ["Cause", "apply_defaults", "check_crd", "is_base64", "is_ip", "prune", "validate"]
 
 _TYPES = ["array", "boolean", "integer", "number", "object", "string"]
 
@@ -39,24 +40,8 @@ def _child(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _type_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _has_type(expected: str, value: Any) -> bool:
-    actual = _type_of(value)
+    actual = json_type(value)
     if expected == "integer":
         return actual == "integer" or (actual == "number" and math.isfinite(value) and value.is_integer())
     if expected == "number":
@@ -98,7 +83,7 @@ def _is_date(text: str) -> bool:
     return len(text) == 10
 
 
-def _is_byte(text: str) -> bool:
+def is_base64(text: str) -> bool:
     try:
         base64.b64decode(text, validate=True)
     except ValueError:
@@ -114,11 +99,13 @@ def _is_uuid(text: str) -> bool:
     return True
 
 
-def _is_ip(text: str, version: int) -> bool:
+def is_ip(text: str, version: int | None = None) -> bool:
+    """An IP address (of that version, if given)."""
     try:
-        return ipaddress.ip_address(text).version == version
+        address = ipaddress.ip_address(text)
     except ValueError:
         return False
+    return version is None or address.version == version
 
 
 def _is_cidr(text: str) -> bool:
@@ -134,10 +121,10 @@ _FORMATS = {
     "datetime": _is_datetime,
     "date": _is_date,
     "duration": lambda t: bool(_DURATION.match(t)) or t == "0",
-    "byte": _is_byte,
+    "byte": is_base64,
     "uuid": _is_uuid,
-    "ipv4": lambda t: _is_ip(t, 4),
-    "ipv6": lambda t: _is_ip(t, 6),
+    "ipv4": lambda t: is_ip(t, 4),
+    "ipv6": lambda t: is_ip(t, 6),
     "cidr": _is_cidr,
     "hostname": lambda t: bool(_HOSTNAME.match(t)) and len(t) <= 253,
     "email": lambda t: bool(_EMAIL.match(t)),
@@ -151,12 +138,7 @@ _FORMATS = {
 
 def validate(schema: dict, obj: Any) -> list[Cause]:
     """Validate ``obj`` against an ``openAPIV3Schema``; returns the causes of a 422 (empty if valid)."""
-    out: list[Cause] = []
-    try:
-        _validate(schema or {}, obj, "", out)
-    except RecursionError:
-        return [invalid("", "<value omitted>", "the object is nested too deeply to be validated")]
-    return out
+    return collect(lambda out: _validate(schema or {}, obj, "", out))
 
 
 def _validate(s: dict, value: Any, path: str, out: list[Cause]) -> None:
@@ -168,11 +150,11 @@ def _validate(s: dict, value: Any, path: str, out: list[Cause]) -> None:
             out.append(type_invalid(path, "null", f'{path} in body must be of type {declared}: "null"'))
         return
     if declared and not any(_has_type(t, value) for t in declared.split(",")):
-        actual = _type_of(value)
+        actual = json_type(value)
         out.append(type_invalid(path, actual, f'{path} in body must be of type {declared}: "{actual}"'))
         return
 
-    if "enum" in s and not any(json_equal(value, e) for e in s["enum"] or []):
+    if "enum" in s and not json_in(value, s["enum"] or []):
         allowed = [e if isinstance(e, str) else go_value(e) for e in s["enum"] or []]
         out.append(not_supported(path, value, allowed))
 
@@ -235,7 +217,7 @@ def _validate_array(s: dict, value: list, path: str, out: list[Cause]) -> None:
         out.append(invalid(path, len(value), f"{path} in body should have at least {s['minItems']} items"))
     if s.get("uniqueItems"):
         for i, item in enumerate(value):
-            if any(json_equal(item, other) for other in value[:i]):
+            if json_in(item, value[:i]):
                 out.append(invalid(path, "", f"{path} in body shouldn't contain duplicates"))
                 break
     _validate_list_type(s, value, path, out)
@@ -259,7 +241,7 @@ def _validate_list_type(s: dict, value: list, path: str, out: list[Cause]) -> No
             identity: Any = {k: item.get(k) for k in keys}
         else:
             identity = item
-        if any(json_equal(identity, other) for other in seen):
+        if json_in(identity, seen):
             out.append(duplicate(f"{path}[{i}]", identity))
         else:
             seen.append(identity)
@@ -538,39 +520,20 @@ def _check_printer_columns(version: dict, base: str, out: list[Cause]) -> None:
 
 # The JSON type of each schema keyword, as JSONSchemaProps declares it.
 _KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
-    "type": (str,),
-    "format": (str,),
-    "pattern": (str,),
-    "description": (str,),
-    "title": (str,),
-    "properties": (dict,),
+    **dict.fromkeys(("type", "format", "pattern", "description", "title"), (str,)),
+    **dict.fromkeys(("properties", "not"), (dict,)),
     "items": (dict, list),
     "additionalProperties": (dict, bool),
-    "required": (list,),
-    "enum": (list,),
-    "allOf": (list,),
-    "anyOf": (list,),
-    "oneOf": (list,),
-    "not": (dict,),
-    "nullable": (bool,),
-    "uniqueItems": (bool,),
-    "exclusiveMinimum": (bool,),
-    "exclusiveMaximum": (bool,),
-    "x-kubernetes-preserve-unknown-fields": (bool,),
-    "x-kubernetes-int-or-string": (bool,),
+    **dict.fromkeys(("required", "enum", "allOf", "anyOf", "oneOf"), (list,)),
+    **dict.fromkeys(("nullable", "uniqueItems", "exclusiveMinimum", "exclusiveMaximum"), (bool,)),
+    **dict.fromkeys(("x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string"), (bool,)),
     "x-kubernetes-embedded-resource": (bool,),
     "x-kubernetes-list-type": (str,),
     "x-kubernetes-list-map-keys": (list,),
     "x-kubernetes-map-type": (str,),
-    "minimum": (int, float),
-    "maximum": (int, float),
-    "multipleOf": (int, float),
-    "minLength": (int,),
-    "maxLength": (int,),
-    "minItems": (int,),
-    "maxItems": (int,),
-    "minProperties": (int,),
-    "maxProperties": (int,),
+    **dict.fromkeys(("minimum", "maximum", "multipleOf"), (int, float)),
+    **dict.fromkeys(("minLength", "maxLength", "minItems", "maxItems"), (int,)),
+    **dict.fromkeys(("minProperties", "maxProperties"), (int,)),
 }
 
 

@@ -1,17 +1,17 @@
 """Label and field selectors with the grammar, validation and error messages of apimachinery.
 
 Label selectors follow ``pkg/labels/selector.go`` (lexer, parser, ``Requirement.Matches``); field
-selectors follow ``pkg/fields/selector.go`` plus the per-kind selectable fields of the registries.
+selectors follow ``pkg/fields/selector.go`` plus the selectable fields each resource's strategy declares.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from t9k_provider.local.apiserver.fielderrors import invalid
+from t9k_provider.local.apiserver.fielderrors import aggregate, invalid
 from t9k_provider.local.apiserver.names import is_qualified_name, is_valid_label_value
 
 
@@ -66,52 +66,35 @@ class LabelSelector:
     nothing: bool = False
 
     def matches(self, labels: dict[str, str] | None) -> bool:
-        if self.nothing:
-            return False
-        labels = labels or {}
-        return all(r.matches(labels) for r in self.requirements)
-
-
-def _invalid(path: str, value: Any, detail: str) -> str:
-    return invalid(path, value, detail).error()
-
-
-def _aggregate(messages: list[str]) -> str:
-    unique = list(dict.fromkeys(messages))
-    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+        return not self.nothing and all(r.matches(labels or {}) for r in self.requirements)
 
 
 def new_requirement(key: str, operator: str, values: Iterable[str]) -> Requirement:
     """Build a validated requirement (``labels.NewRequirement``); raises SelectorError."""
     vals = tuple(values)
-    errors: list[str] = []
-    errors += [_invalid("key", key, msg) for msg in _key_errors(key)]
+    errors = [invalid("key", key, msg) for msg in _key_errors(key)]
     if operator in (_IN, _NOT_IN) and not vals:
-        errors.append(
-            _invalid("values", list(vals), "for 'in', 'notin' operators, values set can't be empty")
-        )
+        errors.append(invalid("values", list(vals), "for 'in', 'notin' operators, values set can't be empty"))
     elif operator in (_EQ, _DEQ, _NEQ) and len(vals) != 1:
-        errors.append(_invalid("values", list(vals), "exact-match compatibility requires one single value"))
+        errors.append(invalid("values", list(vals), "exact-match compatibility requires one single value"))
     elif operator in (_EXISTS, _NOT_EXISTS) and vals:
-        errors.append(
-            _invalid("values", list(vals), "values set must be empty for exists and does not exist")
-        )
+        errors.append(invalid("values", list(vals), "values set must be empty for exists and does not exist"))
     elif operator in (_GT, _LT):
         if len(vals) != 1:
             errors.append(
-                _invalid("values", list(vals), "for 'Gt', 'Lt' operators, exactly one value is required")
+                invalid("values", list(vals), "for 'Gt', 'Lt' operators, exactly one value is required")
             )
         for i, value in enumerate(vals):
             if _parse_int64(value) is None:
                 errors.append(
-                    _invalid(f"values[{i}]", value, "for 'Gt', 'Lt' operators, the value must be an integer")
+                    invalid(f"values[{i}]", value, "for 'Gt', 'Lt' operators, the value must be an integer")
                 )
     for i, value in enumerate(vals):
         problems = is_valid_label_value(value)
         if problems:
-            errors.append(_invalid(f"values[{i}][{key}]", value, "; ".join(problems)))
+            errors.append(invalid(f"values[{i}][{key}]", value, "; ".join(problems)))
     if errors:
-        raise SelectorError(_aggregate(errors))
+        raise SelectorError(aggregate(errors))
     return Requirement(key, operator, vals)
 
 
@@ -209,7 +192,7 @@ class _LabelParser:
         key = lit
         problems = _key_errors(key)
         if problems:
-            raise SelectorError(_invalid("<nil>", key, problems[0]))
+            raise SelectorError(invalid("<nil>", key, problems[0]).error())
         if operator == _NOT_EXISTS or self.lookahead(True)[0] in (_EOS, _COMMA):
             return new_requirement(key, operator or _EXISTS, ())
         tok, lit = self.consume(False)
@@ -303,10 +286,32 @@ def label_selector_from_spec(selector: dict | None) -> LabelSelector:
     return LabelSelector(tuple(requirements))
 
 
+def format_label_selector(selector: dict | None) -> str:
+    """A ``LabelSelector`` in the query syntax (``metav1.FormatLabelSelector``), as Scale status and kubectl's
+    SELECTOR column show it: requirements sorted by key, "<none>" for one that selects everything."""
+    spec = selector or {}
+    terms = [(k, f"{k}={v}") for k, v in (spec.get("matchLabels") or {}).items()]
+    for expr in spec.get("matchExpressions") or ():
+        key, op, values = expr.get("key", ""), expr.get("operator"), sorted(expr.get("values") or ())
+        text = {
+            "In": f"{key} in ({','.join(values)})",
+            "NotIn": f"{key} notin ({','.join(values)})",
+            "Exists": key,
+            "DoesNotExist": f"!{key}",
+        }.get(op, "")
+        terms.append((key, text))
+    return ",".join(t for _, t in sorted(terms, key=lambda kt: kt[0])) or "<none>"
+
+
 # ------------------------------------------------------------------------------- field selectors
 
 
-def _path(*keys: str) -> Callable[[dict], str]:
+FieldGetter = Callable[[dict], str]
+
+
+def field_getter(*keys: str) -> FieldGetter:
+    """The selectable value at this path of an object, as a field selector compares it."""
+
     def get(obj: dict) -> str:
         node: Any = obj
         for key in keys:
@@ -320,42 +325,9 @@ def _path(*keys: str) -> Callable[[dict], str]:
     return get
 
 
-_COMMON: dict[str, Callable[[dict], str]] = {
-    "metadata.name": _path("metadata", "name"),
-    "metadata.namespace": _path("metadata", "namespace"),
-}
-_EVENT_FIELDS = {
-    f"involvedObject.{f}": _path("involvedObject", f)
-    for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
-}
-_EVENT_FIELDS.update(
-    {
-        "reason": _path("reason"),
-        "reportingComponent": _path("reportingComponent"),
-        "source": _path("source", "component"),
-        "type": _path("type"),
-    }
-)
-_FIELDS: dict[str, dict[str, Callable[[dict], str]]] = {
-    "Pod": {
-        "spec.nodeName": _path("spec", "nodeName"),
-        "spec.restartPolicy": _path("spec", "restartPolicy"),
-        "spec.schedulerName": _path("spec", "schedulerName"),
-        "spec.serviceAccountName": _path("spec", "serviceAccountName"),
-        "spec.hostNetwork": lambda o: "true" if (o.get("spec") or {}).get("hostNetwork") else "false",
-        "status.phase": _path("status", "phase"),
-        "status.podIP": _path("status", "podIP"),
-        "status.nominatedNodeName": _path("status", "nominatedNodeName"),
-    },
-    "Event": _EVENT_FIELDS,
-    "Namespace": {"status.phase": _path("status", "phase")},
-    "Secret": {"type": _path("type")},
-    "Job": {"status.successful": lambda o: str((o.get("status") or {}).get("successful") or 0)},
-    "Node": {
-        "spec.unschedulable": lambda o: "true" if (o.get("spec") or {}).get("unschedulable") else "false"
-    },
-    "ReplicaSet": {"status.replicas": lambda o: str((o.get("status") or {}).get("replicas") or 0)},
-    "Service": {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
+_COMMON: dict[str, FieldGetter] = {
+    "metadata.name": field_getter("metadata", "name"),
+    "metadata.namespace": field_getter("metadata", "namespace"),
 }
 
 
@@ -364,7 +336,7 @@ class FieldRequirement:
     field: str
     negate: bool
     value: str
-    get: Callable[[dict], str]
+    get: FieldGetter
 
     def matches(self, obj: dict) -> bool:
         return (self.get(obj) == self.value) != self.negate
@@ -417,9 +389,10 @@ def _unescape(value: str) -> str:
     return "".join(out)
 
 
-def parse_field_selector(text: str, kind: str) -> FieldSelector:
-    """Parse a ``fieldSelector`` for objects of ``kind``; unsupported fields raise SelectorError."""
-    supported = {**_COMMON, **_FIELDS.get(kind, {})}
+def parse_field_selector(text: str, selectable: Mapping[str, FieldGetter]) -> FieldSelector:
+    """Parse a ``fieldSelector`` for objects whose kind has these ``selectable`` fields besides
+    ``metadata.name`` and ``metadata.namespace``; unsupported fields raise SelectorError."""
+    supported = {**_COMMON, **selectable}
     requirements = []
     for term in sorted(_split_terms(text)):
         if not term:

@@ -12,11 +12,17 @@ from typing import Any
 
 from aiohttp import web
 
-from t9k_provider.local.apiserver import errors, kinds
-from t9k_provider.local.apiserver.controllers import CRD_PLURAL, Controllers
+from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver.controllers import Controllers
 from t9k_provider.local.apiserver.handlers import Handlers
-from t9k_provider.local.apiserver.objects import Objects, deep_copy
-from t9k_provider.local.apiserver.resources import CRD_GROUP, Registry
+from t9k_provider.local.apiserver.jsonvalues import json_copy
+from t9k_provider.local.apiserver.objects import Objects
+from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.strategies.crds import CRD_GROUP, CRD_PLURAL
+from t9k_provider.local.apiserver.strategies.endpoints import kubernetes_endpoints
+from t9k_provider.local.apiserver.strategies.namespaces import BOOT_NAMESPACES, boot_namespace
+from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME, local_node
+from t9k_provider.local.apiserver.strategies.services import kubernetes_service
 from t9k_provider.local.apiserver.watch import Hub
 from t9k_provider.local.apiserver.wire import error_response, respond
 from t9k_provider.local.store import Store
@@ -85,6 +91,7 @@ class ApiServer:
         assert server is not None and server.sockets
         self.port = server.sockets[0].getsockname()[1]
         self.handlers.address = f"{HOST}:{self.port}"
+        self.publish_address()
         self._controller_task = asyncio.create_task(self.controllers.run(), name="t9k-local-controllers")
         return self.port
 
@@ -102,11 +109,28 @@ class ApiServer:
         ns_res = self.registry.lookup("", "v1", "namespaces")
         node_res = self.registry.lookup("", "v1", "nodes")
         assert ns_res is not None and node_res is not None
-        for name in kinds.BOOT_NAMESPACES:
+        for name in BOOT_NAMESPACES:
             if self.store.get(("", "namespaces", "", name)) is None:
-                self.objects.create(ns_res, "", kinds.boot_namespace(name))
-        if self.store.get(("", "nodes", "", kinds.NODE_NAME)) is None:
-            self.objects.create(node_res, "", kinds.local_node(os.cpu_count() or 1, _memory_bytes()))
+                self.objects.create(ns_res, "", boot_namespace(name))
+        if self.store.get(("", "nodes", "", NODE_NAME)) is None:
+            self.objects.create(node_res, "", local_node(os.cpu_count() or 1, _memory_bytes()))
+
+    def publish_address(self) -> None:
+        """Point ``default/kubernetes`` (Service and Endpoints) at the port this run listens on."""
+        for res, obj in (
+            (self.registry.lookup("", "v1", "services"), kubernetes_service(self.port)),
+            (self.registry.lookup("", "v1", "endpoints"), kubernetes_endpoints(HOST, self.port)),
+        ):
+            assert res is not None
+            current = self.store.get((res.group, res.plural, "default", "kubernetes"))
+            if current is None:
+                self.objects.create(res, "default", obj)
+                continue
+            new = json_copy(current)
+            for key in ("spec", "subsets"):
+                if key in obj:
+                    new[key] = {**new[key], **obj[key]} if key == "spec" else obj[key]
+            self.objects.write(res, current, new)
 
     def register_crds(self, documents: list[dict[str, Any]]) -> list[str]:
         """Create or update these CRDs (a bad one is logged and skipped); returns the registered names."""
@@ -118,9 +142,9 @@ class ApiServer:
             try:
                 current = self.store.get((CRD_GROUP, CRD_PLURAL, "", name))
                 if current is None:
-                    self.objects.create(res, "", deep_copy(doc))
+                    self.objects.create(res, "", json_copy(doc))
                 else:
-                    new = deep_copy(current)
+                    new = json_copy(current)
                     new["spec"] = doc["spec"]
                     self.objects.write(res, current, new)
                 names.append(name)

@@ -1,5 +1,4 @@
-"""Subresources with their own semantics: pods/binding, pods/log, namespaces/finalize, CRD scale, and the
-always-allowed access review."""
+"""Subresources with their own semantics: pods/binding, pods/log, namespaces/finalize, scale."""
 
 from __future__ import annotations
 
@@ -12,10 +11,13 @@ from aiohttp import web
 
 from t9k_provider.local import logs
 from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver.objects import Objects, deep_copy, store_key
+from t9k_provider.local.apiserver.jsonvalues import get_path, json_copy
+from t9k_provider.local.apiserver.objects import Objects, store_key
 from t9k_provider.local.apiserver.patch import PatchError, apply_patch
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.wire import Route, parse_bool, parse_int, read_body, respond
+from t9k_provider.local.poddir import PodDir
+from t9k_provider.local.timestamps import parse_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ def bind(objects: Objects, route: Route, body: Any) -> web.Response:
         raise errors.conflict(
             "pods/binding", "", name, f"pod {name} is being deleted, cannot be assigned to a host"
         )
-    new = deep_copy(pod)
+    new = json_copy(pod)
     new["spec"]["nodeName"] = target
     status = new.setdefault("status", {})
     conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
@@ -64,7 +66,7 @@ def finalize(objects: Objects, res: Resource, name: str, body: Any) -> dict[str,
     current = objects.get(res, "", name)
     if not isinstance(body, dict):
         raise errors.bad_request("the body of a finalize must be a Namespace")
-    new = deep_copy(current)
+    new = json_copy(current)
     new["spec"] = {
         **(current.get("spec") or {}),
         "finalizers": list(((body.get("spec") or {}).get("finalizers")) or []),
@@ -74,10 +76,11 @@ def finalize(objects: Objects, res: Resource, name: str, body: Any) -> dict[str,
 
 async def scale(objects: Objects, request: web.Request, route: Route) -> web.Response:
     res, ns, name = route.res, route.namespace or "", route.name
-    spec_path = (res.scale or {}).get("specReplicasPath", ".spec.replicas")
-    status_path = (res.scale or {}).get("statusReplicasPath", ".status.replicas")
+    paths = res.strategy.scale or {}
+    spec_path = paths.get("specReplicasPath", ".spec.replicas")
+    status_path = paths.get("statusReplicasPath", ".status.replicas")
     current = objects.get(res, ns, name)
-    scale = _scale_of(current, spec_path, status_path, (res.scale or {}).get("labelSelectorPath"))
+    scale = _scale_of(res, current, spec_path, status_path)
     if request.method == "GET":
         return respond(scale)
     if request.method == "PUT":
@@ -85,7 +88,9 @@ async def scale(objects: Objects, request: web.Request, route: Route) -> web.Res
     elif request.method == "PATCH":
         ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         try:
-            body = apply_patch(deep_copy(scale), await request.read(), ctype, kind="Scale", custom=True)
+            # a Scale has no merge keys; strategic merge is accepted for built-in kinds only
+            fields = None if res.strategy.merge_fields is None else {}
+            body = apply_patch(json_copy(scale), await request.read(), ctype, fields)
         except PatchError as exc:
             raise errors.ApiError(exc.code, exc.reason, exc.message) from exc
     else:
@@ -105,13 +110,13 @@ async def scale(objects: Objects, request: web.Request, route: Route) -> web.Res
             ],
             f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}',
         )
+    new = json_copy(current)
     rv = (body.get("metadata") or {}).get("resourceVersion")
-    if rv and rv != current["metadata"]["resourceVersion"]:
-        raise errors.conflict(res.plural, res.group, name)
-    new = deep_copy(current)
+    if rv:  # a precondition of the write
+        new["metadata"]["resourceVersion"] = rv
     _set_path(new, spec_path, replicas)
     updated = objects.write(res, current, new)
-    return respond(_scale_of(updated, spec_path, status_path, (res.scale or {}).get("labelSelectorPath")))
+    return respond(_scale_of(res, updated, spec_path, status_path))
 
 
 async def pod_log(
@@ -131,7 +136,7 @@ async def pod_log(
     limit = parse_int(request, "limitBytes")
     if (tail is not None and tail < 0) or (limit is not None and limit <= 0):
         raise errors.bad_request("tailLines and limitBytes must be positive")
-    path = logs.container_log_path(state_dir, pod, container, restart)
+    files = PodDir.of(state_dir, pod).container(container).attempt(restart)
     uid = pod["metadata"]["uid"]
     key = store_key(res, ns, name)
 
@@ -139,14 +144,14 @@ async def pod_log(
         current = objects.store.get(key)
         if current is None or current["metadata"].get("uid") != uid:
             return True
-        return logs.container_finished(path)
+        return files.finished
 
     response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
     response.enable_chunked_encoding()
     await response.prepare(request)
     try:
         async for chunk in logs.read_log(
-            path,
+            files.log,
             follow=follow,
             timestamps=parse_bool(request, "timestamps"),
             tail_lines=tail,
@@ -203,19 +208,6 @@ def _log_instance(
     raise errors.bad_request(f'container "{container}" in pod "{pod}" is waiting to start: {reason}')
 
 
-def review(res: Resource, body: Any) -> dict[str, Any]:
-    """The single token has full access, so every access review is allowed."""
-    if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
-        raise errors.bad_request(f"a {res.kind} needs a spec")
-    return {
-        "kind": res.kind,
-        "apiVersion": res.group_version,
-        "metadata": {"creationTimestamp": None},
-        "spec": body["spec"],
-        "status": {"allowed": True, "reason": "t9k-local: the cluster token has full access"},
-    }
-
-
 def _since(request: web.Request) -> datetime | None:
     seconds = parse_int(request, "sinceSeconds")
     if seconds is not None:
@@ -226,17 +218,9 @@ def _since(request: web.Request) -> datetime | None:
     if not text:
         return None
     try:
-        return logs.parse_timestamp(text)
+        return parse_timestamp(text)
     except ValueError:
         raise errors.bad_request(f'parsing time "{text}" as RFC3339: cannot parse') from None
-
-
-def _get_path(obj: Any, path: str) -> Any:
-    for part in path.strip(".").split("."):
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(part)
-    return obj
 
 
 def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
@@ -246,13 +230,12 @@ def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
     obj[leaf] = value
 
 
-def _scale_of(
-    obj: dict[str, Any], spec_path: str, status_path: str, selector_path: str | None
-) -> dict[str, Any]:
+def _scale_of(res: Resource, obj: dict[str, Any], spec_path: str, status_path: str) -> dict[str, Any]:
     meta = obj["metadata"]
-    status: dict[str, Any] = {"replicas": _get_path(obj, status_path) or 0}
-    if selector_path and _get_path(obj, selector_path):
-        status["selector"] = _get_path(obj, selector_path)
+    status: dict[str, Any] = {"replicas": get_path(obj, status_path) or 0}
+    selector = res.strategy.scale_selector(obj)
+    if selector:
+        status["selector"] = selector
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -261,6 +244,6 @@ def _scale_of(
             for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
             if k in meta
         },
-        "spec": {"replicas": _get_path(obj, spec_path) or 0},
+        "spec": {"replicas": get_path(obj, spec_path) or 0},
         "status": status,
     }

@@ -4,9 +4,8 @@ Names, labels, ports and status fields follow GoogleCloudPlatform/flink-on-k8s-o
 ``<cluster>-configmap``, a JobManager Service ``<cluster>-jobmanager`` (ports rpc 6123, blob 6124, query 6125,
 ui 8081), pods labelled ``app=flink, cluster=<cluster>, component=jobmanager|taskmanager``, and
 ``status.state`` Creating -> Running (-> Reconciling while a component is not ready) with
-``status.components`` per component. The local cluster has no StatefulSet controller, so the operator
-creates the pods itself, named as StatefulSets name them: ``<cluster>-jobmanager-0``,
-``<cluster>-taskmanager-<i>``.
+``status.components`` per component. The operator creates the pods itself rather than StatefulSets, named
+as StatefulSets name them: ``<cluster>-jobmanager-0``, ``<cluster>-taskmanager-<i>``.
 
 Local differences (there is no image to run): containers run ``python -m t9k_provider.local.flink.entrypoint``
 with this machine's Java and Flink jars, whatever ``flinkVersion`` and ``image`` say; the pods do not restart

@@ -10,7 +10,6 @@ and the garbage collector removes them, and the kubelet stops the Flink processe
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 import aiohttp
@@ -20,10 +19,8 @@ from t9k_provider.kube.informer import OWNER_INDEX, Informer, object_key
 from t9k_provider.kube.resources import CONFIGMAPS, PODS, SERVICES
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.flink import cluster, dist
-from t9k_provider.local.kubelet import events
-from t9k_provider.local.kubelet.shim import now_rfc3339
-
-log = logging.getLogger(__name__)
+from t9k_provider.local.node import events, workloop
+from t9k_provider.local.timestamps import now_rfc3339
 
 COMPONENT = "flink-operator"
 PROBE_TIMEOUT = aiohttp.ClientTimeout(total=2.0)
@@ -66,25 +63,14 @@ class FlinkOperator:
             await informer.synced.wait()
         self._http = aiohttp.ClientSession(timeout=PROBE_TIMEOUT)
         try:
-            while (key := await self.queue.get()) is not None:
-                try:
-                    fc = self.clusters.get(*key)
-                    if fc is not None and not fc["metadata"].get("deletionTimestamp"):
-                        await self.sync(fc)
-                except (ApiError, OSError, asyncio.TimeoutError) as exc:
-                    log.warning("flinkcluster %s/%s: sync failed: %s", *key, exc)
-                    self.queue.add_rate_limited(key)
-                except Exception:  # one cluster's bug must not stop the operator for the others
-                    log.exception("flinkcluster %s/%s: sync failed", *key)
-                    self.queue.add_rate_limited(key)
-                else:
-                    self.queue.forget(key)
-                finally:
-                    self.queue.done(key)
+            await workloop.run(self.queue, self._sync, "flinkcluster")
         finally:
             await self._http.close()
 
-    async def sync(self, fc: dict[str, Any]) -> None:
+    async def _sync(self, key: workloop.Key) -> None:
+        fc = self.clusters.get(*key)
+        if fc is None or fc["metadata"].get("deletionTimestamp"):
+            return
         meta = fc["metadata"]
         ns, name = meta.get("namespace", "default"), meta["name"]
         owned = {p["metadata"]["name"]: p for p in self.pods.by_index(OWNER_INDEX, meta["uid"])}

@@ -26,14 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from t9k_provider.local import logs
-from t9k_provider.local.kubelet.shim import (
-    is_recorded_process,
-    libc_call,
-    pid_path,
-    spec_path,
-    start_error_message,
-)
+from t9k_provider.local import poddir
+from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet.identity import Identity, apply_identity
+from t9k_provider.local.kubelet.shim import is_recorded_process, libc_call, start_error_message
+from t9k_provider.local.poddir import AttemptFiles, PodDir
 
 PR_SET_PDEATHSIG = 1
 # Exit code when the helper could not start the command (the API server reports the written reason).
@@ -46,8 +43,7 @@ NAMESPACES = ("net", "uts", "pid", "mnt")
 class RunningContainer:
     """What exec needs to know about a running container attempt, read from its files."""
 
-    log_path: Path
-    spec_path: Path
+    files: AttemptFiles
     pid: int  # the container's main process
     cwd: str
 
@@ -56,22 +52,18 @@ def locate(
     state_dir: Path, pod: dict[str, Any], container: str, restart_count: int
 ) -> RunningContainer | None:
     """Attempt `restart_count` of `container` if it runs now (its shim wrote the pid, and no exit code)."""
-    log_path = logs.container_log_path(state_dir, pod, container, restart_count)
-    if logs.container_finished(log_path):
+    files = PodDir.of(state_dir, pod).container(container).attempt(restart_count)
+    if files.finished:
         return None
-    try:
-        pids = json.loads(pid_path(log_path).read_text())
-        spec = json.loads(spec_path(log_path).read_text())
-    except (OSError, ValueError):
-        return None
+    pids = poddir.read_json(files.pid)
     pid = pids.get("container")
     if not is_recorded_process(pid, pids.get("containerStart")):
         return None
-    cwd = spec.get("working_dir")
+    cwd = poddir.read_json(files.spec).get("working_dir")
     if not cwd:  # the shim never changes directory: its cwd is where the container started
         with contextlib.suppress(OSError):
             cwd = os.readlink(f"/proc/{pids.get('shim')}/cwd")
-    return RunningContainer(log_path, spec_path(log_path), pid, cwd or "/")
+    return RunningContainer(files, pid, cwd or "/")
 
 
 def helper_argv(container: RunningContainer, error_fd: int, tty: bool, command: list[str]) -> list[str]:
@@ -80,7 +72,7 @@ def helper_argv(container: RunningContainer, error_fd: int, tty: bool, command: 
         sys.executable,
         "-m",
         "t9k_provider.local.kubelet.execute",
-        str(container.spec_path),
+        str(container.files.spec),
         str(container.pid),
         str(error_fd),
         container.cwd,
@@ -107,9 +99,12 @@ def _join_namespaces(pid: int) -> set[str]:
 def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], error_fd: int) -> str:
     """Enter the container and run `command` there; returns why that failed (else never returns)."""
     try:
-        env = dict(json.loads(spec_file.read_text())["env"])
+        spec = json.loads(spec_file.read_text())
+        env = dict(spec["env"])
+        cgroups.join(spec.get("cgroups") or [])  # exec'd processes count against the container's limits
         joined = _join_namespaces(pid)
         os.chdir(cwd)
+        _become(Identity.load(spec.get("identity")))
         if "pid" in joined:  # only a child is inside the container's PID namespace
             if os.fork() != 0:
                 os.close(error_fd)  # the child's copy tells the API server whether the exec worked
@@ -126,6 +121,14 @@ def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], erro
         os.execvpe(command[0], command, env)
     except OSError as exc:
         return start_error_message(command[0], exc)
+
+
+def _become(identity: Identity | None) -> None:
+    """Run as the container's processes do (its mount namespace, joined above, already exposes what they
+    need)."""
+    if identity is not None:
+        identity.exposed = []
+        apply_identity(identity)
 
 
 def _exit_like(wait_status: int) -> NoReturn:

@@ -1,9 +1,11 @@
 """The kubelet-managed `/etc/hosts` of each pod: how service and pod names resolve without a DNS server.
 
-Every Service of the pod's namespace maps to the IPs of the pods its selector matches (ready or not: the local
-cluster has no kube-proxy, so a ClusterIP Service resolves like a headless one), under the short name and the
-`<svc>.<ns>`, `<svc>.<ns>.svc`, `<svc>.<ns>.svc.cluster.local` forms. A pod with `hostname` and `subdomain`
-also resolves as `<hostname>.<subdomain>[.<ns>[.svc[.cluster.local]]]`, as cluster DNS answers it.
+Every Service of the pod's namespace maps to the IPs of its endpoints: the pods its selector matches that are
+Ready (their readiness probes pass), or all of them with `publishNotReadyAddresses` (the local cluster has no
+kube-proxy, so a ClusterIP Service resolves like a headless one), under the short name and the `<svc>.<ns>`,
+`<svc>.<ns>.svc`, `<svc>.<ns>.svc.cluster.local` forms. A pod with `hostname` and `subdomain` also resolves
+as `<hostname>.<subdomain>[.<ns>[.svc[.cluster.local]]]` while it is an endpoint of that Service, as cluster
+DNS answers it.
 
 Every pod of the namespace with an IP also gets cluster DNS' pod record `<a-b-c-d>.<ns>.pod.cluster.local`
 on the last line for its IP: glibc answers a reverse lookup with the first name of the first line carrying the
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
+from t9k_provider.local.node.endpoints import is_endpoint, is_ready, publishes_not_ready
 
 CLUSTER_DOMAIN = "cluster.local"
 HEADER = (
@@ -47,6 +51,7 @@ def signature(pod: dict[str, Any]) -> tuple[Any, ...]:
         spec.get("subdomain"),
         status.get("podIP"),
         status.get("phase") in ("Succeeded", "Failed"),
+        is_ready(pod),
     )
 
 
@@ -62,10 +67,6 @@ def _forms(name: str, namespace: str) -> list[str]:
 def pod_record(ip: str, namespace: str) -> str:
     """Cluster DNS' name for a pod address: dots (or an IPv6 address's colons) become dashes."""
     return f"{ip.replace('.', '-').replace(':', '-')}.{namespace}.pod.{CLUSTER_DOMAIN}"
-
-
-def _selects(selector: dict[str, str] | None, labels: dict[str, str]) -> bool:
-    return bool(selector) and all(labels.get(k) == v for k, v in (selector or {}).items())
 
 
 def render(
@@ -85,19 +86,16 @@ def render(
         lines.append("\n# Entries added by HostAliases.\n")
         lines += [f"{a.get('ip')}\t{' '.join(a.get('hostnames') or [])}\n" for a in aliases if a.get("ip")]
     peers = [(p, ip) for p, ip in pods if p["metadata"].get("namespace", "default") == ns and ip]
-    svc_names = set()
-    for svc in sorted(services, key=lambda s: s["metadata"]["name"]):
-        if svc["metadata"].get("namespace", "default") != ns:
-            continue
-        name = svc["metadata"]["name"]
-        svc_names.add(name)
-        selector = (svc.get("spec") or {}).get("selector")
+    own_services = {
+        s["metadata"]["name"]: s for s in services if s["metadata"].get("namespace", "default") == ns
+    }
+    for name, svc in sorted(own_services.items()):
         for peer, ip in peers:
-            if _selects(selector, (peer["metadata"].get("labels") or {})):
+            if is_endpoint(svc, peer):
                 lines.append(f"{ip}\t{' '.join(_forms(name, ns))}\n")
     for peer, ip in peers:
         sub = (peer.get("spec") or {}).get("subdomain")
-        if sub and sub in svc_names:
+        if sub and sub in own_services and (publishes_not_ready(own_services[sub]) or is_ready(peer)):
             host = pod_hostname(peer)
             lines.append(f"{ip}\t{' '.join(f'{host}.{form}' for form in _forms(sub, ns))}\n")
     addresses = dict.fromkeys(ip for ip in [pod_ip, *(ip for _, ip in peers)] if ip)

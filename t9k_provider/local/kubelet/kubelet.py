@@ -1,15 +1,17 @@
 """The process kubelet: runs the pods bound to the node as local processes and reports their status.
 
-One worker task per pod drives it level-triggered from two sources of truth: the pod object (from the
-informer) and the container files under `STATE/pods/<pod>/` (see `runtime`). Status goes through
-`pods/status` as a merge patch, only when it changed.
+It gives every pod bound to the node a `PodWorker` (one task each, see `podworker`), keeps the pods' hosts
+files current as pods and services change, and after a crash removes what belongs to pods that are gone. A
+stopping kubelet stops its containers, unless told to leave them to the next one.
+
+Resource limits are enforced through the kubelet's cgroup (`cgroups`) where one can be created; the Node's
+`RESOURCE_LIMITS_ANNOTATION` says which hierarchy enforces them, or why nothing does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -19,480 +21,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import NODE_INDEX, Informer, object_key
-from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS
-from t9k_provider.local import logs
-from t9k_provider.local.kubelet import events, hosts, podenv, runtime, volumes
-from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork, PodNet
-from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
-from t9k_provider.local.kubelet.shim import Mount, ShimSpec, now_rfc3339
-from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status, wants_restart
+from t9k_provider.kube.resources import NODES
+from t9k_provider.local.kubelet import cgroups, hosts, podenv, runtime
+from t9k_provider.local.kubelet.cgroups import KubeletCgroups
+from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork
+from t9k_provider.local.kubelet.podworker import PodWorker
+from t9k_provider.local.kubelet.status import TERMINAL_PHASES
+from t9k_provider.local.node.events import NODE_NAME
+from t9k_provider.local.poddir import PodDir
 
 log = logging.getLogger(__name__)
 
-NODE_NAME = events.NODE_NAME
-ACTIVE_TICK = 0.2
-IDLE_TICK = 5.0
-BACKOFF_ENV = "T9K_LOCAL_RESTART_BACKOFF"
-BACKOFF_CAP = 300.0
-CONFIG_RETRY_SECONDS = 2.0
-START_GRACE = 30.0  # a launched shim gets this long to write its pid file before it counts as lost
-
-
-def restart_backoff(finished_restarts: int) -> float:
-    """CrashLoopBackOff delay before restart number `finished_restarts`: 0 for the first, then 10s
-    doubling to 5m. The base can be lowered with T9K_LOCAL_RESTART_BACKOFF (seconds) for quick iterations.
-    """
-    if finished_restarts <= 1:
-        return 0.0
-    base = float(os.environ.get(BACKOFF_ENV, "10"))
-    return min(BACKOFF_CAP, base * 2 ** (finished_restarts - 2))
-
-
-def parse_time(text: str | None) -> float | None:
-    if not text:
-        return None
-    return logs.parse_timestamp(text).timestamp()
-
-
-class PodWorker:
-    def __init__(self, kubelet: ProcessKubelet, pod: dict[str, Any]) -> None:
-        self.kubelet = kubelet
-        self.kube = kubelet.kube
-        self.pod = pod
-        self.uid: str = pod["metadata"]["uid"]
-        self.dir = logs.pod_dir(kubelet.state_dir, pod)
-        self.wakeup = asyncio.Event()
-        self.gone = False
-        self.net: PodNet | None = None
-        self.volume_paths: dict[str, Path] = {}
-        self.ctx: PodContext | None = None
-        self.config_error: str | None = None
-        self.create_errors: dict[str, str] = {}
-        self.backing_off: dict[str, str] = {}  # container -> CrashLoopBackOff message until it restarts
-        self.launched: dict[tuple[str, int], float] = {}
-        self.termed: set[tuple[str, int]] = set()
-        self.last_status: dict[str, Any] | None = None
-        self.final: tuple[str, str, str] | None = None  # (phase, reason, message) decided by the kubelet
-        self.start_time: str = (pod.get("status") or {}).get("startTime") or now_rfc3339()
-        # (event reason, container, attempt) already recorded
-        self.reported: set[tuple[str, str, int]] = set()
-        self.deleted = False
-        self.prepare_after = 0.0
-        self.kill_deadline: float | None = None
-        self.seen_grace: int | None = None
-
-    @property
-    def name(self) -> str:
-        meta = self.pod["metadata"]
-        return f"{meta.get('namespace')}/{meta['name']}"
-
-    @property
-    def namespace(self) -> str:
-        return str(self.pod["metadata"].get("namespace", "default"))
-
-    def update(self, pod: dict[str, Any]) -> None:
-        self.pod = pod
-        self.wakeup.set()
-
-    def mark_gone(self) -> None:
-        self.gone = True
-        self.wakeup.set()
-
-    async def run(self) -> None:
-        while not self.gone:
-            try:
-                busy = await self.sync()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("pod %s: sync failed", self.name)
-                busy = True
-            self.wakeup.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.wakeup.wait(), ACTIVE_TICK if busy else IDLE_TICK)
-        await self.teardown()
-
-    async def teardown(self) -> None:
-        """The pod object is gone: kill what is left, free the network, remove the pod directory."""
-        runtime.kill_all(self.dir)
-        await self.kubelet.network.teardown(self.uid)
-        await asyncio.to_thread(shutil.rmtree, self.dir, True)
-
-    def _views(self) -> tuple[list[ContainerView], list[ContainerView]]:
-        spec = self.pod["spec"]
-
-        def view(c: dict[str, Any], waiting: str) -> ContainerView:
-            cdir = self.dir / c["name"]
-            items = runtime.attempts(cdir)
-            if items and not items[-1].finished:
-                items[-1] = self._check_lost(cdir, items[-1], c["name"])
-            msg = self.create_errors.get(c["name"]) or self.config_error
-            reason = waiting
-            if c["name"] in self.create_errors:
-                reason = "CreateContainerError"
-            elif self.config_error:
-                reason = "CreateContainerConfigError"
-            elif c["name"] in self.backing_off:
-                reason, msg = "CrashLoopBackOff", self.backing_off[c["name"]]
-            return ContainerView(spec=c, attempts=items, waiting_reason=reason, waiting_message=msg)
-
-        inits = [view(c, "PodInitializing") for c in spec.get("initContainers") or []]
-        init_done = all(v.succeeded() for v in inits)
-        mains = [view(c, "ContainerCreating" if init_done else "PodInitializing") for c in spec["containers"]]
-        return inits, mains
-
-    def _check_lost(self, cdir: Path, attempt: runtime.Attempt, name: str) -> runtime.Attempt:
-        launched = self.launched.get((name, attempt.n))
-        if launched is not None and time.monotonic() - launched < START_GRACE and attempt.pid is None:
-            return attempt  # still starting
-        log_path = cdir / f"{attempt.n}.log"
-        if attempt.pid is not None and runtime.shim_alive(log_path):
-            return attempt
-        return runtime.reap_lost(cdir, attempt)
-
-    async def sync(self) -> bool:
-        """One reconcile pass; returns True while something is running or pending (poll faster)."""
-        pod = self.pod
-        meta = pod["metadata"]
-        recorded_phase = (pod.get("status") or {}).get("phase")
-        terminal = recorded_phase in TERMINAL_PHASES or self.final is not None
-        if terminal and self.final is None:
-            # Finished (possibly before this kubelet started): make sure nothing runs, release the network.
-            inits, mains = self._views() if self.dir.exists() else ([], [])
-            self._kill_running(inits + mains)
-            if meta.get("deletionTimestamp"):
-                await self._final_delete()
-            if self.net is not None or (self.dir / "network.json").exists():
-                await self.kubelet.network.teardown(self.uid)
-                (self.dir / "network.json").unlink(missing_ok=True)
-                self.net = None
-                self.kubelet.hosts_changed()
-            return False
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if self.net is None:
-            self.net = await self._setup_network()
-        deleting = bool(meta.get("deletionTimestamp"))
-        if self.ctx is None and not deleting and not terminal and time.monotonic() >= self.prepare_after:
-            await self._prepare()
-
-        runtime.reap_children()
-        inits, mains = self._views()
-        await self._report_start_errors(inits + mains)
-        restart_pending: set[str] = set()
-        if deleting:
-            await self._terminate(inits + mains)
-        elif self.final is None:
-            await self._check_deadline(inits + mains)
-            if self.final is None and self.ctx is not None:
-                restart_pending = await self._advance(inits, mains)
-            inits, mains = self._views()
-        else:
-            self._kill_running(inits + mains)
-
-        status = pod_status(
-            pod,
-            inits,
-            mains,
-            now=now_rfc3339(),
-            pod_ip=self.net.ip if self.net else "",
-            host_ip=self.kubelet.network.host_ip,
-            start_time=self.start_time,
-            restart_pending=restart_pending,
-        )
-        if recorded_phase in TERMINAL_PHASES:
-            status["phase"] = recorded_phase  # terminal phases are sticky
-        if self.final is not None:
-            status["phase"], status["reason"], status["message"] = self.final
-        await self._write_status(status)
-        running = any(v.current and v.current.running for v in inits + mains)
-        if deleting and not running:
-            await self._final_delete()
-            return False
-        return running or status["phase"] not in TERMINAL_PHASES
-
-    # -- preparation
-
-    async def _setup_network(self) -> PodNet:
-        spec = self.pod["spec"]
-        network = self.kubelet.network
-        if spec.get("hostNetwork"):
-            return PodNet(ip=network.host_ip, netns=None, isolate=isinstance(network, NetnsNetwork))
-        pod_net = await network.setup(self.uid)
-        (self.dir / "network.json").write_text(json.dumps({"ip": pod_net.ip, "netns": pod_net.netns}))
-        self.kubelet.hosts_changed()
-        return pod_net
-
-    async def _prepare(self) -> None:
-        cm_names, secret_names = podenv.referenced_names(self.pod)
-        configmaps = {n: o for n in cm_names if (o := await self._fetch(CONFIGMAPS, n))}
-        secrets = {n: o for n in secret_names if (o := await self._fetch(SECRETS, n))}
-        assert self.net is not None
-        try:
-            self.volume_paths = await asyncio.to_thread(
-                volumes.materialize, self.pod, self.dir, configmaps, secrets
-            )
-        except ContainerConfigError as exc:
-            await self._config_failed(str(exc))
-            return
-        self.ctx = PodContext(
-            configmaps=configmaps, secrets=secrets, pod_ip=self.net.ip, host_ip=self.kubelet.network.host_ip
-        )
-        self.config_error = None
-        (self.dir / "resolv.conf").write_text(hosts.RESOLV_CONF)
-        self.kubelet.write_hosts(self)
-
-    async def _fetch(self, rt: ResourceType, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.kube.get(rt, self.namespace, name)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    async def _config_failed(self, message: str) -> None:
-        if self.config_error != message:
-            await events.record(
-                self.kube, self.pod, "Failed", f"Error: {message}", component="kubelet", event_type="Warning"
-            )
-        self.config_error = message
-        self.ctx = None
-        self.prepare_after = time.monotonic() + CONFIG_RETRY_SECONDS
-        self.kubelet.queue_wakeup(self, CONFIG_RETRY_SECONDS)
-
-    # -- containers
-
-    async def _advance(self, inits: list[ContainerView], mains: list[ContainerView]) -> set[str]:
-        """Start the next init container, or the main containers; restart per policy. Returns names whose
-        finished attempt is waiting for a restart (reported as waiting CrashLoopBackOff /
-        ContainerCreating)."""
-        policy = self.pod["spec"].get("restartPolicy", "Always")
-        pending: set[str] = set()
-        for v in inits:
-            cur = v.current
-            if cur is None:
-                await self._start(v, 0)
-                return pending
-            if cur.running:
-                return pending
-            if cur.exit_code == 0:
-                continue
-            if policy == "Never":
-                return pending
-            await self._restart(v, pending)
-            return pending
-        for v in mains:
-            cur = v.current
-            if cur is None:
-                await self._start(v, 0)
-            elif wants_restart(policy, cur):
-                await self._restart(v, pending)
-        return pending
-
-    async def _restart(self, v: ContainerView, pending: set[str]) -> None:
-        cur = v.current
-        assert cur is not None
-        delay = restart_backoff(cur.n + 1)
-        finished_at = parse_time(cur.finished_at) or time.time()
-        wait = finished_at + delay - time.time()
-        if wait > 0:
-            pending.add(v.name)
-            pod_ref = f"{self.pod['metadata']['name']}_{self.pod['metadata'].get('namespace')}({self.uid})"
-            self.backing_off[v.name] = (
-                f"back-off {int(delay)}s restarting failed container={v.name} pod={pod_ref}"
-            )
-            if ("BackOff", v.name, cur.n) not in self.reported:
-                self.reported.add(("BackOff", v.name, cur.n))
-                await events.record(
-                    self.kube,
-                    self.pod,
-                    "BackOff",
-                    f"Back-off restarting failed container {v.name} in pod "
-                    f"{self.pod['metadata']['name']}_{self.pod['metadata'].get('namespace')}({self.uid})",
-                    component="kubelet",
-                    event_type="Warning",
-                    field_path=self._field_path(v.name),
-                )
-            self.kubelet.queue_wakeup(self, wait)
-            return
-        self.backing_off.pop(v.name, None)
-        await self._start(v, cur.n + 1)
-
-    def _field_path(self, name: str) -> str:
-        spec = self.pod["spec"]
-        if any(c["name"] == name for c in spec.get("initContainers") or []):
-            return f"spec.initContainers{{{name}}}"
-        return f"spec.containers{{{name}}}"
-
-    async def _start(self, v: ContainerView, n: int) -> None:
-        assert self.ctx is not None and self.net is not None
-        c = v.spec
-        try:
-            k8s_env = podenv.container_env(self.pod, c, self.ctx)
-            if not c.get("command"):
-                # args alone would run with the image's entrypoint, which the local cluster cannot know.
-                raise _CreateError(
-                    "failed to generate container spec: no command specified "
-                    "(the local cluster ignores images and their entrypoints; set command)"
-                )
-            argv = podenv.container_argv(c, k8s_env)
-            mounts = volumes.container_mounts(c, self.volume_paths, k8s_env.get) if self.net.isolate else []
-        except ContainerConfigError as exc:
-            await self._config_failed(str(exc))
-            return
-        except _CreateError as exc:
-            if v.name not in self.create_errors:
-                self.create_errors[v.name] = str(exc)
-                await events.record(
-                    self.kube,
-                    self.pod,
-                    "Failed",
-                    f"Error: {exc}",
-                    component="kubelet",
-                    event_type="Warning",
-                    field_path=self._field_path(v.name),
-                )
-            return
-        self.create_errors.pop(v.name, None)
-        if self.net.isolate:
-            # The kubelet's hosts file, and a resolv.conf without nameservers: DNS lookups can only go to the
-            # loopback address, never to the host's resolver (pod traffic stays local).
-            managed = {"/etc/hosts": "etc-hosts", "/etc/resolv.conf": "resolv.conf"}
-            taken = {m.target for m in mounts}
-            mounts += [Mount(str(self.dir / f), t) for t, f in managed.items() if t not in taken]
-        env = {**self.kubelet.base_env(self.pod), **k8s_env}
-        spec = ShimSpec(
-            argv=argv,
-            env=env,
-            log_path="",
-            working_dir=c.get("workingDir") or None,
-            netns=self.net.netns,
-            hostname=hosts.pod_hostname(self.pod) if self.net.isolate else None,
-            mounts=mounts,
-        )
-        image = c.get("image", "")
-        fp = self._field_path(v.name)
-        await events.record(
-            self.kube,
-            self.pod,
-            "Pulled",
-            f'Container image "{image}" already present on machine',
-            component="kubelet",
-            field_path=fp,
-        )
-        await asyncio.to_thread(runtime.launch, self.dir / v.name, n, spec)
-        self.launched[(v.name, n)] = time.monotonic()
-        await events.record(
-            self.kube, self.pod, "Created", f"Created container {v.name}", component="kubelet", field_path=fp
-        )
-        await events.record(
-            self.kube, self.pod, "Started", f"Started container {v.name}", component="kubelet", field_path=fp
-        )
-
-    async def _report_start_errors(self, views: list[ContainerView]) -> None:
-        """A process that could not be exec'd (exit 128, StartError) gets a Warning event, once."""
-        for v in views:
-            cur = v.current
-            if cur is None or cur.reason != "StartError" or ("StartError", v.name, cur.n) in self.reported:
-                continue
-            self.reported.add(("StartError", v.name, cur.n))
-            await events.record(
-                self.kube,
-                self.pod,
-                "Failed",
-                f"Error: failed to start container {v.name!r}: {cur.message}",
-                component="kubelet",
-                event_type="Warning",
-                field_path=self._field_path(v.name),
-            )
-
-    def _kill_running(self, views: list[ContainerView]) -> None:
-        for v in views:
-            cur = v.current
-            if cur is not None and cur.running:
-                runtime.signal_container(self.dir / v.name, cur.n, signal.SIGKILL)
-
-    async def _terminate(self, views: list[ContainerView]) -> None:
-        """Graceful deletion: SIGTERM each running container once, SIGKILL when the grace period is over.
-
-        As in the kubelet, the grace period (`deletionGracePeriodSeconds`) counts from when the deletion is
-        seen (`deletionTimestamp` has second precision); a second DELETE may only shorten it."""
-        meta = self.pod["metadata"]
-        grace = meta.get("deletionGracePeriodSeconds")
-        if grace is not None and grace != self.seen_grace:
-            self.seen_grace = grace
-            candidate = time.time() + float(grace)
-            self.kill_deadline = (
-                candidate if self.kill_deadline is None else min(self.kill_deadline, candidate)
-            )
-        elif self.kill_deadline is None:
-            self.kill_deadline = parse_time(meta.get("deletionTimestamp")) or time.time()
-        deadline = self.kill_deadline
-        for v in views:
-            cur = v.current
-            if cur is None or not cur.running:
-                continue
-            key = (v.name, cur.n)
-            if key not in self.termed:
-                self.termed.add(key)
-                await events.record(
-                    self.kube,
-                    self.pod,
-                    "Killing",
-                    f"Stopping container {v.name}",
-                    component="kubelet",
-                    field_path=self._field_path(v.name),
-                )
-                runtime.signal_container(self.dir / v.name, cur.n, signal.SIGTERM)
-            if time.time() >= deadline:
-                runtime.signal_container(self.dir / v.name, cur.n, signal.SIGKILL)
-        self.kubelet.queue_wakeup(self, max(0.0, deadline - time.time()))
-
-    async def _check_deadline(self, views: list[ContainerView]) -> None:
-        limit = self.pod["spec"].get("activeDeadlineSeconds")
-        started = parse_time(self.start_time)
-        if limit is None or started is None or time.time() < started + float(limit):
-            if limit is not None and started is not None:
-                self.kubelet.queue_wakeup(self, max(0.0, started + float(limit) - time.time()))
-            return
-        self.final = (
-            "Failed",
-            "DeadlineExceeded",
-            "Pod was active on the node longer than the specified deadline",
-        )
-        await events.record(
-            self.kube, self.pod, "DeadlineExceeded", self.final[2], component="kubelet", event_type="Normal"
-        )
-        self._kill_running(views)
-
-    async def _write_status(self, status: dict[str, Any]) -> None:
-        if status == self.last_status:
-            return
-        try:
-            await self.kube.patch(
-                PODS, self.namespace, self.pod["metadata"]["name"], {"status": status}, subresource="status"
-            )
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-        self.last_status = status
-
-    async def _final_delete(self) -> None:
-        if self.deleted:
-            return
-        try:
-            await self.kube.delete(
-                PODS, self.namespace, self.pod["metadata"]["name"], uid=self.uid, grace_period_seconds=0
-            )
-        except ApiError as exc:
-            if exc.status not in (404, 409):
-                raise
-        self.deleted = True
-
-
-class _CreateError(Exception):
-    """The container cannot be created at all (`CreateContainerError`)."""
+RESOURCE_LIMITS_ANNOTATION = "t9k-local.tensorstack.dev/resource-limits"
 
 
 class ProcessKubelet:
@@ -510,6 +52,7 @@ class ProcessKubelet:
         self.pods = pods
         self.services = services
         self.workers: dict[str, PodWorker] = {}
+        self.cgroups: KubeletCgroups | None = None
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._hosts_dirty = asyncio.Event()
         self._host_signatures: dict[tuple[str, str], tuple[Any, ...] | None] = {}
@@ -578,10 +121,10 @@ class ProcessKubelet:
         return out
 
     def write_hosts(self, worker: PodWorker, pod_ips: list[tuple[dict[str, Any], str]] | None = None) -> None:
-        if worker.net is None or not worker.dir.exists():
+        if worker.net is None or not worker.dir.path.exists():
             return
         content = hosts.render(worker.pod, worker.net.ip, pod_ips or self._pod_ips(), self.services.items())
-        hosts.write_in_place(worker.dir / "etc-hosts", content)
+        hosts.write_in_place(worker.dir.etc_hosts, content)
 
     async def _hosts_loop(self) -> None:
         while True:
@@ -595,6 +138,7 @@ class ProcessKubelet:
     # -- lifecycle
 
     async def run(self, stop_pods_on_exit: bool) -> None:
+        await self._setup_cgroups()
         await self.pods.synced.wait()
         await self.services.synced.wait()
         await self._cleanup_orphans()
@@ -612,20 +156,36 @@ class ProcessKubelet:
             if stop_pods_on_exit:
                 await self._stop_everything()
 
+    async def _setup_cgroups(self) -> None:
+        """Find where limits can be enforced, say so once (log and Node annotation); runs before any pod."""
+        self.cgroups, why = await asyncio.to_thread(cgroups.detect, self.state_dir)
+        if self.cgroups is None:
+            log.warning("resource limits are not enforced: %s", why)
+            verdict = f"not enforced: {why}"
+        else:
+            log.info("resource limits are enforced through %s", self.cgroups.describe())
+            verdict = f"enforced: {self.cgroups.describe()}"
+        try:
+            patch = {"metadata": {"annotations": {RESOURCE_LIMITS_ANNOTATION: verdict}}}
+            await self.kube.patch(NODES, None, NODE_NAME, patch)
+        except ApiError as exc:
+            log.warning("could not record on the Node whether resource limits are enforced: %s", exc)
+
     async def _cleanup_orphans(self) -> None:
         """After a crash: pod directories and networks whose pod no longer exists are removed.
 
         Pods keep arriving while this runs (their workers create directories and networks), so what exists
         is read after what is on disk was listed, and counts every pod with a worker: a pod is never taken
         for an orphan because it came after the check."""
-        pods_root = self.state_dir / "pods"
-        entries = list(pods_root.iterdir()) if pods_root.is_dir() else []
+        entries = PodDir.all(self.state_dir)
         live = self._live_uids()
         for entry in entries:
-            if entry.name.rsplit("_", 1)[-1] not in live:
-                log.info("removing pod directory %s: the pod no longer exists", entry.name)
+            if entry.uid not in live:
+                log.info("removing pod directory %s: the pod no longer exists", entry.path.name)
                 runtime.kill_all(entry)
-                await asyncio.to_thread(shutil.rmtree, entry, True)
+                await asyncio.to_thread(shutil.rmtree, entry.path, True)
+        if self.cgroups is not None:
+            await asyncio.to_thread(self.cgroups.remove_orphans, self._live_uids())
         await self.network.cleanup_stale(self._live_uids())
 
     def _live_uids(self) -> set[str]:
@@ -634,21 +194,16 @@ class ProcessKubelet:
     async def _stop_everything(self) -> None:
         """Agents stopping: stop every container (SIGTERM, then SIGKILL after a short grace) and the
         networks."""
-        pods_root = self.state_dir / "pods"
-        dirs = [d for d in pods_root.iterdir() if d.is_dir()] if pods_root.is_dir() else []
-        pending = []
-        for d in dirs:
-            for cdir in d.iterdir():
-                if cdir.is_dir() and cdir.name != "volumes":
-                    for a in runtime.attempts(cdir):
-                        if not a.finished and runtime.signal_container(cdir, a.n, signal.SIGTERM):
-                            pending.append((cdir, a.n))
+        dirs = PodDir.all(self.state_dir)
+        pending = [f for d in dirs for f in runtime.running(d) if runtime.signal_container(f, signal.SIGTERM)]
         deadline = time.monotonic() + 3.0
         while pending and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-            pending = [(c, n) for c, n in pending if logs.read_exit_code(c / f"{n}.log") is None]
+            pending = [f for f in pending if not f.finished]
         for d in dirs:
             runtime.kill_all(d)
+        if self.cgroups is not None:
+            await asyncio.to_thread(self.cgroups.remove)
         for d in dirs:
-            await self.network.teardown(d.name.rsplit("_", 1)[-1])
+            await self.network.teardown(d.uid)
         await self.network.close()

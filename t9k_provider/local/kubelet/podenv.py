@@ -105,6 +105,11 @@ def referenced_names(pod: dict) -> tuple[set[str], set[str]]:
             cms.add(vol["configMap"]["name"])
         if "secret" in vol:
             secrets.add(vol["secret"]["secretName"])
+        for source in (vol.get("projected") or {}).get("sources") or []:
+            if "configMap" in source:
+                cms.add(source["configMap"]["name"])
+            if "secret" in source:
+                secrets.add(source["secret"]["name"])
     return cms, secrets
 
 
@@ -181,7 +186,7 @@ def container_env(pod: dict, container: dict, ctx: PodContext) -> dict[str, str]
             elif "secretKeyRef" in vf:
                 value = _key_ref("secret", vf["secretKeyRef"], ctx.secrets, name)
             elif "resourceFieldRef" in vf:
-                value = _resource_field(container, vf["resourceFieldRef"])
+                value = resource_field(container, vf["resourceFieldRef"])
             else:
                 raise ContainerConfigError(f"env {name}: unsupported valueFrom {sorted(vf)}")
             if value is None:
@@ -192,7 +197,7 @@ def container_env(pod: dict, container: dict, ctx: PodContext) -> dict[str, str]
     return defined
 
 
-def _resource_field(container: dict, ref: dict) -> str:
+def resource_field(container: dict, ref: dict) -> str:
     section, _, name = ref.get("resource", "").partition(".")
     value = ((container.get("resources") or {}).get(section) or {}).get(name)
     return str(value) if value is not None else "0"

@@ -1,15 +1,14 @@
-"""The process "container runtime": starts shims and reads container state back from the state dir.
+"""The process "container runtime": starts shims and reads container state back from the pod directory.
 
-The files the shim writes are the source of truth (`<n>.spec.json` = attempt n was launched, `<n>.pid`
-= running, `<n>.exit` = finished), so a restarted kubelet re-adopts running containers, picks up exit
-codes written while it was down, and never launches attempt n twice.
+The files the shim writes are the source of truth (a spec file = the attempt was launched, a pid file =
+running, an exit file = finished; see `t9k_provider.local.poddir`), so a restarted kubelet re-adopts running
+containers, picks up exit codes written while it was down, and never launches an attempt twice.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -18,16 +17,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from t9k_provider.local import logs
-from t9k_provider.local.kubelet.shim import (
-    ShimSpec,
-    effective_signal,
-    is_recorded_process,
-    now_rfc3339,
-    pid_path,
-    spec_path,
-    state_path,
-)
+from t9k_provider.local import poddir
+from t9k_provider.local.kubelet.shim import ShimSpec, effective_signal, is_recorded_process
+from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
+from t9k_provider.local.timestamps import now_rfc3339
 
 # Exit code Kubernetes reports when a container vanished without a recorded exit (ContainerStatusUnknown).
 UNKNOWN_EXIT_CODE = 137
@@ -56,29 +49,11 @@ def container_id(pod_uid: str, container: str, n: int) -> str:
     return f"t9k-local://{digest}"
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-
-
-def _attempt_numbers(container_dir: Path) -> list[int]:
-    if not container_dir.is_dir():
-        return []
-    numbers = set()
-    for entry in container_dir.iterdir():
-        head, _, rest = entry.name.partition(".")
-        if rest == "spec.json" and head.isdigit():
-            numbers.add(int(head))
-    return sorted(numbers)
-
-
-def shim_alive(log_path: Path) -> bool:
+def shim_alive(files: AttemptFiles) -> bool:
     """Is a shim for this attempt still running? Checked by its command line, so a reused pid never fools
     us."""
-    needle = str(spec_path(log_path)).encode()
-    pid = _read_json(pid_path(log_path)).get("shim")
+    needle = str(files.spec).encode()
+    pid = poddir.read_json(files.pid).get("shim")
     candidates = [pid] if pid else [int(p) for p in os.listdir("/proc") if p.isdigit()]
     for cand in candidates:
         try:
@@ -90,12 +65,11 @@ def shim_alive(log_path: Path) -> bool:
     return False
 
 
-def read_attempt(container_dir: Path, n: int) -> Attempt:
-    log_path = container_dir / f"{n}.log"
-    state = _read_json(state_path(log_path))
-    code = logs.read_exit_code(log_path)
-    attempt = Attempt(
-        n=n,
+def read_attempt(files: AttemptFiles) -> Attempt:
+    state = poddir.read_json(files.state)
+    code = files.exit_code()
+    return Attempt(
+        n=files.n,
         running=code is None,
         exit_code=code,
         started_at=state.get("startedAt"),
@@ -104,21 +78,19 @@ def read_attempt(container_dir: Path, n: int) -> Attempt:
         message=state.get("message"),
         pid=state.get("pid"),
     )
-    return attempt
 
 
-def attempts(container_dir: Path) -> list[Attempt]:
-    return [read_attempt(container_dir, n) for n in _attempt_numbers(container_dir)]
+def attempts(container: ContainerDir) -> list[Attempt]:
+    return [read_attempt(files) for files in container.attempts()]
 
 
-def reap_lost(container_dir: Path, attempt: Attempt) -> Attempt:
+def reap_lost(files: AttemptFiles, attempt: Attempt) -> Attempt:
     """An attempt without exit file whose shim is gone (SIGKILLed with the machine...): record it as lost."""
-    log_path = container_dir / f"{attempt.n}.log"
-    if attempt.finished or shim_alive(log_path):
+    if attempt.finished or shim_alive(files):
         return attempt
     # Re-check: the shim may have finished between our two reads.
-    if logs.read_exit_code(log_path) is None:
-        state = _read_json(state_path(log_path))
+    if files.exit_code() is None:
+        state = poddir.read_json(files.state)
         state.update(
             finishedAt=now_rfc3339(),
             exitCode=UNKNOWN_EXIT_CODE,
@@ -126,9 +98,9 @@ def reap_lost(container_dir: Path, attempt: Attempt) -> Attempt:
             message="The container could not be located when the pod was terminated",
         )
         state.setdefault("startedAt", state["finishedAt"])
-        state_path(log_path).write_text(json.dumps(state))
-        logs.write_exit_code(log_path, UNKNOWN_EXIT_CODE)
-    return read_attempt(container_dir, attempt.n)
+        poddir.write_json(files.state, state)
+        files.write_exit_code(UNKNOWN_EXIT_CODE)
+    return read_attempt(files)
 
 
 # Shims this process started: polled so that finished ones do not linger as zombies.
@@ -141,19 +113,15 @@ def reap_children() -> None:
         _children[:] = [p for p in _children if p.poll() is None]
 
 
-def launch(container_dir: Path, n: int, spec: ShimSpec) -> None:
-    """Start attempt `n` through a shim in its own session (it outlives this process)."""
-    container_dir.mkdir(parents=True, exist_ok=True)
-    log_path = container_dir / f"{n}.log"
-    spec.log_path = str(log_path)
-    target = spec_path(log_path)
-    tmp = target.with_name(target.name + ".tmp")
-    spec.dump(tmp)
-    os.replace(tmp, target)
+def launch(files: AttemptFiles, spec: ShimSpec) -> None:
+    """Start the attempt through a shim in its own session (it outlives this process)."""
+    files.directory.mkdir(parents=True, exist_ok=True)
+    spec.log_path = str(files.log)
+    spec.dump(files.spec)
     reap_children()
-    with open(container_dir / "shim.log", "ab") as shim_log:
+    with open(files.shim_log, "ab") as shim_log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "t9k_provider.local.kubelet.shim", str(target)],
+            [sys.executable, "-m", "t9k_provider.local.kubelet.shim", str(files.spec)],
             stdin=subprocess.DEVNULL,
             stdout=shim_log,
             stderr=shim_log,
@@ -164,9 +132,9 @@ def launch(container_dir: Path, n: int, spec: ShimSpec) -> None:
         _children.append(proc)
 
 
-def signal_container(container_dir: Path, n: int, sig: int) -> bool:
-    """Signal the main process of attempt `n`, only if it is still the process its shim started; returns
-    whether it was.
+def signal_container(files: AttemptFiles, sig: int) -> bool:
+    """Signal the attempt's main process, only if it is still the process its shim started; returns whether
+    it was.
 
     The pid file may name a process that is gone (its exit not yet recorded, or its shim killed) and a pid
     the kernel has since given to another process, e.g. a container just started. A pidfd pins the process
@@ -174,7 +142,7 @@ def signal_container(container_dir: Path, n: int, sig: int) -> bool:
     SIGKILL ends the main process; the shim then SIGKILLs the rest of the container (process group, private
     namespace), as it does whenever the main process ends.
     """
-    ids = _read_json(pid_path(container_dir / f"{n}.log"))
+    ids = poddir.read_json(files.pid)
     pid, started = ids.get("container"), ids.get("containerStart")
     if not pid or started is None:
         return False
@@ -194,13 +162,12 @@ def signal_container(container_dir: Path, n: int, sig: int) -> bool:
         os.close(pidfd)
 
 
-def kill_all(pod_dir: Path) -> None:
+def running(pod: PodDir) -> list[AttemptFiles]:
+    """The attempts under a pod directory without a recorded exit."""
+    return [files for c in pod.containers() for files in c.attempts() if not files.finished]
+
+
+def kill_all(pod: PodDir) -> None:
     """SIGKILL every container process still running under a pod directory (pod gone or agents stopping)."""
-    if not pod_dir.is_dir():
-        return
-    for container_dir in pod_dir.iterdir():
-        if container_dir.name == "volumes" or not container_dir.is_dir():
-            continue
-        for attempt in attempts(container_dir):
-            if not attempt.finished:
-                signal_container(container_dir, attempt.n, signal.SIGKILL)
+    for files in running(pod):
+        signal_container(files, signal.SIGKILL)

@@ -1,15 +1,20 @@
 """Per-container shim: runs one container process and outlives the kubelet that started it.
 
-`python -m t9k_provider.local.kubelet.shim SPEC.json` (the kubelet writes the spec next to the log file).
+`python -m t9k_provider.local.kubelet.shim SPEC.json` (the kubelet writes the spec next to the log file; the
+attempt's files are those `t9k_provider.local.poddir.AttemptFiles` names).
 The shim runs in its own session, so a SIGKILLed server does not take containers down with it. It
 
 * enters the pod's namespaces (network namespace, fresh UTS + mount namespaces, bind mounts) in the child;
   an isolated container (one with its own hostname) also gets its own PID namespace and `/proc`, so its
   processes, and commands exec'd into it, see and signal only the container's processes (the main process is
   PID 1, as in a container runtime),
-* writes stdout+stderr into the CRI log `<restartCount>.log`,
+* writes stdout+stderr into the attempt's CRI log,
 * forwards SIGTERM/SIGINT to the container process,
-* records `<restartCount>.state.json` (pid, times, reason) and finally `<restartCount>.exit`, which the
+* puts the container process into the attempt's cgroup (`cgroups`; the kubelet created it with the
+  container's limits), reports an OOM kill there as reason `OOMKilled` and removes the cgroup at the end,
+* takes on the container's securityContext identity (`identity`) last, after joining the cgroup (which
+  needs the shim's privileges), right before exec,
+* records the attempt's state (pid, times, reason), its pid file and finally its exit code, which the
   kubelet reads, so an exit code is never lost, even while the kubelet is down.
 """
 
@@ -27,7 +32,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from t9k_provider.local import logs
+from t9k_provider.local import logs, poddir
+from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet.identity import Identity, apply_identity
+from t9k_provider.local.poddir import AttemptFiles
+from t9k_provider.local.timestamps import now_rfc3339
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -64,6 +73,8 @@ class ShimSpec:
     netns: str | None = None  # path of a network namespace to join, e.g. /run/netns/<name>
     hostname: str | None = None  # set in a fresh UTS namespace
     mounts: list[Mount] = field(default_factory=list)  # bind mounts in a private mount namespace
+    identity: Identity | None = None  # credentials from the securityContext, applied last
+    cgroups: list[str] = field(default_factory=list)  # the attempt's cgroup directories (its limits)
 
     @property
     def isolated(self) -> bool:
@@ -71,35 +82,14 @@ class ShimSpec:
         return self.hostname is not None
 
     def dump(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self)))
+        poddir.write_json(path, asdict(self))
 
     @classmethod
     def load(cls, path: Path) -> ShimSpec:
         data = json.loads(path.read_text())
         data["mounts"] = [Mount(**m) for m in data.get("mounts", [])]
+        data["identity"] = Identity.load(data.get("identity"))
         return cls(**data)
-
-
-def state_path(log_path: Path) -> Path:
-    return log_path.with_suffix(".state.json")
-
-
-def pid_path(log_path: Path) -> Path:
-    return log_path.with_suffix(".pid")
-
-
-def spec_path(log_path: Path) -> Path:
-    return log_path.with_suffix(".spec.json")
-
-
-def now_rfc3339() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 def libc_call(libc: ctypes.CDLL, name: str, *args: object) -> None:
@@ -141,16 +131,27 @@ def _enter_namespaces(spec: ShimSpec) -> None:
 
 
 def _child_setup(spec: ShimSpec) -> None:
+    cgroups.join(spec.cgroups)  # first: all the container does is charged to its cgroup, never the shim
     if spec.netns or spec.hostname or spec.mounts:
         _enter_namespaces(spec)
     if spec.working_dir:
         os.makedirs(spec.working_dir, exist_ok=True)
         os.chdir(spec.working_dir)
+    _become(spec)
+
+
+def _become(spec: ShimSpec) -> None:
+    """Take on the container's identity, the last step before exec (see `identity`)."""
+    if spec.identity is None:
+        return
+    if not (spec.mounts or spec.isolated):  # no private mount namespace: never cover host directories
+        spec.identity.exposed = []
+    apply_identity(spec.identity)
 
 
 def run(spec: ShimSpec) -> int:
-    log_path = Path(spec.log_path)
-    writer = logs.CriLogWriter(log_path)
+    files = AttemptFiles.of_log(Path(spec.log_path))
+    writer = logs.CriLogWriter(files.log)
     state: dict[str, object] = {"shimPid": os.getpid(), "startedAt": now_rfc3339()}
     child: list[int] = []
     pending: list[int] = []
@@ -185,8 +186,8 @@ def run(spec: ShimSpec) -> int:
         writer.close()
         state.update(finishedAt=now_rfc3339(), exitCode=START_ERROR_EXIT_CODE, reason="StartError")
         state["message"] = message
-        _write_json_atomic(state_path(log_path), state)
-        logs.write_exit_code(log_path, START_ERROR_EXIT_CODE)
+        poddir.write_json(files.state, state)
+        files.write_exit_code(START_ERROR_EXIT_CODE)
         return START_ERROR_EXIT_CODE
 
     child.append(proc.pid)
@@ -194,11 +195,11 @@ def run(spec: ShimSpec) -> int:
     for signum in pending:
         forward(signum, None)
     state["pid"] = proc.pid
-    _write_json_atomic(state_path(log_path), state)
+    poddir.write_json(files.state, state)
     # The start time makes (pid, start) name this process only: the kubelet checks it before signalling, so a
     # pid the kernel has handed to another process since is never hit.
     ids = {"shim": os.getpid(), "container": proc.pid, "containerStart": process_start_time(proc.pid)}
-    _write_json_atomic(pid_path(log_path), ids)
+    poddir.write_json(files.pid, ids)
     try:
         _pump(proc, writer, namespace)
     finally:
@@ -211,8 +212,12 @@ def run(spec: ShimSpec) -> int:
     state.update(finishedAt=now_rfc3339(), exitCode=code)
     if proc.returncode < 0:
         state["signal"] = -proc.returncode
-    _write_json_atomic(state_path(log_path), state)
-    logs.write_exit_code(log_path, code)
+    if cgroups.oom_kills(spec.cgroups):
+        state["reason"] = "OOMKilled"  # as runtimes report it: the OOM killer struck in the container
+    poddir.write_json(files.state, state)
+    files.write_exit_code(code)
+    for path in spec.cgroups:
+        cgroups.remove_tree(Path(path))
     return code
 
 

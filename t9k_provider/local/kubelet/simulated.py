@@ -7,7 +7,6 @@ after that long and the pod ends Succeeded (0) or Failed. Deleted pods are remov
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -15,21 +14,14 @@ from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import Informer, object_key
 from t9k_provider.kube.resources import PODS
 from t9k_provider.kube.workqueue import WorkQueue
-from t9k_provider.local.kubelet import events
 from t9k_provider.local.kubelet.runtime import Attempt
-from t9k_provider.local.kubelet.shim import now_rfc3339
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status
-from t9k_provider.local.logs import parse_timestamp
-
-log = logging.getLogger(__name__)
+from t9k_provider.local.node import events, workloop
+from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp, rfc3339
 
 EXIT_CODE_ANNOTATION = "t9k.local/simulate-exit-code"
 AFTER_ANNOTATION = "t9k.local/simulate-after"
 HOST_IP = "127.0.0.1"
-
-
-def _rfc3339(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 class SimulatedKubelet:
@@ -50,18 +42,12 @@ class SimulatedKubelet:
         return self.ips[uid]
 
     async def run(self) -> None:
-        while (key := await self.queue.get()) is not None:
-            try:
-                pod = self.pods.get(*key)
-                if pod is not None:
-                    await self.sync(pod)
-            except (ApiError, OSError) as exc:
-                log.warning("simulated pod %s/%s: %s", *key, exc)
-                self.queue.add_after(key, 1.0)
-            finally:
-                self.queue.done(key)
+        await workloop.run(self.queue, self._sync, "simulated pod")
 
-    async def sync(self, pod: dict[str, Any]) -> None:
+    async def _sync(self, key: workloop.Key) -> None:
+        pod = self.pods.get(*key)
+        if pod is None:
+            return
         meta, spec = pod["metadata"], pod["spec"]
         ns = meta.get("namespace", "default")
         if meta.get("deletionTimestamp"):
@@ -87,7 +73,7 @@ class SimulatedKubelet:
             attempt = Attempt(n=0, running=not done, started_at=start)
             if done:
                 attempt.exit_code = int(code or 0)
-                attempt.finished_at = _rfc3339(started + after)
+                attempt.finished_at = rfc3339(started + after)
             return ContainerView(spec=c, attempts=[attempt])
 
         inits = []

@@ -22,6 +22,9 @@ class ContainerView:
     attempts: list[Attempt] = field(default_factory=list)
     waiting_reason: str = "ContainerCreating"
     waiting_message: str | None = None
+    # What the container's probes say of its running attempt (True when it has no such probe).
+    probe_started: bool = True
+    probe_ready: bool = True
 
     @property
     def name(self) -> str:
@@ -30,6 +33,17 @@ class ContainerView:
     @property
     def current(self) -> Attempt | None:
         return self.attempts[-1] if self.attempts else None
+
+    def ready(self) -> bool:
+        """Running, started and ready by its probes: counts for the pod's Ready condition."""
+        cur = self.current
+        return (
+            cur is not None
+            and cur.running
+            and bool(cur.started_at)
+            and self.probe_started
+            and self.probe_ready
+        )
 
     def succeeded(self) -> bool:
         cur = self.current
@@ -74,7 +88,7 @@ def container_status(pod: dict[str, Any], view: ContainerView, *, restart_pendin
     last = None
     if cur is not None and cur.running and cur.started_at:
         status["state"] = {"running": {"startedAt": cur.started_at}}
-        status.update(ready=True, started=True)
+        status.update(ready=view.ready(), started=view.probe_started)
         last = finished[-1] if finished else None
     elif cur is not None and cur.finished and not restart_pending:
         status["state"] = {"terminated": _terminated(uid, view.name, cur)}
@@ -158,7 +172,7 @@ def conditions(
     old = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
     pending_inits = [v.name for v in inits if not v.succeeded()]
     initialized = not pending_inits
-    unready = [v.name for v in mains if not (v.current and v.current.running)]
+    unready = [v.name for v in mains if not v.ready()]  # as its containerStatuses entry says
     completed = pod_phase == "Succeeded"
     ready_reason = "PodCompleted" if completed else "ContainersNotReady"
     ready_message = None if completed else f"containers with unready status: [{' '.join(unready)}]"

@@ -1,15 +1,61 @@
-"""Pod volumes materialised under `STATE/pods/<pod>/volumes/<name>`, and each container's bind mounts."""
+"""Pod volumes materialised in the pod directory (`PodDir.volumes`), and each container's bind mounts.
+
+`projected` volumes combine configMap, secret, downwardAPI and serviceAccountToken sources in one directory.
+The tokens come from the API server's TokenRequest (`serviceaccounts/<name>/token`), which the pod worker
+calls before materialising (`token_sources` says what to request), so this module does no I/O but files.
+With `fsGroup`, the volumes the kubelet manages are given to that group (setgid directories, group
+read/write, read-only for configMap/secret/projected/downwardAPI content), as its SetVolumeOwnership does.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from t9k_provider.local.kubelet.podenv import ContainerConfigError, expand, object_bytes
+from t9k_provider.local.kubelet.podenv import (
+    ContainerConfigError,
+    PodContext,
+    expand,
+    field_ref,
+    object_bytes,
+    resource_field,
+)
 from t9k_provider.local.kubelet.shim import Mount
+from t9k_provider.local.poddir import PodDir
 
 DEFAULT_MODE = 0o644
+EMPTY_DIR_MODE = 0o777  # as the kubelet creates emptyDir volumes: writable by any runAsUser
+DEFAULT_TOKEN_SECONDS = 3600
+READ_ONLY_KINDS = ("configMap", "secret", "projected", "downwardAPI")
+
+
+@dataclass(frozen=True)
+class TokenSource:
+    """One serviceAccountToken source: `sources[index]` of projected volume `volume`."""
+
+    volume: str
+    index: int
+    path: str
+    audience: str | None
+    expiration_seconds: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.volume, self.index)
+
+
+def token_sources(pod: dict) -> list[TokenSource]:
+    """The ServiceAccount tokens the pod's projected volumes need."""
+    out = []
+    for vol in (pod.get("spec") or {}).get("volumes") or []:
+        for index, source in enumerate((vol.get("projected") or {}).get("sources") or []):
+            if "serviceAccountToken" in source:
+                token = source["serviceAccountToken"]
+                seconds = int(token.get("expirationSeconds") or DEFAULT_TOKEN_SECONDS)
+                out.append(TokenSource(vol["name"], index, token["path"], token.get("audience"), seconds))
+    return out
 
 
 def _write_items(target: Path, data: dict[str, bytes], source: dict, what: str) -> None:
@@ -33,29 +79,94 @@ def _write_items(target: Path, data: dict[str, bytes], source: dict, what: str) 
         os.chmod(path, mode)
 
 
+def _object_items(
+    target: Path, src: dict, objects: Mapping[str, dict], kind: str, name_field: str, what: str, mode: int
+) -> None:
+    """A configMap or secret (volume or projected source) written as files."""
+    obj = objects.get(src.get(name_field, ""))
+    if obj is None and not src.get("optional"):
+        raise ContainerConfigError(f'{what}: {kind} "{src.get(name_field)}" not found')
+    _write_items(target, object_bytes(obj or {}, secret=kind == "secret"), {"defaultMode": mode, **src}, what)
+
+
+def _downward_items(target: Path, pod: dict, items: list[dict], mode: int, what: str) -> None:
+    """downwardAPI items: pod metadata fields, or a container's resources."""
+    containers = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
+    data: dict[str, bytes] = {}
+    for item in items:
+        if "fieldRef" in item:
+            path = item["fieldRef"]["fieldPath"]
+            if not path.startswith("metadata."):
+                raise ContainerConfigError(f"{what}: fieldPath {path!r} is not supported in a volume")
+            data[item["path"]] = field_ref(pod, path, PodContext()).encode()
+        elif "resourceFieldRef" in item:
+            ref = item["resourceFieldRef"]
+            container = containers.get(ref.get("containerName", ""))
+            if container is None:
+                raise ContainerConfigError(f"{what}: resourceFieldRef needs the name of a container")
+            data[item["path"]] = resource_field(container, ref).encode()
+    selection = [
+        {"key": i["path"], "path": i["path"], **({"mode": i["mode"]} if "mode" in i else {})} for i in items
+    ]
+    _write_items(target, data, {"defaultMode": mode, "items": selection}, what)
+
+
+def _projected(
+    target: Path, pod: dict, vol: dict, ctx: PodContext, tokens: Mapping[tuple[str, int], str]
+) -> None:
+    src = vol["projected"]
+    mode = src.get("defaultMode", DEFAULT_MODE)
+    what = f'volume "{vol["name"]}"'
+    target.mkdir(parents=True, exist_ok=True)
+    for index, source in enumerate(src.get("sources") or []):
+        if "configMap" in source:
+            _object_items(target, source["configMap"], ctx.configmaps, "configmap", "name", what, mode)
+        elif "secret" in source:
+            _object_items(target, source["secret"], ctx.secrets, "secret", "name", what, mode)
+        elif "downwardAPI" in source:
+            _downward_items(target, pod, source["downwardAPI"].get("items") or [], mode, what)
+        elif "serviceAccountToken" in source:
+            path = source["serviceAccountToken"]["path"]
+            token = tokens[(vol["name"], index)]
+            _write_items(target, {path: token.encode()}, {"defaultMode": mode}, what)
+        else:
+            raise ContainerConfigError(f"{what}: unsupported projected source {sorted(source)}")
+
+
 def materialize(
-    pod: dict, pod_dir: Path, configmaps: dict[str, dict], secrets: dict[str, dict]
+    pod: dict,
+    pod_dir: PodDir,
+    configmaps: Mapping[str, dict],
+    secrets: Mapping[str, dict],
+    tokens: Mapping[tuple[str, int], str] | None = None,
 ) -> dict[str, Path]:
-    """Create every volume of the pod on disk; returns volume name -> host path."""
+    """Create every volume of the pod on disk; returns volume name -> host path. `tokens` holds the
+    ServiceAccount token of each `token_sources` entry (by its key)."""
+    ctx = PodContext(configmaps=configmaps, secrets=secrets)
+    fs_group = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
     paths: dict[str, Path] = {}
-    base = pod_dir / "volumes"
     for vol in (pod.get("spec") or {}).get("volumes") or []:
         name = vol["name"]
-        target = base / name
+        target = pod_dir.volumes / name
+        what = f'volume "{name}"'
         if "emptyDir" in vol:
             target.mkdir(parents=True, exist_ok=True)
+            os.chmod(target, EMPTY_DIR_MODE)
         elif "configMap" in vol:
             src = vol["configMap"]
-            obj = configmaps.get(src.get("name", ""))
-            if obj is None and not src.get("optional"):
-                raise ContainerConfigError(f'volume "{name}": configmap "{src.get("name")}" not found')
-            _write_items(target, object_bytes(obj or {}, secret=False), src, f'volume "{name}"')
+            _object_items(
+                target, src, configmaps, "configmap", "name", what, src.get("defaultMode", DEFAULT_MODE)
+            )
         elif "secret" in vol:
             src = vol["secret"]
-            obj = secrets.get(src.get("secretName", ""))
-            if obj is None and not src.get("optional"):
-                raise ContainerConfigError(f'volume "{name}": secret "{src.get("secretName")}" not found')
-            _write_items(target, object_bytes(obj or {}, secret=True), src, f'volume "{name}"')
+            mode = src.get("defaultMode", DEFAULT_MODE)
+            _object_items(target, src, secrets, "secret", "secretName", what, mode)
+        elif "downwardAPI" in vol:
+            src = vol["downwardAPI"]
+            target.mkdir(parents=True, exist_ok=True)
+            _downward_items(target, pod, src.get("items") or [], src.get("defaultMode", DEFAULT_MODE), what)
+        elif "projected" in vol:
+            _projected(target, pod, vol, ctx, tokens or {})
         elif "hostPath" in vol:
             target = _host_path(name, vol["hostPath"])
         elif "persistentVolumeClaim" in vol:
@@ -65,17 +176,35 @@ def materialize(
             raise ContainerConfigError(
                 f'volume "{name}": unsupported volume type {kinds} in the local cluster'
             )
+        if fs_group is not None and "hostPath" not in vol:
+            set_ownership(target, int(fs_group), read_only=any(kind in vol for kind in READ_ONLY_KINDS))
         paths[name] = target
     return paths
 
 
-def claim_dir(pod: dict, pod_dir: Path, claim: str) -> Path:
-    """A PersistentVolumeClaim is a directory `STATE/volumes/<ns>/<claim>`, shared by the namespace's pods and
-    kept across them, like a ReadWriteMany local volume (claim objects themselves are not required)."""
+def set_ownership(root: Path, gid: int, *, read_only: bool) -> None:
+    """The kubelet's SetVolumeOwnership: everything in the volume belongs to `gid`, directories are setgid
+    (new files inherit the group) and the group may read (and, unless read-only, write) it. Needs root (or
+    membership of `gid`); without it the volume keeps the kubelet's ownership."""
+    if os.geteuid() != 0 and gid not in os.getgroups():
+        return
+    file_bits = 0o440 if read_only else 0o660
+    dir_bits = 0o2550 if read_only else 0o2770
+    for directory, _subdirs, files in os.walk(root):
+        for path in [directory, *(os.path.join(directory, f) for f in files)]:
+            st = os.lstat(path)
+            if os.path.islink(path):
+                continue
+            os.chown(path, -1, gid)
+            os.chmod(path, (st.st_mode & 0o7777) | (dir_bits if path == directory else file_bits))
+
+
+def claim_dir(pod: dict, pod_dir: PodDir, claim: str) -> Path:
+    """A PersistentVolumeClaim is a directory of the state dir, shared by the namespace's pods and kept across
+    them, like a ReadWriteMany local volume (claim objects themselves are not required)."""
     if not claim or "/" in claim or claim in (".", ".."):
         raise ContainerConfigError(f"persistentVolumeClaim.claimName: invalid claim name {claim!r}")
-    ns = pod["metadata"].get("namespace", "default")
-    path = pod_dir.parent.parent / "volumes" / ns / claim
+    path = pod_dir.claim(pod["metadata"].get("namespace", "default"), claim)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

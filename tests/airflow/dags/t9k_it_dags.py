@@ -27,18 +27,18 @@ PY = sys.executable
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
 
-def container(name: str, code: str) -> dict[str, Any]:
-    return {"name": name, "image": "python:3.11", "command": [PY, "-u", "-c", code]}
+def container(name: str, code: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": "python:3.11", "command": [PY, "-u", "-c", code], **extra}
 
 
 def replica(
-    kind_type: str, cname: str, code: str, replicas: int = 1, policy: Any = "Never"
+    kind_type: str, cname: str, code: str, replicas: int = 1, policy: Any = "Never", **extra: Any
 ) -> dict[str, Any]:
     return {
         "type": kind_type,
         "replicas": replicas,
         "restartPolicy": policy,
-        "template": {"spec": {"containers": [container(cname, code)]}},
+        "template": {"spec": {"containers": [container(cname, code, **extra)]}},
     }
 
 
@@ -76,6 +76,22 @@ FAILING = {
                 policy={"policy": "Never"},
             )
         ]
+    },
+}
+OOM = {  # past its memory limit: OOMKilled (137), which restartPolicy ExitCode retries up to backoffLimit
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "PyTorchTrainingJob",
+    "spec": {
+        "runPolicy": {"backoffLimit": 1},
+        "replicaSpecs": [
+            replica(
+                "master",
+                "pytorch",
+                "b = bytearray(200 * 1024 * 1024)",
+                policy="ExitCode",
+                resources={"limits": {"memory": "64Mi"}},
+            )
+        ],
     },
 }
 SLOW = {
@@ -195,10 +211,29 @@ COMMON: dict[str, Any] = {
 class LoseWorkerAfterSubmit(GenericJobOperator):
     """Simulates a worker lost right after submitting: the first try ends while its job keeps running."""
 
-    def _wait_here(self, context: Any, ref: Any, limits: Any) -> dict[str, Any]:
-        if context["ti"].try_number == 1:
+    def execute(self, context: Any) -> Any:
+        self.first_try = context["ti"].try_number == 1
+        return super().execute(context)
+
+    def _follow(self, *args: Any, **kwargs: Any) -> Any:
+        if self.first_try:
             raise AirflowException("simulated worker loss after submission")
-        return super()._wait_here(context, ref, limits)
+        return super()._follow(*args, **kwargs)
+
+
+class LoseResultAfterSuccess(GenericJobOperator):
+    """Simulates Airflow losing a reported success (apache/airflow#72716: a stale executor event fails the
+    try resumed from deferral): the first try concludes, then fails on the Airflow side."""
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        result = super().execute_complete(context, event)
+        if context["ti"].try_number == 1:
+            raise AirflowException("simulated: Airflow lost the result of try 1")
+        return result
+
+
+def named(name: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    return {**manifest, "metadata": {"name": name}}
 
 
 def single_task_dag(dag_id: str, factory: Any) -> DAG:
@@ -212,7 +247,9 @@ single_task_dag(
 )
 single_task_dag(
     "it_generic_deferrable",
-    lambda: GenericJobOperator(task_id="job", manifest=GENERIC, deferrable=True, **COMMON),
+    lambda: GenericJobOperator(
+        task_id="job", manifest=GENERIC, deferrable=True, wait_before_defer=0, **COMMON
+    ),
 )
 single_task_dag(
     "it_link_deferrable",
@@ -220,6 +257,7 @@ single_task_dag(
         task_id="job",
         manifest=GENERIC,
         deferrable=True,
+        wait_before_defer=0,
         job_url_template="https://t9k.example/{namespace}/{kind}/{name}?uid={uid}",
         **COMMON,
     ),
@@ -239,12 +277,18 @@ single_task_dag(
 single_task_dag("it_failing", lambda: T9kJobOperator(task_id="job", manifest=FAILING, **COMMON))
 single_task_dag(
     "it_failing_deferrable",
-    lambda: T9kJobOperator(task_id="job", manifest=FAILING, deferrable=True, **COMMON),
+    lambda: T9kJobOperator(task_id="job", manifest=FAILING, deferrable=True, wait_before_defer=0, **COMMON),
 )
+single_task_dag("it_oom", lambda: T9kJobOperator(task_id="job", manifest=OOM, deferrable=True, **COMMON))
 single_task_dag(
     "it_adopt",
     lambda: LoseWorkerAfterSubmit(
-        task_id="job", manifest=SLOW, retries=1, retry_delay=timedelta(seconds=0), deferrable=False, **COMMON
+        task_id="job",
+        manifest=named("adopted", SLOW),
+        retries=1,
+        retry_delay=timedelta(seconds=0),
+        deferrable=False,
+        **COMMON,
     ),
 )
 single_task_dag("it_mpi", lambda: MPIJobOperator(task_id="job", manifest=MPI, deferrable=False, **COMMON))
@@ -270,6 +314,7 @@ single_task_dag(
         task_id="job",
         manifest=SLEEPER,
         deferrable=True,
+        wait_before_defer=0,
         poll_interval=1.0,
         execution_timeout=timedelta(seconds=8),
     ),
@@ -277,5 +322,38 @@ single_task_dag(
 
 single_task_dag(
     "it_logging_interval",
-    lambda: GenericJobOperator(task_id="job", manifest=TICKER, deferrable=True, logging_interval=2, **COMMON),
+    lambda: GenericJobOperator(
+        task_id="job", manifest=TICKER, deferrable=True, wait_before_defer=0, logging_interval=2, **COMMON
+    ),
 )
+
+single_task_dag(
+    "it_no_deferral",  # a short job ends within the default wait before deferring
+    lambda: GenericJobOperator(task_id="job", manifest=GENERIC, deferrable=True, **COMMON),
+)
+single_task_dag(  # the worker's wait follows a watch: a 60 s poll interval does not delay the end
+    "it_watched",
+    lambda: GenericJobOperator(
+        task_id="job", manifest=GENERIC, deferrable=False, startup_timeout=180, poll_interval=60
+    ),
+)
+single_task_dag(
+    "it_lost_result",
+    lambda: LoseResultAfterSuccess(
+        task_id="job",
+        manifest=GENERIC,
+        deferrable=True,
+        wait_before_defer=0,
+        retries=1,
+        retry_delay=timedelta(seconds=0),
+        **COMMON,
+    ),
+)
+
+with DAG("it_mapped_names", schedule=None, start_date=START, catchup=False, tags=["t9k-it"]):
+    GenericJobOperator.partial(task_id="job", deferrable=False, **COMMON).expand(
+        manifest=[named("sweep", GENERIC) for _ in range(3)]
+    )
+
+with DAG("it_named_daily", schedule="@daily", start_date=START, catchup=False, tags=["t9k-it"]):
+    GenericJobOperator(task_id="job", manifest=named("nightly", GENERIC), deferrable=False, **COMMON)

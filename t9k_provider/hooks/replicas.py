@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-#: The controller labels every replica pod with its job's name.
-OWNER_LABEL = "tensorstack.dev/owner-name"
-#: BeamJob's submit pods come from its batch/v1 Job ``<job>-batchjob``, labelled by the Job controller.
-BATCH_JOB_LABEL = "batch.kubernetes.io/job-name"
-REPLICA_TYPE_LABEL = "batch.tensorstack.dev/replica-type"
-REPLICA_INDEX_LABEL = "batch.tensorstack.dev/replica-index"
+from t9k_provider.jobs.contract import (
+    LABEL_BATCH_JOB_NAME,
+    LABEL_OWNER_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    batch_job_name,
+)
 
 
 class ReplicaTarget(NamedTuple):
@@ -22,9 +23,9 @@ class ReplicaTarget(NamedTuple):
     def matches(self, labels: dict[str, str]) -> bool:
         if self.type is None:
             return True
-        if labels.get(REPLICA_TYPE_LABEL) != self.type:
+        if labels.get(LABEL_REPLICA_TYPE) != self.type:
             return False
-        return self.index is None or labels.get(REPLICA_INDEX_LABEL, "0") == str(self.index)
+        return self.index is None or labels.get(LABEL_REPLICA_INDEX, "0") == str(self.index)
 
 
 def parse_targets(spec: str | Sequence[str]) -> list[ReplicaTarget]:
@@ -44,27 +45,18 @@ def parse_targets(spec: str | Sequence[str]) -> list[ReplicaTarget]:
 
 
 def default_targets(kind: str, manifest: dict[str, Any]) -> list[ReplicaTarget]:
-    """The replica whose log tells the job's story: master/chief/launcher/worker-0, per the kind's rules."""
+    """The kind's leader replica (its model's ``LEADER``) in a job with this manifest."""
+    from t9k_provider.jobs import KINDS  # the models: only once a task runs, never while a DAG is parsed
+
     spec = manifest.get("spec") or {}
     types = [
         str(s.get("type")) for s in spec.get("replicaSpecs") or [] if isinstance(s, dict) and s.get("type")
     ]
-    if kind in ("MPIJob", "ColossalAIJob"):
-        return [ReplicaTarget("launcher", None)]
-    if kind == "DeepSpeedJob":
-        return [ReplicaTarget("worker", 0)]
-    if kind == "BeamJob":
-        return [ReplicaTarget(None, None)]
-    preferred = {"PyTorchTrainingJob": ("master",), "TensorFlowTrainingJob": ("chief", "worker")}
-    preferred["XGBoostTrainingJob"] = ("master",)
-    for candidate in preferred.get(kind, ()):
-        if candidate in types:
-            return [ReplicaTarget(candidate, 0)]
-    return [ReplicaTarget(types[0], 0)] if types else [ReplicaTarget(None, None)]
+    return [ReplicaTarget(*KINDS[kind].LEADER.pick(types))]
 
 
 def pod_selector(kind: str, job_name: str) -> str:
     """Label selector for the pods whose logs belong to the job."""
     if kind == "BeamJob":
-        return f"{BATCH_JOB_LABEL}={job_name}-batchjob"
-    return f"{OWNER_LABEL}={job_name}"
+        return f"{LABEL_BATCH_JOB_NAME}={batch_job_name(job_name)}"
+    return f"{LABEL_OWNER_NAME}={job_name}"

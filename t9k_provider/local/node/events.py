@@ -1,4 +1,4 @@
-"""Core/v1 Events as the scheduler, kubelet and Job controller record them."""
+"""Core/v1 Events as the node agents (scheduler, kubelet, Job controller, flink-operator) record them."""
 
 from __future__ import annotations
 
@@ -9,13 +9,10 @@ from typing import Any
 
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import EVENTS
+from t9k_provider.local.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
 NODE_NAME = "t9k-local-node"
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 async def record(
@@ -41,7 +38,7 @@ async def record(
     }
     if field_path:
         involved["fieldPath"] = field_path
-    now = _now()
+    now = now_rfc3339()
     body = {
         "apiVersion": "v1",
         "kind": "Event",

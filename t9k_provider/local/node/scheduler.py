@@ -7,21 +7,18 @@ unlimited room.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
+from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import Informer, by_label, object_key
 from t9k_provider.kube.resources import PODGROUPS, PODS
 from t9k_provider.kube.workqueue import WorkQueue
-from t9k_provider.local.kubelet import events
+from t9k_provider.local.node import events, workloop
 
-log = logging.getLogger(__name__)
-
-SCHEDULERS = ("default-scheduler", "t9k-scheduler")
-GROUP_LABEL = "scheduler.tensorstack.dev/group-name"
+SCHEDULERS = ("default-scheduler", T9K_SCHEDULER_NAME)
 GROUP_INDEX = "pod-group"  # pods by "<namespace>/<PodGroup name>"
-POD_INDEXERS = {GROUP_INDEX: by_label(GROUP_LABEL)}  # what the pod informer must index for the scheduler
+POD_INDEXERS = {GROUP_INDEX: by_label(LABEL_GROUP_NAME)}  # what the pod informer must index for the scheduler
 
 
 def schedulable(pod: dict[str, Any]) -> bool:
@@ -45,19 +42,13 @@ class Scheduler:
             self.queue.add(object_key(pod))
 
     async def run(self) -> None:
-        while (key := await self.queue.get()) is not None:
-            try:
-                pod = self.pods.get(*key)
-                if pod is not None and schedulable(pod):
-                    await self._schedule(pod)
-            except (ApiError, OSError) as exc:
-                log.warning("scheduling %s/%s failed: %s", *key, exc)
-                self.queue.add_after(key, 1.0)
-            finally:
-                self.queue.done(key)
+        await workloop.run(self.queue, self._sync, "scheduling pod")
 
-    async def _schedule(self, pod: dict[str, Any]) -> None:
-        group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
+    async def _sync(self, key: workloop.Key) -> None:
+        pod = self.pods.get(*key)
+        if pod is None or not schedulable(pod):
+            return
+        group = (pod["metadata"].get("labels") or {}).get(LABEL_GROUP_NAME)
         if group and not await self._gang_ready(pod, group):
             return
         await self.bind(pod)

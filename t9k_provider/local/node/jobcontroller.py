@@ -3,19 +3,15 @@ completions, backoffLimit, activeDeadlineSeconds, suspend, and the Complete / Fa
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
-from t9k_provider.kube.api import ApiError, KubeApi
-from t9k_provider.kube.informer import OWNER_INDEX, Informer, object_key
-from t9k_provider.kube.resources import JOBS, PODS
-from t9k_provider.kube.workqueue import WorkQueue
-from t9k_provider.local.kubelet import events
-from t9k_provider.local.kubelet.shim import now_rfc3339
-from t9k_provider.local.logs import parse_timestamp
-
-log = logging.getLogger(__name__)
+from t9k_provider.kube.informer import OWNER_INDEX
+from t9k_provider.kube.resources import JOBS
+from t9k_provider.local.node import events
+from t9k_provider.local.node.owned import PodOwnerController, pod_from_template
+from t9k_provider.local.node.podstate import pod_phase, pod_ready
+from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 COMPONENT = "job-controller"
 DEFAULT_BACKOFF_LIMIT = 6
@@ -39,40 +35,14 @@ def finished_condition(job: dict[str, Any]) -> str | None:
     return None
 
 
-class JobController:
-    def __init__(self, kube: KubeApi, jobs: Informer, pods: Informer) -> None:
-        self.kube = kube
-        self.jobs = jobs
-        self.pods = pods
-        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
+class JobController(PodOwnerController):
+    """Owners: Jobs; children: pods."""
 
-    def on_job(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        self.queue.add(object_key(new or old or {}))
-
-    def on_pod(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        """A pod that changed or went away: its Job recounts (a deleted pod may need replacing)."""
-        pod = new or old
-        refs = pod["metadata"].get("ownerReferences") if pod else None
-        for ref in refs or []:
-            if ref.get("kind") == "Job" and ref.get("controller"):
-                self.queue.add((object_key(pod)[0], ref["name"]))
-
-    async def run(self) -> None:
-        await self.jobs.synced.wait()
-        await self.pods.synced.wait()
-        while (key := await self.queue.get()) is not None:
-            try:
-                job = self.jobs.get(*key)
-                if job is not None:
-                    await self.sync(job)
-            except (ApiError, OSError) as exc:
-                log.warning("job %s/%s: sync failed: %s", *key, exc)
-                self.queue.add_after(key, 1.0)
-            finally:
-                self.queue.done(key)
+    resource = JOBS
+    component = COMPONENT
 
     def _owned_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        return self.pods.by_index(OWNER_INDEX, job["metadata"]["uid"])
+        return self.children.by_index(OWNER_INDEX, job["metadata"]["uid"])
 
     async def sync(self, job: dict[str, Any]) -> None:
         meta, spec = job["metadata"], job.get("spec") or {}
@@ -83,10 +53,10 @@ class JobController:
             return
         active = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         live = [p for p in active if not p["metadata"].get("deletionTimestamp")]
-        succeeded = max(int(status.get("succeeded") or 0), sum(_phase(p) == "Succeeded" for p in pods))
-        failed = max(int(status.get("failed") or 0), sum(_phase(p) == "Failed" for p in pods))
+        succeeded = max(int(status.get("succeeded") or 0), sum(pod_phase(p) == "Succeeded" for p in pods))
+        failed = max(int(status.get("failed") or 0), sum(pod_phase(p) == "Failed" for p in pods))
         restarts = sum(_restarts(p) for p in active)
-        ready = sum(_ready(p) for p in active)
+        ready = sum(pod_ready(p) for p in active)
         now = now_rfc3339()
         finished = finished_condition(job)
         suspended = bool(spec.get("suspend"))
@@ -145,73 +115,23 @@ class JobController:
         else:
             new_status["active"] = 0 if finished == "Failed" else new_status["active"]
         new_status["conditions"] = conditions
-        merged = {**status, **new_status}
-        if merged != (job.get("status") or {}):
-            await self.kube.patch(JOBS, ns, name, {"status": merged}, subresource="status")
+        # written through: the next sync sees the end of a Job whose pods it just deleted, not a Job to rerun
+        await self.write_status(job, {**status, **new_status})
 
     async def _create_pod(self, job: dict[str, Any]) -> None:
         meta = job["metadata"]
-        ns, name, uid = meta.get("namespace", "default"), meta["name"], meta["uid"]
-        template = (job.get("spec") or {}).get("template") or {}
-        tmeta = dict(template.get("metadata") or {})
-        labels = dict(tmeta.get("labels") or {})
-        labels.update(
-            {
-                "batch.kubernetes.io/controller-uid": uid,
-                "batch.kubernetes.io/job-name": name,
-                "controller-uid": uid,
-                "job-name": name,
-            }
-        )
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                **{
-                    k: v for k, v in tmeta.items() if k not in ("name", "namespace", "uid", "resourceVersion")
-                },
-                "generateName": f"{name}-",
-                "labels": labels,
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": name,
-                        "uid": uid,
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": template.get("spec") or {},
+        uid, name = meta["uid"], meta["name"]
+        labels = {
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid,
+            "job-name": name,
         }
-        created = await self.kube.create(PODS, ns, pod)
-        # Write-through, as the T9k controller does: the next sync counts this pod even if the watch has not
-        # delivered it yet, so it is never created twice.
-        self.pods.observe(created)
-        pod_name = created["metadata"]["name"]
-        await events.record(
-            self.kube, job, "SuccessfulCreate", f"Created pod: {pod_name}", component=COMPONENT
-        )
+        await self.pod_writer.create(job, pod_from_template(job, labels=labels))
 
     async def _delete_pods(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> None:
         for pod in pods:
-            pmeta = pod["metadata"]
-            try:
-                await self.kube.delete(
-                    PODS, pmeta.get("namespace", "default"), pmeta["name"], uid=pmeta["uid"]
-                )
-            except ApiError as exc:
-                if exc.status not in (404, 409):
-                    raise
-                continue
-            await events.record(
-                self.kube, job, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}", component=COMPONENT
-            )
-
-
-def _phase(pod: dict[str, Any]) -> str:
-    return (pod.get("status") or {}).get("phase", "Pending")
+            await self.pod_writer.delete(job, pod)
 
 
 def _restarts(pod: dict[str, Any]) -> int:
@@ -220,11 +140,6 @@ def _restarts(pod: dict[str, Any]) -> int:
     status = pod.get("status") or {}
     statuses = list(status.get("containerStatuses") or []) + list(status.get("initContainerStatuses") or [])
     return sum(int(s.get("restartCount") or 0) for s in statuses)
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    conds = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
 def _age(timestamp: str) -> float:

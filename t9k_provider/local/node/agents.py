@@ -1,5 +1,6 @@
-"""Entry point of the node agents: scheduler, kubelet (process or simulated), batch/v1 Job controller and,
-with the process kubelet, the local flink-operator (`t9k_provider.local.flink`).
+"""Entry point of the node agents: scheduler, kubelet (process or simulated), the batch/v1 Job and apps/v1
+ReplicaSet, Deployment, StatefulSet and DaemonSet controllers, the Endpoints controller and, with the process
+kubelet, the local flink-operator (`t9k_provider.local.flink`).
 
 They are ordinary API clients of the local cluster: one `kubernetes_asyncio` ApiClient bound to its
 kubeconfig, and the shared informers (`t9k_provider.kube`) for pods, services and jobs.
@@ -15,14 +16,28 @@ from typing import Any
 
 from t9k_provider.kube.api import KubeApi, api_client
 from t9k_provider.kube.informer import NODE_INDEX, OWNER_INDEX, Informer, by_node, by_owner
-from t9k_provider.kube.resources import CONFIGMAPS, JOBS, PODS, SERVICES
+from t9k_provider.kube.resources import (
+    CONFIGMAPS,
+    DAEMONSETS,
+    DEPLOYMENTS,
+    JOBS,
+    PODS,
+    REPLICASETS,
+    SERVICES,
+    STATEFULSETS,
+)
 from t9k_provider.local.flink.cluster import FLINKCLUSTERS
 from t9k_provider.local.flink.operator import FlinkOperator, is_flink_object
-from t9k_provider.local.kubelet import scheduler
-from t9k_provider.local.kubelet.jobcontroller import JobController
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
 from t9k_provider.local.kubelet.network import select_network
 from t9k_provider.local.kubelet.simulated import SimulatedKubelet
+from t9k_provider.local.node import scheduler, workloop
+from t9k_provider.local.node.daemonsets import DaemonSetController
+from t9k_provider.local.node.deployments import DeploymentController
+from t9k_provider.local.node.endpoints import EndpointsController
+from t9k_provider.local.node.jobcontroller import JobController
+from t9k_provider.local.node.replicasets import ReplicaSetController
+from t9k_provider.local.node.statefulsets import StatefulSetController
 
 MODES = ("process", "simulated", "none")
 
@@ -48,20 +63,36 @@ async def run_node_agents(
     pods = Informer(
         kube, PODS, indexers={OWNER_INDEX: by_owner, NODE_INDEX: by_node, **scheduler.POD_INDEXERS}
     )
-    jobs = Informer(kube, JOBS)
     services = Informer(kube, SERVICES)
     pod_scheduler = scheduler.Scheduler(kube, pods)
-    job_controller = JobController(kube, jobs, pods)
     pods.add_handler(pod_scheduler.on_pod)
-    pods.add_handler(job_controller.on_pod)
-    jobs.add_handler(job_controller.on_job)
-    runners: list[Coroutine[Any, Any, None]] = [pod_scheduler.run(), job_controller.run()]
-    informers = [pods, jobs]
+    replicasets = Informer(kube, REPLICASETS, indexers={OWNER_INDEX: by_owner})
+    owners = {rt: Informer(kube, rt) for rt in (JOBS, DEPLOYMENTS, STATEFULSETS, DAEMONSETS)}
+    deployment_controller = DeploymentController(kube, owners[DEPLOYMENTS], replicasets, pods)
+    pods.add_handler(deployment_controller.on_pod)  # a Recreate waits for the old pods to go
+    controllers: list[workloop.OwnerController] = [
+        JobController(kube, owners[JOBS], pods),
+        ReplicaSetController(kube, replicasets, pods),
+        deployment_controller,
+        StatefulSetController(kube, owners[STATEFULSETS], pods),
+        DaemonSetController(kube, owners[DAEMONSETS], pods),
+    ]
+    for controller in controllers:
+        controller.owners.add_handler(controller.on_owner)
+        controller.children.add_handler(controller.on_child)
+    endpoints = EndpointsController(kube, services, pods)
+    pods.add_handler(endpoints.on_pod)
+    services.add_handler(endpoints.on_service)
+    runners: list[Coroutine[Any, Any, None]] = [
+        pod_scheduler.run(),
+        endpoints.run(),
+        *(c.run() for c in controllers),
+    ]
+    informers = [pods, services, replicasets, *owners.values()]
     if net is not None:
         kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
         pods.add_handler(kubelet.on_pod)
         services.add_handler(kubelet.on_service)
-        informers.append(services)
         runners.append(kubelet.run(stop_pods_on_exit))
         if flink_operator:
             informers += _add_flink_operator(kube, pods, services, runners)

@@ -1,0 +1,289 @@
+"""The operator behind ``@task.t9k*``: a decorated function run as a T9k Job by the kind's own operator.
+
+It builds the job's manifest when the DAG is parsed, adds the call (source and resolved arguments) when the
+task renders its templates, so the Rendered Template shows what is submitted, and lets the typed operator do
+the rest (validation, naming, submission, reattach, deferral, logs, links, kill). Then it reads the return
+value of global rank 0 from that replica's log, or turns a failed job into the function's remote traceback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, DecoratedOperator
+
+from t9k_provider.decorators import manifests
+from t9k_provider.decorators.manifests import JobOptions, Recipe
+from t9k_provider.decorators.source import check, ship
+from t9k_provider.hooks.replicas import pod_selector
+from t9k_provider.operators import (
+    DeepSpeedJobOperator,
+    GenericJobOperator,
+    PyTorchTrainingJobOperator,
+    T9kJobFailed,
+    T9kJobOperator,
+    TensorFlowTrainingJobOperator,
+    XGBoostTrainingJobOperator,
+)
+from t9k_provider.operators.job import ON_FINISH_ACTIONS
+
+#: Options some decorator takes: any other decorator names them in its error.
+KIND_OPTIONS = {
+    option: [r.decorator for r in manifests.RECIPES.values() if option in (r.size_option, *r.launch_options)]
+    for recipe in manifests.RECIPES.values()
+    for option in (recipe.size_option, *recipe.launch_options)
+}
+SERIALIZERS = ("json", "cloudpickle", "dill")
+#: Log lines read back: rank 0 prints its result last, but a launcher may print more after it.
+RESULT_TAIL_LINES = 1000
+ERROR_TAIL_LINES = 500
+LOG_READ_BYTES = 4 << 20
+
+
+class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
+    """Runs ``python_callable`` on every replica of the job ``recipe`` describes; returns rank 0's result.
+
+    :param image: the replicas' image (Python plus what the function imports); the local cluster runs its own
+        interpreter instead.
+    :param python: the interpreter command in the image.
+    :param container_resources: the training container's ``resources`` (requests/limits); named as in
+        ``KubernetesPodOperator``, because ``resources`` is a ``BaseOperator`` argument.
+    :param env: the training container's environment: ``{name: value}`` or a list of EnvVar dicts.
+    :param volumes: pod volumes; ``volume_mounts``: the training container's mounts.
+    :param run_policy: ``spec.runPolicy`` entries (TrainingJobs and DeepSpeedJob); default
+        ``{"backoffLimit": 0, "cleanUpPolicy": "Unfinished"}``.
+    :param scheduler: ``spec.scheduler``, e.g. ``{"t9kScheduler": {"queue": "default"}}``.
+    :param manifest_override: a partial manifest deep-merged over the generated one (``manifests.merge``).
+    :param serializer: ``json`` (default), ``cloudpickle`` or ``dill`` for the arguments and the result.
+    :param retry_on_job_failure: a function that raised fails the task retryably (Airflow's ``retries``);
+        False fails it for good.
+    :param on_finish_action: ``keep``, ``delete`` or ``delete_on_success``, applied after the result is read.
+
+    Every other ``T9kJobOperator`` parameter works as there, except ``manifest`` and ``wait_for_completion``.
+    """
+
+    recipe: ClassVar[Recipe]
+    template_fields: Sequence[str] = (*DecoratedOperator.template_fields, *T9kJobOperator.template_fields)
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        **DecoratedOperator.template_fields_renderers,
+        **T9kJobOperator.template_fields_renderers,
+    }
+    shallow_copy_attrs: Sequence[str] = ("python_callable",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.custom_operator_name = f"@task.{cls.recipe.decorator}"  # how Airflow's UI names the task type
+
+    def __init__(
+        self,
+        *,
+        python_callable: Callable[..., Any],
+        image: str | None = None,
+        python: str = "python",
+        container_resources: dict[str, Any] | None = None,
+        env: dict[str, Any] | list[dict[str, Any]] | None = None,
+        volumes: list[dict[str, Any]] | None = None,
+        volume_mounts: list[dict[str, Any]] | None = None,
+        run_policy: dict[str, Any] | None = None,
+        scheduler: dict[str, Any] | None = None,
+        manifest_override: dict[str, Any] | None = None,
+        serializer: str = "json",
+        retry_on_job_failure: bool = True,
+        on_finish_action: str = "keep",
+        **kwargs: Any,
+    ) -> None:
+        recipe = self.recipe
+        checked = {"run_policy": run_policy, "serializer": serializer, "on_finish_action": on_finish_action}
+        self.check_options({**kwargs, **checked})
+        size = kwargs.pop(recipe.size_option, 1)
+        launch = {option: kwargs.pop(option, default) for option, default in recipe.launch_options.items()}
+        check(python_callable)
+        self.serializer = serializer
+        self.retry_function_failure = retry_on_job_failure
+        self.finish_action = on_finish_action
+        options = JobOptions(
+            image=image or recipe.image,
+            size=size,
+            python=python,
+            container_resources=container_resources,
+            env=env,
+            volumes=volumes,
+            volume_mounts=volume_mounts,
+            run_policy=run_policy,
+            scheduler=scheduler,
+            manifest_override=manifest_override,
+            launch=launch,
+        )
+        super().__init__(
+            python_callable=python_callable,
+            manifest=recipe.manifest(options),
+            retry_on_job_failure=False,  # a failed job raises T9kJobFailed, which _failure() interprets
+            on_finish_action="keep",  # rank 0's pod holds the result: finish only once it is read
+            **kwargs,
+        )
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Reject what this decorator cannot do. The decorator calls this when the DAG file is parsed (a
+        mapped task is only constructed when it runs), the constructor again."""
+        recipe = cls.recipe
+        name = f"@task.{recipe.decorator}"
+        for forbidden in ("manifest", "wait_for_completion"):
+            if forbidden in options:
+                raise TypeError(f"{name} takes no {forbidden!r}: it builds the job and waits for its result")
+        own = (recipe.size_option, *recipe.launch_options)
+        foreign = sorted(option for option in options if option in KIND_OPTIONS and option not in own)
+        if foreign:
+            owners = ", ".join(f"@task.{d}" for d in KIND_OPTIONS[foreign[0]])
+            raise TypeError(f"{name} has no option {foreign[0]!r} (an option of {owners})")
+        _positive(name, recipe.size_option, options.get(recipe.size_option, 1))
+        for option in recipe.launch_options:
+            value = options.get(option)
+            if value is not None and not (option == "nproc_per_node" and value == "gpu"):
+                _positive(name, option, value)
+        if options.get("run_policy") is not None and not recipe.takes_run_policy:
+            raise TypeError(
+                f"{name} has no run_policy: a {recipe.kind} has none (use manifest_override for its spec)"
+            )
+        serializer = options.get("serializer", "json")
+        if serializer not in SERIALIZERS:
+            raise ValueError(f"serializer: {serializer!r} is not one of {', '.join(SERIALIZERS)}")
+        if serializer != "json" and importlib.util.find_spec(serializer) is None:
+            raise ValueError(
+                f"serializer={serializer!r} needs the {serializer} package where Airflow runs "
+                "(and in the image)"
+            )
+        on_finish_action = options.get("on_finish_action", "keep")
+        if on_finish_action not in ON_FINISH_ACTIONS:
+            raise ValueError(
+                f"on_finish_action: {on_finish_action!r} is not one of {', '.join(ON_FINISH_ACTIONS)}"
+            )
+
+    # -- the call ---------------------------------------------------------------------------------------
+
+    def _do_render_template_fields(
+        self, parent: Any, template_fields: Any, context: Any, jinja_env: Any, seen_oids: set[int]
+    ) -> None:
+        """Once Jinja and XComArgs are resolved, put the call in the manifest (never through Jinja itself)."""
+        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+        if parent is not self:
+            return
+        from t9k_provider.decorators import transport
+
+        try:
+            call = transport.encode_call(
+                ship(self.python_callable), self.serializer, self.op_args, self.op_kwargs
+            )
+        except ValueError as exc:  # a function that cannot stand alone, arguments that cannot be shipped
+            raise AirflowFailException(str(exc)) from exc
+        self.manifest = manifests.with_call(self.manifest, transport.packed_runner(), call)
+
+    # -- running ------------------------------------------------------------------------------------------
+
+    def execute(self, context: Any) -> Any:
+        try:
+            summary = super().execute(context)
+        except T9kJobFailed as exc:
+            raise self._failure(exc) from exc
+        return self._result(summary)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        try:
+            summary = super().execute_complete(context, event)
+        except T9kJobFailed as exc:
+            raise self._failure(exc) from exc
+        return self._result(summary)
+
+    def _result(self, summary: dict[str, Any]) -> Any:
+        from t9k_provider.decorators import transport
+        from t9k_provider.hooks.pod_logs import parse_lines
+
+        namespace, name = summary["namespace"], summary["name"]
+        pod = f"{name}-{self.recipe.leader}-0"
+        try:
+            text = self.hook.read_pod_log(
+                namespace,
+                pod,
+                self.recipe.container,
+                tail_lines=RESULT_TAIL_LINES,
+                limit_bytes=LOG_READ_BYTES,
+            )
+            value = transport.decode_result((line.text for line in parse_lines(text)), self.serializer)
+        except Exception as exc:
+            raise AirflowException(
+                f"job {namespace}/{name} succeeded, but the result of {self.python_callable.__name__}() "
+                f"cannot be read from the log of {pod} (rank 0): {exc}"
+            ) from exc
+        self._finish(succeeded=True)
+        return value
+
+    def _failure(self, failed: T9kJobFailed) -> AirflowException:
+        """The earliest remote traceback of the failed job, retryable unless retrying cannot help."""
+        from t9k_provider.decorators import transport
+        from t9k_provider.hooks.pod_logs import parse_lines
+
+        ref = self._job
+        assert ref is not None  # set before the job was waited for
+        errors = []
+        try:
+            pods = self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
+        except Exception as exc:
+            self.log.warning("cannot list the pods of job %s for the function's traceback: %s", ref.name, exc)
+            pods = []
+        for pod in pods:
+            try:
+                text = self.hook.read_pod_log(
+                    ref.namespace,
+                    pod["metadata"]["name"],
+                    self.recipe.container,
+                    tail_lines=ERROR_TAIL_LINES,
+                    limit_bytes=LOG_READ_BYTES,
+                )
+            except Exception as exc:
+                self.log.warning("cannot read the log of %s: %s", pod["metadata"]["name"], exc)
+                continue
+            errors += transport.remote_errors(parse_lines(text))
+        self._finish(succeeded=False)
+        if not errors:
+            return failed if not self.retry_function_failure else AirflowException(str(failed))
+        first = min(errors, key=lambda e: e.timestamp_ns)
+        self.log.error("%s", first.text)
+        message = f"{first.text}\n{failed}"
+        if first.retryable and self.retry_function_failure:
+            return AirflowException(message)
+        return AirflowFailException(message)
+
+    def _finish(self, *, succeeded: bool) -> None:
+        ref = self._job
+        if ref and (
+            self.finish_action == "delete" or (self.finish_action == "delete_on_success" and succeeded)
+        ):
+            self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
+
+
+def _positive(decorator: str, option: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{decorator}: {option} must be a positive integer, got {value!r}")
+    return value
+
+
+class GenericJobDecoratedOperator(T9kDecoratedOperator, GenericJobOperator):
+    recipe = manifests.RECIPES["t9k"]
+
+
+class PyTorchTrainingJobDecoratedOperator(T9kDecoratedOperator, PyTorchTrainingJobOperator):
+    recipe = manifests.RECIPES["t9k_pytorch"]
+
+
+class TensorFlowTrainingJobDecoratedOperator(T9kDecoratedOperator, TensorFlowTrainingJobOperator):
+    recipe = manifests.RECIPES["t9k_tensorflow"]
+
+
+class XGBoostTrainingJobDecoratedOperator(T9kDecoratedOperator, XGBoostTrainingJobOperator):
+    recipe = manifests.RECIPES["t9k_xgboost"]
+
+
+class DeepSpeedJobDecoratedOperator(T9kDecoratedOperator, DeepSpeedJobOperator):
+    recipe = manifests.RECIPES["t9k_deepspeed"]

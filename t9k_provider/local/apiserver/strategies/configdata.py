@@ -1,0 +1,78 @@
+"""ConfigMaps and Secrets: config keys, the 1 MiB data limit, ``immutable``; Secret data must be base64."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from t9k_provider.local.apiserver import fielderrors as fe
+from t9k_provider.local.apiserver import jsonfields as jf
+from t9k_provider.local.apiserver.fielderrors import Cause
+from t9k_provider.local.apiserver.jsonvalues import json_equal
+from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.schema import is_base64
+from t9k_provider.local.apiserver.selectors import field_getter
+from t9k_provider.local.apiserver.strategies.base import Strategy
+from t9k_provider.local.apiserver.validation import CONFIG_KEY, CONFIG_KEY_MSG, IMMUTABLE, as_map, as_text
+
+_CONFIG_SIZE_LIMIT = 1024 * 1024
+
+
+class ConfigMapStrategy(Strategy):
+    def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
+        _config_keys(obj, ("data", "binaryData"), out)
+
+    def validate_update(self, old: dict[str, Any], new: dict[str, Any], out: list[Cause]) -> None:
+        _immutable_data(old, new, ("data", "binaryData"), out)
+
+
+class SecretStrategy(Strategy):
+    field_selectors = {"type": field_getter("type")}
+
+    def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
+        _config_keys(obj, ("data",), out)
+        for key, value in as_map(obj.get("data")).items():
+            if isinstance(value, str) and not is_base64(value):
+                out.append(fe.invalid(f"data[{key}]", "<value omitted>", "must be base64 encoded"))
+        jf.text_field(obj, "type", "type", out)
+
+    def validate_update(self, old: dict[str, Any], new: dict[str, Any], out: list[Cause]) -> None:
+        _immutable_data(old, new, ("data",), out)
+        if (as_text(old.get("type")) or "Opaque") != (as_text(new.get("type")) or "Opaque"):
+            out.append(fe.invalid("type", as_text(new.get("type")), IMMUTABLE))
+
+
+def _config_keys(obj: dict, sections: tuple[str, ...], out: list[Cause]) -> None:
+    seen: dict[str, str] = {}
+    size = 0
+    for section in sections:
+        for key, value in jf.string_map(obj, section, section, out).items():
+            path = f"{section}[{key}]"
+            if len(key) > 253:
+                out.append(fe.invalid(path, key, "must be no more than 253 characters"))
+            if not CONFIG_KEY.match(key):
+                out.append(fe.invalid(path, key, CONFIG_KEY_MSG))
+            if key in (".", ".."):
+                out.append(fe.invalid(path, key, f"must not be '{key}'"))
+            if key in seen:
+                out.append(fe.invalid(path, key, f"duplicate of key present in {seen[key]}"))
+            seen.setdefault(key, section)
+            size += len(value)
+    if size > _CONFIG_SIZE_LIMIT:
+        out.append(fe.too_long("", _CONFIG_SIZE_LIMIT))
+
+
+def _immutable_data(old: dict, new: dict, sections: tuple[str, ...], out: list[Cause]) -> None:
+    if old.get("immutable") is not True:
+        return
+    detail = "field is immutable when `immutable` is set"
+    if new.get("immutable") is not True:
+        out.append(fe.forbidden("immutable", detail))
+    for key in sections:
+        if not json_equal(as_map(old.get(key)), as_map(new.get(key))):
+            out.append(fe.forbidden(key, detail))
+
+
+CONFIGMAPS = Resource(
+    "", "v1", "configmaps", "configmap", "ConfigMap", ConfigMapStrategy(), short_names=["cm"]
+)
+SECRETS = Resource("", "v1", "secrets", "secret", "Secret", SecretStrategy())

@@ -1,0 +1,30 @@
+"""Leases: an update must name the resourceVersion it replaces, and a PUT creates a missing one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from t9k_provider.local.apiserver import fielderrors as fe
+from t9k_provider.local.apiserver import jsonfields as jf
+from t9k_provider.local.apiserver.fielderrors import Cause
+from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.strategies.base import Strategy
+
+
+class LeaseStrategy(Strategy):
+    allow_create_on_update = True
+    allow_unconditional_update = False
+    micro_times = ("spec.acquireTime", "spec.renewTime")
+
+    def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
+        spec = jf.object_field(obj, "spec", "spec", out)
+        jf.text_field(spec, "holderIdentity", "spec.holderIdentity", out)
+        duration = jf.int_field(spec, "leaseDurationSeconds", "spec.leaseDurationSeconds", out)
+        if duration is not None and duration <= 0:
+            out.append(fe.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+        transitions = jf.int_field(spec, "leaseTransitions", "spec.leaseTransitions", out)
+        if transitions is not None and transitions < 0:
+            out.append(fe.invalid("spec.leaseTransitions", transitions, "must be greater than or equal to 0"))
+
+
+RESOURCE = Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", LeaseStrategy())

@@ -1,0 +1,584 @@
+"""One pod on the process kubelet: its worker drives the pod's containers and reports the pod's status.
+
+The worker is level-triggered from two sources of truth: the pod object (from the kubelet's informer) and
+the container files in the pod directory (`t9k_provider.local.poddir`, read through `runtime`). Each pass
+(`sync`) prepares what the pod needs (network, volumes, hosts file), starts, restarts or stops containers
+per the pod's spec and deletion, and writes the status through `pods/status` as a merge patch, only when it
+changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from t9k_provider.kube.api import ApiError, ResourceType
+from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICEACCOUNTS
+from t9k_provider.local import poddir
+from t9k_provider.local.kubelet import execute, hosts, podenv, runtime, volumes
+from t9k_provider.local.kubelet.identity import container_identity
+from t9k_provider.local.kubelet.network import NetnsNetwork, PodNet
+from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
+from t9k_provider.local.kubelet.probes import ContainerProber, Probe, ProbeTarget
+from t9k_provider.local.kubelet.shim import Mount, ShimSpec
+from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status, wants_restart
+from t9k_provider.local.node import events
+from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
+from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
+
+if TYPE_CHECKING:
+    from t9k_provider.local.kubelet.kubelet import ProcessKubelet
+
+log = logging.getLogger(__name__)
+
+ACTIVE_TICK = 0.2
+IDLE_TICK = 5.0
+BACKOFF_ENV = "T9K_LOCAL_RESTART_BACKOFF"
+BACKOFF_CAP = 300.0
+CONFIG_RETRY_SECONDS = 2.0
+START_GRACE = 30.0  # a launched shim gets this long to write its pid file before it counts as lost
+
+
+def restart_backoff(finished_restarts: int) -> float:
+    """CrashLoopBackOff delay before restart number `finished_restarts`: 0 for the first, then 10s
+    doubling to 5m. The base can be lowered with T9K_LOCAL_RESTART_BACKOFF (seconds) for quick iterations.
+    """
+    if finished_restarts <= 1:
+        return 0.0
+    base = float(os.environ.get(BACKOFF_ENV, "10"))
+    return min(BACKOFF_CAP, base * 2 ** (finished_restarts - 2))
+
+
+def parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    return parse_timestamp(text).timestamp()
+
+
+class PodWorker:
+    def __init__(self, kubelet: ProcessKubelet, pod: dict[str, Any]) -> None:
+        self.kubelet = kubelet
+        self.kube = kubelet.kube
+        self.pod = pod
+        self.uid: str = pod["metadata"]["uid"]
+        self.dir = PodDir.of(kubelet.state_dir, pod)
+        self.wakeup = asyncio.Event()
+        self.gone = False
+        self.net: PodNet | None = None
+        self.volume_paths: dict[str, Path] = {}
+        self.ctx: PodContext | None = None
+        self.config_error: str | None = None
+        self.mount_error: str | None = None  # the last FailedMount event recorded
+        self.create_errors: dict[str, str] = {}
+        self.backing_off: dict[str, str] = {}  # container -> CrashLoopBackOff message until it restarts
+        self.launched: dict[tuple[str, int], float] = {}
+        self.termed: set[tuple[str, int]] = set()
+        self.last_status: dict[str, Any] | None = None
+        self.final: tuple[str, str, str] | None = None  # (phase, reason, message) decided by the kubelet
+        self.start_time: str = (pod.get("status") or {}).get("startTime") or now_rfc3339()
+        # (event reason, container, attempt) already recorded
+        self.reported: set[tuple[str, str, int]] = set()
+        self.deleted = False
+        self.prepare_after = 0.0
+        self.kill_deadline: float | None = None
+        self.probers: dict[str, ContainerProber] = {}  # container -> the probes of its running attempt
+        self.probe_kills: dict[tuple[str, int], float] = {}  # attempt killed by a probe -> SIGKILL deadline
+        self.seen_grace: int | None = None
+
+    @property
+    def name(self) -> str:
+        meta = self.pod["metadata"]
+        return f"{meta.get('namespace')}/{meta['name']}"
+
+    @property
+    def namespace(self) -> str:
+        return str(self.pod["metadata"].get("namespace", "default"))
+
+    def update(self, pod: dict[str, Any]) -> None:
+        self.pod = pod
+        self.wakeup.set()
+
+    def mark_gone(self) -> None:
+        self.gone = True
+        self.wakeup.set()
+
+    async def run(self) -> None:
+        while not self.gone:
+            try:
+                busy = await self.sync()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("pod %s: sync failed", self.name)
+                busy = True
+            self.wakeup.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wakeup.wait(), ACTIVE_TICK if busy else IDLE_TICK)
+        await self.teardown()
+
+    async def teardown(self) -> None:
+        """The pod object is gone: kill what is left, free the network, remove the pod's cgroups and
+        directory."""
+        for prober in self.probers.values():
+            prober.cancel()
+        runtime.kill_all(self.dir)
+        if self.kubelet.cgroups is not None:
+            await asyncio.to_thread(self.kubelet.cgroups.remove_pod, self.uid)
+        await self.kubelet.network.teardown(self.uid)
+        await asyncio.to_thread(shutil.rmtree, self.dir.path, True)
+
+    def _views(self) -> tuple[list[ContainerView], list[ContainerView]]:
+        spec = self.pod["spec"]
+
+        def view(c: dict[str, Any], waiting: str) -> ContainerView:
+            container = self.dir.container(c["name"])
+            items = runtime.attempts(container)
+            if items and not items[-1].finished:
+                items[-1] = self._check_lost(container, items[-1])
+            msg = self.create_errors.get(c["name"]) or self.config_error
+            reason = waiting
+            if c["name"] in self.create_errors:
+                reason = "CreateContainerError"
+            elif self.config_error:
+                reason = "CreateContainerConfigError"
+            elif c["name"] in self.backing_off:
+                reason, msg = "CrashLoopBackOff", self.backing_off[c["name"]]
+            return ContainerView(spec=c, attempts=items, waiting_reason=reason, waiting_message=msg)
+
+        inits = [view(c, "PodInitializing") for c in spec.get("initContainers") or []]
+        init_done = all(v.succeeded() for v in inits)
+        mains = [view(c, "ContainerCreating" if init_done else "PodInitializing") for c in spec["containers"]]
+        return inits, mains
+
+    def _check_lost(self, container: ContainerDir, attempt: runtime.Attempt) -> runtime.Attempt:
+        launched = self.launched.get((container.name, attempt.n))
+        if launched is not None and time.monotonic() - launched < START_GRACE and attempt.pid is None:
+            return attempt  # still starting
+        files = container.attempt(attempt.n)
+        if attempt.pid is not None and runtime.shim_alive(files):
+            return attempt
+        return runtime.reap_lost(files, attempt)
+
+    async def sync(self) -> bool:
+        """One reconcile pass; returns True while something is running or pending (poll faster)."""
+        pod = self.pod
+        meta = pod["metadata"]
+        recorded_phase = (pod.get("status") or {}).get("phase")
+        terminal = recorded_phase in TERMINAL_PHASES or self.final is not None
+        if terminal and self.final is None:
+            # Finished (possibly before this kubelet started): make sure nothing runs, release the network.
+            inits, mains = self._views() if self.dir.path.exists() else ([], [])
+            self._kill_running(inits + mains)
+            if meta.get("deletionTimestamp"):
+                await self._final_delete()
+            if self.net is not None or self.dir.network.exists():
+                await self.kubelet.network.teardown(self.uid)
+                self.dir.network.unlink(missing_ok=True)
+                self.net = None
+                self.kubelet.hosts_changed()
+            return False
+        self.dir.path.mkdir(parents=True, exist_ok=True)
+        if self.net is None:
+            self.net = await self._setup_network()
+        deleting = bool(meta.get("deletionTimestamp"))
+        if self.ctx is None and not deleting and not terminal and time.monotonic() >= self.prepare_after:
+            await self._prepare()
+
+        runtime.reap_children()
+        inits, mains = self._views()
+        await self._report_start_errors(inits + mains)
+        restart_pending: set[str] = set()
+        if deleting:
+            await self._terminate(inits + mains)
+            restart_pending = set(self.backing_off)  # a restart count never goes back (Job backoffLimit)
+        elif self.final is None:
+            await self._check_deadline(inits + mains)
+            if self.final is None and self.ctx is not None:
+                restart_pending = await self._advance(inits, mains)
+            inits, mains = self._views()
+            await self._probe(mains)
+        else:
+            self._kill_running(inits + mains)
+        for v in mains:  # what the probes said last, also while the pod is being deleted
+            prober = self.probers.get(v.name)
+            if prober is not None and v.current is not None and prober.attempt == v.current.n:
+                v.probe_started, v.probe_ready = prober.started, prober.ready
+
+        status = pod_status(
+            pod,
+            inits,
+            mains,
+            now=now_rfc3339(),
+            pod_ip=self.net.ip if self.net else "",
+            host_ip=self.kubelet.network.host_ip,
+            start_time=self.start_time,
+            restart_pending=restart_pending,
+        )
+        if recorded_phase in TERMINAL_PHASES:
+            status["phase"] = recorded_phase  # terminal phases are sticky
+        if self.final is not None:
+            status["phase"], status["reason"], status["message"] = self.final
+        await self._write_status(status)
+        running = any(v.current and v.current.running for v in inits + mains)
+        if deleting and not running:
+            await self._final_delete()
+            return False
+        return running or status["phase"] not in TERMINAL_PHASES
+
+    # -- preparation
+
+    async def _setup_network(self) -> PodNet:
+        spec = self.pod["spec"]
+        network = self.kubelet.network
+        if spec.get("hostNetwork"):
+            return PodNet(ip=network.host_ip, netns=None, isolate=isinstance(network, NetnsNetwork))
+        pod_net = await network.setup(self.uid)
+        poddir.write_json(self.dir.network, {"ip": pod_net.ip, "netns": pod_net.netns})
+        self.kubelet.hosts_changed()
+        return pod_net
+
+    async def _prepare(self) -> None:
+        cm_names, secret_names = podenv.referenced_names(self.pod)
+        configmaps = {n: o for n in cm_names if (o := await self._fetch(CONFIGMAPS, n))}
+        secrets = {n: o for n in secret_names if (o := await self._fetch(SECRETS, n))}
+        assert self.net is not None
+        tokens = {}
+        for source in volumes.token_sources(self.pod):
+            try:
+                tokens[source.key] = await self._request_token(source)
+            except ApiError as exc:
+                await self._mount_failed(source.volume, f"failed to fetch token: {exc.message}")
+                return
+        try:
+            self.volume_paths = await asyncio.to_thread(
+                volumes.materialize, self.pod, self.dir, configmaps, secrets, tokens
+            )
+        except ContainerConfigError as exc:
+            await self._config_failed(str(exc))
+            return
+        self.ctx = PodContext(
+            configmaps=configmaps, secrets=secrets, pod_ip=self.net.ip, host_ip=self.kubelet.network.host_ip
+        )
+        self.config_error = None
+        self.dir.resolv_conf.write_text(hosts.RESOLV_CONF)
+        self.kubelet.write_hosts(self)
+
+    async def _fetch(self, rt: ResourceType, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.kube.get(rt, self.namespace, name)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def _request_token(self, source: volumes.TokenSource) -> str:
+        """A token of the pod's ServiceAccount bound to the pod, from the API server's TokenRequest."""
+        meta = self.pod["metadata"]
+        spec: dict[str, Any] = {
+            "expirationSeconds": source.expiration_seconds,
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": self.uid},
+        }
+        if source.audience:
+            spec["audiences"] = [source.audience]
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+        account = self.pod["spec"].get("serviceAccountName") or "default"
+        response = await self.kube.create(
+            SERVICEACCOUNTS, self.namespace, request, name=account, subresource="token"
+        )
+        return str(response["status"]["token"])
+
+    async def _mount_failed(self, volume: str, message: str) -> None:
+        """A volume cannot be set up yet: the containers wait (ContainerCreating) and the kubelet retries."""
+        text = f'MountVolume.SetUp failed for volume "{volume}" : {message}'
+        if self.mount_error != text:
+            self.mount_error = text
+            await self._event("FailedMount", text, warning=True)
+        self.prepare_after = time.monotonic() + CONFIG_RETRY_SECONDS
+        self.kubelet.queue_wakeup(self, CONFIG_RETRY_SECONDS)
+
+    async def _config_failed(self, message: str) -> None:
+        if self.config_error != message:
+            await self._event("Failed", f"Error: {message}", warning=True)
+        self.config_error = message
+        self.ctx = None
+        self.prepare_after = time.monotonic() + CONFIG_RETRY_SECONDS
+        self.kubelet.queue_wakeup(self, CONFIG_RETRY_SECONDS)
+
+    # -- containers
+
+    async def _advance(self, inits: list[ContainerView], mains: list[ContainerView]) -> set[str]:
+        """Start the next init container, or the main containers; restart per policy. Returns names whose
+        finished attempt is waiting for a restart (reported as waiting CrashLoopBackOff /
+        ContainerCreating)."""
+        policy = self.pod["spec"].get("restartPolicy", "Always")
+        pending: set[str] = set()
+        for v in inits:
+            cur = v.current
+            if cur is None:
+                await self._start(v, 0)
+                return pending
+            if cur.running:
+                return pending
+            if cur.exit_code == 0:
+                continue
+            if policy == "Never":
+                return pending
+            await self._restart(v, pending)
+            return pending
+        for v in mains:
+            cur = v.current
+            if cur is None:
+                await self._start(v, 0)
+            elif wants_restart(policy, cur):
+                await self._restart(v, pending)
+        return pending
+
+    async def _restart(self, v: ContainerView, pending: set[str]) -> None:
+        cur = v.current
+        assert cur is not None
+        delay = restart_backoff(cur.n + 1)
+        finished_at = parse_time(cur.finished_at) or time.time()
+        wait = finished_at + delay - time.time()
+        if wait > 0:
+            pending.add(v.name)
+            pod_ref = f"{self.pod['metadata']['name']}_{self.pod['metadata'].get('namespace')}({self.uid})"
+            self.backing_off[v.name] = (
+                f"back-off {int(delay)}s restarting failed container={v.name} pod={pod_ref}"
+            )
+            if ("BackOff", v.name, cur.n) not in self.reported:
+                self.reported.add(("BackOff", v.name, cur.n))
+                await self._event(
+                    "BackOff",
+                    f"Back-off restarting failed container {v.name} in pod "
+                    f"{self.pod['metadata']['name']}_{self.pod['metadata'].get('namespace')}({self.uid})",
+                    v.name,
+                    warning=True,
+                )
+            self.kubelet.queue_wakeup(self, wait)
+            return
+        self.backing_off.pop(v.name, None)
+        await self._start(v, cur.n + 1)
+
+    async def _event(self, reason: str, message: str, container: str = "", *, warning: bool = False) -> None:
+        """Record an event from the kubelet about the pod, or about one of its containers."""
+        field_path = None
+        if container:
+            init = any(c["name"] == container for c in self.pod["spec"].get("initContainers") or [])
+            field_path = f"spec.{'initContainers' if init else 'containers'}{{{container}}}"
+        await events.record(
+            self.kube,
+            self.pod,
+            reason,
+            message,
+            component="kubelet",
+            event_type="Warning" if warning else "Normal",
+            field_path=field_path,
+        )
+
+    def _shim_spec(self, c: dict[str, Any]) -> tuple[ShimSpec, str | None]:
+        """What the shim runs for container `c` (the container's runtime spec), and which part of its
+        securityContext cannot be applied (see `identity`); raises ContainerConfigError or _CreateError when
+        the container cannot be set up."""
+        assert self.ctx is not None and self.net is not None
+        k8s_env = podenv.container_env(self.pod, c, self.ctx)
+        if not c.get("command"):
+            # args alone would run with the image's entrypoint, which the local cluster cannot know.
+            raise _CreateError(
+                "failed to generate container spec: no command specified "
+                "(the local cluster ignores images and their entrypoints; set command)"
+            )
+        argv = podenv.container_argv(c, k8s_env)
+        identity, not_applied = container_identity(self.pod, c)
+        mounts = volumes.container_mounts(c, self.volume_paths, k8s_env.get) if self.net.isolate else []
+        if self.net.isolate:
+            # The kubelet's hosts file, and a resolv.conf without nameservers: DNS lookups can only go to the
+            # loopback address, never to the host's resolver (pod traffic stays local).
+            managed = {"/etc/hosts": self.dir.etc_hosts, "/etc/resolv.conf": self.dir.resolv_conf}
+            taken = {m.target for m in mounts}
+            mounts += [Mount(str(path), target) for target, path in managed.items() if target not in taken]
+        return ShimSpec(
+            argv=argv,
+            env={**self.kubelet.base_env(self.pod), **k8s_env},
+            log_path="",
+            working_dir=c.get("workingDir") or None,
+            netns=self.net.netns,
+            hostname=hosts.pod_hostname(self.pod) if self.net.isolate else None,
+            mounts=mounts,
+            identity=identity,
+        ), not_applied
+
+    async def _start(self, v: ContainerView, n: int) -> None:
+        try:
+            spec, not_applied = self._shim_spec(v.spec)
+            spec.cgroups = await asyncio.to_thread(self._container_cgroup, v.spec, n)
+        except ContainerConfigError as exc:
+            await self._config_failed(str(exc))
+            return
+        except _CreateError as exc:
+            if v.name not in self.create_errors:
+                self.create_errors[v.name] = str(exc)
+                await self._event("Failed", f"Error: {exc}", v.name, warning=True)
+            return
+        self.create_errors.pop(v.name, None)
+        if not_applied and ("IdentityNotApplied", v.name, 0) not in self.reported:
+            self.reported.add(("IdentityNotApplied", v.name, 0))
+            await self._event("IdentityNotApplied", not_applied, v.name, warning=True)
+        image = v.spec.get("image", "")
+        await self._event("Pulled", f'Container image "{image}" already present on machine', v.name)
+        await asyncio.to_thread(runtime.launch, self.dir.container(v.name).attempt(n), spec)
+        self.launched[(v.name, n)] = time.monotonic()
+        await self._event("Created", f"Created container {v.name}", v.name)
+        await self._event("Started", f"Started container {v.name}", v.name)
+
+    async def _probe(self, mains: list[ContainerView]) -> None:
+        """Run the main containers' probes (see `probes`), and report and act on what they find."""
+        for v in mains:
+            cur = v.current
+            prober = self.probers.get(v.name)
+            if cur is None or not cur.running or not cur.started_at or cur.pid is None:
+                if prober is not None:
+                    prober.cancel()
+                    del self.probers[v.name]
+                continue
+            self._enforce_probe_kill(v, cur.n)
+            if prober is None or prober.attempt != cur.n:
+                if prober is not None:
+                    prober.cancel()
+                started = time.monotonic() - (time.time() - (parse_time(cur.started_at) or time.time()))
+                prober = ContainerProber(v.spec, cur.n, started)
+                if not prober.states:
+                    continue
+                self.probers[v.name] = prober
+            assert self.net is not None
+            running = execute.locate(self.kubelet.state_dir, self.pod, v.name, cur.n)
+            verdict = prober.due(ProbeTarget(self.net.ip, v.spec, running))
+            for probe, message in verdict.failures:
+                await self._event("Unhealthy", f"{probe.label} probe failed: {message}", v.name, warning=True)
+            if verdict.kill is not None:
+                await self._kill_for_probe(v, cur.n, verdict.kill)
+
+    async def _kill_for_probe(self, v: ContainerView, n: int, probe: Probe) -> None:
+        """A failed startup or liveness probe: stop the container (SIGTERM, SIGKILL after the grace period);
+        `_advance` restarts it per restartPolicy."""
+        await self._event(
+            "Killing", f"Container {v.name} failed {probe.kind} probe, will be restarted", v.name
+        )
+        grace = probe.grace_period
+        if grace is None:
+            grace = self.pod["spec"].get("terminationGracePeriodSeconds", 30)
+        self.probe_kills[(v.name, n)] = time.time() + float(grace)
+        runtime.signal_container(self._current_files(v), signal.SIGTERM)
+        self.kubelet.queue_wakeup(self, float(grace))
+
+    def _enforce_probe_kill(self, v: ContainerView, n: int) -> None:
+        deadline = self.probe_kills.get((v.name, n))
+        if deadline is not None and time.time() >= deadline:
+            runtime.signal_container(self._current_files(v), signal.SIGKILL)
+
+    def _container_cgroup(self, c: dict[str, Any], n: int) -> list[str]:
+        """The cgroup of attempt `n` of container `c`, with the container's limits (none where the kubelet
+        runs without cgroups)."""
+        if self.kubelet.cgroups is None:
+            return []
+        try:
+            return self.kubelet.cgroups.create_container(self.pod, c, n)
+        except OSError as exc:
+            raise _CreateError(f"failed to create the container's cgroup: {exc}") from exc
+
+    async def _report_start_errors(self, views: list[ContainerView]) -> None:
+        """A process that could not be exec'd (exit 128, StartError) gets a Warning event, once."""
+        for v in views:
+            cur = v.current
+            if cur is None or cur.reason != "StartError" or ("StartError", v.name, cur.n) in self.reported:
+                continue
+            self.reported.add(("StartError", v.name, cur.n))
+            message = f"Error: failed to start container {v.name!r}: {cur.message}"
+            await self._event("Failed", message, v.name, warning=True)
+
+    def _current_files(self, v: ContainerView) -> AttemptFiles:
+        assert v.current is not None
+        return self.dir.container(v.name).attempt(v.current.n)
+
+    def _kill_running(self, views: list[ContainerView]) -> None:
+        for v in views:
+            if v.current is not None and v.current.running:
+                runtime.signal_container(self._current_files(v), signal.SIGKILL)
+
+    async def _terminate(self, views: list[ContainerView]) -> None:
+        """Graceful deletion: SIGTERM each running container once, SIGKILL when the grace period is over.
+
+        As in the kubelet, the grace period (`deletionGracePeriodSeconds`) counts from when the deletion is
+        seen (`deletionTimestamp` has second precision); a second DELETE may only shorten it."""
+        meta = self.pod["metadata"]
+        grace = meta.get("deletionGracePeriodSeconds")
+        if grace is not None and grace != self.seen_grace:
+            self.seen_grace = grace
+            candidate = time.time() + float(grace)
+            self.kill_deadline = (
+                candidate if self.kill_deadline is None else min(self.kill_deadline, candidate)
+            )
+        elif self.kill_deadline is None:
+            self.kill_deadline = parse_time(meta.get("deletionTimestamp")) or time.time()
+        deadline = self.kill_deadline
+        for v in views:
+            cur = v.current
+            if cur is None or not cur.running:
+                continue
+            key = (v.name, cur.n)
+            if key not in self.termed:
+                self.termed.add(key)
+                await self._event("Killing", f"Stopping container {v.name}", v.name)
+                runtime.signal_container(self._current_files(v), signal.SIGTERM)
+            if time.time() >= deadline:
+                runtime.signal_container(self._current_files(v), signal.SIGKILL)
+        self.kubelet.queue_wakeup(self, max(0.0, deadline - time.time()))
+
+    async def _check_deadline(self, views: list[ContainerView]) -> None:
+        limit = self.pod["spec"].get("activeDeadlineSeconds")
+        started = parse_time(self.start_time)
+        if limit is None or started is None or time.time() < started + float(limit):
+            if limit is not None and started is not None:
+                self.kubelet.queue_wakeup(self, max(0.0, started + float(limit) - time.time()))
+            return
+        self.final = (
+            "Failed",
+            "DeadlineExceeded",
+            "Pod was active on the node longer than the specified deadline",
+        )
+        await self._event("DeadlineExceeded", self.final[2])
+        self._kill_running(views)
+
+    async def _write_status(self, status: dict[str, Any]) -> None:
+        if status == self.last_status:
+            return
+        try:
+            await self.kube.patch(
+                PODS, self.namespace, self.pod["metadata"]["name"], {"status": status}, subresource="status"
+            )
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+        self.last_status = status
+
+    async def _final_delete(self) -> None:
+        if self.deleted:
+            return
+        try:
+            await self.kube.delete(
+                PODS, self.namespace, self.pod["metadata"]["name"], uid=self.uid, grace_period_seconds=0
+            )
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                raise
+        self.deleted = True
+
+
+class _CreateError(Exception):
+    """The container cannot be created at all (`CreateContainerError`)."""

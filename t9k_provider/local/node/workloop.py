@@ -1,0 +1,88 @@
+"""The loop the queue-driven node agents share (scheduler, workload controllers, simulated kubelet,
+flink-operator), and the shape of a workload controller.
+
+Level-triggered like a controller-runtime reconciler: the queue holds keys, never events, and a sync reads
+the object's current state from an informer. A failed sync is retried with per-key exponential backoff
+(`WorkQueue.add_rate_limited`), and one object's failure never stops the agent for the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.informer import Informer, controller_ref, object_key
+from t9k_provider.kube.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+async def run(queue: WorkQueue[Key], sync: Callable[[Key], Awaitable[None]], what: str) -> None:
+    """Sync keys until the queue shuts down; `what` names the objects in log messages."""
+    while (key := await queue.get()) is not None:
+        try:
+            await sync(key)
+        except (ApiError, OSError, asyncio.TimeoutError) as exc:
+            log.warning("%s %s/%s: sync failed: %s", what, *key, exc)
+            queue.add_rate_limited(key)
+        except Exception:
+            log.exception("%s %s/%s: sync failed", what, *key)
+            queue.add_rate_limited(key)
+        else:
+            queue.forget(key)
+        finally:
+            queue.done(key)
+
+
+class OwnerController:
+    """A controller of one owner ``resource`` (Jobs, ReplicaSets, ...) that also follows the objects it
+    controls: a change of an owner, or of a child whose controller reference names one, queues that owner; a
+    sync sees an owner that is not being deleted. Subclasses implement ``sync``."""
+
+    #: the owners' type; its kind is what children's controller references name
+    resource: ResourceType
+
+    def __init__(self, kube: KubeApi, owners: Informer, children: Informer) -> None:
+        self.kube = kube
+        self.owners = owners
+        self.children = children
+        self.queue: WorkQueue[Key] = WorkQueue()
+
+    def on_owner(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        self.queue.add(object_key(new or old or {}))
+
+    def on_child(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        for child in (old, new):
+            ref = controller_ref(child) if child is not None else None
+            if ref is not None and ref.get("kind") == self.resource.kind:
+                self.queue.add((object_key(child)[0], ref["name"]))
+
+    async def run(self) -> None:
+        await self.owners.synced.wait()
+        await self.children.synced.wait()
+        await run(self.queue, self._sync_key, self.resource.kind.lower())
+
+    async def _sync_key(self, key: Key) -> None:
+        owner = self.owners.get(*key)
+        if owner is not None and not owner["metadata"].get("deletionTimestamp"):
+            await self.sync(owner)
+
+    async def sync(self, owner: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    async def write_status(self, owner: dict[str, Any], status: dict[str, Any]) -> None:
+        """Merge-patch ``owner``'s status unless nothing changes (a None value removes a field); the result
+        goes straight into the owner informer, so the next sync starts from it."""
+        if {k: v for k, v in status.items() if v is not None} == (owner.get("status") or {}):
+            return
+        meta = owner["metadata"]
+        patch = {"status": status}
+        written = await self.kube.patch(
+            self.resource, meta.get("namespace", ""), meta["name"], patch, subresource="status"
+        )
+        self.owners.observe(written)

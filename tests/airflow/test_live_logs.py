@@ -1,0 +1,236 @@
+"""Live replica logs while deferred: the trigger follows replica logs on the local cluster (real controller,
+pods as processes) and the worker's final pass resumes where it stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from af_versions import airflow2_only
+
+from t9k_provider.hooks.log_follower import LogFollower
+from t9k_provider.hooks.replicas import ReplicaTarget, pod_selector
+from t9k_provider.jobs import API_VERSION
+from t9k_provider.local.testing import LocalCluster
+from t9k_provider.triggers.job import T9kJobTrigger
+from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+NS = "default"
+CONN_ID = "t9k_live_logs"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("live-logs"), controller=True) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def in_triggerer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Airflow 2.11: run as its triggerer runs a trigger whose task log handler supports triggers (the
+    context variable marking an individual trigger set, ``HANDLER_SUPPORTS_TRIGGERER``); Airflow 3: as is."""
+    if AIRFLOW_V_3_0_PLUS:
+        yield
+        return
+    from airflow.jobs import triggerer_job_runner
+    from airflow.utils.log.trigger_handler import ctx_indiv_trigger
+
+    monkeypatch.setattr(triggerer_job_runner, "HANDLER_SUPPORTS_TRIGGERER", True)
+    token = ctx_indiv_trigger.set(True)
+    try:
+        yield
+    finally:
+        ctx_indiv_trigger.reset(token)
+
+
+@pytest.fixture
+def hook(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from t9k_provider.hooks.t9k import T9kHook
+
+    conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(cluster.kubeconfig)}}
+    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(conn))
+    return T9kHook(conn_id=CONN_ID)
+
+
+def replica(rtype: str, code: str, replicas: int = 1, policy: Any = "Never") -> dict[str, Any]:
+    container = {"name": "main", "image": "python:3.11", "command": [sys.executable, "-u", "-c", code]}
+    return {"type": rtype, "replicas": replicas, "restartPolicy": policy, "template": {"spec": {
+        "containers": [container]}}}  # fmt: skip
+
+
+def submit(cluster: LocalCluster, kind: str, plural: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    meta = {"name": name, "namespace": NS}
+    body = {"apiVersion": API_VERSION, "kind": kind, "metadata": meta, "spec": spec}
+    status, _, job = cluster.request("POST", f"/apis/{API_VERSION}/namespaces/{NS}/{plural}", body)
+    assert status == 201, job
+    return job
+
+
+def trigger(
+    cluster: LocalCluster, kind: str, plural: str, job: dict[str, Any], targets: list[ReplicaTarget]
+) -> T9kJobTrigger:
+    name = job["metadata"]["name"]
+    return T9kJobTrigger(
+        credentials={"kubeconfig": yaml.safe_load(cluster.kubeconfig.read_text())},
+        kind=kind,
+        plural=plural,
+        name=name,
+        namespace=NS,
+        uid=job["metadata"]["uid"],
+        poll_interval=1.0,
+        limits={"startup_timeout": 60},
+        pod_selector=pod_selector(kind, name),
+        log_targets=[list(t) for t in targets],  # as the operator serializes them
+    )
+
+
+class Lines(logging.Handler):
+    """The replica lines a trigger logs, with when each was logged."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("["):
+            self.lines.append((record.created, message))
+
+    def texts(self) -> list[str]:
+        return [text for _, text in self.lines]
+
+
+async def run_trigger(t: T9kJobTrigger) -> tuple[dict[str, Any], float, Lines]:
+    """The first event, when it came, and the replica lines the trigger logged (through ``self.log``)."""
+    lines = Lines()
+    t._log = logging.getLogger(f"test.trigger.{t.name}")  # a stdlib logger in place of Airflow's (structlog)
+    t._log.setLevel(logging.INFO)
+    t._log.addHandler(lines)
+    async for event in t.run():
+        return event.payload, time.time(), lines
+    raise AssertionError("the trigger ended without an event")
+
+
+def test_replica_lines_reach_the_log_while_the_job_runs_and_the_final_pass_repeats_none(
+    cluster: LocalCluster, hook: Any, in_triggerer: None
+) -> None:
+    code = "import time\nfor i in range(12):\n    print(f'line {i}', flush=True)\n    time.sleep(0.4)"
+    job = submit(
+        cluster,
+        "GenericJob",
+        "genericjobs",
+        "live",
+        {"replicaSpecs": [replica("worker", code, policy={"policy": "Never"})]},
+    )
+    t = trigger(cluster, "GenericJob", "genericjobs", job, [ReplicaTarget("worker", 0)])
+    event, fired_at, lines = asyncio.run(run_trigger(t))
+    assert event["status"] == "succeeded", event
+    assert lines.texts() == [f"[live-worker-0/main] line {i}" for i in range(12)]
+    # written as they happened: the first line was in the log seconds before the job ended
+    assert fired_at - lines.lines[0][0] > 3.0, lines.lines
+    (key,) = event["log_cursors"]
+    assert key.endswith("/main")
+
+    # The worker's final pass after resumption starts where the trigger stopped: nothing twice.
+    selector = pod_selector("GenericJob", "live")
+    assert final_pass(hook, selector, event["log_cursors"]) == []
+    # from no cursor it prints them all: the cursors are what prevented it
+    assert len(final_pass(hook, selector, {})) == 12
+
+
+def test_every_replica_arrives_when_cleanup_deletes_a_replica_still_running(
+    cluster: LocalCluster, hook: Any, tmp_path: Path, in_triggerer: None
+) -> None:
+    """The cause of the missing worker-1 lines: a PyTorchTrainingJob without a master succeeds with worker-0,
+    and ``cleanUpPolicy: Unfinished`` deletes a worker still running then, its log with it, so a log pass
+    once the job has ended finds only worker-0. Followed live, both workers' lines arrive."""
+    done = tmp_path / "rank1-printed"  # rank 0 ends after rank 1 printed all, as DDP ranks are in step
+    code = (
+        "import os, pathlib, time\nrank = os.environ['RANK']\n"
+        "for i in range(6):\n    print(f'epoch {i} loss=0.5 rank={rank}', flush=True)\n    time.sleep(0.3)\n"
+        f"done = pathlib.Path({str(done)!r})\n"
+        "if rank == '0':\n    deadline = time.time() + 60\n"
+        "    while not done.exists() and time.time() < deadline:\n        time.sleep(0.1)\n"
+        "else:\n    done.touch()\n    time.sleep(120)"
+    )
+    spec = {
+        "runPolicy": {"cleanUpPolicy": "Unfinished", "backoffLimit": 0},
+        "replicaSpecs": [replica("worker", code, replicas=2)],
+    }
+    job = submit(cluster, "PyTorchTrainingJob", "pytorchtrainingjobs", "ddp", spec)
+    t = trigger(cluster, "PyTorchTrainingJob", "pytorchtrainingjobs", job, [ReplicaTarget("worker", None)])
+    event, _, lines = asyncio.run(run_trigger(t))
+    assert event["status"] == "succeeded", event
+    for rank in (0, 1):
+        got = [text for text in lines.texts() if text.startswith(f"[ddp-worker-{rank}/main]")]
+        expected = [f"[ddp-worker-{rank}/main] epoch {i} loss=0.5 rank={rank}" for i in range(6)]
+        assert got == expected, lines.texts()
+
+    # What a pass at the end sees once cleanup is done: worker-1 is gone with its log.
+    deadline = time.monotonic() + 30
+    selector = pod_selector("PyTorchTrainingJob", "ddp")
+    while any(p["metadata"]["name"] == "ddp-worker-1" for p in hook.list_pods(NS, selector)):
+        assert time.monotonic() < deadline, "worker-1 was not cleaned up"
+        time.sleep(0.2)
+    printed = final_pass(hook, selector, {})
+    assert not any(re.search(r"ddp-worker-1", line) for line in printed), printed
+    assert sum("ddp-worker-0" in line for line in printed) == 6
+
+
+@airflow2_only("a triggerer whose task log handler does not support triggers")
+def test_lines_are_left_to_the_worker_where_trigger_logs_do_not_reach_the_task_log(
+    cluster: LocalCluster, hook: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.jobs import triggerer_job_runner
+    from airflow.utils.log.trigger_handler import ctx_indiv_trigger
+
+    monkeypatch.setattr(triggerer_job_runner, "HANDLER_SUPPORTS_TRIGGERER", False)
+    token = ctx_indiv_trigger.set(True)
+    try:
+        code = "print('only line', flush=True)"
+        spec = {"replicaSpecs": [replica("worker", code, policy={"policy": "Never"})]}
+        job = submit(cluster, "GenericJob", "genericjobs", "unforwarded", spec)
+        t = trigger(cluster, "GenericJob", "genericjobs", job, [ReplicaTarget("worker", 0)])
+        t.log_cursors = {"earlier/main": [1, 1]}
+        event, _, lines = asyncio.run(run_trigger(t))
+    finally:
+        ctx_indiv_trigger.reset(token)
+    assert event["status"] == "succeeded", event
+    assert lines.texts() == []
+    assert event["log_cursors"] == {"earlier/main": [1, 1]}  # unchanged: the worker prints every line
+    assert final_pass(hook, pod_selector("GenericJob", "unforwarded"), event["log_cursors"]) == [
+        "[unforwarded-worker-0/main] only line"
+    ]
+
+
+def final_pass(hook: Any, selector: str, cursors: dict[str, list[int]]) -> list[str]:
+    """What the operator's ``LogFollower`` prints from ``cursors`` (the worker's pass after the trigger)."""
+    printed: list[str] = []
+    log = logging.getLogger("test.final_pass")
+    log.setLevel(logging.INFO)
+    log.addHandler(handler := _Collect(printed))
+    try:
+        LogFollower(hook, NS, selector, lambda _: True, cursors, log=log).poll()
+    finally:
+        log.removeHandler(handler)
+    return printed
+
+
+class _Collect(logging.Handler):
+    def __init__(self, into: list[str]) -> None:
+        super().__init__(logging.INFO)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record.getMessage())

@@ -1,0 +1,103 @@
+"""The deployment harness's own parts that need no Airflow running: log lines, process groups, settings,
+and the pipeline report (the deployment itself runs in tests/deployment)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from benchmarks.airflow_deployment import AirflowDeployment, Component, LogLine
+from benchmarks.pipeline_deployment import RunFigures, TaskFigures, report
+
+
+def test_log_lines_keep_when_airflow_logged_them() -> None:
+    at = datetime(2026, 1, 2, 3, 4, 5, 123000, tzinfo=timezone.utc)
+    entry = {
+        "timestamp": "2026-01-02T03:04:05.123000Z",
+        "event": "[job-worker-0/main] epoch 1/10",
+        "level": "info",
+    }
+    assert LogLine.from_entry(entry) == LogLine(at, "[job-worker-0/main] epoch 1/10")
+    text = "[2026-01-02T04:04:05.123+0100] {log_follower.py:74} INFO - [job-worker-0/main] epoch 1/10"
+    assert LogLine.from_text(text) == LogLine(
+        at, "{log_follower.py:74} INFO - [job-worker-0/main] epoch 1/10"
+    )
+    assert LogLine.from_text("  continued") == LogLine(None, "  continued")
+
+
+def _group(pgid: int) -> list[int]:
+    members = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                stat = (proc / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(proc.name))
+    return members
+
+
+@pytest.mark.parametrize("how", ["stop", "crash"])
+def test_a_component_ends_with_everything_it_spawned(tmp_path: Path, how: str) -> None:
+    # The leader ignores SIGTERM, as a component stuck in shutdown would; its child is a worker it spawned.
+    argv = ["sh", "-c", "trap '' TERM; sleep 60 & wait"]
+    component = Component("stubborn", argv, tmp_path / "stubborn.log")
+    component.start(dict(os.environ))
+    pgid = component.pid
+    deadline = time.monotonic() + 10
+    while len(_group(pgid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_group(pgid)) == 2
+    started = time.monotonic()
+    if how == "stop":
+        component.stop(deadline=time.monotonic() + 1)
+    else:
+        component.kill(signal.SIGKILL)
+        component.stop()
+    assert time.monotonic() - started < 10 and component.proc is None
+    deadline = time.monotonic() + 5  # a SIGKILLed orphan is reaped by init asynchronously
+    while _group(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _group(pgid) == []
+
+
+def test_the_callers_airflow_settings_stay_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+    monkeypatch.setenv("_AIRFLOW__SOMETHING_PRIVATE", "1")
+    monkeypatch.setenv("AIRFLOW_HOME", "/elsewhere")
+    deployment = AirflowDeployment(tmp_path / "home", tmp_path / "dags", tmp_path / "kubeconfig")
+    env = deployment.env
+    assert "AIRFLOW__CORE__UNIT_TEST_MODE" not in env and "_AIRFLOW__SOMETHING_PRIVATE" not in env
+    assert env["AIRFLOW_HOME"] == str(tmp_path / "home")
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    module, _, name = env["AIRFLOW__CORE__HOSTNAME_CALLABLE"].rpartition(".")
+    assert getattr(importlib.import_module(module), name)() == "127.0.0.1"
+    ports = {
+        env[key]
+        for key in ("AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT", "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT")
+    }
+    assert len(ports | {str(deployment.port)}) == 3
+
+
+def test_pipeline_report_counts_failed_tries_and_task_overhead() -> None:
+    def run(seconds: float, prepare_tries: int, report_state: str = "success") -> RunFigures:
+        tasks = [
+            TaskFigures("prepare_data", "success", prepare_tries, 12.0, 1.0),
+            TaskFigures("report", report_state, 1, 3.0, None),
+        ]
+        return RunFigures("r", "success", seconds, tasks, [0.5])
+
+    runs = [run(90.0, 3), run(100.0, 1), run(110.0, 1, report_state="failed")]
+    assert [r.failed_tries for r in runs] == [2, 0, 1]
+    text = report(runs, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert "median 100.0 s, min 90.0 s, max 110.0 s; failed tries in all: 3." in text
+    assert "| prepare_data | 12.0, 12.0, 12.0 | 1.0, 1.0, 1.0 | 11.0 |" in text
+    assert "| report | 3.0, 3.0, 3.0 | -, -, - | - |" in text

@@ -1,0 +1,111 @@
+"""DAGs for the real-deployment tests (``test_deployment.py``); replicas run as local processes.
+
+Every job prints what the tests look for and sleeps just long enough for the test to act while it runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.providers.common.compat.sdk import DAG
+
+from t9k_provider.operators import GenericJobOperator, PyTorchTrainingJobOperator
+
+PY = sys.executable
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+EPOCHS = 10
+#: Each rank prints one ``epoch i/n loss=`` line per epoch, like dags_examples/t9k_training_pipeline.py.
+TRAIN = f"""
+import os, time
+rank = int(os.environ["RANK"])
+for epoch in range(1, {EPOCHS} + 1):
+    time.sleep(3)
+    print(f"epoch {{epoch}}/{EPOCHS} loss={{1.0 / (epoch + rank):.6f}} rank={{rank}}", flush=True)
+"""
+
+
+def replica(replica_type: str, code: str, restart_policy: Any, replicas: int = 1) -> dict[str, Any]:
+    return {
+        "type": replica_type,
+        "replicas": replicas,
+        "restartPolicy": restart_policy,
+        "template": {
+            "spec": {
+                "containers": [{"name": "main", "image": "python:3.11", "command": [PY, "-u", "-c", code]}]
+            }
+        },
+    }
+
+
+def generic(code: str) -> dict[str, Any]:
+    """A one-replica GenericJob that succeeds or fails with its replica."""
+    return {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "GenericJob",
+        "spec": {
+            "successRules": [{"worker": [0]}],
+            "failureRules": [{"worker": [0]}],
+            "replicaSpecs": [replica("worker", code, {"policy": "Never"})],
+        },
+    }
+
+
+def named(name: str, code: str) -> dict[str, Any]:
+    """``generic(code)`` with an explicit ``metadata.name``."""
+    return {**generic(code), "metadata": {"name": name}}
+
+
+def ticking(seconds: int) -> dict[str, Any]:
+    """A job that prints ``tick i`` every second for ``seconds`` seconds."""
+    return generic(
+        f"import time\nfor i in range({seconds}):\n    print('tick', i, flush=True)\n    time.sleep(1)"
+    )
+
+
+# The example pipeline's shape and retry settings: a race that ends a try early shows as try 2.
+with DAG(
+    dag_id="dep_pipeline",
+    schedule=None,
+    start_date=START,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=20), "poll_interval": 2, "deferrable": True},
+):
+    prepare = GenericJobOperator(task_id="prepare", manifest=generic("print('DATASET ready', flush=True)"))
+    train = PyTorchTrainingJobOperator(
+        task_id="train",
+        manifest={
+            "apiVersion": "batch.tensorstack.dev/v1beta1",
+            "kind": "PyTorchTrainingJob",
+            "spec": {"replicaSpecs": [replica("worker", TRAIN, "Never", replicas=2)]},
+        },
+        log_replicas="worker",
+    )
+    evaluate = GenericJobOperator(task_id="evaluate", manifest=generic("print('EVAL {\"accuracy\": 1.0}')"))
+    prepare >> train >> evaluate
+
+with DAG(dag_id="dep_mark_failed", schedule=None, start_date=START):
+    GenericJobOperator(task_id="wait", manifest=ticking(300), deferrable=True, poll_interval=2)
+
+with DAG(dag_id="dep_triggerer_kill", schedule=None, start_date=START):
+    GenericJobOperator(task_id="wait", manifest=ticking(25), deferrable=True, poll_interval=2)
+
+# Waits in the worker; the test kills the task's process while the job runs. The retry starts after the job
+# has succeeded.
+with DAG(
+    dag_id="dep_lost_worker",
+    schedule=None,
+    start_date=START,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=15)},
+):
+    GenericJobOperator(task_id="job", manifest=ticking(10), deferrable=False, poll_interval=1)
+
+# An explicit metadata.name shared by three mapped instances, and reused by every run of the DAG.
+with DAG(dag_id="dep_mapped_same_name", schedule=None, start_date=START):
+    GenericJobOperator.partial(task_id="sweep", deferrable=True, poll_interval=2).expand(
+        manifest=[named("sweep", f"print('point {i}')") for i in range(3)]
+    )
+
+with DAG(dag_id="dep_explicit_name", schedule=None, start_date=START):
+    GenericJobOperator(task_id="job", manifest=named("explicit-name", "print('done')"), poll_interval=2)
