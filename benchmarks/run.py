@@ -1,4 +1,4 @@
-"""``python -m benchmarks``: run the benchmarks of issues 7 and 14 and rewrite ``docs/benchmarks.md``.
+"""``python -m benchmarks``: run the benchmarks of issues 7, 14 and 16 and rewrite ``docs/benchmarks.md``.
 
 By default every section but the heavy ones (``OPT_IN``: the per-task overhead against the cncf operators
 and the controller at full scale, each well over ten minutes) runs; ``--only NAME`` runs just the named ones.
