@@ -62,7 +62,8 @@ test-airflow2: $(AF2_STAMP)
 demo: env
 	$(PY) scripts/demo.py
 
-# Issue 7 benchmarks, side by side with their baselines (< 15 min on 2 cores); rewrites docs/benchmarks.md.
+# Benchmarks side by side with their baselines (about 20 min on 2 cores); rewrites docs/benchmarks.md. The heavy
+# parts run only when named: .venv/bin/python -m benchmarks --only overhead | --only scale-full.
 bench: env
 	$(PY) -m benchmarks
 

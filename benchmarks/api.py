@@ -7,6 +7,7 @@ Every request carries the ``t9k-bench`` User-Agent, so the server's request coun
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import threading
 import time
@@ -18,8 +19,15 @@ from t9k_provider.local.testing import LocalCluster
 USER_AGENT = "t9k-bench"
 
 
+MAX_RECONNECTS = 20
+
+
 class ApiError(RuntimeError):
     pass
+
+
+class Expired(ApiError):
+    """The watch's version is older than the server's history (410)."""
 
 
 class Client:
@@ -71,7 +79,8 @@ class Watch(threading.Thread):
     """Streams watch events of one collection path to ``on_event(type, object, received_at)``.
 
     Starts from the collection's current resourceVersion (``ready`` is set once the stream is open) and
-    reconnects from the last version seen until ``stop()``.
+    reconnects from the last version seen until ``stop()``, also after a broken stream, and relists when
+    that version has been compacted away.
     """
 
     def __init__(
@@ -90,43 +99,77 @@ class Watch(threading.Thread):
         self.error: BaseException | None = None
         self._halt = threading.Event()
         self._conn: Any = None
+        self._rv = ""
 
     def run(self) -> None:
         try:
             client = Client(self.cluster)
             sep = "&" if self.query else ""
-            rv = client.json("GET", f"{self.path}?limit=1{sep}{self.query}")["metadata"]["resourceVersion"]
+            self._rv = client.json("GET", f"{self.path}?limit=1{sep}{self.query}")["metadata"][
+                "resourceVersion"
+            ]
             client.close()
+            failures = 0
             while not self._halt.is_set():
-                self._conn = conn = self.cluster.connection(60)
-                conn.request(
-                    "GET",
-                    f"{self.path}?watch=true&resourceVersion={rv}&timeoutSeconds=30"
-                    f"&allowWatchBookmarks=true{sep}{self.query}",
-                    headers={"Authorization": f"Bearer {self.cluster.token}", "User-Agent": USER_AGENT},
-                )
-                resp = conn.getresponse()
-                if resp.status != 200:
-                    raise ApiError(f"watch {self.path}: HTTP {resp.status}")
-                self.ready.set()
-                while not self._halt.is_set():
-                    line = resp.readline()
-                    if not line:
-                        break
-                    event = json.loads(line)
-                    received = time.perf_counter()
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        raise ApiError(f"watch {self.path}: {obj.get('message')}")
-                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                    if event.get("type") != "BOOKMARK":
-                        self.on_event(event["type"], obj, received)
-                conn.close()
+                try:
+                    self._follow(sep)
+                    failures = 0
+                except (OSError, http.client.HTTPException):
+                    # A stream the server (busy for longer than the socket timeout) or the network broke:
+                    # resume from the last version seen, a bounded number of times in a row.
+                    failures += 1
+                    if failures > MAX_RECONNECTS or self._halt.is_set():
+                        raise
+                    time.sleep(0.5)
+                except Expired:
+                    self._relist(sep)
         except BaseException as exc:
             if not self._halt.is_set():
                 self.error = exc
         finally:
             self.ready.set()
+
+    def _follow(self, sep: str) -> None:
+        """One watch stream from the last version seen until the server ends it."""
+        self._conn = conn = self.cluster.connection(60)
+        conn.request(
+            "GET",
+            f"{self.path}?watch=true&resourceVersion={self._rv}&timeoutSeconds=30"
+            f"&allowWatchBookmarks=true{sep}{self.query}",
+            headers={"Authorization": f"Bearer {self.cluster.token}", "User-Agent": USER_AGENT},
+        )
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise ApiError(f"watch {self.path}: HTTP {resp.status}")
+        self.ready.set()
+        while not self._halt.is_set():
+            line = resp.readline()
+            if not line:
+                break
+            event = json.loads(line)
+            received = time.perf_counter()
+            obj = event.get("object") or {}
+            if event.get("type") == "ERROR":
+                if obj.get("code") == 410:
+                    raise Expired(obj.get("message"))
+                raise ApiError(f"watch {self.path}: {obj.get('message')}")
+            self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
+            if event.get("type") != "BOOKMARK":
+                self.on_event(event["type"], obj, received)
+        conn.close()
+
+    def _relist(self, sep: str) -> None:
+        """After the server compacted past the last version seen: every current object as ADDED (handlers
+        keep first sightings), then the list's version."""
+        client = Client(self.cluster)
+        try:
+            listing = client.json("GET", f"{self.path}?{self.query}")
+        finally:
+            client.close()
+        received = time.perf_counter()
+        for obj in listing.get("items") or []:
+            self.on_event("ADDED", obj, received)
+        self._rv = str(listing["metadata"]["resourceVersion"])
 
     def stop(self) -> None:
         self._halt.set()

@@ -52,11 +52,11 @@ class Controller:
         wait_until(self._ready, timeout, "controller /readyz", interval=0.1)
         return self
 
-    def _get(self, port: int, path: str) -> tuple[int, str]:
+    def _get(self, port: int, path: str, timeout: float = 5) -> tuple[int, str]:
         if self.proc is None or self.proc.poll() is not None:
             raise RuntimeError(f"controller exited; log tail:\n{self.log_tail()}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as resp:
                 return resp.status, resp.read().decode()
         except OSError:
             return 0, ""
@@ -65,7 +65,8 @@ class Controller:
         return self._get(self.health_port, "/readyz")[0] == 200
 
     def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-        status, text = self._get(self.metrics_port, "/metrics")
+        # Generous: with tens of thousands of objects a busy controller's loop can answer late.
+        status, text = self._get(self.metrics_port, "/metrics", timeout=60)
         if status != 200:
             raise RuntimeError(f"controller /metrics answered {status}")
         return {

@@ -60,14 +60,21 @@ class PodTimes:
             return max(self.first_seen[name].values())
 
 
-def create_jobs(cluster: LocalCluster, namespace: str, names: list[str]) -> dict[str, float]:
-    """Create the jobs from ``CREATORS`` parallel clients; returns each job's create acknowledgement time."""
+def create_jobs(
+    cluster: LocalCluster, namespace: str, names: list[str], rate: float | None = None
+) -> dict[str, float]:
+    """Create the jobs from ``CREATORS`` parallel clients, all at once or, with ``rate``, each at its slot
+    (``rate`` per second); returns each job's create acknowledgement time."""
     acked: dict[str, float] = {}
     local = threading.local()
     clients: list[Client] = []
     lock = threading.Lock()
+    start = time.perf_counter()
 
-    def create(name: str) -> None:
+    def create(slot: tuple[int, str]) -> None:
+        i, name = slot
+        if rate is not None and (delay := start + i / rate - time.perf_counter()) > 0:
+            time.sleep(delay)
         if not hasattr(local, "client"):
             local.client = Client(cluster)
             with lock:
@@ -77,7 +84,7 @@ def create_jobs(cluster: LocalCluster, namespace: str, names: list[str]) -> dict
         acked[name] = time.perf_counter()
 
     with ThreadPoolExecutor(CREATORS) as pool:
-        list(pool.map(create, names))
+        list(pool.map(create, enumerate(names)))
     for client in clients:
         client.close()
     return acked

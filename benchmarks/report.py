@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+
 from benchmarks import live_logs
 from benchmarks.stats import Figure
+
+HEADING = re.compile(r"^## (\d+)\. ", re.MULTILINE)
 
 METHOD = {
     "1. Controller efficiency": """\
@@ -54,6 +59,41 @@ DAG files parse without the provider's code. Then the same for the TaskFlow exam
 (`example_taskflow_training.py`, the issue-17 target: within 10% of a plain `@task` DAG of the same shape),
 once for the first parse of a fresh interpreter and once for the median of 20 further parses of the file in
 that interpreter. CPU time is the steadier figure on a shared machine; wall time is shown too.""",
+    "7. Per-task overhead against the cncf-kubernetes operators": """\
+One local cluster (real controller, process kubelet: the pod's command runs as a host process) serves every
+run; each run is a fresh Airflow (its own home and SQLite database) running one DAG under `dag.test()` in
+which each variant runs the same work 10 times, interleaved (every round runs each variant once, in an order
+rotated by one per round), all at their default settings: `GenericJobOperator` (a GenericJob of one
+replica), cncf `KubernetesJobOperator` (`wait_until_job_complete=True`, the only way it waits) and cncf
+`KubernetesPodOperator`, each non-deferrable and deferrable. Overhead = the task instance's wall time
+(start_date to end_date) minus the work's own time (`python3 -c pass` run directly on the host, measured in
+the same run); median and p90 over the 10 tasks of a run, then the median over 3 runs with the spread.
+Requests are counted by the API server between two tasks (a `PythonOperator` between every two measured
+tasks reads its counters): "by the Airflow process" are those of the Airflow clients (they send their own
+User-Agent in this benchmark), "all clients" adds the controller, kubelet and the local Job controller. The
+steps of the T9k tasks come from a watch on jobs and pods in the benchmark (first time each state was seen)
+and the task's start and end. Under `dag.test()` a deferral runs its trigger in the same process, so no
+deferral round trip through a scheduler and triggerer is included: that half needs the real-deployment
+harness of the Airflow production issue, which can run the same DAG (`benchmarks/overhead_dag.py`:
+`build_dag(spec_file)` in any DAG file, `task_lines()` on the run's task instances, then
+`task_overhead.summarize()`). Re-run with `.venv/bin/python -m benchmarks --only overhead` (34 min at a load
+average of 10-19; `--long-tasks` adds a task sleeping 20 s per variant and round).""",
+    "8. Controller at scale": """\
+Real API server and controller, simulated kubelet (pods go Pending -> Running without processes). 2,000
+GenericJobs of 4 replicas that keep running are created with the controller up (8 client threads, in slices
+of 500); then, in each of 3 runs, a freshly started controller syncs them (time from its start until it has
+reconciled every job and then stayed quiet for 3 s, and the writes it made meanwhile, which must be 0), 20
+jobs per second arrive for 15 s (each create at its slot; reconcile time p50/p99 from the controller's
+`t9k_controller_reconcile_duration_seconds` histogram, interpolated within a bucket as Prometheus'
+`histogram_quantile` does, and creation -> all 4 pods from a pod watch), and its RSS is read once idle. The
+arrivals stay, so each run holds 300 jobs more than the last. Last, fresh processes with `tracemalloc` on
+sync one informer per type (`benchmarks/informer_memory.py`: GenericJobs, and pods owner-indexed as the
+controller caches them) and divide the memory still traced by the objects cached; the JSON size is each
+cached object re-encoded compactly. Section 9 is the same at 10,000 jobs (40,000 pods).""",
+    "9. Controller at full scale": """\
+Section 8's procedure with 10,000 GenericJobs x 4 pods held (40,000 pods), arrivals on top. It takes well
+over the `make bench` budget, so it runs only when named: `.venv/bin/python -m benchmarks --only scale-full`
+(its figures are kept in this report otherwise).""",
 }
 
 ANALYSIS = {
@@ -118,6 +158,43 @@ no source at parse time (the function's source is read and checked when the task
 TaskFlow example again costs what the plain `@task` DAG costs; its first parse in a fresh interpreter also
 imports the provider's modules (about 5 ms of CPU here), several times the cost of that small file, which is
 the figure that misses the 10%.""",
+    "7. Per-task overhead against the cncf-kubernetes operators": """\
+Every operator here waits by a constant unless it follows a watch. `KubernetesJobOperator` reads its Job every
+`job_poll_interval` (10 s), in the worker or in its trigger, so a job that ends at once is seen about 10 s
+later in either mode; `KubernetesPodOperator` checks whether its pod has started every
+`startup_check_interval_seconds` (5 s) before it follows the container, in either mode, which sets its 5 s.
+Until the T9k operator's non-deferrable wait follows the watch (the operator work of issue 16; re-run this
+section once it lands), it sleeps its `poll_interval` (10 s) between status reads, so almost all of its
+overhead is the breakdown's last step: the job had succeeded and the operator had not looked yet. Deferred,
+the T9k trigger follows the job on a shared watch and sees the change milliseconds after the controller writes
+it, and the remaining time is the way there: Airflow starting the task and the operator submitting the job,
+the controller creating the pod, the kubelet starting a process (an interpreter here), the controller writing
+the job's status, and Airflow finishing the task (log collection included). Requests per task are of the same
+order for every operator (a dozen): the difference is in latency, not in load. The T9k controller adds its own
+writes (pods, status, Events) to the "all clients" count, where a KubernetesPodOperator task needs no
+controller at all. On a shared machine each step stretches with the load: compare the steps against each
+other, and the same run's operators side by side, rather than one figure against a target.""",
+    "8. Controller at scale": """\
+Memory grows with the objects cached: the informers hold every GenericJob and pod as the decoded JSON
+(dicts and strings), several times the object's JSON size. Objects that arrived one by one on the watch cost
+more than those of a LIST: the JSON decoder shares the key strings of the objects of one document, so keys
+are shared across a LIST's items but repeated for every watch event (11.7 KB against 7.9 KB for the same
+pod of 2.2 KB of JSON, measured with tracemalloc); a controller running for long holds mostly watch-decoded
+objects, which is why the controller that created the jobs is larger than a restarted one. A restarted
+controller lists, reconciles every job once and writes nothing (its caches and the jobs' status agree).
+Reconcile time stays in the milliseconds under a steady arrival: it reads only its caches.""",
+    "9. Controller at full scale": """\
+At 10,000 jobs the controller caches 50,000 objects (and their status changes as they arrive), and its RSS is
+the import (about 95 MiB, section 2) plus the informer caches at the per-object cost of the table: linear in
+the objects held, with nothing per job outside the caches (no per-job task, timer or connection). The same
+objects decoded one by one from watch events, as a long-running controller holds them, cost about 1.5x a
+LIST's (section 8), which is where a cache that kept only the fields the controller reads, or shared its key
+strings, would save most; at this size the target holds without it. A restarted controller lists every type
+once, reconciles each job once from its caches and writes nothing; its sync time is that list and those
+reconciles (no request per job), on a machine whose other sessions kept the load average far above its 2 cores
+(see the stamp above), so it is an upper bound. The arrivals' reconciles stay in milliseconds at p50 (cache
+reads and the writes a new job needs); their p99 and the creation-to-pods latency follow the API server and
+node agents, which share the same cores (section 2).""",
 }
 
 
@@ -134,6 +211,37 @@ def verdict(f: Figure) -> str:
     return f"{shown}: **missed** ({factor:.1f}x off)"
 
 
+def sections_of(text: str) -> dict[str, str]:
+    """The numbered ``## N. title`` blocks of a report, by number, each up to the next ``## `` heading."""
+    starts = [m.start() for m in re.finditer(r"^## ", text, re.MULTILINE)] + [len(text)]
+    blocks = {}
+    for begin, end in itertools.pairwise(starts):
+        match = HEADING.match(text, begin)
+        if match:
+            blocks[match.group(1)] = text[begin:end].rstrip() + "\n"
+    return blocks
+
+
+def kept_sections(previous: str, measured: set[str]) -> tuple[dict[str, str], list[str]]:
+    """The blocks and target rows of ``previous`` for the sections not measured this time."""
+    fields = dict(re.findall(r"^\| (date|commit) \| (.*) \|$", previous, re.MULTILINE))
+    stamp = f"Measured {fields.get('date', 'earlier')} at commit {fields.get('commit', 'unknown')}"
+    blocks = {}
+    for number, block in sections_of(previous).items():
+        if number in measured:
+            continue
+        if not block.splitlines()[2].startswith("Measured "):  # an older report: its machine table's stamp
+            heading, _, rest = block.partition("\n\n")
+            block = f"{heading}\n\n{stamp}; kept from an earlier report.\n\n{rest}"
+        blocks[number] = block
+    rows = [
+        line for line in previous.splitlines()
+        if (m := re.match(r"^\| (\d+)\. ", line)) and m.group(1) in blocks and "|---" not in line
+    ]  # fmt: skip
+    targets = previous.partition("## Targets")[2].partition("\n## ")[0]
+    return blocks, [row for row in rows if row in targets]
+
+
 def render(
     figures: list[Figure],
     machine: dict[str, str],
@@ -141,14 +249,39 @@ def render(
     seconds: float,
     timeline: list[tuple[str, float, str]],
     command: str,
+    stamps: dict[str, str] | None = None,
+    previous: str = "",
 ) -> str:
-    """``timeline``: (step, seconds it took, load average when it ended); the first step is the start."""
+    """``timeline``: (step, seconds it took, load average when it ended); the first step is the start.
+
+    ``stamps``: a line per section title saying when and under what load it was measured. Numbered sections
+    of ``previous`` (the report this one replaces) that were not measured this time are kept as they were,
+    with their target rows, so a heavy section run alone, or left out of a run, keeps its last figures.
+    """
+    stamps = stamps or {}
+    measured = {f.section.split(".")[0] for f in figures}
+    kept, kept_targets = kept_sections(previous, measured) if previous else ({}, [])
     lines = [
         "# Benchmarks",
         "",
         f"Generated by `{command}` (`.venv/bin/python -m benchmarks`); do not edit by hand.",
         f"Every figure is the median over {runs} runs, with the spread (min-max) of those runs.",
         f"The whole run took {seconds / 60:.1f} minutes.",
+    ]
+    lines += [
+        "",
+        "To regenerate on a quiet machine: `make bench` runs sections 1-6 and 8 (about 20 minutes); the "
+        "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
+        "(section 7; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks) and `--only "
+        "scale-full` (section 9; about 35 minutes at that load). Any section can be re-run alone with "
+        "`--only NAME`: the others keep their figures.",
+    ]
+    if kept:
+        lines.append(
+            f"Sections {', '.join(sorted(kept, key=int))} were not run this time: they are kept from an "
+            "earlier report, each with its own date, commit and load."
+        )
+    lines += [
         "",
         "## Machine",
         "",
@@ -167,19 +300,29 @@ def render(
         "| figure | median | target |",
         "|---|---:|---|",
     ]
-    for f in figures:
-        if f.target is not None:
-            lines.append(f"| {f.section[:2]} {f.name} | {f.fmt(f.median)} {f.unit} | {verdict(f)} |")
     sections: dict[str, list[Figure]] = {}
     for f in figures:
         sections.setdefault(f.section, []).append(f)
+    blocks: dict[str, str] = dict(kept)
     for section, items in sections.items():
-        lines += ["", f"## {section}", "", METHOD.get(section, ""), ""]
-        lines += ["| measure | median | spread (min-max) | unit | target |", "|---|---:|---:|---|---|"]
+        number = section.split(".")[0]
+        block = [f"## {section}", ""]
+        if section in stamps:
+            block += [stamps[section], ""]
+        block += [METHOD.get(section, ""), ""]
+        block += ["| measure | median | spread (min-max) | unit | target |", "|---|---:|---:|---|---|"]
         for f in items:
             name = f"{f.name} ({f.note})" if f.note else f.name
             spread = f"{f.fmt(f.low)}-{f.fmt(f.high)}"
-            lines.append(f"| {name} | {f.fmt(f.median)} | {spread} | {f.unit} | {verdict(f)} |")
+            block.append(f"| {name} | {f.fmt(f.median)} | {spread} | {f.unit} | {verdict(f)} |")
         if section in ANALYSIS:
-            lines += ["", ANALYSIS[section]]
+            block += ["", ANALYSIS[section]]
+        blocks[number] = "\n".join(block) + "\n"
+    target_rows = [
+        (f.section.split(".")[0], f"| {f.section[:2]} {f.name} | {f.fmt(f.median)} {f.unit} | {verdict(f)} |")
+        for f in figures if f.target is not None
+    ] + [(row[2:].split(".")[0], row) for row in kept_targets]  # fmt: skip
+    lines += [row for _, row in sorted(target_rows, key=lambda r: int(r[0]))]
+    for number in sorted(blocks, key=int):
+        lines += ["", blocks[number].rstrip()]
     return "\n".join(lines) + "\n"

@@ -1,8 +1,11 @@
-"""``python -m benchmarks``: run every benchmark of issue 7 and rewrite ``docs/benchmarks.md``.
+"""``python -m benchmarks``: run the benchmarks of issues 7, 14 and 16 and rewrite ``docs/benchmarks.md``.
 
-``--quick`` runs each benchmark in a tiny configuration (the smoke test of ``make test``); it writes its
-report elsewhere (``--output``) and its figures mean nothing. The run fails (exit 1) when a measurement is
-implausible (see ``stats.check``); a missed target is reported, not failed.
+By default every section but the heavy ones (``OPT_IN``: the per-task overhead against the cncf operators
+and the controller at full scale, each well over ten minutes) runs; ``--only NAME`` runs just the named ones.
+A section not run keeps its last figures: it is copied from the report being replaced, with its own date,
+commit and load. ``--quick`` runs each benchmark in a tiny configuration (the smoke test of ``make test``);
+it writes its report elsewhere (``--output``) and its figures mean nothing. The run fails (exit 1) when a
+measurement is implausible (see ``stats.check``); a missed target is reported, not failed.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from benchmarks import (
+    controller_capacity,
     controller_efficiency,
     controller_scale,
     dag_parse,
@@ -24,6 +28,7 @@ from benchmarks import (
     local_cluster,
     machine,
     report,
+    task_overhead,
     waiting_cost,
 )
 from benchmarks.controller_process import Controller
@@ -49,17 +54,23 @@ class Profile:
     creates: int
     watch_events: int
     log_writes: int
+    overhead_rounds: int  # tasks of each variant per run
+    works: tuple[str, ...]  # what the overhead tasks run (benchmarks.overhead_dag.WORKS)
+    scale_jobs: int  # jobs x 4 pods held by the controller in section 8 (section 9: FULL_SCALE_JOBS)
+    arrival_seconds: float  # how long jobs arrive at ARRIVAL_RATE per run
 
 
 FULL = Profile(
     runs=3, kinds=KIND_ORDER, job_seconds=1.0, durations=(2.0, 12.0), bursts=(1, 50, 200), resident_jobs=1000,
     waiting_tasks=200, poll=10.0, window=20.0, objects=10_000, creates=500, watch_events=200,
-    log_writes=100_000,
+    log_writes=100_000, overhead_rounds=10, works=("pass",), scale_jobs=2000, arrival_seconds=15.0,
 )  # fmt: skip
 QUICK = Profile(
     runs=1, kinds=("GenericJob",), job_seconds=0.2, durations=(1.0, 2.0), bursts=(1, 3), resident_jobs=4,
     waiting_tasks=3, poll=0.5, window=1.5, objects=60, creates=20, watch_events=10, log_writes=1_500,
+    overhead_rounds=1, works=("pass",), scale_jobs=20, arrival_seconds=1.0,
 )  # fmt: skip
+FULL_SCALE_JOBS = 10_000
 
 
 def controller_benchmarks(p: Profile, work: Path) -> list[Figure]:
@@ -93,7 +104,14 @@ SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
     ),
     "dags": lambda p, work: dag_parse.measure(p.runs),
     "livelogs": live_logs_benchmark,
+    "overhead": lambda p, work: task_overhead.measure(work, p.runs, p.overhead_rounds, p.works),
+    "scale": lambda p, work: controller_capacity.measure(work, p.runs, p.scale_jobs, p.arrival_seconds),
+    "scale-full": lambda p, work: controller_capacity.measure(
+        work, p.runs, FULL_SCALE_JOBS, p.arrival_seconds, full=True
+    ),
 }
+#: Heavy sections: run only when named with --only (their last figures stay in the report otherwise).
+OPT_IN = {"overhead", "scale-full"}
 
 
 def cache_bytecode(work: Path) -> None:
@@ -112,12 +130,16 @@ def run_sections(
     work: Path,
     figures: list[Figure],
     timeline: list[tuple[str, float, str]],
+    stamps: dict[str, str],
 ) -> bool:
-    """Runs the chosen sections, appending to ``figures`` and ``timeline``; True when a check failed."""
+    """Runs the chosen sections, appending to ``figures``, ``timeline`` and ``stamps`` (when, at which
+    commit and under which load each section was measured); True when a check failed."""
+    commit = machine.describe()["commit"]
     for name, section in SECTIONS.items():
-        if only and name not in only:
+        if (only and name not in only) or (not only and name in OPT_IN):
             continue
         began = time.perf_counter()
+        load_before = machine.load_average()
         print(f"[bench] {name} ...", flush=True)
         section_figures = section(profile, work)
         try:
@@ -127,6 +149,12 @@ def run_sections(
             return True
         figures += section_figures
         timeline.append((name, time.perf_counter() - began, machine.load_average()))
+        for title in {f.section for f in section_figures}:
+            stamps[title] = (
+                f"Measured {machine.describe()['date']} at commit {commit} (`python -m benchmarks --only "
+                f"{name}`, {(time.perf_counter() - began) / 60:.1f} min); load average (1 / 5 / 15 min) "
+                f"{load_before} at its start, {machine.load_average()} at its end."
+            )
         print(f"[bench] {name} done in {time.perf_counter() - began:.0f} s", flush=True)
         for f in section_figures:
             print(f"    {f.name}: {f.fmt(f.median)} {f.unit} ({f.fmt(f.low)}-{f.fmt(f.high)})", flush=True)
@@ -137,33 +165,51 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny configuration (smoke test)")
     parser.add_argument(
-        "--only", action="append", choices=sorted(SECTIONS), help="run only these (repeatable)"
+        "--only",
+        action="append",
+        choices=sorted(SECTIONS),
+        help=f"run only these (repeatable); {', '.join(sorted(OPT_IN))} run only when named here",
+    )
+    parser.add_argument(
+        "--long-tasks", action="store_true", help="overhead: also run tasks whose work sleeps 20 s"
     )
     parser.add_argument("--output", type=Path, help=f"report path (default {DOC}; required with --quick)")
     parser.add_argument("--work-dir", type=Path, help="keep clusters and logs here (default: a temp dir)")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if args.quick and args.output is None:
         parser.error("--quick needs --output: its figures must not replace docs/benchmarks.md")
     profile = QUICK if args.quick else FULL
+    if args.long_tasks:
+        profile = replace(profile, works=(*profile.works, "sleep20"))
     output = args.output or DOC
     timeline = [("start", 0.0, machine.load_average())]
     started = time.perf_counter()
     figures: list[Figure] = []
+    stamps: dict[str, str] = {}
     saved_env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="t9k-bench-") as tmp:
         work = args.work_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         cache_bytecode(work)
         try:
-            failed = run_sections(args.only, profile, work, figures, timeline)
+            failed = run_sections(args.only, profile, work, figures, timeline, stamps)
         finally:
             os.environ.clear()
             os.environ.update(saved_env)
     if failed:
         return 1
     seconds = time.perf_counter() - started
-    command = "make bench" if not args.quick else "python -m benchmarks --quick"
-    text = report.render(figures, machine.describe(), profile.runs, seconds, timeline, command)
+    shown = (
+        [f"--only {name}" for name in args.only or []]
+        + ["--quick"] * args.quick
+        + ["--long-tasks"] * args.long_tasks
+    )
+    command = f"python -m benchmarks {' '.join(shown)}" if shown else "make bench"
+    previous = output.read_text() if output.exists() else ""
+    text = report.render(
+        figures, machine.describe(), profile.runs, seconds, timeline, command, stamps, previous
+    )
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
     print(f"[bench] wrote {output} after {seconds / 60:.1f} min", flush=True)

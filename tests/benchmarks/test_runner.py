@@ -71,9 +71,28 @@ def test_quick_run_of_every_benchmark(tmp_path: Path) -> None:
         "4. Local",
         "5. DAG parse",
         "6. Live replica logs",
+        "8. Controller at scale",
     )
     for section in sections:
         assert f"## {section}" in text
     assert "GenericJob: writes / minimum" in text
     assert "T9kJobTrigger: API requests per waiting task per minute" in text
     assert "live logs on: triggerer CPU with" in text
+    assert "## 7. Per-task overhead" not in text  # opt-in: only with --only overhead
+
+
+@pytest.mark.timeout(900)
+def test_quick_run_of_the_per_task_overhead(tmp_path: Path) -> None:
+    """Every operator variant once under dag.test() on one local cluster, through the real command."""
+    output = tmp_path / "report.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "overhead", "--output", str(output),
+         "--work-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=840,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = output.read_text()
+    for operator in ("GenericJobOperator", "KubernetesJobOperator", "KubernetesPodOperator"):
+        assert f"`python3 -c pass`, {operator}, deferrable: overhead, median of 1 tasks" in text
+        assert f"`python3 -c pass`, {operator}, non-deferrable: API requests per task by the Airflow" in text
+    assert "job Succeeded -> Airflow task end" in text

@@ -64,3 +64,35 @@ def test_report_lists_every_figure_and_the_targets() -> None:
     assert "| latency p99 | 0.6 | 0.5-0.7 | s |  |" in text
     assert "| start | 0.0 | 1.00 / 1.00 / 1.00 |" in text
     assert "| controller | 1.5 | 2.00 / 1.50 / 1.20 |" in text
+
+
+def test_sections_not_measured_keep_their_last_figures_and_targets() -> None:
+    """A heavy section run alone (or left out) replaces only its own block; the others stay as they were."""
+    timeline = [("start", 0.0, "1.00 / 1.00 / 1.00")]
+    old = render(
+        [figure([5.0] * 3, target=("<", 1.0)), Figure("6. Heavy", "overhead", "s", [0.7] * 3, ("<=", 1.0))],
+        {"date": "2026-01-01 00:00 UTC", "commit": "abc1234"}, 3, 60.0, timeline, "make bench",
+        {"6. Heavy": "Measured 2026-01-01 00:00 UTC at commit abc1234 (...); load average 9 at its start."},
+    )  # fmt: skip
+    new = render(
+        [figure([2.0, 2.0, 2.0], target=("<", 1.0))], {"date": "2026-02-02 00:00 UTC", "commit": "def5678"},
+        3, 60.0, timeline, "make bench", {}, old,
+    )  # fmt: skip
+    assert "| 1. requests per job | 2.0 requests | < 1.0: **missed** (2.0x off) |" in new
+    assert "5.0 requests" not in new
+    assert "| 6. overhead | 0.7 s | <= 1.0: met |" in new  # its target row is kept too
+    assert "## 6. Heavy\n\nMeasured 2026-01-01 00:00 UTC at commit abc1234" in new
+    assert new.index("## 1. S") < new.index("## 6. Heavy")
+    assert "Sections 6 were not run this time" in new
+
+
+def test_a_kept_block_without_its_own_stamp_gets_the_old_reports_date_and_commit() -> None:
+    old = (
+        "# Benchmarks\n\n## Machine\n\n| | |\n|---|---|\n"
+        "| date | 2026-01-01 00:00 UTC |\n| commit | abc1234 |\n\n"
+        "## Targets\n\n| figure | median | target |\n|---|---:|---|\n| 3. x | 1 s | < 2: met |\n\n"
+        "## 3. Old\n\nHow it was measured.\n\n| measure | median |\n|---|---:|\n| x | 1 |\n"
+    )
+    new = render([figure([1.0])], {"date": "now", "commit": "new"}, 1, 1.0, [], "make bench", {}, old)
+    assert "## 3. Old\n\nMeasured 2026-01-01 00:00 UTC at commit abc1234; kept from an earlier report." in new
+    assert "| 3. x | 1 s | < 2: met |" in new

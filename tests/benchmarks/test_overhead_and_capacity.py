@@ -1,0 +1,73 @@
+"""The arithmetic of the per-task overhead and controller-at-scale benchmarks, without a cluster."""
+
+from __future__ import annotations
+
+from benchmarks.controller_capacity import HISTOGRAM, histogram_percentile
+from benchmarks.overhead_dag import AGENT, plan
+from benchmarks.task_overhead import STEPS, Stamps, summarize
+
+
+def test_every_round_runs_each_variant_once_in_a_rotated_order() -> None:
+    spec = {"variants": ["a", "b", "c"], "works": ["pass"], "rounds": 4}
+    order = plan(spec)
+    assert len(order) == 12 and len({task for task, _, _ in order}) == 12
+    rounds = [[variant for _, variant, _ in order[i : i + 3]] for i in range(0, 12, 3)]
+    assert rounds == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+
+
+def test_overhead_is_wall_time_minus_the_works_own_time_and_requests_are_the_airflow_clients() -> None:
+    def task(variant: str, seconds: float, ours: int, theirs: int) -> dict:
+        requests = {AGENT: ours, "OpenAPI-Generator/33.3.0+snapshot/python": theirs}
+        return {
+            "work": "pass",
+            "variant": variant,
+            "state": "success",
+            "start": 100.0,
+            "end": 100.0 + seconds,
+            "requests": requests,
+        }
+
+    failed = dict(task("t9k", 99.0, 40, 40), state="failed")  # left out, not counted as an overhead
+    tasks = [task("t9k", s, 9, 14) for s in (1.1, 1.3, 1.2, 5.1)] + [task("cncf-pod", 5.1, 14, 7), failed]
+    result = summarize(tasks, {"pass": 0.1})
+    t9k = result[("pass", "t9k")]
+    assert round(t9k["median"], 6) == 1.15  # (1.0 + 1.1 + 1.2 + 5.0) -> median of 1.0, 1.1, 1.2, 5.0
+    assert round(t9k["p90"], 6) == 5.0 and round(t9k["p10"], 6) == 1.0
+    assert (t9k["airflow_requests"], t9k["all_requests"]) == (9, 23)
+    assert result[("pass", "cncf-pod")]["airflow_requests"] == 14
+
+
+def test_the_t9k_tasks_steps_follow_the_watch_stamps_in_order() -> None:
+    stamps = Stamps()
+    job = {"metadata": {"name": "j1", "labels": {"benchmark.t9k/task": "t1"}}}
+    stamps.on_job("ADDED", job, 0.0)
+    pod = {"metadata": {"name": "j1-worker-0", "labels": {"tensorstack.dev/owner-name": "j1"}}}
+    stamps.on_pod("ADDED", pod, 0.0)
+    steps = stamps.steps("t1", start=stamps.seen["t1"]["job"] - 0.5, end=stamps.seen["t1"]["pod"] + 9.0)
+    assert steps is None  # not bound, not done: the task's steps are incomplete
+    stamps.seen["t1"].update(bound=1.0, pod_done=2.0, job_done=3.0)
+    stamps.seen["t1"].update(job=0.2, pod=0.5)
+    assert stamps.steps("t1", start=0.0, end=4.0) == [0.2, 0.3, 0.5, 1.0, 1.0, 1.0]
+    assert len(STEPS) == 6
+
+
+def test_reconcile_percentile_interpolates_within_the_histogram_bucket() -> None:
+    def scrape(counts: dict[str, float]) -> dict:
+        return {
+            (f"{HISTOGRAM}_bucket", frozenset({("kind", "GenericJob"), ("le", le)})): n
+            for le, n in counts.items()
+        }
+
+    before = scrape({"0.01": 10, "0.1": 10, "1.0": 10, "+Inf": 10})
+    after = scrape({"0.01": 60, "0.1": 100, "1.0": 110, "+Inf": 110})  # 100 reconciles: 50, 40, 10 per bucket
+    assert abs(histogram_percentile(after, before, 0.5) - 0.01) < 1e-9
+    assert abs(histogram_percentile(after, before, 0.7) - (0.01 + 0.09 * 20 / 40)) < 1e-9
+    assert abs(histogram_percentile(after, before, 0.99) - (0.1 + 0.9 * 9 / 10)) < 1e-9
+
+
+def test_stamps_out_of_order_or_from_an_earlier_run_give_no_steps() -> None:
+    stamps = Stamps()
+    stamps.seen["t1"].update(job=0.2, pod=0.5, bound=1.0, pod_done=2.0, job_done=3.0)
+    assert stamps.steps("t1", start=10.0, end=14.0) is None  # the stamps predate the task: another run's
+    stamps.clear()
+    assert stamps.steps("t1", start=0.0, end=4.0) is None
