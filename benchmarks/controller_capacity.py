@@ -120,7 +120,10 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
     rss: list[float] = []
     memory: list[dict[str, dict[str, float]]] = []
     arrivals = round(ARRIVAL_RATE * arrival_seconds)
-    with LocalCluster(work / f"capacity-cluster-{jobs}", kubelet="simulated") as cluster:
+    # thousands of simulated pods: room for them all on the one node
+    with LocalCluster(
+        work / f"capacity-cluster-{jobs}", kubelet="simulated", capacity={"max_pods": "100000"}
+    ) as cluster:
         client = Client(cluster)
         ensure_namespace(client, NAMESPACE)
         client.close()
