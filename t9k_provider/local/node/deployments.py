@@ -21,7 +21,7 @@ from t9k_provider.kube.resources import DEPLOYMENTS, REPLICASETS
 from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
 from t9k_provider.local.node import events, workloop
 from t9k_provider.local.node.owned import owner_reference, template_hash
-from t9k_provider.local.node.podstate import pod_phase
+from t9k_provider.local.node.podstate import pod_finished
 from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 COMPONENT = "deployment-controller"
@@ -142,9 +142,7 @@ class DeploymentController(workloop.OwnerController):
             if _replicas(rs) > 0:
                 await self._scale(r, rs, 0)
         old_pods = [p for rs in old for p in self.pods.by_index(OWNER_INDEX, rs["metadata"]["uid"])]
-        if any(_replicas(rs) > 0 for rs in old) or any(
-            pod_phase(p) not in ("Succeeded", "Failed") for p in old_pods
-        ):
+        if any(_replicas(rs) > 0 for rs in old) or any(not pod_finished(p) for p in old_pods):
             return new_rs
         return await self._new_replicaset(r, new_rs, r.replicas)
 
