@@ -239,7 +239,6 @@ class T9kHook(KubernetesHook):
         namespace: str,
         name: str,
         uid: str | None = None,
-        grace_period_seconds: int | None = None,
         resource_version: str | None = None,
     ) -> bool:
         """Delete with foreground propagation; ``uid`` guards against deleting a newer job of the same name,
@@ -252,11 +251,7 @@ class T9kHook(KubernetesHook):
             if uid or resource_version
             else None
         )
-        options = client.V1DeleteOptions(
-            propagation_policy="Foreground",
-            grace_period_seconds=grace_period_seconds,
-            preconditions=preconditions,
-        )
+        options = client.V1DeleteOptions(propagation_policy="Foreground", preconditions=preconditions)
 
         def call() -> bool:
             try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver.fielderrors import Cause, type_invalid
+from t9k_provider.local.apiserver.fielderrors import Cause, required, type_invalid
 
 
 def type_error(path: str, value: Any, expected: str, out: list[Cause]) -> None:
@@ -26,6 +26,14 @@ def _field(parent: dict, key: str, path: str, out: list[Cause], kind: type, expe
 
 def text_field(parent: dict, key: str, path: str, out: list[Cause]) -> str:
     return _field(parent, key, path, out, str, "string")
+
+
+def required_text(parent: dict, key: str, path: str, out: list[Cause]) -> str:
+    """A string field that must not be empty or absent (a ``required`` cause)."""
+    value = text_field(parent, key, path, out)
+    if not value:
+        out.append(required(path))
+    return value
 
 
 def object_field(parent: dict, key: str, path: str, out: list[Cause]) -> dict:

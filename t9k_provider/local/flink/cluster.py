@@ -210,9 +210,7 @@ def pod(fc: dict[str, Any], component: str, index: int, host_env: dict[str, str]
         "env": env,
         "ports": [{"name": n, "containerPort": p} for n, p in _ports(spec, component).items()],
     }
-    for field in ("resources", "volumeMounts"):
-        if part.get(field):
-            container[field] = part[field]
+    container |= {field: part[field] for field in ("resources", "volumeMounts") if part.get(field)}
     if spec.get("envFrom"):
         container["envFrom"] = spec["envFrom"]
     meta = _meta(fc, pod_name_of(cluster, component, index), component, part.get("podLabels"))
@@ -222,9 +220,8 @@ def pod(fc: dict[str, Any], component: str, index: int, host_env: dict[str, str]
         "restartPolicy": "Never",
         "containers": [container, *(part.get("sidecars") or [])],
     }
-    for field in ("initContainers", "volumes", "nodeSelector", "tolerations", "securityContext"):
-        if part.get(field):
-            pod_spec[field] = part[field]
+    optional = ("initContainers", "volumes", "nodeSelector", "tolerations", "securityContext")
+    pod_spec |= {field: part[field] for field in optional if part.get(field)}
     if spec.get("serviceAccountName"):
         pod_spec["serviceAccountName"] = spec["serviceAccountName"]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}

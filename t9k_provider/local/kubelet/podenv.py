@@ -86,30 +86,21 @@ def object_data(obj: dict, *, secret: bool) -> dict[str, str]:
 def referenced_names(pod: dict) -> tuple[set[str], set[str]]:
     """ConfigMap and Secret names the pod refers to in env, envFrom and volumes."""
     spec = pod.get("spec") or {}
-    cms: set[str] = set()
-    secrets: set[str] = set()
+    # (a holder, its ConfigMap key, its Secret key, the Secret's name field)
+    refs: list[tuple[dict, str, str, str]] = []
     for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
-        for src in c.get("envFrom") or []:
-            if "configMapRef" in src:
-                cms.add(src["configMapRef"]["name"])
-            if "secretRef" in src:
-                secrets.add(src["secretRef"]["name"])
-        for env in c.get("env") or []:
-            value_from = env.get("valueFrom") or {}
-            if "configMapKeyRef" in value_from:
-                cms.add(value_from["configMapKeyRef"]["name"])
-            if "secretKeyRef" in value_from:
-                secrets.add(value_from["secretKeyRef"]["name"])
+        refs += [(src, "configMapRef", "secretRef", "name") for src in c.get("envFrom") or []]
+        refs += [
+            (env.get("valueFrom") or {}, "configMapKeyRef", "secretKeyRef", "name")
+            for env in c.get("env") or []
+        ]
     for vol in spec.get("volumes") or []:
-        if "configMap" in vol:
-            cms.add(vol["configMap"]["name"])
-        if "secret" in vol:
-            secrets.add(vol["secret"]["secretName"])
-        for source in (vol.get("projected") or {}).get("sources") or []:
-            if "configMap" in source:
-                cms.add(source["configMap"]["name"])
-            if "secret" in source:
-                secrets.add(source["secret"]["name"])
+        refs.append((vol, "configMap", "secret", "secretName"))
+        refs += [
+            (src, "configMap", "secret", "name") for src in (vol.get("projected") or {}).get("sources") or []
+        ]
+    cms = {holder[cm]["name"] for holder, cm, _, _ in refs if cm in holder}
+    secrets = {holder[secret][key] for holder, _, secret, key in refs if secret in holder}
     return cms, secrets
 
 

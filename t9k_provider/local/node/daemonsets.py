@@ -14,7 +14,7 @@ from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import DAEMONSETS, NODES
 from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.local.node.owned import REVISION_LABEL, PodOwnerController, pod_from_template, template_hash
-from t9k_provider.local.node.podstate import pod_active, pod_ready
+from t9k_provider.local.node.podstate import pod_active, pod_ready, pod_revision
 
 COMPONENT = "daemonset-controller"
 GENERATION_LABEL = "pod-template-generation"
@@ -49,9 +49,7 @@ class DaemonSetController(PodOwnerController):
             active = []
         rolling = (spec.get("updateStrategy") or {}).get("type", "RollingUpdate") == "RollingUpdate"
         if wanted and rolling:
-            outdated = [
-                p for p in active if (p["metadata"].get("labels") or {}).get(REVISION_LABEL) != revision
-            ]
+            outdated = [p for p in active if pod_revision(p) != revision]
             for pod in outdated:
                 await self.pod_writer.delete(ds, pod)
                 active.remove(pod)
@@ -69,7 +67,7 @@ class DaemonSetController(PodOwnerController):
     ) -> None:
         meta, status = ds["metadata"], dict(ds.get("status") or {})
         ready = sum(pod_ready(p) for p in active)
-        updated = sum((p["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision for p in active)
+        updated = sum(pod_revision(p) == revision for p in active)
         new_status: dict[str, Any] = {
             **status,
             "observedGeneration": meta.get("generation", 0),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, object_key
@@ -21,7 +21,7 @@ from t9k_provider.kube.resources import DEPLOYMENTS, REPLICASETS
 from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
 from t9k_provider.local.node import events, workloop
 from t9k_provider.local.node.owned import owner_reference, template_hash
-from t9k_provider.local.node.podstate import pod_phase
+from t9k_provider.local.node.podstate import pod_finished
 from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 COMPONENT = "deployment-controller"
@@ -52,6 +52,21 @@ def _replicas(rs: dict[str, Any]) -> int:
 
 def _count(rs: dict[str, Any], field: str) -> int:
     return int((rs.get("status") or {}).get(field) or 0)
+
+
+class _Rollout(NamedTuple):
+    """What one sync's rollout steps share: the Deployment and the numbers its spec resolves to."""
+
+    deployment: dict[str, Any]
+    replicas: int
+    surge: int
+    unavailable: int
+    pod_hash: str
+    max_revision: int  # the highest revision of the old ReplicaSets
+
+    def annotations(self) -> dict[str, str]:
+        """The size annotations every ReplicaSet write carries."""
+        return {DESIRED: str(self.replicas), MAX_REPLICAS: str(self.replicas + self.surge)}
 
 
 class DeploymentController(workloop.OwnerController):
@@ -95,13 +110,12 @@ class DeploymentController(workloop.OwnerController):
         if surge == 0 and unavailable == 0 and strategy.get("type") != "Recreate":
             unavailable = 1
         max_revision = max((_revision(rs) for rs in old), default=0)
+        rollout = _Rollout(d, replicas, surge, unavailable, pod_hash, max_revision)
         if not spec.get("paused"):
             if strategy.get("type") == "Recreate":
-                new_rs = await self._recreate(d, new_rs, old, replicas, pod_hash, max_revision)
+                new_rs = await self._recreate(rollout, new_rs, old)
             else:
-                new_rs = await self._roll(
-                    d, new_rs, old, replicas, surge, unavailable, pod_hash, max_revision
-                )
+                new_rs = await self._roll(rollout, new_rs, old)
             await self._prune(d, old)
             if new_rs is not None:
                 d = await self._set_revision(d, new_rs)
@@ -121,48 +135,33 @@ class DeploymentController(workloop.OwnerController):
     # -- strategies ------------------------------------------------------------------------------------------
 
     async def _recreate(
-        self,
-        d: dict[str, Any],
-        new_rs: dict[str, Any] | None,
-        old: list[dict[str, Any]],
-        replicas: int,
-        pod_hash: str,
-        max_revision: int,
+        self, r: _Rollout, new_rs: dict[str, Any] | None, old: list[dict[str, Any]]
     ) -> dict[str, Any] | None:
         """Old ReplicaSets to zero; the new one once no pod of theirs is left, terminating ones included."""
         for rs in old:
             if _replicas(rs) > 0:
-                await self._scale(d, rs, 0)
+                await self._scale(r, rs, 0)
         old_pods = [p for rs in old for p in self.pods.by_index(OWNER_INDEX, rs["metadata"]["uid"])]
-        if any(_replicas(rs) > 0 for rs in old) or any(
-            pod_phase(p) not in ("Succeeded", "Failed") for p in old_pods
-        ):
+        if any(_replicas(rs) > 0 for rs in old) or any(not pod_finished(p) for p in old_pods):
             return new_rs
-        return await self._new_replicaset(d, new_rs, replicas, pod_hash, max_revision, replicas)
+        return await self._new_replicaset(r, new_rs, r.replicas)
 
     async def _roll(
-        self,
-        d: dict[str, Any],
-        new_rs: dict[str, Any] | None,
-        old: list[dict[str, Any]],
-        replicas: int,
-        surge: int,
-        unavailable: int,
-        pod_hash: str,
-        max_revision: int,
+        self, r: _Rollout, new_rs: dict[str, Any] | None, old: list[dict[str, Any]]
     ) -> dict[str, Any] | None:
         """``rolloutRolling``: the new ReplicaSet up within surge, old ones down within unavailability."""
+        replicas = r.replicas
         old_total = sum(_replicas(rs) for rs in old)
         if new_rs is None or _replicas(new_rs) < replicas:
             current = _replicas(new_rs) if new_rs is not None else 0
-            room = replicas + surge - old_total - current
+            room = replicas + r.surge - old_total - current
             target = min(replicas, current + max(room, 0)) if old_total else replicas
-            new_rs = await self._new_replicaset(d, new_rs, target, pod_hash, max_revision, replicas, surge)
+            new_rs = await self._new_replicaset(r, new_rs, target)
         elif _replicas(new_rs) > replicas:
-            new_rs = await self._scale(d, new_rs, replicas, surge)
+            new_rs = await self._scale(r, new_rs, replicas)
         if not old_total:
             return new_rs
-        min_available = replicas - unavailable
+        min_available = replicas - r.unavailable
         new_unavailable = _replicas(new_rs) - _count(new_rs, "availableReplicas") if new_rs else 0
         budget = old_total + (_replicas(new_rs) if new_rs else 0) - min_available - new_unavailable
         by_age = sorted(old, key=lambda rs: (_revision(rs), rs["metadata"].get("creationTimestamp", "")))
@@ -171,7 +170,7 @@ class DeploymentController(workloop.OwnerController):
                 break
             cut = min(budget, _replicas(rs) - _count(rs, "availableReplicas"))
             if cut > 0:
-                await self._scale(d, rs, _replicas(rs) - cut, surge)
+                await self._scale(r, rs, _replicas(rs) - cut)
                 budget -= cut
         available = sum(_count(rs, "availableReplicas") for rs in [*old, *([new_rs] if new_rs else [])])
         budget = min(budget, available - min_available)
@@ -181,28 +180,20 @@ class DeploymentController(workloop.OwnerController):
                 break
             cut = min(budget, _replicas(current))
             if cut > 0:
-                await self._scale(d, current, _replicas(current) - cut, surge)
+                await self._scale(r, current, _replicas(current) - cut)
                 budget -= cut
         return new_rs
 
     # -- ReplicaSets ---------------------------------------------------------------------------------------
 
-    async def _new_replicaset(
-        self,
-        d: dict[str, Any],
-        rs: dict[str, Any] | None,
-        target: int,
-        pod_hash: str,
-        max_revision: int,
-        replicas: int,
-        surge: int = 0,
-    ) -> dict[str, Any]:
+    async def _new_replicaset(self, r: _Rollout, rs: dict[str, Any] | None, target: int) -> dict[str, Any]:
         """Create the template's ReplicaSet, or bring it to ``target`` and the newest revision."""
-        revision = str(max_revision + 1)
-        annotations = {DESIRED: str(replicas), MAX_REPLICAS: str(replicas + surge), REVISION: revision}
+        d, pod_hash = r.deployment, r.pod_hash
+        revision = str(r.max_revision + 1)
+        annotations = {**r.annotations(), REVISION: revision}
         if rs is not None:
             current = rs["metadata"].get("annotations") or {}
-            if _revision(rs) > max_revision:
+            if _revision(rs) > r.max_revision:
                 annotations[REVISION] = current.get(REVISION, revision)
             if _replicas(rs) == target and all(current.get(k) == v for k, v in annotations.items()):
                 return rs
@@ -240,15 +231,12 @@ class DeploymentController(workloop.OwnerController):
         await self._scaled_event(d, created, 0, target)
         return created
 
-    async def _scale(
-        self, d: dict[str, Any], rs: dict[str, Any], target: int, surge: int = 0
-    ) -> dict[str, Any]:
-        meta, replicas = rs["metadata"], int((d.get("spec") or {}).get("replicas", 1))
-        annotations = {DESIRED: str(replicas), MAX_REPLICAS: str(replicas + surge)}
-        patch = {"metadata": {"annotations": annotations}, "spec": {"replicas": target}}
+    async def _scale(self, r: _Rollout, rs: dict[str, Any], target: int) -> dict[str, Any]:
+        meta = rs["metadata"]
+        patch = {"metadata": {"annotations": r.annotations()}, "spec": {"replicas": target}}
         updated = await self.kube.patch(REPLICASETS, meta.get("namespace", ""), meta["name"], patch)
         self.children.observe(updated)
-        await self._scaled_event(d, updated, _replicas(rs), target)
+        await self._scaled_event(r.deployment, updated, _replicas(rs), target)
         return updated
 
     async def _scaled_event(self, d: dict[str, Any], rs: dict[str, Any], before: int, after: int) -> None:

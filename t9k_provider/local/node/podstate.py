@@ -1,9 +1,10 @@
-"""What the workload controllers read from a pod's status: ready, since when, still active."""
+"""What the workload controllers read from a pod: ready, since when, still active, its revision."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from t9k_provider.local.node.owned import REVISION_LABEL
 from t9k_provider.local.timestamps import parse_timestamp
 
 
@@ -25,6 +26,15 @@ def ready_since(pod: dict[str, Any]) -> float | None:
     return None
 
 
+def pod_finished(pod: dict[str, Any]) -> bool:
+    return pod_phase(pod) in ("Succeeded", "Failed")
+
+
 def pod_active(pod: dict[str, Any]) -> bool:
     """Neither finished nor being deleted (``controller.FilterActivePods``)."""
-    return pod_phase(pod) not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp")
+    return not pod_finished(pod) and not pod["metadata"].get("deletionTimestamp")
+
+
+def pod_revision(pod: dict[str, Any]) -> str | None:
+    """The StatefulSet or DaemonSet template revision the pod was made from."""
+    return (pod["metadata"].get("labels") or {}).get(REVISION_LABEL)

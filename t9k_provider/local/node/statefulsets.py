@@ -14,7 +14,7 @@ from typing import Any
 from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import STATEFULSETS
 from t9k_provider.local.node.owned import REVISION_LABEL, PodOwnerController, pod_from_template, template_hash
-from t9k_provider.local.node.podstate import pod_ready
+from t9k_provider.local.node.podstate import pod_finished, pod_ready, pod_revision
 
 COMPONENT = "statefulset-controller"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -26,14 +26,6 @@ def _ordinal(sts_name: str, pod: dict[str, Any]) -> int | None:
     prefix = f"{sts_name}-"
     tail = name[len(prefix) :] if name.startswith(prefix) else ""
     return int(tail) if tail.isdigit() else None
-
-
-def _revision(pod: dict[str, Any]) -> str:
-    return (pod["metadata"].get("labels") or {}).get(REVISION_LABEL, "")
-
-
-def _terminal(pod: dict[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 class StatefulSetController(PodOwnerController):
@@ -71,7 +63,7 @@ class StatefulSetController(PodOwnerController):
         busy = False
         for ordinal in range(replicas):
             pod = pods.get(ordinal)
-            if pod is not None and _terminal(pod) and not pod["metadata"].get("deletionTimestamp"):
+            if pod is not None and pod_finished(pod) and not pod["metadata"].get("deletionTimestamp"):
                 await self.pod_writer.delete(sts, pod)
                 busy = True
             elif pod is None:
@@ -97,7 +89,7 @@ class StatefulSetController(PodOwnerController):
         partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
         for ordinal in range(replicas - 1, partition - 1, -1):
             pod = pods.get(ordinal)
-            if pod is not None and _revision(pod) != revision:
+            if pod is not None and pod_revision(pod) != revision:
                 await self.pod_writer.delete(sts, pod)
                 return
 
@@ -115,7 +107,7 @@ class StatefulSetController(PodOwnerController):
     ) -> None:
         meta, status = sts["metadata"], dict(sts.get("status") or {})
         live = [p for p in pods.values() if not p["metadata"].get("deletionTimestamp")]
-        updated = sum(_revision(p) == revision for p in live)
+        updated = sum(pod_revision(p) == revision for p in live)
         current = status.get("currentRevision") or revision
         if updated == replicas == len(live):
             current = revision
@@ -126,7 +118,7 @@ class StatefulSetController(PodOwnerController):
             "replicas": len(live),
             "readyReplicas": ready,
             "availableReplicas": ready,
-            "currentReplicas": sum(_revision(p) == current for p in live),
+            "currentReplicas": sum(pod_revision(p) == current for p in live),
             "updatedReplicas": updated,
             "currentRevision": current,
             "updateRevision": revision,

@@ -73,8 +73,7 @@ class APIServiceStrategy(Strategy):
             return
         service = jf.object_field(spec, "service", "spec.service", out)
         for key in ("namespace", "name"):
-            if not jf.text_field(service, key, f"spec.service.{key}", out):
-                out.append(fe.required(f"spec.service.{key}"))
+            jf.required_text(service, key, f"spec.service.{key}", out)
         validate_port(service, "port", "spec.service.port", out)
         if skip_tls and spec.get("caBundle"):
             out.append(

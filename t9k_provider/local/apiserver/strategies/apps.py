@@ -179,6 +179,25 @@ def replica_cells(obj: dict[str, Any], selector: str) -> list[Any]:
     ]
 
 
+def _default_rollout(spec: dict[str, Any], field: str, rolling: dict[str, Any]) -> None:
+    """``spec.<field>`` defaults to a RollingUpdate whose parameters default to ``rolling``."""
+    strategy = spec.setdefault(field, {})
+    if isinstance(strategy, dict):
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate" and isinstance(strategy.setdefault("rollingUpdate", {}), dict):
+            for key, value in rolling.items():
+                strategy["rollingUpdate"].setdefault(key, value)
+
+
+def _validate_update_strategy(spec: dict[str, Any], out: list[Cause]) -> dict[str, Any]:
+    """StatefulSets' and DaemonSets' ``updateStrategy``, whose type is OnDelete or RollingUpdate."""
+    update = jf.object_field(spec, "updateStrategy", "spec.updateStrategy", out)
+    kind = jf.text_field(update, "type", "spec.updateStrategy.type", out)
+    if kind not in ("OnDelete", "RollingUpdate"):
+        out.append(fe.not_supported("spec.updateStrategy.type", kind, ["OnDelete", "RollingUpdate"]))
+    return update
+
+
 class WorkloadStrategy(PodControllerStrategy):
     """What the four apps/v1 kinds share; ``kind_word`` is how the selector messages name the kind."""
 
@@ -254,14 +273,7 @@ class DeploymentStrategy(WorkloadStrategy):
     ]
 
     def default_spec(self, spec: dict[str, Any]) -> None:
-        strategy = spec.setdefault("strategy", {})
-        if isinstance(strategy, dict):
-            strategy.setdefault("type", "RollingUpdate")
-            if strategy["type"] == "RollingUpdate":
-                rolling = strategy.setdefault("rollingUpdate", {})
-                if isinstance(rolling, dict):
-                    rolling.setdefault("maxUnavailable", "25%")
-                    rolling.setdefault("maxSurge", "25%")
+        _default_rollout(spec, "strategy", {"maxUnavailable": "25%", "maxSurge": "25%"})
         spec.setdefault("progressDeadlineSeconds", 600)
 
     def validate_spec(self, spec: dict[str, Any], out: list[Cause]) -> None:
@@ -340,11 +352,7 @@ class StatefulSetStrategy(WorkloadStrategy):
 
     def default_spec(self, spec: dict[str, Any]) -> None:
         spec.setdefault("podManagementPolicy", "OrderedReady")
-        update = spec.setdefault("updateStrategy", {})
-        if isinstance(update, dict):
-            update.setdefault("type", "RollingUpdate")
-            if update["type"] == "RollingUpdate" and isinstance(update.setdefault("rollingUpdate", {}), dict):
-                update["rollingUpdate"].setdefault("partition", 0)
+        _default_rollout(spec, "updateStrategy", {"partition": 0})
         spec.setdefault(
             "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
         )
@@ -353,10 +361,7 @@ class StatefulSetStrategy(WorkloadStrategy):
         policy = jf.text_field(spec, "podManagementPolicy", "spec.podManagementPolicy", out)
         if policy not in ("OrderedReady", "Parallel"):
             out.append(fe.not_supported("spec.podManagementPolicy", policy, ["OrderedReady", "Parallel"]))
-        update = jf.object_field(spec, "updateStrategy", "spec.updateStrategy", out)
-        kind = jf.text_field(update, "type", "spec.updateStrategy.type", out)
-        if kind not in ("OnDelete", "RollingUpdate"):
-            out.append(fe.not_supported("spec.updateStrategy.type", kind, ["OnDelete", "RollingUpdate"]))
+        update = _validate_update_strategy(spec, out)
         rolling = jf.object_field(update, "rollingUpdate", "spec.updateStrategy.rollingUpdate", out)
         validate_counts(rolling, ("partition",), out)
 
@@ -404,18 +409,10 @@ class DaemonSetStrategy(WorkloadStrategy):
     ]
 
     def default_spec(self, spec: dict[str, Any]) -> None:
-        update = spec.setdefault("updateStrategy", {})
-        if isinstance(update, dict):
-            update.setdefault("type", "RollingUpdate")
-            if update["type"] == "RollingUpdate" and isinstance(update.setdefault("rollingUpdate", {}), dict):
-                update["rollingUpdate"].setdefault("maxUnavailable", 1)
-                update["rollingUpdate"].setdefault("maxSurge", 0)
+        _default_rollout(spec, "updateStrategy", {"maxUnavailable": 1, "maxSurge": 0})
 
     def validate_spec(self, spec: dict[str, Any], out: list[Cause]) -> None:
-        update = jf.object_field(spec, "updateStrategy", "spec.updateStrategy", out)
-        kind = jf.text_field(update, "type", "spec.updateStrategy.type", out)
-        if kind not in ("OnDelete", "RollingUpdate"):
-            out.append(fe.not_supported("spec.updateStrategy.type", kind, ["OnDelete", "RollingUpdate"]))
+        _validate_update_strategy(spec, out)
 
     def cells(self, obj: dict[str, Any]) -> list[Any]:
         meta, spec, status = obj["metadata"], _spec(obj), _status(obj)

@@ -55,15 +55,11 @@ class EventStrategy(Strategy):
             return
         if not involved_ns and namespace not in ("default", "kube-system"):
             out.append(mismatch)
-        component = jf.text_field(obj, "reportingComponent", "reportingComponent", out)
-        if not component:
-            out.append(fe.required("reportingComponent"))
+        component = jf.required_text(obj, "reportingComponent", "reportingComponent", out)
         out += [fe.invalid("reportingComponent", component, m) for m in is_qualified_name(component)]
         for key in ("reportingInstance", "action", "reason"):
-            value = jf.text_field(obj, key, key, out)
-            if not value:
-                out.append(fe.required(key))
-            elif len(value) > 128:
+            value = jf.required_text(obj, key, key, out)
+            if len(value) > 128:
                 out.append(fe.invalid(key, "", "can have at most 128 characters"))
         if len(jf.text_field(obj, "message", "message", out)) > 1024:
             out.append(fe.invalid("message", "", "can have at most 1024 characters"))

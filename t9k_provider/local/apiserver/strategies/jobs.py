@@ -10,6 +10,7 @@ from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.jsonvalues import json_equal
 from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.strategies.apps import validate_counts
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.strategies.podspec import (
     POD_TEMPLATE_FIELDS,
@@ -71,10 +72,7 @@ class JobStrategy(Strategy):
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
         spec = jf.object_field(obj, "spec", "spec", out)
-        for key in _JOB_COUNTERS:
-            value = jf.int_field(spec, key, f"spec.{key}", out)
-            if value is not None and value < 0:
-                out.append(fe.invalid(f"spec.{key}", value, "must be greater than or equal to 0"))
+        validate_counts(spec, _JOB_COUNTERS, out)
         if not isinstance(spec.get("template"), dict):
             out.append(fe.required("spec.template"))
             return

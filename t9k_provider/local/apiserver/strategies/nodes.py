@@ -17,7 +17,6 @@ from t9k_provider.local.timestamps import now_rfc3339
 
 NODE_NAME = "t9k-local-node"
 GPU = "nvidia.com/gpu"
-CAPACITY_NAMES = ("cpu", "memory", GPU, "pods")  # what `t9k-local up/run` can set
 _GPU_DEVICE = re.compile(r"nvidia[0-9]+\Z")
 
 

@@ -134,13 +134,10 @@ def _env_source(source: dict, value: str, path: str, out: list[Cause]) -> None:
         if key == "fieldRef":
             _field_ref(ref, f"{path}.fieldRef", out)
         elif key == "resourceFieldRef":
-            if not jf.text_field(ref, "resource", f"{path}.resourceFieldRef.resource", out):
-                out.append(fe.required(f"{path}.resourceFieldRef.resource"))
+            jf.required_text(ref, "resource", f"{path}.resourceFieldRef.resource", out)
         else:
-            key_name = jf.text_field(ref, "key", f"{path}.{key}.key", out)
-            if not key_name:
-                out.append(fe.required(f"{path}.{key}.key"))
-            elif not CONFIG_KEY.match(key_name):
+            key_name = jf.required_text(ref, "key", f"{path}.{key}.key", out)
+            if key_name and not CONFIG_KEY.match(key_name):
                 out.append(fe.invalid(f"{path}.{key}.key", key_name, CONFIG_KEY_MSG))
     if not present:
         detail = "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
@@ -152,9 +149,8 @@ def _env_source(source: dict, value: str, path: str, out: list[Cause]) -> None:
 
 
 def _field_ref(ref: dict, path: str, out: list[Cause]) -> None:
-    field_path = jf.text_field(ref, "fieldPath", f"{path}.fieldPath", out)
+    field_path = jf.required_text(ref, "fieldPath", f"{path}.fieldPath", out)
     if not field_path:
-        out.append(fe.required(f"{path}.fieldPath"))
         return
     subscript = _SUBSCRIPT.match(field_path)
     if subscript is not None:
@@ -166,23 +162,18 @@ def _field_ref(ref: dict, path: str, out: list[Cause]) -> None:
 
 
 def _container(base: str, c: dict, volumes: set[str], seen: set[str], out: list[Cause]) -> None:
-    name = jf.text_field(c, "name", f"{base}.name", out)
-    if not name:
-        out.append(fe.required(f"{base}.name"))
-    else:
+    name = jf.required_text(c, "name", f"{base}.name", out)
+    if name:
         out += [fe.invalid(f"{base}.name", name, m) for m in is_dns1123_label(name)]
         if name in seen:
             out.append(fe.duplicate(f"{base}.name", name))
         seen.add(name)
-    if not jf.text_field(c, "image", f"{base}.image", out):
-        out.append(fe.required(f"{base}.image"))
+    jf.required_text(c, "image", f"{base}.image", out)
     jf.string_items(c, "command", f"{base}.command", out)
     jf.string_items(c, "args", f"{base}.args", out)
     for env_path, env in jf.object_items(c, "env", f"{base}.env", out):
-        env_name = jf.text_field(env, "name", f"{env_path}.name", out)
-        if not env_name:
-            out.append(fe.required(f"{env_path}.name"))
-        elif not _ENV_NAME.match(env_name):
+        env_name = jf.required_text(env, "name", f"{env_path}.name", out)
+        if env_name and not _ENV_NAME.match(env_name):
             out.append(fe.invalid(f"{env_path}.name", env_name, _ENV_NAME_MSG))
         value = jf.text_field(env, "value", f"{env_path}.value", out)
         if env.get("valueFrom") is not None:
@@ -199,13 +190,10 @@ def _container(base: str, c: dict, volumes: set[str], seen: set[str], out: list[
         validate_protocol(port, f"{port_path}.protocol", out)
     _resources(jf.object_field(c, "resources", f"{base}.resources", out), f"{base}.resources", out)
     for mount_path, mount in jf.object_items(c, "volumeMounts", f"{base}.volumeMounts", out):
-        mount_name = jf.text_field(mount, "name", f"{mount_path}.name", out)
-        if not mount_name:
-            out.append(fe.required(f"{mount_path}.name"))
-        elif mount_name not in volumes:
+        mount_name = jf.required_text(mount, "name", f"{mount_path}.name", out)
+        if mount_name and mount_name not in volumes:
             out.append(fe.not_found(f"{mount_path}.name", mount_name))
-        if not jf.text_field(mount, "mountPath", f"{mount_path}.mountPath", out):
-            out.append(fe.required(f"{mount_path}.mountPath"))
+        jf.required_text(mount, "mountPath", f"{mount_path}.mountPath", out)
 
 
 _STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
@@ -291,14 +279,13 @@ def _volume_source(volume: dict, path: str, out: list[Cause]) -> None:
     for key in sources[:1]:
         source = jf.object_field(volume, key, f"{path}.{key}", out)
         needed = _VOLUME_REQUIRED.get(key)
-        if needed and not jf.text_field(source, needed, f"{path}.{key}.{needed}", out):
-            out.append(fe.required(f"{path}.{key}.{needed}"))
+        if needed:
+            jf.required_text(source, needed, f"{path}.{key}.{needed}", out)
         for item_path, item in jf.object_items(source, "items", f"{path}.{key}.items", out):
             # configMap/secret items name a key; downwardAPI items name a field instead
-            if key != "downwardAPI" and not jf.text_field(item, "key", f"{item_path}.key", out):
-                out.append(fe.required(f"{item_path}.key"))
-            if not jf.text_field(item, "path", f"{item_path}.path", out):
-                out.append(fe.required(f"{item_path}.path"))
+            if key != "downwardAPI":
+                jf.required_text(item, "key", f"{item_path}.key", out)
+            jf.required_text(item, "path", f"{item_path}.path", out)
 
 
 def validate_pod_spec(
@@ -306,9 +293,8 @@ def validate_pod_spec(
 ) -> None:
     volumes: set[str] = set()
     for volume_path, volume in jf.object_items(spec, "volumes", f"{path}.volumes", out):
-        vname = jf.text_field(volume, "name", f"{volume_path}.name", out)
+        vname = jf.required_text(volume, "name", f"{volume_path}.name", out)
         if not vname:
-            out.append(fe.required(f"{volume_path}.name"))
             continue
         out += [fe.invalid(f"{volume_path}.name", vname, m) for m in is_dns1123_label(vname)]
         if vname in volumes:

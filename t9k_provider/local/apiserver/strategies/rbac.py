@@ -114,9 +114,7 @@ class RoleBindingStrategy(Strategy):
         kind = jf.text_field(ref, "kind", "roleRef.kind", out)
         if kind not in self.role_kinds:
             out.append(fe.not_supported("roleRef.kind", kind, list(self.role_kinds)))
-        name = jf.text_field(ref, "name", "roleRef.name", out)
-        if not name:
-            out.append(fe.required("roleRef.name", ""))
+        name = jf.required_text(ref, "name", "roleRef.name", out)
         for message in name_is_path_segment(name, False) if name else ():
             out.append(fe.invalid("roleRef.name", name, message))
         for path, subject in jf.object_items(obj, "subjects", "subjects", out):
