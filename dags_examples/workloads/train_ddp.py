@@ -56,7 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rank {rank}/{world} joining {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}", flush=True)
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=120))
     try:
-        return train(args, rank, world)
+        result = train(args, rank, world)
+        # Leave together: a rank tearing gloo down while its peer still holds the connection can abort
+        # the peer at exit ("terminate called without an active exception", seen once in a loaded run).
+        dist.barrier()
+        return result
     finally:
         dist.destroy_process_group()
 
