@@ -31,11 +31,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="module")
-def core(cluster: LocalCluster) -> client.CoreV1Api:
-    return client.CoreV1Api(cluster.api_client())
-
-
-@pytest.fixture(scope="module")
 def custom(cluster: LocalCluster) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(cluster.api_client())
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,20 +21,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="module")
-def core(cluster: LocalCluster) -> client.CoreV1Api:
-    return client.CoreV1Api(cluster.api_client())
-
-
-@pytest.fixture(scope="module")
 def apps(cluster: LocalCluster) -> client.AppsV1Api:
     return client.AppsV1Api(cluster.api_client())
-
-
-@pytest.fixture
-def ns(core: client.CoreV1Api) -> str:
-    name = f"w-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    return name
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30) -> Any:
