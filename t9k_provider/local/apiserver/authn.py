@@ -1,8 +1,9 @@
 """Who sent a request: the cluster token of ``STATE/token`` is the admin (``system:masters``), a
 ServiceAccount token (``tokens.py``) is ``system:serviceaccount:<ns>:<name>`` while its ServiceAccount (and
 bound pod) still exist, a terminating one included until a minute past its ``deletionTimestamp`` (so a pod
-can still release what it holds while it shuts down); then impersonation headers, each authorized as kube-apiserver's ``WithImpersonation``
-filter does (verb ``impersonate`` on users, groups, serviceaccounts and uids)."""
+can still release what it holds while it shuts down); then impersonation headers, each authorized as
+kube-apiserver's ``WithImpersonation`` filter does (verb ``impersonate`` on users, groups, serviceaccounts
+and uids)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,113 @@
+"""The production install rehearsed on a local cluster (docs/install.md, "Rehearse the install locally"):
+``kubectl apply -k deploy/`` on a cluster without its own controller runs the controller as the shipped
+2-replica Deployment under its ServiceAccount and ClusterRole with in-cluster credentials, the example
+GenericJob succeeds, and killing the leader hands over to the other replica without duplicate pods or lost
+status updates."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.failover import DEPLOY, NAME, SYSTEM, Install, lease_settings, run_handovers
+from t9k_provider.local.testing import LocalCluster
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.timeout(480),
+    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+]
+
+AS_CONTROLLER = f"--as=system:serviceaccount:{SYSTEM}:{NAME}"
+
+
+@pytest.fixture(scope="module")
+def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
+    """``t9k-local up --no-controller`` then ``kubectl apply -k deploy/``, both replicas ready."""
+    with LocalCluster(tmp_path_factory.mktemp("install"), controller=False) as cluster:
+        installed = Install(cluster, tmp_path_factory.mktemp("kubectl-cache"))
+        try:
+            installed.apply()
+            yield installed
+        finally:
+            installed.close()
+
+
+def test_the_controller_runs_as_the_shipped_deployment_with_in_cluster_credentials(install: Install) -> None:
+    pods = install.pods()
+    assert len(pods) == 2
+    for pod in pods:
+        spec = pod["spec"]
+        assert spec["serviceAccountName"] == NAME
+        container = spec["containers"][0]
+        assert container["command"] == ["t9k-controller"]
+        assert not any("kubeconfig" in arg for arg in container["args"])
+        assert "KUBECONFIG" not in {e["name"] for e in container.get("env") or []}
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert "/var/run/secrets/kubernetes.io/serviceaccount" in mounts
+    # Only the in-cluster credentials could have taken the Lease: the leader is one of the pods.
+    leader = install.holder()
+    assert leader in {p["metadata"]["name"] for p in pods}
+    lines = [json.loads(line) for line in install.log(leader).splitlines() if line.startswith("{")]
+    assert "acquired leader lease t9k-system/t9k-controller" in [line["msg"] for line in lines]
+    # The shipped role is enough for what the controller did: no request was refused.
+    assert not [line for line in lines if "403" in line["msg"] or "forbidden" in line["msg"].lower()], lines
+
+
+def test_the_example_genericjob_succeeds(install: Install) -> None:
+    example = DEPLOY / "local" / "example-genericjob.yaml"
+    assert install.kubectl("apply", "-f", str(example)).returncode == 0
+    waited = install.kubectl(
+        "wait", "gj/example", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=120s", timeout=130
+    )
+    assert waited.returncode == 0, waited.stderr
+    succeeded = install.kubectl("get", "gj/example", "-o", "jsonpath={.status.aggregate.succeeded}")
+    assert succeeded.stdout == "2"
+    assert install.kubectl("delete", "-f", str(example)).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "expected"),
+    [
+        (["create"], "pods", "yes"),
+        (["patch", "--subresource=status"], "genericjobs.batch.tensorstack.dev", "yes"),
+        (["update"], "genericjobs.batch.tensorstack.dev", "no"),  # only its status is the controller's
+        (["create"], "deployments.apps", "no"),
+        (["delete"], "nodes", "no"),
+    ],
+)
+def test_auth_can_i_as_the_controller(
+    install: Install, verb: list[str], resource: str, expected: str
+) -> None:
+    asked = install.kubectl("auth", "can-i", AS_CONTROLLER, verb[0], resource, *verb[1:], "-A")
+    assert asked.stdout.strip() == expected, asked.stderr
+
+
+def test_auth_can_i_leases_only_in_the_controller_namespace(install: Install) -> None:
+    def can(namespace: str) -> str:
+        return install.kubectl("auth", "can-i", AS_CONTROLLER, "update", "leases", "-n", namespace).stdout
+
+    assert can(SYSTEM).strip() == "yes"
+    assert can("default").strip() == "no"
+
+
+def test_failover_on_delete_and_on_kill(install: Install, tmp_path: Path) -> None:
+    """One leader deleted (it releases the Lease: the standby takes over in about a retry period) and one
+    SIGKILLed (the Lease must expire first); jobs in flight end Succeeded with no duplicate pod and a status
+    that matches their pods."""
+    settings = lease_settings()
+    handovers, outcome = run_handovers(install, ["delete", "kill"], jobs_per_kill=2)
+    assert outcome.problems == []
+    assert sum(outcome.duplicates) == 0 and len(outcome.duplicates) == 4
+    deleted, killed = handovers
+    assert deleted.new != deleted.old and killed.new != killed.old
+    # Released on SIGTERM: no wait for the Lease to expire.
+    assert deleted.acquired - deleted.gone < settings["lease_duration"] / 2, deleted
+    # SIGKILL: the standby waits the lease duration (counted from its last sight of a renewal) first.
+    assert killed.acquired - killed.gone > settings["lease_duration"] - 3 * settings["retry_period"], killed
+    for handover in handovers:
+        assert handover.acquired <= handover.first_reconcile < handover.acquired + 30, handover
