@@ -1,13 +1,6 @@
-"""Leader failover of the installed controller: ``kubectl apply -k deploy/`` on a local cluster, then the
-leader's pod is deleted (SIGTERM: it releases the Lease) or SIGKILLed and force-deleted (the Lease must
-expire) while jobs run, and the other replica takes over.
-
-Instants, all on the host's clock: the leader is *gone* when the kill is issued (the DELETE request sent, or
-SIGKILL sent to its container's process); the new leader *acquired* at its Lease's ``acquireTime``; the
-*handover* ends at the ``ts`` of the new leader's log line "first reconcile done" (its first completed
-reconcile as leader: a standby reconciles nothing). Across all kills the pods of every job are watched: a job
-that gets more pods than replicas has duplicates, and every job must end Succeeded with a status that agrees
-with its pods (no status update lost in a handover).
+"""Leader failover of the installed controller (``python -m benchmarks --only failover``; ``METHOD`` says
+what is measured and how). Its harness, the install (``Install``) and the kills with jobs in flight
+(``run_handovers``), is also the rehearsal test's (tests/local/test_install.py).
 """
 
 from __future__ import annotations
@@ -36,6 +29,21 @@ NAME = "t9k-controller"  # the Deployment, its ServiceAccount and the Lease
 JOBS_NAMESPACE = "failover"
 REPLICAS = 2
 SECTION = "10. Leader failover"
+METHOD = """\
+A local cluster started without its own controller gets the production install, `kubectl apply -k deploy/`:
+the controller runs as the shipped 2-replica Deployment under its ServiceAccount and ClusterRole, with the
+in-cluster credentials of its pods and the Lease settings below (the Deployment sets none: the controller's
+defaults). Then, 10 times each and alternating, the leader's pod is deleted (`DELETE`, 30 s grace: SIGTERM,
+the controller stops its workers and releases the Lease) or its process is SIGKILLed and the pod
+force-deleted (a node lost: the Lease must expire); before each kill 3 GenericJobs of 2 workers (`sleep 3`)
+are created, so jobs are being created, running and finishing across every handover, and the next kill waits
+for the ReplicaSet's replacement to be ready (a standby with synced caches). *Leader gone* is when the kill
+was issued (the DELETE sent, SIGKILL sent); *acquired* is the new leader's Lease `acquireTime`; the handover
+ends at the `ts` of the new leader's log line `first reconcile done` (a standby reconciles nothing, so it is
+its first reconcile as leader). All instants are on the same host clock. A watch on the jobs' pods records
+every pod ever created: a job with more pods than replicas has duplicates; each job must end Succeeded with a
+status whose replicas (uid, phase) and counts agree with its pods. Figures are over the 10 handovers of each
+kind (median, min-max), and over jobs for the invariants."""
 #: Bounds of the waits, generous for a loaded 2-core machine.
 ROLLOUT_TIMEOUT = 180.0
 HANDOVER_TIMEOUT = 90.0

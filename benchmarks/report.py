@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from benchmarks import live_logs
+from benchmarks import failover, live_logs
 from benchmarks.stats import Figure
 
 HEADING = re.compile(r"^## (\d+)\. ", re.MULTILINE)
@@ -94,6 +94,7 @@ cached object re-encoded compactly. Section 9 is the same at 10,000 jobs (40,000
 Section 8's procedure with 10,000 GenericJobs x 4 pods held (40,000 pods), arrivals on top. It takes well
 over the `make bench` budget, so it runs only when named: `.venv/bin/python -m benchmarks --only scale-full`
 (its figures are kept in this report otherwise).""",
+    failover.SECTION: failover.METHOD,
 }
 
 ANALYSIS = {
@@ -273,8 +274,8 @@ def render(
         "To regenerate on a quiet machine: `make bench` runs sections 1-6 and 8 (about 20 minutes); the "
         "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
         "(section 7; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks) and `--only "
-        "scale-full` (section 9; about 35 minutes at that load). Any section can be re-run alone with "
-        "`--only NAME`: the others keep their figures.",
+        "scale-full` (section 9; about 35 minutes at that load), `--only failover` (section 10, about 10 "
+        "minutes). Any section can be re-run alone with `--only NAME`: the others keep their figures.",
     ]
     if kept:
         lines.append(

@@ -59,7 +59,7 @@ def test_the_controller_runs_as_the_shipped_deployment_with_in_cluster_credentia
 
 
 def test_the_example_genericjob_succeeds(install: Install) -> None:
-    example = DEPLOY / "local" / "example-genericjob.yaml"
+    example = DEPLOY.parent / "docs" / "examples" / "genericjob.yaml"
     assert install.kubectl("apply", "-f", str(example)).returncode == 0
     waited = install.kubectl(
         "wait", "gj/example", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=120s", timeout=130
