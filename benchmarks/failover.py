@@ -44,6 +44,23 @@ its first reconcile as leader). All instants are on the same host clock. A watch
 every pod ever created: a job with more pods than replicas has duplicates; each job must end Succeeded with a
 status whose replicas (uid, phase) and counts agree with its pods. Figures are over the 10 handovers of each
 kind (median, min-max), and over jobs for the invariants."""
+ANALYSIS = """\
+On deletion the leader stops its workers (in-flight reconciles get up to 10 s), releases the Lease (holder
+cleared, `leaseDurationSeconds` 1) and exits; the standby polls the Lease every `retryPeriod` (2 s, plus up to
+20% jitter), so it takes over within one poll of the release. Before this section existed the release failed
+on the local cluster: a pod's bound token was refused (401) as soon as the pod had a `deletionTimestamp`, so
+the standby waited for expiry as after a SIGKILL; the API server now accepts a terminating pod's token until a
+minute past its `deletionTimestamp`, as kube-apiserver does. After a SIGKILL nobody releases the Lease: the
+standby takes over `leaseDuration` after it last saw the Lease change, that is 15 s after the last renewal it
+saw (up to one poll before the kill) plus up to one poll, hence 13-17 s around the 15 s. The new leader's
+first reconcile follows its acquisition within about 0.1 s: its caches are synced while it stands
+by, and their initial lists queued every job. A faster SIGKILL handover needs a shorter `leaseDuration` (and
+`renewDeadline` below it), bought with more frequent Lease writes and less room for a slow API server before a
+healthy leader must stop. No job got a second pod and no status update was lost: a new leader derives
+everything from the cluster (job status, deterministically named children), and the old leader's writes are
+fenced by `is_leader()`, which stops them `renewDeadline` after its last renewal, before `leaseDuration` lets
+the standby in. The machine is shared with other sessions (the load averages in the stamp, on 2 cores); the
+SIGTERM figures move with the load (shutdown and polls wait for CPU), the SIGKILL ones are Lease timing."""
 #: Bounds of the waits, generous for a loaded 2-core machine.
 ROLLOUT_TIMEOUT = 180.0
 HANDOVER_TIMEOUT = 90.0
