@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,9 +84,18 @@ class Install:
         self.cache_dir = cache_dir
         self.client = Client(cluster)
 
+    def kubectl_argv(self, *args: str) -> list[str]:
+        return [
+            "kubectl",
+            "--kubeconfig",
+            str(self.cluster.kubeconfig),
+            "--cache-dir",
+            str(self.cache_dir),
+            *args,
+        ]
+
     def kubectl(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        argv = ["kubectl", "--kubeconfig", str(self.cluster.kubeconfig), "--cache-dir", str(self.cache_dir)]
-        return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(self.kubectl_argv(*args), capture_output=True, text=True, timeout=timeout)
 
     def apply(self) -> None:
         """``kubectl apply -k deploy/`` and wait until both replicas are ready and one holds the Lease."""
@@ -228,7 +238,7 @@ class JobLoad:
 
     def submit(self, count: int) -> None:
         for _ in range(count):
-            name = f"fo-{len(self.names):03d}"
+            name = f"fo-{uuid.uuid4().hex[:8]}"
             job = manifests.job("GenericJob", name, JOBS_NAMESPACE, replicas=2)
             for replica in job["spec"]["replicaSpecs"]:
                 replica["template"]["spec"]["containers"][0]["command"] = ["sleep", f"{self.seconds:g}"]
@@ -236,8 +246,9 @@ class JobLoad:
             self.names.append(name)
 
     def jobs(self) -> dict[str, dict[str, Any]]:
+        """The jobs this load submitted (an earlier load's may share the namespace)."""
         items = self.install.client.json("GET", manifests.collection("GenericJob", JOBS_NAMESPACE))["items"]
-        return {j["metadata"]["name"]: j for j in items}
+        return {j["metadata"]["name"]: j for j in items if j["metadata"]["name"] in self.names}
 
     def finish(self) -> Outcome:
         """Wait for every job to end, then judge each against the pods it got."""

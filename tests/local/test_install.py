@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from benchmarks.failover import DEPLOY, NAME, SYSTEM, Install, lease_settings, run_handovers
+from benchmarks.api import wait_until
+from benchmarks.failover import DEPLOY, NAME, SYSTEM, Install, JobLoad, lease_settings, run_handovers
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [
@@ -93,6 +96,45 @@ def test_auth_can_i_leases_only_in_the_controller_namespace(install: Install) ->
 
     assert can(SYSTEM).strip() == "yes"
     assert can("default").strip() == "no"
+
+
+def test_port_forward_to_the_metrics_service(install: Install) -> None:
+    """``kubectl port-forward svc/t9k-controller-metrics``: the Service's named port reaches a replica."""
+    proc = subprocess.Popen(
+        install.kubectl_argv("-n", SYSTEM, "port-forward", "svc/t9k-controller-metrics", ":8080"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # "Forwarding from 127.0.0.1:PORT -> 8080"
+        port = int(first.split("127.0.0.1:")[1].split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+            text = response.read().decode()
+        assert "t9k_controller_leader " in text
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_rolling_restart_keeps_a_leader_and_jobs_run(install: Install) -> None:
+    """The upgrade path (docs/install.md): the replicas are replaced one at a time, the Lease ends with a new
+    pod, and jobs still reconcile."""
+    before = {p["metadata"]["name"] for p in install.pods()}
+    assert install.kubectl("-n", SYSTEM, "rollout", "restart", f"deploy/{NAME}").returncode == 0
+    status = install.kubectl(
+        "-n", SYSTEM, "rollout", "status", f"deploy/{NAME}", "--timeout=180s", timeout=190
+    )
+    assert status.returncode == 0, status.stdout + status.stderr
+    install.wait_replicas()
+    after = {p["metadata"]["name"] for p in install.pods() if not p["metadata"].get("deletionTimestamp")}
+    assert not before & after
+    assert wait_until(lambda: install.holder() in after, 60, "a new replica to lead")
+    load = JobLoad(install)
+    load.start()
+    load.submit(2)
+    assert load.finish().problems == []
 
 
 def test_failover_on_delete_and_on_kill(install: Install, tmp_path: Path) -> None:
