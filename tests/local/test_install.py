@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -144,7 +143,7 @@ def test_rolling_restart_keeps_a_leader_and_jobs_run(install: Install) -> None:
     assert load.finish().problems == []
 
 
-def test_failover_on_delete_and_on_kill(install: Install, tmp_path: Path) -> None:
+def test_failover_on_delete_and_on_kill(install: Install) -> None:
     """One leader deleted (it releases the Lease: the standby takes over in about a retry period) and one
     SIGKILLed (the Lease must expire first); jobs in flight end Succeeded with no duplicate pod and a status
     that matches their pods."""
@@ -154,9 +153,10 @@ def test_failover_on_delete_and_on_kill(install: Install, tmp_path: Path) -> Non
     assert sum(outcome.duplicates) == 0 and len(outcome.duplicates) == 4
     deleted, killed = handovers
     assert deleted.new != deleted.old and killed.new != killed.old
-    # Released on SIGTERM: no wait for the Lease to expire.
-    assert deleted.acquired - deleted.gone < settings["lease_duration"] / 2, deleted
-    # SIGKILL: the standby waits the lease duration (counted from its last sight of a renewal) first.
-    assert killed.acquired - killed.gone > settings["lease_duration"] - 3 * settings["retry_period"], killed
+    # Waiting for expiry takes at least the lease duration minus the age of the last renewal the standby saw
+    # (about a retry period, two with jitter and a slow poll): released on SIGTERM, the handover is faster.
+    expiry_floor = settings["lease_duration"] - 3 * settings["retry_period"]
+    assert deleted.acquired - deleted.gone < expiry_floor, deleted
+    assert killed.acquired - killed.gone > expiry_floor, killed
     for handover in handovers:
         assert handover.acquired <= handover.first_reconcile < handover.acquired + 30, handover
