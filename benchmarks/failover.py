@@ -62,6 +62,7 @@ everything from the cluster (job status, deterministically named children), and 
 fenced by `is_leader()`, which stops them `renewDeadline` after its last renewal, before `leaseDuration` lets
 the standby in. The machine is shared with other sessions (the load averages in the stamp, on 2 cores); the
 SIGTERM figures move with the load (shutdown and polls wait for CPU), the SIGKILL ones are Lease timing."""
+
 #: Bounds of the waits, generous for a loaded 2-core machine.
 ROLLOUT_TIMEOUT = 180.0
 HANDOVER_TIMEOUT = 90.0
@@ -115,7 +116,9 @@ class Install:
         status, raw = self.client.call(
             "GET", f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM}/leases/{NAME}"
         )
-        return json.loads(raw).get("spec") or {} if status == 200 else {}
+        if status != 200:
+            return {}
+        return json.loads(raw).get("spec") or {}
 
     def holder(self) -> str | None:
         return self.lease().get("holderIdentity") or None
