@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from benchmarks import live_logs
+from benchmarks import failover, live_logs
 from benchmarks.stats import Figure
 
 HEADING = re.compile(r"^## (\d+)\. ", re.MULTILINE)
@@ -94,6 +94,7 @@ cached object re-encoded compactly. Section 9 is the same at 10,000 jobs (40,000
 Section 8's procedure with 10,000 GenericJobs x 4 pods held (40,000 pods), arrivals on top. It takes well
 over the `make bench` budget, so it runs only when named: `.venv/bin/python -m benchmarks --only scale-full`
 (its figures are kept in this report otherwise).""",
+    failover.SECTION: failover.METHOD,
 }
 
 ANALYSIS = {
@@ -195,6 +196,7 @@ reconciles (no request per job), on a machine whose other sessions kept the load
 (see the stamp above), so it is an upper bound. The arrivals' reconciles stay in milliseconds at p50 (cache
 reads and the writes a new job needs); their p99 and the creation-to-pods latency follow the API server and
 node agents, which share the same cores (section 2).""",
+    failover.SECTION: failover.ANALYSIS,
 }
 
 
@@ -272,9 +274,10 @@ def render(
         "",
         "To regenerate on a quiet machine: `make bench` runs sections 1-6 and 8 (about 20 minutes); the "
         "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
-        "(section 7; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks) and `--only "
-        "scale-full` (section 9; about 35 minutes at that load). Any section can be re-run alone with "
-        "`--only NAME`: the others keep their figures.",
+        "(section 7; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks), `--only "
+        "scale-full` (section 9; about 35 minutes at that load) and `--only failover` (section 10; 4 minutes "
+        "at a load average of 4-7). Any section can be re-run alone with `--only NAME`: the others keep "
+        "their figures.",
     ]
     if kept:
         lines.append(
@@ -318,10 +321,12 @@ def render(
         if section in ANALYSIS:
             block += ["", ANALYSIS[section]]
         blocks[number] = "\n".join(block) + "\n"
-    target_rows = [
-        (f.section.split(".")[0], f"| {f.section[:2]} {f.name} | {f.fmt(f.median)} {f.unit} | {verdict(f)} |")
-        for f in figures if f.target is not None
-    ] + [(row[2:].split(".")[0], row) for row in kept_targets]  # fmt: skip
+    target_rows = [(row[2:].split(".")[0], row) for row in kept_targets]
+    for f in figures:
+        if f.target is not None:
+            number = f.section.split(".")[0]  # "10", not the section's first two characters
+            row = f"| {number}. {f.name} | {f.fmt(f.median)} {f.unit} | {verdict(f)} |"
+            target_rows.append((number, row))
     lines += [row for _, row in sorted(target_rows, key=lambda r: int(r[0]))]
     for number in sorted(blocks, key=int):
         lines += ["", blocks[number].rstrip()]

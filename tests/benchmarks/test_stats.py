@@ -70,7 +70,11 @@ def test_sections_not_measured_keep_their_last_figures_and_targets() -> None:
     """A heavy section run alone (or left out) replaces only its own block; the others stay as they were."""
     timeline = [("start", 0.0, "1.00 / 1.00 / 1.00")]
     old = render(
-        [figure([5.0] * 3, target=("<", 1.0)), Figure("6. Heavy", "overhead", "s", [0.7] * 3, ("<=", 1.0))],
+        [
+            figure([5.0] * 3, target=("<", 1.0)),
+            Figure("6. Heavy", "overhead", "s", [0.7] * 3, ("<=", 1.0)),
+            Figure("10. Tenth", "duplicates", "pods", [0.0] * 3, ("<=", 0), zero_ok=True),
+        ],
         {"date": "2026-01-01 00:00 UTC", "commit": "abc1234"}, 3, 60.0, timeline, "make bench",
         {"6. Heavy": "Measured 2026-01-01 00:00 UTC at commit abc1234 (...); load average 9 at its start."},
     )  # fmt: skip
@@ -81,9 +85,10 @@ def test_sections_not_measured_keep_their_last_figures_and_targets() -> None:
     assert "| 1. requests per job | 2.0 requests | < 1.0: **missed** (2.0x off) |" in new
     assert "5.0 requests" not in new
     assert "| 6. overhead | 0.7 s | <= 1.0: met |" in new  # its target row is kept too
+    assert "| 10. duplicates | 0.0 pods | <= 0.0: met |" in new  # two-digit sections too
     assert "## 6. Heavy\n\nMeasured 2026-01-01 00:00 UTC at commit abc1234" in new
-    assert new.index("## 1. S") < new.index("## 6. Heavy")
-    assert "Sections 6 were not run this time" in new
+    assert new.index("## 1. S") < new.index("## 6. Heavy") < new.index("## 10. Tenth")
+    assert "Sections 6, 10 were not run this time" in new
 
 
 def test_a_kept_block_without_its_own_stamp_gets_the_old_reports_date_and_commit() -> None:

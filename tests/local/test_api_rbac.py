@@ -14,6 +14,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
+from t9k_provider.local.apiserver.authn import deleted_before
 from t9k_provider.local.testing import LocalCluster
 
 RBAC = "rbac.authorization.k8s.io"
@@ -305,6 +306,37 @@ def test_bound_token_dies_with_its_pod(cluster: LocalCluster, core: client.CoreV
     with pytest.raises(ApiException) as err:
         api.create_self_subject_review({})
     assert err.value.status == 401
+
+
+def test_bound_token_outlives_its_terminating_pod(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    """As kube-apiserver (``invalidIfDeletedBefore``): a pod shutting down may still use its token, e.g. a
+    leader releasing its Lease on SIGTERM; the token dies once the pod is gone."""
+    pod = core.create_namespaced_pod(
+        ns, {**_pod("leaving"), "metadata": {"name": "leaving", "finalizers": ["x/y"]}}
+    )
+    _wait(lambda: core.list_namespaced_service_account(ns).items)
+    ref = {"kind": "Pod", "apiVersion": "v1", "name": "leaving", "uid": pod.metadata.uid}
+    request = core.create_namespaced_service_account_token("default", ns, {"spec": {"boundObjectRef": ref}})
+    api = client.AuthenticationV1Api(_client_as(cluster, request.status.token))
+    core.delete_namespaced_pod("leaving", ns)
+    assert core.read_namespaced_pod("leaving", ns).metadata.deletion_timestamp is not None
+    user = api.create_self_subject_review({}).status.user_info
+    assert user.extra["authentication.kubernetes.io/pod-name"] == ["leaving"]
+    core.patch_namespaced_pod("leaving", ns, {"metadata": {"finalizers": None}})
+    _wait(lambda: not core.list_namespaced_pod(ns).items)
+    with pytest.raises(ApiException) as err:
+        api.create_self_subject_review({})
+    assert err.value.status == 401
+
+
+def test_deletion_leeway_of_tokens() -> None:
+    pod = {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    deleted_at = 1767225600.0
+    assert deleted_before(pod, deleted_at + 1)
+    assert not deleted_before(pod, deleted_at)
+    assert not deleted_before({"metadata": {}}, deleted_at + 1)
 
 
 def test_token_request_validation(core: client.CoreV1Api, ns: str) -> None:

@@ -93,6 +93,7 @@ class Manager:
         self._group_prefix = f"{job_types[0].group}/" if job_types else ""
         self._informer_tasks: list[asyncio.Task[None]] = []
         self._busy_since: dict[int, float] = {}
+        self._reconciled = False  # a reconcile has finished (logged once: where a handover ends)
         self._runners: list[web.AppRunner] = []
         namespaces: list[str | None] = list(settings.namespaces) or [None]
         for ns in namespaces:
@@ -236,6 +237,9 @@ class Manager:
             return
         finally:
             self.metrics.reconcile_seconds.labels(kind=kind).observe(time.perf_counter() - started)
+        if not self._reconciled:
+            self._reconciled = True
+            log.info("first reconcile done", extra={**ctx, "identity": self.identity})
         if outcome.retry:
             self.metrics.queue_retries.inc()
             self.queue.add_rate_limited(key)

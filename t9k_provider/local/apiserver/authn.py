@@ -1,11 +1,14 @@
 """Who sent a request: the cluster token of ``STATE/token`` is the admin (``system:masters``), a
 ServiceAccount token (``tokens.py``) is ``system:serviceaccount:<ns>:<name>`` while its ServiceAccount (and
-bound pod) still exist; then impersonation headers, each authorized as kube-apiserver's ``WithImpersonation``
-filter does (verb ``impersonate`` on users, groups, serviceaccounts and uids)."""
+bound pod) still exist, a terminating one included until a minute past its ``deletionTimestamp`` (so a pod
+can still release what it holds while it shuts down); then impersonation headers, each authorized as
+kube-apiserver's ``WithImpersonation`` filter does (verb ``impersonate`` on users, groups, serviceaccounts
+and uids)."""
 
 from __future__ import annotations
 
 import hmac
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +18,7 @@ from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.authz import MASTERS, Attributes, Authorizer, UserInfo, forbidden
 from t9k_provider.local.apiserver.tokens import TokenSigner
 from t9k_provider.local.store import Store
+from t9k_provider.local.timestamps import parse_timestamp
 
 ADMIN = UserInfo("kubernetes-admin", (MASTERS, "system:authenticated"))
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
@@ -22,6 +26,8 @@ _POD_NAME = "authentication.kubernetes.io/pod-name"
 _POD_UID = "authentication.kubernetes.io/pod-uid"
 _CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
 _EXTRA_HEADER = "impersonate-extra-"
+#: kube-apiserver's ``jwt.DefaultLeeway``: objects deleted before now minus this invalidate their tokens.
+DELETION_LEEWAY = 60.0
 
 
 def service_account_user(
@@ -59,22 +65,34 @@ class Authenticator:
         namespace, account = private.get("namespace"), private.get("serviceaccount") or {}
         if not isinstance(namespace, str) or not isinstance(account, dict):
             return None
+        invalid_if_deleted_before = time.time() - DELETION_LEEWAY
         stored = self.store.get(("", "serviceaccounts", namespace, str(account.get("name"))))
-        if stored is None or stored["metadata"]["uid"] != account.get("uid") or _deleting(stored):
+        if (
+            stored is None
+            or stored["metadata"]["uid"] != account.get("uid")
+            or deleted_before(stored, invalid_if_deleted_before)
+        ):
             return None
         extra: dict[str, tuple[str, ...]] = {_CREDENTIAL_ID: (f"JTI={claims.get('jti', '')}",)}
         pod_ref = private.get("pod")
         if pod_ref is not None:
             pod = self.store.get(("", "pods", namespace, str((pod_ref or {}).get("name"))))
-            if pod is None or pod["metadata"]["uid"] != pod_ref.get("uid") or _deleting(pod):
+            if (
+                pod is None
+                or pod["metadata"]["uid"] != pod_ref.get("uid")
+                or deleted_before(pod, invalid_if_deleted_before)
+            ):
                 return None
             extra[_POD_NAME] = (pod_ref["name"],)
             extra[_POD_UID] = (pod_ref["uid"],)
         return service_account_user(namespace, stored["metadata"]["name"], stored["metadata"]["uid"], extra)
 
 
-def _deleting(obj: dict[str, Any]) -> bool:
-    return bool(obj["metadata"].get("deletionTimestamp"))
+def deleted_before(obj: dict[str, Any], instant: float) -> bool:
+    """Whether ``obj``'s ``deletionTimestamp`` (for a pod: when its grace period ends) lies before ``instant``
+    (Unix seconds)."""
+    stamp = obj["metadata"].get("deletionTimestamp")
+    return bool(stamp) and parse_timestamp(stamp).timestamp() < instant
 
 
 def impersonate(user: UserInfo, request: web.Request, authorizer: Authorizer) -> UserInfo:
