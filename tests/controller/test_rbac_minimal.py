@@ -14,7 +14,7 @@ stays needed as long as one of its grants is, so an unneeded verb on one resourc
   fails here (minimality), as does a request outside the roles (sufficiency).
 - ``test_removing_a_granule_surfaces_a_403``: for each granule, the roles without it and the scenario that
   needs it; the 403 must show in the controller's log (the server's ``cannot <verb> resource ...`` message)
-  and in ``t9k_controller_api_requests_total{code="403"}``. A granule with no scenario in ``NEEDS`` fails.
+  and in ``t9k_controller_api_requests_total{code="403"}``. A granule ``needs`` names no scenario for fails.
 
 Informer (list, watch) and Lease granules need a fresh controller; the others share one controller and a
 namespace per case, so the whole module takes a few minutes.
@@ -229,8 +229,10 @@ class Scene:
         services = self.core.list_namespaced_service(self.ns, label_selector=selector).items
         return sorted(o.metadata.name for o in [*pods, *services])
 
-    def once(self, find: Callable[[], Any], act: Callable[[Any], None]) -> threading.Thread:
-        """In the background: once ``find()`` returns something, ``act`` on it (given up with the case)."""
+    def once(self, find: Callable[[], Any], act: Callable[[Any], None]) -> threading.Event:
+        """In the background: once ``find()`` returns something, ``act`` on it (given up with the case); the
+        event tells that it acted."""
+        acted = threading.Event()
 
         def run() -> None:
             deadline = time.monotonic() + CASE_TIMEOUT
@@ -238,15 +240,16 @@ class Scene:
                 found = find()
                 if found:
                     act(found)
+                    acted.set()
                     return
                 time.sleep(0.2)
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         self.threads.append(thread)
-        return thread
+        return acted
 
-    def play_flink_operator(self, job_name: str) -> threading.Thread:
+    def play_flink_operator(self, job_name: str) -> threading.Event:
         """Stand in for the flink-operator: the job's FlinkCluster reports Running once it exists."""
         name = f"{job_name}-flinkcluster"
         status = {"status": {"state": "Running"}}
@@ -468,10 +471,11 @@ def drift(s: Scene) -> Check:
     )
 
     def check() -> None:
-        pg.join(CASE_TIMEOUT)
-        cm.join(CASE_TIMEOUT)
+        assert pg.wait(CASE_TIMEOUT) and cm.wait(CASE_TIMEOUT), "the PodGroup and the ConfigMap were changed"
         wait_for(
-            lambda: (s.obj(SCHED, "drift-pg") or {})["spec"]["priority"] == 5, 30, "PodGroup patched back"
+            lambda: ((s.obj(SCHED, "drift-pg") or {}).get("spec") or {}).get("priority") == 5,
+            30,
+            "PodGroup patched back",
         )
         wait_for(lambda: configmap().data["hostfile"] != "x", 30, "hostfile ConfigMap patched back")
 
@@ -488,15 +492,10 @@ def conflict(s: Scene) -> Check:
         spec = kind_spec(kind, s.env.tools)
         if kind != "BeamJob":  # the only kind without pause
             spec["runMode"] = {"pause": {"enabled": True}}
-        stale.append(s.job(kind, f"cf-{kind.lower()}", spec))
-        s.custom.patch_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            s.ns,
-            KINDS[kind].PLURAL,
-            f"cf-{kind.lower()}",
-            {"metadata": {"labels": {"x": "y"}}},
-        )
+        name = f"cf-{kind.lower()}"
+        stale.append(s.job(kind, name, spec))
+        touch = {"metadata": {"labels": {"touched": "yes"}}}
+        s.custom.patch_namespaced_custom_object(GROUP, VERSION, s.ns, KINDS[kind].PLURAL, name, touch)
     metrics = Metrics()
     s.metrics.append(metrics)
 
@@ -513,7 +512,10 @@ def conflict(s: Scene) -> Check:
 
     def check() -> None:
         assert not s.evidence
-        assert metrics.status_writes.labels(outcome="conflict")._value.get() >= len(KINDS)
+        conflicts = metrics.registry.get_sample_value(
+            "t9k_controller_status_writes_total", {"outcome": "conflict"}
+        )
+        assert conflicts is not None and conflicts >= len(KINDS)  # one each at least
 
     return check
 
@@ -618,7 +620,7 @@ def test_shipped_roles_run_every_scenario(env: Env) -> None:
         scene.close()
         proc.stop()
     assert not {r for r in made if r[2] == "403"}, proc.log_tail()
-    granted = {(verb, metric_resource(resource)): g for g in granules() for _, _, resource, verb in [g]}
+    granted = {(g[3], metric_resource(g[2])): g for g in granules()}  # (verb, plural) as the metrics say
     assert len(granted) == len(granules()), "two granules share a plural: requests would not name one"
     used = {(verb, resource) for verb, resource, _code in made}
     unused = [g for key, g in granted.items() if key not in used]
