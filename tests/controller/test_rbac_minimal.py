@@ -371,54 +371,51 @@ def squat(resource: str) -> Callable[[Scene], Check]:
     def scenario(s: Scene) -> Check:
         name = f"sq-{resource}"
         meta = {"name": name}
+        worker = {"replicaSpecs": [{"type": "worker", "template": template("m", "true")}]}
+        # the squatter first: the controller must not win the name
         if resource == "pods":
-            s.job(
-                "GenericJob", name, {"replicaSpecs": [{"type": "worker", "template": template("m", "true")}]}
-            )
-            pod = {"metadata": {**meta, "name": f"{name}-worker-0"},
+            kind, spec = "GenericJob", worker
+            pod = {"metadata": {"name": f"{name}-worker-0"},
                    "spec": {"restartPolicy": "Never", "containers": [_container("true")]}}  # fmt: skip
             s.core.create_namespaced_pod(s.ns, pod)
         elif resource == "services":
-            s.job("GenericJob", name, {
-                "service": {"ports": [{"name": "http", "port": 8080}]},
-                "replicaSpecs": [{"type": "worker", "template": template("m", "true")}],
-            })  # fmt: skip
+            kind, spec = "GenericJob", {**worker, "service": {"ports": [{"name": "http", "port": 8080}]}}
             service = {"metadata": {"name": f"{name}-worker-0"}, "spec": {"ports": [{"port": 80}]}}
             s.core.create_namespaced_service(s.ns, service)
         elif resource in ("secrets", "configmaps"):
-            s.job("MPIJob", name, kind_spec("MPIJob", s.env.tools))
-            suffix = "ssh" if resource == "secrets" else "hostfile"
-            body = {"metadata": {"name": f"{name}-{suffix}"}, "data": {}}
+            kind, spec = "MPIJob", kind_spec("MPIJob", s.env.tools)
+            body = {
+                "metadata": {"name": f"{name}-{'ssh' if resource == 'secrets' else 'hostfile'}"},
+                "data": {},
+            }
             if resource == "secrets":
                 s.core.create_namespaced_secret(s.ns, body)
             else:
                 s.core.create_namespaced_config_map(s.ns, body)
         elif resource == "podgroups":
-            s.job("GenericJob", name, {
-                "scheduler": {"t9kScheduler": {"queue": "default"}},
-                "replicaSpecs": [{"type": "worker", "template": template("m", "true")}],
-            })  # fmt: skip
+            kind, spec = "GenericJob", {**worker, "scheduler": {"t9kScheduler": {"queue": "default"}}}
             group = {"apiVersion": "/".join(SCHED[:2]), "kind": "PodGroup", "metadata": meta,
                      "spec": {"minMember": 1, "queue": "default"}}  # fmt: skip
             s.custom.create_namespaced_custom_object(*SCHED[:2], s.ns, SCHED[2], group)
         elif resource == "tensorboards":
-            s.job("PyTorchTrainingJob", name, kind_spec("PyTorchTrainingJob", s.env.tools))
+            kind, spec = "PyTorchTrainingJob", kind_spec("PyTorchTrainingJob", s.env.tools)
             board = {"apiVersion": "/".join(TENSORBOARD[:2]), "kind": "TensorBoard", "metadata": meta,
                      "spec": {}}  # fmt: skip
             s.custom.create_namespaced_custom_object(*TENSORBOARD[:2], s.ns, TENSORBOARD[2], board)
         elif resource == "flinkclusters":
-            s.job("BeamJob", name, kind_spec("BeamJob", s.env.tools))
+            kind, spec = "BeamJob", kind_spec("BeamJob", s.env.tools)
             cluster = {"apiVersion": "/".join(FLINK[:2]), "kind": "FlinkCluster",
                        "metadata": {"name": f"{name}-flinkcluster"},
                        "spec": {"flinkVersion": "1.17", "image": {"name": "flink:1.17"}}}  # fmt: skip
             s.custom.create_namespaced_custom_object(*FLINK[:2], s.ns, FLINK[2], cluster)
         else:
             assert resource == "jobs", resource
-            s.job("BeamJob", name, kind_spec("BeamJob", s.env.tools))
-            s.play_flink_operator(name)
+            kind, spec = "BeamJob", kind_spec("BeamJob", s.env.tools)
             batch = {"metadata": {"name": batch_job_name(name)}, "spec": {"template": {"spec": {
                 "restartPolicy": "Never", "containers": [_container("true")]}}}}  # fmt: skip
             s.batch.create_namespaced_job(s.ns, batch)
+            s.play_flink_operator(name)
+        s.job(kind, name, spec)
 
         def check() -> None:
             events = wait_for(
