@@ -660,7 +660,7 @@ def test_removing_a_request_granule_surfaces_a_403(
     namespace and the 403 must surface."""
     scenario = SCENARIOS.get(needs(granule) or "")
     if scenario is None:
-        pytest.fail(f"no scenario needs {granule}: drop it from deploy/rbac or add the scenario to NEEDS")
+        pytest.fail(f"no scenario needs {granule}: drop it from deploy/rbac or map it to a scenario (WRITES)")
     since = len(shared.log_file.read_bytes())
     env.apply_roles(removed=granule)
     scene = env.scene()
