@@ -12,7 +12,15 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
+from t9k_provider.controller.kinds.registry import WATCHED_CHILD_TYPES
+from t9k_provider.controller.reconcile import reconcile
+from t9k_provider.controller.runtime.cache import Caches
+from t9k_provider.controller.runtime.events import EventRecorder
+from t9k_provider.controller.runtime.metrics import Metrics
+from t9k_provider.controller.runtime.reconciler import Reconciler
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
+from t9k_provider.kube.api import KubeApi, ResourceType
+from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
 from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
 from t9k_provider.local.node.events import NODE_NAME
 
@@ -71,6 +79,23 @@ def job(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": NS},
         "spec": spec,
     }
+
+
+def offline_reconciler(
+    api: KubeApi, metrics: Metrics, namespace: str, jobs: list[dict[str, Any]]
+) -> Reconciler:
+    """The controller's Reconciler over caches that are never started and hold just ``jobs``: a status
+    computed from a copy that has changed since meets a 409 Conflict."""
+    job_types = [ResourceType(API_VERSION, k, cls.PLURAL) for k, cls in KINDS.items()]
+    child_types = [ResourceType(*t) for t in WATCHED_CHILD_TYPES]
+    caches = Caches(job_types, child_types)
+    for rt in job_types:
+        caches.add(Informer(api, rt, namespace))
+    for rt in child_types:
+        caches.add(Informer(api, rt, namespace, indexers={OWNER_INDEX: by_owner}))
+    for job in jobs:
+        caches.observe(job)
+    return Reconciler(api, caches, EventRecorder(api, metrics, "test"), metrics, reconcile)
 
 
 class Jobs:

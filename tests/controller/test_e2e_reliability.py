@@ -10,18 +10,12 @@ from typing import Any
 
 import pytest
 from controller_process import ControllerProcess, wait_for
-from e2e_support import NS, TERMINAL, Jobs, job, template
+from e2e_support import NS, TERMINAL, Jobs, job, offline_reconciler, template
 from kubernetes import client
 
-from t9k_provider.controller.kinds.registry import WATCHED_CHILD_TYPES
-from t9k_provider.controller.reconcile import reconcile
-from t9k_provider.controller.runtime.cache import Caches
-from t9k_provider.controller.runtime.events import EventRecorder
 from t9k_provider.controller.runtime.metrics import Metrics
-from t9k_provider.controller.runtime.reconciler import Reconciler
-from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
-from t9k_provider.kube.api import KubeApi, ResourceType
-from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
+from t9k_provider.jobs import GROUP, VERSION
+from t9k_provider.kube.api import KubeApi
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -174,17 +168,8 @@ async def test_status_conflict_is_retried_from_fresh_state(cluster: LocalCluster
     jobs.patch("GenericJob", "gj-conflict", {"metadata": {"labels": {"touched": "by-user"}}})
     async with cluster.async_api_client() as api_client:
         metrics = Metrics()
-        api = KubeApi(api_client, metrics)
-        job_types = [ResourceType(API_VERSION, k, cls.PLURAL) for k, cls in KINDS.items()]
-        child_types = [ResourceType(*t) for t in WATCHED_CHILD_TYPES]
-        caches = Caches(job_types, child_types)
-        # not started: the test controls the cache
-        for rt in job_types:
-            caches.add(Informer(api, rt, NS))
-        for rt in child_types:
-            caches.add(Informer(api, rt, NS, indexers={OWNER_INDEX: by_owner}))
-        caches.observe(created)  # stale: the user's label change bumped the resourceVersion since
-        reconciler = Reconciler(api, caches, EventRecorder(api, metrics, "test"), metrics, reconcile)
+        # stale: the user's label change bumped the resourceVersion since
+        reconciler = offline_reconciler(KubeApi(api_client, metrics), metrics, NS, [created])
         outcome = await reconciler.reconcile(("GenericJob", NS, "gj-conflict"))
     assert not outcome.retry
     assert metrics.status_writes.labels(outcome="conflict")._value.get() == 1
