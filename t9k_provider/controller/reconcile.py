@@ -41,10 +41,7 @@ def invalid(job: dict[str, Any], exc: ValueError, observed: Observed) -> Decisio
     if prior.get("phase") in TERMINAL_PHASES:
         return Decision(status=job.get("status") or {})
     message = f"Invalid spec: {exc}"
-    desired = {
-        "Completed": ("False", "Failed", message),
-        "Failed": ("True", "InvalidSpec", message),
-    }
+    desired = {"Completed": ("False", "Failed", message), "Failed": ("True", "InvalidSpec", message)}
     if any(c.get("type") == "Running" for c in prior.get("conditions") or []):
         desired["Running"] = ("False", "Failed", message)
     status: dict[str, Any] = {

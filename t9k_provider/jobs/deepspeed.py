@@ -7,13 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from t9k_provider.jobs.base import KubeObject, Model, StringOrList
-from t9k_provider.jobs.common import (
-    ElasticConfig,
-    RunMode,
-    RunPolicy,
-    SchedulePolicy,
-    TrainingRestartPolicy,
-)
+from t9k_provider.jobs.common import ElasticConfig, RunMode, RunPolicy, SchedulePolicy, TrainingRestartPolicy
 from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.job import JobSpec, T9kJob
 from t9k_provider.jobs.replicas import run_mode_issues

@@ -24,9 +24,7 @@ def parse_time(value: str | None) -> datetime | None:
 
 
 def merge_conditions(
-    prior: list[dict[str, Any]] | None,
-    desired: dict[str, tuple[str, str, str]],
-    now: datetime,
+    prior: list[dict[str, Any]] | None, desired: dict[str, tuple[str, str, str]], now: datetime
 ) -> list[dict[str, Any]]:
     """`desired` maps type -> (status, reason, message). lastTransitionTime changes only on a flip.
 

@@ -60,11 +60,7 @@ class JobController(PodOwnerController):
         now = now_rfc3339()
         finished = finished_condition(job)
         suspended = bool(spec.get("suspend"))
-        new_status: dict[str, Any] = {
-            "active": len(live),
-            "succeeded": succeeded,
-            "failed": failed,
-        }
+        new_status: dict[str, Any] = {"active": len(live), "succeeded": succeeded, "failed": failed}
         new_status["ready"] = ready
         conditions = list(status.get("conditions") or [])
         if not suspended and not status.get("startTime"):

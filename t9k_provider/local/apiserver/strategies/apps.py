@@ -124,13 +124,7 @@ def _int_or_percent(parent: dict[str, Any], key: str, path: str, out: list[Cause
     if isinstance(value, str):
         match = _PERCENT.match(value)
         if not match:
-            out.append(
-                fe.invalid(
-                    path,
-                    value,
-                    _PERCENT_MSG,
-                )
-            )
+            out.append(fe.invalid(path, value, _PERCENT_MSG))
             return None
         value = int(match.group(1))
     if value < 0:
