@@ -14,6 +14,7 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
+from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import FOREGROUND, ORPHAN, DeleteOptions, Objects
@@ -32,7 +33,6 @@ from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
 from t9k_provider.local.apiserver.strategies.namespaces import KUBERNETES_FINALIZER
 from t9k_provider.local.apiserver.strategies.serviceaccounts import default_service_account
 from t9k_provider.local.store import Event, Key
-from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 log = logging.getLogger(__name__)
 EVENT_TTL_SECONDS = 3600

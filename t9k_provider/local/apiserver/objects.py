@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver.fielderrors import Cause
@@ -30,7 +31,6 @@ from t9k_provider.local.apiserver.strategies import namespaces
 from t9k_provider.local.apiserver.validation import invalid, validate_create, validate_update
 from t9k_provider.local.apiserver.wire import load_yaml
 from t9k_provider.local.store import Compacted, Conflict, Key, Store
-from t9k_provider.local.timestamps import now_rfc3339
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SYSTEM_META = (

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from t9k_provider.kube.timestamps import parse_timestamp
 from t9k_provider.local import logs
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.jsonvalues import get_path, json_copy
@@ -17,7 +18,6 @@ from t9k_provider.local.apiserver.patch import PatchError, apply_patch
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.wire import Route, parse_bool, parse_int, read_body, respond
 from t9k_provider.local.poddir import PodDir
-from t9k_provider.local.timestamps import parse_timestamp
 
 log = logging.getLogger(__name__)
 

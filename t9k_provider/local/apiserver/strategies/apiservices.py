@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import Cause
@@ -20,7 +21,6 @@ from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.apiserver.validation import as_map, validate_port
 from t9k_provider.local.store import Store
-from t9k_provider.local.timestamps import now_rfc3339
 
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 
