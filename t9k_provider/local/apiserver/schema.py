@@ -11,6 +11,7 @@ import ipaddress
 import math
 import re
 import uuid
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
@@ -67,36 +68,22 @@ _MAC = re.compile(r"([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}\Z")
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s]*\Z")
 
 
+def _parses(parse: Callable[[str], object], text: str) -> bool:
+    """Whether ``parse`` takes ``text`` without a ValueError."""
+    try:
+        parse(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_datetime(text: str) -> bool:
-    try:
-        datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return False
-    return "T" in text.upper() or " " in text
-
-
-def _is_date(text: str) -> bool:
-    try:
-        date.fromisoformat(text)
-    except ValueError:
-        return False
-    return len(text) == 10
+    iso = text.replace("Z", "+00:00").replace("z", "+00:00")
+    return ("T" in text.upper() or " " in text) and _parses(datetime.fromisoformat, iso)
 
 
 def is_base64(text: str) -> bool:
-    try:
-        base64.b64decode(text, validate=True)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_uuid(text: str) -> bool:
-    try:
-        uuid.UUID(text)
-    except ValueError:
-        return False
-    return True
+    return _parses(lambda t: base64.b64decode(t, validate=True), text)
 
 
 def is_ip(text: str, version: int | None = None) -> bool:
@@ -108,24 +95,16 @@ def is_ip(text: str, version: int | None = None) -> bool:
     return version is None or address.version == version
 
 
-def _is_cidr(text: str) -> bool:
-    try:
-        ipaddress.ip_network(text, strict=False)
-    except ValueError:
-        return False
-    return "/" in text
-
-
 _FORMATS = {
     "date-time": _is_datetime,
     "datetime": _is_datetime,
-    "date": _is_date,
+    "date": lambda t: len(t) == 10 and _parses(date.fromisoformat, t),
     "duration": lambda t: bool(_DURATION.match(t)) or t == "0",
     "byte": is_base64,
-    "uuid": _is_uuid,
+    "uuid": lambda t: _parses(uuid.UUID, t),
     "ipv4": lambda t: is_ip(t, 4),
     "ipv6": lambda t: is_ip(t, 6),
-    "cidr": _is_cidr,
+    "cidr": lambda t: "/" in t and _parses(lambda n: ipaddress.ip_network(n, strict=False), t),
     "hostname": lambda t: bool(_HOSTNAME.match(t)) and len(t) <= 253,
     "email": lambda t: bool(_EMAIL.match(t)),
     "mac": lambda t: bool(_MAC.match(t)),
