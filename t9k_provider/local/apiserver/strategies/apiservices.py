@@ -132,6 +132,4 @@ def local_api_service(group: str, version: str, builtin: bool) -> dict[str, Any]
     }
 
 
-RESOURCE = Resource(
-    "apiregistration.k8s.io", "v1", "apiservices", "apiservice", "APIService", APIServiceStrategy()
-)
+RESOURCE = Resource.builtin("apiregistration.k8s.io", "APIService", APIServiceStrategy())

@@ -426,13 +426,13 @@ class DaemonSetStrategy(WorkloadStrategy):
 
 
 _ALL = ["all"]
-DEPLOYMENTS = Resource(
-    "apps", "v1", "deployments", "deployment", "Deployment", DeploymentStrategy(), ["deploy"], _ALL
+DEPLOYMENTS = Resource.builtin(
+    "apps", "Deployment", DeploymentStrategy(), short_names=["deploy"], categories=_ALL
 )
-REPLICASETS = Resource(
-    "apps", "v1", "replicasets", "replicaset", "ReplicaSet", ReplicaSetStrategy(), ["rs"], _ALL
+REPLICASETS = Resource.builtin(
+    "apps", "ReplicaSet", ReplicaSetStrategy(), short_names=["rs"], categories=_ALL
 )
-STATEFULSETS = Resource(
-    "apps", "v1", "statefulsets", "statefulset", "StatefulSet", StatefulSetStrategy(), ["sts"], _ALL
+STATEFULSETS = Resource.builtin(
+    "apps", "StatefulSet", StatefulSetStrategy(), short_names=["sts"], categories=_ALL
 )
-DAEMONSETS = Resource("apps", "v1", "daemonsets", "daemonset", "DaemonSet", DaemonSetStrategy(), ["ds"], _ALL)
+DAEMONSETS = Resource.builtin("apps", "DaemonSet", DaemonSetStrategy(), short_names=["ds"], categories=_ALL)

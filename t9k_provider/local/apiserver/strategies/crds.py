@@ -61,11 +61,8 @@ class CustomResourceDefinitionStrategy(Strategy):
         return [crd["metadata"]["name"], crd["metadata"].get("creationTimestamp")]
 
 
-RESOURCE = Resource(
+RESOURCE = Resource.builtin(
     CRD_GROUP,
-    "v1",
-    CRD_PLURAL,
-    "customresourcedefinition",
     "CustomResourceDefinition",
     CustomResourceDefinitionStrategy(),
     short_names=["crd", "crds"],

@@ -143,4 +143,4 @@ def local_node(capacity: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-RESOURCE = Resource("", "v1", "nodes", "node", "Node", NodeStrategy(), short_names=["no"])
+RESOURCE = Resource.builtin("", "Node", NodeStrategy(), short_names=["no"])

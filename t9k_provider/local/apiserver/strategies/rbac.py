@@ -157,17 +157,10 @@ class ClusterRoleBindingStrategy(RoleBindingStrategy):
     role_kinds = ("ClusterRole",)
 
 
-ROLES = Resource(GROUP, "v1", "roles", "role", "Role", RoleStrategy())
-CLUSTER_ROLES = Resource(GROUP, "v1", "clusterroles", "clusterrole", "ClusterRole", ClusterRoleStrategy())
-ROLE_BINDINGS = Resource(GROUP, "v1", "rolebindings", "rolebinding", "RoleBinding", RoleBindingStrategy())
-CLUSTER_ROLE_BINDINGS = Resource(
-    GROUP,
-    "v1",
-    "clusterrolebindings",
-    "clusterrolebinding",
-    "ClusterRoleBinding",
-    ClusterRoleBindingStrategy(),
-)
+ROLES = Resource.builtin(GROUP, "Role", RoleStrategy())
+CLUSTER_ROLES = Resource.builtin(GROUP, "ClusterRole", ClusterRoleStrategy())
+ROLE_BINDINGS = Resource.builtin(GROUP, "RoleBinding", RoleBindingStrategy())
+CLUSTER_ROLE_BINDINGS = Resource.builtin(GROUP, "ClusterRoleBinding", ClusterRoleBindingStrategy())
 
 # -- the part of the bootstrap policy (``rbac/bootstrappolicy``) a local cluster needs
 
