@@ -14,7 +14,7 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
+from t9k_provider.kube.timestamps import now_rfc3339, parse_time
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import FOREGROUND, ORPHAN, DeleteOptions, Objects
@@ -343,7 +343,7 @@ class Controllers:
                 series.get("lastObservedTime"),
                 event["metadata"].get("creationTimestamp"),
             ]
-            last = max((t for t in map(_parsed, stamps) if t), default=None)
+            last = max((t for t in map(parse_time, stamps) if t), default=None)
             if last is not None and (now - last).total_seconds() > EVENT_TTL_SECONDS:
                 meta = event["metadata"]
                 self.objects.delete(res, meta.get("namespace", ""), meta["name"], DeleteOptions())
@@ -408,14 +408,8 @@ class Controllers:
             if any(r.get("blockOwnerDeletion") for r in refs):
                 blocking += 1
             if not dep["metadata"].get("deletionTimestamp"):
-                self._try(
-                    f"foreground {dep_key}",
-                    self.objects.delete,
-                    res,
-                    dep_key[2],
-                    dep_key[3],
-                    DeleteOptions(propagation="Foreground"),
-                )
+                foreground = DeleteOptions(propagation="Foreground")
+                self._try(f"foreground {dep_key}", self.objects.delete, res, *dep_key[2:], foreground)
         if blocking == 0:
             self._drop_finalizer(key, owner, FOREGROUND)
 
@@ -442,10 +436,3 @@ class Controllers:
         new = json_copy(obj)
         new["metadata"]["finalizers"] = [f for f in new["metadata"].get("finalizers") or () if f != finalizer]
         self._try(f"drop {finalizer} from {key}", self.objects.write, res, obj, new)
-
-
-def _parsed(stamp: Any) -> datetime | None:
-    try:
-        return parse_timestamp(stamp) if isinstance(stamp, str) else None
-    except ValueError:
-        return None
