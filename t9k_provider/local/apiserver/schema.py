@@ -385,14 +385,11 @@ def check_crd(crd: dict) -> list[Cause]:
     _check_names(names, out)
     _check_versions(spec, out)
     if spec.get("preserveUnknownFields"):
-        out.append(
-            invalid(
-                "spec.preserveUnknownFields",
-                spec["preserveUnknownFields"],
-                "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in "
-                "spec.versions[*].schema instead",
-            )
+        detail = (
+            "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in "
+            "spec.versions[*].schema instead"
         )
+        out.append(invalid("spec.preserveUnknownFields", spec["preserveUnknownFields"], detail))
     return out
 
 
@@ -621,22 +618,15 @@ def _check_structural(s: Any, path: str, out: list[Cause], root: bool = False, l
     if extra is False:
         out.append(forbidden(f"{path}.additionalProperties", "additionalProperties cannot be set to false"))
     elif extra is not None and properties:
-        out.append(
-            forbidden(
-                f"{path}.additionalProperties", "additionalProperties and properties are mutual exclusive"
-            )
-        )
+        detail = "additionalProperties and properties are mutual exclusive"
+        out.append(forbidden(f"{path}.additionalProperties", detail))
     if kind == "array" and items is None:
         out.append(required(f"{path}.items", "must be specified"))
     if isinstance(items, list):
         out.append(forbidden(f"{path}.items", "items must be a schema object and not an array"))
     if s.get("uniqueItems") is True:
-        out.append(
-            forbidden(
-                f"{path}.uniqueItems",
-                "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
-            )
-        )
+        detail = "uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
+        out.append(forbidden(f"{path}.uniqueItems", detail))
     pattern = s.get("pattern")
     if pattern is not None:
         try:

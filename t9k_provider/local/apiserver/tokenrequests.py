@@ -31,16 +31,11 @@ def token_request(objects: Objects, signer: TokenSigner, route: Route, body: Any
     audiences = jf.string_items(spec, "audiences", "spec.audiences", out) or [ISSUER]
     seconds = jf.int_field(spec, "expirationSeconds", "spec.expirationSeconds", out)
     seconds = DEFAULT_SECONDS if seconds is None else seconds
+    field = "spec.expirationSeconds"
     if seconds < MIN_SECONDS:
-        out.append(
-            fe.invalid("spec.expirationSeconds", seconds, "may not specify a duration less than 10 minutes")
-        )
+        out.append(fe.invalid(field, seconds, "may not specify a duration less than 10 minutes"))
     elif seconds > MAX_SECONDS:
-        out.append(
-            fe.invalid(
-                "spec.expirationSeconds", seconds, "may not specify a duration larger than 2^32 seconds"
-            )
-        )
+        out.append(fe.invalid(field, seconds, "may not specify a duration larger than 2^32 seconds"))
     ref = jf.object_field(spec, "boundObjectRef", "spec.boundObjectRef", out)
     if ref and ref.get("kind") != "Pod":
         out.append(fe.not_supported("spec.boundObjectRef.kind", ref.get("kind"), ["Pod"]))

@@ -65,11 +65,8 @@ class APIServiceStrategy(Strategy):
             if spec.get("caBundle"):
                 out.append(fe.forbidden("spec.caBundle", "local APIServices may not have a caBundle"))
             if skip_tls:
-                out.append(
-                    fe.forbidden(
-                        "spec.insecureSkipTLSVerify", "local APIServices may not have insecureSkipTLSVerify"
-                    )
-                )
+                detail = "local APIServices may not have insecureSkipTLSVerify"
+                out.append(fe.forbidden("spec.insecureSkipTLSVerify", detail))
             return
         service = jf.object_field(spec, "service", "spec.service", out)
         for key in ("namespace", "name"):

@@ -98,12 +98,8 @@ def validate_template(spec: dict[str, Any], selects: Any, out: list[Cause]) -> N
     pod_spec = jf.object_field(template, "spec", "spec.template.spec", out)
     validate_pod_spec(pod_spec, "spec.template.spec", out, ["Always"])
     if pod_spec.get("activeDeadlineSeconds") is not None:
-        out.append(
-            fe.forbidden(
-                "spec.template.spec.activeDeadlineSeconds",
-                "activeDeadlineSeconds in ReplicaSet is not Supported",
-            )
-        )
+        detail = "activeDeadlineSeconds in ReplicaSet is not Supported"
+        out.append(fe.forbidden("spec.template.spec.activeDeadlineSeconds", detail))
 
 
 def validate_counts(spec: dict[str, Any], keys: tuple[str, ...], out: list[Cause]) -> None:
@@ -277,29 +273,17 @@ class DeploymentStrategy(WorkloadStrategy):
             out.append(fe.not_supported("spec.strategy.type", kind, ["Recreate", "RollingUpdate"]))
         rolling = jf.object_field(strategy, "rollingUpdate", "spec.strategy.rollingUpdate", out)
         if kind == "Recreate" and strategy.get("rollingUpdate") is not None:
-            out.append(
-                fe.forbidden(
-                    "spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"
-                )
-            )
+            detail = "may not be specified when strategy `type` is 'Recreate'"
+            out.append(fe.forbidden("spec.strategy.rollingUpdate", detail))
         elif kind == "RollingUpdate":
             path = "spec.strategy.rollingUpdate"
             unavailable = _int_or_percent(rolling, "maxUnavailable", f"{path}.maxUnavailable", out)
             surge = _int_or_percent(rolling, "maxSurge", f"{path}.maxSurge", out)
-            if isinstance(rolling.get("maxUnavailable"), str) and (unavailable or 0) > 100:
-                out.append(
-                    fe.invalid(
-                        f"{path}.maxUnavailable", rolling["maxUnavailable"], "must not be greater than 100%"
-                    )
-                )
+            field, value = f"{path}.maxUnavailable", rolling.get("maxUnavailable")
+            if isinstance(value, str) and (unavailable or 0) > 100:
+                out.append(fe.invalid(field, value, "must not be greater than 100%"))
             if unavailable == 0 and surge == 0:
-                out.append(
-                    fe.invalid(
-                        f"{path}.maxUnavailable",
-                        rolling["maxUnavailable"],
-                        "may not be 0 when `maxSurge` is 0",
-                    )
-                )
+                out.append(fe.invalid(field, value, "may not be 0 when `maxSurge` is 0"))
         deadline = jf.int_field(spec, "progressDeadlineSeconds", "spec.progressDeadlineSeconds", out)
         ready = spec.get("minReadySeconds") if isinstance(spec.get("minReadySeconds"), int) else 0
         if deadline is not None and deadline <= ready:

@@ -35,20 +35,12 @@ def _validate_rule(rule: dict[str, Any], path: str, namespaced: bool, out: list[
     resources = jf.string_items(rule, "resources", f"{path}.resources", out)
     names = jf.string_items(rule, "resourceNames", f"{path}.resourceNames", out)
     if urls:
+        field = f"{path}.nonResourceURLs"
         if namespaced:
-            out.append(
-                fe.invalid(
-                    f"{path}.nonResourceURLs", urls, "namespaced rules cannot apply to non-resource URLs"
-                )
-            )
+            out.append(fe.invalid(field, urls, "namespaced rules cannot apply to non-resource URLs"))
         if groups or resources or names:
-            out.append(
-                fe.invalid(
-                    f"{path}.nonResourceURLs",
-                    urls,
-                    "rules cannot apply to both regular resources and non-resource URLs",
-                )
-            )
+            both = "rules cannot apply to both regular resources and non-resource URLs"
+            out.append(fe.invalid(field, urls, both))
         return
     if not groups:
         out.append(fe.required(f"{path}.apiGroups", "resource rules must supply at least one api group"))
