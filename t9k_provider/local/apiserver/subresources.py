@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from t9k_provider.kube.timestamps import parse_timestamp
+from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
 from t9k_provider.local import logs
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.jsonvalues import get_path, json_copy
@@ -52,7 +52,7 @@ def bind(objects: Objects, route: Route, body: Any) -> web.Response:
             "type": "PodScheduled",
             "status": "True",
             "lastProbeTime": None,
-            "lastTransitionTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTransitionTime": now_rfc3339(),
         }
     )
     status["conditions"] = conditions

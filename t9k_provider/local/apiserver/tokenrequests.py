@@ -3,9 +3,9 @@ pod when ``boundObjectRef`` names one, validated as kube-apiserver's ``TokenREST
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
+from t9k_provider.kube.timestamps import rfc3339
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver import jsonfields as jf
@@ -67,8 +67,6 @@ def token_request(objects: Objects, signer: TokenSigner, route: Route, body: Any
         "spec": answered_spec,
         "status": {
             "token": token,
-            "expirationTimestamp": datetime.fromtimestamp(expires, timezone.utc).strftime(
-                "%Y-%m-%dT%H:%M:%SZ"
-            ),
+            "expirationTimestamp": rfc3339(expires),
         },
     }
