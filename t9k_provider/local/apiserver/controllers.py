@@ -39,6 +39,12 @@ EVENT_TTL_SECONDS = 3600
 EVENT_SWEEP_SECONDS = 60
 MIN_PASS_INTERVAL = 0.05
 
+# The conditions of a CRD whose names were accepted: (type, reason, message).
+_CRD_ACCEPTED = (
+    ("NamesAccepted", "NoConflicts", "no conflicts found"),
+    ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+)
+
 
 def _condition(ctype: str, status: str, reason: str, message: str) -> dict[str, Any]:
     return {
@@ -159,19 +165,12 @@ class Controllers:
             conditions = {c.get("type"): c for c in status.get("conditions") or ()}
             if clash:
                 conditions["NamesAccepted"] = _condition("NamesAccepted", "False", "NameConflict", clash)
-                conditions.setdefault(
-                    "Established",
-                    _condition("Established", "False", "NotAccepted", "not all names are accepted"),
-                )
+                not_accepted = _condition("Established", "False", "NotAccepted", "not all names are accepted")
+                conditions.setdefault("Established", not_accepted)
             else:
-                if conditions.get("NamesAccepted", {}).get("status") != "True":
-                    conditions["NamesAccepted"] = _condition(
-                        "NamesAccepted", "True", "NoConflicts", "no conflicts found"
-                    )
-                if conditions.get("Established", {}).get("status") != "True":
-                    conditions["Established"] = _condition(
-                        "Established", "True", "InitialNamesAccepted", "the initial names have been accepted"
-                    )
+                for ctype, reason, message in _CRD_ACCEPTED:
+                    if conditions.get(ctype, {}).get("status") != "True":
+                        conditions[ctype] = _condition(ctype, "True", reason, message)
             storage = [v["name"] for v in spec.get("versions") or () if v.get("storage")]
             stored = list(status.get("storedVersions") or ())
             stored += [v for v in storage if v not in stored]
