@@ -608,13 +608,11 @@ def _check_structural(s: Any, path: str, out: list[Cause], root: bool = False, l
                 invalid(f"{path}.type", kind, "must be object if x-kubernetes-embedded-resource is true")
             )
         if not properties and not preserve:
-            out.append(
-                required(
-                    f"{path}.properties",
-                    "must not be empty if x-kubernetes-embedded-resource is true "
-                    "without x-kubernetes-preserve-unknown-fields",
-                )
+            detail = (
+                "must not be empty if x-kubernetes-embedded-resource is true "
+                "without x-kubernetes-preserve-unknown-fields"
             )
+            out.append(required(f"{path}.properties", detail))
     if extra is False:
         out.append(forbidden(f"{path}.additionalProperties", "additionalProperties cannot be set to false"))
     elif extra is not None and properties:
@@ -653,10 +651,7 @@ def _check_root_metadata(properties: dict | None, path: str, out: list[Cause]) -
         return
     nested = metadata.get("properties") if isinstance(metadata.get("properties"), dict) else {}
     if set(metadata) - {"type", "properties", "description"} or set(nested) - {"name", "generateName"}:
-        out.append(
-            forbidden(
-                f"{path}.properties[metadata]",
-                "must not specify anything other than name and generateName, "
-                "but metadata is implicitly specified",
-            )
+        detail = (
+            "must not specify anything other than name and generateName, but metadata is implicitly specified"
         )
+        out.append(forbidden(f"{path}.properties[metadata]", detail))

@@ -364,11 +364,8 @@ class DeploymentController(workloop.OwnerController):
     ) -> None:
         """Set a condition; an unchanged one keeps its times unless ``renew`` (new progress) says so."""
         current = conditions.get(ctype) or {}
-        unchanged = (current.get("status"), current.get("reason"), current.get("message")) == (
-            status,
-            reason,
-            message,
-        )
+        wanted = (status, reason, message)
+        unchanged = (current.get("status"), current.get("reason"), current.get("message")) == wanted
         if unchanged and not renew:
             return
         transition = current.get("lastTransitionTime") if current.get("status") == status else now

@@ -346,14 +346,11 @@ class StatefulSetStrategy(WorkloadStrategy):
     def validate_update(self, old: dict[str, Any], new: dict[str, Any], out: list[Cause]) -> None:
         frozen = [k for k in set(_spec(old)) | set(_spec(new)) if k not in _STATEFULSET_MUTABLE]
         if any(not json_equal(_spec(old).get(k), _spec(new).get(k)) for k in frozen):
-            out.append(
-                fe.forbidden(
-                    "spec",
-                    "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', "
-                    "'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are "
-                    "forbidden",
-                )
+            detail = (
+                "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', "
+                "'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"
             )
+            out.append(fe.forbidden("spec", detail))
 
     def cells(self, obj: dict[str, Any]) -> list[Any]:
         meta, spec, status = obj["metadata"], _spec(obj), _status(obj)
