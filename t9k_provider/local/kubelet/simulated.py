@@ -78,12 +78,8 @@ class SimulatedKubelet:
 
         inits = []
         for c in spec.get("initContainers") or []:
-            inits.append(
-                ContainerView(
-                    spec=c,
-                    attempts=[Attempt(n=0, running=False, exit_code=0, started_at=start, finished_at=start)],
-                )
-            )
+            done = Attempt(n=0, running=False, exit_code=0, started_at=start, finished_at=start)
+            inits.append(ContainerView(spec=c, attempts=[done]))
         mains = [view(c) for c in spec["containers"]]
         status = pod_status(
             pod,

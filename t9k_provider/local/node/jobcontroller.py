@@ -87,11 +87,8 @@ class JobController(PodOwnerController):
             elif (completions is not None and succeeded >= int(completions)) or (
                 completions is None and succeeded > 0 and not live
             ):
-                conditions.append(
-                    _condition(
-                        "Complete", "CompletionsReached", "Reached expected number of succeeded pods", now
-                    )
-                )
+                reached = "Reached expected number of succeeded pods"
+                conditions.append(_condition("Complete", "CompletionsReached", reached, now))
                 new_status["completionTime"] = now
                 await events.record(self.kube, job, "Completed", "Job completed", component=COMPONENT)
             elif suspended:
