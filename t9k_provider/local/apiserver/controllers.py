@@ -137,6 +137,10 @@ class Controllers:
                 log.warning("%s: %s", what, exc.message)
             return None
 
+    def _delete(self, what: str, res: Resource, namespace: str, name: str, **options: Any) -> None:
+        """Delete, as ``_try`` does: the object may have gone or changed meanwhile."""
+        self._try(what, self.objects.delete, res, namespace, name, DeleteOptions(**options))
+
     # -- CRDs ----------------------------------------------------------------------------------------------
 
     def sync_crds(self) -> None:
@@ -202,14 +206,7 @@ class Controllers:
             for obj in remaining:
                 if not obj["metadata"].get("deletionTimestamp"):
                     meta = obj["metadata"]
-                    self._try(
-                        f"delete {plural}",
-                        self.objects.delete,
-                        res,
-                        meta.get("namespace", ""),
-                        meta["name"],
-                        DeleteOptions(),
-                    )
+                    self._delete(f"delete {plural}", res, meta.get("namespace", ""), meta["name"])
         if not self.store.list(group, plural) and CRD_CLEANUP in (crd["metadata"].get("finalizers") or ()):
             new = json_copy(crd)
             new["metadata"]["finalizers"] = [f for f in new["metadata"]["finalizers"] if f != CRD_CLEANUP]
@@ -243,14 +240,7 @@ class Controllers:
                     continue
                 for obj in items:
                     if not obj["metadata"].get("deletionTimestamp"):
-                        self._try(
-                            f"delete {resource} in {name}",
-                            self.objects.delete,
-                            res,
-                            name,
-                            obj["metadata"]["name"],
-                            DeleteOptions(),
-                        )
+                        self._delete(f"delete {resource} in {name}", res, name, obj["metadata"]["name"])
             if remaining == 0 and KUBERNETES_FINALIZER in ((ns.get("spec") or {}).get("finalizers") or ()):
                 new = json_copy(ns)
                 new["spec"]["finalizers"] = [
@@ -302,26 +292,13 @@ class Controllers:
         }
         for name, (group, version) in served.items():
             if self.store.get((res.group, res.plural, "", name)) is None:
-                builtin = (group, version) in self._builtin_versions
-                self._try(
-                    f"apiservice {name}",
-                    self.objects.create,
-                    res,
-                    "",
-                    local_api_service(group, version, builtin),
-                )
+                service = local_api_service(group, version, (group, version) in self._builtin_versions)
+                self._try(f"apiservice {name}", self.objects.create, res, "", service)
         for obj in self.store.list(res.group, res.plural):
             meta = obj["metadata"]
             if (meta.get("labels") or {}).get(AUTOMANAGED) == "true" and meta["name"] not in served:
                 if not meta.get("deletionTimestamp"):
-                    self._try(
-                        f"apiservice {meta['name']}",
-                        self.objects.delete,
-                        res,
-                        "",
-                        meta["name"],
-                        DeleteOptions(),
-                    )
+                    self._delete(f"apiservice {meta['name']}", res, "", meta["name"])
                 continue
             status = with_availability(obj)
             if status is not None:
@@ -389,7 +366,7 @@ class Controllers:
         alive = [r for r in refs if self._owner_alive(obj, r)]
         if not alive:
             if not obj["metadata"].get("deletionTimestamp"):
-                self._try(f"gc {key}", self.objects.delete, res, key[2], key[3], DeleteOptions())
+                self._delete(f"gc {key}", res, key[2], key[3])
             return
         new = json_copy(obj)
         new["metadata"]["ownerReferences"] = alive
@@ -407,8 +384,7 @@ class Controllers:
             if any(r.get("blockOwnerDeletion") for r in refs):
                 blocking += 1
             if not dep["metadata"].get("deletionTimestamp"):
-                foreground = DeleteOptions(propagation="Foreground")
-                self._try(f"foreground {dep_key}", self.objects.delete, res, *dep_key[2:], foreground)
+                self._delete(f"foreground {dep_key}", res, *dep_key[2:], propagation="Foreground")
         if blocking == 0:
             self._drop_finalizer(key, owner, FOREGROUND)
 
