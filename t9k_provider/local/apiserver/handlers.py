@@ -169,7 +169,9 @@ class Handlers:
             user: UserInfo = request[USER]
             return respond(res.strategy.answer(res, await read_body(request), user, self.authorizer), 201)
         write = WriteOptions(
-            sub, request.query.get("dryRun") == "All", request.query.get("fieldValidation") == "Strict"
+            sub,
+            dry_run=request.query.get("dryRun") == "All",
+            strict=request.query.get("fieldValidation") == "Strict",
         )
         if not name:
             if method == "GET":
