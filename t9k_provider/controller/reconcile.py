@@ -9,9 +9,10 @@ from typing import Any
 
 from t9k_provider.jobs import ManifestError, load
 from t9k_provider.jobs.contract import TERMINAL_PHASES
+from t9k_provider.kube.timestamps import rfc3339
 
 from .engine.model import SpecError
-from .engine.status import merge_conditions, rfc3339, sanitized
+from .engine.status import merge_conditions, sanitized
 from .engine.types import Decision, Event, Observed
 from .kinds.context import JobContext, Keygen
 from .kinds.registry import REGISTRY
@@ -41,10 +42,7 @@ def invalid(job: dict[str, Any], exc: ValueError, observed: Observed) -> Decisio
     if prior.get("phase") in TERMINAL_PHASES:
         return Decision(status=job.get("status") or {})
     message = f"Invalid spec: {exc}"
-    desired = {
-        "Completed": ("False", "Failed", message),
-        "Failed": ("True", "InvalidSpec", message),
-    }
+    desired = {"Completed": ("False", "Failed", message), "Failed": ("True", "InvalidSpec", message)}
     if any(c.get("type") == "Running" for c in prior.get("conditions") or []):
         desired["Running"] = ("False", "Failed", message)
     status: dict[str, Any] = {

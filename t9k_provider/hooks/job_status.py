@@ -6,10 +6,11 @@ can never disagree about when a job succeeded.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Literal
 
 from t9k_provider.jobs.contract import PENDING_PHASES
+from t9k_provider.kube.timestamps import parse_time, rfc3339
 
 Outcome = Literal["pending", "running", "paused", "unknown", "succeeded", "failed"]
 
@@ -40,18 +41,6 @@ def outcome(job: dict[str, Any]) -> Outcome:
     if not current or current in PENDING_PHASES:
         return "pending"  # the admission/scheduling timeout applies here
     return "running"
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
 def created_at(job: dict[str, Any]) -> datetime | None:
@@ -134,6 +123,7 @@ def summary(job: dict[str, Any]) -> dict[str, Any]:
     """The compact, JSON-safe result a task returns to XCom and a trigger attaches to its events."""
     meta = job.get("metadata") or {}
     status = job.get("status") or {}
+    since = running_since(job)
     return {
         "name": meta.get("name"),
         "namespace": meta.get("namespace"),
@@ -145,12 +135,8 @@ def summary(job: dict[str, Any]) -> dict[str, Any]:
             {k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime") if c.get(k)}
             for c in conditions(job)
         ],
-        "start_time": status.get("startTime") or _iso(running_since(job)),
+        "start_time": status.get("startTime") or (rfc3339(since) if since else None),
         "completion_time": status.get("completionTime"),
         "replicas": replica_counts(job),
         "aggregate": status.get("aggregate"),
     }
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if value else None

@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from t9k_provider.kube.timestamps import rfc3339
+
 Cursor = list[int]
 
 #: Size of one log read, so a chatty replica can never exhaust the worker's memory.
@@ -100,7 +102,7 @@ def since_time(cursor: Cursor | None) -> str | None:
     """The API's ``sinceTime`` (whole seconds, RFC 3339) of the cursor; ``Resume`` drops what it repeats."""
     if not cursor or cursor[0] < 0:
         return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(cursor[0] // 1_000_000_000))
+    return rfc3339(cursor[0] // 1_000_000_000)
 
 
 def skip_to_recent(now: float) -> Cursor:

@@ -246,10 +246,9 @@ class T9kHook(KubernetesHook):
 
         Returns False when there was nothing (or only a different or changed job) to delete.
         """
+        guarded = uid or resource_version
         preconditions = (
-            client.V1Preconditions(uid=uid, resource_version=resource_version)
-            if uid or resource_version
-            else None
+            client.V1Preconditions(uid=uid, resource_version=resource_version) if guarded else None
         )
         options = client.V1DeleteOptions(propagation_policy="Foreground", preconditions=preconditions)
 

@@ -8,7 +8,7 @@ Restarting the triggerer or re-entering the worker therefore never extends a tim
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
 from t9k_provider.hooks import job_status
@@ -47,41 +47,32 @@ class WaitLimits:
         """Return why waiting must stop now, or None. ``first_seen`` remembers locally observed stages."""
         if self.execution_deadline is not None and now >= self.execution_deadline:
             return Verdict("timeout", "execution_timeout reached while waiting for the job")
+
+        def over(limit: float | None, since: datetime | None, stage: str) -> bool:
+            """Whether ``limit`` passed since the cluster's ``since``, else since ``stage`` was first seen."""
+            start = since.timestamp() if since else first_seen.setdefault(stage, now)
+            return limit is not None and now - start >= limit
+
         state = job_status.outcome(job)
         if state == "pending":
-            created = job_status.created_at(job)
-            start = created.timestamp() if created else first_seen.setdefault("pending", now)
-            if self.startup_timeout is not None and now - start >= self.startup_timeout:
+            if over(self.startup_timeout, job_status.created_at(job), "pending"):
                 return Verdict(
                     "timeout",
                     f"job still {job_status.phase(job) or 'Pending'} after startup_timeout="
                     f"{self.startup_timeout:g}s (not admitted or not scheduled)",
                 )
             return None
-        if state == "running":
-            since = job_status.running_since(job)
-            start = since.timestamp() if since else first_seen.setdefault("running", now)
-            if self.running_timeout is not None and now - start >= self.running_timeout:
-                return Verdict(
-                    "timeout", f"job still running after running_timeout={self.running_timeout:g}s"
-                )
-        if state == "paused":
-            since = job_status.paused_since(job)
-            start = since.timestamp() if since else first_seen.setdefault("paused", now)
-            if self.paused_timeout is not None and now - start >= self.paused_timeout:
-                return Verdict(
-                    "failed", f"job paused for longer than paused_timeout={self.paused_timeout:g}s"
-                )
-        else:
+        if state == "running" and over(self.running_timeout, job_status.running_since(job), "running"):
+            return Verdict("timeout", f"job still running after running_timeout={self.running_timeout:g}s")
+        if state != "paused":
             first_seen.pop("paused", None)
-        if state == "unknown":
-            start = first_seen.setdefault("unknown", now)
-            if self.unknown_timeout is not None and now - start >= self.unknown_timeout:
-                return Verdict(
-                    "failed", f"job phase Unknown for longer than unknown_timeout={self.unknown_timeout:g}s"
-                )
-        else:
+        elif over(self.paused_timeout, job_status.paused_since(job), "paused"):
+            return Verdict("failed", f"job paused for longer than paused_timeout={self.paused_timeout:g}s")
+        if state != "unknown":
             first_seen.pop("unknown", None)
+        elif over(self.unknown_timeout, None, "unknown"):
+            message = f"job phase Unknown for longer than unknown_timeout={self.unknown_timeout:g}s"
+            return Verdict("failed", message)
         return None
 
     def pods_needed(self, job: dict[str, Any], first_seen: dict[str, float]) -> bool:

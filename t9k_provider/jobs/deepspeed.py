@@ -7,13 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from t9k_provider.jobs.base import KubeObject, Model, StringOrList
-from t9k_provider.jobs.common import (
-    ElasticConfig,
-    RunMode,
-    RunPolicy,
-    SchedulePolicy,
-    TrainingRestartPolicy,
-)
+from t9k_provider.jobs.common import ElasticConfig, RunMode, RunPolicy, SchedulePolicy, TrainingRestartPolicy
 from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.job import JobSpec, T9kJob
 from t9k_provider.jobs.replicas import run_mode_issues
@@ -96,19 +90,9 @@ class DeepSpeedJobSpec(JobSpec):
         )
         config = self.config
         if config.custom_command is None:
-            chosen = (
-                []
-                if config.run is None
-                else [
-                    name
-                    for name, value in (
-                        ("python", config.run.python),
-                        ("module", config.run.module),
-                        ("exec", config.run.exec_),
-                    )
-                    if value is not None
-                ]
-            )
+            run = config.run
+            programs = {} if run is None else {"python": run.python, "module": run.module, "exec": run.exec_}
+            chosen = [name for name, value in programs.items() if value is not None]
             if len(chosen) != 1:
                 found = f"got {', '.join(chosen)}" if chosen else "none is set"
                 issues.append(("config.run", f"set exactly one of python, module or exec ({found})"))

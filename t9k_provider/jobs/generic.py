@@ -52,13 +52,8 @@ class GenericJobSpec(JobSpec):
                         continue
                     for j, rank in enumerate(ranks):
                         if int(rank) >= counts[replica_type]:
-                            issues.append(
-                                (
-                                    f"{where}[{j}]",
-                                    f"rank {rank} does not exist: {replica_type!r} has "
-                                    f"{counts[replica_type]} replica(s)",
-                                )
-                            )
+                            have = f"{replica_type!r} has {counts[replica_type]} replica(s)"
+                            issues.append((f"{where}[{j}]", f"rank {rank} does not exist: {have}"))
         if self.service is not None:
             seen: set[str] = set()
             for i, port in enumerate(self.service.ports):

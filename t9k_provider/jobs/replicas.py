@@ -49,13 +49,9 @@ def run_mode_issues(run_mode: RunMode | None, types: Iterable[str]) -> Issues:
         ("runMode.debug.replicaSpecs", run_mode.debug.replica_specs if run_mode.debug else None),
         ("runMode.pause.resumeSpecs", run_mode.pause.resume_specs if run_mode.pause else None),
     ]
+    have = ", ".join(sorted(known))
     for path, specs in listed:
         for i, spec in enumerate(specs or []):
             if spec.type not in known:
-                issues.append(
-                    (
-                        f"{path}[{i}].type",
-                        f"no replica type {spec.type!r}; the job has {', '.join(sorted(known))}",
-                    )
-                )
+                issues.append((f"{path}[{i}].type", f"no replica type {spec.type!r}; the job has {have}"))
     return issues

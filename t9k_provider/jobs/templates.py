@@ -82,10 +82,6 @@ def mount_issues(template: dict[str, Any], path: str, reserved: Sequence[str], o
                 for taken in reserved:
                     taken = _norm(taken)
                     if target == taken or target.startswith(taken + "/"):
-                        issues.append(
-                            (
-                                f"{path}.spec.{group}[{i}].volumeMounts[{j}].mountPath",
-                                f"{target!r} is reserved: {owner} mounts {taken} itself",
-                            )
-                        )
+                        where = f"{path}.spec.{group}[{i}].volumeMounts[{j}].mountPath"
+                        issues.append((where, f"{target!r} is reserved: {owner} mounts {taken} itself"))
     return issues

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from t9k_provider.local.timestamps import parse_timestamp
+from t9k_provider.kube.timestamps import parse_timestamp
 
 # A line longer than this is split into `P` chunks, as containerd does (16 KiB).
 MAX_LINE_BYTES = 16 * 1024

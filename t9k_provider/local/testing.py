@@ -80,20 +80,8 @@ class LocalCluster:
         if self._proc is not None and self._proc.poll() is None:
             raise RuntimeError("this LocalCluster is already running")
         self.state.ensure()
-        argv = [
-            sys.executable,
-            "-m",
-            "t9k_provider.local.cli",
-            "run",
-            "--state-dir",
-            str(self.state.path),
-            "--port",
-            str(self.port),
-            "--kubelet",
-            self.kubelet,
-            "--network",
-            self.network,
-        ]
+        argv = [sys.executable, "-m", "t9k_provider.local.cli", "run", "--state-dir", str(self.state.path)]
+        argv += ["--port", str(self.port), "--kubelet", self.kubelet, "--network", self.network]
         if not self.controller:
             argv.append("--no-controller")
         if not self.node_agents:

@@ -519,11 +519,7 @@ class T9kJobOperator(BaseOperator):
             # Leave the trigger time to report the timeout itself, so the job is stopped rather than orphaned.
             padding = max(60.0, 2 * self.poll_interval)
             timeout = timedelta(seconds=max(0.0, limits.execution_deadline - time.time()) + padding)
-        self.defer(
-            trigger=trigger,
-            method_name="execute_complete",
-            timeout=timeout,
-        )
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
         if next_method == "__fail__":

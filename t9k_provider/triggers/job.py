@@ -56,6 +56,11 @@ MAX_REAUTHENTICATIONS = 3
 MAX_WATCH_FAILURES = 5
 #: How long a finished job's log streams may take to deliver their last lines before the event is sent.
 DRAIN_SECONDS = 3.0
+#: The constructor's arguments, as ``serialize`` hands them back.
+_SERIALIZED = (
+    *("credentials", "kind", "plural", "name", "namespace", "uid", "poll_interval", "limits"),
+    *("logging_interval", "on_kill_action", "resume", "pod_selector", "log_targets", "log_cursors"),
+)
 
 
 class T9kJobTrigger(BaseTrigger):
@@ -102,25 +107,10 @@ class T9kJobTrigger(BaseTrigger):
         self._kill_client: asyncio.Future[Any] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "credentials": self.credentials,
-                "kind": self.kind,
-                "plural": self.plural,
-                "name": self.name,
-                "namespace": self.namespace,
-                "uid": self.uid,
-                "poll_interval": self.poll_interval,
-                "limits": self.limits,
-                "logging_interval": self.logging_interval,
-                "on_kill_action": self.on_kill_action,
-                "resume": self.resume,
-                "pod_selector": self.pod_selector,
-                "log_targets": [list(t) for t in self.log_targets] if self.log_targets is not None else None,
-                "log_cursors": self.log_cursors,
-            },
-        )
+        kwargs = {field: getattr(self, field) for field in _SERIALIZED}
+        if self.log_targets is not None:
+            kwargs["log_targets"] = [list(t) for t in self.log_targets]
+        return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     def _event(
         self, status: str, message: str, job: dict[str, Any] | None = None, **extra: Any

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from t9k_provider.local.apiserver.controllers import Controllers
-from t9k_provider.local.apiserver.objects import DeleteOptions, Objects
+from t9k_provider.local.apiserver.objects import STATUS_WRITE, DeleteOptions, Objects
 from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.store import Store
 
@@ -32,7 +32,7 @@ def test_every_write_path_leaves_each_stored_object_equal_to_its_text(tmp_path: 
         "p",
         b'{"status":{"phase":"Running"}}',
         "application/merge-patch+json",
-        subresource="status",
+        STATUS_WRITE,
     )
     objects.patch(
         pods,

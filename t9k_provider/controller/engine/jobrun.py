@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from t9k_provider.jobs.contract import TERMINAL_PHASES
+from t9k_provider.kube.timestamps import parse_time, rfc3339
 
 from .model import Plan
 from .names import pod_name, replica_key
@@ -18,16 +19,7 @@ from .pods import build_service
 from .podstate import classify
 from .replicas import ACTIVE, PAUSED, STOPPED, Round, evaluate
 from .scheduler import PODGROUP_API_VERSION, PODGROUP_KIND, build_podgroup, podgroup_drift
-from .status import (
-    NO_REASON,
-    aggregate,
-    condition,
-    condition_true,
-    merge_conditions,
-    parse_time,
-    rfc3339,
-    sanitized,
-)
+from .status import NO_REASON, aggregate, condition, condition_true, merge_conditions, sanitized
 from .types import Action, ChildType, Create, Decision, Delete, Event, Patch
 
 # What a JobRun creates for every Plan; a kind declares its companions' types on top.

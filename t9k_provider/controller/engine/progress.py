@@ -10,10 +10,11 @@ from datetime import datetime
 from typing import Any
 
 from t9k_provider.jobs.contract import TERMINAL_PHASES
+from t9k_provider.kube.timestamps import rfc3339
 
 from .jobrun import CLEANUP_REQUEUE_SECONDS
 from .model import Progress
-from .status import merge_conditions, rfc3339, sanitized
+from .status import merge_conditions, sanitized
 from .types import Create, Decision, Event
 
 

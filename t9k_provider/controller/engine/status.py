@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from t9k_provider.jobs.contract import CONDITION_TYPES, OLD_CONDITION_TYPES, REPLICA_PHASES
+from t9k_provider.kube.timestamps import rfc3339
 
 NO_REASON = "-"
 
 
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def merge_conditions(
-    prior: list[dict[str, Any]] | None,
-    desired: dict[str, tuple[str, str, str]],
-    now: datetime,
+    prior: list[dict[str, Any]] | None, desired: dict[str, tuple[str, str, str]], now: datetime
 ) -> list[dict[str, Any]]:
     """`desired` maps type -> (status, reason, message). lastTransitionTime changes only on a flip.
 

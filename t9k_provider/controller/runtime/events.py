@@ -8,10 +8,10 @@ from collections import OrderedDict
 from datetime import datetime, timezone
 from typing import Any
 
-from t9k_provider.controller.engine.status import rfc3339
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import EVENTS
+from t9k_provider.kube.timestamps import rfc3339
 
 log = logging.getLogger(__name__)
 

@@ -16,19 +16,16 @@ class Metrics:
     content_type = CONTENT_TYPE_LATEST
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.reconciles = Counter(
-            f"{PREFIX}_reconcile_total",
-            "Reconciles by job kind and result (ok, requeue, error).",
-            ["kind", "result"],
-            registry=r,
+        self.registry = r = CollectorRegistry()
+
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(f"{PREFIX}_{name}", doc, labels, registry=r)
+
+        self.reconciles = counter(
+            "reconcile_total", "Reconciles by job kind and result (ok, requeue, error).", ("kind", "result")
         )
-        self.reconcile_errors = Counter(
-            f"{PREFIX}_reconcile_errors_total",
-            "Reconciles that raised or hit an API error.",
-            ["kind"],
-            registry=r,
+        self.reconcile_errors = counter(
+            "reconcile_errors_total", "Reconciles that raised or hit an API error.", ("kind",)
         )
         self.reconcile_seconds = Histogram(
             f"{PREFIX}_reconcile_duration_seconds",
@@ -38,42 +35,31 @@ class Metrics:
             registry=r,
         )
         self.queue_depth = Gauge(f"{PREFIX}_workqueue_depth", "Keys waiting in the work queue.", registry=r)
-        self.queue_retries = Counter(
-            f"{PREFIX}_workqueue_retries_total", "Rate-limited requeues after errors.", registry=r
-        )
-        self.api_requests = Counter(
-            f"{PREFIX}_api_requests_total",
+        self.queue_retries = counter("workqueue_retries_total", "Rate-limited requeues after errors.")
+        self.api_requests = counter(
+            "api_requests_total",
             "Requests sent to the Kubernetes API by verb, resource, HTTP code and access (read or write).",
-            ["verb", "resource", "code", "access"],
-            registry=r,
+            ("verb", "resource", "code", "access"),
         )
-        self.watch_events = Counter(
-            f"{PREFIX}_watch_events_total",
-            "Watch events received by resource and type.",
-            ["resource", "type"],
-            registry=r,
+        self.watch_events = counter(
+            "watch_events_total", "Watch events received by resource and type.", ("resource", "type")
         )
-        self.relists = Counter(
-            f"{PREFIX}_informer_relists_total",
+        self.relists = counter(
+            "informer_relists_total",
             "Full relists by resource and cause (start, expired, too_large, error).",
-            ["resource", "cause"],
-            registry=r,
+            ("resource", "cause"),
         )
-        self.status_writes = Counter(
-            f"{PREFIX}_status_writes_total",
+        self.status_writes = counter(
+            "status_writes_total",
             "Status subresource writes by outcome (written, unchanged, conflict).",
-            ["outcome"],
-            registry=r,
+            ("outcome",),
         )
-        self.actions = Counter(
-            f"{PREFIX}_actions_total",
+        self.actions = counter(
+            "actions_total",
             "Child object actions by type (create, delete, patch) and outcome.",
-            ["action", "kind", "outcome"],
-            registry=r,
+            ("action", "kind", "outcome"),
         )
-        self.events = Counter(
-            f"{PREFIX}_events_total", "Kubernetes Events recorded by type.", ["type"], registry=r
-        )
+        self.events = counter("events_total", "Kubernetes Events recorded by type.", ("type",))
         self.leader = Gauge(f"{PREFIX}_leader", "1 while this instance holds the leader lease.", registry=r)
 
     # -- kube.api.ApiMetrics ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
+from t9k_provider.kube.timestamps import now_rfc3339, parse_time
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import FOREGROUND, ORPHAN, DeleteOptions, Objects
@@ -32,12 +33,17 @@ from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
 from t9k_provider.local.apiserver.strategies.namespaces import KUBERNETES_FINALIZER
 from t9k_provider.local.apiserver.strategies.serviceaccounts import default_service_account
 from t9k_provider.local.store import Event, Key
-from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 log = logging.getLogger(__name__)
 EVENT_TTL_SECONDS = 3600
 EVENT_SWEEP_SECONDS = 60
 MIN_PASS_INTERVAL = 0.05
+
+# The conditions of a CRD whose names were accepted: (type, reason, message).
+_CRD_ACCEPTED = (
+    ("NamesAccepted", "NoConflicts", "no conflicts found"),
+    ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+)
 
 
 def _condition(ctype: str, status: str, reason: str, message: str) -> dict[str, Any]:
@@ -131,6 +137,10 @@ class Controllers:
                 log.warning("%s: %s", what, exc.message)
             return None
 
+    def _delete(self, what: str, res: Resource, namespace: str, name: str, **options: Any) -> None:
+        """Delete, as ``_try`` does: the object may have gone or changed meanwhile."""
+        self._try(what, self.objects.delete, res, namespace, name, DeleteOptions(**options))
+
     # -- CRDs ----------------------------------------------------------------------------------------------
 
     def sync_crds(self) -> None:
@@ -159,19 +169,12 @@ class Controllers:
             conditions = {c.get("type"): c for c in status.get("conditions") or ()}
             if clash:
                 conditions["NamesAccepted"] = _condition("NamesAccepted", "False", "NameConflict", clash)
-                conditions.setdefault(
-                    "Established",
-                    _condition("Established", "False", "NotAccepted", "not all names are accepted"),
-                )
+                not_accepted = _condition("Established", "False", "NotAccepted", "not all names are accepted")
+                conditions.setdefault("Established", not_accepted)
             else:
-                if conditions.get("NamesAccepted", {}).get("status") != "True":
-                    conditions["NamesAccepted"] = _condition(
-                        "NamesAccepted", "True", "NoConflicts", "no conflicts found"
-                    )
-                if conditions.get("Established", {}).get("status") != "True":
-                    conditions["Established"] = _condition(
-                        "Established", "True", "InitialNamesAccepted", "the initial names have been accepted"
-                    )
+                for ctype, reason, message in _CRD_ACCEPTED:
+                    if conditions.get(ctype, {}).get("status") != "True":
+                        conditions[ctype] = _condition(ctype, "True", reason, message)
             storage = [v["name"] for v in spec.get("versions") or () if v.get("storage")]
             stored = list(status.get("storedVersions") or ())
             stored += [v for v in storage if v not in stored]
@@ -203,14 +206,7 @@ class Controllers:
             for obj in remaining:
                 if not obj["metadata"].get("deletionTimestamp"):
                     meta = obj["metadata"]
-                    self._try(
-                        f"delete {plural}",
-                        self.objects.delete,
-                        res,
-                        meta.get("namespace", ""),
-                        meta["name"],
-                        DeleteOptions(),
-                    )
+                    self._delete(f"delete {plural}", res, meta.get("namespace", ""), meta["name"])
         if not self.store.list(group, plural) and CRD_CLEANUP in (crd["metadata"].get("finalizers") or ()):
             new = json_copy(crd)
             new["metadata"]["finalizers"] = [f for f in new["metadata"]["finalizers"] if f != CRD_CLEANUP]
@@ -244,14 +240,7 @@ class Controllers:
                     continue
                 for obj in items:
                     if not obj["metadata"].get("deletionTimestamp"):
-                        self._try(
-                            f"delete {resource} in {name}",
-                            self.objects.delete,
-                            res,
-                            name,
-                            obj["metadata"]["name"],
-                            DeleteOptions(),
-                        )
+                        self._delete(f"delete {resource} in {name}", res, name, obj["metadata"]["name"])
             if remaining == 0 and KUBERNETES_FINALIZER in ((ns.get("spec") or {}).get("finalizers") or ()):
                 new = json_copy(ns)
                 new["spec"]["finalizers"] = [
@@ -303,26 +292,13 @@ class Controllers:
         }
         for name, (group, version) in served.items():
             if self.store.get((res.group, res.plural, "", name)) is None:
-                builtin = (group, version) in self._builtin_versions
-                self._try(
-                    f"apiservice {name}",
-                    self.objects.create,
-                    res,
-                    "",
-                    local_api_service(group, version, builtin),
-                )
+                service = local_api_service(group, version, (group, version) in self._builtin_versions)
+                self._try(f"apiservice {name}", self.objects.create, res, "", service)
         for obj in self.store.list(res.group, res.plural):
             meta = obj["metadata"]
             if (meta.get("labels") or {}).get(AUTOMANAGED) == "true" and meta["name"] not in served:
                 if not meta.get("deletionTimestamp"):
-                    self._try(
-                        f"apiservice {meta['name']}",
-                        self.objects.delete,
-                        res,
-                        "",
-                        meta["name"],
-                        DeleteOptions(),
-                    )
+                    self._delete(f"apiservice {meta['name']}", res, "", meta["name"])
                 continue
             status = with_availability(obj)
             if status is not None:
@@ -343,7 +319,7 @@ class Controllers:
                 series.get("lastObservedTime"),
                 event["metadata"].get("creationTimestamp"),
             ]
-            last = max((t for t in map(_parsed, stamps) if t), default=None)
+            last = max((t for t in map(parse_time, stamps) if t), default=None)
             if last is not None and (now - last).total_seconds() > EVENT_TTL_SECONDS:
                 meta = event["metadata"]
                 self.objects.delete(res, meta.get("namespace", ""), meta["name"], DeleteOptions())
@@ -390,7 +366,7 @@ class Controllers:
         alive = [r for r in refs if self._owner_alive(obj, r)]
         if not alive:
             if not obj["metadata"].get("deletionTimestamp"):
-                self._try(f"gc {key}", self.objects.delete, res, key[2], key[3], DeleteOptions())
+                self._delete(f"gc {key}", res, key[2], key[3])
             return
         new = json_copy(obj)
         new["metadata"]["ownerReferences"] = alive
@@ -408,14 +384,7 @@ class Controllers:
             if any(r.get("blockOwnerDeletion") for r in refs):
                 blocking += 1
             if not dep["metadata"].get("deletionTimestamp"):
-                self._try(
-                    f"foreground {dep_key}",
-                    self.objects.delete,
-                    res,
-                    dep_key[2],
-                    dep_key[3],
-                    DeleteOptions(propagation="Foreground"),
-                )
+                self._delete(f"foreground {dep_key}", res, *dep_key[2:], propagation="Foreground")
         if blocking == 0:
             self._drop_finalizer(key, owner, FOREGROUND)
 
@@ -442,10 +411,3 @@ class Controllers:
         new = json_copy(obj)
         new["metadata"]["finalizers"] = [f for f in new["metadata"].get("finalizers") or () if f != finalizer]
         self._try(f"drop {finalizer} from {key}", self.objects.write, res, obj, new)
-
-
-def _parsed(stamp: Any) -> datetime | None:
-    try:
-        return parse_timestamp(stamp) if isinstance(stamp, str) else None
-    except ValueError:
-        return None

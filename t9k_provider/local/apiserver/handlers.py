@@ -23,7 +23,7 @@ from t9k_provider.local.apiserver import (
     tables,
 )
 from t9k_provider.local.apiserver.authz import Authorizer, UserInfo
-from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, store_key
+from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, WriteOptions, store_key
 from t9k_provider.local.apiserver.patch import APPLY_PATCH
 from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.resources import Resource
@@ -168,8 +168,11 @@ class Handlers:
                 raise errors.method_not_allowed()
             user: UserInfo = request[USER]
             return respond(res.strategy.answer(res, await read_body(request), user, self.authorizer), 201)
-        dry_run = request.query.get("dryRun") == "All"
-        strict = request.query.get("fieldValidation") == "Strict"
+        write = WriteOptions(
+            sub,
+            dry_run=request.query.get("dryRun") == "All",
+            strict=request.query.get("fieldValidation") == "Strict",
+        )
         if not name:
             if method == "GET":
                 if parse_bool(request, "watch"):
@@ -178,9 +181,7 @@ class Handlers:
             if method == "POST":
                 if res.namespaced and route.namespace is None:
                     raise errors.method_not_allowed()
-                created = self.objects.create(
-                    res, ns, await read_body(request), dry_run=dry_run, strict=strict
-                )
+                created = self.objects.create(res, ns, await read_body(request), write)
                 return respond_text(self.objects.text(res, created), 201)
             if method == "DELETE":
                 return await self.delete_collection(request, route)
@@ -228,9 +229,7 @@ class Handlers:
             if sub == "finalize":
                 return respond(subresources.finalize(self.objects, res, name, body))
             existed = self.objects.store.get(store_key(res, ns, name)) is not None
-            updated = self.objects.update(
-                res, ns, name, body, subresource=sub, dry_run=dry_run, strict=strict
-            )
+            updated = self.objects.update(res, ns, name, body, write)
             return respond_text(self.objects.text(res, updated), 200 if existed else 201)  # Lease PUT creates
         if method == "PATCH":
             ctype = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
@@ -239,13 +238,9 @@ class Handlers:
                     raise errors.bad_request(
                         "PATCH requests with application/apply-patch+yaml require the fieldManager parameter"
                     )
-                applied, created = self.objects.apply(
-                    res, ns, name, await request.read(), subresource=sub, dry_run=dry_run, strict=strict
-                )
+                applied, created = self.objects.apply(res, ns, name, await request.read(), write)
                 return respond_text(self.objects.text(res, applied), 201 if created else 200)
-            patched = self.objects.patch(
-                res, ns, name, await request.read(), ctype, subresource=sub, dry_run=dry_run, strict=strict
-            )
+            patched = self.objects.patch(res, ns, name, await request.read(), ctype, write)
             return respond_text(self.objects.text(res, patched))
         if method == "DELETE" and not sub:
             opts = await self._delete_options(request)

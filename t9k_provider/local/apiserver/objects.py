@@ -18,7 +18,9 @@ from typing import Any
 
 import yaml
 
+from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.patch import PatchError, apply_patch, merge_patch, strategic_merge_patch
@@ -29,7 +31,6 @@ from t9k_provider.local.apiserver.strategies import namespaces
 from t9k_provider.local.apiserver.validation import invalid, validate_create, validate_update
 from t9k_provider.local.apiserver.wire import load_yaml
 from t9k_provider.local.store import Compacted, Conflict, Key, Store
-from t9k_provider.local.timestamps import now_rfc3339
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SYSTEM_META = (
@@ -53,6 +54,19 @@ class DeleteOptions:
     uid: str | None = None
     resource_version: str | None = None
     dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """A write request's options: the subresource, ``dryRun=All``, ``fieldValidation=Strict``."""
+
+    subresource: str = ""
+    dry_run: bool = False
+    strict: bool = False
+
+
+WRITE = WriteOptions()
+STATUS_WRITE = WriteOptions(subresource="status")
 
 
 @dataclass
@@ -188,10 +202,8 @@ class Objects:
 
     # -- create --------------------------------------------------------------------------------------------
 
-    def create(
-        self, res: Resource, namespace: str, body: Any, *, dry_run: bool = False, strict: bool = False
-    ) -> dict[str, Any]:
-        obj = self._accept(res, namespace, body, strict)
+    def create(self, res: Resource, namespace: str, body: Any, opts: WriteOptions = WRITE) -> dict[str, Any]:
+        obj = self._accept(res, namespace, body, opts.strict)
         meta = obj["metadata"]
         if _nonzero_version(meta.pop("resourceVersion", None)):
             raise errors.internal("resourceVersion should not be set on objects to be created")
@@ -207,7 +219,7 @@ class Objects:
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
             prepared = self._prepare_create(res, json_copy(obj))
-            if dry_run:
+            if opts.dry_run:
                 return prepared
             try:
                 return self.store.create(res.storage_group, res.storage_resource, prepared)
@@ -231,17 +243,9 @@ class Objects:
     # -- update, patch and apply ---------------------------------------------------------------------------
 
     def update(
-        self,
-        res: Resource,
-        namespace: str,
-        name: str,
-        body: Any,
-        *,
-        subresource: str = "",
-        dry_run: bool = False,
-        strict: bool = False,
+        self, res: Resource, namespace: str, name: str, body: Any, opts: WriteOptions = WRITE
     ) -> dict[str, Any]:
-        obj = self._accept(res, namespace, body, strict)
+        obj = self._accept(res, namespace, body, opts.strict)
         meta = obj["metadata"]
         if meta.get("name") and meta["name"] != name:
             raise errors.bad_request(
@@ -250,12 +254,12 @@ class Objects:
         meta["name"] = name
         current = self.store.get(store_key(res, namespace, name))
         if current is None:
-            if res.strategy.allow_create_on_update and not subresource:
+            if res.strategy.allow_create_on_update and not opts.subresource:
                 meta.pop("resourceVersion", None)
-                return self.create(res, namespace, obj, dry_run=dry_run, strict=strict)
+                return self.create(res, namespace, obj, opts)
             raise errors.not_found(res.plural, res.group, name)
         conditional = not res.strategy.allow_unconditional_update
-        return self._write(res, current, obj, subresource, dry_run, conditional=conditional)
+        return self._write(res, current, obj, opts, conditional=conditional)
 
     def patch(
         self,
@@ -264,26 +268,16 @@ class Objects:
         name: str,
         body: bytes,
         content_type: str,
-        *,
-        subresource: str = "",
-        dry_run: bool = False,
-        strict: bool = False,
+        opts: WriteOptions = WRITE,
     ) -> dict[str, Any]:
         current = self.get(res, namespace, name)
         fields = res.strategy.merge_fields
-        patched = self._merged(res, current, lambda base: apply_patch(base, body, content_type, fields))
-        return self._write_patched(res, namespace, name, current, patched, subresource, dry_run, strict)
+        return self._write_merged(
+            res, namespace, name, current, lambda base: apply_patch(base, body, content_type, fields), opts
+        )
 
     def apply(
-        self,
-        res: Resource,
-        namespace: str,
-        name: str,
-        body: bytes,
-        *,
-        subresource: str = "",
-        dry_run: bool = False,
-        strict: bool = False,
+        self, res: Resource, namespace: str, name: str, body: bytes, opts: WriteOptions = WRITE
     ) -> tuple[dict[str, Any], bool]:
         """Server-side apply, approximated: create when missing, else merge the applied configuration in
         (strategic merge for built-in kinds, merge patch for custom resources). There is no field ownership:
@@ -303,9 +297,9 @@ class Objects:
         meta["name"] = name
         current = self.store.get(store_key(res, namespace, name))
         if current is None:
-            if subresource:
+            if opts.subresource:
                 raise errors.not_found(res.plural, res.group, name)
-            return self.create(res, namespace, applied, dry_run=dry_run, strict=strict), True
+            return self.create(res, namespace, applied, opts), True
         fields = res.strategy.merge_fields
 
         def merge(base: dict[str, Any]) -> dict[str, Any]:
@@ -313,42 +307,37 @@ class Objects:
                 merge_patch(base, applied) if fields is None else strategic_merge_patch(base, applied, fields)
             )
 
-        merged = self._merged(res, current, merge)
-        return self._write_patched(res, namespace, name, current, merged, subresource, dry_run, strict), False
+        return self._write_merged(res, namespace, name, current, merge, opts), False
 
-    def _merged(self, res: Resource, current: dict[str, Any], merge: Callable[[dict[str, Any]], Any]) -> Any:
-        """``merge`` applied to a private copy of the object as the client sees it."""
-        base = self.view(res, current)
-        base = self.copy(res, current) if base is current else json_copy(base)
-        try:
-            return merge(base)
-        except PatchError as exc:
-            raise errors.ApiError(exc.code, exc.reason, exc.message) from exc
-
-    def _write_patched(
+    def _write_merged(
         self,
         res: Resource,
         namespace: str,
         name: str,
         current: dict[str, Any],
-        patched: Any,
-        subresource: str,
-        dry_run: bool,
-        strict: bool,
+        merge: Callable[[dict[str, Any]], Any],
+        opts: WriteOptions,
     ) -> dict[str, Any]:
+        """Write ``merge`` applied to a private copy of the object as the client sees it."""
+        base = self.view(res, current)
+        base = self.copy(res, current) if base is current else json_copy(base)
+        try:
+            patched = merge(base)
+        except PatchError as exc:
+            raise errors.ApiError(exc.code, exc.reason, exc.message) from exc
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise errors.bad_request("the patch result is not an object")
         patched["metadata"]["name"] = name
         if res.namespaced:
             patched["metadata"]["namespace"] = namespace
-        obj = self._accept(res, namespace, patched, strict)
-        return self._write(res, current, obj, subresource, dry_run)
+        obj = self._accept(res, namespace, patched, opts.strict)
+        return self._write(res, current, obj, opts)
 
     def write_status(self, res: Resource, current: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """Server-internal status write (controllers), bypassing the HTTP layer."""
         new = self.copy(res, current)
         new["status"] = status
-        return self._write(res, current, new, "status")
+        return self._write(res, current, new, STATUS_WRITE)
 
     def write(self, res: Resource, current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         """Server-internal update of the main resource; a resourceVersion in ``new`` is a precondition."""
@@ -359,8 +348,7 @@ class Objects:
         res: Resource,
         current: dict[str, Any],
         obj: dict[str, Any],
-        subresource: str = "",
-        dry_run: bool = False,
+        opts: WriteOptions = WRITE,
         *,
         conditional: bool = False,
     ) -> dict[str, Any]:
@@ -371,17 +359,9 @@ class Objects:
             if rv != old_meta["resourceVersion"]:
                 raise errors.conflict(res.plural, res.group, old_meta["name"])
         elif conditional:
-            raise invalid(
-                res,
-                old_meta["name"],
-                [
-                    Cause(
-                        "FieldValueInvalid",
-                        "Invalid value: 0x0: must be specified for an update",
-                        "metadata.resourceVersion",
-                    )
-                ],
-            )
+            msg = "Invalid value: 0x0: must be specified for an update"
+            cause = Cause("FieldValueInvalid", msg, "metadata.resourceVersion")
+            raise invalid(res, old_meta["name"], [cause])
         strategy = res.strategy
         new = json_copy(obj)
         meta = new["metadata"]
@@ -391,7 +371,7 @@ class Objects:
             else:
                 meta.pop(field, None)
         meta["resourceVersion"] = old_meta["resourceVersion"]
-        if subresource == "status":
+        if opts.subresource == "status":
             new = strategy.prepare_for_status_update(new, old)
         else:
             strategy.prepare_for_update(new, old)
@@ -405,7 +385,7 @@ class Objects:
         self._validate(res, new, old)
         if new == old:
             return old
-        if dry_run:
+        if opts.dry_run:
             return new
         if self._finished_deleting(res, new):
             return self.store.delete(store_key(res, meta.get("namespace", ""), meta["name"]))
@@ -440,18 +420,8 @@ class Objects:
             )
         policy = opts.propagation or ("Orphan" if opts.orphan_dependents else "Background")
         if policy not in ("Background", "Foreground", "Orphan"):
-            raise invalid(
-                res,
-                name,
-                [
-                    Cause(
-                        "FieldValueNotSupported",
-                        f'Unsupported value: "{policy}": supported values: '
-                        '"Foreground", "Background", "Orphan"',
-                        "propagationPolicy",
-                    )
-                ],
-            )
+            supported = ["Foreground", "Background", "Orphan"]
+            raise invalid(res, name, [fe.not_supported("propagationPolicy", policy, supported)])
         strategy = res.strategy
         new = self.copy(res, current)
         new_meta = new["metadata"]
@@ -511,17 +481,7 @@ class Objects:
     def _validate(self, res: Resource, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         name = new["metadata"].get("name", "")
         if not name:
-            raise invalid(
-                res,
-                "",
-                [
-                    Cause(
-                        "FieldValueRequired",
-                        "Required value: name or generateName is required",
-                        "metadata.name",
-                    )
-                ],
-            )
+            raise invalid(res, "", [fe.required("metadata.name", "name or generateName is required")])
         causes = validate_create(res, new) if old is None else validate_update(res, old, new)
         if causes:
             raise invalid(res, name, causes)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from typing import Any
+
+from t9k_provider.kube.timestamps import rfc3339
 
 MAGIC = b"k8s\x00"
 
@@ -379,8 +380,7 @@ def _decode(buf: bytes, schema: Schema) -> dict[str, Any]:
             if kind is _TIME:
                 if not decoded.get("seconds"):
                     continue
-                stamp = datetime.fromtimestamp(decoded["seconds"], timezone.utc)
-                decoded = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+                decoded = rfc3339(decoded["seconds"])
         elif kind in ("map_string", "map_bytes", "map_quantity"):
             entry = {n: v for n, _, v in _fields(value)} if isinstance(value, bytes) else {}
             key = _text(entry.get(1, b""))

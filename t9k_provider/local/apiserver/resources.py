@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from t9k_provider.local.apiserver.strategies.base import Strategy
@@ -26,6 +26,12 @@ class Resource:
     short_names: list[str] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)
     stored_as: tuple[str, str] | None = None
+
+    @classmethod
+    def builtin(cls, group: str, kind: str, strategy: Strategy, **names: Any) -> Resource:
+        """A built-in resource of ``group``/v1, named after its kind (ReplicaSet: replicaset, replicasets)."""
+        singular = kind.lower()
+        return cls(group, "v1", f"{singular}s", singular, kind, strategy, **names)
 
     @property
     def namespaced(self) -> bool:

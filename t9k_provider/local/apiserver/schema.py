@@ -11,6 +11,7 @@ import ipaddress
 import math
 import re
 import uuid
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
@@ -67,36 +68,22 @@ _MAC = re.compile(r"([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}\Z")
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s]*\Z")
 
 
+def _parses(parse: Callable[[str], object], text: str) -> bool:
+    """Whether ``parse`` takes ``text`` without a ValueError."""
+    try:
+        parse(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_datetime(text: str) -> bool:
-    try:
-        datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return False
-    return "T" in text.upper() or " " in text
-
-
-def _is_date(text: str) -> bool:
-    try:
-        date.fromisoformat(text)
-    except ValueError:
-        return False
-    return len(text) == 10
+    iso = text.replace("Z", "+00:00").replace("z", "+00:00")
+    return ("T" in text.upper() or " " in text) and _parses(datetime.fromisoformat, iso)
 
 
 def is_base64(text: str) -> bool:
-    try:
-        base64.b64decode(text, validate=True)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_uuid(text: str) -> bool:
-    try:
-        uuid.UUID(text)
-    except ValueError:
-        return False
-    return True
+    return _parses(lambda t: base64.b64decode(t, validate=True), text)
 
 
 def is_ip(text: str, version: int | None = None) -> bool:
@@ -108,24 +95,16 @@ def is_ip(text: str, version: int | None = None) -> bool:
     return version is None or address.version == version
 
 
-def _is_cidr(text: str) -> bool:
-    try:
-        ipaddress.ip_network(text, strict=False)
-    except ValueError:
-        return False
-    return "/" in text
-
-
 _FORMATS = {
     "date-time": _is_datetime,
     "datetime": _is_datetime,
-    "date": _is_date,
+    "date": lambda t: len(t) == 10 and _parses(date.fromisoformat, t),
     "duration": lambda t: bool(_DURATION.match(t)) or t == "0",
     "byte": is_base64,
-    "uuid": _is_uuid,
+    "uuid": lambda t: _parses(uuid.UUID, t),
     "ipv4": lambda t: is_ip(t, 4),
     "ipv6": lambda t: is_ip(t, 6),
-    "cidr": _is_cidr,
+    "cidr": lambda t: "/" in t and _parses(lambda n: ipaddress.ip_network(n, strict=False), t),
     "hostname": lambda t: bool(_HOSTNAME.match(t)) and len(t) <= 253,
     "email": lambda t: bool(_EMAIL.match(t)),
     "mac": lambda t: bool(_MAC.match(t)),
@@ -406,14 +385,11 @@ def check_crd(crd: dict) -> list[Cause]:
     _check_names(names, out)
     _check_versions(spec, out)
     if spec.get("preserveUnknownFields"):
-        out.append(
-            invalid(
-                "spec.preserveUnknownFields",
-                spec["preserveUnknownFields"],
-                "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in "
-                "spec.versions[*].schema instead",
-            )
+        detail = (
+            "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in "
+            "spec.versions[*].schema instead"
         )
+        out.append(invalid("spec.preserveUnknownFields", spec["preserveUnknownFields"], detail))
     return out
 
 
@@ -632,32 +608,23 @@ def _check_structural(s: Any, path: str, out: list[Cause], root: bool = False, l
                 invalid(f"{path}.type", kind, "must be object if x-kubernetes-embedded-resource is true")
             )
         if not properties and not preserve:
-            out.append(
-                required(
-                    f"{path}.properties",
-                    "must not be empty if x-kubernetes-embedded-resource is true "
-                    "without x-kubernetes-preserve-unknown-fields",
-                )
+            detail = (
+                "must not be empty if x-kubernetes-embedded-resource is true "
+                "without x-kubernetes-preserve-unknown-fields"
             )
+            out.append(required(f"{path}.properties", detail))
     if extra is False:
         out.append(forbidden(f"{path}.additionalProperties", "additionalProperties cannot be set to false"))
     elif extra is not None and properties:
-        out.append(
-            forbidden(
-                f"{path}.additionalProperties", "additionalProperties and properties are mutual exclusive"
-            )
-        )
+        detail = "additionalProperties and properties are mutual exclusive"
+        out.append(forbidden(f"{path}.additionalProperties", detail))
     if kind == "array" and items is None:
         out.append(required(f"{path}.items", "must be specified"))
     if isinstance(items, list):
         out.append(forbidden(f"{path}.items", "items must be a schema object and not an array"))
     if s.get("uniqueItems") is True:
-        out.append(
-            forbidden(
-                f"{path}.uniqueItems",
-                "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
-            )
-        )
+        detail = "uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
+        out.append(forbidden(f"{path}.uniqueItems", detail))
     pattern = s.get("pattern")
     if pattern is not None:
         try:
@@ -684,10 +651,7 @@ def _check_root_metadata(properties: dict | None, path: str, out: list[Cause]) -
         return
     nested = metadata.get("properties") if isinstance(metadata.get("properties"), dict) else {}
     if set(metadata) - {"type", "properties", "description"} or set(nested) - {"name", "generateName"}:
-        out.append(
-            forbidden(
-                f"{path}.properties[metadata]",
-                "must not specify anything other than name and generateName, "
-                "but metadata is implicitly specified",
-            )
+        detail = (
+            "must not specify anything other than name and generateName, but metadata is implicitly specified"
         )
+        out.append(forbidden(f"{path}.properties[metadata]", detail))

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
 from t9k_provider.local import logs
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.jsonvalues import get_path, json_copy
@@ -17,7 +18,6 @@ from t9k_provider.local.apiserver.patch import PatchError, apply_patch
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.wire import Route, parse_bool, parse_int, read_body, respond
 from t9k_provider.local.poddir import PodDir
-from t9k_provider.local.timestamps import parse_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def bind(objects: Objects, route: Route, body: Any) -> web.Response:
             "type": "PodScheduled",
             "status": "True",
             "lastProbeTime": None,
-            "lastTransitionTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTransitionTime": now_rfc3339(),
         }
     )
     status["conditions"] = conditions

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from t9k_provider.kube.timestamps import parse_timestamp
 from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.timestamps import parse_timestamp
 
 
 def column(name: str, kind: str = "string", priority: int = 0) -> dict[str, Any]:

@@ -3,9 +3,9 @@ pod when ``boundObjectRef`` names one, validated as kube-apiserver's ``TokenREST
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
+from t9k_provider.kube.timestamps import rfc3339
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver import jsonfields as jf
@@ -31,16 +31,11 @@ def token_request(objects: Objects, signer: TokenSigner, route: Route, body: Any
     audiences = jf.string_items(spec, "audiences", "spec.audiences", out) or [ISSUER]
     seconds = jf.int_field(spec, "expirationSeconds", "spec.expirationSeconds", out)
     seconds = DEFAULT_SECONDS if seconds is None else seconds
+    field = "spec.expirationSeconds"
     if seconds < MIN_SECONDS:
-        out.append(
-            fe.invalid("spec.expirationSeconds", seconds, "may not specify a duration less than 10 minutes")
-        )
+        out.append(fe.invalid(field, seconds, "may not specify a duration less than 10 minutes"))
     elif seconds > MAX_SECONDS:
-        out.append(
-            fe.invalid(
-                "spec.expirationSeconds", seconds, "may not specify a duration larger than 2^32 seconds"
-            )
-        )
+        out.append(fe.invalid(field, seconds, "may not specify a duration larger than 2^32 seconds"))
     ref = jf.object_field(spec, "boundObjectRef", "spec.boundObjectRef", out)
     if ref and ref.get("kind") != "Pod":
         out.append(fe.not_supported("spec.boundObjectRef.kind", ref.get("kind"), ["Pod"]))
@@ -72,8 +67,6 @@ def token_request(objects: Objects, signer: TokenSigner, route: Route, body: Any
         "spec": answered_spec,
         "status": {
             "token": token,
-            "expirationTimestamp": datetime.fromtimestamp(expires, timezone.utc).strftime(
-                "%Y-%m-%dT%H:%M:%SZ"
-            ),
+            "expirationTimestamp": rfc3339(expires),
         },
     }

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from t9k_provider.kube.api import ApiError, ResourceType
 from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICEACCOUNTS
+from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
 from t9k_provider.local import poddir
 from t9k_provider.local.kubelet import execute, hosts, podenv, runtime, volumes
 from t9k_provider.local.kubelet.identity import container_identity
@@ -31,7 +32,6 @@ from t9k_provider.local.kubelet.shim import Mount, ShimSpec
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status, wants_restart
 from t9k_provider.local.node import events
 from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
-from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 if TYPE_CHECKING:
     from t9k_provider.local.kubelet.kubelet import ProcessKubelet

@@ -17,10 +17,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local import poddir
 from t9k_provider.local.kubelet.shim import ShimSpec, effective_signal, is_recorded_process
 from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
-from t9k_provider.local.timestamps import now_rfc3339
 
 # Exit code Kubernetes reports when a container vanished without a recorded exit (ContainerStatusUnknown).
 UNKNOWN_EXIT_CODE = 137

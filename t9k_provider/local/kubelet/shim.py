@@ -32,11 +32,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local import logs, poddir
 from t9k_provider.local.kubelet import cgroups
 from t9k_provider.local.kubelet.identity import Identity, apply_identity
 from t9k_provider.local.poddir import AttemptFiles
-from t9k_provider.local.timestamps import now_rfc3339
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000

@@ -13,11 +13,11 @@ from typing import Any
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import Informer, object_key
 from t9k_provider.kube.resources import PODS
+from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp, rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.kubelet.runtime import Attempt
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status
 from t9k_provider.local.node import events, workloop
-from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp, rfc3339
 
 EXIT_CODE_ANNOTATION = "t9k.local/simulate-exit-code"
 AFTER_ANNOTATION = "t9k.local/simulate-after"
@@ -78,12 +78,8 @@ class SimulatedKubelet:
 
         inits = []
         for c in spec.get("initContainers") or []:
-            inits.append(
-                ContainerView(
-                    spec=c,
-                    attempts=[Attempt(n=0, running=False, exit_code=0, started_at=start, finished_at=start)],
-                )
-            )
+            done = Attempt(n=0, running=False, exit_code=0, started_at=start, finished_at=start)
+            inits.append(ContainerView(spec=c, attempts=[done]))
         mains = [view(c) for c in spec["containers"]]
         status = pod_status(
             pod,

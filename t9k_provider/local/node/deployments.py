@@ -18,11 +18,11 @@ from typing import Any, NamedTuple
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, object_key
 from t9k_provider.kube.resources import DEPLOYMENTS, REPLICASETS
+from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
 from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
 from t9k_provider.local.node import events, workloop
 from t9k_provider.local.node.owned import owner_reference, template_hash
 from t9k_provider.local.node.podstate import pod_finished
-from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 COMPONENT = "deployment-controller"
 HASH_LABEL = "pod-template-hash"
@@ -364,11 +364,8 @@ class DeploymentController(workloop.OwnerController):
     ) -> None:
         """Set a condition; an unchanged one keeps its times unless ``renew`` (new progress) says so."""
         current = conditions.get(ctype) or {}
-        unchanged = (current.get("status"), current.get("reason"), current.get("message")) == (
-            status,
-            reason,
-            message,
-        )
+        wanted = (status, reason, message)
+        unchanged = (current.get("status"), current.get("reason"), current.get("message")) == wanted
         if unchanged and not renew:
             return
         transition = current.get("lastTransitionTime") if current.get("status") == status else now

@@ -9,7 +9,7 @@ from typing import Any
 
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import EVENTS
-from t9k_provider.local.timestamps import now_rfc3339
+from t9k_provider.kube.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
 NODE_NAME = "t9k-local-node"

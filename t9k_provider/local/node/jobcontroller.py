@@ -8,10 +8,10 @@ from typing import Any
 
 from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import JOBS
+from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
 from t9k_provider.local.node import events
 from t9k_provider.local.node.owned import PodOwnerController, pod_from_template
 from t9k_provider.local.node.podstate import pod_phase, pod_ready
-from t9k_provider.local.timestamps import now_rfc3339, parse_timestamp
 
 COMPONENT = "job-controller"
 DEFAULT_BACKOFF_LIMIT = 6
@@ -60,11 +60,7 @@ class JobController(PodOwnerController):
         now = now_rfc3339()
         finished = finished_condition(job)
         suspended = bool(spec.get("suspend"))
-        new_status: dict[str, Any] = {
-            "active": len(live),
-            "succeeded": succeeded,
-            "failed": failed,
-        }
+        new_status: dict[str, Any] = {"active": len(live), "succeeded": succeeded, "failed": failed}
         new_status["ready"] = ready
         conditions = list(status.get("conditions") or [])
         if not suspended and not status.get("startTime"):
@@ -91,11 +87,8 @@ class JobController(PodOwnerController):
             elif (completions is not None and succeeded >= int(completions)) or (
                 completions is None and succeeded > 0 and not live
             ):
-                conditions.append(
-                    _condition(
-                        "Complete", "CompletionsReached", "Reached expected number of succeeded pods", now
-                    )
-                )
+                reached = "Reached expected number of succeeded pods"
+                conditions.append(_condition("Complete", "CompletionsReached", reached, now))
                 new_status["completionTime"] = now
                 await events.record(self.kube, job, "Completed", "Job completed", component=COMPONENT)
             elif suspended:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from t9k_provider.kube.timestamps import parse_timestamp
 from t9k_provider.local.node.owned import REVISION_LABEL
-from t9k_provider.local.timestamps import parse_timestamp
 
 
 def pod_phase(pod: dict[str, Any]) -> str:

@@ -19,9 +19,9 @@ from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import NODE_INDEX, Informer, by_label, object_key
 from t9k_provider.kube.resources import PODGROUPS, PODS
+from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.node import events, fit, workloop
-from t9k_provider.local.timestamps import now_rfc3339
 
 SCHEDULERS = ("default-scheduler", T9K_SCHEDULER_NAME)
 GROUP_INDEX = "pod-group"  # pods by "<namespace>/<PodGroup name>"

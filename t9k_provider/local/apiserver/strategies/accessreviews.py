@@ -135,35 +135,16 @@ class SelfSubjectRulesReviewStrategy(ReviewStrategy):
         return {"spec": spec, "status": status}
 
 
-SELF_SUBJECT_ACCESS_REVIEWS = Resource(
-    "authorization.k8s.io",
-    "v1",
-    "selfsubjectaccessreviews",
-    "selfsubjectaccessreview",
-    "SelfSubjectAccessReview",
-    AccessReviewStrategy(),
+_AUTHORIZATION = "authorization.k8s.io"
+SELF_SUBJECT_ACCESS_REVIEWS = Resource.builtin(
+    _AUTHORIZATION, "SelfSubjectAccessReview", AccessReviewStrategy()
 )
-SUBJECT_ACCESS_REVIEWS = Resource(
-    "authorization.k8s.io",
-    "v1",
-    "subjectaccessreviews",
-    "subjectaccessreview",
-    "SubjectAccessReview",
-    SubjectAccessReviewStrategy(),
+SUBJECT_ACCESS_REVIEWS = Resource.builtin(
+    _AUTHORIZATION, "SubjectAccessReview", SubjectAccessReviewStrategy()
 )
-SELF_SUBJECT_RULES_REVIEWS = Resource(
-    "authorization.k8s.io",
-    "v1",
-    "selfsubjectrulesreviews",
-    "selfsubjectrulesreview",
-    "SelfSubjectRulesReview",
-    SelfSubjectRulesReviewStrategy(),
+SELF_SUBJECT_RULES_REVIEWS = Resource.builtin(
+    _AUTHORIZATION, "SelfSubjectRulesReview", SelfSubjectRulesReviewStrategy()
 )
-SELF_SUBJECT_REVIEWS = Resource(
-    "authentication.k8s.io",
-    "v1",
-    "selfsubjectreviews",
-    "selfsubjectreview",
-    "SelfSubjectReview",
-    SelfSubjectReviewStrategy(),
+SELF_SUBJECT_REVIEWS = Resource.builtin(
+    "authentication.k8s.io", "SelfSubjectReview", SelfSubjectReviewStrategy()
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.fielderrors import Cause
@@ -20,7 +21,6 @@ from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.apiserver.validation import as_map, validate_port
 from t9k_provider.local.store import Store
-from t9k_provider.local.timestamps import now_rfc3339
 
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 
@@ -65,11 +65,8 @@ class APIServiceStrategy(Strategy):
             if spec.get("caBundle"):
                 out.append(fe.forbidden("spec.caBundle", "local APIServices may not have a caBundle"))
             if skip_tls:
-                out.append(
-                    fe.forbidden(
-                        "spec.insecureSkipTLSVerify", "local APIServices may not have insecureSkipTLSVerify"
-                    )
-                )
+                detail = "local APIServices may not have insecureSkipTLSVerify"
+                out.append(fe.forbidden("spec.insecureSkipTLSVerify", detail))
             return
         service = jf.object_field(spec, "service", "spec.service", out)
         for key in ("namespace", "name"):
@@ -132,6 +129,4 @@ def local_api_service(group: str, version: str, builtin: bool) -> dict[str, Any]
     }
 
 
-RESOURCE = Resource(
-    "apiregistration.k8s.io", "v1", "apiservices", "apiservice", "APIService", APIServiceStrategy()
-)
+RESOURCE = Resource.builtin("apiregistration.k8s.io", "APIService", APIServiceStrategy())

@@ -98,12 +98,8 @@ def validate_template(spec: dict[str, Any], selects: Any, out: list[Cause]) -> N
     pod_spec = jf.object_field(template, "spec", "spec.template.spec", out)
     validate_pod_spec(pod_spec, "spec.template.spec", out, ["Always"])
     if pod_spec.get("activeDeadlineSeconds") is not None:
-        out.append(
-            fe.forbidden(
-                "spec.template.spec.activeDeadlineSeconds",
-                "activeDeadlineSeconds in ReplicaSet is not Supported",
-            )
-        )
+        detail = "activeDeadlineSeconds in ReplicaSet is not Supported"
+        out.append(fe.forbidden("spec.template.spec.activeDeadlineSeconds", detail))
 
 
 def validate_counts(spec: dict[str, Any], keys: tuple[str, ...], out: list[Cause]) -> None:
@@ -124,13 +120,7 @@ def _int_or_percent(parent: dict[str, Any], key: str, path: str, out: list[Cause
     if isinstance(value, str):
         match = _PERCENT.match(value)
         if not match:
-            out.append(
-                fe.invalid(
-                    path,
-                    value,
-                    _PERCENT_MSG,
-                )
-            )
+            out.append(fe.invalid(path, value, _PERCENT_MSG))
             return None
         value = int(match.group(1))
     if value < 0:
@@ -283,29 +273,17 @@ class DeploymentStrategy(WorkloadStrategy):
             out.append(fe.not_supported("spec.strategy.type", kind, ["Recreate", "RollingUpdate"]))
         rolling = jf.object_field(strategy, "rollingUpdate", "spec.strategy.rollingUpdate", out)
         if kind == "Recreate" and strategy.get("rollingUpdate") is not None:
-            out.append(
-                fe.forbidden(
-                    "spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"
-                )
-            )
+            detail = "may not be specified when strategy `type` is 'Recreate'"
+            out.append(fe.forbidden("spec.strategy.rollingUpdate", detail))
         elif kind == "RollingUpdate":
             path = "spec.strategy.rollingUpdate"
             unavailable = _int_or_percent(rolling, "maxUnavailable", f"{path}.maxUnavailable", out)
             surge = _int_or_percent(rolling, "maxSurge", f"{path}.maxSurge", out)
-            if isinstance(rolling.get("maxUnavailable"), str) and (unavailable or 0) > 100:
-                out.append(
-                    fe.invalid(
-                        f"{path}.maxUnavailable", rolling["maxUnavailable"], "must not be greater than 100%"
-                    )
-                )
+            field, value = f"{path}.maxUnavailable", rolling.get("maxUnavailable")
+            if isinstance(value, str) and (unavailable or 0) > 100:
+                out.append(fe.invalid(field, value, "must not be greater than 100%"))
             if unavailable == 0 and surge == 0:
-                out.append(
-                    fe.invalid(
-                        f"{path}.maxUnavailable",
-                        rolling["maxUnavailable"],
-                        "may not be 0 when `maxSurge` is 0",
-                    )
-                )
+                out.append(fe.invalid(field, value, "may not be 0 when `maxSurge` is 0"))
         deadline = jf.int_field(spec, "progressDeadlineSeconds", "spec.progressDeadlineSeconds", out)
         ready = spec.get("minReadySeconds") if isinstance(spec.get("minReadySeconds"), int) else 0
         if deadline is not None and deadline <= ready:
@@ -368,14 +346,11 @@ class StatefulSetStrategy(WorkloadStrategy):
     def validate_update(self, old: dict[str, Any], new: dict[str, Any], out: list[Cause]) -> None:
         frozen = [k for k in set(_spec(old)) | set(_spec(new)) if k not in _STATEFULSET_MUTABLE]
         if any(not json_equal(_spec(old).get(k), _spec(new).get(k)) for k in frozen):
-            out.append(
-                fe.forbidden(
-                    "spec",
-                    "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', "
-                    "'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are "
-                    "forbidden",
-                )
+            detail = (
+                "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', "
+                "'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"
             )
+            out.append(fe.forbidden("spec", detail))
 
     def cells(self, obj: dict[str, Any]) -> list[Any]:
         meta, spec, status = obj["metadata"], _spec(obj), _status(obj)
@@ -432,13 +407,13 @@ class DaemonSetStrategy(WorkloadStrategy):
 
 
 _ALL = ["all"]
-DEPLOYMENTS = Resource(
-    "apps", "v1", "deployments", "deployment", "Deployment", DeploymentStrategy(), ["deploy"], _ALL
+DEPLOYMENTS = Resource.builtin(
+    "apps", "Deployment", DeploymentStrategy(), short_names=["deploy"], categories=_ALL
 )
-REPLICASETS = Resource(
-    "apps", "v1", "replicasets", "replicaset", "ReplicaSet", ReplicaSetStrategy(), ["rs"], _ALL
+REPLICASETS = Resource.builtin(
+    "apps", "ReplicaSet", ReplicaSetStrategy(), short_names=["rs"], categories=_ALL
 )
-STATEFULSETS = Resource(
-    "apps", "v1", "statefulsets", "statefulset", "StatefulSet", StatefulSetStrategy(), ["sts"], _ALL
+STATEFULSETS = Resource.builtin(
+    "apps", "StatefulSet", StatefulSetStrategy(), short_names=["sts"], categories=_ALL
 )
-DAEMONSETS = Resource("apps", "v1", "daemonsets", "daemonset", "DaemonSet", DaemonSetStrategy(), ["ds"], _ALL)
+DAEMONSETS = Resource.builtin("apps", "DaemonSet", DaemonSetStrategy(), short_names=["ds"], categories=_ALL)

@@ -72,10 +72,8 @@ def _immutable_data(old: dict, new: dict, sections: tuple[str, ...], out: list[C
             out.append(fe.forbidden(key, detail))
 
 
-CONFIGMAPS = Resource(
-    "", "v1", "configmaps", "configmap", "ConfigMap", ConfigMapStrategy(), short_names=["cm"]
-)
-SECRETS = Resource("", "v1", "secrets", "secret", "Secret", SecretStrategy())
+CONFIGMAPS = Resource.builtin("", "ConfigMap", ConfigMapStrategy(), short_names=["cm"])
+SECRETS = Resource.builtin("", "Secret", SecretStrategy())
 
 
 ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.resources import Resource
@@ -13,7 +14,6 @@ from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import NAME_COLUMN, column
 from t9k_provider.local.apiserver.validation import IMMUTABLE, as_map, as_text
 from t9k_provider.local.store import Store
-from t9k_provider.local.timestamps import now_rfc3339
 
 CRD_GROUP = "apiextensions.k8s.io"
 CRD_PLURAL = "customresourcedefinitions"
@@ -61,11 +61,8 @@ class CustomResourceDefinitionStrategy(Strategy):
         return [crd["metadata"]["name"], crd["metadata"].get("creationTimestamp")]
 
 
-RESOURCE = Resource(
+RESOURCE = Resource.builtin(
     CRD_GROUP,
-    "v1",
-    CRD_PLURAL,
-    "customresourcedefinition",
     "CustomResourceDefinition",
     CustomResourceDefinitionStrategy(),
     short_names=["crd", "crds"],

@@ -148,14 +148,7 @@ def _v1_causes(event: dict[str, Any]) -> list[Cause]:
     return causes
 
 
-CORE = Resource("", "v1", "events", "event", "Event", EventStrategy(), short_names=["ev"])
-V1 = Resource(
-    "events.k8s.io",
-    "v1",
-    "events",
-    "event",
-    "Event",
-    EventsV1Strategy(),
-    short_names=["ev"],
-    stored_as=("", "events"),
+CORE = Resource.builtin("", "Event", EventStrategy(), short_names=["ev"])
+V1 = Resource.builtin(
+    "events.k8s.io", "Event", EventsV1Strategy(), short_names=["ev"], stored_as=("", "events")
 )

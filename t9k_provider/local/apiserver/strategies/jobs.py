@@ -108,4 +108,4 @@ class JobStrategy(Strategy):
         ]
 
 
-RESOURCE = Resource("batch", "v1", "jobs", "job", "Job", JobStrategy(), categories=["all"])
+RESOURCE = Resource.builtin("batch", "Job", JobStrategy(), categories=["all"])

@@ -27,4 +27,4 @@ class LeaseStrategy(Strategy):
             out.append(fe.invalid("spec.leaseTransitions", transitions, "must be greater than or equal to 0"))
 
 
-RESOURCE = Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", LeaseStrategy())
+RESOURCE = Resource.builtin("coordination.k8s.io", "Lease", LeaseStrategy())

@@ -80,4 +80,4 @@ def boot_namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
-RESOURCE = Resource("", "v1", "namespaces", "namespace", "Namespace", NamespaceStrategy(), short_names=["ns"])
+RESOURCE = Resource.builtin("", "Namespace", NamespaceStrategy(), short_names=["ns"])

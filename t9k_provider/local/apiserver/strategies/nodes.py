@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver.patch import CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.timestamps import now_rfc3339
 
 NODE_NAME = "t9k-local-node"
 GPU = "nvidia.com/gpu"
@@ -143,4 +143,4 @@ def local_node(capacity: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-RESOURCE = Resource("", "v1", "nodes", "node", "Node", NodeStrategy(), short_names=["no"])
+RESOURCE = Resource.builtin("", "Node", NodeStrategy(), short_names=["no"])

@@ -193,4 +193,4 @@ class PodStrategy(Strategy):
         ]
 
 
-RESOURCE = Resource("", "v1", "pods", "pod", "Pod", PodStrategy(), short_names=["po"], categories=["all"])
+RESOURCE = Resource.builtin("", "Pod", PodStrategy(), short_names=["po"], categories=["all"])

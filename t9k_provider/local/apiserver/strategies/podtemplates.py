@@ -12,4 +12,4 @@ class PodTemplateStrategy(Strategy):
     merge_fields = {"template": MergeField(node=POD_TEMPLATE_FIELDS)}
 
 
-RESOURCE = Resource("", "v1", "podtemplates", "podtemplate", "PodTemplate", PodTemplateStrategy())
+RESOURCE = Resource.builtin("", "PodTemplate", PodTemplateStrategy())

@@ -35,20 +35,12 @@ def _validate_rule(rule: dict[str, Any], path: str, namespaced: bool, out: list[
     resources = jf.string_items(rule, "resources", f"{path}.resources", out)
     names = jf.string_items(rule, "resourceNames", f"{path}.resourceNames", out)
     if urls:
+        field = f"{path}.nonResourceURLs"
         if namespaced:
-            out.append(
-                fe.invalid(
-                    f"{path}.nonResourceURLs", urls, "namespaced rules cannot apply to non-resource URLs"
-                )
-            )
+            out.append(fe.invalid(field, urls, "namespaced rules cannot apply to non-resource URLs"))
         if groups or resources or names:
-            out.append(
-                fe.invalid(
-                    f"{path}.nonResourceURLs",
-                    urls,
-                    "rules cannot apply to both regular resources and non-resource URLs",
-                )
-            )
+            both = "rules cannot apply to both regular resources and non-resource URLs"
+            out.append(fe.invalid(field, urls, both))
         return
     if not groups:
         out.append(fe.required(f"{path}.apiGroups", "resource rules must supply at least one api group"))
@@ -157,17 +149,10 @@ class ClusterRoleBindingStrategy(RoleBindingStrategy):
     role_kinds = ("ClusterRole",)
 
 
-ROLES = Resource(GROUP, "v1", "roles", "role", "Role", RoleStrategy())
-CLUSTER_ROLES = Resource(GROUP, "v1", "clusterroles", "clusterrole", "ClusterRole", ClusterRoleStrategy())
-ROLE_BINDINGS = Resource(GROUP, "v1", "rolebindings", "rolebinding", "RoleBinding", RoleBindingStrategy())
-CLUSTER_ROLE_BINDINGS = Resource(
-    GROUP,
-    "v1",
-    "clusterrolebindings",
-    "clusterrolebinding",
-    "ClusterRoleBinding",
-    ClusterRoleBindingStrategy(),
-)
+ROLES = Resource.builtin(GROUP, "Role", RoleStrategy())
+CLUSTER_ROLES = Resource.builtin(GROUP, "ClusterRole", ClusterRoleStrategy())
+ROLE_BINDINGS = Resource.builtin(GROUP, "RoleBinding", RoleBindingStrategy())
+CLUSTER_ROLE_BINDINGS = Resource.builtin(GROUP, "ClusterRoleBinding", ClusterRoleBindingStrategy())
 
 # -- the part of the bootstrap policy (``rbac/bootstrappolicy``) a local cluster needs
 

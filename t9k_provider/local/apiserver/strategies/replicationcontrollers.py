@@ -59,13 +59,6 @@ class ReplicationControllerStrategy(PodControllerStrategy):
         return replica_cells(obj, _selector_text(as_map(as_map(obj.get("spec")).get("selector"))) or "<none>")
 
 
-RESOURCE = Resource(
-    "",
-    "v1",
-    "replicationcontrollers",
-    "replicationcontroller",
-    "ReplicationController",
-    ReplicationControllerStrategy(),
-    ["rc"],
-    ["all"],
+RESOURCE = Resource.builtin(
+    "", "ReplicationController", ReplicationControllerStrategy(), short_names=["rc"], categories=["all"]
 )

@@ -23,12 +23,4 @@ def default_service_account(namespace: str) -> dict[str, Any]:
     }
 
 
-RESOURCE = Resource(
-    "",
-    "v1",
-    "serviceaccounts",
-    "serviceaccount",
-    "ServiceAccount",
-    ServiceAccountStrategy(),
-    short_names=["sa"],
-)
+RESOURCE = Resource.builtin("", "ServiceAccount", ServiceAccountStrategy(), short_names=["sa"])

@@ -145,6 +145,4 @@ def kubernetes_service(port: int) -> dict[str, Any]:
     }
 
 
-RESOURCE = Resource(
-    "", "v1", "services", "service", "Service", ServiceStrategy(), short_names=["svc"], categories=["all"]
-)
+RESOURCE = Resource.builtin("", "Service", ServiceStrategy(), short_names=["svc"], categories=["all"])

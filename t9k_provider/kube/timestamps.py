@@ -1,5 +1,5 @@
-"""RFC 3339 timestamps as the local cluster writes them (``metav1.Time``: whole seconds; ``MicroTime``), and
-their parser."""
+"""RFC 3339 timestamps as Kubernetes writes them (``metav1.Time``: whole seconds; ``MicroTime``), and their
+parsers: the one time format of the controller, the Airflow hooks and the local cluster."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ _TIME = "%Y-%m-%dT%H:%M:%SZ"
 _MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
-def rfc3339(seconds: float) -> str:
-    """``metav1.Time``: UTC, whole seconds."""
+def rfc3339(moment: datetime | float) -> str:
+    """``metav1.Time`` of a datetime or epoch seconds: UTC, whole seconds."""
+    seconds = moment.timestamp() if isinstance(moment, datetime) else moment
     return time.strftime(_TIME, time.gmtime(seconds))
 
 
@@ -33,6 +34,16 @@ def parse_timestamp(text: str) -> datetime:
     offset = "+00:00" if offset in ("Z", "z") else offset
     parsed = datetime.fromisoformat(f"{head}.{(fraction or '')[:6].ljust(6, '0')}{offset}")
     return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """A timestamp read back from the API (or a datetime; naive ones are UTC), None when it is not one."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    try:
+        return parse_timestamp(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def normalize_fields(obj: dict[str, Any], times: tuple[str, ...], micro_times: tuple[str, ...]) -> None:
