@@ -20,9 +20,9 @@ from benchmarks import manifests
 from benchmarks.api import Client, Watch, ensure_namespace, progress, wait_until
 from benchmarks.stats import Figure
 from t9k_provider.controller.cli import build_parser
+from t9k_provider.kube.timestamps import parse_timestamp
 from t9k_provider.local.poddir import PodDir, read_json
 from t9k_provider.local.testing import LocalCluster
-from t9k_provider.local.timestamps import parse_timestamp
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 SYSTEM = "t9k-system"
