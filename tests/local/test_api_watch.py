@@ -40,6 +40,18 @@ def test_watch_without_rv_sends_synthetic_adds_then_closes_on_timeout(
     ]
 
 
+def test_negative_timeout_seconds_ends_the_watch_at_once(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
+    """kube-apiserver does not reject it: its watch timer starts already expired, so the stream ends right
+    after what it had ready (it used to run for the 5-10 minute default here)."""
+    rv = core.list_namespaced_config_map(ns).metadata.resource_version
+    started = time.monotonic()
+    path = f"/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=-5"
+    assert stream_lines(cluster, path) == []
+    assert time.monotonic() - started < 5
+
+
 def test_watch_from_list_rv_yields_exactly_later_changes(
     cluster: LocalCluster, core: client.CoreV1Api, ns: str
 ) -> None:

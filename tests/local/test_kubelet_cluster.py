@@ -242,7 +242,8 @@ def test_graceful_delete_sigterm_then_sigkill(core: client.CoreV1Api, ns: str, c
     )
     core.create_namespaced_pod(ns, pod)
     wait_for("Running", phase_is(core, "slow", ns, "Running"))
-    wait_for("ready", lambda: pod_log(core, "slow", ns, container="stubborn") == "ready\n")
+    for name in ("polite", "stubborn"):  # both have their SIGTERM handling in place
+        wait_for(f"{name} ready", lambda n=name: pod_log(core, "slow", ns, container=n) == "ready\n")
     started = time.monotonic()
     core.delete_namespaced_pod("slow", ns)
     wait_for("pod removed", gone(core, "slow", ns), timeout=20)

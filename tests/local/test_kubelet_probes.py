@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import socket
 import threading
 from collections.abc import Iterator
 
 import pytest
 
+from t9k_provider.local.kubelet import probes
 from t9k_provider.local.kubelet.probes import ContainerProber, Probe, ProbeState, ProbeTarget, run_probe
 
 
@@ -113,3 +115,56 @@ def test_liveness_and_readiness_wait_for_the_startup_probe(http_port: int) -> No
     assert all(started for started, _, running, _ in seen if "liveness" in running or "readiness" in running)
     assert any("liveness" in running for _, _, running, _ in seen)
     assert seen[-1][3] == "liveness"
+
+
+def test_an_answer_that_is_not_http_fails_the_probe() -> None:
+    """A port that speaks something else: a failed probe with a message, as upstream."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def answer_garbage() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+
+    thread = threading.Thread(target=answer_garbage, daemon=True)
+    thread.start()
+    try:
+        ok, message = _run({"httpGet": {"path": "/", "port": port}})
+    finally:
+        thread.join(5)
+        listener.close()
+    assert not ok
+    assert message.startswith(f'Get "http://127.0.0.1:{port}/": malformed HTTP response: BadStatusLine')
+
+
+def test_a_probe_that_raises_is_a_failure_and_the_next_one_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever a probe raises, the prober counts a failure and goes on probing (it never re-raises a
+    finished task's error on every pass, which would stop the pod's probes and status updates)."""
+    calls = []
+
+    async def broken(probe: Probe, target: ProbeTarget) -> tuple[bool, str]:
+        calls.append(probe.kind)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(probes, "run_probe", broken)
+    container = {"name": "c", "readinessProbe": {"tcpSocket": {"port": 1}, "periodSeconds": 1}}
+    target = ProbeTarget("127.0.0.1", container, None)
+
+    async def scenario() -> list[str]:
+        prober = ContainerProber(container, attempt=0, started_at=0.0)
+        messages: list[str] = []
+        for _ in range(50):
+            messages += [message for _, message in prober.due(target).failures]
+            if len(messages) == 2:
+                break
+            prober.states["readiness"].next_at = 0.0
+            await asyncio.sleep(0.01)
+        prober.cancel()
+        return messages
+
+    assert asyncio.run(scenario()) == ["probe error: RuntimeError: boom"] * 2
+    assert len(calls) >= 2

@@ -347,7 +347,7 @@ class Handlers:
         if since is not None and since > self.objects.store.revision:
             await self._wait_for_revision(since)
         timeout = parse_int(request, "timeoutSeconds")
-        if timeout is None or timeout <= 0:
+        if not timeout:  # a negative one has expired already: the stream ends at once, as upstream's timer
             timeout = random.randint(300, 600)
         bookmarks = parse_bool(request, "allowWatchBookmarks")
         include_object = request.query.get("includeObject", "Metadata")

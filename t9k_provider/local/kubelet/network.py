@@ -10,6 +10,7 @@ kubelet can bind-mount the pod's hosts file over /etc/hosts (root), otherwise no
 
 Addresses are leased machine-wide (one file per address under RUN_DIR/ipam), so several local clusters
 can share the bridge; each lease names the netns that holds it, so leases of crashed clusters are reclaimed.
+An address is reused as soon as its pod is gone, so setting up a pod drops the host's neighbour entry for it.
 """
 
 from __future__ import annotations
@@ -222,6 +223,10 @@ class NetnsNetwork:
             await _ip("-n", name, "link", "set", "lo", "up")
             # Attaching to the bridge comes last: an attached veth marks a complete setup.
             await _ip("link", "set", veth, "master", BRIDGE, "up")
+            # The address may have belonged to a pod that is gone: the host's neighbour entry for it can still
+            # name that pod's MAC (REACHABLE for up to 45 s, then a few more seconds of unicast probes), and
+            # the kubelet's probes to the new pod would vanish into the bridge as i/o timeouts.
+            await _ip("neigh", "flush", "to", ip, "dev", BRIDGE)
         return PodNet(ip=ip, netns=str(path), isolate=True)
 
     async def teardown(self, uid: str) -> None:

@@ -125,7 +125,7 @@ class ContainerProber:
         now = time.monotonic()
         for state in self.states.values():
             if state.task is not None and state.task.done():
-                ok, message = state.task.result()
+                ok, message = _outcome(state.task)
                 state.task = None
                 if not ok:
                     verdict.failures.append((state.probe, message))
@@ -146,6 +146,17 @@ class ContainerProber:
         for state in self.states.values():
             if state.task is not None:
                 state.task.cancel()
+
+
+def _outcome(task: asyncio.Task[tuple[bool, str]]) -> tuple[bool, str]:
+    """A finished probe's result; one that raised is a failed probe, so that no error can stop the prober
+    (its done task would otherwise be read, and raise, on every pass)."""
+    if task.cancelled():
+        return False, "probe cancelled"
+    error = task.exception()
+    if error is not None:
+        return False, f"probe error: {type(error).__name__}: {error}"
+    return task.result()
 
 
 @dataclass(frozen=True)
@@ -239,6 +250,8 @@ def _http_get(spec: dict[str, Any], target: ProbeTarget, timeout: float) -> tupl
         body = response.read(OUTPUT_LIMIT).decode(errors="replace")
     except OSError as exc:
         return False, f'Get "{url}": {_dial_error(exc, host, port)}'
+    except http.client.HTTPException as exc:  # not HTTP on that port, or a broken answer
+        return False, f'Get "{url}": malformed HTTP response: {type(exc).__name__}: {exc}'
     finally:
         conn.close()
     if 200 <= response.status < 400:  # redirects are not followed: a 3xx is a success, as upstream

@@ -1,0 +1,63 @@
+"""The netns pod network on the shared bridge, against the host's real network stack (root only)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from t9k_provider.local.kubelet import network
+
+pytestmark = pytest.mark.skipif(
+    not network.namespaces_available(), reason="pod network namespaces need root, `ip` and `unshare`"
+)
+
+GONE_MAC = "02:00:5e:00:00:01"  # a locally administered address no bridge port has
+
+
+def _neighbour(ip: str) -> str:
+    return subprocess.run(
+        ["ip", "neigh", "show", ip, "dev", network.BRIDGE], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_a_reused_address_answers_at_once_despite_the_hosts_old_neighbour_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Addresses are reused as soon as a pod is gone, while the host may still hold a REACHABLE neighbour
+    entry naming the gone pod's MAC (for up to 45 s): traffic to the new pod would vanish into the bridge,
+    and its first readiness probes time out (the CI flake in the readiness-probe cluster test)."""
+    uid = str(uuid.uuid4())
+    net = network.NetnsNetwork(tmp_path)
+    ip_tool = network._ip
+
+    async def attach_after_a_gone_pod(*args: str, check: bool = True) -> str:
+        """Attaching the veth ends with the host's entry for the address naming a gone pod's MAC (planted
+        after the attach: a bridge whose own MAC changes with a new port flushes its entries itself)."""
+        out = await ip_tool(*args, check=check)
+        if args[:2] == ("link", "set") and "master" in args:
+            ip = next(a for a, owner in net.ipam.owners().items() if owner == net.netns_name(uid))
+            stale = ("neigh", "replace", ip, "lladdr", GONE_MAC, "dev", network.BRIDGE, "nud", "reachable")
+            await ip_tool(*stale)
+        return out
+
+    monkeypatch.setattr(network, "_ip", attach_after_a_gone_pod)
+
+    async def scenario() -> None:
+        pod = await net.setup(uid)
+        try:
+            assert GONE_MAC not in _neighbour(pod.ip)
+            started = time.monotonic()
+            with pytest.raises(ConnectionRefusedError):  # nothing listens in the new pod: refused, at once
+                socket.create_connection((pod.ip, 9), timeout=3).close()
+            assert time.monotonic() - started < 2
+        finally:
+            await net.teardown(uid)
+            await net.close()
+
+    asyncio.run(scenario())
