@@ -51,8 +51,8 @@ made up most of it, all outside the work:
   it pokes every second now, and `dag.test()` runs a rescheduled task again within a second of its date.
 
 With bytecode cached for both, the old and new `make demo` alternated (3 runs each, load average 5.7-6.4)
-took 36.6 s (35.7-39.8) and 32.5 s (32.5-35.2; the third new run is missing from that comparison, the table
-above is the full measurement): exit 3.0-5.1 s -> 0.2 s, evaluation stretch 5.4-5.6 s -> 2.5-3.5 s.
+took 36.6 s (35.7-39.8) and 34.0 s (32.5-35.2): exit 3.0-5.1 s -> 0.2-0.3 s, the evaluation stretch
+5.4-5.6 s -> 2.5-3.7 s, while the training, the same work in both, varied by 3-5 s from run to run.
 
 What is left is mostly not the demo's: Airflow's start (CLI import, DAG parse, and the execution API that
 `dag.test()` builds in-process before the first task, a FastAPI application with its versioned routes), the
@@ -62,8 +62,8 @@ of `torch._dynamo`, about 1.4 s of CPU, before the first epoch). The cluster sta
 about 1 s. Not done, and why: starting the cluster while Airflow starts would save at most the cluster's
 1-2 s, but the first task needs the kubeconfig, which exists only once the API server is up, so it needs a
 gate inside the task; `dag.test()` runs tasks one at a time and the pipeline is a chain anyway; the metadata
-database is migrated once per Airflow version (a stamp in the demo's home), so warm runs do not migrate. The
-operators, the controller and the kubelet react through watches: no poll interval is left in the path.
+database is migrated once per Airflow version (a stamp in the demo's home), so warm runs do not migrate.
+Apart from the sensor's pokes, the operators, the controller and the kubelet react through watches.
 Every figure here moves with the machine's load (the stamp above); the < 25 s target is for an idle
 machine: re-run `.venv/bin/python -m benchmarks --only demo` there."""
 REPO = Path(__file__).resolve().parent.parent

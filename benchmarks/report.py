@@ -322,7 +322,8 @@ def render(
             block += ["", ANALYSIS[section]]
         blocks[number] = "\n".join(block) + "\n"
     target_rows = [
-        (f.section.split(".")[0], f"| {f.section[:2]} {f.name} | {f.fmt(f.median)} {f.unit} | {verdict(f)} |")
+        (f.section.split(".")[0], f"| {f.section.split()[0]} {f.name} | {f.fmt(f.median)} {f.unit} | "
+         f"{verdict(f)} |")
         for f in figures if f.target is not None
     ] + [(row[2:].split(".")[0], row) for row in kept_targets]  # fmt: skip
     lines += [row for _, row in sorted(target_rows, key=lambda r: int(r[0]))]
