@@ -232,7 +232,7 @@ def run_pipeline(env: dict[str, str], logical_date: str, logs: Path) -> int:
     cmd = [sys.executable, "-c", AIRFLOW_CLI, *args]
     logs.mkdir(parents=True, exist_ok=True)
     say(f"running `airflow {' '.join(args)}` (output in {logs}/)")
-    say("Airflow parses the DAGs and starts its in-process API server before the first task (~5 s)")
+    say("Airflow parses the DAGs and starts its in-process API server before the first task (5-10 s)")
     task_log: TextIO | None = None
     state: str | None = None
     with (
