@@ -59,8 +59,11 @@ test-airflow2: $(AF2_STAMP)
 	$(AF2_VENV)/bin/pytest -q tests/airflow tests/examples/test_dags.py tests/deployment
 
 # The example training pipeline end to end on the embedded local cluster (see README "Run the example pipeline").
+# Its processes (Airflow, the cluster's) cache their bytecode as Python does by default, also where the
+# environment turns that off (PYTHONDONTWRITEBYTECODE, as container images often do): otherwise every run
+# compiles Airflow and its dependencies again, over half of a warm run's time on 2 cores.
 demo: env
-	$(PY) scripts/demo.py
+	env -u PYTHONDONTWRITEBYTECODE $(PY) scripts/demo.py
 
 # Benchmarks side by side with their baselines (about 20 min on 2 cores); rewrites docs/benchmarks.md. The heavy
 # parts run only when named: .venv/bin/python -m benchmarks --only overhead | --only scale-full | --only failover.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from benchmarks import failover, live_logs
+from benchmarks import demo_pipeline, failover, live_logs
 from benchmarks.stats import Figure
 
 HEADING = re.compile(r"^## (\d+)\. ", re.MULTILINE)
@@ -90,6 +90,7 @@ arrivals stay, so each run holds 300 jobs more than the last. Last, fresh proces
 sync one informer per type (`benchmarks/informer_memory.py`: GenericJobs, and pods owner-indexed as the
 controller caches them) and divide the memory still traced by the objects cached; the JSON size is each
 cached object re-encoded compactly. Section 9 is the same at 10,000 jobs (40,000 pods).""",
+    demo_pipeline.SECTION: demo_pipeline.METHOD,
     "9. Controller at full scale": """\
 Section 8's procedure with 10,000 GenericJobs x 4 pods held (40,000 pods), arrivals on top. It takes well
 over the `make bench` budget, so it runs only when named: `.venv/bin/python -m benchmarks --only scale-full`
@@ -150,6 +151,7 @@ after 100,000 further writes the log is bounded and LIST and watch latencies sta
 per second move most with the machine's load (see the load averages above) and, once the log is full, also
 pay for a compaction (deleting 1,000 events) every 1,000 writes.""",
     live_logs.SECTION: live_logs.ANALYSIS,
+    demo_pipeline.SECTION: demo_pipeline.ANALYSIS,
     "5. DAG parse cost": """\
 Importing the operators does not import the Kubernetes clients or the job models (tests/airflow/
 test_parse_cost.py pins this), so the provider's share of a parse is its own operator, sensor and decorator
@@ -275,9 +277,9 @@ def render(
         "To regenerate on a quiet machine: `make bench` runs sections 1-6 and 8 (about 20 minutes); the "
         "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
         "(section 7; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks), `--only "
-        "scale-full` (section 9; about 35 minutes at that load) and `--only failover` (section 10; 4 minutes "
-        "at a load average of 4-7). Any section can be re-run alone with `--only NAME`: the others keep "
-        "their figures.",
+        "scale-full` (section 9; about 35 minutes at that load), `--only failover` (section 10; 4 minutes "
+        "at a load average of 4-7) and `--only demo` (section 11, `make demo` timed; about 3 minutes, needs "
+        "root). Any section can be re-run alone with `--only NAME`: the others keep their figures.",
     ]
     if kept:
         lines.append(

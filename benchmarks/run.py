@@ -1,8 +1,8 @@
 """``python -m benchmarks``: run the benchmarks of issues 7, 14, 15 and 16 and rewrite ``docs/benchmarks.md``.
 
-By default every section but the heavy ones (``OPT_IN``: the per-task overhead against the cncf operators
-and the controller at full scale, each well over ten minutes, and leader failover, which kills 20 leaders)
-runs; ``--only NAME`` runs just the named ones.
+By default every section but the opt-in ones (``OPT_IN``: the per-task overhead against the cncf operators
+and the controller at full scale, each well over ten minutes, leader failover, which kills 20 leaders, and
+the timing of ``make demo``, which needs root) runs; ``--only NAME`` runs just the named ones.
 A section not run keeps its last figures: it is copied from the report being replaced, with its own date,
 commit and load. ``--quick`` runs each benchmark in a tiny configuration (the smoke test of ``make test``);
 it writes its report elsewhere (``--output``) and its figures mean nothing. The run fails (exit 1) when a
@@ -25,6 +25,7 @@ from benchmarks import (
     controller_efficiency,
     controller_scale,
     dag_parse,
+    demo_pipeline,
     failover,
     live_logs,
     local_cluster,
@@ -114,9 +115,11 @@ SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
         work, p.runs, FULL_SCALE_JOBS, p.arrival_seconds, full=True
     ),
     "failover": lambda p, work: failover.measure(work, p.failover_kills),
+    "demo": lambda p, work: demo_pipeline.measure(p.runs, work),
 }
-#: Heavy sections: run only when named with --only (their last figures stay in the report otherwise).
-OPT_IN = {"overhead", "scale-full", "failover"}
+#: Heavy sections: run only when named with --only (their last figures stay in the report otherwise). The
+#: demo's runs take only about 3 minutes but need root (its pods' namespaces).
+OPT_IN = {"overhead", "scale-full", "failover", "demo"}
 
 
 def cache_bytecode(work: Path) -> None:

@@ -190,7 +190,7 @@ with DAG(
         name="{{ ti.xcom_pull(task_ids='evaluate', key='t9k_job')['name'] }}",
         namespace=NAMESPACE,
         mode="reschedule",
-        poke_interval=5,
+        poke_interval=1,
         timeout=600,
     )
 
