@@ -21,7 +21,8 @@ from airflow.providers.common.compat.sdk import (
 )
 
 from t9k_provider.hooks import job_status
-from t9k_provider.hooks.wait_limits import WaitLimits, seconds
+from t9k_provider.hooks.durations import seconds
+from t9k_provider.hooks.wait_limits import WaitLimits
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
