@@ -172,7 +172,7 @@ class T9kJobOperator(BaseOperator):
         self.logging_interval = seconds(logging_interval, "logging_interval")
         self.failure_log_lines = failure_log_lines
         self.retry_on_job_failure = retry_on_job_failure
-        self.job_url_template = job_url_template or conf.get("t9k", "job_url_template", fallback=None)
+        self.job_url_template = job_url_template
         self.exact_name = exact_name
         self._job: JobRef | None = None
         #: What a kill must stop: the job's name is known before it is created, its uid once it is.
@@ -186,10 +186,12 @@ class T9kJobOperator(BaseOperator):
     @property
     def job_url(self) -> str | None:
         """The extra link's URL for the job this task submitted or adopted (None before that, or without a
-        ``job_url_template``)."""
-        if self._job is None or not self.job_url_template:
+        ``job_url_template``). The configured default is read here, in the worker, not for every operator a
+        DAG file's parse builds."""
+        if self._job is None:
             return None
-        return self.job_url_template.format(**self._job._asdict())
+        template = self.job_url_template or conf.get("t9k", "job_url_template", fallback=None)
+        return template.format(**self._job._asdict()) if template else None
 
     # -- hook -------------------------------------------------------------------------------------------
 
