@@ -156,11 +156,13 @@ Parsing a DAG file loads only what the constructors of the provider's operators,
 the Kubernetes clients, the job models and every helper that only runs a task (status, reattach, wait
 limits, logs, diagnostics, the call transport, the source analysis) load when a task runs, and a kind's
 operator class (and its decorated one) is built when a DAG first uses it (tests/airflow/test_parse_cost.py
-pins the modules and classes a parse loads). Parsing the TaskFlow example again costs what the plain `@task`
-DAG costs, within its run-to-run spread. Its first parse in a fresh interpreter misses the 10%: that small
-file costs about 4 ms on plain `@task`, and the provider's parse-time code alone takes about 3.2 ms of CPU to
-load there (per-module timing after the shared imports, at a load average of about 9; down from about 6 ms
-before the imports were cut): Airflow's `BaseOperatorLink` module, which the operators' extra link
+pins the modules and classes a parse loads). Parsing the TaskFlow example again costs about what the plain
+`@task` DAG costs, within its run-to-run spread (a decorated task's constructor builds its manifest, a larger
+template field that Airflow walks for upstream references: about 0.1 ms per file). Its first parse in a fresh
+interpreter misses the 10% (before the parse-time imports were cut, an interleaved run measured 10.6 ms
+against 4.2 ms, 2.7x; after, 8.0 ms against 4.2 ms at the same load): that small file costs 3.5-4 ms on
+plain `@task`, and the provider's parse-time code alone takes about 3.2 ms of CPU to load there (per-module
+timing after the shared imports, at a load average of about 9): Airflow's `BaseOperatorLink` module, which the operators' extra link
 subclasses and a plain `@task` DAG never loads (about 0.45 ms; the DAG processor's serialization of the DAG
 needs the link anyway), with the link, `version_compat` and `airflow.version` about 0.8 ms in all; the
 operator class `T9kJobOperator` (`operators/job.py`, 0.5-0.6 ms); the decorators' recipes
