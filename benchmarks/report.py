@@ -153,27 +153,26 @@ pay for a compaction (deleting 1,000 events) every 1,000 writes.""",
     live_logs.SECTION: live_logs.ANALYSIS,
     "5. DAG parse cost": """\
 Parsing a DAG file loads only what the constructors of the provider's operators, sensor and decorators need:
-the Kubernetes clients, the job models and every helper that only runs a task (status, reattach, wait
-limits, logs, diagnostics, the call transport, the source analysis) load when a task runs, and a kind's
-operator class (and its decorated one) is built when a DAG first uses it (tests/airflow/test_parse_cost.py
-pins the modules and classes a parse loads). Parsing the TaskFlow example again costs about what the plain
-`@task` DAG costs, within its run-to-run spread (a decorated task's constructor builds its manifest, a larger
-template field that Airflow walks for upstream references: about 0.1 ms per file). Its first parse in a fresh
-interpreter misses the 10% (before the parse-time imports were cut, an interleaved run measured 10.6 ms
-against 4.2 ms, 2.7x; after, 8.0 ms against 4.2 ms at the same load): that small file costs 3.5-4 ms on
-plain `@task`, and the provider's parse-time code alone takes about 3.2 ms of CPU to load there (per-module
-timing after the shared imports, at a load average of about 9): Airflow's `BaseOperatorLink` module, which the operators' extra link
+the Kubernetes clients, the job models and every helper that only runs a task (status, reattach, wait limits,
+logs, diagnostics, the call transport, the source analysis) load when a task runs, and a kind's operator class
+(and its decorated one) is built when a DAG first uses it (tests/airflow/test_parse_cost.py pins the modules
+and classes a parse loads). Parsing the TaskFlow example again costs about what the plain `@task` DAG costs,
+within its run-to-run spread (a decorated task's constructor builds its manifest, a larger template field that
+Airflow walks for upstream references: about 0.1 ms per file). Its first parse in a fresh interpreter misses
+the 10% (before the parse-time imports were cut, an interleaved run measured 10.6 ms against 4.2 ms, 2.7x;
+after, 8.0 ms against 4.2 ms at the same load): that small file costs 3.5-4 ms on plain `@task`, and the
+provider's parse-time code alone takes about 3.2 ms of CPU to load there (per-module timing after the shared
+imports, at a load average of about 9): Airflow's `BaseOperatorLink` module, which the operators' extra link
 subclasses and a plain `@task` DAG never loads (about 0.45 ms; the DAG processor's serialization of the DAG
 needs the link anyway), with the link, `version_compat` and `airflow.version` about 0.8 ms in all; the
 operator class `T9kJobOperator` (`operators/job.py`, 0.5-0.6 ms); the decorators' recipes
 (`decorators/manifests.py`, about 0.55 ms, mostly its two NamedTuples); `T9kDecoratedOperator` with the two
 decorated classes the example uses (about 0.35 ms); the parse-time check of the function
-(`decorators/source.py`, about 0.2 ms); the packages, kind names, the two kind classes, the duration check
-and the decorator factories (about 0.6 ms). The rest, a few tenths of a millisecond, is the file's own parse
-with the decorated operators (manifests built, options checked). Most of this is the fixed cost of
-importing a module (finding, reading and executing it, 60-100 us even for a small one) and of defining
-classes, paid once per parse process: only not loading the provider's code at all would meet 10% on a
-file this small.""",
+(`decorators/source.py`, about 0.2 ms); the packages, kind names, the two kind classes, the duration check and
+the decorator factories (about 0.6 ms). The rest, a few tenths of a millisecond, is the file's own parse with
+the decorated operators (manifests built, options checked). Most of this is the fixed cost of importing a
+module (finding, reading and executing it, 60-100 us even for a small one) and of defining classes, paid once
+per parse process: only not loading the provider's code at all would meet 10% on a file this small.""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
 Every operator here waits by a constant unless it follows a watch. `KubernetesJobOperator` reads its Job every
 `job_poll_interval` (10 s), in the worker or in its trigger, so a job that ends at once is seen about 10 s
