@@ -1,6 +1,9 @@
 """Issue 7.5 and issue 17: DAG parse cost with the provider vs the same DAGs without the provider's code.
 
-Each sample is a fresh interpreter that builds a ``DagBag`` (what the DAG processor does to parse). In the
+Each sample is a fresh interpreter that imports what both sides share (``DagBag``, ``airflow.sdk``), freezes
+the garbage collector's generations as the DAG processor does before it starts its parsing processes (so a
+collection of Airflow's own objects, due or not depending on how many objects a side happened to allocate,
+does not land in one side's figure), and builds a ``DagBag`` (what the DAG processor does to parse). In the
 baseline interpreter the provider's modules are replaced, before any DAG file runs, by stand-ins: the operator
 and sensor classes by plain ``BaseOperator`` subclasses taking the same arguments, the ``@task.t9k*``
 decorators by Airflow's plain ``@task`` (the same functions as PythonOperator tasks). Two comparisons:
@@ -27,14 +30,17 @@ DAGS = Path(__file__).resolve().parent.parent / "dags_examples"
 TASKFLOW_EXAMPLE = DAGS / "example_taskflow_training.py"
 #: Parses of the TaskFlow example after the first, in the same interpreter; their median is one sample.
 REPARSES = 20
+#: The TaskFlow comparison takes this many pairs per run: its samples are a few milliseconds each.
+FLOW_PAIRS_PER_RUN = 3
 
 PROBE = r"""
-import inspect, json, logging, statistics, sys, time, types
+import gc, inspect, json, logging, statistics, sys, time, types
 
 start = time.perf_counter()
 from airflow.dag_processing.dagbag import DagBag
 from airflow.sdk import BaseOperator, task
 ready = time.perf_counter()
+gc.freeze()  # as the DAG processor does before it starts its parsing processes
 
 if sys.argv[1] == "baseline":
     accepted = set(inspect.signature(BaseOperator.__init__).parameters)
@@ -109,7 +115,7 @@ def measure(runs: int, dags: Path = DAGS, taskflow: Path = TASKFLOW_EXAMPLE) -> 
         for mode in ("provider", "baseline"):  # warm-up: bytecode cached for both comparisons, as a DAG
             probe(mode, dags, Path(home))  # processor has it (``taskflow`` is one of ``dags``)
         pairs = paired(runs, dags, Path(home))
-        flow = paired(runs, taskflow, Path(home), REPARSES)
+        flow = paired(FLOW_PAIRS_PER_RUN * runs, taskflow, Path(home), REPARSES)
     a0 = pairs[0][0]
     label = f"{a0['dags']} example DAGs ({a0['tasks']} tasks)"
     shape = f"TaskFlow example ({flow[0][0]['tasks']} tasks)"

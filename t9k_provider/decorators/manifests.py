@@ -8,7 +8,8 @@ the operator names the job after the task. Built without the job models, so pars
 operator validates it with them before submitting.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: ``typing.NamedTuple`` compiles every string annotation, and
+# this module's NamedTuples are built while a DAG file is parsed.
 
 import copy
 from collections.abc import Callable, Mapping

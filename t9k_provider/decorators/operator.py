@@ -9,6 +9,7 @@ value of global rank 0 from that replica's log, or turns a failed job into the f
 from __future__ import annotations
 
 import importlib.util
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -17,17 +18,8 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from t9k_provider.decorators import manifests
 from t9k_provider.decorators.manifests import JobOptions, Recipe
 from t9k_provider.decorators.source import check, ship
-from t9k_provider.hooks.replicas import pod_selector
-from t9k_provider.operators import (
-    DeepSpeedJobOperator,
-    GenericJobOperator,
-    PyTorchTrainingJobOperator,
-    T9kJobFailed,
-    T9kJobOperator,
-    TensorFlowTrainingJobOperator,
-    XGBoostTrainingJobOperator,
-)
-from t9k_provider.operators.job import ON_FINISH_ACTIONS
+from t9k_provider.operators.job import ON_FINISH_ACTIONS, T9kJobFailed, T9kJobOperator
+from t9k_provider.operators.kinds import kind_operator
 
 #: Options some decorator takes: any other decorator names them in its error.
 KIND_OPTIONS = {
@@ -223,6 +215,7 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         """The earliest remote traceback of the failed job, retryable unless retrying cannot help."""
         from t9k_provider.decorators import transport
         from t9k_provider.hooks.pod_logs import parse_lines
+        from t9k_provider.hooks.replicas import pod_selector
 
         ref = self._job
         assert ref is not None  # set before the job was waited for
@@ -269,21 +262,25 @@ def _positive(decorator: str, option: str, value: Any) -> int:
     return value
 
 
-class GenericJobDecoratedOperator(T9kDecoratedOperator, GenericJobOperator):
-    recipe = manifests.RECIPES["t9k"]
+def decorated_operator(decorator: str) -> type[T9kDecoratedOperator]:
+    """The operator of ``@task.<decorator>``, ``<Kind>DecoratedOperator``: ``T9kDecoratedOperator`` on the
+    kind's operator. Built on first use, like the kind's operator, so a DAG file pays only for the decorators
+    it uses."""
+    recipe = manifests.RECIPES[decorator]
+    name = f"{recipe.kind}DecoratedOperator"
+    built = globals().get(name)
+    if built is None:
+
+        def body(namespace: dict[str, object]) -> None:
+            namespace.update(__module__=__name__, recipe=recipe)
+
+        bases = (T9kDecoratedOperator, kind_operator(recipe.kind))
+        built = globals()[name] = types.new_class(name, bases, exec_body=body)
+    return built
 
 
-class PyTorchTrainingJobDecoratedOperator(T9kDecoratedOperator, PyTorchTrainingJobOperator):
-    recipe = manifests.RECIPES["t9k_pytorch"]
-
-
-class TensorFlowTrainingJobDecoratedOperator(T9kDecoratedOperator, TensorFlowTrainingJobOperator):
-    recipe = manifests.RECIPES["t9k_tensorflow"]
-
-
-class XGBoostTrainingJobDecoratedOperator(T9kDecoratedOperator, XGBoostTrainingJobOperator):
-    recipe = manifests.RECIPES["t9k_xgboost"]
-
-
-class DeepSpeedJobDecoratedOperator(T9kDecoratedOperator, DeepSpeedJobOperator):
-    recipe = manifests.RECIPES["t9k_deepspeed"]
+def __getattr__(name: str) -> type[T9kDecoratedOperator]:
+    for decorator, recipe in manifests.RECIPES.items():
+        if name == f"{recipe.kind}DecoratedOperator":
+            return decorated_operator(decorator)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

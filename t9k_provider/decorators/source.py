@@ -7,13 +7,13 @@ stripped. The shipped text is padded so that it keeps its line numbers in the DA
 points at the author's lines.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: ``typing.NamedTuple`` compiles every string annotation, and
+# this module's NamedTuples are built while a DAG file is parsed.
 
 import ast
 import builtins
 import inspect
 import linecache
-import symtable
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -119,6 +119,8 @@ def _definition(lines: list[str], first: int, name: str) -> tuple[list[str], lis
 
 def _module_names(source: str, filename: str, name: str) -> set[str]:
     """Names the function, and the functions and comprehensions inside it, read from their module."""
+    import symtable  # only when the task runs: a DAG file's parse does not read the source
+
     tables = [t for t in symtable.symtable(source, filename, "exec").get_children() if t.get_name() == name]
     found = set()
     while tables:

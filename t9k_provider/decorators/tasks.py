@@ -12,21 +12,15 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import TaskDecorator, task_decorator_factory
 
-from t9k_provider.decorators.operator import (
-    DeepSpeedJobDecoratedOperator,
-    GenericJobDecoratedOperator,
-    PyTorchTrainingJobDecoratedOperator,
-    T9kDecoratedOperator,
-    TensorFlowTrainingJobDecoratedOperator,
-    XGBoostTrainingJobDecoratedOperator,
-)
+from t9k_provider.decorators.operator import decorated_operator
 from t9k_provider.decorators.source import check
 
 
-def _decorator(operator_class: type[T9kDecoratedOperator], doc: str) -> Callable[..., TaskDecorator]:
+def _decorator(name: str, doc: str) -> Callable[..., TaskDecorator]:
     def decorator(
         python_callable: Callable[..., Any] | None = None, multiple_outputs: bool | None = None, **kwargs: Any
     ) -> Any:
+        operator_class = decorated_operator(name)
         # Checked here, when the DAG file is parsed: a mapped task's operator is built only when it runs.
         operator_class.check_options(kwargs)
 
@@ -41,33 +35,33 @@ def _decorator(operator_class: type[T9kDecoratedOperator], doc: str) -> Callable
 
         return decorate if python_callable is None else decorate(python_callable)
 
-    decorator.__name__ = decorator.__qualname__ = f"{operator_class.recipe.decorator}_task"
+    decorator.__name__ = decorator.__qualname__ = f"{name}_task"
     decorator.__doc__ = doc + "\n\nOptions: see ``T9kDecoratedOperator``."
     return decorator
 
 
 t9k_task = _decorator(
-    GenericJobDecoratedOperator,
+    "t9k",
     "``@task.t9k``: the function runs in a GenericJob (once; ``replicas=N`` runs it N times, RANK 0..N-1).",
 )
 t9k_pytorch_task = _decorator(
-    PyTorchTrainingJobDecoratedOperator,
+    "t9k_pytorch",
     "``@task.t9k_pytorch(workers=N)``: the function runs on every replica of a PyTorchTrainingJob with "
     "RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT set, so ``init_process_group()`` works as is; "
     "``nproc_per_node=K`` starts K processes per replica through torchrun.",
 )
 t9k_tensorflow_task = _decorator(
-    TensorFlowTrainingJobDecoratedOperator,
+    "t9k_tensorflow",
     "``@task.t9k_tensorflow(workers=N)``: the function runs on every worker of a TensorFlowTrainingJob, with "
     "TF_CONFIG set; worker 0 is rank 0.",
 )
 t9k_xgboost_task = _decorator(
-    XGBoostTrainingJobDecoratedOperator,
+    "t9k_xgboost",
     "``@task.t9k_xgboost(workers=N)``: the function runs on the master and N workers of an "
     "XGBoostTrainingJob (RANK 0 is the master; MASTER_ADDR, MASTER_PORT, WORLD_SIZE set).",
 )
 t9k_deepspeed_task = _decorator(
-    DeepSpeedJobDecoratedOperator,
+    "t9k_deepspeed",
     "``@task.t9k_deepspeed(workers=N, slots_per_worker=K)``: DeepSpeed's launcher runs the function in K "
     "processes on each of the N workers of a DeepSpeedJob (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_* set).",
 )

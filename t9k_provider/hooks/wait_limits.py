@@ -8,20 +8,10 @@ Restarting the triggerer or re-entering the worker therefore never extends a tim
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from t9k_provider.hooks import job_status
-
-
-def seconds(value: float | timedelta | None, field: str) -> float | None:
-    """A user-supplied duration (number of seconds or timedelta) as seconds, rejecting negatives."""
-    if value is None:
-        return None
-    result = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if result < 0:
-        raise ValueError(f"{field}: must not be negative, got {value!r}")
-    return result
 
 
 class Verdict(NamedTuple):

@@ -1,4 +1,5 @@
-"""Operators for T9k Jobs. Importing this package is cheap: no Kubernetes client, no job models.
+"""Operators for T9k Jobs. Importing this package is cheap: no Kubernetes client, no job models, and no
+module at all until a name is used.
 
 ``T9kJobOperator`` runs any kind; ``GenericJobOperator``, ``PyTorchTrainingJobOperator``, ... one kind each
 (`operators.kinds`).
@@ -6,14 +7,28 @@
 
 from __future__ import annotations
 
-from t9k_provider.operators.job import T9kJobFailed, T9kJobOperator, T9kJobTimeout
-from t9k_provider.operators.kinds import KIND_OPERATORS
+import importlib
+from typing import Any
 
-globals().update({cls.__name__: cls for cls in KIND_OPERATORS.values()})
+from t9k_provider.jobs.constants import KIND_NAMES
 
-__all__ = [
-    "T9kJobFailed",
-    "T9kJobOperator",
-    "T9kJobTimeout",
-    *sorted(cls.__name__ for cls in KIND_OPERATORS.values()),
-]
+_JOB_NAMES = ("T9kJobFailed", "T9kJobOperator", "T9kJobTimeout")
+_KIND_NAMES = tuple(f"{kind}Operator" for kind in KIND_NAMES)
+
+__all__ = sorted((*_JOB_NAMES, *_KIND_NAMES))
+
+
+def __getattr__(name: str) -> Any:
+    if name in _JOB_NAMES:
+        module = "job"
+    elif name in _KIND_NAMES:
+        module = "kinds"
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 ANNOTATION_PREFIX = "airflow.apache.org/"
 DAG_ID = ANNOTATION_PREFIX + "dag-id"
@@ -23,6 +23,16 @@ CHECKED = ANNOTATION_PREFIX + "checked"
 #: a 40-character job name leaves room for the replica suffix.
 MAX_GENERATED_NAME = 40
 DIGEST_LENGTH = 10
+
+
+class JobRef(NamedTuple):
+    """Everything needed to find the job again: travels in defer kwargs and XCom as a dict."""
+
+    kind: str
+    plural: str
+    name: str
+    namespace: str
+    uid: str | None
 
 
 def task_identity(ti: Any) -> dict[str, str]:

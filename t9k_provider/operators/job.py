@@ -1,7 +1,9 @@
 """``T9kJobOperator``: submit a T9k Job, wait for it (in the worker or deferred), stream its logs, clean up.
 
-The job's status is the only source of truth for the task's outcome. Parsing a DAG file imports none of the
-Kubernetes clients nor the job models: they load inside ``execute``.
+The job's status is the only source of truth for the task's outcome. Parsing a DAG file builds the operator,
+so this module imports only what its constructor and class attributes need (the link, the duration check);
+the status, reattach, log and diagnostics helpers, the Kubernetes clients and the job models load inside
+``execute``.
 """
 
 from __future__ import annotations
@@ -13,23 +15,23 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator, conf
 
-from t9k_provider.hooks import job_status
-from t9k_provider.hooks.errors import api_status
-from t9k_provider.hooks.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
-from t9k_provider.hooks.wait_limits import WaitLimits, seconds
+from t9k_provider.hooks.durations import seconds
 from t9k_provider.links.job import T9kJobLink
-from t9k_provider.operators import identity as ident
-from t9k_provider.operators import reattach
-from t9k_provider.operators.diagnostics import failure_report
 
 if TYPE_CHECKING:
+    from t9k_provider.hooks.replicas import ReplicaTarget
     from t9k_provider.hooks.t9k import T9kHook
+    from t9k_provider.hooks.wait_limits import WaitLimits
+    from t9k_provider.operators.identity import JobRef
+    from t9k_provider.operators.reattach import ReattachPolicy
 
 ON_FINISH_ACTIONS = ("keep", "delete", "delete_on_success")
+#: ``reattach_policy`` by name (``reattach.decide`` reads them); a callable decides by itself.
+REATTACH_POLICIES = ("if_unchecked", "if_running", "never")
 ON_KILL_ACTIONS = ("delete", "keep")
 #: XCom key holding the job identity, pushed before any waiting so a failed task still names its job.
 IDENTITY_XCOM_KEY = "t9k_job"
@@ -43,16 +45,6 @@ class T9kJobFailed(AirflowFailException):
 
 class T9kJobTimeout(AirflowException):
     """A wait limit was reached; the job was stopped per ``on_kill_action`` and the task may retry."""
-
-
-class JobRef(NamedTuple):
-    """Everything needed to find the job again: travels in defer kwargs and XCom as a dict."""
-
-    kind: str
-    plural: str
-    name: str
-    namespace: str
-    uid: str | None
 
 
 def _choice(value: str, allowed: Sequence[str], field: str) -> str:
@@ -136,7 +128,7 @@ class T9kJobOperator(BaseOperator):
         paused_timeout: float | timedelta | None = None,
         unknown_timeout: float | timedelta | None = None,
         pod_error_timeout: float | timedelta | None = 120,
-        reattach_policy: reattach.ReattachPolicy = "if_unchecked",
+        reattach_policy: ReattachPolicy = "if_unchecked",
         on_finish_action: str = "keep",
         on_kill_action: str = "delete",
         get_logs: bool = True,
@@ -167,18 +159,20 @@ class T9kJobOperator(BaseOperator):
         self.unknown_timeout = seconds(unknown_timeout, "unknown_timeout")
         self.pod_error_timeout = seconds(pod_error_timeout, "pod_error_timeout")
         if not callable(reattach_policy):
-            _choice(reattach_policy, reattach.REATTACH_POLICIES, "reattach_policy")
+            _choice(reattach_policy, REATTACH_POLICIES, "reattach_policy")
         self.reattach_policy = reattach_policy
         self.on_finish_action = _choice(on_finish_action, ON_FINISH_ACTIONS, "on_finish_action")
         self.on_kill_action = _choice(on_kill_action, ON_KILL_ACTIONS, "on_kill_action")
         self.get_logs = get_logs
         self.log_replicas = log_replicas
         if log_replicas is not None and "{{" not in str(log_replicas):
+            from t9k_provider.hooks.replicas import parse_targets
+
             parse_targets(log_replicas)  # fail at DAG parse time, not after submission
         self.logging_interval = seconds(logging_interval, "logging_interval")
         self.failure_log_lines = failure_log_lines
         self.retry_on_job_failure = retry_on_job_failure
-        self.job_url_template = job_url_template or conf.get("t9k", "job_url_template", fallback=None)
+        self.job_url_template = job_url_template
         self.exact_name = exact_name
         self._job: JobRef | None = None
         #: What a kill must stop: the job's name is known before it is created, its uid once it is.
@@ -192,10 +186,12 @@ class T9kJobOperator(BaseOperator):
     @property
     def job_url(self) -> str | None:
         """The extra link's URL for the job this task submitted or adopted (None before that, or without a
-        ``job_url_template``)."""
-        if self._job is None or not self.job_url_template:
+        ``job_url_template``). The configured default is read here, in the worker, not for every operator a
+        DAG file's parse builds."""
+        if self._job is None:
             return None
-        return self.job_url_template.format(**self._job._asdict())
+        template = self.job_url_template or conf.get("t9k", "job_url_template", fallback=None)
+        return template.format(**self._job._asdict()) if template else None
 
     # -- hook -------------------------------------------------------------------------------------------
 
@@ -234,6 +230,7 @@ class T9kJobOperator(BaseOperator):
     def build_manifest(self, task_identity: dict[str, str] | None, try_number: int | None) -> dict[str, Any]:
         """Validate with the job models (before any API call) and add name, namespace and annotations."""
         from t9k_provider.jobs import ManifestError, load
+        from t9k_provider.operators import identity as ident
 
         try:
             model = load(self.manifest)
@@ -286,6 +283,11 @@ class T9kJobOperator(BaseOperator):
             return self._execute(context)
 
     def _execute(self, context: Any) -> dict[str, Any] | None:
+        from t9k_provider.hooks import job_status
+        from t9k_provider.operators import identity as ident
+        from t9k_provider.operators import reattach
+        from t9k_provider.operators.identity import JobRef
+
         ti = context["ti"]
         task_identity = ident.task_identity(ti)
         body = self.build_manifest(task_identity, getattr(ti, "try_number", None))
@@ -317,6 +319,8 @@ class T9kJobOperator(BaseOperator):
         return result
 
     def _limits(self, context: Any) -> WaitLimits:
+        from t9k_provider.hooks.wait_limits import WaitLimits
+
         deadline = None
         if self.execution_timeout:
             ti = context["ti"]
@@ -337,6 +341,10 @@ class T9kJobOperator(BaseOperator):
         self, body: dict[str, Any], plural: str, task_identity: dict[str, str], starts_run: bool
     ) -> dict[str, Any]:
         from kubernetes.client import ApiException
+
+        from t9k_provider.hooks import job_status
+        from t9k_provider.operators import identity as ident
+        from t9k_provider.operators import reattach
 
         name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
         for _ in range(3):
@@ -414,6 +422,7 @@ class T9kJobOperator(BaseOperator):
 
     def _log_follower(self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]) -> Any:
         from t9k_provider.hooks.log_follower import LogFollower
+        from t9k_provider.hooks.replicas import pod_selector
 
         return LogFollower(
             self.hook,
@@ -425,6 +434,8 @@ class T9kJobOperator(BaseOperator):
         )
 
     def _targets(self, kind: str, body: dict[str, Any]) -> list[ReplicaTarget]:
+        from t9k_provider.hooks.replicas import default_targets, parse_targets
+
         if self.log_replicas is not None:
             return parse_targets(self.log_replicas)
         return default_targets(kind, body)
@@ -455,6 +466,7 @@ class T9kJobOperator(BaseOperator):
 
         ``job`` is a fresh state (the create or read answer); later ones come from a watch per poll interval.
         """
+        from t9k_provider.hooks import job_status
         from t9k_provider.hooks.job_changes import JobChanges
         from t9k_provider.hooks.waiting_notes import WaitingNotes
 
@@ -485,6 +497,8 @@ class T9kJobOperator(BaseOperator):
 
     def _pods(self, ref: JobRef) -> list[dict[str, Any]]:
         """The job's pods for fail-fast checks; a failed read only skips this round."""
+        from t9k_provider.hooks.replicas import pod_selector
+
         try:
             return self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
         except Exception as exc:
@@ -495,6 +509,7 @@ class T9kJobOperator(BaseOperator):
         self, ref: JobRef, limits: WaitLimits, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
     ) -> NoReturn:
         """Wait in the triggerer, which follows the ``targets``' logs from ``cursors`` into the task log."""
+        from t9k_provider.hooks.replicas import pod_selector
         from t9k_provider.triggers.job import T9kJobTrigger
 
         log_targets = [list(t) for t in targets]
@@ -527,6 +542,8 @@ class T9kJobOperator(BaseOperator):
             # recorded before deferring, so the extra link (stored again when the task ends) still shows it.
             stored = context["ti"].xcom_pull(task_ids=self.task_id, key=IDENTITY_XCOM_KEY)
             if stored:
+                from t9k_provider.operators.identity import JobRef
+
                 self._job = JobRef(**stored)
         return super().resume_execution(next_method, next_kwargs, context)
 
@@ -540,6 +557,10 @@ class T9kJobOperator(BaseOperator):
             return self._resume(context, event)
 
     def _resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        from t9k_provider.hooks.replicas import ReplicaTarget
+        from t9k_provider.hooks.wait_limits import WaitLimits
+        from t9k_provider.operators.identity import JobRef
+
         resume = event["resume"]
         ref = JobRef(**resume["job"])
         limits = WaitLimits(**resume["limits"])
@@ -559,6 +580,9 @@ class T9kJobOperator(BaseOperator):
 
     def _conclude(self, ref: JobRef, event: dict[str, Any] | None, follower: Any) -> dict[str, Any]:
         """Decide from a fresh read of the job; ``event`` only explains why waiting stopped early."""
+        from t9k_provider.hooks import job_status
+        from t9k_provider.operators.diagnostics import failure_report
+
         job = self._read(ref)
         if follower is not None:
             follower.poll()
@@ -596,8 +620,10 @@ class T9kJobOperator(BaseOperator):
         raise AirflowException(message)
 
     def _mark_checked(self, ref: JobRef) -> None:
+        from t9k_provider.operators.identity import CHECKED
+
         try:
-            self.hook.patch_job_annotations(ref.plural, ref.namespace, ref.name, {ident.CHECKED: "true"})
+            self.hook.patch_job_annotations(ref.plural, ref.namespace, ref.name, {CHECKED: "true"})
         except Exception as exc:  # the outcome stands; a later try would merely re-report it
             self.log.warning("could not mark job %s as checked: %s", ref.name, exc)
 
@@ -605,7 +631,12 @@ class T9kJobOperator(BaseOperator):
 
     def _prepare_kill(self, target: JobRef) -> None:
         """Resolve before the job exists (or is waited for) what ``on_kill`` needs: the job's name and a hook
-        of its own. A kill that comes earlier only sets the flag: the task's own flow then stops the job."""
+        of its own. A kill that comes earlier only sets the flag: the task's own flow then stops the job.
+
+        It also loads what ``_stop`` uses, which must import nothing in ``on_kill``'s signal handler."""
+        from t9k_provider.hooks import errors, job_status  # noqa: F401
+        from t9k_provider.operators import identity  # noqa: F401
+
         self._target = target
         if self.on_kill_action == "delete" and self._killer is None:
             self._killer = self.hook.detached()
@@ -647,7 +678,11 @@ class T9kJobOperator(BaseOperator):
     def _stop(self, hook: T9kHook) -> None:
         """Delete the task's job unless it already ended (stopping it frees nothing then, and a later try
         reports its result); never raises. Deletion is conditional on the state read, so a job that ends
-        meanwhile is kept."""
+        meanwhile is kept. What it imports, ``_prepare_kill`` loaded before ``on_kill`` could call it."""
+        from t9k_provider.hooks import job_status
+        from t9k_provider.hooks.errors import api_status
+        from t9k_provider.operators import identity as ident
+
         ref, identity = self._target, self._identity
         if ref is None or self.on_kill_action != "delete" or self._stopped:
             return

@@ -3,7 +3,8 @@ that kind.
 
 A manifest of another kind fails before any API call, so a DAG reads as what it runs. The classes are made
 from the list of kinds (`jobs.constants.KIND_NAMES`, the keys of `jobs.KINDS`), so a new kind gets its
-operator without the models being imported while a DAG file is parsed.
+operator without the models being imported while a DAG file is parsed; each is built on first use
+(``kind_operator``, or the module attribute ``<Kind>Operator``): a DAG file pays only for the kinds it uses.
 """
 
 from __future__ import annotations
@@ -14,13 +15,21 @@ from t9k_provider.jobs.constants import KIND_NAMES
 from t9k_provider.operators.job import T9kJobOperator
 
 
-def _kind_operator(kind: str) -> type[T9kJobOperator]:
-    def body(namespace: dict[str, object]) -> None:
-        namespace.update(__module__=__name__, job_kind=kind)
+def kind_operator(kind: str) -> type[T9kJobOperator]:
+    """The operator class of ``kind`` (one of `KIND_NAMES`), built once."""
+    name = f"{kind}Operator"
+    built = globals().get(name)
+    if built is None:
 
-    return types.new_class(f"{kind}Operator", (T9kJobOperator,), exec_body=body)
+        def body(namespace: dict[str, object]) -> None:
+            namespace.update(__module__=__name__, job_kind=kind)
+
+        built = globals()[name] = types.new_class(name, (T9kJobOperator,), exec_body=body)
+    return built
 
 
-#: Operator class by kind, in the order of `KIND_NAMES`.
-KIND_OPERATORS: dict[str, type[T9kJobOperator]] = {kind: _kind_operator(kind) for kind in KIND_NAMES}
-globals().update({cls.__name__: cls for cls in KIND_OPERATORS.values()})
+def __getattr__(name: str) -> type[T9kJobOperator]:
+    kind = name.removesuffix("Operator")
+    if kind == name or kind not in KIND_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return kind_operator(kind)

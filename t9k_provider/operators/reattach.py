@@ -15,8 +15,8 @@ from typing import Any, Literal
 from t9k_provider.hooks import job_status
 from t9k_provider.operators import identity as ident
 
+#: One of ``operators.job.REATTACH_POLICIES``, or a callable that says whether to adopt the job.
 ReattachPolicy = str | Callable[[dict[str, Any]], bool]
-REATTACH_POLICIES = ("if_unchecked", "if_running", "never")
 Decision = Literal["adopt", "replace", "await_deletion"]
 
 

@@ -20,11 +20,11 @@ from airflow.providers.common.compat.sdk import (
     conf,
 )
 
-from t9k_provider.hooks import job_status
-from t9k_provider.hooks.wait_limits import WaitLimits, seconds
+from t9k_provider.hooks.durations import seconds
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
+    from t9k_provider.hooks.wait_limits import WaitLimits
 
 
 class T9kJobSensor(BaseSensorOperator):
@@ -84,6 +84,8 @@ class T9kJobSensor(BaseSensorOperator):
         return self.namespace or self.hook.default_namespace
 
     def _limits(self) -> WaitLimits:
+        from t9k_provider.hooks.wait_limits import WaitLimits
+
         return WaitLimits(paused_timeout=self.paused_timeout, unknown_timeout=self.unknown_timeout)
 
     def execute(self, context: Any) -> Any:
@@ -114,6 +116,7 @@ class T9kJobSensor(BaseSensorOperator):
     def poke(self, context: Any) -> bool:
         from kubernetes.client import ApiException
 
+        from t9k_provider.hooks import job_status
         from t9k_provider.hooks.errors import classify
 
         try:

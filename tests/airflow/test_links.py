@@ -67,6 +67,17 @@ def test_no_template_no_link(
     assert T9kJobLink().xcom_key not in ti.xcoms
 
 
+def test_configured_template_is_the_default(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[t9k] job_url_template`` is read when the task runs (not for every operator a DAG parse builds)."""
+    op = make(fake_hook)
+    monkeypatch.setenv("AIRFLOW__T9K__JOB_URL_TEMPLATE", TEMPLATE)
+    op.execute(context)
+    url = f"https://t9k.example/conn-ns/GenericJob/{ti.xcoms['t9k_job']['name']}"
+    assert op.job_url == url and ti.xcoms[T9kJobLink().xcom_key] == url
+
+
 def test_airflow_2_webserver_reads_the_persisted_url(
     fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, monkeypatch: pytest.MonkeyPatch
 ) -> None:

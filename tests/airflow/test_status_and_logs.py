@@ -9,9 +9,10 @@ import pytest
 from af_fakes import FakeHook, generic_manifest, pod, with_status
 
 from t9k_provider.hooks import job_status, pod_logs
+from t9k_provider.hooks.durations import seconds
 from t9k_provider.hooks.log_follower import LogFollower
 from t9k_provider.hooks.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
-from t9k_provider.hooks.wait_limits import WaitLimits, seconds
+from t9k_provider.hooks.wait_limits import WaitLimits
 from t9k_provider.operators import identity as ident
 
 
