@@ -34,6 +34,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from t9k_provider.local.testing import LocalCluster
+
 SUITES = {"python": "kubernetes", "asyncio": "kubernetes_asyncio"}  # option -> the client package
 
 
@@ -51,8 +58,6 @@ class _Recorder:
     def __init__(self) -> None:
         self.outcomes: dict[str, Outcome] = {}
         self._started = datetime.now(timezone.utc)
-        from kubernetes import client, config
-
         self._core = client.CoreV1Api(config.new_client_from_config(os.environ["KUBECONFIG"]))
 
     def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
@@ -80,7 +85,11 @@ class _Recorder:
 
     def _pod_without_command(self) -> str:
         """Why a pod created since the test began cannot start here, if it waits for lack of a command."""
-        for pod in self._core.list_pod_for_all_namespaces().items:
+        try:
+            pods = self._core.list_pod_for_all_namespaces().items
+        except (ApiException, urllib3.exceptions.HTTPError):
+            return ""  # a server that no longer answers is no image's fault
+        for pod in pods:
             if pod.metadata.creation_timestamp < self._started:
                 continue
             waiting = {
@@ -100,8 +109,6 @@ class _Recorder:
 
 def _child(package: str, root: Path, report: Path, timeout: int) -> int:
     """Runs one suite in this process and writes its outcomes to ``report``."""
-    import pytest
-
     importlib.import_module(package).__path__.append(str(root / package))
     recorder = _Recorder()
     args = ["-q", "-p", "no:cacheprovider", f"--timeout={timeout}", str(root / package / "e2e_test")]
@@ -111,8 +118,6 @@ def _child(package: str, root: Path, report: Path, timeout: int) -> int:
 
 
 def _run_suite(package: str, root: Path, work: Path, timeout: int) -> list[Outcome]:
-    from t9k_provider.local.testing import LocalCluster
-
     report, log = work / f"{package}.json", work / f"{package}.log"
     with LocalCluster(work / f"{package}-cluster") as cluster, log.open("w") as out:
         subprocess.run(

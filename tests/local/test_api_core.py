@@ -330,7 +330,7 @@ def test_json_responses_end_with_a_newline(cluster: LocalCluster, core: client.C
         utils.create_from_dict(api, manifest)
     assert str(conflict.value) == (
         'Error from server (Conflict): {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
-        f'"message":"configmaps \\"nl\\" already exists","reason":"AlreadyExists","details":{{"name":"nl",'
+        '"message":"configmaps \\"nl\\" already exists","reason":"AlreadyExists","details":{"name":"nl",'
         '"kind":"configmaps"},"code":409}\n'
     )
     read = core.read_namespaced_config_map("nl", ns, _preload_content=False).data
