@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from kubernetes import client
+from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.local.testing import LocalCluster
@@ -318,6 +318,25 @@ def test_error_catalogue(cluster: LocalCluster, core: client.CoreV1Api, ns: str)
     assert status == 415 and body["reason"] == "UnsupportedMediaType"
     status, _, body = cluster.request("PUT", f"/api/v1/namespaces/{ns}/configmaps")
     assert status == 405 and body["reason"] == "MethodNotAllowed"
+
+
+def test_json_responses_end_with_a_newline(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
+    """kube-apiserver encodes with Go's json.Encoder, which ends the body with a newline; clients quote error
+    bodies verbatim (kubernetes.utils' FailToCreateError, as upstream's e2e suite checks it)."""
+    api = cluster.api_client()
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nl", "namespace": ns}}
+    utils.create_from_dict(api, manifest)
+    with pytest.raises(utils.FailToCreateError) as conflict:
+        utils.create_from_dict(api, manifest)
+    assert str(conflict.value) == (
+        'Error from server (Conflict): {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        '"message":"configmaps \\"nl\\" already exists","reason":"AlreadyExists","details":{"name":"nl",'
+        '"kind":"configmaps"},"code":409}\n'
+    )
+    read = core.read_namespaced_config_map("nl", ns, _preload_content=False).data
+    listed = core.list_namespaced_config_map(ns, _preload_content=False).data
+    assert read.endswith(b"}\n") and json.loads(read)["metadata"]["name"] == "nl"
+    assert listed.endswith(b"]}\n") and len(json.loads(listed)["items"]) == 2  # and kube-root-ca.crt
 
 
 def test_namespace_rules(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:

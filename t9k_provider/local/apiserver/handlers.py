@@ -306,7 +306,7 @@ class Handlers:
             separators=(",", ":"),
         )
         body = ",".join(self.items.text(res, o) for o in items)
-        return web.Response(text=f'{head[:-1]},"items":[{body}]}}', content_type=JSON)
+        return respond_text(f'{head[:-1]},"items":[{body}]}}')
 
     def _decode_token(self, token: str) -> tuple[int, str]:
         """(revision of the first page, last key served) from a continue token; 410 once compacted."""

@@ -66,8 +66,9 @@ def respond(body: Any, status: int = 200) -> web.Response:
 
 
 def respond_text(text: str, status: int = 200) -> web.Response:
-    """A JSON body already encoded (an object's committed text)."""
-    return web.Response(text=text, status=status, content_type=JSON)
+    """A JSON body already encoded (an object's committed text). Ends with a newline, as Go's json.Encoder
+    (kube-apiserver's serializer) writes it: clients quote error bodies verbatim."""
+    return web.Response(text=text + "\n", status=status, content_type=JSON)
 
 
 def error_response(exc: errors.ApiError) -> web.Response:
