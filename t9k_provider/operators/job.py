@@ -312,8 +312,9 @@ class T9kJobOperator(BaseOperator):
         limits = self._limits(context)
         targets = self._targets(kind, body)
         follower = self._log_follower(ref, targets, {}) if self.get_logs else None
+        streams = self._log_streams(ref, targets, {}) if self.get_logs else None
         until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
-        result = self._follow(ref, job, limits, follower, until)
+        result = self._follow(ref, job, limits, follower, until, streams)
         if result is None:
             self._defer(ref, limits, targets, follower.cursors if follower else {})
         return result
@@ -433,6 +434,13 @@ class T9kJobOperator(BaseOperator):
             log=self.log,
         )
 
+    def _log_streams(self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]) -> Any:
+        from t9k_provider.hooks.log_streams import WorkerLogStreams
+        from t9k_provider.hooks.replicas import pod_selector
+
+        selector = pod_selector(ref.kind, ref.name)
+        return WorkerLogStreams(self.hook.credentials, self.log, ref.namespace, selector, targets, cursors)
+
     def _targets(self, kind: str, body: dict[str, Any]) -> list[ReplicaTarget]:
         from t9k_provider.hooks.replicas import default_targets, parse_targets
 
@@ -459,14 +467,40 @@ class T9kJobOperator(BaseOperator):
         return job
 
     def _follow(
-        self, ref: JobRef, job: dict[str, Any], limits: WaitLimits, follower: Any, until: float | None
+        self,
+        ref: JobRef,
+        job: dict[str, Any],
+        limits: WaitLimits,
+        follower: Any,
+        until: float | None,
+        streams: Any = None,
     ) -> dict[str, Any] | None:
         """Follow the job in the worker until it ends or a wait limit is hit, then conclude (return the result
         or raise). With ``until`` (epoch seconds: the wait before deferring) it returns None once that passed.
 
         ``job`` is a fresh state (the create or read answer); later ones come from a watch per poll interval.
+        With ``streams`` replica lines are printed as they are written; they are stopped before concluding
+        (after their last lines, bounded) or deferring, and the follower's cursors continue from theirs.
         """
+        if streams is None:
+            return self._wait_in_worker(ref, job, limits, follower, until, None)
+        try:
+            return self._wait_in_worker(ref, job, limits, follower, until, streams)
+        finally:  # a kill, a limit or a deferral: the streams stop at once
+            follower.cursors.update(streams.finish(0.0))
+
+    def _wait_in_worker(
+        self,
+        ref: JobRef,
+        job: dict[str, Any],
+        limits: WaitLimits,
+        follower: Any,
+        until: float | None,
+        streams: Any,
+    ) -> dict[str, Any] | None:
         from t9k_provider.hooks import job_status
+        from t9k_provider.hooks.log_streams import STARTING_LOOK_SECONDS
+        from t9k_provider.triggers.replica_logs import DRAIN_SECONDS
         from t9k_provider.hooks.job_changes import JobChanges
         from t9k_provider.hooks.waiting_notes import WaitingNotes
 
@@ -475,9 +509,13 @@ class T9kJobOperator(BaseOperator):
         notes = WaitingNotes(time.time())
         while True:
             self._raise_if_killed()
-            if follower is not None:
+            if streams is not None:
+                streams.sync(job)
+            elif follower is not None:
                 follower.poll()
             if job_status.outcome(job) in ("succeeded", "failed"):
+                if streams is not None:  # every line of the stopped replicas before the verdict
+                    follower.cursors.update(streams.finish(DRAIN_SECONDS))
                 return self._conclude(ref, None, follower)
             now = time.time()
             verdict = limits.check(job, now, first_seen)
@@ -493,6 +531,8 @@ class T9kJobOperator(BaseOperator):
             for bound in (until, limits.execution_deadline):
                 if bound is not None:
                     window = min(window, bound - now)
+            if streams is not None and streams.starting:
+                window = min(window, STARTING_LOOK_SECONDS)
             job = changes.next_state(job, max(window, 0.0), lambda: self._killed) or self._read(ref)
 
     def _pods(self, ref: JobRef) -> list[dict[str, Any]]:

@@ -54,8 +54,6 @@ MAX_REAUTHENTICATIONS = 3
 #: Failed watches in a row (no event, no long-lived watch between them) after which the trigger polls for one
 #: watch period before it tries again.
 MAX_WATCH_FAILURES = 5
-#: How long a finished job's log streams may take to deliver their last lines before the event is sent.
-DRAIN_SECONDS = 3.0
 #: The constructor's arguments, as ``serialize`` hands them back.
 _SERIALIZED = (
     *("credentials", "kind", "plural", "name", "namespace", "uid", "poll_interval", "limits"),
@@ -153,7 +151,7 @@ class T9kJobTrigger(BaseTrigger):
             event = await self._outcome(None)
         else:
             from t9k_provider.hooks.replicas import ReplicaTarget
-            from t9k_provider.triggers.replica_logs import ReplicaLogs
+            from t9k_provider.triggers.replica_logs import DRAIN_SECONDS, ReplicaLogs
 
             targets = [ReplicaTarget(*t) for t in self.log_targets or ()]
             async with self._client() as lease:  # the streams' client, held until they are stopped
@@ -228,7 +226,7 @@ class T9kJobTrigger(BaseTrigger):
                             errors = reauthentications = 0
                             watch.looked_at = time.monotonic()
                             watch.seen(job)
-                        if logs is not None and job_status.outcome(job) not in ("succeeded", "failed"):
+                        if logs is not None:  # a finished job too: a replica that ran between two looks
                             await logs.sync(job)  # lists pods only when the job changed
                         ending = await self._decide(api, job, limits, now, first_seen, hand_back_at)
                         if ending is not None:

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 #: Streams one trigger keeps open at most; the containers beyond it are printed by the worker at the end.
 MAX_STREAMS = 8
+#: How long a finished job's log streams may take to deliver their last lines (to their EOF) before the
+#: verdict: the worker's and the trigger's.
+DRAIN_SECONDS = 3.0
 #: Reconnects of one stream after transient failures before it is left to the next change of the job.
 MAX_STREAM_FAILURES = 5
 
@@ -72,16 +75,20 @@ class ReplicaLogs:
         #: restart count of each container when its stream was opened: a finished one is not reopened
         self._opened_at_restart: dict[str, int] = {}
         self._synced_version: str | None = None
+        #: a followed container has not started yet (or none exists), as of the last listing: the job may not
+        #: change when one starts, so a caller that can afford it lists again soon (``sync(job, force=True)``)
+        self.starting = True
 
-    async def sync(self, job: dict[str, Any]) -> None:
+    async def sync(self, job: dict[str, Any], force: bool = False) -> None:
         """Open a stream for every selected container that has started and is not followed yet.
 
-        Called with each state of the job; pods are listed only when the job changed since the last call.
+        Called with each state of the job; pods are listed only when the job changed since the last call
+        (or with ``force``).
         """
         from t9k_provider.kube.resources import PODS
 
         version = (job.get("metadata") or {}).get("resourceVersion")
-        if version is not None and version == self._synced_version:
+        if version is not None and version == self._synced_version and not force:
             return
         self._synced_version = version
         try:
@@ -89,28 +96,34 @@ class ReplicaLogs:
         except Exception as exc:  # the next change of the job tries again; logs never fail the task
             self.log.debug("cannot list the pods of %s for logs: %s", self.pod_selector, exc)
             return
+        starting = False  # a selected container not started yet, or none listed
+        listed = False
         for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
             meta = pod["metadata"]
             if not any(t.matches(meta.get("labels") or {}) for t in self.targets):
                 continue
             for status in (pod.get("status") or {}).get("containerStatuses") or []:
-                self._open(meta["name"], meta.get("uid", ""), status)
+                listed = True
+                starting = not self._open(meta["name"], meta.get("uid", ""), status) or starting
+        self.starting = starting or not listed
 
-    def _open(self, pod: str, uid: str, status: dict[str, Any]) -> None:
+    def _open(self, pod: str, uid: str, status: dict[str, Any]) -> bool:
+        """Follow this container if it started and is not followed; whether it started."""
         state = status.get("state") or {}
         if "running" not in state and "terminated" not in state:
-            return  # not started: its log cannot be read yet
+            return False  # not started: its log cannot be read yet
         container, restarts = status["name"], int(status.get("restartCount") or 0)
         key = f"{uid}/{container}"
         stream = self._streams.get(key)
         if stream is not None and not stream.done():
-            return
+            return True
         if stream is not None and "terminated" in state and self._opened_at_restart.get(key) == restarts:
-            return  # followed to its end already
+            return True  # followed to its end already
         if stream is None and sum(not s.done() for s in self._streams.values()) >= MAX_STREAMS:
-            return
+            return True
         self._opened_at_restart[key] = restarts
         self._streams[key] = asyncio.ensure_future(self._follow(pod, container, key))
+        return True
 
     async def _follow(self, pod: str, container: str, key: str) -> None:
         from t9k_provider.hooks.errors import api_status, backoff_seconds, is_transient
