@@ -62,6 +62,11 @@ class WorkerLogStreams:
         return future.result(CALL_TIMEOUT_SECONDS)
 
     @property
+    def live(self) -> bool:
+        """The streams could be set up (a client for the connection was built)."""
+        return self._logs is not None
+
+    @property
     def starting(self) -> bool:
         """A followed container has not started yet: the wait loop looks again within ``STARTING_LOOK_SECONDS``."""
         return self._logs is not None and self._logs.starting

@@ -434,12 +434,18 @@ class T9kJobOperator(BaseOperator):
             log=self.log,
         )
 
-    def _log_streams(self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]) -> Any:
+    def _log_streams(
+        self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
+    ) -> Any | None:
         from t9k_provider.hooks.log_streams import WorkerLogStreams
         from t9k_provider.hooks.replicas import pod_selector
 
         selector = pod_selector(ref.kind, ref.name)
-        return WorkerLogStreams(self.hook.credentials, self.log, ref.namespace, selector, targets, cursors)
+        streams = WorkerLogStreams(self.hook.credentials, self.log, ref.namespace, selector, targets, cursors)
+        if streams.live:
+            return streams
+        streams.finish(0.0)
+        return None  # the follower's reads at each change and at the end instead
 
     def _targets(self, kind: str, body: dict[str, Any]) -> list[ReplicaTarget]:
         from t9k_provider.hooks.replicas import default_targets, parse_targets
