@@ -24,8 +24,8 @@ from t9k_provider.triggers.replica_logs import ReplicaLogs
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-#: While a followed container has not started, the worker looks at the pods this often (the job's status may not
-#: change when a container starts).
+#: While a followed container has not started, the worker looks at the pods this often (the job's status
+#: may not change when a container starts).
 STARTING_LOOK_SECONDS = 0.5
 #: Bound on one call into the stream thread (opening the client, listing pods, stopping the streams).
 CALL_TIMEOUT_SECONDS = 30.0
@@ -68,7 +68,7 @@ class WorkerLogStreams:
 
     @property
     def starting(self) -> bool:
-        """A followed container has not started yet: the wait loop looks again within ``STARTING_LOOK_SECONDS``."""
+        """A followed container has not started yet: the wait loop looks again soon."""
         return self._logs is not None and self._logs.starting
 
     def sync(self, job: dict[str, Any]) -> None:

@@ -505,10 +505,10 @@ class T9kJobOperator(BaseOperator):
         streams: Any,
     ) -> dict[str, Any] | None:
         from t9k_provider.hooks import job_status
-        from t9k_provider.hooks.log_streams import STARTING_LOOK_SECONDS
-        from t9k_provider.triggers.replica_logs import DRAIN_SECONDS
         from t9k_provider.hooks.job_changes import JobChanges
+        from t9k_provider.hooks.log_streams import STARTING_LOOK_SECONDS
         from t9k_provider.hooks.waiting_notes import WaitingNotes
+        from t9k_provider.triggers.replica_logs import DRAIN_SECONDS
 
         changes = JobChanges(self.hook, ref.plural, ref.namespace, ref.name, ref.uid, self.log)
         first_seen: dict[str, float] = {}

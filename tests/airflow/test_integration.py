@@ -379,5 +379,6 @@ def test_every_replica_line_reaches_the_task_log_once_while_the_job_runs(
         logged = datetime.fromisoformat(line.split(" ", 1)[0].replace("Z", "+00:00")).timestamp()
         lags.append(logged - float(m[3]))
     for rank in ("0", "1"):
-        assert got[rank] == [f"rank {rank} line {i}" for i in range(15)] + [f"rank {rank} last"], output[-4000:]
+        expected = [f"rank {rank} line {i}" for i in range(15)] + [f"rank {rank} last"]
+        assert got[rank] == expected, output[-4000:]
     assert max(lags) < 1.5, f"lines reached the task log up to {max(lags):.1f} s after they were printed"
