@@ -488,22 +488,6 @@ class T9kJobOperator(BaseOperator):
         With ``streams`` replica lines are printed as they are written; they are stopped before concluding
         (after their last lines, bounded) or deferring, and the follower's cursors continue from theirs.
         """
-        if streams is None:
-            return self._wait_in_worker(ref, job, limits, follower, until, None)
-        try:
-            return self._wait_in_worker(ref, job, limits, follower, until, streams)
-        finally:  # a kill, a limit or a deferral: the streams stop at once
-            follower.cursors.update(streams.finish(0.0))
-
-    def _wait_in_worker(
-        self,
-        ref: JobRef,
-        job: dict[str, Any],
-        limits: WaitLimits,
-        follower: Any,
-        until: float | None,
-        streams: Any,
-    ) -> dict[str, Any] | None:
         from t9k_provider.hooks import job_status
         from t9k_provider.hooks.job_changes import JobChanges
         from t9k_provider.hooks.log_streams import STARTING_LOOK_SECONDS
@@ -513,33 +497,45 @@ class T9kJobOperator(BaseOperator):
         changes = JobChanges(self.hook, ref.plural, ref.namespace, ref.name, ref.uid, self.log)
         first_seen: dict[str, float] = {}
         notes = WaitingNotes(time.time())
-        while True:
-            self._raise_if_killed()
+        with self._stopping(streams, follower):
+            while True:
+                self._raise_if_killed()
+                if streams is not None:
+                    streams.sync(job)
+                elif follower is not None:
+                    follower.poll()
+                if job_status.outcome(job) in ("succeeded", "failed"):
+                    if streams is not None:  # every line of the stopped replicas before the verdict
+                        follower.cursors.update(streams.finish(DRAIN_SECONDS))
+                    return self._conclude(ref, None, follower)
+                now = time.time()
+                verdict = limits.check(job, now, first_seen)
+                if verdict is None and limits.pods_needed(job, first_seen):
+                    verdict = limits.check_pods(self._pods(ref), now, first_seen)
+                if verdict is not None:
+                    why = {"status": verdict.status, "message": verdict.message}
+                    return self._conclude(ref, why, follower)
+                if job_status.outcome(job) == "pending" and notes.due(now):
+                    notes.say(self._pods(ref), now, self.log)
+                if until is not None and now >= until:
+                    return None
+                window = self.poll_interval * random.uniform(0.8, 1.2)
+                for bound in (until, limits.execution_deadline):
+                    if bound is not None:
+                        window = min(window, bound - now)
+                if streams is not None and streams.starting:
+                    window = min(window, STARTING_LOOK_SECONDS)
+                job = changes.next_state(job, max(window, 0.0), lambda: self._killed) or self._read(ref)
+
+    @contextlib.contextmanager
+    def _stopping(self, streams: Any, follower: Any) -> Iterator[None]:
+        """However the wait ends (a kill, a limit, a deferral) the streams stop at once, and the follower's
+        final pass continues from their cursors."""
+        try:
+            yield
+        finally:
             if streams is not None:
-                streams.sync(job)
-            elif follower is not None:
-                follower.poll()
-            if job_status.outcome(job) in ("succeeded", "failed"):
-                if streams is not None:  # every line of the stopped replicas before the verdict
-                    follower.cursors.update(streams.finish(DRAIN_SECONDS))
-                return self._conclude(ref, None, follower)
-            now = time.time()
-            verdict = limits.check(job, now, first_seen)
-            if verdict is None and limits.pods_needed(job, first_seen):
-                verdict = limits.check_pods(self._pods(ref), now, first_seen)
-            if verdict is not None:
-                return self._conclude(ref, {"status": verdict.status, "message": verdict.message}, follower)
-            if job_status.outcome(job) == "pending" and notes.due(now):
-                notes.say(self._pods(ref), now, self.log)
-            if until is not None and now >= until:
-                return None
-            window = self.poll_interval * random.uniform(0.8, 1.2)
-            for bound in (until, limits.execution_deadline):
-                if bound is not None:
-                    window = min(window, bound - now)
-            if streams is not None and streams.starting:
-                window = min(window, STARTING_LOOK_SECONDS)
-            job = changes.next_state(job, max(window, 0.0), lambda: self._killed) or self._read(ref)
+                follower.cursors.update(streams.finish(0.0))
 
     def _pods(self, ref: JobRef) -> list[dict[str, Any]]:
         """The job's pods for fail-fast checks; a failed read only skips this round."""
