@@ -358,8 +358,8 @@ def test_explicit_name_on_two_logical_dates(cluster: LocalCluster, dags: dict[st
 
 
 #: The time a task log line was logged: Airflow 3 ``2026-01-01T00:00:00.123456Z [info ...``, Airflow 2
-#: ``[2026-01-01T00:00:00.123+0000] {...}``.
-LOGGED_AT = re.compile(r"\[?(\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d))")
+#: ``[2026-01-01 00:00:00,123] {...}`` (local time).
+LOGGED_AT = re.compile(r"\[?(\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?)")
 REPLICA_LINE = re.compile(r"\[[\w.-]+-worker-(\d)/main\] (rank \d (?:line \d+|last)) at ([\d.]+)")
 
 
@@ -381,7 +381,7 @@ def test_every_replica_line_reaches_the_task_log_once_while_the_job_runs(
         got[m[1]].append(m[2])
         stamp = LOGGED_AT.match(line)
         assert stamp is not None, line
-        logged = datetime.fromisoformat(stamp[1].replace("Z", "+00:00")).timestamp()
+        logged = datetime.fromisoformat(stamp[1].replace("Z", "+00:00").replace(",", ".")).timestamp()
         lags.append(logged - float(m[3]))
     for rank in ("0", "1"):
         expected = [f"rank {rank} line {i}" for i in range(15)] + [f"rank {rank} last"]
