@@ -34,23 +34,25 @@ DRAIN_SECONDS = 3.0
 MAX_STREAM_FAILURES = 5
 
 
-def reach_task_log() -> bool:
-    """Whether a trigger's log records end up in its task's log here.
+def task_log(trigger_log: Any) -> Any:
+    """The logger whose records end up in the trigger's task's log here, or None.
 
-    Airflow 3: always (the triggerer writes each trigger's records to its task's log; ``dag.test()`` logs
-    triggers run in line where it logs the task). Airflow 2.11: only in a triggerer whose task log handler
-    supports triggers (``HANDLER_SUPPORTS_TRIGGERER``); in line (``dag.test()``) its records go to the root
-    logger, not to the task's log. Where they would not arrive, the worker prints the lines at the end.
+    Airflow 3: the trigger's own (the triggerer writes each trigger's records to its task's log;
+    ``dag.test()`` logs triggers run in line where it logs the task). Airflow 2.11 in a triggerer: the
+    trigger's own if its task log handler supports triggers (``HANDLER_SUPPORTS_TRIGGERER``), else None
+    (the worker prints the lines at the end); in line (``dag.test()``, no triggerer) the trigger's records
+    go to the root logger, so the lines go to the task loggers' parent (``airflow.task``), whose handlers
+    ``dag.test()`` prints.
     """
     if AIRFLOW_V_3_0_PLUS:
-        return True
+        return trigger_log
     from airflow.utils.log.trigger_handler import ctx_indiv_trigger
 
     if not ctx_indiv_trigger.get(None):
-        return False
+        return logging.getLogger("airflow.task.triggers.replica_logs")
     from airflow.jobs import triggerer_job_runner
 
-    return bool(triggerer_job_runner.HANDLER_SUPPORTS_TRIGGERER)
+    return trigger_log if triggerer_job_runner.HANDLER_SUPPORTS_TRIGGERER else None
 
 
 class ReplicaLogs:
