@@ -312,8 +312,9 @@ class T9kJobOperator(BaseOperator):
         limits = self._limits(context)
         targets = self._targets(kind, body)
         follower = self._log_follower(ref, targets, {}) if self.get_logs else None
+        streams = self._log_streams(ref, targets, {}) if self.get_logs else None
         until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
-        result = self._follow(ref, job, limits, follower, until)
+        result = self._follow(ref, job, limits, follower, until, streams)
         if result is None:
             self._defer(ref, limits, targets, follower.cursors if follower else {})
         return result
@@ -433,6 +434,19 @@ class T9kJobOperator(BaseOperator):
             log=self.log,
         )
 
+    def _log_streams(
+        self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
+    ) -> Any | None:
+        from t9k_provider.hooks.log_streams import WorkerLogStreams
+        from t9k_provider.hooks.replicas import pod_selector
+
+        selector = pod_selector(ref.kind, ref.name)
+        streams = WorkerLogStreams(self.hook.credentials, self.log, ref.namespace, selector, targets, cursors)
+        if streams.live:
+            return streams
+        streams.finish(0.0)
+        return None  # the follower's reads at each change and at the end instead
+
     def _targets(self, kind: str, body: dict[str, Any]) -> list[ReplicaTarget]:
         from t9k_provider.hooks.replicas import default_targets, parse_targets
 
@@ -459,41 +473,69 @@ class T9kJobOperator(BaseOperator):
         return job
 
     def _follow(
-        self, ref: JobRef, job: dict[str, Any], limits: WaitLimits, follower: Any, until: float | None
+        self,
+        ref: JobRef,
+        job: dict[str, Any],
+        limits: WaitLimits,
+        follower: Any,
+        until: float | None,
+        streams: Any = None,
     ) -> dict[str, Any] | None:
         """Follow the job in the worker until it ends or a wait limit is hit, then conclude (return the result
         or raise). With ``until`` (epoch seconds: the wait before deferring) it returns None once that passed.
 
         ``job`` is a fresh state (the create or read answer); later ones come from a watch per poll interval.
+        With ``streams`` replica lines are printed as they are written; they are stopped before concluding
+        (after their last lines, bounded) or deferring, and the follower's cursors continue from theirs.
         """
         from t9k_provider.hooks import job_status
         from t9k_provider.hooks.job_changes import JobChanges
+        from t9k_provider.hooks.log_streams import STARTING_LOOK_SECONDS
         from t9k_provider.hooks.waiting_notes import WaitingNotes
+        from t9k_provider.triggers.replica_logs import DRAIN_SECONDS
 
         changes = JobChanges(self.hook, ref.plural, ref.namespace, ref.name, ref.uid, self.log)
         first_seen: dict[str, float] = {}
         notes = WaitingNotes(time.time())
-        while True:
-            self._raise_if_killed()
-            if follower is not None:
-                follower.poll()
-            if job_status.outcome(job) in ("succeeded", "failed"):
-                return self._conclude(ref, None, follower)
-            now = time.time()
-            verdict = limits.check(job, now, first_seen)
-            if verdict is None and limits.pods_needed(job, first_seen):
-                verdict = limits.check_pods(self._pods(ref), now, first_seen)
-            if verdict is not None:
-                return self._conclude(ref, {"status": verdict.status, "message": verdict.message}, follower)
-            if job_status.outcome(job) == "pending" and notes.due(now):
-                notes.say(self._pods(ref), now, self.log)
-            if until is not None and now >= until:
-                return None
-            window = self.poll_interval * random.uniform(0.8, 1.2)
-            for bound in (until, limits.execution_deadline):
-                if bound is not None:
-                    window = min(window, bound - now)
-            job = changes.next_state(job, max(window, 0.0), lambda: self._killed) or self._read(ref)
+        with self._stopping(streams, follower):
+            while True:
+                self._raise_if_killed()
+                if streams is not None:
+                    streams.sync(job)
+                elif follower is not None:
+                    follower.poll()
+                if job_status.outcome(job) in ("succeeded", "failed"):
+                    if streams is not None:  # every line of the stopped replicas before the verdict
+                        follower.cursors.update(streams.finish(DRAIN_SECONDS))
+                    return self._conclude(ref, None, follower)
+                now = time.time()
+                verdict = limits.check(job, now, first_seen)
+                if verdict is None and limits.pods_needed(job, first_seen):
+                    verdict = limits.check_pods(self._pods(ref), now, first_seen)
+                if verdict is not None:
+                    why = {"status": verdict.status, "message": verdict.message}
+                    return self._conclude(ref, why, follower)
+                if job_status.outcome(job) == "pending" and notes.due(now):
+                    notes.say(self._pods(ref), now, self.log)
+                if until is not None and now >= until:
+                    return None
+                window = self.poll_interval * random.uniform(0.8, 1.2)
+                for bound in (until, limits.execution_deadline):
+                    if bound is not None:
+                        window = min(window, bound - now)
+                if streams is not None and streams.starting:
+                    window = min(window, STARTING_LOOK_SECONDS)
+                job = changes.next_state(job, max(window, 0.0), lambda: self._killed) or self._read(ref)
+
+    @contextlib.contextmanager
+    def _stopping(self, streams: Any, follower: Any) -> Iterator[None]:
+        """However the wait ends (a kill, a limit, a deferral) the streams stop at once, and the follower's
+        final pass continues from their cursors."""
+        try:
+            yield
+        finally:
+            if streams is not None:
+                follower.cursors.update(streams.finish(0.0))
 
     def _pods(self, ref: JobRef) -> list[dict[str, Any]]:
         """The job's pods for fail-fast checks; a failed read only skips this round."""

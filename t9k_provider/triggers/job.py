@@ -54,8 +54,6 @@ MAX_REAUTHENTICATIONS = 3
 #: Failed watches in a row (no event, no long-lived watch between them) after which the trigger polls for one
 #: watch period before it tries again.
 MAX_WATCH_FAILURES = 5
-#: How long a finished job's log streams may take to deliver their last lines before the event is sent.
-DRAIN_SECONDS = 3.0
 #: The constructor's arguments, as ``serialize`` hands them back.
 _SERIALIZED = (
     *("credentials", "kind", "plural", "name", "namespace", "uid", "poll_interval", "limits"),
@@ -149,16 +147,17 @@ class T9kJobTrigger(BaseTrigger):
 
     async def _wait(self) -> TriggerEvent:
         """The event, the followed replicas' logs written into the task log meanwhile."""
-        if not self._follows_logs():
+        log = self._replica_log()
+        if log is None:
             event = await self._outcome(None)
         else:
             from t9k_provider.hooks.replicas import ReplicaTarget
-            from t9k_provider.triggers.replica_logs import ReplicaLogs
+            from t9k_provider.triggers.replica_logs import DRAIN_SECONDS, ReplicaLogs
 
             targets = [ReplicaTarget(*t) for t in self.log_targets or ()]
             async with self._client() as lease:  # the streams' client, held until they are stopped
                 logs = ReplicaLogs(
-                    lease.api, self.log, self.namespace, str(self.pod_selector), targets, self.log_cursors
+                    lease.api, log, self.namespace, str(self.pod_selector), targets, self.log_cursors
                 )
                 try:
                     event = await self._outcome(logs)
@@ -171,11 +170,14 @@ class T9kJobTrigger(BaseTrigger):
             event.payload["log_cursors"] = self.log_cursors
         return event
 
-    def _follows_logs(self) -> bool:
-        """Replicas to follow, and their lines reach the task log (else the worker prints them at the end)."""
-        from t9k_provider.triggers.replica_logs import reach_task_log
+    def _replica_log(self) -> Any:
+        """Where followed replica lines reach the task log; None: no replica to follow, or they would not
+        arrive (the worker prints them at the end)."""
+        from t9k_provider.triggers.replica_logs import task_log
 
-        return bool(self.log_targets) and bool(self.pod_selector) and reach_task_log()
+        if not (self.log_targets and self.pod_selector):
+            return None
+        return task_log(self.log)
 
     def _reserve_kill_client(self) -> None:
         """Lease the client a kill deletes with, before anything can be cancelled: the triggerer calls
@@ -228,7 +230,7 @@ class T9kJobTrigger(BaseTrigger):
                             errors = reauthentications = 0
                             watch.looked_at = time.monotonic()
                             watch.seen(job)
-                        if logs is not None and job_status.outcome(job) not in ("succeeded", "failed"):
+                        if logs is not None:  # a finished job too: a replica that ran between two looks
                             await logs.sync(job)  # lists pods only when the job changed
                         ending = await self._decide(api, job, limits, now, first_seen, hand_back_at)
                         if ending is not None:

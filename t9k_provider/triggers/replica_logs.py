@@ -27,27 +27,32 @@ if TYPE_CHECKING:
 
 #: Streams one trigger keeps open at most; the containers beyond it are printed by the worker at the end.
 MAX_STREAMS = 8
+#: How long a finished job's log streams may take to deliver their last lines (to their EOF) before the
+#: verdict: the worker's and the trigger's.
+DRAIN_SECONDS = 3.0
 #: Reconnects of one stream after transient failures before it is left to the next change of the job.
 MAX_STREAM_FAILURES = 5
 
 
-def reach_task_log() -> bool:
-    """Whether a trigger's log records end up in its task's log here.
+def task_log(trigger_log: Any) -> Any:
+    """The logger whose records end up in the trigger's task's log here, or None.
 
-    Airflow 3: always (the triggerer writes each trigger's records to its task's log; ``dag.test()`` logs
-    triggers run in line where it logs the task). Airflow 2.11: only in a triggerer whose task log handler
-    supports triggers (``HANDLER_SUPPORTS_TRIGGERER``); in line (``dag.test()``) its records go to the root
-    logger, not to the task's log. Where they would not arrive, the worker prints the lines at the end.
+    Airflow 3: the trigger's own (the triggerer writes each trigger's records to its task's log;
+    ``dag.test()`` logs triggers run in line where it logs the task). Airflow 2.11 in a triggerer: the
+    trigger's own if its task log handler supports triggers (``HANDLER_SUPPORTS_TRIGGERER``), else None
+    (the worker prints the lines at the end); in line (``dag.test()``, no triggerer) the trigger's records
+    go to the root logger, so the lines go to the task loggers' parent (``airflow.task``), whose handlers
+    ``dag.test()`` prints.
     """
     if AIRFLOW_V_3_0_PLUS:
-        return True
+        return trigger_log
     from airflow.utils.log.trigger_handler import ctx_indiv_trigger
 
     if not ctx_indiv_trigger.get(None):
-        return False
+        return logging.getLogger("airflow.task.triggers.replica_logs")
     from airflow.jobs import triggerer_job_runner
 
-    return bool(triggerer_job_runner.HANDLER_SUPPORTS_TRIGGERER)
+    return trigger_log if triggerer_job_runner.HANDLER_SUPPORTS_TRIGGERER else None
 
 
 class ReplicaLogs:
@@ -72,16 +77,20 @@ class ReplicaLogs:
         #: restart count of each container when its stream was opened: a finished one is not reopened
         self._opened_at_restart: dict[str, int] = {}
         self._synced_version: str | None = None
+        #: a followed container has not started yet (or none exists), as of the last listing: the job may not
+        #: change when one starts, so a caller that can afford it lists again soon (``sync(job, force=True)``)
+        self.starting = True
 
-    async def sync(self, job: dict[str, Any]) -> None:
+    async def sync(self, job: dict[str, Any], force: bool = False) -> None:
         """Open a stream for every selected container that has started and is not followed yet.
 
-        Called with each state of the job; pods are listed only when the job changed since the last call.
+        Called with each state of the job; pods are listed only when the job changed since the last call
+        (or with ``force``).
         """
         from t9k_provider.kube.resources import PODS
 
         version = (job.get("metadata") or {}).get("resourceVersion")
-        if version is not None and version == self._synced_version:
+        if version is not None and version == self._synced_version and not force:
             return
         self._synced_version = version
         try:
@@ -89,28 +98,34 @@ class ReplicaLogs:
         except Exception as exc:  # the next change of the job tries again; logs never fail the task
             self.log.debug("cannot list the pods of %s for logs: %s", self.pod_selector, exc)
             return
+        starting = False  # a selected container not started yet, or none listed
+        listed = False
         for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
             meta = pod["metadata"]
             if not any(t.matches(meta.get("labels") or {}) for t in self.targets):
                 continue
             for status in (pod.get("status") or {}).get("containerStatuses") or []:
-                self._open(meta["name"], meta.get("uid", ""), status)
+                listed = True
+                starting = not self._open(meta["name"], meta.get("uid", ""), status) or starting
+        self.starting = starting or not listed
 
-    def _open(self, pod: str, uid: str, status: dict[str, Any]) -> None:
+    def _open(self, pod: str, uid: str, status: dict[str, Any]) -> bool:
+        """Follow this container if it started and is not followed; whether it started."""
         state = status.get("state") or {}
         if "running" not in state and "terminated" not in state:
-            return  # not started: its log cannot be read yet
+            return False  # not started: its log cannot be read yet
         container, restarts = status["name"], int(status.get("restartCount") or 0)
         key = f"{uid}/{container}"
         stream = self._streams.get(key)
         if stream is not None and not stream.done():
-            return
+            return True
         if stream is not None and "terminated" in state and self._opened_at_restart.get(key) == restarts:
-            return  # followed to its end already
+            return True  # followed to its end already
         if stream is None and sum(not s.done() for s in self._streams.values()) >= MAX_STREAMS:
-            return
+            return True
         self._opened_at_restart[key] = restarts
         self._streams[key] = asyncio.ensure_future(self._follow(pod, container, key))
+        return True
 
     async def _follow(self, pod: str, container: str, key: str) -> None:
         from t9k_provider.hooks.errors import api_status, backoff_seconds, is_transient

@@ -355,3 +355,35 @@ def test_explicit_name_on_two_logical_dates(cluster: LocalCluster, dags: dict[st
         assert state == "success", (day, tasks)
     names = [j["metadata"]["name"] for j in jobs_of(cluster, "it_named_daily")]
     assert len(set(names)) == 2 and all(name.startswith("nightly-") for name in names)
+
+
+#: The time a task log line was logged: Airflow 3 ``2026-01-01T00:00:00.123456Z [info ...``, Airflow 2
+#: ``[2026-01-01 00:00:00,123] {...}`` (local time).
+LOGGED_AT = re.compile(r"\[?(\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?)")
+REPLICA_LINE = re.compile(r"\[[\w.-]+-worker-(\d)/main\] (rank \d (?:line \d+|last)) at ([\d.]+)")
+
+
+@pytest.mark.parametrize("dag_id", ["it_live_logs", "it_live_logs_deferrable"])
+def test_every_replica_line_reaches_the_task_log_once_while_the_job_runs(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str], dag_id: str
+) -> None:
+    """Both workers print a line every 0.2 s and a last one right before they exit; ``cleanUpPolicy: All``
+    deletes their pods (and logs) once the job succeeded, and ``poll_interval`` is 3 s. Every line is in the
+    task log once, in order, and was logged within about a second of being printed."""
+    state, tasks, _ = run(dags, dag_id)
+    output = capfd.readouterr().out
+    assert state == "success", (tasks, output[-3000:])
+    got: dict[str, list[str]] = {"0": [], "1": []}
+    lags = []
+    for line in output.splitlines():
+        if (m := REPLICA_LINE.search(line)) is None:
+            continue
+        got[m[1]].append(m[2])
+        stamp = LOGGED_AT.match(line)
+        assert stamp is not None, line
+        logged = datetime.fromisoformat(stamp[1].replace("Z", "+00:00").replace(",", ".")).timestamp()
+        lags.append(logged - float(m[3]))
+    for rank in ("0", "1"):
+        expected = [f"rank {rank} line {i}" for i in range(15)] + [f"rank {rank} last"]
+        assert got[rank] == expected, output[-4000:]
+    assert max(lags) < 1.5, f"lines reached the task log up to {max(lags):.1f} s after they were printed"

@@ -357,3 +357,40 @@ with DAG("it_mapped_names", schedule=None, start_date=START, catchup=False, tags
 
 with DAG("it_named_daily", schedule="@daily", start_date=START, catchup=False, tags=["t9k-it"]):
     GenericJobOperator(task_id="job", manifest=named("nightly", GENERIC), deferrable=False, **COMMON)
+
+#: Two workers print a numbered line every 0.2 s for 3 s and a last line right before they exit;
+#: ``cleanUpPolicy: All`` deletes their pods, logs included, as soon as the job has succeeded.
+CHATTY_CLEANED = {
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "GenericJob",
+    "spec": {
+        "cleanUpPolicy": "All",
+        "successRules": [{"worker": [0, 1]}],
+        "replicaSpecs": [
+            replica(
+                "worker",
+                "main",
+                "import os, time\nrank = os.environ.get('HOSTNAME', '?')[-1]\n"
+                "for i in range(15):\n    print(f'rank {rank} line {i} at {time.time():.3f}', flush=True)\n"
+                "    time.sleep(0.2)\n"
+                "print(f'rank {rank} last at {time.time():.3f}', flush=True)",
+                replicas=2,
+                policy={"policy": "Never"},
+            )
+        ],
+    },
+}
+for mode, waiting in {
+    "it_live_logs": {"deferrable": False},
+    "it_live_logs_deferrable": {"deferrable": True, "wait_before_defer": 1.5},
+}.items():
+    single_task_dag(
+        mode,
+        lambda waiting=waiting: GenericJobOperator(
+            task_id="job",
+            manifest=CHATTY_CLEANED,
+            log_replicas="worker",
+            **{**COMMON, "poll_interval": 3.0},
+            **waiting,
+        ),
+    )
