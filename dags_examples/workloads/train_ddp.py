@@ -127,8 +127,8 @@ def train(args: argparse.Namespace, rank: int, world: int) -> int:
 
 if __name__ == "__main__":
     code = main()
-    # Skip the interpreter's and C++'s exit-time teardown: a gloo thread still joinable there aborts the
-    # process ("terminate called without an active exception", rc -6), seen in loaded runs despite the barrier.
+    # Skip the exit-time teardown of Python and C++: a gloo thread still joinable there aborts the process
+    # ("terminate called without an active exception", rc -6), seen in loaded runs even after the barrier.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
