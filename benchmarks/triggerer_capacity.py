@@ -1,0 +1,331 @@
+"""Issue 14.5: 1,000 deferred T9k tasks on one real ``airflow triggerer``, live logs off and on.
+
+An API-only local cluster holds the Running GenericJobs (each with a Running worker pod whose log the
+benchmark writes, as in section 6: no kubelet, no controller). For each run and mode a fresh Airflow home
+(SQLite) gets ``tasks`` task instances DEFERRED on ``T9kJobTrigger``-s (``triggerer_db``: the rows a
+deferring ``GenericJobOperator`` leaves), and one real ``airflow triggerer`` picks them up: its supervisor
+process, the trigger-runner process that runs every trigger in one event loop, and its log server. Measured:
+time until every trigger has made its first requests, then over a quiet window the CPU and RSS of the
+runner and of all the triggerer's processes, the runner's TCP connections to the API server and the
+triggerer's requests; then every job is set Succeeded at once (burst) and detection latency taken per
+task, from the status write to the trigger's event (the runner's "Trigger fired event" record in the
+task's trigger log) and to the task instance leaving DEFERRED in the DB (the supervisor's write). A second
+set of jobs and deferred tasks is then finished spread evenly over ``spread`` seconds on the same triggerer.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+from benchmarks import triggerer_db
+from benchmarks.airflow_deployment import AirflowDeployment, Component
+from benchmarks.api import USER_AGENT, Client, ensure_namespace, progress, request_counts, wait_until
+from benchmarks.live_logs import CONTAINER, LogWriters, create_jobs
+from benchmarks.stats import Figure, percentile
+from t9k_provider.jobs import GROUP, KINDS, VERSION
+from t9k_provider.local.testing import LocalCluster
+
+SECTION = "10. Triggerer capacity"
+NAMESPACE = "capacity"
+PLURAL = KINDS["GenericJob"].PLURAL
+JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
+MODES = {"off": "live logs off", "on": "live logs on"}
+#: One log line per replica every this many seconds (1,000 replicas: 200 lines/s, section 6's volume).
+LINE_INTERVAL = 5.0
+#: The triggerer has started every trigger once its requests stayed unchanged this long.
+QUIET_SECONDS = 5.0
+FINISHERS = 8
+FIRED = "Trigger fired event"
+
+
+def triggerer_requests(client: Client) -> int:
+    return sum(n for (agent, _), n in request_counts(client).items() if agent != USER_AGENT)
+
+
+def finish(cluster: LocalCluster, names: list[str], spread: float) -> dict[str, float]:
+    """Set the jobs Succeeded, all at once from ``FINISHERS`` clients or each at its slot over ``spread``
+    seconds; returns when each write was sent (wall clock, as the triggerer's records)."""
+    sent: dict[str, float] = {}
+    local = threading.local()
+    clients: list[Client] = []
+    lock = threading.Lock()
+    start = time.monotonic()
+
+    def one(slot: tuple[int, str]) -> None:
+        i, name = slot
+        if spread and (delay := start + i * spread / len(names) - time.monotonic()) > 0:
+            time.sleep(delay)
+        if not hasattr(local, "client"):
+            local.client = Client(cluster)
+            with lock:
+                clients.append(local.client)
+        sent[name] = time.time()
+        local.client.merge_patch(f"{JOBS}/{name}/status", {"status": {"phase": "Succeeded"}})
+
+    with ThreadPoolExecutor(FINISHERS) as pool:
+        list(pool.map(one, enumerate(names)))
+    for client in clients:
+        client.close()
+    return sent
+
+
+def _epoch(stamp: str) -> float:
+    """An Airflow log or DB time (UTC, ISO or SQLite's ``YYYY-MM-DD HH:MM:SS.ffffff``) as a Unix time."""
+    parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+
+
+class Triggerer:
+    """One Airflow home with its DB and one ``airflow triggerer`` on it."""
+
+    def __init__(self, cluster: LocalCluster, home: Path, spec: dict[str, Any], tasks: int) -> None:
+        self.cluster, self.home, self.spec = cluster, home, spec
+        dags = home / "dags"
+        triggerer_db.write_dag(dags, tasks)
+        self.deployment = AirflowDeployment(
+            home, dags, cluster.kubeconfig, env={"AIRFLOW__TRIGGERER__CAPACITY": str(tasks)}
+        )
+        self.deployment.logs.mkdir(parents=True, exist_ok=True)
+        self.deployment.migrate()
+        self.component: Component | None = None
+
+    def defer(self, run_id: str, names: list[str]) -> None:
+        """A DAG run whose tasks are deferred on the jobs ``names``."""
+        spec_file = self.home / f"{run_id}.json"
+        spec = {**self.spec, "dags_folder": str(self.home / "dags"), "names": names}
+        spec_file.write_text(json.dumps(spec))
+        seeded = subprocess.run(
+            [sys.executable, "-m", "benchmarks.triggerer_db", str(spec_file), run_id],
+            env=self.deployment.env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        if seeded.returncode != 0:
+            raise RuntimeError(f"seeding {run_id} failed:\n{seeded.stderr[-3000:]}")
+
+    def start(self) -> None:
+        self.component = self.deployment.start_component("triggerer")
+
+    def stop(self) -> None:
+        self.deployment.stop()
+
+    def processes(self) -> list[psutil.Process]:
+        assert self.component is not None
+        root = psutil.Process(self.component.pid)
+        return [root, *root.children(recursive=True)]
+
+    def runner(self) -> psutil.Process:
+        """The trigger runner: the process holding the connections to the API server."""
+        for proc in self.processes():
+            if self.api_connections(proc):
+                return proc
+        raise RuntimeError("no triggerer process is connected to the API server")
+
+    def api_connections(self, proc: psutil.Process) -> int:
+        try:
+            conns = proc.net_connections(kind="tcp")
+        except psutil.NoSuchProcess:
+            return 0
+        port = self.cluster.port
+        return sum(1 for c in conns if c.raddr and c.raddr.port == port and c.status == "ESTABLISHED")
+
+    def pending(self, run_id: str) -> int:
+        with sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=30) as db:
+            (count,) = db.execute(
+                "SELECT count(*) FROM task_instance WHERE run_id = ? AND state = 'deferred'", (run_id,)
+            ).fetchone()
+        return int(count)
+
+    def rescheduled(self, run_id: str) -> dict[str, float]:
+        """When each task instance left DEFERRED (its row's last update), by task id."""
+        with sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=30) as db:
+            rows = db.execute(
+                "SELECT task_id, updated_at FROM task_instance WHERE run_id = ? AND state != 'deferred'",
+                (run_id,),
+            ).fetchall()
+        return {task: _epoch(at) for task, at in rows}
+
+    def trigger_logs(self, run_id: str) -> dict[str, tuple[float | None, int]]:
+        """Per task id: when its trigger fired (the runner's record) and how many replica lines it logged."""
+        found: dict[str, tuple[float | None, int]] = {}
+        base = self.home / "logs" / f"dag_id={triggerer_db.DAG_ID}" / f"run_id={run_id}"
+        for path in base.glob("task_id=*/attempt=*.log.trigger.*.log"):
+            fired, lines = None, 0
+            for raw in path.read_text(errors="replace").splitlines():
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    continue
+                event = str(record.get("event", ""))
+                if event == FIRED:
+                    fired = _epoch(record["timestamp"])
+                elif f"/{CONTAINER}] epoch " in event:
+                    lines += 1
+            found[path.parent.name.removeprefix("task_id=")] = (fired, lines)
+        return found
+
+
+class Session:
+    """One run of one mode: its jobs, its Airflow home and triggerer, and what was measured."""
+
+    def __init__(self, cluster: LocalCluster, work: Path, mode: str, run: int, tasks: int) -> None:
+        self.cluster, self.mode, self.tasks = cluster, mode, tasks
+        self.tag = f"{mode}-{run}"
+        spec = {
+            "kubeconfig": yaml.safe_load(cluster.kubeconfig.read_text()), "kind": "GenericJob",
+            "plural": PLURAL, "namespace": NAMESPACE, "poll_interval": 10.0,
+            "log_targets": [["worker", 0]] if mode == "on" else None,
+        }  # fmt: skip
+        self.triggerer = Triggerer(cluster, work / f"triggerer-{self.tag}", spec, tasks)
+
+    def jobs(self, phase: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
+        names = [f"{self.tag}-{phase}-{i}" for i in range(self.tasks)]
+        return names, create_jobs(self.cluster, names, NAMESPACE)
+
+    def wait_started(self, client: Client, timeout: float) -> float:
+        """Seconds until the triggerer's requests include a job read per task and then stay unchanged."""
+        began, baseline = time.monotonic(), triggerer_requests(client)
+        last, since = baseline, time.monotonic()
+
+        def settled() -> bool:
+            nonlocal last, since
+            component = self.triggerer.component
+            if component is None or not component.running():
+                raise RuntimeError(f"the triggerer is not running ({self.tag})")
+            now = triggerer_requests(client)
+            if now != last:
+                last, since = now, time.monotonic()
+            return now - baseline >= self.tasks and time.monotonic() - since >= QUIET_SECONDS
+
+        wait_until(settled, timeout, f"{self.tasks} triggers to start ({self.tag})", interval=0.5)
+        return time.monotonic() - began - QUIET_SECONDS
+
+    def detect(self, run_id: str, names: list[str], spread: float, timeout: float) -> dict[str, Any]:
+        sent = finish(self.cluster, names, spread)
+        wait_until(lambda: self.triggerer.pending(run_id) == 0, timeout, f"{run_id} to leave DEFERRED", 0.5)
+        time.sleep(2)  # the last trigger-log records reach their files
+        logs = self.triggerer.trigger_logs(run_id)
+        db = self.triggerer.rescheduled(run_id)
+        fired, written = [], []
+        for i, name in enumerate(names):
+            task = triggerer_db.task_id(i)
+            at, _ = logs.get(task, (None, 0))
+            if at is None or task not in db:
+                raise RuntimeError(f"{run_id}: no event recorded for {task}")
+            fired.append(at - sent[name])
+            written.append(db[task] - sent[name])
+        return {"fired": fired, "db": written, "replica_lines": sum(n for _, n in logs.values())}
+
+    def measure(self, window: float, spread: float) -> dict[str, Any]:
+        client = Client(self.cluster)
+        triggerer = self.triggerer
+        names, pods = self.jobs("burst")
+        writers = LogWriters(self.cluster, [pods[n] for n in names], LINE_INTERVAL)
+        try:
+            writers.start()
+            triggerer.defer("burst", names)
+            triggerer.start()
+            ramp = self.wait_started(client, 300 + self.tasks)
+            progress(f"{self.tag}: {self.tasks} triggers running after {ramp:.1f} s; measuring {window:g} s")
+            runner = triggerer.runner()
+            procs = triggerer.processes()
+            cpu_before = {p.pid: sum(p.cpu_times()[:2]) for p in procs}
+            requests_before, lines_before = triggerer_requests(client), writers.lines
+            began = time.monotonic()
+            rss_runner = rss_all = 0
+            connections = triggerer.api_connections(runner)
+            while time.monotonic() - began < window:
+                time.sleep(1.0)
+                rss_runner = max(rss_runner, runner.memory_info().rss)
+                rss_all = max(rss_all, sum(p.memory_info().rss for p in procs))
+            elapsed = time.monotonic() - began
+            cpu = {p.pid: sum(p.cpu_times()[:2]) - cpu_before[p.pid] for p in procs}
+            result: dict[str, Any] = {
+                "ramp": ramp,
+                "cpu_runner": cpu[runner.pid] / elapsed * 100,
+                "cpu_all": sum(cpu.values()) / elapsed * 100,
+                "rss_runner": rss_runner,
+                "rss_all": rss_all,
+                "connections_start": connections,
+                "connections_end": triggerer.api_connections(runner),
+                "window_requests": triggerer_requests(client) - requests_before,
+                "lines": (writers.lines - lines_before) / elapsed,
+            }
+            writers.stop()
+            writers.finish()  # the replicas exit before their jobs succeed, as with a real kubelet
+            result["written"] = writers.lines
+            progress(f"{self.tag}: burst of {self.tasks} jobs finishing")
+            result["burst"] = self.detect("burst", names, 0.0, 300 + self.tasks)
+            names, pods = self.jobs("spread")
+            writers = LogWriters(self.cluster, [pods[n] for n in names], LINE_INTERVAL)
+            writers.start()
+            triggerer.defer("spread", names)
+            self.wait_started(client, 300 + self.tasks)
+            writers.stop()
+            writers.finish()
+            progress(f"{self.tag}: {self.tasks} jobs finishing over {spread:g} s")
+            result["spread"] = self.detect("spread", names, spread, 300 + self.tasks + spread)
+        finally:
+            writers.stop()
+            client.close()
+            triggerer.stop()
+        return result
+
+
+def measure(
+    cluster: LocalCluster, work: Path, runs: int, tasks: int, window: float, spread: float
+) -> list[Figure]:
+    client = Client(cluster)
+    ensure_namespace(client, NAMESPACE)
+    client.close()
+    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    for run in range(runs):
+        for mode in MODES:
+            results[mode].append(Session(cluster, work, mode, run, tasks).measure(window, spread))
+    figures: list[Figure] = []
+    n = f"{tasks:,}"
+    for mode, label in MODES.items():
+        r = results[mode]
+        figures += [
+            Figure(SECTION, f"{label}: triggerer start -> all {n} triggers made their first requests", "s",
+                   [x["ramp"] for x in r]),
+            Figure(SECTION, f"{label}: trigger runner CPU, {n} triggers waiting", "% of a core",
+                   [x["cpu_runner"] for x in r], digits=1, zero_ok=True),
+            Figure(SECTION, f"{label}: whole triggerer CPU (supervisor, runner, log server)", "% of a core",
+                   [x["cpu_all"] for x in r], digits=1, zero_ok=True),
+            Figure(SECTION, f"{label}: trigger runner RSS, {n} triggers waiting", "MiB",
+                   [x["rss_runner"] / 2**20 for x in r], digits=0),
+            Figure(SECTION, f"{label}: whole triggerer RSS", "MiB", [x["rss_all"] / 2**20 for x in r],
+                   digits=0),
+            Figure(SECTION, f"{label}: runner's connections to the API server, all triggers started",
+                   "connections", [x["connections_start"] for x in r], digits=0),
+            Figure(SECTION, f"{label}: runner's connections to the API server, end of the window",
+                   "connections", [x["connections_end"] for x in r], digits=0),
+            Figure(SECTION, f"{label}: triggerer requests during the quiet window", "requests",
+                   [x["window_requests"] for x in r], digits=0, zero_ok=True),
+        ]  # fmt: skip
+        for phase, how in (("burst", f"all {n} at once"), ("spread", f"{n} over {spread:g} s")):
+            for key, what in (("fired", "trigger event"), ("db", "task instance rescheduled in the DB")):
+                for p in (50, 99):
+                    figures.append(Figure(
+                        SECTION, f"{label}: {how}: job Succeeded -> {what}, p{p}", "s",
+                        [percentile(x[phase][key], p) for x in r], digits=3,
+                    ))  # fmt: skip
+    on = results["on"]
+    figures += [
+        Figure(SECTION, "live logs on: replica log lines written", "lines/s", [x["lines"] for x in on],
+               digits=0),
+        Figure(SECTION, "live logs on: replica lines in the trigger logs / lines written (burst phase)", "x",
+               [x["burst"]["replica_lines"] / max(1, x["written"]) for x in on], digits=2, zero_ok=True),
+    ]  # fmt: skip
+    return figures
