@@ -16,6 +16,7 @@ set of jobs and deferred tasks is then finished spread evenly over ``spread`` se
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -48,6 +49,7 @@ LINE_INTERVAL = 5.0
 QUIET_SECONDS = 5.0
 FINISHERS = 8
 FIRED = "Trigger fired event"
+REPLICA_LINE = f"/{CONTAINER}] epoch "
 
 
 def triggerer_requests(client: Client) -> int:
@@ -146,21 +148,26 @@ class Triggerer:
             ).fetchone()
         return int(count)
 
-    def rescheduled(self, run_id: str) -> dict[str, float]:
-        """When each task instance left DEFERRED (its row's last update), by task id."""
+    def rescheduled(self, run_id: str) -> dict[int, float]:
+        """When each task instance left DEFERRED (its row's last update), by map index."""
         with sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=30) as db:
             rows = db.execute(
-                "SELECT task_id, updated_at FROM task_instance WHERE run_id = ? AND state != 'deferred'",
+                "SELECT map_index, updated_at FROM task_instance WHERE run_id = ? AND state != 'deferred'",
                 (run_id,),
             ).fetchall()
-        return {task: _epoch(at) for task, at in rows}
+        return {int(index): _epoch(at) for index, at in rows}
 
-    def trigger_logs(self, run_id: str) -> dict[str, tuple[float | None, int]]:
-        """Per task id: when its trigger fired (the runner's record) and how many replica lines it logged."""
-        found: dict[str, tuple[float | None, int]] = {}
+    def trigger_records(self, run_id: str) -> tuple[dict[int, float], int]:
+        """When each map index's trigger fired (the runner's record), and the replica lines logged.
+
+        The supervisor writes a trigger's records to its task's trigger log; records that reach it after the
+        trigger has finished go to the triggerer's own log instead, so both are read.
+        """
+        fired: dict[int, float] = {}
+        lines = 0
         base = self.home / "logs" / f"dag_id={triggerer_db.DAG_ID}" / f"run_id={run_id}"
-        for path in base.glob("task_id=*/attempt=*.log.trigger.*.log"):
-            fired, lines = None, 0
+        for path in base.glob(f"task_id={triggerer_db.TASK_ID}/map_index=*/attempt=*.log.trigger.*.log"):
+            index = int(path.parent.name.removeprefix("map_index="))
             for raw in path.read_text(errors="replace").splitlines():
                 try:
                     record = json.loads(raw)
@@ -168,11 +175,17 @@ class Triggerer:
                     continue
                 event = str(record.get("event", ""))
                 if event == FIRED:
-                    fired = _epoch(record["timestamp"])
-                elif f"/{CONTAINER}] epoch " in event:
+                    fired[index] = _epoch(record["timestamp"])
+                elif REPLICA_LINE in event:
                     lines += 1
-            found[path.parent.name.removeprefix("task_id=")] = (fired, lines)
-        return found
+        assert self.component is not None
+        name = re.compile(rf"^(\S+) \[info\s*\] {FIRED} .* name='{triggerer_db.DAG_ID}/{run_id}/\w+/(\d+)/")
+        for raw in self.component.log_file.read_text(errors="replace").splitlines():
+            if (match := name.match(raw)) is not None:
+                fired.setdefault(int(match[2]), _epoch(match[1]))
+            elif REPLICA_LINE in raw and f"run_id={run_id} " in raw:
+                lines += 1
+        return fired, lines
 
 
 class Session:
@@ -192,10 +205,11 @@ class Session:
         names = [f"{self.tag}-{phase}-{i}" for i in range(self.tasks)]
         return names, create_jobs(self.cluster, names, NAMESPACE)
 
-    def wait_started(self, client: Client, timeout: float) -> float:
-        """Seconds until the triggerer's requests include a job read per task and then stay unchanged."""
-        began, baseline = time.monotonic(), triggerer_requests(client)
-        last, since = baseline, time.monotonic()
+    def wait_started(self, client: Client, baseline: int, timeout: float) -> float:
+        """Seconds until the triggerer's requests (``baseline`` before the tasks deferred) include a job read
+        per task and then stay unchanged."""
+        began = time.monotonic()
+        last, since = triggerer_requests(client), time.monotonic()
 
         def settled() -> bool:
             nonlocal last, since
@@ -214,17 +228,15 @@ class Session:
         sent = finish(self.cluster, names, spread)
         wait_until(lambda: self.triggerer.pending(run_id) == 0, timeout, f"{run_id} to leave DEFERRED", 0.5)
         time.sleep(2)  # the last trigger-log records reach their files
-        logs = self.triggerer.trigger_logs(run_id)
+        events, lines = self.triggerer.trigger_records(run_id)
         db = self.triggerer.rescheduled(run_id)
         fired, written = [], []
         for i, name in enumerate(names):
-            task = triggerer_db.task_id(i)
-            at, _ = logs.get(task, (None, 0))
-            if at is None or task not in db:
-                raise RuntimeError(f"{run_id}: no event recorded for {task}")
-            fired.append(at - sent[name])
-            written.append(db[task] - sent[name])
-        return {"fired": fired, "db": written, "replica_lines": sum(n for _, n in logs.values())}
+            if i not in events or i not in db:
+                raise RuntimeError(f"{run_id}: no event recorded for map index {i}")
+            fired.append(events[i] - sent[name])
+            written.append(db[i] - sent[name])
+        return {"fired": fired, "db": written, "replica_lines": lines}
 
     def measure(self, window: float, spread: float) -> dict[str, Any]:
         client = Client(self.cluster)
@@ -233,9 +245,10 @@ class Session:
         writers = LogWriters(self.cluster, [pods[n] for n in names], LINE_INTERVAL)
         try:
             writers.start()
+            baseline = triggerer_requests(client)
             triggerer.defer("burst", names)
             triggerer.start()
-            ramp = self.wait_started(client, 300 + self.tasks)
+            ramp = self.wait_started(client, baseline, 300 + self.tasks)
             progress(f"{self.tag}: {self.tasks} triggers running after {ramp:.1f} s; measuring {window:g} s")
             runner = triggerer.runner()
             procs = triggerer.processes()
@@ -269,8 +282,9 @@ class Session:
             names, pods = self.jobs("spread")
             writers = LogWriters(self.cluster, [pods[n] for n in names], LINE_INTERVAL)
             writers.start()
+            baseline = triggerer_requests(client)
             triggerer.defer("spread", names)
-            self.wait_started(client, 300 + self.tasks)
+            self.wait_started(client, baseline, 300 + self.tasks)
             writers.stop()
             writers.finish()
             progress(f"{self.tag}: {self.tasks} jobs finishing over {spread:g} s")

@@ -1,17 +1,19 @@
 """Deferred task instances written straight into an Airflow metadata DB, for the real triggerer to run.
 
 ``python -m benchmarks.triggerer_db SPEC_FILE RUN_ID`` (in the deployment's environment: ``AIRFLOW_HOME``,
-its DB and Fernet key). The first call stores the DAG of ``SPEC["tasks"]`` plain tasks (``DAG_FILE``), each
-later one creates a run of it whose every task instance is DEFERRED on its own ``T9kJobTrigger``, exactly
-the rows a worker leaves when ``GenericJobOperator(deferrable=True)`` defers: a trigger row with the
-trigger's serialized (encrypted) kwargs and the task instance pointing at it. Submitting and deferring
-1,000 tasks through workers would cost minutes of CPU on 2 cores for nothing the triggerer sees.
+its DB and Fernet key). The first call stores the DAG (``DAG_FILE``: one task mapped over ``tasks``
+indexes, as a sweep of jobs would be); each call creates a run of it whose every mapped task instance is
+DEFERRED on its own ``T9kJobTrigger``, exactly the rows a worker leaves when
+``GenericJobOperator(deferrable=True)`` defers: a trigger row with the trigger's serialized (encrypted)
+kwargs and the task instance pointing at it. Submitting and deferring 1,000 tasks through workers would
+cost minutes of CPU on 2 cores for nothing the triggerer sees.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +21,23 @@ DAG_ID = "triggerer_capacity"
 DAG_FILE = '''\
 """{dag_id}: the tasks the triggerer capacity benchmark defers (benchmarks/triggerer_db.py)."""
 
-from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG
+from airflow.sdk import DAG, task
 
 with DAG("{dag_id}", schedule=None, catchup=False):
-    for i in range({tasks}):
-        EmptyOperator(task_id=f"wait_{{i}}")
+
+    @task
+    def {task_id}(index: int) -> None:
+        pass
+
+    {task_id}.expand(index=list(range({tasks})))
 '''
-
-
-def task_id(index: int) -> str:
-    return f"wait_{index}"
+#: The mapped task: its instance ``i`` (map index) waits on the run's ``i``-th job.
+TASK_ID = "wait"
 
 
 def write_dag(folder: Path, tasks: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{DAG_ID}.py").write_text(DAG_FILE.format(dag_id=DAG_ID, tasks=tasks))
+    (folder / f"{DAG_ID}.py").write_text(DAG_FILE.format(dag_id=DAG_ID, task_id=TASK_ID, tasks=tasks))
 
 
 def trigger_kwargs(spec: dict[str, Any], name: str) -> dict[str, Any]:
@@ -56,7 +59,6 @@ def seed(spec: dict[str, Any], run_id: str) -> None:
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
     from airflow.models.dagbag import DBDagBag
     from airflow.models.trigger import Trigger
-    from airflow.utils import timezone
     from airflow.utils.session import create_session
     from airflow.utils.state import DagRunState, TaskInstanceState
     from airflow.utils.types import DagRunTriggeredByType, DagRunType
@@ -76,16 +78,16 @@ def seed(spec: dict[str, Any], run_id: str) -> None:
             if dag is None:
                 raise RuntimeError(f"{DAG_ID} not stored: {bag.import_errors}")
         run = dag.create_dagrun(
-            run_id=run_id, run_after=timezone.utcnow(), run_type=DagRunType.MANUAL,
+            run_id=run_id, run_after=datetime.now(timezone.utc), run_type=DagRunType.MANUAL,
             triggered_by=DagRunTriggeredByType.TEST, state=DagRunState.RUNNING, session=session,
         )  # fmt: skip
         session.flush()
-        instances = {ti.task_id: ti for ti in run.get_task_instances(session=session)}
+        instances = {ti.map_index: ti for ti in run.get_task_instances(session=session)}
         for index, name in enumerate(spec["names"]):
             row = Trigger.from_object(T9kJobTrigger(**trigger_kwargs(spec, name)))
             session.add(row)
             session.flush()
-            ti = instances[task_id(index)]
+            ti = instances[index]
             ti.state = TaskInstanceState.DEFERRED
             ti.try_number = 1
             ti.trigger_id = row.id
