@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from benchmarks import live_logs
+from benchmarks import live_logs, triggerer_capacity
 from benchmarks.stats import Figure
 
 HEADING = re.compile(r"^## (\d+)\. ", re.MULTILINE)
@@ -51,6 +51,7 @@ then stopped, 100,000 updates are written to its event log through the storage l
 the commit and compaction path of every API write; through HTTP they would take minutes), and everything is
 measured again on the restarted cluster.""",
     live_logs.SECTION: live_logs.METHOD,
+    triggerer_capacity.SECTION: triggerer_capacity.METHOD,
     "5. DAG parse cost": """\
 Fresh interpreters build a `DagBag` of `dags_examples/` (the DAG processor's parse), alternating between the
 real provider and stand-ins: the provider's operator and sensor modules replaced by plain `BaseOperator`
@@ -149,6 +150,7 @@ after 100,000 further writes the log is bounded and LIST and watch latencies sta
 per second move most with the machine's load (see the load averages above) and, once the log is full, also
 pay for a compaction (deleting 1,000 events) every 1,000 writes.""",
     live_logs.SECTION: live_logs.ANALYSIS,
+    triggerer_capacity.SECTION: triggerer_capacity.ANALYSIS,
     "5. DAG parse cost": """\
 Importing the operators does not import the Kubernetes clients or the job models (tests/airflow/
 test_parse_cost.py pins this), so the provider's share of a parse is its own operator, sensor and decorator
@@ -272,9 +274,9 @@ def render(
         "",
         "To regenerate on a quiet machine: `make bench` runs sections 1-6 and 8 (about 20 minutes); the "
         "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
-        "(section 7; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks) and `--only "
-        "scale-full` (section 9; about 35 minutes at that load). Any section can be re-run alone with "
-        "`--only NAME`: the others keep their figures.",
+        "(section 7; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks), `--only "
+        "scale-full` (section 9; about 35 minutes at that load) and `--only triggerer` (section 10; about "
+        "30 minutes). Any section can be re-run alone with `--only NAME`: the others keep their figures.",
     ]
     if kept:
         lines.append(

@@ -69,7 +69,7 @@ FULL = Profile(
     runs=3, kinds=KIND_ORDER, job_seconds=1.0, durations=(2.0, 12.0), bursts=(1, 50, 200), resident_jobs=1000,
     waiting_tasks=200, poll=10.0, window=20.0, objects=10_000, creates=500, watch_events=200,
     log_writes=100_000, overhead_rounds=10, works=("pass",), scale_jobs=2000, arrival_seconds=15.0,
-    triggerer_tasks=1000, triggerer_window=60.0, triggerer_spread=60.0,
+    triggerer_tasks=1000, triggerer_window=60.0, triggerer_spread=30.0,
 )  # fmt: skip
 QUICK = Profile(
     runs=1, kinds=("GenericJob",), job_seconds=0.2, durations=(1.0, 2.0), bursts=(1, 3), resident_jobs=4,
