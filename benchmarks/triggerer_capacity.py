@@ -20,9 +20,7 @@ import re
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,7 @@ import yaml
 
 from benchmarks import triggerer_db
 from benchmarks.airflow_deployment import AirflowDeployment, Component
-from benchmarks.api import USER_AGENT, Client, ensure_namespace, progress, request_counts, wait_until
+from benchmarks.api import USER_AGENT, Client, ensure_namespace, paced, progress, request_counts, wait_until
 from benchmarks.live_logs import CONTAINER, LogWriters, create_jobs
 from benchmarks.stats import Figure, percentile
 from t9k_provider.jobs import GROUP, KINDS, VERSION
@@ -93,26 +91,12 @@ def finish(cluster: LocalCluster, names: list[str], spread: float) -> dict[str, 
     """Set the jobs Succeeded, all at once from ``FINISHERS`` clients or each at its slot over ``spread``
     seconds; returns when each write was sent (wall clock, as the triggerer's records)."""
     sent: dict[str, float] = {}
-    local = threading.local()
-    clients: list[Client] = []
-    lock = threading.Lock()
-    start = time.monotonic()
 
-    def one(slot: tuple[int, str]) -> None:
-        i, name = slot
-        if spread and (delay := start + i * spread / len(names) - time.monotonic()) > 0:
-            time.sleep(delay)
-        if not hasattr(local, "client"):
-            local.client = Client(cluster)
-            with lock:
-                clients.append(local.client)
+    def succeed(client: Client, name: str) -> None:
         sent[name] = time.time()
-        local.client.merge_patch(f"{JOBS}/{name}/status", {"status": {"phase": "Succeeded"}})
+        client.merge_patch(f"{JOBS}/{name}/status", {"status": {"phase": "Succeeded"}})
 
-    with ThreadPoolExecutor(FINISHERS) as pool:
-        list(pool.map(one, enumerate(names)))
-    for client in clients:
-        client.close()
+    paced(cluster, names, FINISHERS, len(names) / spread if spread else None, succeed)
     return sent
 
 
