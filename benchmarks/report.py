@@ -276,7 +276,7 @@ def render(
         "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
         "(section 7; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks), `--only "
         "scale-full` (section 9; about 35 minutes at that load) and `--only triggerer` (section 10; about "
-        "30 minutes). Any section can be re-run alone with `--only NAME`: the others keep their figures.",
+        "21 minutes). Any section can be re-run alone with `--only NAME`: the others keep their figures.",
     ]
     if kept:
         lines.append(
