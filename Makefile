@@ -66,7 +66,8 @@ demo: env
 	env -u PYTHONDONTWRITEBYTECODE $(PY) scripts/demo.py
 
 # Benchmarks side by side with their baselines (about 20 min on 2 cores); rewrites docs/benchmarks.md. The heavy
-# parts run only when named: .venv/bin/python -m benchmarks --only overhead | --only scale-full | --only failover.
+# parts run only when named: .venv/bin/python -m benchmarks --only overhead | --only scale-full | --only failover
+# | --only demo | --only triggerer.
 bench: env
 	$(PY) -m benchmarks
 

@@ -246,15 +246,19 @@ class AirflowDeployment:
         self.logs.mkdir(parents=True, exist_ok=True)
         if not AIRFLOW_3:
             (self.home / "webserver_config.py").write_text('AUTH_ROLE_PUBLIC = "Admin"\n')
+        self.migrate(timeout)
+        for name in self.component_names:
+            self.start_component(name)
+        wait_until(self.healthy, timeout, "every Airflow component to report healthy", interval=1.0)
+        return self
+
+    def migrate(self, timeout: float = 240) -> None:
+        """Create the metadata DB (``airflow db migrate``)."""
         migrate = subprocess.run(
             self._airflow("db", "migrate"), env=self.env, capture_output=True, text=True, timeout=timeout
         )
         if migrate.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed:\n{migrate.stdout}{migrate.stderr}")
-        for name in self.component_names:
-            self.start_component(name)
-        wait_until(self.healthy, timeout, "every Airflow component to report healthy", interval=1.0)
-        return self
 
     def start_component(self, name: str) -> Component:
         component = Component(name, self._argv(name), self.logs / f"{name}.log")

@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from t9k_provider.local.testing import LocalCluster
@@ -179,6 +180,36 @@ class Watch(threading.Thread):
         self.join(10)
         if self.error is not None:
             raise self.error
+
+
+def paced(
+    cluster: LocalCluster,
+    names: list[str],
+    workers: int,
+    rate: float | None,
+    action: Callable[[Client, str], None],
+) -> None:
+    """``action(client, name)`` for every name from ``workers`` threads with a client each, all at once or,
+    with ``rate``, each at its slot (``rate`` names per second from the start)."""
+    local = threading.local()
+    clients: list[Client] = []
+    lock = threading.Lock()
+    start = time.perf_counter()
+
+    def one(slot: tuple[int, str]) -> None:
+        i, name = slot
+        if rate is not None and (delay := start + i / rate - time.perf_counter()) > 0:
+            time.sleep(delay)
+        if not hasattr(local, "client"):
+            local.client = Client(cluster)
+            with lock:
+                clients.append(local.client)
+        action(local.client, name)
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, enumerate(names)))
+    for client in clients:
+        client.close()
 
 
 def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:

@@ -12,13 +12,12 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks import manifests, procstat
-from benchmarks.api import Client, Watch, ensure_namespace, progress, wait_until
+from benchmarks.api import Client, Watch, ensure_namespace, paced, progress, wait_until
 from benchmarks.controller_efficiency import settle
 from benchmarks.controller_process import PREFIX, Controller, metric_sum, reconciles
 from benchmarks.stats import Figure, percentile
@@ -66,27 +65,13 @@ def create_jobs(
     """Create the jobs from ``CREATORS`` parallel clients, all at once or, with ``rate``, each at its slot
     (``rate`` per second); returns each job's create acknowledgement time."""
     acked: dict[str, float] = {}
-    local = threading.local()
-    clients: list[Client] = []
-    lock = threading.Lock()
-    start = time.perf_counter()
 
-    def create(slot: tuple[int, str]) -> None:
-        i, name = slot
-        if rate is not None and (delay := start + i / rate - time.perf_counter()) > 0:
-            time.sleep(delay)
-        if not hasattr(local, "client"):
-            local.client = Client(cluster)
-            with lock:
-                clients.append(local.client)
+    def create(client: Client, name: str) -> None:
         body = manifests.job("GenericJob", name, namespace, REPLICAS, None)
-        local.client.json("POST", manifests.collection("GenericJob", namespace), body)
+        client.json("POST", manifests.collection("GenericJob", namespace), body)
         acked[name] = time.perf_counter()
 
-    with ThreadPoolExecutor(CREATORS) as pool:
-        list(pool.map(create, enumerate(names)))
-    for client in clients:
-        client.close()
+    paced(cluster, names, CREATORS, rate, create)
     return acked
 
 

@@ -36,7 +36,6 @@ SECTION = "6. Live replica logs in the triggerer"
 NAMESPACE = "livelogs"
 PLURAL = KINDS["GenericJob"].PLURAL
 JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
-PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 CONTAINER = "main"
 LINE_INTERVAL = 1.0
 WARM_UP = 3.0
@@ -69,30 +68,34 @@ state and read buffers); a task following several replicas (`log_replicas="all"`
 most 8 per task."""
 
 
-def create_jobs(cluster: LocalCluster, names: list[str]) -> dict[str, dict[str, Any]]:
+def create_jobs(
+    cluster: LocalCluster, names: list[str], namespace: str = NAMESPACE
+) -> dict[str, dict[str, Any]]:
     """Running jobs, each with a Running worker-0 pod; returns the pods by job name."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    jobs = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+    pods = f"/api/v1/namespaces/{namespace}/pods"
 
     def create(name: str) -> tuple[str, dict[str, Any]]:
         client = Client(cluster)
         body = {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "GenericJob",
-            "metadata": {"name": name, "namespace": NAMESPACE},
+            "metadata": {"name": name, "namespace": namespace},
             "spec": {"replicaSpecs": [{"type": "worker", "template": {"spec": {"containers": [
                 {"name": CONTAINER, "image": "bench:1"}]}}}]},
         }  # fmt: skip
-        client.json("POST", JOBS, body)
-        client.merge_patch(f"{JOBS}/{name}/status", {"status": {"phase": "Running"}})
+        client.json("POST", jobs, body)
+        client.merge_patch(f"{jobs}/{name}/status", {"status": {"phase": "Running"}})
         owner, _, value = pod_selector("GenericJob", name).partition("=")
         labels = {owner: value, LABEL_REPLICA_TYPE: "worker", LABEL_REPLICA_INDEX: "0"}
-        pod = client.json("POST", PODS, {
+        pod = client.json("POST", pods, {
             "metadata": {"name": f"{name}-worker-0", "labels": labels},
             "spec": {"containers": [{"name": CONTAINER, "image": "bench:1"}]},
         })  # fmt: skip
         state = {"running": {"startedAt": now}}
         running = {"name": CONTAINER, "ready": True, "restartCount": 0, "state": state}
         status = {"phase": "Running", "containerStatuses": [running]}
-        client.merge_patch(f"{PODS}/{pod['metadata']['name']}/status", {"status": status})
+        client.merge_patch(f"{pods}/{pod['metadata']['name']}/status", {"status": status})
         client.close()
         return name, pod
 
@@ -101,10 +104,13 @@ def create_jobs(cluster: LocalCluster, names: list[str]) -> dict[str, dict[str, 
 
 
 class LogWriters(threading.Thread):
-    """Appends one line to every pod's log each ``LINE_INTERVAL`` until ``stop()``; ``finish()`` ends them."""
+    """Appends one line to every pod's log every ``interval`` s until ``stop()``; ``finish()`` ends them."""
 
-    def __init__(self, cluster: LocalCluster, pods: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, cluster: LocalCluster, pods: list[dict[str, Any]], interval: float = LINE_INTERVAL
+    ) -> None:
         super().__init__(daemon=True)
+        self.interval = interval
         self.attempts = [PodDir.of(cluster.state_dir, p).container(CONTAINER).attempt(0) for p in pods]
         for attempt in self.attempts:
             attempt.directory.mkdir(parents=True, exist_ok=True)
@@ -114,7 +120,7 @@ class LogWriters(threading.Thread):
 
     def run(self) -> None:
         step = 0
-        while not self._stopping.wait(LINE_INTERVAL):
+        while not self._stopping.wait(self.interval):
             for writer in self.writers:
                 line = f"epoch {step} loss=0.{step % 1000:06d} rank=0 world_size=1\n"
                 writer.write("stdout", line.encode())

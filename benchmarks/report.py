@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from benchmarks import demo_pipeline, failover, live_logs
+from benchmarks import demo_pipeline, failover, live_logs, triggerer_capacity
 from benchmarks.stats import Figure
 
 HEADING = re.compile(r"^## (\d+)\. ", re.MULTILINE)
@@ -51,6 +51,7 @@ then stopped, 100,000 updates are written to its event log through the storage l
 the commit and compaction path of every API write; through HTTP they would take minutes), and everything is
 measured again on the restarted cluster.""",
     live_logs.SECTION: live_logs.METHOD,
+    triggerer_capacity.SECTION: triggerer_capacity.METHOD,
     "5. DAG parse cost": """\
 Fresh interpreters import what both sides share (`DagBag`, `airflow.sdk`), freeze the garbage collector's
 generations (`gc.freeze()`, as the DAG processor does before it starts its parsing processes) and build a
@@ -154,6 +155,7 @@ per second move most with the machine's load (see the load averages above) and, 
 pay for a compaction (deleting 1,000 events) every 1,000 writes.""",
     live_logs.SECTION: live_logs.ANALYSIS,
     demo_pipeline.SECTION: demo_pipeline.ANALYSIS,
+    triggerer_capacity.SECTION: triggerer_capacity.ANALYSIS,
     "5. DAG parse cost": """\
 Parsing a DAG file loads only what the constructors of the provider's operators, sensor and decorators need:
 the Kubernetes clients, the job models and every helper that only runs a task (status, reattach, wait limits,
@@ -293,8 +295,9 @@ def render(
         "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
         "(section 7; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks), `--only "
         "scale-full` (section 9; about 35 minutes at that load), `--only failover` (section 10; 4 minutes "
-        "at a load average of 4-7) and `--only demo` (section 11, `make demo` timed; about 3 minutes, needs "
-        "root). Any section can be re-run alone with `--only NAME`: the others keep their figures.",
+        "at a load average of 4-7), `--only demo` (section 11, `make demo` timed; about 3 minutes, needs "
+        "root) and `--only triggerer` (section 12; about 21 minutes). Any section can be re-run alone with "
+        "`--only NAME`: the others keep their figures.",
     ]
     if kept:
         lines.append(

@@ -1,8 +1,9 @@
 """``python -m benchmarks``: run the benchmarks of issues 7, 14, 15 and 16 and rewrite ``docs/benchmarks.md``.
 
-By default every section but the opt-in ones (``OPT_IN``: the per-task overhead against the cncf operators
-and the controller at full scale, each well over ten minutes, leader failover, which kills 20 leaders, and
-the timing of ``make demo``, which needs root) runs; ``--only NAME`` runs just the named ones.
+By default every section but the opt-in ones (``OPT_IN``: the per-task overhead against the cncf operators,
+the controller at full scale and the triggerer's capacity, each well over ten minutes, leader failover, which
+kills 20 leaders, and the timing of ``make demo``, which needs root) runs; ``--only NAME`` runs just the named
+ones.
 A section not run keeps its last figures: it is copied from the report being replaced, with its own date,
 commit and load. ``--quick`` runs each benchmark in a tiny configuration (the smoke test of ``make test``);
 it writes its report elsewhere (``--output``) and its figures mean nothing. The run fails (exit 1) when a
@@ -32,6 +33,7 @@ from benchmarks import (
     machine,
     report,
     task_overhead,
+    triggerer_capacity,
     waiting_cost,
 )
 from benchmarks.controller_process import Controller
@@ -62,6 +64,9 @@ class Profile:
     scale_jobs: int  # jobs x 4 pods held by the controller in section 8 (section 9: FULL_SCALE_JOBS)
     arrival_seconds: float  # how long jobs arrive at ARRIVAL_RATE per run
     failover_kills: int  # leader pods deleted, and as many SIGKILLed, in section 10
+    triggerer_tasks: int  # deferred tasks on the one triggerer of section 12
+    triggerer_window: float  # its quiet window (CPU, RSS) in seconds
+    triggerer_spread: float  # seconds over which its second set of jobs finishes
 
 
 FULL = Profile(
@@ -69,11 +74,13 @@ FULL = Profile(
     waiting_tasks=200, poll=10.0, window=20.0, objects=10_000, creates=500, watch_events=200,
     log_writes=100_000, overhead_rounds=10, works=("pass",), scale_jobs=2000, arrival_seconds=15.0,
     failover_kills=10,
+    triggerer_tasks=1000, triggerer_window=60.0, triggerer_spread=30.0,
 )  # fmt: skip
 QUICK = Profile(
     runs=1, kinds=("GenericJob",), job_seconds=0.2, durations=(1.0, 2.0), bursts=(1, 3), resident_jobs=4,
     waiting_tasks=3, poll=0.5, window=1.5, objects=60, creates=20, watch_events=10, log_writes=1_500,
     overhead_rounds=1, works=("pass",), scale_jobs=20, arrival_seconds=1.0, failover_kills=1,
+    triggerer_tasks=3, triggerer_window=1.5, triggerer_spread=1.0,
 )  # fmt: skip
 FULL_SCALE_JOBS = 10_000
 
@@ -101,6 +108,13 @@ def live_logs_benchmark(p: Profile, work: Path) -> list[Figure]:
         return live_logs.measure(cluster, work, p.runs, p.waiting_tasks, p.poll, p.window)
 
 
+def triggerer_benchmark(p: Profile, work: Path) -> list[Figure]:
+    with LocalCluster(work / "triggerer-cluster", node_agents=False) as cluster:
+        return triggerer_capacity.measure(
+            cluster, work, p.runs, p.triggerer_tasks, p.triggerer_window, p.triggerer_spread
+        )
+
+
 SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
     "controller": controller_benchmarks,
     "waiting": waiting_benchmark,
@@ -116,10 +130,11 @@ SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
     ),
     "failover": lambda p, work: failover.measure(work, p.failover_kills),
     "demo": lambda p, work: demo_pipeline.measure(p.runs, work),
+    "triggerer": triggerer_benchmark,
 }
 #: Heavy sections: run only when named with --only (their last figures stay in the report otherwise). The
 #: demo's runs take only about 3 minutes but need root (its pods' namespaces).
-OPT_IN = {"overhead", "scale-full", "failover", "demo"}
+OPT_IN = {"overhead", "scale-full", "failover", "demo", "triggerer"}
 
 
 def cache_bytecode(work: Path) -> None:

@@ -54,16 +54,23 @@ def test_quick_needs_its_own_output() -> None:
         run.main(["--quick"])
 
 
-@pytest.mark.timeout(900)
-def test_quick_run_of_every_benchmark(tmp_path: Path) -> None:
-    """Every benchmark in a tiny configuration, through the real command; the report has all sections."""
+def quick_report(tmp_path: Path, *only: str) -> str:
+    """The report of ``python -m benchmarks --quick [--only NAME...]``, run as a user would."""
     output = tmp_path / "report.md"
+    selected = [arg for name in only for arg in ("--only", name)]
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--output", str(output), "--work-dir", str(tmp_path)],
+        [sys.executable, "-m", "benchmarks", "--quick", *selected, "--output", str(output), "--work-dir",
+         str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=840,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    text = output.read_text()
+    return output.read_text()
+
+
+@pytest.mark.timeout(900)
+def test_quick_run_of_every_benchmark(tmp_path: Path) -> None:
+    """Every benchmark in a tiny configuration, through the real command; the report has all sections."""
+    text = quick_report(tmp_path)
     sections = (
         "1. Controller efficiency",
         "2. Controller latency",
@@ -84,15 +91,19 @@ def test_quick_run_of_every_benchmark(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)
 def test_quick_run_of_the_per_task_overhead(tmp_path: Path) -> None:
     """Every operator variant once under dag.test() on one local cluster, through the real command."""
-    output = tmp_path / "report.md"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--only", "overhead", "--output", str(output),
-         "--work-dir", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=840,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    text = output.read_text()
+    text = quick_report(tmp_path, "overhead")
     for operator in ("GenericJobOperator", "KubernetesJobOperator", "KubernetesPodOperator"):
         assert f"`python3 -c pass`, {operator}, deferrable: overhead, median of 1 tasks" in text
         assert f"`python3 -c pass`, {operator}, non-deferrable: API requests per task by the Airflow" in text
     assert "job Succeeded -> Airflow task end" in text
+
+
+@pytest.mark.timeout(900)
+def test_quick_run_of_the_triggerer_capacity(tmp_path: Path) -> None:
+    """A real `airflow triggerer` runs 3 deferred T9k tasks per mode and phase, through the real command."""
+    text = quick_report(tmp_path, "triggerer")
+    assert "## 12. Triggerer capacity" in text
+    for mode in ("off", "on"):
+        assert f"live logs {mode}: all 3 at once: job Succeeded -> trigger event, p99" in text
+        assert f"live logs {mode}: 3 over 1 s: job Succeeded -> task instance rescheduled in the DB" in text
+    assert "live logs on: replica lines in the trigger logs / lines written (burst phase) | 1.00 |" in text
