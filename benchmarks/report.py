@@ -60,24 +60,30 @@ DAG files parse without the provider's code. Then the same for the TaskFlow exam
 once for the first parse of a fresh interpreter and once for the median of 20 further parses of the file in
 that interpreter. CPU time is the steadier figure on a shared machine; wall time is shown too.""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
-One local cluster (real controller, process kubelet: the pod's command runs as a host process) serves every
-run; each run is a fresh Airflow (its own home and SQLite database) running one DAG under `dag.test()` in
-which each variant runs the same work 10 times, interleaved (every round runs each variant once, in an order
-rotated by one per round), all at their default settings: `GenericJobOperator` (a GenericJob of one
-replica), cncf `KubernetesJobOperator` (`wait_until_job_complete=True`, the only way it waits) and cncf
-`KubernetesPodOperator`, each non-deferrable and deferrable. Overhead = the task instance's wall time
-(start_date to end_date) minus the work's own time (`python3 -c pass` run directly on the host, measured in
-the same run); median and p90 over the 10 tasks of a run, then the median over 3 runs with the spread.
-Requests are counted by the API server between two tasks (a `PythonOperator` between every two measured
-tasks reads its counters): "by the Airflow process" are those of the Airflow clients (they send their own
-User-Agent in this benchmark), "all clients" adds the controller, kubelet and the local Job controller. The
-steps of the T9k tasks come from a watch on jobs and pods in the benchmark (first time each state was seen)
-and the task's start and end. Under `dag.test()` a deferral runs its trigger in the same process, so no
-deferral round trip through a scheduler and triggerer is included: that half needs the real-deployment
-harness of the Airflow production issue, which can run the same DAG (`benchmarks/overhead_dag.py`:
-`build_dag(spec_file)` in any DAG file, `task_lines()` on the run's task instances, then
-`task_overhead.summarize()`). Re-run with `.venv/bin/python -m benchmarks --only overhead` (34 min at a load
-average of 10-19; `--long-tasks` adds a task sleeping 20 s per variant and round).""",
+One local cluster (real controller, process kubelet: the pod's command runs as a host process) serves two
+halves, one after the other. Both run the same DAG (`benchmarks/overhead_dag.py`): each variant runs the same
+work 10 times, interleaved (every round runs each variant once, in an order rotated by one per round), all at
+their default settings: `GenericJobOperator` (a GenericJob of one replica), cncf `KubernetesJobOperator`
+(`wait_until_job_complete=True`, the only way it waits) and cncf `KubernetesPodOperator`, each
+non-deferrable and deferrable, plus `GenericJobOperator` with `wait_before_defer=0` (it defers right after
+submitting, where by default it follows a job in the worker for up to 20 s before deferring, so a short job
+ends without a deferral). The `dag.test()` half is a fresh Airflow running the DAG in one process (a
+deferral runs its trigger in that process). The deployment half is a fresh real deployment
+(`benchmarks/airflow_deployment.py`: separate scheduler, triggerer, DAG processor and API server,
+LocalExecutor, SQLite), the DAG triggered through the REST API: there a task runs in its own process and a
+deferral is a round trip through the triggerer and the scheduler to a new task process. Overhead = the task
+instance's wall time (start_date to end_date; Airflow keeps the start across a deferral) minus the work's own
+time (`python3 -c pass` run directly on the host just before the half). Each figure is over the 10 tasks of
+its variant in that half: the median, the spread (min-max) over the tasks, and the p90 in the name; a ratio
+is per round (the T9k task over the best cncf task of the same mode in the same round), so it compares tasks
+run within a minute of each other. Requests are counted by the API server between two tasks (a
+`PythonOperator` between every two measured tasks reads its counters): "by the Airflow processes" are those
+of the Airflow clients, task processes and triggerer alike (their clients send their own User-Agent in this
+benchmark, set from interpreter start by `benchmarks/agent/sitecustomize.py`), "all clients" adds the
+controller, kubelet and the local Job controller. The steps of the T9k tasks come from a watch on jobs and
+pods in the benchmark (first time each state was seen) and the task's start and end. Re-run with
+`.venv/bin/python -m benchmarks --only overhead` (about 20 min at a load average of 3-6; `--long-tasks` adds
+3 rounds of a task sleeping 20 s per variant to each half, about 18 min more).""",
     "8. Controller at scale": """\
 Real API server and controller, simulated kubelet (pods go Pending -> Running without processes). 2,000
 GenericJobs of 4 replicas that keep running are created with the controller up (8 client threads, in slices

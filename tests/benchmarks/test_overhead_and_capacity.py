@@ -4,15 +4,43 @@ from __future__ import annotations
 
 from benchmarks.controller_capacity import HISTOGRAM, histogram_percentile
 from benchmarks.overhead_dag import AGENT, plan
-from benchmarks.task_overhead import STEPS, Stamps, summarize
+from benchmarks.task_overhead import STEPS, Stamps, round_ratios, summarize
 
 
 def test_every_round_runs_each_variant_once_in_a_rotated_order() -> None:
-    spec = {"variants": ["a", "b", "c"], "works": ["pass"], "rounds": 4}
+    spec = {"variants": ["a", "b", "c"], "works": ["pass"], "rounds": {"pass": 4}}
     order = plan(spec)
     assert len(order) == 12 and len({task for task, _, _ in order}) == 12
     rounds = [[variant for _, variant, _ in order[i : i + 3]] for i in range(0, 12, 3)]
     assert rounds == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+
+
+def test_a_work_with_fewer_rounds_stops_taking_part_after_them() -> None:
+    spec = {"variants": ["a", "b"], "works": ["pass", "sleep20"], "rounds": {"pass": 3, "sleep20": 1}}
+    order = [(variant, work) for _, variant, work in plan(spec)]
+    assert order == [
+        ("a", "pass"), ("b", "pass"), ("a", "sleep20"), ("b", "sleep20"),
+        ("b", "pass"), ("a", "pass"),  # rotated by one per round
+        ("a", "pass"), ("b", "pass"),
+    ]  # fmt: skip
+    assert plan(spec)[0][0] == "r0_a_pass"
+
+
+def test_the_ratio_is_taken_within_each_round_against_the_best_other_variant() -> None:
+    def task(r: int, variant: str, seconds: float, state: str = "success") -> dict:
+        return {
+            "task": f"r{r}_{variant}_pass",
+            "variant": variant,
+            "start": 0.0,
+            "end": seconds,
+            "state": state,
+        }
+
+    tasks = [task(0, "t9k", 1.1), task(0, "pod", 5.1), task(0, "job", 10.1)]
+    tasks += [task(1, "t9k", 2.1), task(1, "pod", 4.1), task(1, "job", 3.1)]
+    tasks += [task(2, "t9k", 0.6), task(2, "pod", 5.1, state="failed"), task(2, "job", 10.1)]
+    ratios = round_ratios(tasks, 0.1, "t9k", ["pod", "job"])
+    assert [round(r, 6) for r in ratios] == [0.2, round(2.0 / 3.0, 6)]  # round 2 lacks a variant: left out
 
 
 def test_overhead_is_wall_time_minus_the_works_own_time_and_requests_are_the_airflow_clients() -> None:
@@ -31,10 +59,9 @@ def test_overhead_is_wall_time_minus_the_works_own_time_and_requests_are_the_air
     tasks = [task("t9k", s, 9, 14) for s in (1.1, 1.3, 1.2, 5.1)] + [task("cncf-pod", 5.1, 14, 7), failed]
     result = summarize(tasks, {"pass": 0.1})
     t9k = result[("pass", "t9k")]
-    assert round(t9k["median"], 6) == 1.15  # (1.0 + 1.1 + 1.2 + 5.0) -> median of 1.0, 1.1, 1.2, 5.0
-    assert round(t9k["p90"], 6) == 5.0 and round(t9k["p10"], 6) == 1.0
-    assert (t9k["airflow_requests"], t9k["all_requests"]) == (9, 23)
-    assert result[("pass", "cncf-pod")]["airflow_requests"] == 14
+    assert [round(x, 6) for x in t9k["overhead"]] == [1.0, 1.2, 1.1, 5.0]  # the failed task is left out
+    assert (t9k["airflow_requests"], t9k["all_requests"]) == ([9] * 4, [23] * 4)
+    assert result[("pass", "cncf-pod")]["airflow_requests"] == [14]
 
 
 def test_the_t9k_tasks_steps_follow_the_watch_stamps_in_order() -> None:
