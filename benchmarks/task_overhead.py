@@ -125,14 +125,14 @@ class Stamps:
         return steps if min(steps) >= 0 else None
 
 
-def work_seconds(work: str, samples: int = 7) -> float:
-    """The work's own time: its command run directly on the host (median wall time)."""
+def work_seconds(work: str) -> list[float]:
+    """The work's own time: its command run directly on the host (wall time, 7 samples; 3 of the sleep)."""
     times = []
-    for _ in range(samples if work == "pass" else 1):
+    for _ in range(7 if work == "pass" else 3):
         began = time.perf_counter()
         subprocess.run([sys.executable, *WORKS[work]], check=True)
         times.append(time.perf_counter() - began)
-    return statistics.median(times)
+    return times
 
 
 def write_spec(cluster: LocalCluster, work_dir: Path, spec: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
@@ -218,15 +218,16 @@ def summarize(
 
 
 def round_ratios(tasks: list[dict[str, Any]], work_time: float, ours: str, theirs: list[str]) -> list[float]:
-    """Per round: our task's overhead over the best of the other variants' overheads in the same round."""
+    """Per round: our task's overhead over the best of the other variants' overheads in the same round (of
+    those that succeeded)."""
     by_round: dict[str, dict[str, float]] = defaultdict(dict)
     for t in tasks:
         if t["state"] == "success":
             by_round[t["task"].split("_", 1)[0]][t["variant"]] = t["end"] - t["start"] - work_time
     return [
-        r[ours] / min(r[v] for v in theirs)
+        r[ours] / min(r[v] for v in theirs if v in r)
         for r in by_round.values()
-        if ours in r and all(v in r for v in theirs)
+        if ours in r and any(v in r for v in theirs)
     ]
 
 
@@ -246,9 +247,11 @@ def measure(
             for half, run in HALVES.items():
                 stamps.clear()
                 load = machine.load_average()
-                work_time = {w: work_seconds(w) for w in works}
+                work_samples = {w: work_seconds(w) for w in works}
                 spec = {"variants": list(variants), "works": list(works), "rounds": rounds}
-                tasks = run(cluster, work / f"overhead-{half.strip('()').replace('.', '-')}", spec)
+                half_dir = work / f"overhead-{half.strip('()').replace('.', '-')}"
+                tasks = run(cluster, half_dir, spec)
+                (half_dir / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
                 load += f" at its start, {machine.load_average()} at its end"
                 steps = {
                     variant: [
@@ -260,7 +263,7 @@ def measure(
                     for variant in variants
                     if VARIANTS[variant].operator == T9K
                 }
-                out += figures(half, tasks, work_time, steps, works, variants, load)
+                out += figures(half, tasks, work_samples, steps, works, variants, load)
                 progress(f"overhead, {half}: done ({len(tasks)} tasks)")
         finally:
             jobs.stop()
@@ -271,7 +274,7 @@ def measure(
 def figures(
     half: str,
     tasks: list[dict[str, Any]],
-    work_time: dict[str, float],
+    work_samples: dict[str, list[float]],
     steps: dict[str, list[list[float]]],
     works: tuple[str, ...],
     variants: tuple[str, ...],
@@ -279,11 +282,12 @@ def figures(
 ) -> list[Figure]:
     """One half's figures; each over its tasks (median, min-max, and the p90 in the name). ``load``: the
     machine's load average during the half, noted on its first figure."""
+    work_time = {w: statistics.median(samples) for w, samples in work_samples.items()}
     rows = summarize(tasks, work_time)
     out: list[Figure] = []
     for work in works:
         label = f"{half}, " + ("`python3 -c pass`" if work == "pass" else "a 20 s sleep")
-        out.append(Figure(SECTION, f"{label}: the work's own time, run directly", "s", [work_time[work]],
+        out.append(Figure(SECTION, f"{label}: the work's own time, run directly", "s", work_samples[work],
                           note=f"load average {load}", digits=3))  # fmt: skip
         for variant in variants:
             if (work, variant) not in rows:
@@ -292,9 +296,11 @@ def figures(
             name = f"{label}, {v.title}"
             target = ("<=", 1.0) if v.operator == T9K and not v.defer_at_once else None
             overhead = row["overhead"]
+            lost = sum(t["state"] != "success" for t in tasks if (t["work"], t["variant"]) == (work, variant))
+            note = f"p90 {percentile(overhead, 90):.2f} s" + (f"; {lost} more failed, left out" * bool(lost))
             out += [
                 Figure(SECTION, f"{name}: overhead per task ({len(overhead)} tasks)", "s", overhead, target,
-                       note=f"p90 {percentile(overhead, 90):.2f} s", digits=2, zero_ok=True),
+                       note=note, digits=2, zero_ok=True),
                 Figure(SECTION, f"{name}: API requests per task by the Airflow processes", "requests",
                        row["airflow_requests"], digits=0),
                 Figure(SECTION, f"{name}: API requests per task, all clients (controller, kubelet...)",

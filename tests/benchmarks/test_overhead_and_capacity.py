@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from benchmarks.controller_capacity import HISTOGRAM, histogram_percentile
-from benchmarks.overhead_dag import AGENT, plan
+from benchmarks.overhead_dag import AGENT, client_env, plan
 from benchmarks.task_overhead import STEPS, Stamps, round_ratios, summarize
 
 
@@ -39,8 +43,10 @@ def test_the_ratio_is_taken_within_each_round_against_the_best_other_variant() -
     tasks = [task(0, "t9k", 1.1), task(0, "pod", 5.1), task(0, "job", 10.1)]
     tasks += [task(1, "t9k", 2.1), task(1, "pod", 4.1), task(1, "job", 3.1)]
     tasks += [task(2, "t9k", 0.6), task(2, "pod", 5.1, state="failed"), task(2, "job", 10.1)]
+    tasks += [task(3, "t9k", 0.6, state="failed"), task(3, "pod", 5.1), task(3, "job", 10.1)]
     ratios = round_ratios(tasks, 0.1, "t9k", ["pod", "job"])
-    assert [round(r, 6) for r in ratios] == [0.2, round(2.0 / 3.0, 6)]  # round 2 lacks a variant: left out
+    # round 2: the best of those that succeeded; round 3: ours failed, no ratio
+    assert [round(r, 6) for r in ratios] == [0.2, round(2.0 / 3.0, 6), 0.05]
 
 
 def test_overhead_is_wall_time_minus_the_works_own_time_and_requests_are_the_airflow_clients() -> None:
@@ -98,3 +104,33 @@ def test_stamps_out_of_order_or_from_an_earlier_run_give_no_steps() -> None:
     assert stamps.steps("t1", start=10.0, end=14.0) is None  # the stamps predate the task: another run's
     stamps.clear()
     assert stamps.steps("t1", start=0.0, end=4.0) is None
+
+
+CLIENTS = """
+import asyncio
+import kubernetes.client
+import kubernetes_asyncio.client
+
+async def agent():
+    async with kubernetes_asyncio.client.ApiClient() as client:
+        return client.user_agent
+
+print(kubernetes.client.ApiClient().user_agent)
+print(asyncio.run(agent()))
+"""
+
+
+def test_every_kubernetes_client_of_a_process_started_with_the_client_env_sends_the_agent() -> None:
+    """Set from interpreter start (a triggerer parses no DAG file), for the sync and the async client."""
+
+    def agents(env: dict[str, str]) -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-c", CLIENTS], env=env, capture_output=True, text=True, timeout=120, check=True
+        )
+        return proc.stdout.split()
+
+    assert agents(os.environ | client_env()) == [AGENT, AGENT]
+    untagged = agents(
+        os.environ | {"PYTHONPATH": client_env()["PYTHONPATH"]}
+    )  # the folder alone changes nothing
+    assert len(untagged) == 2 and AGENT not in untagged
