@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from benchmarks.controller_capacity import HISTOGRAM, histogram_percentile
 from benchmarks.overhead_dag import AGENT, client_env, plan
-from benchmarks.task_overhead import STEPS, Stamps, round_ratios, summarize
+from benchmarks.task_overhead import STEPS, Stamps, parse_seconds, round_ratios, summarize
 
 
 def test_every_round_runs_each_variant_once_in_a_rotated_order() -> None:
@@ -47,6 +49,21 @@ def test_the_ratio_is_taken_within_each_round_against_the_best_other_variant() -
     ratios = round_ratios(tasks, 0.1, "t9k", ["pod", "job"])
     # round 2: the best of those that succeeded; round 3: ours failed, no ratio
     assert [round(r, 6) for r in ratios] == [0.2, round(2.0 / 3.0, 6), 0.05]
+    for t in tasks:
+        t["parse"] = 0.5
+    less = round_ratios(tasks, 0.1, "t9k", ["pod", "job"], less_parse=True)
+    assert [round(r, 6) for r in less] == [round(0.5 / 4.5, 6), 0.6, 0.0]
+
+
+def test_the_parse_time_is_read_from_each_try_s_log_and_not_from_the_trigger_s(tmp_path: Path) -> None:
+    logs = tmp_path / "task_id=r0_t9k_pass"
+    logs.mkdir()
+    line = {"event": "Worker startup parse complete", "dag_file_parse_ms": 1200}
+    (logs / "attempt=1.log").write_text(f'{{"event": "x"}}\n{json.dumps(line)}\n')
+    (logs / "attempt=1.log.trigger.2.log").write_text(json.dumps(dict(line, dag_file_parse_ms=999)) + "\n")
+    (logs / "attempt=2.log").write_text(json.dumps(dict(line, dag_file_parse_ms=300)) + "\n")
+    assert parse_seconds(logs) == 1.5
+    assert parse_seconds(tmp_path / "task_id=none") == 0.0
 
 
 def test_overhead_is_wall_time_minus_the_works_own_time_and_requests_are_the_airflow_clients() -> None:
