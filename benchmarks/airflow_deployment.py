@@ -374,9 +374,14 @@ class AirflowDeployment:
         return dict(wait_until(finished, timeout, f"run {dag_id}/{run_id} to finish", interval=1.0))
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
-        return list(
-            self.request("GET", f"/dags/{dag_id}/dagRuns/{_quote(run_id)}/taskInstances")["task_instances"]
-        )
+        """Every task instance of the run, page by page (the API answers at most 100 at a time)."""
+        path = f"/dags/{dag_id}/dagRuns/{_quote(run_id)}/taskInstances"
+        found: list[dict[str, Any]] = []
+        while True:
+            page = self.request("GET", f"{path}?limit=100&offset={len(found)}")
+            found += page["task_instances"]
+            if not page["task_instances"] or len(found) >= page["total_entries"]:
+                return found
 
     def _ti_path(self, dag_id: str, run_id: str, task_id: str) -> str:
         return f"/dags/{dag_id}/dagRuns/{_quote(run_id)}/taskInstances/{task_id}"

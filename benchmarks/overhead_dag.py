@@ -1,12 +1,14 @@
-"""The Airflow side of the per-task overhead benchmark: one DAG of interleaved tasks run by ``dag.test()``.
+"""The Airflow side of the per-task overhead benchmark: one DAG of interleaved tasks, run by ``dag.test()``
+here or by a real deployment (``task_overhead.run_deployment``).
 
 ``python -m benchmarks.overhead_dag SPEC_FILE`` (JSON: the cluster's kubeconfig, base URL and token, the
-Airflow home, the variants, the works and the rounds). Airflow is configured through the environment before
-it is imported, so the process is its own Airflow installation. Each round runs every (work, variant) once,
-in an order rotated per round, so machine noise hits all variants alike. A ``PythonOperator`` between two
-measured tasks reads the API server's request counters (``GET /_embedded/requests``, which is not counted
-itself): ``dag.test()`` runs one task at a time, so the requests between two reads belong to the measured
-task between them. Prints one JSON line per measured task.
+Airflow home, the variants, the works and the rounds per work). Airflow is configured through the environment
+before it is imported, so the process is its own Airflow installation. Each round runs every (work, variant)
+once, in an order rotated per round, so machine noise hits all variants alike. A ``PythonOperator`` between
+two measured tasks reads the API server's request counters (``GET /_embedded/requests``, which is not counted
+itself): the DAG is one chain, so the requests between two reads belong to the measured task between them
+(the triggerer's included: its clients are tagged too, see ``client_env``). Prints one JSON line per measured
+task.
 """
 
 from __future__ import annotations
@@ -17,17 +19,35 @@ import os
 import ssl
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: The variants, by name: (operator, deferrable).
+
+@dataclass(frozen=True)
+class Variant:
+    """One operator configuration; all at their defaults but ``defer_at_once`` (``wait_before_defer=0``: the
+    T9k operator defers right after submitting instead of following a short job to its end in the worker)."""
+
+    operator: str
+    deferrable: bool
+    defer_at_once: bool = False
+
+    @property
+    def title(self) -> str:
+        mode = "deferrable" if self.deferrable else "non-deferrable"
+        return f"{self.operator}, {mode}" + (", wait_before_defer=0" if self.defer_at_once else "")
+
+
+T9K = "GenericJobOperator"
 VARIANTS = {
-    "t9k": ("GenericJobOperator", False),
-    "t9k-deferrable": ("GenericJobOperator", True),
-    "cncf-job": ("KubernetesJobOperator", False),
-    "cncf-job-deferrable": ("KubernetesJobOperator", True),
-    "cncf-pod": ("KubernetesPodOperator", False),
-    "cncf-pod-deferrable": ("KubernetesPodOperator", True),
+    "t9k": Variant(T9K, False),
+    "t9k-deferrable": Variant(T9K, True),
+    "t9k-defer-at-once": Variant(T9K, True, defer_at_once=True),
+    "cncf-job": Variant("KubernetesJobOperator", False),
+    "cncf-job-deferrable": Variant("KubernetesJobOperator", True),
+    "cncf-pod": Variant("KubernetesPodOperator", False),
+    "cncf-pod-deferrable": Variant("KubernetesPodOperator", True),
 }
 #: What each measured task runs, by name: the container's command after the interpreter.
 WORKS = {"pass": ["-c", "pass"], "sleep20": ["-c", "import time; time.sleep(20)"]}
@@ -35,6 +55,8 @@ NAMESPACE = "default"
 AGENT = "t9k-bench-airflow"
 DAG_ID = "t9k_bench_overhead"
 ROOT = Path(__file__).resolve().parent.parent
+#: The folder of the ``sitecustomize`` that tags the Kubernetes clients of a process (``client_env``).
+AGENT_DIR = ROOT / "benchmarks" / "agent"
 DAG_FILE = """\
 # An Airflow DAG file (the DAG processor's safe mode skips files that do not say so).
 import os
@@ -45,13 +67,29 @@ dag = build_dag(os.environ["T9K_BENCH_SPEC"])
 T9K_TASK_LABEL = "benchmark.t9k/task"
 
 
-def configure(spec: dict[str, Any], spec_file: str) -> None:
-    """Airflow's home, database, connection and a DAG folder whose one file builds this DAG (``dag.test()``
-    runs only a DAG its DAG processor has parsed)."""
-    home = Path(spec["airflow_home"])
-    dags = home / "dags"
+def client_env() -> dict[str, str]:
+    """The environment under which every process started (Airflow components, task processes, ``dag.test()``)
+    imports this repository and sends ``AGENT`` from each of its Kubernetes clients.
+
+    The cluster's own components use the same client libraries, so their default User-Agents cannot tell
+    the Airflow side's requests apart; only the header changes.
+    """
+    path = [str(AGENT_DIR), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    return {"PYTHONPATH": os.pathsep.join(filter(None, path)), "T9K_BENCH_USER_AGENT": AGENT}
+
+
+def write_dag_folder(dags: Path) -> Path:
+    """A DAG folder whose one file builds this DAG from the spec file named by ``T9K_BENCH_SPEC``."""
     dags.mkdir(parents=True, exist_ok=True)
     (dags / "t9k_bench_overhead.py").write_text(DAG_FILE)
+    return dags
+
+
+def configure(spec: dict[str, Any], spec_file: str) -> None:
+    """Airflow's home, database, connection and the DAG folder (``dag.test()`` runs only a DAG its DAG
+    processor has parsed)."""
+    home = Path(spec["airflow_home"])
+    dags = write_dag_folder(home / "dags")
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     os.environ.update(
@@ -70,35 +108,12 @@ def configure(spec: dict[str, Any], spec_file: str) -> None:
                 ]
             ),
             "T9K_BENCH_SPEC": spec_file,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
             "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
                 {"conn_type": "kubernetes", "extra": {"kube_config_path": spec["kubeconfig"]}}
             ),
         }
     )
-
-
-def tag_clients() -> None:
-    """Make every Kubernetes client of this process (and of task processes forked from it) send ``AGENT``.
-
-    The cluster's own components use the same client libraries, so their default User-Agents cannot tell
-    the Airflow side's requests apart; only the header changes.
-    """
-    import kubernetes.client.api_client as sync_client
-    import kubernetes_asyncio.client.api_client as async_client
-
-    for cls in (sync_client.ApiClient, async_client.ApiClient):
-        original = cls.__init__
-        if getattr(original, "tagged", False):
-            continue
-
-        def init(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> None:
-            _original(self, *args, **kwargs)
-            self.user_agent = AGENT
-
-        init.tagged = True  # type: ignore[attr-defined]
-        cls.__init__ = init  # type: ignore[method-assign]
 
 
 def request_counts(spec: dict[str, Any]) -> dict[str, int]:
@@ -115,9 +130,10 @@ def request_counts(spec: dict[str, Any]) -> dict[str, int]:
 
 
 def measured_task(variant: str, work: str, task_id: str) -> Any:
-    operator, deferrable = VARIANTS[variant]
+    v = VARIANTS[variant]
+    operator, deferrable = v.operator, v.deferrable
     command = [sys.executable, *WORKS[work]]
-    if operator == "GenericJobOperator":
+    if operator == T9K:
         from t9k_provider.operators import GenericJobOperator
 
         body = {
@@ -137,7 +153,10 @@ def measured_task(variant: str, work: str, task_id: str) -> Any:
                 ]
             },
         }  # fmt: skip
-        return GenericJobOperator(task_id=task_id, manifest=body, namespace=NAMESPACE, deferrable=deferrable)
+        extra = {"wait_before_defer": 0} if v.defer_at_once else {}
+        return GenericJobOperator(
+            task_id=task_id, manifest=body, namespace=NAMESPACE, deferrable=deferrable, **extra
+        )
     if operator == "KubernetesJobOperator":
         from airflow.providers.cncf.kubernetes.operators.job import KubernetesJobOperator
 
@@ -155,10 +174,15 @@ def measured_task(variant: str, work: str, task_id: str) -> Any:
 
 
 def plan(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(task_id, variant, work) in run order: every round runs each pair once, rotated by one per round."""
-    pairs = [(work, variant) for work in spec["works"] for variant in spec["variants"]]
+    """(task_id, variant, work) in run order: every round runs each pair once, rotated by one per round.
+
+    ``spec["rounds"]``: rounds per work; a work with fewer rounds than another stops taking part after them.
+    """
+    rounds = spec["rounds"]
     order = []
-    for r in range(spec["rounds"]):
+    for r in range(max(rounds[work] for work in spec["works"])):
+        works = [work for work in spec["works"] if r < rounds[work]]
+        pairs = [(work, variant) for work in works for variant in spec["variants"]]
         shift = r % len(pairs)
         for work, variant in pairs[shift:] + pairs[:shift]:
             order.append((f"r{r}_{variant.replace('-', '_')}_{work}", variant, work))
@@ -179,7 +203,6 @@ def build_dag(spec_file: str) -> Any:
     from airflow.sdk import DAG
 
     spec = json.loads(Path(spec_file).read_text())
-    tag_clients()
     with DAG(DAG_ID, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
         previous = PythonOperator(task_id="count_0", python_callable=record_counts, op_args=[spec_file])
         for i, (task_id, variant, work) in enumerate(plan(spec), start=1):

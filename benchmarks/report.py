@@ -63,24 +63,30 @@ the issue-17 target: within 10% of a plain `@task` DAG of the same shape), 3 pai
 once for the first parse of a fresh interpreter and once for the median of 20 further parses of the file in
 that interpreter. CPU time is the steadier figure on a shared machine; wall time is shown too.""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
-One local cluster (real controller, process kubelet: the pod's command runs as a host process) serves every
-run; each run is a fresh Airflow (its own home and SQLite database) running one DAG under `dag.test()` in
-which each variant runs the same work 10 times, interleaved (every round runs each variant once, in an order
-rotated by one per round), all at their default settings: `GenericJobOperator` (a GenericJob of one
-replica), cncf `KubernetesJobOperator` (`wait_until_job_complete=True`, the only way it waits) and cncf
-`KubernetesPodOperator`, each non-deferrable and deferrable. Overhead = the task instance's wall time
-(start_date to end_date) minus the work's own time (`python3 -c pass` run directly on the host, measured in
-the same run); median and p90 over the 10 tasks of a run, then the median over 3 runs with the spread.
-Requests are counted by the API server between two tasks (a `PythonOperator` between every two measured
-tasks reads its counters): "by the Airflow process" are those of the Airflow clients (they send their own
-User-Agent in this benchmark), "all clients" adds the controller, kubelet and the local Job controller. The
-steps of the T9k tasks come from a watch on jobs and pods in the benchmark (first time each state was seen)
-and the task's start and end. Under `dag.test()` a deferral runs its trigger in the same process, so no
-deferral round trip through a scheduler and triggerer is included: that half needs the real-deployment
-harness of the Airflow production issue, which can run the same DAG (`benchmarks/overhead_dag.py`:
-`build_dag(spec_file)` in any DAG file, `task_lines()` on the run's task instances, then
-`task_overhead.summarize()`). Re-run with `.venv/bin/python -m benchmarks --only overhead` (34 min at a load
-average of 10-19; `--long-tasks` adds a task sleeping 20 s per variant and round).""",
+One local cluster (real controller, process kubelet: the pod's command runs as a host process) serves two
+halves, one after the other. Both run the same DAG (`benchmarks/overhead_dag.py`): each variant runs the same
+work 10 times, interleaved (every round runs each variant once, in an order rotated by one per round), all at
+their default settings: `GenericJobOperator` (a GenericJob of one replica), cncf `KubernetesJobOperator`
+(`wait_until_job_complete=True`, the only way it waits) and cncf `KubernetesPodOperator`, each
+non-deferrable and deferrable, plus `GenericJobOperator` with `wait_before_defer=0` (it defers right after
+submitting, where by default it follows a job in the worker for up to 20 s before deferring, so a short job
+ends without a deferral). The `dag.test()` half is a fresh Airflow running the DAG in one process (a
+deferral runs its trigger in that process). The deployment half is a fresh real deployment
+(`benchmarks/airflow_deployment.py`: separate scheduler, triggerer, DAG processor and API server,
+LocalExecutor, SQLite), the DAG triggered through the REST API: there a task runs in its own process and a
+deferral is a round trip through the triggerer and the scheduler to a new task process. Overhead = the task
+instance's wall time (start_date to end_date; Airflow keeps the start across a deferral) minus the work's own
+time (`python3 -c pass` run directly on the host just before the half). Each figure is over the 10 tasks of
+its variant in that half: the median, the spread (min-max) over the tasks, and the p90 in the name; a ratio
+is per round (the T9k task over the best cncf task of the same mode in the same round), so it compares tasks
+run within a minute of each other. Requests are counted by the API server between two tasks (a
+`PythonOperator` between every two measured tasks reads its counters): "by the Airflow processes" are those
+of the Airflow clients, task processes and triggerer alike (their clients send their own User-Agent in this
+benchmark, set from interpreter start by `benchmarks/agent/sitecustomize.py`), "all clients" adds the
+controller, kubelet and the local Job controller. The steps of the T9k tasks come from a watch on jobs and
+pods in the benchmark (first time each state was seen) and the task's start and end. Re-run with
+`.venv/bin/python -m benchmarks --only overhead` (17 min at a load average of 4-8; `--long-tasks` adds
+3 rounds of a task sleeping 20 s per variant to each half, about 18 min more).""",
     "8. Controller at scale": """\
 Real API server and controller, simulated kubelet (pods go Pending -> Running without processes). 2,000
 GenericJobs of 4 replicas that keep running are created with the controller up (8 client threads, in slices
@@ -179,21 +185,34 @@ the decorated operators (manifests built, options checked). Most of this is the 
 module (finding, reading and executing it, 60-100 us even for a small one) and of defining classes, paid once
 per parse process: only not loading the provider's code at all would meet 10% on a file this small.""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
-Every operator here waits by a constant unless it follows a watch. `KubernetesJobOperator` reads its Job every
-`job_poll_interval` (10 s), in the worker or in its trigger, so a job that ends at once is seen about 10 s
-later in either mode; `KubernetesPodOperator` checks whether its pod has started every
-`startup_check_interval_seconds` (5 s) before it follows the container, in either mode, which sets its 5 s.
-Until the T9k operator's non-deferrable wait follows the watch (the operator work of issue 16; re-run this
-section once it lands), it sleeps its `poll_interval` (10 s) between status reads, so almost all of its
-overhead is the breakdown's last step: the job had succeeded and the operator had not looked yet. Deferred,
-the T9k trigger follows the job on a shared watch and sees the change milliseconds after the controller writes
-it, and the remaining time is the way there: Airflow starting the task and the operator submitting the job,
-the controller creating the pod, the kubelet starting a process (an interpreter here), the controller writing
-the job's status, and Airflow finishing the task (log collection included). Requests per task are of the same
-order for every operator (a dozen): the difference is in latency, not in load. The T9k controller adds its own
-writes (pods, status, Events) to the "all clients" count, where a KubernetesPodOperator task needs no
-controller at all. On a shared machine each step stretches with the load: compare the steps against each
-other, and the same run's operators side by side, rather than one figure against a target.""",
+The cncf operators wait by constants. `KubernetesJobOperator` reads its Job every `job_poll_interval` (10 s),
+in the worker or in its trigger, so a job that ends at once is seen about 10 s later, unless (deployment,
+deferrable) the deferral round trip already took long enough for the trigger's first read to find it done;
+`KubernetesPodOperator` checks whether its pod has started every `startup_check_interval_seconds` (5 s)
+before it follows the container, which sets its 5 s (deferred in a deployment, the round trip again replaces
+it). The T9k operator waits on a watch in either mode, so its detection (the breakdown's last step when no
+deferral happens) takes milliseconds, and by default it follows a job in the worker for up to
+`wait_before_defer` (20 s) before deferring: a short job ends without a deferral round trip. What is left of
+its overhead is the way there, step by step in the breakdown: Airflow starting the task and the operator
+submitting the job, the controller creating the pod (milliseconds), the kubelet binding and starting it
+(a host process here: an interpreter start, a quarter of a second), the controller writing the job's status
+(milliseconds), and Airflow finishing the task. In a deployment, Airflow 3 parses the DAG file in every task
+process after the task's start date (`dag_file_parse_ms` in the task log): for this benchmark's DAG file
+(141 tasks, both providers imported) that is most of the T9k operator's first step, so the figures less
+that parse are shown too; a small DAG file parses in a few hundred milliseconds (0.36 s in a trial with 15
+tasks). With `wait_before_defer=0` the T9k task defers at once and pays what every deferring operator pays in
+a deployment: the task process ends, the triggerer picks the trigger up (about 1-2 s: its loop), the trigger
+fires (the T9k trigger 10-80 ms after it starts, 0.8 s for the first trigger of a triggerer, which imports
+and connects), the scheduler queues the task again (about 1-2 s) and a new task process starts and parses
+the DAG file. A quick deferral also meets a race of Airflow 3.3's scheduler (apache/airflow#71580, #72716,
+fix proposed in #71579): the executor's stale "success" event of the process that deferred arrives after the
+resumed try is already running and the scheduler fails the task: a deployment task of a deferring variant
+reported as failed is this race (the T9k default avoids it for jobs shorter than `wait_before_defer`).
+Requests per task are of the same order for every operator (about a dozen by Airflow, two dozen in all): the
+difference is in latency, not in load. The T9k controller adds its own writes (pods, status, Events) to the
+"all clients" count, where a KubernetesPodOperator task needs no controller at all. On a shared machine each
+step stretches with the load: compare the steps against each other, and the same round's operators side by
+side, rather than one figure against a target.""",
     "8. Controller at scale": """\
 Memory grows with the objects cached: the informers hold every GenericJob and pod as the decoded JSON
 (dicts and strings), several times the object's JSON size. Objects that arrived one by one on the watch cost
@@ -293,7 +312,7 @@ def render(
         "",
         "To regenerate on a quiet machine: `make bench` runs sections 1-6 and 8 (about 20 minutes); the "
         "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
-        "(section 7; 34 minutes at a load average of 10-19; `--long-tasks` adds 20 s tasks), `--only "
+        "(section 7; 17 minutes at a load average of 4-8; `--long-tasks` adds 20 s tasks), `--only "
         "scale-full` (section 9; about 35 minutes at that load), `--only failover` (section 10; 4 minutes "
         "at a load average of 4-7), `--only demo` (section 11, `make demo` timed; about 3 minutes, needs "
         "root) and `--only triggerer` (section 12; about 21 minutes). Any section can be re-run alone with "

@@ -59,8 +59,8 @@ class Profile:
     creates: int
     watch_events: int
     log_writes: int
-    overhead_rounds: int  # tasks of each variant per run
-    works: tuple[str, ...]  # what the overhead tasks run (benchmarks.overhead_dag.WORKS)
+    overhead_rounds: dict[str, int]  # tasks of each variant per work (benchmarks.overhead_dag.WORKS)
+    works: tuple[str, ...]  # what the overhead tasks run
     scale_jobs: int  # jobs x 4 pods held by the controller in section 8 (section 9: FULL_SCALE_JOBS)
     arrival_seconds: float  # how long jobs arrive at ARRIVAL_RATE per run
     failover_kills: int  # leader pods deleted, and as many SIGKILLed, in section 10
@@ -72,15 +72,15 @@ class Profile:
 FULL = Profile(
     runs=3, kinds=KIND_ORDER, job_seconds=1.0, durations=(2.0, 12.0), bursts=(1, 50, 200), resident_jobs=1000,
     waiting_tasks=200, poll=10.0, window=20.0, objects=10_000, creates=500, watch_events=200,
-    log_writes=100_000, overhead_rounds=10, works=("pass",), scale_jobs=2000, arrival_seconds=15.0,
-    failover_kills=10,
+    log_writes=100_000, overhead_rounds={"pass": 10, "sleep20": 3}, works=("pass",), scale_jobs=2000,
+    arrival_seconds=15.0, failover_kills=10,
     triggerer_tasks=1000, triggerer_window=60.0, triggerer_spread=30.0,
 )  # fmt: skip
 QUICK = Profile(
     runs=1, kinds=("GenericJob",), job_seconds=0.2, durations=(1.0, 2.0), bursts=(1, 3), resident_jobs=4,
     waiting_tasks=3, poll=0.5, window=1.5, objects=60, creates=20, watch_events=10, log_writes=1_500,
-    overhead_rounds=1, works=("pass",), scale_jobs=20, arrival_seconds=1.0, failover_kills=1,
-    triggerer_tasks=3, triggerer_window=1.5, triggerer_spread=1.0,
+    overhead_rounds={"pass": 1, "sleep20": 1}, works=("pass",), scale_jobs=20, arrival_seconds=1.0,
+    failover_kills=1, triggerer_tasks=3, triggerer_window=1.5, triggerer_spread=1.0,
 )  # fmt: skip
 FULL_SCALE_JOBS = 10_000
 
@@ -123,7 +123,7 @@ SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
     ),
     "dags": lambda p, work: dag_parse.measure(p.runs),
     "livelogs": live_logs_benchmark,
-    "overhead": lambda p, work: task_overhead.measure(work, p.runs, p.overhead_rounds, p.works),
+    "overhead": lambda p, work: task_overhead.measure(work, p.overhead_rounds, p.works),
     "scale": lambda p, work: controller_capacity.measure(work, p.runs, p.scale_jobs, p.arrival_seconds),
     "scale-full": lambda p, work: controller_capacity.measure(
         work, p.runs, FULL_SCALE_JOBS, p.arrival_seconds, full=True

@@ -1,41 +1,61 @@
 """Issue 14.1: per-task overhead of the T9k operator against the cncf-kubernetes operators, side by side.
 
-One local cluster (real controller, process kubelet) serves every run. Each run is a fresh Airflow
-(``benchmarks.overhead_dag``, its own home and database) running one DAG under ``dag.test()`` in which
-every variant (``GenericJobOperator``, ``KubernetesJobOperator``, ``KubernetesPodOperator``, each
-non-deferrable and deferrable, all at their default settings) runs the same work ``rounds`` times,
-interleaved. A task's overhead is its wall time (the task instance's start to end) minus the work's own
-time (the same command run directly on the host, measured in the same run). Requests are counted by the API
-server between two tasks: those of the Airflow process (its clients send their own User-Agent) and all of
-them (controller, kubelet and Job controller included). For the T9k tasks a watch on jobs and pods stamps
-each step on the way (submit, controller reaction, scheduling, process start, status propagation).
+One local cluster (real controller, process kubelet) serves both halves of the benchmark, one after the
+other: a fresh Airflow running the DAG of ``benchmarks.overhead_dag`` under ``dag.test()`` (every task and
+trigger in one process), then the same DAG in a real deployment (``benchmarks.airflow_deployment``: separate
+scheduler, triggerer, DAG processor and API server, LocalExecutor), where a deferral is a round trip through
+the triggerer and the scheduler. In that DAG every variant (``GenericJobOperator``,
+``KubernetesJobOperator``, ``KubernetesPodOperator``, each non-deferrable and deferrable, all at their
+default settings, plus the T9k operator deferring at once) runs the same work ``rounds`` times, interleaved.
+A task's overhead is its wall time (the task instance's start to end) minus the work's own time (the same
+command run directly on the host, measured before each half). Requests are counted by the API server
+between two tasks: those of the Airflow processes (their clients send their own User-Agent) and all of them
+(controller, kubelet and Job controller included). For the T9k tasks a watch on jobs and pods stamps each
+step on the way (submit, controller reaction, scheduling, process start, status propagation).
 
-The same DAG can run in a real deployment (the real-deployment harness of the Airflow production issue):
-see ``overhead_dag.build_dag``, which needs only the spec file, and ``summarize``, which needs only the
-task lines it prints.
+Each figure is over the tasks of one run (>= 10 per variant for ``pass``): median, spread (min-max) and
+p90 across tasks, not across runs, as a run of each half takes several minutes.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
 import statistics
 import subprocess
 import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from benchmarks import machine
+from benchmarks.airflow_deployment import AirflowDeployment
 from benchmarks.api import Watch, progress
-from benchmarks.overhead_dag import AGENT, NAMESPACE, T9K_TASK_LABEL, VARIANTS, WORKS, plan
+from benchmarks.overhead_dag import (
+    AGENT,
+    DAG_ID,
+    NAMESPACE,
+    T9K,
+    T9K_TASK_LABEL,
+    VARIANTS,
+    WORKS,
+    client_env,
+    plan,
+    task_lines,
+    write_dag_folder,
+)
 from benchmarks.stats import Figure, percentile
 from t9k_provider.controller.engine.names import LABEL_OWNER_NAME
+from t9k_provider.hooks.job_status import parse_time
 from t9k_provider.local.testing import LocalCluster
 
 SECTION = "7. Per-task overhead against the cncf-kubernetes operators"
-MODES = {False: "non-deferrable", True: "deferrable"}
 #: The T9k task's way, in order: (label, the stamp that ends the step).
 STEPS = (
     ("Airflow task start -> job created (operator start, submit)", "job"),
@@ -45,6 +65,9 @@ STEPS = (
     ("pod Succeeded -> job Succeeded (status propagation)", "job_done"),
     ("job Succeeded -> Airflow task end (detection, log collection, Airflow)", "end"),
 )
+#: Seconds a task may take at most, by work (the wait of the slowest operator included), before a run of
+#: the DAG is given up.
+TASK_BUDGET = {"pass": 60.0, "sleep20": 90.0}
 
 
 class Stamps:
@@ -103,18 +126,17 @@ class Stamps:
         return steps if min(steps) >= 0 else None
 
 
-def work_seconds(work: str, samples: int = 7) -> float:
-    """The work's own time: its command run directly on the host (median wall time)."""
+def work_seconds(work: str) -> list[float]:
+    """The work's own time: its command run directly on the host (wall time, 7 samples; 3 of the sleep)."""
     times = []
-    for _ in range(samples if work == "pass" else 1):
+    for _ in range(7 if work == "pass" else 3):
         began = time.perf_counter()
         subprocess.run([sys.executable, *WORKS[work]], check=True)
         times.append(time.perf_counter() - began)
-    return statistics.median(times)
+    return times
 
 
-def run_dag(cluster: LocalCluster, work_dir: Path, spec: dict[str, Any], timeout: float) -> list[dict]:
-    """One ``dag.test()`` in a fresh Airflow; returns its task lines."""
+def write_spec(cluster: LocalCluster, work_dir: Path, spec: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
     work_dir.mkdir(parents=True, exist_ok=True)
     spec = dict(
         spec, kubeconfig=str(cluster.kubeconfig), base_url=cluster.base_url, token=cluster.token,
@@ -122,48 +144,120 @@ def run_dag(cluster: LocalCluster, work_dir: Path, spec: dict[str, Any], timeout
     )  # fmt: skip
     spec_file = work_dir / "spec.json"
     spec_file.write_text(json.dumps(spec))
-    with open(work_dir / "dag-test.log", "wb") as log:
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.overhead_dag", str(spec_file)],
-            stdout=subprocess.PIPE, stderr=log, timeout=timeout, check=False,
-        )  # fmt: skip
-    lines = [json.loads(x) for x in proc.stdout.decode().splitlines() if x.startswith("{")]
-    tasks = [x for x in lines if "task" in x]
+    return spec_file, spec
+
+
+def checked(tasks: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
     failed = [t["task"] for t in tasks if t["state"] != "success"]
     if failed:
         progress(f"tasks that did not succeed (left out of the figures): {', '.join(failed)}")
-    if proc.returncode != 0 or len(failed) == len(tasks):
-        raise RuntimeError(f"dag.test() of the overhead DAG failed (exit {proc.returncode}); see {log.name}")
+    if not tasks or len(failed) == len(tasks):
+        raise RuntimeError(f"no measured task of the overhead DAG succeeded; see {where}")
     return tasks
+
+
+def run_dag(cluster: LocalCluster, work_dir: Path, spec: dict[str, Any]) -> list[dict]:
+    """One ``dag.test()`` in a fresh Airflow; returns its task lines."""
+    spec_file, spec = write_spec(cluster, work_dir, spec)
+    timeout = 300 + sum(TASK_BUDGET[work] for _, _, work in plan(spec))
+    with open(work_dir / "dag-test.log", "wb") as log:
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchmarks.overhead_dag", str(spec_file)],
+            stdout=subprocess.PIPE, stderr=log, timeout=timeout, check=False, env=os.environ | client_env(),
+        )  # fmt: skip
+    lines = [json.loads(x) for x in proc.stdout.decode().splitlines() if x.startswith("{")]
+    if proc.returncode != 0:
+        raise RuntimeError(f"dag.test() of the overhead DAG failed (exit {proc.returncode}); see {log.name}")
+    return checked([x for x in lines if "task" in x], log.name)
+
+
+def run_deployment(cluster: LocalCluster, work_dir: Path, spec: dict[str, Any]) -> list[dict]:
+    """One run of the DAG in a fresh real deployment; returns its task lines."""
+    spec_file, spec = write_spec(cluster, work_dir, spec)
+    timeout = 300 + 1.5 * sum(TASK_BUDGET[work] for _, _, work in plan(spec))
+    dags = write_dag_folder(work_dir / "dags")
+    env = client_env() | {"T9K_BENCH_SPEC": str(spec_file)}
+    with AirflowDeployment(work_dir / "airflow", dags, cluster.kubeconfig, env=env) as airflow:
+        airflow.wait_for_dags([DAG_ID], timeout=300)
+        run_id = airflow.trigger(DAG_ID)
+        airflow.wait_for_run(DAG_ID, run_id, timeout)
+        logs = airflow.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}"
+        instances = [
+            SimpleNamespace(
+                task_id=ti["task_id"],
+                state=ti["state"],
+                start_date=parse_time(ti["start_date"]),
+                end_date=parse_time(ti["end_date"]),
+            )
+            for ti in airflow.task_instances(DAG_ID, run_id)
+        ]
+    tasks = task_lines(spec, instances)
+    for t in tasks:
+        t["parse"] = parse_seconds(logs / f"task_id={t['task']}")
+    return checked(tasks, str(airflow.logs))
+
+
+def parse_seconds(task_logs: Path) -> float:
+    """What the task's processes spent parsing the DAG file before running it (every task process of Airflow 3
+    parses its DAG file once it has started: once per start, so twice for a deferred task), from the
+    ``dag_file_parse_ms`` of each try's log; 0 when the log does not say (Airflow 2)."""
+    total = 0
+    for log in task_logs.glob("attempt=*.log"):
+        if not re.fullmatch(r"attempt=\d+\.log", log.name):
+            continue  # a trigger's log
+        for line in log.read_text(errors="replace").splitlines():
+            if '"dag_file_parse_ms"' in line:
+                total += int(json.loads(line)["dag_file_parse_ms"])
+    return total / 1000
+
+
+#: The halves, in the order they run: (name in the report, how a run of the DAG is made).
+HALVES: dict[str, Callable[[LocalCluster, Path, dict[str, Any]], list[dict]]] = {
+    "dag.test()": run_dag,
+    "deployment": run_deployment,
+}
 
 
 def summarize(
     tasks: list[dict[str, Any]], work_time: dict[str, float]
-) -> dict[tuple[str, str], dict[str, float]]:
-    """Per (work, variant): overhead median/p90/p10 and requests per task, from one run's task lines."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Per (work, variant), one sample per successful task: overhead, overhead less the task processes' DAG
+    file parse, requests of the Airflow processes, requests of all clients."""
+    out: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(
+        lambda: {"overhead": [], "less_parse": [], "airflow_requests": [], "all_requests": []}
+    )
+    for t in tasks:
+        if t["state"] != "success":
+            continue
+        row = out[(t["work"], t["variant"])]
+        row["overhead"].append(t["end"] - t["start"] - work_time[t["work"]])
+        row["less_parse"].append(t["end"] - t["start"] - work_time[t["work"]] - t.get("parse", 0.0))
+        row["airflow_requests"].append(t["requests"].get(AGENT, 0))
+        row["all_requests"].append(sum(t["requests"].values()))
+    return dict(out)
+
+
+def round_ratios(
+    tasks: list[dict[str, Any]], work_time: float, ours: str, theirs: list[str], less_parse: bool = False
+) -> list[float]:
+    """Per round: our task's overhead over the best of the other variants' overheads in the same round (of
+    those that succeeded); with ``less_parse``, each overhead less its task processes' DAG file parse."""
+    by_round: dict[str, dict[str, float]] = defaultdict(dict)
     for t in tasks:
         if t["state"] == "success":
-            groups[(t["work"], t["variant"])].append(t)
-    out = {}
-    for key, group in groups.items():
-        overheads = [t["end"] - t["start"] - work_time[key[0]] for t in group]
-        out[key] = {
-            "median": statistics.median(overheads),
-            "p90": percentile(overheads, 90),
-            "p10": percentile(overheads, 10),
-            "airflow_requests": statistics.median(t["requests"].get(AGENT, 0) for t in group),
-            "all_requests": statistics.median(sum(t["requests"].values()) for t in group),
-        }
-    return out
+            parse = t.get("parse", 0.0) if less_parse else 0.0
+            by_round[t["task"].split("_", 1)[0]][t["variant"]] = t["end"] - t["start"] - work_time - parse
+    return [
+        r[ours] / min(r[v] for v in theirs if v in r)
+        for r in by_round.values()
+        if ours in r and any(v in r for v in theirs)
+    ]
 
 
 def measure(
-    work: Path, runs: int, rounds: int, works: tuple[str, ...], variants: tuple[str, ...] = tuple(VARIANTS)
+    work: Path, rounds: dict[str, int], works: tuple[str, ...], variants: tuple[str, ...] = tuple(VARIANTS)
 ) -> list[Figure]:
-    per_run: list[dict[tuple[str, str], dict[str, float]]] = []
-    steps: dict[str, list[list[float]]] = defaultdict(list)  # variant -> per run, median seconds per step
-    work_times: list[dict[str, float]] = []
+    out: list[Figure] = []
     with LocalCluster(work / "overhead-cluster", controller=True) as cluster:
         stamps = Stamps()
         jobs = Watch(cluster, f"/apis/batch.tensorstack.dev/v1beta1/namespaces/{NAMESPACE}/genericjobs",
@@ -173,78 +267,87 @@ def measure(
             w.start()
             w.ready.wait(10)
         try:
-            for run in range(runs):
+            for half, run in HALVES.items():
                 stamps.clear()
-                work_time = {w: work_seconds(w) for w in works}
+                load = machine.load_average()
+                work_samples = {w: work_seconds(w) for w in works}
                 spec = {"variants": list(variants), "works": list(works), "rounds": rounds}
-                per_task = 40.0 + (25.0 if "sleep20" in works else 0.0)
-                tasks = run_dag(cluster, work / f"overhead-{run}", spec, 300 + per_task * len(plan(spec)))
-                per_run.append(summarize(tasks, work_time))
-                work_times.append(work_time)
-                for variant in variants:
-                    if VARIANTS[variant][0] != "GenericJobOperator":
-                        continue
-                    ours = [
-                        t
+                half_dir = work / f"overhead-{half.strip('()').replace('.', '-')}"
+                tasks = run(cluster, half_dir, spec)
+                (half_dir / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+                load += f" at its start, {machine.load_average()} at its end"
+                steps = {
+                    variant: [
+                        row
                         for t in tasks
                         if (t["variant"], t["work"], t["state"]) == (variant, "pass", "success")
+                        and (row := stamps.steps(t["task"], t["start"], t["end"])) is not None
                     ]
-                    rows = [stamps.steps(t["task"], t["start"], t["end"]) for t in ours]
-                    complete = [r for r in rows if r is not None]
-                    if complete:
-                        steps[variant].append([statistics.median(col) for col in zip(*complete, strict=True)])
-                progress(f"overhead run {run + 1}/{runs} done ({len(tasks)} tasks)")
+                    for variant in variants
+                    if VARIANTS[variant].operator == T9K
+                }
+                out += figures(half, tasks, work_samples, steps, works, variants, load)
+                progress(f"overhead, {half}: done ({len(tasks)} tasks)")
         finally:
             jobs.stop()
             pods.stop()
-    return figures(per_run, steps, work_times, rounds, works, variants)
+    return out
 
 
 def figures(
-    per_run: list[dict[tuple[str, str], dict[str, float]]],
+    half: str,
+    tasks: list[dict[str, Any]],
+    work_samples: dict[str, list[float]],
     steps: dict[str, list[list[float]]],
-    work_times: list[dict[str, float]],
-    rounds: int,
     works: tuple[str, ...],
     variants: tuple[str, ...],
+    load: str,
 ) -> list[Figure]:
+    """One half's figures; each over its tasks (median, min-max, and the p90 in the name). ``load``: the
+    machine's load average during the half, noted on its first figure."""
+    work_time = {w: statistics.median(samples) for w, samples in work_samples.items()}
+    rows = summarize(tasks, work_time)
     out: list[Figure] = []
     for work in works:
-        label = "`python3 -c pass`" if work == "pass" else "a 20 s sleep"
-        out.append(Figure(SECTION, f"{label}: the work's own time, run directly", "s",
-                          [w[work] for w in work_times], digits=3))  # fmt: skip
+        label = f"{half}, " + ("`python3 -c pass`" if work == "pass" else "a 20 s sleep")
+        out.append(Figure(SECTION, f"{label}: the work's own time, run directly", "s", work_samples[work],
+                          note=f"load average {load}", digits=3))  # fmt: skip
         for variant in variants:
-            operator, deferrable = VARIANTS[variant]
-            name = f"{label}, {operator}, {MODES[deferrable]}"
-            target = ("<=", 1.0) if operator == "GenericJobOperator" else None
-            rows = [r[(work, variant)] for r in per_run]
-            out += [
-                Figure(SECTION, f"{name}: overhead, median of {rounds} tasks", "s",
-                       [r["median"] for r in rows], target, digits=2, zero_ok=True),
-                Figure(SECTION, f"{name}: overhead, p90", "s", [r["p90"] for r in rows], digits=2,
-                       zero_ok=True),
-                Figure(SECTION, f"{name}: overhead, p90 - p10 within a run", "s",
-                       [r["p90"] - r["p10"] for r in rows], digits=2, zero_ok=True),
-                Figure(SECTION, f"{name}: API requests per task by the Airflow process", "requests",
-                       [r["airflow_requests"] for r in rows], digits=0),
-                Figure(SECTION, f"{name}: API requests per task, all clients (controller, kubelet...)",
-                       "requests", [r["all_requests"] for r in rows], digits=0),
-            ]  # fmt: skip
-        for deferrable, mode in MODES.items():
-            ours = [v for v in variants if VARIANTS[v] == ("GenericJobOperator", deferrable)]
-            theirs = [
-                v for v in variants if VARIANTS[v][0] != "GenericJobOperator" and VARIANTS[v][1] == deferrable
-            ]
-            if not ours or not theirs:
+            if (work, variant) not in rows:
                 continue
-            ratios = [
-                r[(work, ours[0])]["median"] / min(r[(work, v)]["median"] for v in theirs) for r in per_run
-            ]
-            name = f"{label}, {mode}: T9k overhead / best cncf operator's (same run)"
-            out.append(Figure(SECTION, name, "x", ratios, ("<=", 0.2), digits=2))
-    for variant, per_step in steps.items():
-        operator, deferrable = VARIANTS[variant]
+            v, row = VARIANTS[variant], rows[(work, variant)]
+            name = f"{label}, {v.title}"
+            target = ("<=", 1.0) if v.operator == T9K and not v.defer_at_once else None
+            overhead = row["overhead"]
+            lost = sum(t["state"] != "success" for t in tasks if (t["work"], t["variant"]) == (work, variant))
+            note = f"p90 {percentile(overhead, 90):.2f} s" + (f"; {lost} more failed, left out" * bool(lost))
+            out.append(Figure(SECTION, f"{name}: overhead per task ({len(overhead)} tasks)", "s", overhead,
+                              target, note=note, digits=2, zero_ok=True))  # fmt: skip
+            if any(t.get("parse") for t in tasks):
+                out.append(Figure(SECTION, f"{name}: overhead less the task processes' DAG file parse", "s",
+                                  row["less_parse"], digits=2, zero_ok=True))  # fmt: skip
+            out += [
+                Figure(SECTION, f"{name}: API requests per task by the Airflow processes", "requests",
+                       row["airflow_requests"], digits=0),
+                Figure(SECTION, f"{name}: API requests per task, all clients (controller, kubelet...)",
+                       "requests", row["all_requests"], digits=0),
+            ]  # fmt: skip
+        for deferrable in (False, True):
+            mode = [v for v in variants if VARIANTS[v].deferrable == deferrable]
+            theirs = [v for v in mode if VARIANTS[v].operator != T9K]
+            for ours in (v for v in mode if VARIANTS[v].operator == T9K):
+                same_work = [t for t in tasks if t["work"] == work]
+                ratios = round_ratios(same_work, work_time[work], ours, theirs)
+                if not theirs or not ratios:
+                    continue
+                target = None if VARIANTS[ours].defer_at_once else ("<=", 0.2)
+                name = f"{label}, {VARIANTS[ours].title}: T9k overhead / best cncf operator's, per round"
+                out.append(Figure(SECTION, name, "x", ratios, target, digits=2))
+                if any(t.get("parse") for t in tasks):
+                    less = round_ratios(same_work, work_time[work], ours, theirs, less_parse=True)
+                    out.append(Figure(SECTION, f"{name}, each less its DAG file parse", "x", less, digits=2))
+    for variant, per_task in steps.items():
         for i, (step, _) in enumerate(STEPS):
-            out.append(Figure(SECTION, f"{operator} {MODES[deferrable]}, `python3 -c pass`: {step}", "s",
-                              [run[i] for run in per_step], digits=3, zero_ok=True))  # fmt: skip
+            out.append(Figure(SECTION, f"{half}, {VARIANTS[variant].title}, `python3 -c pass`: {step}", "s",
+                              [row[i] for row in per_task], digits=3, zero_ok=True))  # fmt: skip
     return out

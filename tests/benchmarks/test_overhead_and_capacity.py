@@ -2,17 +2,68 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from benchmarks.controller_capacity import HISTOGRAM, histogram_percentile
-from benchmarks.overhead_dag import AGENT, plan
-from benchmarks.task_overhead import STEPS, Stamps, summarize
+from benchmarks.overhead_dag import AGENT, client_env, plan
+from benchmarks.task_overhead import STEPS, Stamps, parse_seconds, round_ratios, summarize
 
 
 def test_every_round_runs_each_variant_once_in_a_rotated_order() -> None:
-    spec = {"variants": ["a", "b", "c"], "works": ["pass"], "rounds": 4}
+    spec = {"variants": ["a", "b", "c"], "works": ["pass"], "rounds": {"pass": 4}}
     order = plan(spec)
     assert len(order) == 12 and len({task for task, _, _ in order}) == 12
     rounds = [[variant for _, variant, _ in order[i : i + 3]] for i in range(0, 12, 3)]
     assert rounds == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+
+
+def test_a_work_with_fewer_rounds_stops_taking_part_after_them() -> None:
+    spec = {"variants": ["a", "b"], "works": ["pass", "sleep20"], "rounds": {"pass": 3, "sleep20": 1}}
+    order = [(variant, work) for _, variant, work in plan(spec)]
+    assert order == [
+        ("a", "pass"), ("b", "pass"), ("a", "sleep20"), ("b", "sleep20"),
+        ("b", "pass"), ("a", "pass"),  # rotated by one per round
+        ("a", "pass"), ("b", "pass"),
+    ]  # fmt: skip
+    assert plan(spec)[0][0] == "r0_a_pass"
+
+
+def test_the_ratio_is_taken_within_each_round_against_the_best_other_variant() -> None:
+    def task(r: int, variant: str, seconds: float, state: str = "success") -> dict:
+        return {
+            "task": f"r{r}_{variant}_pass",
+            "variant": variant,
+            "start": 0.0,
+            "end": seconds,
+            "state": state,
+        }
+
+    tasks = [task(0, "t9k", 1.1), task(0, "pod", 5.1), task(0, "job", 10.1)]
+    tasks += [task(1, "t9k", 2.1), task(1, "pod", 4.1), task(1, "job", 3.1)]
+    tasks += [task(2, "t9k", 0.6), task(2, "pod", 5.1, state="failed"), task(2, "job", 10.1)]
+    tasks += [task(3, "t9k", 0.6, state="failed"), task(3, "pod", 5.1), task(3, "job", 10.1)]
+    ratios = round_ratios(tasks, 0.1, "t9k", ["pod", "job"])
+    # round 2: the best of those that succeeded; round 3: ours failed, no ratio
+    assert [round(r, 6) for r in ratios] == [0.2, round(2.0 / 3.0, 6), 0.05]
+    for t in tasks:
+        t["parse"] = 0.5
+    less = round_ratios(tasks, 0.1, "t9k", ["pod", "job"], less_parse=True)
+    assert [round(r, 6) for r in less] == [round(0.5 / 4.5, 6), 0.6, 0.0]
+
+
+def test_the_parse_time_is_read_from_each_try_s_log_and_not_from_the_trigger_s(tmp_path: Path) -> None:
+    logs = tmp_path / "task_id=r0_t9k_pass"
+    logs.mkdir()
+    line = {"event": "Worker startup parse complete", "dag_file_parse_ms": 1200}
+    (logs / "attempt=1.log").write_text(f'{{"event": "x"}}\n{json.dumps(line)}\n')
+    (logs / "attempt=1.log.trigger.2.log").write_text(json.dumps(dict(line, dag_file_parse_ms=999)) + "\n")
+    (logs / "attempt=2.log").write_text(json.dumps(dict(line, dag_file_parse_ms=300)) + "\n")
+    assert parse_seconds(logs) == 1.5
+    assert parse_seconds(tmp_path / "task_id=none") == 0.0
 
 
 def test_overhead_is_wall_time_minus_the_works_own_time_and_requests_are_the_airflow_clients() -> None:
@@ -31,10 +82,9 @@ def test_overhead_is_wall_time_minus_the_works_own_time_and_requests_are_the_air
     tasks = [task("t9k", s, 9, 14) for s in (1.1, 1.3, 1.2, 5.1)] + [task("cncf-pod", 5.1, 14, 7), failed]
     result = summarize(tasks, {"pass": 0.1})
     t9k = result[("pass", "t9k")]
-    assert round(t9k["median"], 6) == 1.15  # (1.0 + 1.1 + 1.2 + 5.0) -> median of 1.0, 1.1, 1.2, 5.0
-    assert round(t9k["p90"], 6) == 5.0 and round(t9k["p10"], 6) == 1.0
-    assert (t9k["airflow_requests"], t9k["all_requests"]) == (9, 23)
-    assert result[("pass", "cncf-pod")]["airflow_requests"] == 14
+    assert [round(x, 6) for x in t9k["overhead"]] == [1.0, 1.2, 1.1, 5.0]  # the failed task is left out
+    assert (t9k["airflow_requests"], t9k["all_requests"]) == ([9] * 4, [23] * 4)
+    assert result[("pass", "cncf-pod")]["airflow_requests"] == [14]
 
 
 def test_the_t9k_tasks_steps_follow_the_watch_stamps_in_order() -> None:
@@ -71,3 +121,33 @@ def test_stamps_out_of_order_or_from_an_earlier_run_give_no_steps() -> None:
     assert stamps.steps("t1", start=10.0, end=14.0) is None  # the stamps predate the task: another run's
     stamps.clear()
     assert stamps.steps("t1", start=0.0, end=4.0) is None
+
+
+CLIENTS = """
+import asyncio
+import kubernetes.client
+import kubernetes_asyncio.client
+
+async def agent():
+    async with kubernetes_asyncio.client.ApiClient() as client:
+        return client.user_agent
+
+print(kubernetes.client.ApiClient().user_agent)
+print(asyncio.run(agent()))
+"""
+
+
+def test_every_kubernetes_client_of_a_process_started_with_the_client_env_sends_the_agent() -> None:
+    """Set from interpreter start (a triggerer parses no DAG file), for the sync and the async client."""
+
+    def agents(env: dict[str, str]) -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-c", CLIENTS], env=env, capture_output=True, text=True, timeout=120, check=True
+        )
+        return proc.stdout.split()
+
+    assert agents(os.environ | client_env()) == [AGENT, AGENT]
+    untagged = agents(
+        os.environ | {"PYTHONPATH": client_env()["PYTHONPATH"]}
+    )  # the folder alone changes nothing
+    assert len(untagged) == 2 and AGENT not in untagged

@@ -90,12 +90,15 @@ def test_quick_run_of_every_benchmark(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(900)
 def test_quick_run_of_the_per_task_overhead(tmp_path: Path) -> None:
-    """Every operator variant once under dag.test() on one local cluster, through the real command."""
+    """Every operator variant once under dag.test() and once in a real deployment on one local cluster,
+    through the real command."""
     text = quick_report(tmp_path, "overhead")
-    for operator in ("GenericJobOperator", "KubernetesJobOperator", "KubernetesPodOperator"):
-        assert f"`python3 -c pass`, {operator}, deferrable: overhead, median of 1 tasks" in text
-        assert f"`python3 -c pass`, {operator}, non-deferrable: API requests per task by the Airflow" in text
-    assert "job Succeeded -> Airflow task end" in text
+    for half in ("dag.test()", "deployment"):
+        for operator in ("GenericJobOperator", "KubernetesJobOperator", "KubernetesPodOperator"):
+            assert f"{half}, `python3 -c pass`, {operator}, deferrable: overhead per task (1 tasks)" in text
+            assert f"{half}, `python3 -c pass`, {operator}, non-deferrable: API requests per task by" in text
+        assert f"{half}, GenericJobOperator, deferrable, wait_before_defer=0, `python3 -c pass`: job " in text
+        assert f"{half}, `python3 -c pass`, GenericJobOperator, deferrable: T9k overhead / best cncf" in text
 
 
 @pytest.mark.timeout(900)
