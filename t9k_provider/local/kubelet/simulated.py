@@ -78,8 +78,8 @@ class SimulatedKubelet:
 
         inits = []
         for c in spec.get("initContainers") or []:
-            done = Attempt(n=0, running=False, exit_code=0, started_at=start, finished_at=start)
-            inits.append(ContainerView(spec=c, attempts=[done]))
+            finished = Attempt(n=0, running=False, exit_code=0, started_at=start, finished_at=start)
+            inits.append(ContainerView(spec=c, attempts=[finished]))
         mains = [view(c) for c in spec["containers"]]
         status = pod_status(
             pod,
