@@ -182,8 +182,12 @@ async def test_simulated_mode(bare_cluster: LocalCluster) -> None:
         annotations = {"t9k.local/simulate-exit-code": "3", "t9k.local/simulate-after": "1"}
         ends = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ends", "annotations": annotations},
                 "spec": {"containers": [{"name": "m", "image": "x"}]}}  # fmt: skip
+        with_init = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "with-init"},
+                     "spec": {"initContainers": [{"name": "i", "image": "x"}],
+                              "containers": [{"name": "m", "image": "x"}]}}  # fmt: skip
         await core.create_namespaced_pod(ns, forever)
         await core.create_namespaced_pod(ns, ends)
+        await core.create_namespaced_pod(ns, with_init)
 
         def phase(name: str, want: str) -> Callable[[], Any]:
             async def probe() -> Any:
@@ -199,6 +203,9 @@ async def test_simulated_mode(bare_cluster: LocalCluster) -> None:
         assert done.status.container_statuses[0].state.terminated.exit_code == 3
         await asyncio.sleep(0.5)
         assert (await core.read_namespaced_pod("forever", ns)).status.phase == "Running"
+        # Finished init containers leave the main container running, without an annotation to end it.
+        assert (await core.read_namespaced_pod("with-init", ns)).status.phase == "Running"
+        await core.delete_namespaced_pod("with-init", ns)
         assert not list((bare_cluster.state_dir / "pods").glob(f"{ns}_*"))  # no processes, no pod dirs
         await core.delete_namespaced_pod("forever", ns)
 
