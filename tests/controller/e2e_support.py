@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,6 @@ from t9k_provider.controller.runtime.reconciler import Reconciler
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
 from t9k_provider.kube.api import KubeApi, ResourceType
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
-from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
-from t9k_provider.local.node.events import NODE_NAME
 
 NS = "default"
 
@@ -121,16 +118,6 @@ class Jobs:
     def condition(self, kind: str, name: str, ctype: str) -> dict[str, Any] | None:
         conditions = (self.get(kind, name).get("status") or {}).get("conditions") or []
         return next((c for c in conditions if c.get("type") == ctype), None)
-
-    def limits_enforced(self, timeout: float = 30) -> bool:
-        """Does the node's kubelet enforce resource limits? It says so on the Node once it has started."""
-        deadline = time.monotonic() + timeout
-        while True:
-            annotations = self.core.read_node(NODE_NAME).metadata.annotations or {}
-            verdict = annotations.get(RESOURCE_LIMITS_ANNOTATION)
-            if verdict is not None or time.monotonic() > deadline:
-                return (verdict or "").startswith("enforced")
-            time.sleep(0.2)
 
     def pods(self, job_name: str) -> list[client.V1Pod]:
         selector = f"tensorstack.dev/owner-name={job_name}"

@@ -19,7 +19,7 @@ from controller_process import ControllerProcess, wait_for
 from e2e_support import NS, TERMINAL, Jobs, PodRecorder, job, template
 from kubernetes import client
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.local.testing import LocalCluster, require_limits
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -216,11 +216,12 @@ def test_exitcode_137_restarts_until_backoff_limit_then_fails(
     assert cond(obj, "Failed")["status"] == "True"
 
 
-def test_exitcode_retries_an_oom_killed_replica_and_names_it(jobs: Jobs) -> None:
+def test_exitcode_retries_an_oom_killed_replica_and_names_it(
+    env: tuple[LocalCluster, ControllerProcess, Jobs], jobs: Jobs
+) -> None:
     """Past limits.memory the OOM killer ends the replica (137, OOMKilled): ExitCode retries it up to
-    backoffLimit, and the Failed condition says what killed it."""
-    if not jobs.limits_enforced():
-        pytest.skip("this machine has no writable cgroups: the kubelet cannot enforce limits")
+    backoffLimit, and the Failed condition says what killed it. Skips without cgroups, fails so on CI."""
+    require_limits(env[0].limits_verdict())
     allocate = f"{PY} -c 'b = bytearray(200 * 1024 * 1024); print(len(b))'"
     limits = {"limits": {"memory": "64Mi"}}
     jobs.create(job("PyTorchTrainingJob", "pj-oom", {

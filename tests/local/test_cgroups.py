@@ -13,6 +13,7 @@ import pytest
 
 from t9k_provider.local.kubelet import cgroups
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups, Limits
+from t9k_provider.local.testing import unavailable
 
 LIMITED = {
     "name": "main",
@@ -231,7 +232,7 @@ def test_oom_kills_and_cpu_usage_from_the_kernel_files(tmp_path: Path) -> None:
 def real(tmp_path: Path) -> Iterator[KubeletCgroups]:
     found, why = cgroups.detect(tmp_path / "state")
     if found is None:
-        pytest.skip(f"no writable cgroups here: {why}")
+        unavailable("writable cgroups", why)
     yield found
     found.remove()
     assert not any(base.exists() for base in found.bases.values())
@@ -285,7 +286,7 @@ def test_cpu_limit_gives_about_the_quota(real: KubeletCgroups) -> None:
 def test_leftovers_of_a_kubelet_are_removed_with_what_runs_in_them(tmp_path: Path) -> None:
     found, why = cgroups.detect(tmp_path / "state")
     if found is None:
-        pytest.skip(f"no writable cgroups here: {why}")
+        unavailable("writable cgroups", why)
     dirs = found.create_container(pod("uid-left", UNLIMITED), UNLIMITED, 0)
     proc = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: cgroups.join(dirs))
     try:

@@ -16,10 +16,8 @@ from kubernetes.client.rest import ApiException
 
 from t9k_provider.local import poddir
 from t9k_provider.local.kubelet import cgroups
-from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
-from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.local.poddir import PodDir
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.local.testing import LocalCluster, require_limits
 
 pytestmark = pytest.mark.cluster
 
@@ -1027,21 +1025,6 @@ def test_startup_probe_holds_liveness_until_the_container_listens(
 # -- resource limits (cgroups)
 
 
-def require_limits(core: client.CoreV1Api) -> None:
-    """Skip unless the kubelet enforces limits here (it says so on the Node once it has started)."""
-    node = wait_for(
-        "the kubelet's verdict on limits",
-        lambda: (
-            (n := core.read_node(NODE_NAME)).metadata.annotations
-            and RESOURCE_LIMITS_ANNOTATION in n.metadata.annotations
-            and n
-        ),
-    )
-    verdict = node.metadata.annotations[RESOURCE_LIMITS_ANNOTATION]
-    if verdict.startswith("not enforced"):
-        pytest.skip(f"the kubelet runs without limits here ({verdict})")
-
-
 def attempt_cgroups(cluster: LocalCluster, pod: client.V1Pod, container: str, n: int = 0) -> list[str]:
     """The cgroup directories the kubelet gave an attempt (its shim spec names them)."""
     meta = {"namespace": pod.metadata.namespace, "name": pod.metadata.name, "uid": pod.metadata.uid}
@@ -1050,7 +1033,7 @@ def attempt_cgroups(cluster: LocalCluster, pod: client.V1Pod, container: str, n:
 
 
 def test_memory_limit_ends_in_oom_killed(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
-    require_limits(core)
+    require_limits(cluster.limits_verdict())  # skips without cgroups, fails so on CI
     hog = c(
         "main",
         "b = bytearray(200 * 1024 * 1024); print('survived')",
@@ -1078,7 +1061,7 @@ def test_memory_limit_ends_in_oom_killed(cluster: LocalCluster, core: client.Cor
 def test_cpu_limit_gives_about_the_quota(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
     """limits.cpu 200m: about 0.2 CPU per CFS period, as the kernel counts it in cpu.stat (not by a clock);
     the pod's cgroups go with the pod."""
-    require_limits(core)
+    require_limits(cluster.limits_verdict())  # skips without cgroups, fails so on CI
     spin = c("main", "while True: pass", resources={"limits": {"cpu": "200m"}})
     core.create_namespaced_pod(ns, pod_manifest("spin", [spin]))
     pod = wait_for("spin running", phase_is(core, "spin", ns, "Running"))
@@ -1098,7 +1081,7 @@ def test_non_root_container_and_its_exec_run_in_the_attempts_cgroup(
 ) -> None:
     """Joining a cgroup needs the kubelet's privileges: the shim and exec join it before they drop to the
     container's user, so both a runAsUser container and an exec probe in it run limited."""
-    require_limits(core)
+    require_limits(cluster.limits_verdict())  # skips without cgroups, fails so on CI
     script = (
         "import os, time\n"
         "open('/data/cgroup', 'w').write(open('/proc/self/cgroup').read())\n"

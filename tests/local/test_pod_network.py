@@ -12,10 +12,15 @@ from pathlib import Path
 import pytest
 
 from t9k_provider.local.kubelet import network
+from t9k_provider.local.testing import unavailable
 
-pytestmark = pytest.mark.skipif(
-    not network.namespaces_available(), reason="pod network namespaces need root, `ip` and `unshare`"
-)
+
+@pytest.fixture(autouse=True, scope="module")
+def _namespaces() -> None:
+    """Skip without network namespaces, but fail under CI as root, where they must exist."""
+    if not network.namespaces_available():
+        unavailable("pod network namespaces", "they need root, `ip` and `unshare`")
+
 
 GONE_MAC = "02:00:5e:00:00:01"  # a locally administered address no bridge port has
 
