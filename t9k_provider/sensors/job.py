@@ -3,6 +3,11 @@
 Succeeded -> success; Failed -> ``AirflowFailException`` with the controller's reason; Paused and Unknown keep
 the sensor waiting unless ``paused_timeout``/``unknown_timeout`` bound them. The sensor's own ``timeout``
 applies as usual.
+
+Kill and timeout paths load nothing: ``on_kill`` only records the kill (the sensor never owns the job, so
+there is nothing to stop), and the timeouts are Airflow's own or an event the trigger already built; what a
+poke needs is imported and built by the first poke, before the wait. A killed sensor fails rather than
+reporting a success it read after the kill (Airflow 3's SIGTERM handler returns into the poke).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class T9kJobSensor(BaseSensorOperator):
         self.unknown_timeout = seconds(unknown_timeout, "unknown_timeout")
         self.deferrable = deferrable
         self._first_seen: dict[str, float] = {}
+        self._killed = False
 
     @cached_property
     def hook(self) -> T9kHook:
@@ -88,12 +94,23 @@ class T9kJobSensor(BaseSensorOperator):
 
         return WaitLimits(paused_timeout=self.paused_timeout, unknown_timeout=self.unknown_timeout)
 
+    def on_kill(self) -> None:
+        """Only remember the kill: it runs in a signal handler, and the job is not the sensor's to stop."""
+        self._killed = True
+
+    def _raise_if_killed(self) -> None:
+        if self._killed:
+            raise AirflowException(f"task killed while waiting for job {self.name} (the job is left alone)")
+
     def execute(self, context: Any) -> Any:
+        result = None
         if not self.deferrable:
-            return super().execute(context)
-        if not self.poke(context):
+            result = super().execute(context)
+        elif not self.poke(context):
+            self._raise_if_killed()  # killed after the poke: no trigger to wait in
             self._defer()
-        return None
+        self._raise_if_killed()  # a kill as the last poke concluded
+        return result
 
     def _defer(self) -> None:
         from t9k_provider.triggers.job import T9kJobTrigger
@@ -119,10 +136,12 @@ class T9kJobSensor(BaseSensorOperator):
         from t9k_provider.hooks import job_status
         from t9k_provider.hooks.errors import classify
 
+        self._raise_if_killed()
         try:
             job = self.hook.get_job(self.plural, self._namespace(), self.name)
         except ApiException as exc:
             raise classify(exc, f"read {self.kind} {self.name}") from exc
+        self._raise_if_killed()  # killed while it read: what it read no longer decides
         state = job_status.outcome(job)
         self.log.info("job %s/%s phase %s", self._namespace(), self.name, job_status.phase(job) or "unset")
         if state == "succeeded":
@@ -137,6 +156,9 @@ class T9kJobSensor(BaseSensorOperator):
         return False
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> None:
+        """Decide from the event alone: it imports, builds and reads nothing (this is also the timeout path
+        when the trigger's own limit fired)."""
+        self._raise_if_killed()
         status = event.get("status")
         if status == "succeeded":
             return
