@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +11,24 @@ from typing import Any
 import pytest
 
 from t9k_provider.local.testing import LocalCluster
+
+
+@pytest.fixture(scope="session")
+def kubectl_binary() -> str:
+    """kubectl's path, for every test that runs it (``pytest.mark.usefixtures("kubectl_binary")``).
+
+    A developer machine without kubectl skips those tests; under ``CI=true`` they fail instead, since the
+    project's CI image always carries kubectl 1.32 and a silent skip there would hide a broken image. Session
+    scope makes the verdict come before any module fixture starts a cluster for nothing.
+    """
+    path = shutil.which("kubectl")
+    if path is not None:
+        return path
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(
+            "kubectl is not on PATH but CI=true: the CI image must provide kubectl 1.32", pytrace=False
+        )
+    pytest.skip("kubectl is not installed (under CI=true this fails)")
 
 
 @pytest.fixture(scope="module")

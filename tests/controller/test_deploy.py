@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -57,16 +56,13 @@ def test_built_in_objects_match_the_kubernetes_schema(doc: dict[str, Any]) -> No
     assert api.sanitize_for_serialization(model) == doc
 
 
-def test_kustomization_lists_every_manifest_and_builds() -> None:
+def test_kustomization_lists_every_manifest_and_builds(kubectl_binary: str) -> None:
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     listed = set(kustomization["resources"])
     on_disk = {str(p.relative_to(DEPLOY)) for p in DEPLOY.rglob("*.yaml") if p.name != "kustomization.yaml"}
     assert listed == on_disk
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.fail("kubectl is required on PATH for this check")
     built = subprocess.run(
-        [kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60, check=True
+        [kubectl_binary, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60, check=True
     ).stdout
     kinds = [d["kind"] for d in yaml.safe_load_all(built) if d]
     assert kinds.count("CustomResourceDefinition") == len(KINDS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 import time
@@ -13,7 +12,7 @@ import yaml
 
 from t9k_provider.local.testing import LocalCluster
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = pytest.mark.usefixtures("kubectl_binary")
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -73,7 +72,7 @@ def _refs(node: object) -> list[str]:
     return []
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.usefixtures("kubectl_binary")
 @pytest.mark.parametrize(
     ("target", "expected"),
     [

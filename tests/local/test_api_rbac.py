@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -504,7 +503,7 @@ def test_kubernetes_asyncio_with_a_service_account_token(
 # -- kubectl -----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.usefixtures("kubectl_binary")
 def test_kubectl_whoami_and_can_i(
     cluster: LocalCluster, rbac: client.RbacAuthorizationV1Api, tmp_path: Path
 ) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -77,7 +76,7 @@ def test_up_after_a_crash_cleans_the_stale_pid_file_and_keeps_the_port(state_dir
     assert new_pid != pid and new_port == port
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.usefixtures("kubectl_binary")
 def test_fresh_cluster_is_ready_for_t9k_jobs(state_dir: Path, tmp_path: Path) -> None:
     up = t9k_local("up", "--state-dir", str(state_dir), "--no-controller", "--no-node-agents")
     assert up.returncode == 0, up.stderr

@@ -65,7 +65,10 @@ class Flink:
 
 
 def test_a_machine_without_flink_stops_the_cluster_saying_what_to_install(
-    local_cluster_factory: Callable[..., LocalCluster], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    local_cluster_factory: Callable[..., LocalCluster],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    kubectl_binary: str,
 ) -> None:
     monkeypatch.setenv("FLINK_HOME", str(tmp_path))  # the node agents inherit it: no flink-dist jar there
     flink = Flink(local_cluster_factory())
@@ -77,7 +80,7 @@ def test_a_machine_without_flink_stops_the_cluster_saying_what_to_install(
     assert "pip install apache-flink-libraries" in ready["message"]
     assert flink.pods("nojars") == {}
     table = subprocess.run(
-        ["kubectl", "--kubeconfig", str(flink.cluster.kubeconfig), "get", "flinkclusters"],
+        [kubectl_binary, "--kubeconfig", str(flink.cluster.kubeconfig), "get", "flinkclusters"],
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout.split()  # fmt: skip
     assert table[:7] == ["NAME", "VERSION", "STATE", "AGE", "nojars", "2.3", "Stopped"]

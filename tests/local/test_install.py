@@ -7,7 +7,6 @@ status updates."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from t9k_provider.local.testing import LocalCluster
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.timeout(480),
-    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+    pytest.mark.usefixtures("kubectl_binary"),
 ]
 
 WHOAMI = (

@@ -5,7 +5,6 @@ completion, and the apps/v1 tables."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +14,7 @@ import pytest
 
 from t9k_provider.local.testing import LocalCluster
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = pytest.mark.usefixtures("kubectl_binary")
 
 
 @pytest.fixture(scope="module")

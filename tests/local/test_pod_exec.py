@@ -6,7 +6,6 @@ import base64
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -24,7 +23,7 @@ from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+    pytest.mark.usefixtures("kubectl_binary"),
 ]
 NEEDS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="container namespaces need root")
 

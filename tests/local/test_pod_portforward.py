@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from t9k_provider.local.testing import LocalCluster
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+    pytest.mark.usefixtures("kubectl_binary"),
 ]
 POD_PORT = 18080
 BIG = bytes(range(256)) * 16 * 1024  # 4 MiB: far past SPDY's 64 KiB initial window
