@@ -65,9 +65,9 @@ test-airflow2: $(AF2_STAMP)
 demo: env
 	env -u PYTHONDONTWRITEBYTECODE $(PY) scripts/demo.py
 
-# Benchmarks side by side with their baselines (about 20 min on 2 cores); rewrites docs/benchmarks.md. The heavy
-# parts run only when named: .venv/bin/python -m benchmarks --only overhead | --only scale-full | --only failover
-# | --only demo | --only triggerer.
+# Benchmarks side by side with their baselines (about 14 min on 2 cores); rewrites docs/benchmarks.md. The heavy
+# parts run only when named: .venv/bin/python -m benchmarks --only livelogs | overhead | scale | scale-full |
+# failover | demo | triggerer.
 bench: env
 	$(PY) -m benchmarks
 

@@ -310,9 +310,10 @@ def render(
     ]
     lines += [
         "",
-        "To regenerate on a quiet machine: `make bench` runs sections 1-6 and 8 (about 20 minutes); the "
-        "heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks --only overhead` "
-        "(section 7; 17 minutes at a load average of 4-8; `--long-tasks` adds 20 s tasks), `--only "
+        "To regenerate on a quiet machine: `make bench` runs sections 1-5 (14 minutes at a load average "
+        "below 2); the heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks "
+        "--only livelogs` (section 6; 4 minutes), `--only overhead` (section 7; 17 minutes at a load "
+        "average of 4-8; `--long-tasks` adds 20 s tasks), `--only scale` (section 8; 13 minutes), `--only "
         "scale-full` (section 9; about 35 minutes at that load), `--only failover` (section 10; 4 minutes "
         "at a load average of 4-7), `--only demo` (section 11, `make demo` timed; about 3 minutes, needs "
         "root) and `--only triggerer` (section 12; about 21 minutes). Any section can be re-run alone with "
