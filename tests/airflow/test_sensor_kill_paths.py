@@ -20,24 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_kill_paths import SLEEPER as JOB
 
 from t9k_provider.local.testing import LocalCluster
 
 pytestmark = pytest.mark.timeout(120)
-
-JOB = {
-    "apiVersion": "batch.tensorstack.dev/v1beta1",
-    "kind": "GenericJob",
-    "spec": {
-        "replicaSpecs": [
-            {
-                "type": "worker",
-                "replicas": 1,
-                "template": {"spec": {"containers": [{"name": "main", "image": "python:3.11"}]}},
-            }
-        ]
-    },
-}
 
 #: Runs in a fresh interpreter: argv = case, flavour (returns | raises: how the SIGTERM handler ends), job.
 SENSOR_TASK = r"""
