@@ -69,23 +69,30 @@ def quick_report(tmp_path: Path, *only: str) -> str:
 
 @pytest.mark.timeout(900)
 def test_quick_run_of_every_benchmark(tmp_path: Path) -> None:
-    """Every benchmark in a tiny configuration, through the real command; the report has all sections."""
+    """What `make bench` runs, in a tiny configuration, through the real command: sections 1-5, and none of
+    the opt-in ones (each has its own quick run here)."""
     text = quick_report(tmp_path)
-    sections = (
+    for section in (
         "1. Controller efficiency",
         "2. Controller latency",
         "3. Waiting cost",
         "4. Local",
         "5. DAG parse",
-        "6. Live replica logs",
-        "8. Controller at scale",
-    )
-    for section in sections:
+    ):
         assert f"## {section}" in text
     assert "GenericJob: writes / minimum" in text
     assert "T9kJobTrigger: API requests per waiting task per minute" in text
+    for opt_in in ("6. Live replica logs", "7. Per-task overhead", "8. Controller at scale"):
+        assert f"## {opt_in}" not in text  # only with --only NAME
+
+
+@pytest.mark.timeout(900)
+def test_quick_run_of_live_logs_and_the_controller_at_scale(tmp_path: Path) -> None:
+    """The two opt-in sections that fit a quick run together, through the real command."""
+    text = quick_report(tmp_path, "livelogs", "scale")
+    assert "## 6. Live replica logs" in text and "## 8. Controller at scale" in text
     assert "live logs on: triggerer CPU with" in text
-    assert "## 7. Per-task overhead" not in text  # opt-in: only with --only overhead
+    assert "## 1. Controller efficiency" not in text
 
 
 @pytest.mark.timeout(900)
