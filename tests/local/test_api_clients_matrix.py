@@ -250,12 +250,16 @@ class Scenario:
         kind, name, scope = self.kind, self.name, self.scope
         created = self.dict_of(await self.op("create", *scope, self.body()))
         assert created["metadata"]["name"] == name and created["metadata"]["uid"]
-        read = self.dict_of(await self.op("read", name, *scope))
-        assert read["metadata"]["uid"] == created["metadata"]["uid"]
-
         path, value, other = kind.update
-        put(read, path, value)
-        replaced = self.dict_of(await self.op("replace", name, *scope, read))
+        for attempt in range(5):  # the server's own controllers (Deployment, APIService...) may write between
+            read = self.dict_of(await self.op("read", name, *scope))
+            assert read["metadata"]["uid"] == created["metadata"]["uid"]
+            put(read, path, value)
+            try:
+                replaced = self.dict_of(await self.op("replace", name, *scope, read))
+                break
+            except API_ERRORS as conflict:  # read-modify-write again, as clients do on 409
+                assert conflict.status == 409 and attempt < 4, conflict
         assert get(replaced, path) == value
         assert int(replaced["metadata"]["resourceVersion"]) > int(read["metadata"]["resourceVersion"])
         conflict = await self.expect_error(409, "replace", name, *scope, read)  # read's version is stale

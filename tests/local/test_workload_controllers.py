@@ -107,7 +107,8 @@ def test_replicaset_keeps_its_count_adopts_and_releases(
     wait_for("scale down", lambda: len(live_pods(core, ns, "app=rs")) == 1 and status_is(1))
     apps.patch_namespaced_replica_set_scale("rs", ns, {"spec": {"replicas": 0}})
     wait_for("scale to zero", lambda: not live_pods(core, ns, "app=rs"))
-    assert apps.read_namespaced_replica_set("rs", ns).status.replicas == 0
+    # the status follows the pods' deletion in a later write
+    wait_for("status at zero", lambda: apps.read_namespaced_replica_set("rs", ns).status.replicas == 0)
 
 
 def test_rolling_update_honours_surge_and_unavailability(
