@@ -21,6 +21,7 @@ from t9k_provider.kube.timestamps import parse_timestamp
 # A line longer than this is split into `P` chunks, as containerd does (16 KiB).
 MAX_LINE_BYTES = 16 * 1024
 FOLLOW_POLL_SECONDS = 0.1
+READ_BYTES = 1 << 20
 
 
 def format_timestamp(ns: int) -> str:
@@ -107,33 +108,49 @@ def _render(records: Iterable[LogRecord], timestamps: bool, at_line_start: list[
 
 
 class _RecordFile:
-    """Reads complete records from a file that may still be growing."""
+    """Reads complete records from a file that may still be growing.
+
+    The file stays open once found: when its pod is deleted the kubelet removes the pod's directory, and a
+    follower that has not read the container's last lines yet still reads them through the open file.
+    """
 
     def __init__(self, path: Path) -> None:
         self._path = path
+        self._fd: int | None = None
         self._offset = 0
         self._rest = b""
 
+    def _open(self) -> int | None:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def skip_existing(self) -> None:
         """Start after the last complete record so far (attach shows new output; one in flight is kept)."""
-        try:
-            with open(self._path, "rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                start = max(0, size - MAX_LINE_BYTES - 1024)  # one record at most is incomplete
-                f.seek(start)
-                self._offset = start + f.read().rfind(b"\n") + 1
-        except FileNotFoundError:
-            self._offset = 0
+        fd = self._open()
+        if fd is None:
+            return
+        size = os.fstat(fd).st_size
+        start = max(0, size - MAX_LINE_BYTES - 1024)  # one record at most is incomplete
+        self._offset = start + os.pread(fd, size - start, start).rfind(b"\n") + 1
 
     def read_new(self) -> list[LogRecord]:
-        try:
-            with open(self._path, "rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
+        fd = self._open()
+        if fd is None:
             return []
-        self._offset += len(data)
-        data = self._rest + data
+        chunks = []
+        while chunk := os.pread(fd, READ_BYTES, self._offset):
+            chunks.append(chunk)
+            self._offset += len(chunk)
+        data = self._rest + b"".join(chunks)
         cut = data.rfind(b"\n") + 1
         self._rest = data[cut:]
         records = (LogRecord.parse(line) for line in data[:cut].splitlines())
@@ -173,44 +190,50 @@ async def read_log(
         remaining -= len(chunk)
         return chunk
 
-    first = select(source.read_new())
-    if tail_lines is not None:
-        first = _tail(first, tail_lines)
-    chunk = clip(_render(first, timestamps, at_line_start))
-    if chunk:
-        yield chunk
-    if not follow:
-        return
-    done = False
-    while remaining is None or remaining > 0:
-        chunk = clip(_render(select(source.read_new()), timestamps, at_line_start))
+    try:
+        first = select(source.read_new())
+        if tail_lines is not None:
+            first = _tail(first, tail_lines)
+        chunk = clip(_render(first, timestamps, at_line_start))
         if chunk:
             yield chunk
-            continue
-        if done:
+        if not follow:
             return
-        # Check "finished" before the next read so output written just before the exit is never lost.
-        done = await finished()
-        if not done:
-            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        done = False
+        while remaining is None or remaining > 0:
+            chunk = clip(_render(select(source.read_new()), timestamps, at_line_start))
+            if chunk:
+                yield chunk
+                continue
+            if done:
+                return
+            # Check "finished" before the next read so output written just before the exit is never lost.
+            done = await finished()
+            if not done:
+                await asyncio.sleep(FOLLOW_POLL_SECONDS)
+    finally:
+        source.close()
 
 
 async def follow_new_records(path: Path, finished: Callable[[], Awaitable[bool]]) -> AsyncIterator[LogRecord]:
     """Records the container writes from now on, until `finished()` is true and the file is drained."""
     source = _RecordFile(Path(path))
-    source.skip_existing()
-    done = False
-    while True:
-        records = source.read_new()
-        for record in records:
-            yield record
-        if records:
-            continue
-        if done:
-            return
-        done = await finished()  # checked before the last read, so no output written before the end is lost
-        if not done:
-            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+    try:
+        source.skip_existing()
+        done = False
+        while True:
+            records = source.read_new()
+            for record in records:
+                yield record
+            if records:
+                continue
+            if done:
+                return
+            done = await finished()  # checked before the last read: no output written before the end is lost
+            if not done:
+                await asyncio.sleep(FOLLOW_POLL_SECONDS)
+    finally:
+        source.close()
 
 
 def _tail(records: list[LogRecord], lines: int) -> list[LogRecord]:

@@ -360,11 +360,6 @@ LOGGED_AT = re.compile(r"\[?(\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?)")
 REPLICA_LINE = re.compile(r"\[[\w.-]+-worker-(\d)/main\] (rank \d (?:line \d+|last)) at ([\d.]+)")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known open defect (issue 16 item 4): in about 1 of 6 runs on a slow host a replica's last line, "
-    "printed as it exits while cleanUpPolicy All deletes its pod, never reaches the task log",
-)
 @pytest.mark.parametrize("dag_id", ["it_live_logs", "it_live_logs_deferrable"])
 def test_every_replica_line_reaches_the_task_log_once_while_the_job_runs(
     cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str], dag_id: str

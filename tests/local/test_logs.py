@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -117,6 +118,43 @@ async def test_follow_streams_new_output_and_ends_once_finished(tmp_path: Path) 
     await asyncio.wait_for(task, timeout=5)
     assert b"".join(chunks) == b"first\nsecond\nlast words\n"
     assert files.exit_code() == 3
+
+
+async def test_follow_reads_the_last_lines_after_the_pod_directory_is_removed(tmp_path: Path) -> None:
+    """A job that succeeds with cleanUpPolicy All has its pods deleted at once, and the kubelet removes their
+    directories: a follower that has not yet read the container's last lines still delivers them."""
+    (tmp_path / "pod").mkdir()
+    files = AttemptFiles(tmp_path / "pod", 0)
+    w = logs.CriLogWriter(files.log)
+    w.write("stdout", b"first\n")
+    pod_gone = asyncio.Event()
+
+    async def finished() -> bool:
+        return pod_gone.is_set()
+
+    chunks: list[bytes] = []
+
+    async def consume() -> None:
+        async for chunk in logs.read_log(
+            files.log,
+            follow=True,
+            timestamps=False,
+            tail_lines=None,
+            since_time=None,
+            limit_bytes=None,
+            finished=finished,
+        ):
+            chunks.append(chunk)
+            await asyncio.sleep(0.5)  # a slow reader: the pod is deleted while it is still behind
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.2)
+    w.write("stdout", b"last words\n")
+    w.close()
+    shutil.rmtree(tmp_path / "pod")
+    pod_gone.set()
+    await asyncio.wait_for(task, timeout=5)
+    assert b"".join(chunks) == b"first\nlast words\n"
 
 
 async def test_follow_without_file_yet_waits_then_ends(tmp_path: Path) -> None:
