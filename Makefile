@@ -8,17 +8,24 @@ AF2_STAMP := $(AF2_VENV)/.installed
 
 .PHONY: env test test-airflow2 lint crds demo clean lock bench
 
+# torch comes from pip: the machine's pip configuration points at a local CPU wheel (see README). DeepSpeed (the
+# DeepSpeedJob example's launcher) stays out of the lock, like torch: its sdist declares torch, which the lock would
+# resolve to CUDA wheels. Built against the installed CPU torch, without its C++ ops. Both pin what they pull in.
+# $(1): the environment's python; the main environment's pip installs into it (`uv venv` gives the Airflow 2.11
+# environment no pip of its own).
+define install_torch_and_deepspeed
+	$(PY) -m pip --python $(1) install --quiet torch==2.13.0 sympy==1.14.0 \
+	  networkx==3.6.1 mpmath==1.3.0 filelock==4.3.1 setuptools==84.2.1 wheel==0.48.0
+	DS_BUILD_OPS=0 $(PY) -m pip --python $(1) install --quiet --no-deps --no-build-isolation deepspeed==0.19.8 \
+	  einops==0.8.2 hjson==3.1.0 msgpack==1.2.4 ninja==1.13.2 py-cpuinfo==9.0.0 tqdm==4.70.1
+endef
+
 $(STAMP): requirements/dev.lock pyproject.toml
 	@command -v uv >/dev/null || python3 -m pip install --quiet uv
 	@test -x $(PY) || uv venv --seed --quiet --python 3.11 $(VENV) || uv venv --seed --quiet $(VENV)
 	uv pip sync --quiet --python $(PY) requirements/dev.lock
 	uv pip install --quiet --python $(PY) --no-deps -e .
-	# torch comes from pip: the machine's pip configuration points at a local CPU wheel (see README).
-	$(PY) -m pip install --quiet torch==2.13.0
-	# DeepSpeed (the DeepSpeedJob example's launcher) stays out of the lock, like torch: its sdist declares torch,
-	# which the lock would resolve to CUDA wheels. Built against the installed CPU torch, without its C++ ops.
-	DS_BUILD_OPS=0 $(PY) -m pip install --quiet --no-deps --no-build-isolation deepspeed==0.19.8 einops==0.8.2 \
-	  hjson==3.1.0 msgpack==1.2.4 ninja==1.13.2 py-cpuinfo==9.0.0 tqdm==4.70.1
+	$(call install_torch_and_deepspeed,$(PY))
 	# ColossalAI (the ColossalAIJob example's `colossalai run`, which reaches the workers with fabric/paramiko) likewise:
 	# its metadata pins torch<=2.5.1 and CUDA-only extras. --no-deps keeps our CPU torch; what the CLI and
 	# launch_from_torch import is pinned here.
@@ -48,11 +55,13 @@ test: env
 # The Airflow tests (tests/airflow, with its dag.test() runs on the local cluster), the example DAGs' parse and
 # the real-deployment tests (tests/deployment: webserver, scheduler, triggerer) again on Airflow 2.11
 # (requirements/airflow2.lock), the oldest Airflow the provider supports.
-$(AF2_STAMP): requirements/airflow2.lock pyproject.toml
+$(AF2_STAMP): requirements/airflow2.lock pyproject.toml $(STAMP)
 	@command -v uv >/dev/null || python3 -m pip install --quiet uv
 	@test -x $(AF2_VENV)/bin/python || uv venv --quiet --python 3.11 $(AF2_VENV) || uv venv --quiet $(AF2_VENV)
 	uv pip sync --quiet --python $(AF2_VENV)/bin/python requirements/airflow2.lock
 	uv pip install --quiet --python $(AF2_VENV)/bin/python --no-deps -e .
+	# The @task.t9k_pytorch and @task.t9k_deepspeed tests run their functions with this environment's python.
+	$(call install_torch_and_deepspeed,$(AF2_VENV)/bin/python)
 	@touch $(AF2_STAMP)
 
 test-airflow2: $(AF2_STAMP)
