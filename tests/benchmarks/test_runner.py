@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -98,14 +99,32 @@ def test_quick_run_of_live_logs_and_the_controller_at_scale(tmp_path: Path) -> N
 @pytest.mark.timeout(900)
 def test_quick_run_of_the_per_task_overhead(tmp_path: Path) -> None:
     """Every operator variant once under dag.test() and once in a real deployment on one local cluster,
-    through the real command."""
+    through the real command.
+
+    A task that defers may lose its try to Airflow's stale-event race in a real deployment (apache/airflow
+    #72716; the T9k operator at its defaults does not defer a job that ends within ``wait_before_defer``):
+    the report must then say so, attributed to the race. Any other failure, or a lost T9k task that did not
+    defer, fails this test."""
     text = quick_report(tmp_path, "overhead")
+
+    def lost_to_race(half: str, title: str) -> bool:
+        row = rf"\| {re.escape(half)}, `python3 -c pass`, {re.escape(title)}: tasks failed, of 1 \(1 of them"
+        raced = re.search(row + " by Airflow's stale executor event", text)
+        return half == "deployment" and raced is not None
+
     for half in ("dag.test()", "deployment"):
         for operator in ("GenericJobOperator", "KubernetesJobOperator", "KubernetesPodOperator"):
-            assert f"{half}, `python3 -c pass`, {operator}, deferrable: overhead per task (1 tasks)" in text
+            title = f"{operator}, deferrable"
+            if operator == "GenericJobOperator" or not lost_to_race(half, title):
+                assert f"{half}, `python3 -c pass`, {title}: overhead per task (1 tasks)" in text
             assert f"{half}, `python3 -c pass`, {operator}, non-deferrable: API requests per task by" in text
-        assert f"{half}, GenericJobOperator, deferrable, wait_before_defer=0, `python3 -c pass`: job " in text
-        assert f"{half}, `python3 -c pass`, GenericJobOperator, deferrable: T9k overhead / best cncf" in text
+        at_once = "GenericJobOperator, deferrable, wait_before_defer=0"
+        if not lost_to_race(half, at_once):
+            assert f"{half}, {at_once}, `python3 -c pass`: job " in text
+        cncf = ("KubernetesJobOperator", "KubernetesPodOperator")
+        if not all(lost_to_race(half, f"{operator}, deferrable") for operator in cncf):
+            ratio = f"{half}, `python3 -c pass`, GenericJobOperator, deferrable: T9k overhead / best cncf"
+            assert ratio in text
 
 
 @pytest.mark.timeout(900)
