@@ -61,7 +61,15 @@ same arguments and its `@task.t9k*` decorators by Airflow's plain `@task`, so th
 without the provider's code. Then the same for the TaskFlow example alone (`example_taskflow_training.py`,
 the issue-17 target: within 10% of a plain `@task` DAG of the same shape), 3 pairs per run (9 samples),
 once for the first parse of a fresh interpreter and once for the median of 20 further parses of the file in
-that interpreter. CPU time is the steadier figure on a shared machine; wall time is shown too.""",
+that interpreter. CPU time is the steadier figure on a shared machine; wall time is shown too. Last, the
+TaskFlow example as Airflow's DAG processor parses it (the issue-17 target): one parent process imports what
+the DAG processor's own process imports and runs Airflow's parsing process (`DagFileProcessorProcess`) on the
+file as the DAG processor does for every parse: it pre-imports the file's `airflow.*` modules, forks, and the
+child imports the DAG file (and with it the provider, afresh each time), serializes the DAG and sends it back.
+Each parse is timed as the DAG processor times it (its `run_duration`, stored as the DAG's
+`last_parse_duration` and shown in the UI: fork to result) and by the parsing process's CPU (user + system,
+from `getrusage` of the reaped child). The two sides alternate in that parent, 10 pairs per run after a
+warm-up pair: a fork that finds the provider, a fork that inherits the stand-in decorators.""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
 One local cluster (real controller, process kubelet: the pod's command runs as a host process) serves two
 halves, one after the other. Both run the same DAG (`benchmarks/overhead_dag.py`): each variant runs the same
