@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,6 +33,16 @@ async def _collect(path: Path, **kwargs) -> bytes:
     params.update(kwargs)
     params.setdefault("finished", _never)
     return b"".join([c async for c in logs.read_log(path, **params)])
+
+
+async def _follow_into(
+    chunks: list[bytes], path: Path, finished: Callable[[], Awaitable[bool]], pause: float = 0.0
+) -> None:
+    """Follow ``path`` as ``pods/log?follow=true`` does, appending each chunk; ``pause`` after each one."""
+    params = dict(timestamps=False, tail_lines=None, since_time=None, limit_bytes=None)
+    async for chunk in logs.read_log(path, follow=True, finished=finished, **params):
+        chunks.append(chunk)
+        await asyncio.sleep(pause)
 
 
 def test_writer_records_lines_with_stream_tag_and_timestamp(tmp_path: Path) -> None:
@@ -94,20 +105,7 @@ async def test_follow_streams_new_output_and_ends_once_finished(tmp_path: Path) 
         return files.finished
 
     chunks: list[bytes] = []
-
-    async def consume() -> None:
-        async for chunk in logs.read_log(
-            path,
-            follow=True,
-            timestamps=False,
-            tail_lines=None,
-            since_time=None,
-            limit_bytes=None,
-            finished=finished,
-        ):
-            chunks.append(chunk)
-
-    task = asyncio.create_task(consume())
+    task = asyncio.create_task(_follow_into(chunks, path, finished))
     await asyncio.sleep(0.3)
     assert b"".join(chunks) == b"first\n"
     assert not task.done()
@@ -133,21 +131,8 @@ async def test_follow_reads_the_last_lines_after_the_pod_directory_is_removed(tm
         return pod_gone.is_set()
 
     chunks: list[bytes] = []
-
-    async def consume() -> None:
-        async for chunk in logs.read_log(
-            files.log,
-            follow=True,
-            timestamps=False,
-            tail_lines=None,
-            since_time=None,
-            limit_bytes=None,
-            finished=finished,
-        ):
-            chunks.append(chunk)
-            await asyncio.sleep(0.5)  # a slow reader: the pod is deleted while it is still behind
-
-    task = asyncio.create_task(consume())
+    # a slow reader: the pod is deleted while it is still behind
+    task = asyncio.create_task(_follow_into(chunks, files.log, finished, pause=0.5))
     await asyncio.sleep(0.2)
     w.write("stdout", b"last words\n")
     w.close()
