@@ -316,6 +316,7 @@ class T9kJobTrigger(BaseTrigger):
             await asyncio.wait_for(watch.changed.wait(), delay)
         except asyncio.TimeoutError:
             return job
+        watch.changed.clear()  # what arrives from here on starts the next round
         pause = MIN_READ_SPACING_SECONDS - (time.monotonic() - watch.looked_at)
         failure = watch.failure
         if failure is not None:
@@ -332,8 +333,7 @@ class T9kJobTrigger(BaseTrigger):
                 pause = max(pause, min(delay, backoff_seconds(failures, failure)))
         if pause > 0:
             await asyncio.sleep(pause)
-        watch.changed.clear()
-        if failure is not None or watch.deleted or watch.latest is None:
+        if watch.failure is not None or watch.deleted or watch.latest is None:
             return None  # read it: a failed watch restarts from that read; a deletion shows as 404
         watch.looked_at = time.monotonic()
         return watch.latest

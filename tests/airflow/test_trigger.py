@@ -608,3 +608,32 @@ async def test_trigger_logs_why_a_pending_job_waits(
     assert event["status"] == "succeeded"
     logged = caplog.text + capsys.readouterr().out  # Airflow 3 triggers log through structlog to stdout
     assert "job waits: pod j-worker-0 is not scheduled: 0/1 nodes" in logged
+
+
+async def test_a_watch_failure_during_the_read_spacing_pause_is_acted_on_at_once() -> None:
+    """The shared watch can fail while a trigger spaces its reads: the trigger must read the job (and
+    watch again) now, not keep the state it had and fall back to polling for a whole interval."""
+    from t9k_provider.triggers import job as job_module
+
+    class Watch:
+        running = True
+        deleted = False
+        failure: BaseException | None = None
+        latest: dict[str, Any] | None = job("Running")
+
+        def __init__(self) -> None:
+            self.changed = asyncio.Event()
+            self.changed.set()
+            self.looked_at = time.monotonic()  # just read: the next state waits the spacing pause
+
+        def fail(self, exc: BaseException) -> None:
+            self.failure, self.running = exc, False
+            self.changed.set()
+
+    watch = Watch()
+    asyncio.get_running_loop().call_later(
+        job_module.MIN_READ_SPACING_SECONDS / 2, watch.fail, ConnectionResetError("stream dropped")
+    )
+    state = await trigger()._next_state(watch, job("Running"), delay=30)  # type: ignore[arg-type]
+    assert state is None  # read it
+    assert watch.changed.is_set()  # and the failure is still news for the next round

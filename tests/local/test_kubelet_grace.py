@@ -5,6 +5,7 @@ early).
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
 from datetime import datetime, timezone
@@ -103,3 +104,31 @@ async def test_second_delete_may_only_shorten_the_grace_period(
     await worker._terminate(running_main(now))
     assert signals == [("main", 0, signal.SIGTERM), ("main", 0, signal.SIGKILL)]
     assert fake.wakeups[-1] == 0.0
+
+
+async def test_a_change_during_a_sync_pass_is_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pod's deletion often arrives while a pass is writing its status: the worker must act on it at
+    once, not after the idle tick."""
+    fake = FakeKubelet(tmp_path)
+    worker = podworker.PodWorker(fake, deleting_pod(0, whole_seconds(time.time())))  # type: ignore[arg-type]
+    passes: list[float] = []
+
+    async def sync() -> bool:
+        passes.append(time.monotonic())
+        if len(passes) == 1:
+            worker.update(worker.pod)  # e.g. the status write's own watch event
+        elif len(passes) == 2:
+            worker.mark_gone()
+        return False  # idle: the next pass would wait for IDLE_TICK without a wake-up
+
+    async def teardown() -> None:
+        passes.append(time.monotonic())
+
+    monkeypatch.setattr(worker, "sync", sync)
+    monkeypatch.setattr(worker, "teardown", teardown)
+    started = time.monotonic()
+    await asyncio.wait_for(worker.run(), podworker.IDLE_TICK * 2)
+    assert len(passes) == 3  # pass, pass (woken by the update), teardown
+    assert passes[-1] - started < podworker.IDLE_TICK / 2

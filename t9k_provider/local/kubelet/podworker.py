@@ -110,7 +110,10 @@ class PodWorker:
         self.wakeup.set()
 
     async def run(self) -> None:
+        """Sync until the pod is gone. The wake-up is cleared before each pass, so a change that arrives
+        during one (the pod's own deletion, often) starts the next at once instead of after a tick."""
         while not self.gone:
+            self.wakeup.clear()
             try:
                 busy = await self.sync()
             except asyncio.CancelledError:
@@ -118,7 +121,8 @@ class PodWorker:
             except Exception:
                 log.exception("pod %s: sync failed", self.name)
                 busy = True
-            self.wakeup.clear()
+            if self.gone:
+                break
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.wakeup.wait(), ACTIVE_TICK if busy else IDLE_TICK)
         await self.teardown()
