@@ -181,24 +181,27 @@ pay for a compaction (deleting 1,000 events) every 1,000 writes.""",
 Parsing a DAG file loads only what the constructors of the provider's operators, sensor and decorators need:
 the Kubernetes clients, the job models and every helper that only runs a task (status, reattach, wait limits,
 logs, diagnostics, the call transport, the source analysis) load when a task runs, and a kind's operator class
-(and its decorated one) is built when a DAG first uses it (tests/airflow/test_parse_cost.py pins the modules
-and classes a parse loads). The issue-17 target is measured as Airflow's DAG processor parses the TaskFlow
+(or a decorator's) is built when a DAG first uses it (tests/airflow/test_parse_cost.py pins the modules and
+classes a parse loads). The issue-17 target is measured as Airflow's DAG processor parses the TaskFlow
 example: every parse is a process forked from the DAG processor, which has imported the file's `airflow.*`
 modules but not the provider, so each parse loads the provider's parse-time modules afresh (the operator, link
-and decorator modules and their classes, about 8-11 ms of CPU here, the difference between the first parse's
-two sides). That is 8-18% of a parse that costs about 65-90 ms on plain `@task` (fork, import, DAG
-serialization): over 10% in three of four runs this session (wall 1.12x, 1.14x, 1.18x, 1.08x; CPU 1.13x,
-1.12x, 1.16x, 1.09x), with single parses varying by 0.75-1.7x, so the target is not reliably met. The cost is
-the loading, not the DAG: with the provider imported once by the DAG processor itself (an
-`airflow_local_settings.py` holding `import t9k_provider.decorators.tasks`, which every Airflow process
-imports at start, so the forked parses inherit it) the same comparison gave 1.01x, 1.10x, 1.13x and 1.06x wall
-(1.07x, 1.11x, 1.08x, 1.10x CPU), and parsing the file again in a warm interpreter, where nothing is loaded
-any more, 0.97x, 1.14x, 1.18x and 1.16x: a decorated task's own cost (its manifest built and its options
-checked, a larger template field for Airflow to walk and serialize) is 0.2-0.5 ms per task, within the
-run-to-run spread of this 4-task file but not reliably inside 10% of it. Meeting the target without that
+and decorator modules and their classes). In such a fork each module costs 0.15-0.3 ms before its own code,
+a `typing.NamedTuple` class 0.7 ms and an operator class 0.25 ms: with the decorators' three NamedTuples
+turned into plain classes and a decorator's operator class no longer stacked on the kind's operator class,
+loading what `@task.t9k_pytorch` needs in a fork fell from 10.8 to about 8 ms of CPU (median of 40 forks).
+That is still 6-14% of a parse that costs about 65-90 ms on plain `@task` (fork, import, DAG serialization):
+in five runs after that change the ratio was 1.07x, 1.14x, 1.09x, 1.11x, 1.10x wall (1.06x, 1.11x, 1.09x,
+1.12x, 1.09x CPU; before it 1.08-1.18x), with single parses varying by 0.6-1.6x, so the target is not reliably
+met by default. The cost is the loading, not the DAG: with the provider imported once by the DAG processor
+itself (an `airflow_local_settings.py` holding `import t9k_provider.decorators.tasks`, which every Airflow
+process imports at start, so the forked parses inherit it) the same five runs gave 1.04x, 1.07x, 1.06x, 1.04x
+and 1.01x wall (1.04x, 1.06x, 1.05x, 1.03x, 1.02x CPU), within the target every time. Parsing the file again
+in a warm interpreter, where nothing is loaded any more, varies most (1.19x, 0.94x, 1.33x, 0.95x, 1.17x: a few
+milliseconds per parse, three pairs per run); under cProfile, 100 re-parses a side, the decorated file cost 3%
+more than the plain one (its tasks' manifests built and options checked). Meeting the target without that
 setting would take not loading the provider's operator classes in the parsing process at all: a decorated task
 that is not a `T9kJobOperator` until it runs, which the design (the decorator builds a manifest and hands it
-to the kind's operator, so every operator feature works the same) rules out.""",
+to the operator, so every operator feature works the same) rules out.""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
 The cncf operators wait by constants. `KubernetesJobOperator` reads its Job every `job_poll_interval` (10 s),
 in the worker or in its trigger, so a job that ends at once is seen about 10 s later, unless (deployment,
