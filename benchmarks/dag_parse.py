@@ -13,11 +13,12 @@ decorators by Airflow's plain ``@task`` (the same functions as PythonOperator ta
   both for the first parse in a fresh interpreter (which imports the provider) and for parsing the file
   again in that interpreter (the DAG file's own cost);
 * the TaskFlow example as Airflow's DAG processor parses it, the issue-17 target: Airflow's own parsing
-  process (``DagFileProcessorProcess``, forked from a process that pre-imported the file's ``airflow.*``
-  modules, as the DAG processor does for every parse of every file), which imports the DAG file, serializes
-  its DAG and sends it back; timed as the DAG processor times it (``last_parse_duration``, fork to result)
-  and by the parsing process's CPU. The two sides alternate in one parent: a fork with the stand-in
-  decorators, a fork with the provider's.
+  process (``DagFileProcessorProcess``), forked from a parent that holds what a running ``airflow
+  dag-processor`` holds (see ``PROCESSOR_PROBE``) and pre-imported the file's ``airflow.*`` modules, as the
+  DAG processor does for every parse of every file; it imports the DAG file, serializes its DAG and sends it
+  back. Timed as the DAG processor times it (``last_parse_duration``, fork to result) and by the parsing
+  process's CPU. The two sides alternate in one parent: a fork with the stand-in decorators, a fork with
+  the provider's.
 """
 
 from __future__ import annotations
@@ -89,25 +90,41 @@ print(json.dumps({
 
 
 #: Parses per side in one parent process of the DAG-processor comparison (after one warm-up pair).
-PROCESSOR_PAIRS_PER_RUN = 10
+PROCESSOR_PAIRS_PER_RUN = 30
+#: The probe's parent holds what a running ``airflow dag-processor`` (Airflow 3.3.2) had imported once it
+#: had parsed the TaskFlow example (its ``sys.modules``, dumped from inside it, 2026-11-27): the CLI's
+#: ``providers_configuration_loaded`` runs every provider's ``get_provider_info`` (so ``t9k_provider`` and
+#: its ``provider_info`` are loaded, nothing else of the provider), and creating the DAG processor's ``Job``
+#: row configures the ORM, which imports every model and through the deprecated ``BaseOperatorLink`` alias
+#: ``airflow.sdk.bases.operatorlink``. Not loaded there: the TaskFlow decorators (the file's ``task`` comes
+#: from ``airflow.providers.common.compat.sdk``, which resolves its names lazily), so every parsing process
+#: imports them, on both sides. None of the modules either side's parsing process imports is in that dump.
 
 PROCESSOR_PROBE = r"""
 import gc, inspect, json, resource, selectors, statistics, sys, time, types
 from pathlib import Path
 
-import airflow.dag_processing.manager  # noqa: F401  what the DAG processor's own process has imported
+import airflow.dag_processing.manager  # noqa: F401
+import airflow.models
 import structlog
 from airflow.dag_processing.manager import logging_processors
 from airflow.dag_processing.processor import DagFileProcessorProcess
-from airflow.sdk import BaseOperator, task
+from airflow.providers_manager import ProvidersManager
+from airflow.sdk import BaseOperator
 from airflow.sdk.api.client import Client
 from uuid6 import uuid7
 
+# What `airflow dag-processor` holds before it parses (see the note on PROCESSOR_PROBE): the providers'
+# configuration (every provider's get_provider_info) and every ORM model (its Job row configures the mappers).
+ProvidersManager().initialize_providers_configuration()
+airflow.models.import_all_models()
 path, pairs = Path(sys.argv[1]).resolve(), int(sys.argv[2])
 accepted = set(inspect.signature(BaseOperator.__init__).parameters)
 
 
 def plain_task(python_callable=None, multiple_outputs=None, **kwargs):
+    from airflow.sdk import task  # loaded by the parsing process, as the DAG file's own ``task`` is
+
     options = {k: v for k, v in kwargs.items() if k in accepted}
     return task(python_callable, multiple_outputs=multiple_outputs, **options)
 

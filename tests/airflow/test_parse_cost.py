@@ -35,10 +35,10 @@ OPERATOR_PARSE_MODULES = [
     "t9k_provider.operators.kinds",
     "t9k_provider.version_compat",
 ]
-#: ... and a DAG of `@task.t9k*` tasks.
+#: ... and a DAG of `@task.t9k*` tasks: the base operator without the kind operators, so no kind names either.
 DECORATOR_PARSE_MODULES = sorted(
     [
-        *(m for m in OPERATOR_PARSE_MODULES if m != "t9k_provider.operators.kinds"),
+        *(m for m in OPERATOR_PARSE_MODULES if m.rpartition(".")[2] not in ("kinds", "jobs", "constants")),
         "t9k_provider.decorators",
         "t9k_provider.decorators.manifests",
         "t9k_provider.decorators.operator",
