@@ -62,14 +62,16 @@ without the provider's code. Then the same for the TaskFlow example alone (`exam
 the issue-17 target: within 10% of a plain `@task` DAG of the same shape), 3 pairs per run (9 samples),
 once for the first parse of a fresh interpreter and once for the median of 20 further parses of the file in
 that interpreter. CPU time is the steadier figure on a shared machine; wall time is shown too. Last, the
-TaskFlow example as Airflow's DAG processor parses it (the issue-17 target): one parent process imports what
-the DAG processor's own process imports and runs Airflow's parsing process (`DagFileProcessorProcess`) on the
-file as the DAG processor does for every parse: it pre-imports the file's `airflow.*` modules, forks, and the
-child imports the DAG file (and with it the provider, afresh each time), serializes the DAG and sends it back.
-Each parse is timed as the DAG processor times it (its `run_duration`, stored as the DAG's
-`last_parse_duration` and shown in the UI: fork to result) and by the parsing process's CPU (user + system,
-from `getrusage` of the reaped child). The two sides alternate in that parent, 10 pairs per run after a
-warm-up pair: a fork that finds the provider, a fork that inherits the stand-in decorators.""",
+TaskFlow example as Airflow's DAG processor parses it (the issue-17 target): one parent process holds what a
+running `airflow dag-processor` holds (its `sys.modules` was dumped from one on Airflow 3.3.2: the providers'
+configuration and every ORM model, not Airflow's TaskFlow decorators) and runs Airflow's parsing process
+(`DagFileProcessorProcess`) on the file as the DAG processor does for every parse: it pre-imports the file's
+`airflow.*` modules, forks, and the child imports the DAG file (and with it Airflow's TaskFlow decorators and
+the provider, afresh each time), serializes the DAG and sends it back. Each parse is timed as the DAG
+processor times it (its `run_duration`, stored as the DAG's `last_parse_duration` and shown in the UI: fork
+to result) and by the parsing process's CPU (user + system, from `getrusage` of the reaped child). The two
+sides alternate in that parent, 30 pairs per run after a warm-up pair: a fork that finds the provider, a fork
+that inherits the stand-in decorators.""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
 One local cluster (real controller, process kubelet: the pod's command runs as a host process) serves two
 halves, one after the other. Both run the same DAG (`benchmarks/overhead_dag.py`): each variant runs the same
@@ -183,25 +185,28 @@ the Kubernetes clients, the job models and every helper that only runs a task (s
 logs, diagnostics, the call transport, the source analysis) load when a task runs, and a kind's operator class
 (or a decorator's) is built when a DAG first uses it (tests/airflow/test_parse_cost.py pins the modules and
 classes a parse loads). The issue-17 target is measured as Airflow's DAG processor parses the TaskFlow
-example: every parse is a process forked from the DAG processor, which has imported the file's `airflow.*`
-modules but not the provider, so each parse loads the provider's parse-time modules afresh (the operator, link
-and decorator modules and their classes). In such a fork each module costs 0.15-0.3 ms before its own code,
-a `typing.NamedTuple` class 0.7 ms and an operator class 0.25 ms: with the decorators' three NamedTuples
-turned into plain classes and a decorator's operator class no longer stacked on the kind's operator class,
-loading what `@task.t9k_pytorch` needs in a fork fell from 10.8 to about 8 ms of CPU (median of 40 forks).
-That is still 6-14% of a parse that costs about 65-90 ms on plain `@task` (fork, import, DAG serialization):
-in five runs after that change the ratio was 1.07x, 1.14x, 1.09x, 1.11x, 1.10x wall (1.06x, 1.11x, 1.09x,
-1.12x, 1.09x CPU; before it 1.08-1.18x), with single parses varying by 0.6-1.6x, so the target is not reliably
-met by default. The cost is the loading, not the DAG: with the provider imported once by the DAG processor
-itself (an `airflow_local_settings.py` holding `import t9k_provider.decorators.tasks`, which every Airflow
-process imports at start, so the forked parses inherit it) the same five runs gave 1.04x, 1.07x, 1.06x, 1.04x
-and 1.01x wall (1.04x, 1.06x, 1.05x, 1.03x, 1.02x CPU), within the target every time. Parsing the file again
-in a warm interpreter, where nothing is loaded any more, varies most (1.19x, 0.94x, 1.33x, 0.95x, 1.17x: a few
-milliseconds per parse, three pairs per run); under cProfile, 100 re-parses a side, the decorated file cost 3%
-more than the plain one (its tasks' manifests built and options checked). Meeting the target without that
-setting would take not loading the provider's operator classes in the parsing process at all: a decorated task
-that is not a `T9kJobOperator` until it runs, which the design (the decorator builds a manifest and hands it
-to the operator, so every operator feature works the same) rules out.""",
+example: every parse is a process forked from the DAG processor, whose own process has imported the file's
+`airflow.*` modules, every provider's `get_provider_info` and every ORM model, but neither Airflow's TaskFlow
+decorators (the file takes `task` from `airflow.providers.common.compat.sdk`, which resolves names lazily)
+nor the provider's operators. So each parse imports the decorators (about 37 ms in such a fork, on both sides)
+and, for `@task.t9k*`, the provider's parse-time modules: 12 modules and 4 operator classes, about 6.5 ms
+(median of 80 forks; the plain side's stand-in 0.5 ms). Running the DAG file's code once they are loaded and
+serializing its DAG cost the same on both sides (11.3 vs 11.1 ms and 31.9 vs 30.7 ms, 80 forks each). Until
+this revision the benchmark's parent had imported the TaskFlow decorators itself and lacked
+`airflow.sdk.bases.operatorlink` (which a real DAG processor loads with its ORM models), so the plain side
+was measured 35 ms cheaper than a deployment parses it and the provider's side paid 2 ms for the link base
+class: the ratio was 1.07-1.14x then. Measured as a DAG processor parses it, in four runs of 30 pairs
+(2026-11-27, the last one in the table), the ratio was 1.10x, 1.08x, 1.05x and 1.09x wall (1.10x, 1.09x,
+1.05x, 1.09x CPU): at or under the 10% target, with no margin to spare, since single parses vary by
+0.7-1.6x on this shared machine and the provider's 6.5 ms are 5-7% of a parse of 100-125 ms. Most of
+those milliseconds are fixed import costs in a forked process (about 0.17 ms for a module with nothing in
+it, 0.8 ms to build `T9kJobOperator`, whose metaclass inspects its signature), so splitting code further
+would win a millisecond at most. With the provider
+imported once by the DAG processor itself (an `airflow_local_settings.py` holding `import
+t9k_provider.decorators.tasks`, which every Airflow process imports at start, so the forked parses inherit
+it) the same runs gave 1.01x, 1.03x, 1.02x and 1.05x wall. Parsing the file again in a warm interpreter, where
+nothing is loaded any more, varies most (1.01x, 1.02x, 0.90x, 1.12x: a few milliseconds per parse, three
+pairs per run, and the garbage collector's pauses land on either side).""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
 The cncf operators wait by constants. `KubernetesJobOperator` reads its Job every `job_poll_interval` (10 s),
 in the worker or in its trigger, so a job that ends at once is seen about 10 s later, unless (deployment,
