@@ -59,9 +59,11 @@ generations (`gc.freeze()`, as the DAG processor does before it starts its parsi
 stand-ins: the provider's operator and sensor modules replaced by plain `BaseOperator` subclasses taking the
 same arguments and its `@task.t9k*` decorators by Airflow's plain `@task`, so the same DAG files parse
 without the provider's code. Then the same for the TaskFlow example alone (`example_taskflow_training.py`,
-the issue-17 target: within 10% of a plain `@task` DAG of the same shape), 3 pairs per run (9 samples),
-once for the first parse of a fresh interpreter and once for the median of 20 further parses of the file in
-that interpreter. CPU time is the steadier figure on a shared machine; wall time is shown too. Last, the
+the issue-17 target: within 10% of a plain `@task` DAG of the same shape), 3 pairs per run (9 samples), for
+the first parse of a fresh interpreter. Then the DAG file's own cost: one warm interpreter parses the example
+and a copy of it whose `task` turns `@task.t9k*` into plain `@task`, alternating (ABBA), 100 times each per
+run after one parse of each and a frozen garbage collector; each figure is over all parses, the ratio over
+the pairs. CPU time is the steadier figure on a shared machine; wall time is shown too. Last, the
 TaskFlow example as Airflow's DAG processor parses it (the issue-17 target): one parent process holds what a
 running `airflow dag-processor` holds (its `sys.modules` was dumped from one on Airflow 3.3.2: the providers'
 configuration and every ORM model, not Airflow's TaskFlow decorators) and runs Airflow's parsing process
@@ -180,33 +182,37 @@ pay for a compaction (deleting 1,000 events) every 1,000 writes.""",
     demo_pipeline.SECTION: demo_pipeline.ANALYSIS,
     triggerer_capacity.SECTION: triggerer_capacity.ANALYSIS,
     "5. DAG parse cost": """\
-Parsing a DAG file loads only what the constructors of the provider's operators, sensor and decorators need:
-the Kubernetes clients, the job models and every helper that only runs a task (status, reattach, wait limits,
-logs, diagnostics, the call transport, the source analysis) load when a task runs, and a kind's operator class
-(or a decorator's) is built when a DAG first uses it (tests/airflow/test_parse_cost.py pins the modules and
-classes a parse loads). The issue-17 target is measured as Airflow's DAG processor parses the TaskFlow
-example: every parse is a process forked from the DAG processor, whose own process has imported the file's
-`airflow.*` modules, every provider's `get_provider_info` and every ORM model, but neither Airflow's TaskFlow
-decorators (the file takes `task` from `airflow.providers.common.compat.sdk`, which resolves names lazily)
-nor the provider's operators. So each parse imports the decorators (about 37 ms in such a fork, on both sides)
-and, for `@task.t9k*`, the provider's parse-time modules: 12 modules and 4 operator classes, about 6.5 ms
-(median of 80 forks; the plain side's stand-in 0.5 ms). Running the DAG file's code once they are loaded and
-serializing its DAG cost the same on both sides (11.3 vs 11.1 ms and 31.9 vs 30.7 ms, 80 forks each). Until
-this revision the benchmark's parent had imported the TaskFlow decorators itself and lacked
-`airflow.sdk.bases.operatorlink` (which a real DAG processor loads with its ORM models), so the plain side
-was measured 35 ms cheaper than a deployment parses it and the provider's side paid 2 ms for the link base
-class: the ratio was 1.07-1.14x then. Measured as a DAG processor parses it, in four runs of 30 pairs
-(2026-11-27, the last one in the table), the ratio was 1.10x, 1.08x, 1.05x and 1.09x wall (1.10x, 1.09x,
-1.05x, 1.09x CPU): at or under the 10% target, with no margin to spare, since single parses vary by
-0.7-1.6x on this shared machine and the provider's 6.5 ms are 5-7% of a parse of 100-125 ms. Most of
-those milliseconds are fixed import costs in a forked process (about 0.17 ms for a module with nothing in
-it, 0.8 ms to build `T9kJobOperator`, whose metaclass inspects its signature), so splitting code further
-would win a millisecond at most. With the provider
-imported once by the DAG processor itself (an `airflow_local_settings.py` holding `import
-t9k_provider.decorators.tasks`, which every Airflow process imports at start, so the forked parses inherit
-it) the same runs gave 1.01x, 1.03x, 1.02x and 1.05x wall. Parsing the file again in a warm interpreter, where
-nothing is loaded any more, varies most (1.01x, 1.02x, 0.90x, 1.12x: a few milliseconds per parse, three
-pairs per run, and the garbage collector's pauses land on either side).""",
+Parsing a DAG file loads only what the constructors of the provider's operators, sensor and decorators
+need: the Kubernetes clients, the job models and every helper that only runs a task (status, reattach,
+wait limits, logs, diagnostics, the call transport, the source analysis) load when a task runs, and a
+kind's operator class (or a decorator's) is built when a DAG first uses it
+(tests/airflow/test_parse_cost.py pins the modules and classes a parse loads). The issue-17 target is
+measured as Airflow's DAG processor parses the TaskFlow example: every parse is a process forked from the
+DAG processor, whose own process has imported the file's `airflow.*` modules, every provider's
+`get_provider_info` and every ORM model, but neither Airflow's TaskFlow decorators (the file takes `task`
+from `airflow.providers.common.compat.sdk`, which resolves names lazily) nor the provider's operators. So
+each parse imports the decorators (about 37 ms in such a fork, on both sides) and, for `@task.t9k*`, the
+provider's parse-time modules: 12 modules and 4 operator classes, about 6.5 ms (median of 80 forks; the
+plain side's stand-in 0.5 ms). Running the DAG file's code once they are loaded and serializing its DAG
+cost the same on both sides (11.3 vs 11.1 ms and 31.9 vs 30.7 ms, 80 forks each). Until this revision the
+benchmark's parent had imported the TaskFlow decorators itself and lacked `airflow.sdk.bases.operatorlink`
+(which a real DAG processor loads with its ORM models), so the plain side was measured 35 ms cheaper than
+a deployment parses it and the provider's side paid 2 ms for the link base class: the ratio was 1.07-1.14x
+then. Measured as a DAG processor parses it, in five runs of 30 pairs (2026-11-27, the last one in the
+table), the ratio was 1.10x, 1.08x, 1.05x, 1.09x and 1.05x wall (1.10x, 1.09x, 1.05x, 1.09x, 1.06x CPU):
+at or under the 10% target, with little margin, since single parses vary by 0.7-1.6x on this shared
+machine and the provider's 6.5 ms are 5-7% of a parse of 100-125 ms. Most of those milliseconds are fixed
+import costs in a forked process (about 0.17 ms for a module with nothing in it, 0.8 ms to build
+`T9kJobOperator`, whose metaclass inspects its signature), so splitting code further would win a
+millisecond at most. With the provider imported once by the DAG processor itself (an
+`airflow_local_settings.py` holding `import t9k_provider.decorators.tasks`, which every Airflow process
+imports at start, so the forked parses inherit it) the same runs gave 1.01x, 1.03x, 1.02x, 1.05x and 1.03x
+wall. What remains is the decorated tasks' own work (each builds its manifest and checks its options when
+the file is parsed): parsed again and again in one warm interpreter, alternating with the plain copy, the
+file costs about half a millisecond more (1.06-1.08x in four runs of 100 pairs, the last one in the
+table). The first four runs above still compared the file with itself in two interpreters, 20 re-parses
+each, and read 1.01x, 1.02x, 0.90x and 1.12x: a difference in one interpreter's heap and load, not in the
+file, which is why one interpreter now parses both.""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
 The cncf operators wait by constants. `KubernetesJobOperator` reads its Job every `job_poll_interval` (10 s),
 in the worker or in its trigger, so a job that ends at once is seen about 10 s later, unless (deployment,
