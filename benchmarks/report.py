@@ -56,24 +56,31 @@ measured again on the restarted cluster.""",
 Fresh interpreters import what both sides share (`DagBag`, `airflow.sdk`), freeze the garbage collector's
 generations (`gc.freeze()`, as the DAG processor does before it starts its parsing processes) and build a
 `DagBag` of `dags_examples/` (the DAG processor's parse), alternating between the real provider and
-stand-ins: the provider's operator and sensor modules replaced by plain `BaseOperator` subclasses taking the
-same arguments and its `@task.t9k*` decorators by Airflow's plain `@task`, so the same DAG files parse
+stand-ins: the provider's operator and sensor modules replaced by plain `BaseOperator` subclasses taking
+the same arguments and its `@task.t9k*` decorators by Airflow's plain `@task`, so the same DAG files parse
 without the provider's code. Then the same for the TaskFlow example alone (`example_taskflow_training.py`,
-the issue-17 target: within 10% of a plain `@task` DAG of the same shape), 3 pairs per run (9 samples), for
-the first parse of a fresh interpreter. Then the DAG file's own cost: one warm interpreter parses the example
-and a copy of it whose `task` turns `@task.t9k*` into plain `@task`, alternating (ABBA), 100 times each per
-run after one parse of each and a frozen garbage collector; each figure is over all parses, the ratio over
-the pairs. CPU time is the steadier figure on a shared machine; wall time is shown too. Last, the
-TaskFlow example as Airflow's DAG processor parses it (the issue-17 target): one parent process holds what a
-running `airflow dag-processor` holds (its `sys.modules` was dumped from one on Airflow 3.3.2: the providers'
-configuration and every ORM model, not Airflow's TaskFlow decorators) and runs Airflow's parsing process
-(`DagFileProcessorProcess`) on the file as the DAG processor does for every parse: it pre-imports the file's
-`airflow.*` modules, forks, and the child imports the DAG file (and with it Airflow's TaskFlow decorators and
-the provider, afresh each time), serializes the DAG and sends it back. Each parse is timed as the DAG
-processor times it (its `run_duration`, stored as the DAG's `last_parse_duration` and shown in the UI: fork
-to result) and by the parsing process's CPU (user + system, from `getrusage` of the reaped child). The two
-sides alternate in that parent, 30 pairs per run after a warm-up pair: a fork that finds the provider, a fork
-that inherits the stand-in decorators.""",
+the issue-17 target: within 10% of a plain `@task` DAG of the same shape), 3 pairs per run (9 samples),
+for the first parse of a fresh interpreter. Then the DAG file's own cost: one warm interpreter parses the
+example and a copy of it whose `task` turns `@task.t9k*` into plain `@task`, alternating (ABBA), 100 times
+each per run after one parse of each and a frozen garbage collector; each figure is over all parses, the
+ratio over the pairs. CPU time is the steadier figure on a shared machine; wall time is shown too. Then a
+fork probe of the TaskFlow example as Airflow's DAG processor parses it: one parent process holds what a
+running `airflow dag-processor` holds (its `sys.modules` was dumped from one on Airflow 3.3.2: the
+providers' configuration and every ORM model, not Airflow's TaskFlow decorators) and runs Airflow's
+parsing process (`DagFileProcessorProcess`) on the file as the DAG processor does for every parse: it
+pre-imports the file's `airflow.*` modules, forks, and the child imports the DAG file (and with it
+Airflow's TaskFlow decorators and the provider, afresh each time), serializes the DAG and sends it back.
+Each parse is timed as the DAG processor times it (its `run_duration`, stored as the DAG's
+`last_parse_duration` and shown in the UI: fork to result) and by the parsing process's CPU (user +
+system, from `getrusage` of the reaped child). The two sides alternate in that parent, 30 pairs per run
+after a warm-up pair: a fork that finds the provider, a fork that inherits the stand-in decorators. Last,
+what counts: a running `airflow dag-processor` (Airflow 3.3, a SQLite metadata DB, one parsing process,
+`min_file_process_interval=0`) parses the TaskFlow example and a plain-`@task` copy of it (`plain_copy`:
+the same file, whose `task` is redefined right after its import so that `@task.t9k*` is plain `@task`) for
+30 s per run, the two files in turn; an `os.register_at_fork` hook in its `airflow_local_settings.py`
+makes every parsing process record its CPU (user + system) and minor page faults from the fork to its
+exit. Each file's first two parses are dropped (they also store the DAG). Then again with the provider
+imported by `airflow_local_settings.py`.""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
 One local cluster (real controller, process kubelet: the pod's command runs as a host process) serves two
 halves, one after the other. Both run the same DAG (`benchmarks/overhead_dag.py`): each variant runs the same
@@ -187,32 +194,27 @@ need: the Kubernetes clients, the job models and every helper that only runs a t
 wait limits, logs, diagnostics, the call transport, the source analysis) load when a task runs, and a
 kind's operator class (or a decorator's) is built when a DAG first uses it
 (tests/airflow/test_parse_cost.py pins the modules and classes a parse loads). The issue-17 target is
-measured as Airflow's DAG processor parses the TaskFlow example: every parse is a process forked from the
-DAG processor, whose own process has imported the file's `airflow.*` modules, every provider's
-`get_provider_info` and every ORM model, but neither Airflow's TaskFlow decorators (the file takes `task`
-from `airflow.providers.common.compat.sdk`, which resolves names lazily) nor the provider's operators. So
-each parse imports the decorators (about 37 ms in such a fork, on both sides) and, for `@task.t9k*`, the
-provider's parse-time modules: 12 modules and 4 operator classes, about 6.5 ms (median of 80 forks; the
-plain side's stand-in 0.5 ms). Running the DAG file's code once they are loaded and serializing its DAG
-cost the same on both sides (11.3 vs 11.1 ms and 31.9 vs 30.7 ms, 80 forks each). Until this revision the
-benchmark's parent had imported the TaskFlow decorators itself and lacked `airflow.sdk.bases.operatorlink`
-(which a real DAG processor loads with its ORM models), so the plain side was measured 35 ms cheaper than
-a deployment parses it and the provider's side paid 2 ms for the link base class: the ratio was 1.07-1.14x
-then. Measured as a DAG processor parses it, in five runs of 30 pairs (2026-11-27, the last one in the
-table), the ratio was 1.10x, 1.08x, 1.05x, 1.09x and 1.05x wall (1.10x, 1.09x, 1.05x, 1.09x, 1.06x CPU):
-at or under the 10% target, with little margin, since single parses vary by 0.7-1.6x on this shared
-machine and the provider's 6.5 ms are 5-7% of a parse of 100-125 ms. Most of those milliseconds are fixed
-import costs in a forked process (about 0.17 ms for a module with nothing in it, 0.8 ms to build
-`T9kJobOperator`, whose metaclass inspects its signature), so splitting code further would win a
-millisecond at most. With the provider imported once by the DAG processor itself (an
-`airflow_local_settings.py` holding `import t9k_provider.decorators.tasks`, which every Airflow process
-imports at start, so the forked parses inherit it) the same runs gave 1.01x, 1.03x, 1.02x, 1.05x and 1.03x
-wall. What remains is the decorated tasks' own work (each builds its manifest and checks its options when
-the file is parsed): parsed again and again in one warm interpreter, alternating with the plain copy, the
-file costs about half a millisecond more (1.06-1.08x in four runs of 100 pairs, the last one in the
-table). The first four runs above still compared the file with itself in two interpreters, 20 re-parses
-each, and read 1.01x, 1.02x, 0.90x and 1.12x: a difference in one interpreter's heap and load, not in the
-file, which is why one interpreter now parses both.""",
+measured where it counts: a running `airflow dag-processor` parses the TaskFlow example and its plain copy
+in turn, and each parsing process reports its CPU from the fork to its exit. In this run the example's
+parsing process cost 1.04x the plain copy's (117 vs 112 ms, 9,766 vs 9,680 minor page faults), and 1.00x
+with the provider imported by `airflow_local_settings.py`; a trial run of the same measurement gave 1.07x
+(1.05x). The plain copy must import `task` as the example does: a first version took a `task` stand-in
+from a module of its own and made the example look 1.16-1.26x as costly, yet the example taking the
+provider's decorators through such a module cost only about 4 ms more than the plain copy doing the same.
+Where a DAG file takes `task` from moved a parsing process's cost by about 10 ms and 1,450 page faults,
+for reasons inside Airflow this benchmark does not explain; the copy now redefines `task` right after the
+same import. What the provider adds to a parse is its parse-time modules (12 modules and 4 operator
+classes, about 6.5 ms in a fork of a parent that holds a DAG processor's modules: the fork probe above,
+1.05x here, 1.05-1.10x in five earlier runs) and its tasks' own work (a manifest built and options checked
+per task: parsed again in one warm interpreter the file costs 1.02-1.08x the plain copy). Most of those
+milliseconds are fixed import costs in a forked process (about 0.17 ms for a module with nothing in it,
+0.8 ms to build `T9kJobOperator`, whose metaclass inspects its signature). The fork probe's parent holds
+what a running DAG processor holds (its `sys.modules` was dumped from one): until this revision it had
+imported Airflow's TaskFlow decorators, which a DAG processor's own process has not (every parsing process
+imports them, on both sides), and lacked `airflow.sdk.bases.operatorlink`, which a DAG processor loads
+with its ORM models; its ratio was 1.07-1.14x then. Single parses vary by 0.7-2x on this shared machine,
+so each ratio is the median of some 90 pairs (fork probe), 300 (warm) or about 200 (running DAG
+processor).""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
 The cncf operators wait by constants. `KubernetesJobOperator` reads its Job every `job_poll_interval` (10 s),
 in the worker or in its trigger, so a job that ends at once is seen about 10 s later, unless (deployment,
