@@ -139,6 +139,32 @@ class ApiError(RuntimeError):
         self.status = status
 
 
+def airflow_command(*args: str) -> list[str]:
+    """``airflow ARGS`` of this interpreter's environment."""
+    return [str(Path(sys.executable).parent / "airflow"), *args]
+
+
+def isolated_env(home: Path) -> dict[str, str]:
+    """This process's environment for an Airflow of its own on ``home``: the caller's Airflow settings (a
+    pytest session's AIRFLOW_HOME, unit-test mode...) stay out; a SQLite metadata DB, no example DAGs."""
+    base = {k: v for k, v in os.environ.items() if not k.lstrip("_").startswith("AIRFLOW")}
+    return {
+        **base,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    }
+
+
+def migrate_db(env: dict[str, str], timeout: float = 240) -> None:
+    """Create the metadata DB of the Airflow ``env`` describes (``airflow db migrate``)."""
+    migrate = subprocess.run(
+        airflow_command("db", "migrate"), env=env, capture_output=True, text=True, timeout=timeout
+    )
+    if migrate.returncode != 0:
+        raise RuntimeError(f"airflow db migrate failed:\n{migrate.stdout}{migrate.stderr}")
+
+
 class AirflowDeployment:
     """The components on ``home`` (a fresh directory), with ``dags_folder`` as the only DAG bundle.
 
@@ -167,19 +193,15 @@ class AirflowDeployment:
         from cryptography.fernet import Fernet
 
         venv_bin = str(Path(sys.executable).parent)
-        # The caller's own Airflow settings (a pytest session's AIRFLOW_HOME, unit-test mode...) stay out.
-        base = {k: v for k, v in os.environ.items() if not k.lstrip("_").startswith("AIRFLOW")}
+        base = isolated_env(self.home)
         connection = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
         env = {
             **base,
             "PATH": f"{venv_bin}{os.pathsep}{base.get('PATH', '')}",
             "PYTHONUNBUFFERED": "1",
-            "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": str(parallelism),
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
             "AIRFLOW__CORE__FERNET_KEY": Fernet.generate_key().decode(),
@@ -226,7 +248,7 @@ class AirflowDeployment:
     # -- processes ------------------------------------------------------------------------------------------
 
     def _airflow(self, *args: str) -> list[str]:
-        return [str(Path(sys.executable).parent / "airflow"), *args]
+        return airflow_command(*args)
 
     def _argv(self, name: str) -> list[str]:
         if name == "api-server":
@@ -253,12 +275,7 @@ class AirflowDeployment:
         return self
 
     def migrate(self, timeout: float = 240) -> None:
-        """Create the metadata DB (``airflow db migrate``)."""
-        migrate = subprocess.run(
-            self._airflow("db", "migrate"), env=self.env, capture_output=True, text=True, timeout=timeout
-        )
-        if migrate.returncode != 0:
-            raise RuntimeError(f"airflow db migrate failed:\n{migrate.stdout}{migrate.stderr}")
+        migrate_db(self.env, timeout)
 
     def start_component(self, name: str) -> Component:
         component = Component(name, self._argv(name), self.logs / f"{name}.log")

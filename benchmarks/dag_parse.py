@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.airflow_deployment import Component, airflow_command, isolated_env, migrate_db
 from benchmarks.stats import Figure
 
 SECTION = "5. DAG parse cost"
@@ -353,8 +354,6 @@ def running_processor_parses(
     example, and the example taking the provider's decorators through such a module as cheap, while the
     provider's own modules and tasks cost about 4 ms there: the difference was where ``task`` came from,
     not the provider."""
-    from benchmarks.airflow_deployment import Component
-
     dags = airflow_home / "dags"
     shutil.rmtree(dags, ignore_errors=True)
     dags.mkdir()
@@ -368,7 +367,7 @@ def running_processor_parses(
     bundle = [{"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
                "kwargs": {"path": str(dags), "refresh_interval": 300}}]  # fmt: skip
     env = {
-        **processor_env(airflow_home),
+        **isolated_env(airflow_home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundle),
         "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
@@ -376,8 +375,8 @@ def running_processor_parses(
         "T9K_PARSE_TIMES": str(times),
         "T9K_PARSE_FILES": f"{path.stem} {plain.stem}",
     }
-    airflow = str(Path(sys.executable).parent / "airflow")
-    processor = Component("dag-processor", [airflow, "dag-processor"], airflow_home / "dag-processor.log")
+    log = airflow_home / "dag-processor.log"
+    processor = Component("dag-processor", airflow_command("dag-processor"), log)
     processor.start(env)
     try:
         deadline = time.monotonic() + seconds
@@ -395,30 +394,6 @@ def running_processor_parses(
     if min(len(provider), len(baseline)) < 5:
         raise RuntimeError(f"the DAG processor parsed too little: {len(provider)} vs {len(baseline)} parses")
     return [(a[0], a[1], b[0], b[1]) for a, b in zip(provider, baseline, strict=False)]
-
-
-def processor_env(airflow_home: Path) -> dict[str, str]:
-    """A DAG processor of its own: none of the caller's Airflow settings, a SQLite metadata DB."""
-    base = {k: v for k, v in os.environ.items() if not k.lstrip("_").startswith("AIRFLOW")}
-    return {
-        **base,
-        "AIRFLOW_HOME": str(airflow_home),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home / 'airflow.db'}",
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    }
-
-
-def migrate(airflow_home: Path) -> None:
-    airflow = str(Path(sys.executable).parent / "airflow")
-    out = subprocess.run(
-        [airflow, "db", "migrate"],
-        env=processor_env(airflow_home),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"airflow db migrate failed:\n{out.stdout[-1000:]}{out.stderr[-2000:]}")
 
 
 def probe(mode: str, dags: Path, airflow_home: Path) -> dict:
@@ -457,7 +432,7 @@ def measure(runs: int, dags: Path = DAGS, taskflow: Path = TASKFLOW_EXAMPLE) -> 
         warm, processor, preimported, running, running_preimported = [], [], [], [], []
         running_home = Path(home) / "running"
         running_home.mkdir()
-        migrate(running_home)
+        migrate_db(isolated_env(running_home))
         for _ in range(runs):
             warm += warm_parses(taskflow, Path(home), WARM_ROUNDS_PER_RUN)
             processor += processor_parses(taskflow, Path(home), PROCESSOR_PAIRS_PER_RUN)
