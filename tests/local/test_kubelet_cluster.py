@@ -300,6 +300,29 @@ def test_missing_configmap_is_create_container_config_error(core: client.CoreV1A
     assert pod_log(core, "cfgerr", ns) == "now\n"
 
 
+def test_missing_volume_source_waits_in_container_creating(core: client.CoreV1Api, ns: str) -> None:
+    """As the real kubelet: FailedMount, the container waits (not a config error), the mount is retried."""
+    pod = pod_manifest(
+        "mnt",
+        [c("main", "print(open('/cfg/k').read())", volumeMounts=[{"name": "cfg", "mountPath": "/cfg"}])],
+        volumes=[{"name": "cfg", "configMap": {"name": "later"}}],
+    )
+    core.create_namespaced_pod(ns, pod)
+    text = 'MountVolume.SetUp failed for volume "cfg" : configmap "later" not found'
+
+    def failed_mount() -> Any:
+        events = core.list_namespaced_event(ns).items
+        return [e for e in events if e.reason == "FailedMount" and '"cfg"' in e.message]
+
+    events = wait_for("FailedMount", failed_mount)
+    assert [(e.type, e.message) for e in events] == [("Warning", text)]
+    sts = core.read_namespaced_pod("mnt", ns).status.container_statuses or []
+    assert [s.state.waiting.reason for s in sts] == ["ContainerCreating"]
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "later"}, "data": {"k": "mounted"}})
+    wait_for("Succeeded", phase_is(core, "mnt", ns, "Succeeded"), timeout=20)
+    assert pod_log(core, "mnt", ns) == "mounted\n"
+
+
 def test_active_deadline_fails_the_pod(core: client.CoreV1Api, ns: str) -> None:
     core.create_namespaced_pod(
         ns, pod_manifest("late", [c("main", "import time; time.sleep(60)")], activeDeadlineSeconds=2)

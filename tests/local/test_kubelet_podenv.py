@@ -171,6 +171,33 @@ def test_volumes_materialise_items_modes_and_subpaths(tmp_path) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("volume", "message"),
+    [
+        ({"configMap": {"name": "absent"}}, 'configmap "absent" not found'),
+        ({"secret": {"secretName": "absent"}}, 'secret "absent" not found'),
+        (
+            {"configMap": {"name": "cm", "items": [{"key": "NOPE", "path": "n"}]}},
+            "configmap references non-existent config key: NOPE",
+        ),
+        (
+            {"projected": {"sources": [{"configMap": {"name": "kube-root-ca.crt"}}]}},
+            'configmap "kube-root-ca.crt" not found',
+        ),
+    ],
+)
+def test_a_missing_volume_source_is_a_mount_error(tmp_path, volume: dict, message: str) -> None:
+    """Not a container config error: the real kubelet waits in ContainerCreating and retries the mount."""
+    from t9k_provider.local.kubelet import volumes
+
+    pod = {"spec": {"volumes": [{"name": "v", **volume}]}}
+    with pytest.raises(volumes.MountError) as raised:
+        volumes.materialize(pod, PodDir(tmp_path / "pod"), dict(CTX.configmaps), dict(CTX.secrets))
+    assert (raised.value.volume, raised.value.message) == ("v", message)
+    optional = {"spec": {"volumes": [{"name": "v", "configMap": {"name": "absent", "optional": True}}]}}
+    assert volumes.materialize(optional, PodDir(tmp_path / "p2"), {}, {})["v"].is_dir()
+
+
 def test_persistent_volume_claims_are_shared_namespace_directories(tmp_path) -> None:
     from t9k_provider.local.kubelet import volumes
 

@@ -264,9 +264,13 @@ class PodWorker:
             self.volume_paths = await asyncio.to_thread(
                 volumes.materialize, self.pod, self.dir, configmaps, secrets, tokens
             )
+        except volumes.MountError as exc:
+            await self._mount_failed(exc.volume, exc.message)
+            return
         except ContainerConfigError as exc:
             await self._config_failed(str(exc))
             return
+        self.mount_error = None
         self.ctx = PodContext(
             configmaps=configmaps, secrets=secrets, pod_ip=self.net.ip, host_ip=self.kubelet.network.host_ip
         )
@@ -301,6 +305,7 @@ class PodWorker:
     async def _mount_failed(self, volume: str, message: str) -> None:
         """A volume cannot be set up yet: the containers wait (ContainerCreating) and the kubelet retries."""
         text = f'MountVolume.SetUp failed for volume "{volume}" : {message}'
+        self.config_error = None
         if self.mount_error != text:
             self.mount_error = text
             await self._event("FailedMount", text, warning=True)

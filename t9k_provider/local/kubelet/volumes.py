@@ -31,6 +31,16 @@ DEFAULT_TOKEN_SECONDS = 3600
 READ_ONLY_KINDS = ("configMap", "secret", "projected", "downwardAPI")
 
 
+class MountError(Exception):
+    """A volume's source is missing (ConfigMap, Secret or key): the kubelet reports `FailedMount` and
+    retries, the containers wait in `ContainerCreating`, as the real kubelet's MountVolume.SetUp does."""
+
+    def __init__(self, volume: str, message: str) -> None:
+        super().__init__(message)
+        self.volume = volume
+        self.message = message
+
+
 @dataclass(frozen=True)
 class TokenSource:
     """One serviceAccountToken source: `sources[index]` of projected volume `volume`."""
@@ -58,7 +68,7 @@ def token_sources(pod: dict) -> list[TokenSource]:
     return out
 
 
-def _write_items(target: Path, data: dict[str, bytes], source: dict, what: str) -> None:
+def _write_items(target: Path, data: dict[str, bytes], source: dict, volume: str, kind: str = "") -> None:
     """Write keys as files (`items` select and rename keys), with `defaultMode`/per-item `mode`."""
     target.mkdir(parents=True, exist_ok=True)
     default_mode = source.get("defaultMode", DEFAULT_MODE)
@@ -72,7 +82,7 @@ def _write_items(target: Path, data: dict[str, bytes], source: dict, what: str) 
         if key not in data:
             if source.get("optional"):
                 continue
-            raise ContainerConfigError(f"{what}: configured to use key {key!r}, which does not exist")
+            raise MountError(volume, f"{kind} references non-existent config key: {key}")
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data[key])
@@ -80,17 +90,19 @@ def _write_items(target: Path, data: dict[str, bytes], source: dict, what: str) 
 
 
 def _object_items(
-    target: Path, src: dict, objects: Mapping[str, dict], kind: str, name_field: str, what: str, mode: int
+    target: Path, src: dict, objects: Mapping[str, dict], kind: str, name_field: str, volume: str, mode: int
 ) -> None:
     """A configMap or secret (volume or projected source) written as files."""
     obj = objects.get(src.get(name_field, ""))
     if obj is None and not src.get("optional"):
-        raise ContainerConfigError(f'{what}: {kind} "{src.get(name_field)}" not found')
-    _write_items(target, object_bytes(obj or {}, secret=kind == "secret"), {"defaultMode": mode, **src}, what)
+        raise MountError(volume, f'{kind} "{src.get(name_field)}" not found')
+    data = object_bytes(obj or {}, secret=kind == "secret")
+    _write_items(target, data, {"defaultMode": mode, **src}, volume, kind)
 
 
-def _downward_items(target: Path, pod: dict, items: list[dict], mode: int, what: str) -> None:
+def _downward_items(target: Path, pod: dict, items: list[dict], mode: int, volume: str) -> None:
     """downwardAPI items: pod metadata fields, or a container's resources."""
+    what = f'volume "{volume}"'
     containers = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
     data: dict[str, bytes] = {}
     for item in items:
@@ -108,7 +120,7 @@ def _downward_items(target: Path, pod: dict, items: list[dict], mode: int, what:
     selection = [
         {"key": i["path"], "path": i["path"], **({"mode": i["mode"]} if "mode" in i else {})} for i in items
     ]
-    _write_items(target, data, {"defaultMode": mode, "items": selection}, what)
+    _write_items(target, data, {"defaultMode": mode, "items": selection}, volume)
 
 
 def _projected(
@@ -116,21 +128,21 @@ def _projected(
 ) -> None:
     src = vol["projected"]
     mode = src.get("defaultMode", DEFAULT_MODE)
-    what = f'volume "{vol["name"]}"'
+    name = vol["name"]
     target.mkdir(parents=True, exist_ok=True)
     for index, source in enumerate(src.get("sources") or []):
         if "configMap" in source:
-            _object_items(target, source["configMap"], ctx.configmaps, "configmap", "name", what, mode)
+            _object_items(target, source["configMap"], ctx.configmaps, "configmap", "name", name, mode)
         elif "secret" in source:
-            _object_items(target, source["secret"], ctx.secrets, "secret", "name", what, mode)
+            _object_items(target, source["secret"], ctx.secrets, "secret", "name", name, mode)
         elif "downwardAPI" in source:
-            _downward_items(target, pod, source["downwardAPI"].get("items") or [], mode, what)
+            _downward_items(target, pod, source["downwardAPI"].get("items") or [], mode, name)
         elif "serviceAccountToken" in source:
             path = source["serviceAccountToken"]["path"]
-            token = tokens[(vol["name"], index)]
-            _write_items(target, {path: token.encode()}, {"defaultMode": mode}, what)
+            token = tokens[(name, index)]
+            _write_items(target, {path: token.encode()}, {"defaultMode": mode}, name)
         else:
-            raise ContainerConfigError(f"{what}: unsupported projected source {sorted(source)}")
+            raise ContainerConfigError(f'volume "{name}": unsupported projected source {sorted(source)}')
 
 
 def materialize(
@@ -148,23 +160,22 @@ def materialize(
     for vol in (pod.get("spec") or {}).get("volumes") or []:
         name = vol["name"]
         target = pod_dir.volumes / name
-        what = f'volume "{name}"'
         if "emptyDir" in vol:
             target.mkdir(parents=True, exist_ok=True)
             os.chmod(target, EMPTY_DIR_MODE)
         elif "configMap" in vol:
             src = vol["configMap"]
             _object_items(
-                target, src, configmaps, "configmap", "name", what, src.get("defaultMode", DEFAULT_MODE)
+                target, src, configmaps, "configmap", "name", name, src.get("defaultMode", DEFAULT_MODE)
             )
         elif "secret" in vol:
             src = vol["secret"]
             mode = src.get("defaultMode", DEFAULT_MODE)
-            _object_items(target, src, secrets, "secret", "secretName", what, mode)
+            _object_items(target, src, secrets, "secret", "secretName", name, mode)
         elif "downwardAPI" in vol:
             src = vol["downwardAPI"]
             target.mkdir(parents=True, exist_ok=True)
-            _downward_items(target, pod, src.get("items") or [], src.get("defaultMode", DEFAULT_MODE), what)
+            _downward_items(target, pod, src.get("items") or [], src.get("defaultMode", DEFAULT_MODE), name)
         elif "projected" in vol:
             _projected(target, pod, vol, ctx, tokens or {})
         elif "hostPath" in vol:
