@@ -1,25 +1,19 @@
 """Issue 7.5 and issue 17: DAG parse cost with the provider vs the same DAGs without the provider's code.
 
-Each sample is a fresh interpreter that imports what both sides share (``DagBag``, ``airflow.sdk``), freezes
-the garbage collector's generations as the DAG processor does before it starts its parsing processes (so a
-collection of Airflow's own objects, due or not depending on how many objects a side happened to allocate,
-does not land in one side's figure), and builds a ``DagBag`` (what the DAG processor does to parse). In the
-baseline interpreter the provider's modules are replaced, before any DAG file runs, by stand-ins: the operator
-and sensor classes by plain ``BaseOperator`` subclasses taking the same arguments, the ``@task.t9k*``
-decorators by Airflow's plain ``@task`` (the same functions as PythonOperator tasks). Two comparisons:
-
-* every DAG of ``dags_examples/``, provider operators vs ``BaseOperator`` stand-ins;
-* the TaskFlow example alone, ``@task.t9k*`` vs plain ``@task`` of the same shape (issue 17: within 10%),
-  for the first parse in a fresh interpreter (which imports the provider);
-* the TaskFlow example parsed again and again in one warm interpreter, alternating with a copy of it whose
-  ``task`` turns ``@task.t9k*`` into plain ``@task`` (the DAG file's own cost, ``WARM_PROBE``);
-* the TaskFlow example as Airflow's DAG processor parses it, the issue-17 target: Airflow's own parsing
-  process (``DagFileProcessorProcess``), forked from a parent that holds what a running ``airflow
-  dag-processor`` holds (see ``PROCESSOR_PROBE``) and pre-imported the file's ``airflow.*`` modules, as the
-  DAG processor does for every parse of every file; it imports the DAG file, serializes its DAG and sends it
-  back. Timed as the DAG processor times it (``last_parse_duration``, fork to result) and by the parsing
-  process's CPU. The two sides alternate in one parent: a fork with the stand-in decorators, a fork with
-  the provider's.
+* Every DAG of ``dags_examples/``, provider operators vs stand-ins (``PROBE``): each sample is a fresh
+  interpreter that imports what both sides share (``DagBag``, ``airflow.sdk``), freezes the garbage
+  collector's generations as the DAG processor does before it starts its parsing processes, and builds a
+  ``DagBag``. In the baseline interpreter the provider's modules are replaced, before any DAG file runs, by
+  stand-ins: the operator and sensor classes by plain ``BaseOperator`` subclasses taking the same arguments,
+  the ``@task.t9k*`` decorators by Airflow's plain ``@task``. The same for the TaskFlow example alone: its
+  first parse in a fresh interpreter, which imports the provider.
+* The TaskFlow example against its plain copy (``plain_copy``: the same file, whose ``task`` makes
+  ``@task.t9k*`` plain ``@task``), three ways: parsed again and again in one warm interpreter (the DAG
+  file's own cost, ``WARM_PROBE``); forked by Airflow's own parsing process (``DagFileProcessorProcess``)
+  from a parent that holds what a running ``airflow dag-processor`` holds (``PROCESSOR_PROBE``), timed as
+  the DAG processor times it (fork to result) and by the child's CPU; and, the issue-17 target (within
+  10%), parsed by a running ``airflow dag-processor`` whose parsing processes time themselves
+  (``running_processor_parses``).
 """
 
 from __future__ import annotations
@@ -203,7 +197,7 @@ PROCESSOR_PAIRS_PER_RUN = 30
 #: imports them, on both sides. None of the modules either side's parsing process imports is in that dump.
 
 PROCESSOR_PROBE = r"""
-import gc, inspect, json, resource, selectors, statistics, sys, time, types
+import gc, json, resource, selectors, sys, time
 from pathlib import Path
 
 import airflow.dag_processing.manager  # noqa: F401
@@ -212,7 +206,6 @@ import structlog
 from airflow.dag_processing.manager import logging_processors
 from airflow.dag_processing.processor import DagFileProcessorProcess
 from airflow.providers_manager import ProvidersManager
-from airflow.sdk import BaseOperator
 from airflow.sdk.api.client import Client
 from uuid6 import uuid7
 
@@ -220,29 +213,16 @@ from uuid6 import uuid7
 # configuration (every provider's get_provider_info) and every ORM model (its Job row configures the mappers).
 ProvidersManager().initialize_providers_configuration()
 airflow.models.import_all_models()
-path, pairs = Path(sys.argv[1]).resolve(), int(sys.argv[2])
-accepted = set(inspect.signature(BaseOperator.__init__).parameters)
-
-
-def plain_task(python_callable=None, multiple_outputs=None, **kwargs):
-    from airflow.sdk import task  # loaded by the parsing process, as the DAG file's own ``task`` is
-
-    options = {k: v for k, v in kwargs.items() if k in accepted}
-    return task(python_callable, multiple_outputs=multiple_outputs, **options)
-
-
-stand_in = types.ModuleType("t9k_provider.decorators.tasks")
-stand_in.__getattr__ = lambda attr: plain_task
+files = {"provider": Path(sys.argv[1]).resolve(), "baseline": Path(sys.argv[2]).resolve()}
+pairs = int(sys.argv[3])
 client = Client(base_url=None, token="", dry_run=True)  # as the DAG processor's; the file asks it nothing
 client.base_url = "http://in-process.invalid./"
 
 
 def parse(mode):
-    # The forked parsing process inherits the stand-in (baseline) or finds the provider: imported afresh, or
-    # already in the parent when airflow_local_settings.py imported it.
-    provider = sys.modules.get(stand_in.__name__)
-    if mode == "baseline":
-        sys.modules[stand_in.__name__] = stand_in
+    # The forked parsing process imports the provider afresh (the example) or not at all (its plain copy),
+    # unless airflow_local_settings.py imported it into the parent.
+    path = files[mode]
     selector = selectors.DefaultSelector()
     sink = open("/dev/null", "ab")
     logger = structlog.wrap_logger(
@@ -254,10 +234,6 @@ def parse(mode):
         dag_file_rel_path=path.name, callbacks=[], selector=selector, logger=logger, logger_filehandle=sink,
         client=client,
     )
-    if provider is None:
-        sys.modules.pop(stand_in.__name__, None)
-    else:
-        sys.modules[stand_in.__name__] = provider
     while not proc.is_ready:  # the DAG processor's loop: service the parsing process's sockets
         for key, _ in selector.select(timeout=0.05):
             handler, on_close = key.data
@@ -277,7 +253,7 @@ def parse(mode):
     return wall, (after.ru_utime + after.ru_stime) - (cpu.ru_utime + cpu.ru_stime)
 
 
-parse("provider"), parse("baseline")  # warm-up: the parent pre-imports the file's airflow modules once
+parse("provider"), parse("baseline")  # warm-up: the parent pre-imports each file's airflow modules once
 gc.freeze()  # as the DAG processor does before its parsing loop, so a child's collections skip its objects
 samples = [(parse("provider"), parse("baseline")) for _ in range(pairs)]
 print(json.dumps({"pairs": samples, "provider_in_parent": "t9k_provider.operators.job" in sys.modules}))
@@ -290,16 +266,18 @@ LOCAL_SETTINGS_PREIMPORT = "import t9k_provider.decorators.tasks  # noqa: F401  
 def processor_parses(
     path: Path, airflow_home: Path, pairs: int, preimport: bool = False
 ) -> list[tuple[list[float], list[float]]]:
-    """((wall, cpu) with the provider, (wall, cpu) with plain ``@task``) per pair, in seconds; with
-    ``preimport``, under an ``airflow_local_settings.py`` that imports the provider."""
+    """((wall, cpu) of ``path``, (wall, cpu) of its plain copy) per pair, in seconds; with ``preimport``,
+    under an ``airflow_local_settings.py`` that imports the provider."""
     settings = airflow_home / "config" / "airflow_local_settings.py"
     settings.parent.mkdir(parents=True, exist_ok=True)
     settings.write_text(LOCAL_SETTINGS_PREIMPORT if preimport else "")
     env = {**os.environ, "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    out = subprocess.run(
-        [sys.executable, "-c", PROCESSOR_PROBE, str(path), str(pairs)],
-        capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = plain_copy(path, Path(tmp))
+        out = subprocess.run(
+            [sys.executable, "-c", PROCESSOR_PROBE, str(path), str(plain), str(pairs)],
+            capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"DAG processor parse probe failed:\n{out.stderr[-2000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])

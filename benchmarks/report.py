@@ -55,32 +55,31 @@ measured again on the restarted cluster.""",
     "5. DAG parse cost": """\
 Fresh interpreters import what both sides share (`DagBag`, `airflow.sdk`), freeze the garbage collector's
 generations (`gc.freeze()`, as the DAG processor does before it starts its parsing processes) and build a
-`DagBag` of `dags_examples/` (the DAG processor's parse), alternating between the real provider and
-stand-ins: the provider's operator and sensor modules replaced by plain `BaseOperator` subclasses taking
-the same arguments and its `@task.t9k*` decorators by Airflow's plain `@task`, so the same DAG files parse
-without the provider's code. Then the same for the TaskFlow example alone (`example_taskflow_training.py`,
-the issue-17 target: within 10% of a plain `@task` DAG of the same shape), 3 pairs per run (9 samples),
-for the first parse of a fresh interpreter. Then the DAG file's own cost: one warm interpreter parses the
-example and a copy of it whose `task` turns `@task.t9k*` into plain `@task`, alternating (ABBA), 100 times
-each per run after one parse of each and a frozen garbage collector; each figure is over all parses, the
-ratio over the pairs. CPU time is the steadier figure on a shared machine; wall time is shown too. Then a
-fork probe of the TaskFlow example as Airflow's DAG processor parses it: one parent process holds what a
-running `airflow dag-processor` holds (its `sys.modules` was dumped from one on Airflow 3.3.2: the
-providers' configuration and every ORM model, not Airflow's TaskFlow decorators) and runs Airflow's
-parsing process (`DagFileProcessorProcess`) on the file as the DAG processor does for every parse: it
-pre-imports the file's `airflow.*` modules, forks, and the child imports the DAG file (and with it
-Airflow's TaskFlow decorators and the provider, afresh each time), serializes the DAG and sends it back.
-Each parse is timed as the DAG processor times it (its `run_duration`, stored as the DAG's
-`last_parse_duration` and shown in the UI: fork to result) and by the parsing process's CPU (user +
-system, from `getrusage` of the reaped child). The two sides alternate in that parent, 30 pairs per run
-after a warm-up pair: a fork that finds the provider, a fork that inherits the stand-in decorators. Last,
-what counts: a running `airflow dag-processor` (Airflow 3.3, a SQLite metadata DB, one parsing process,
-`min_file_process_interval=0`) parses the TaskFlow example and a plain-`@task` copy of it (`plain_copy`:
-the same file, whose `task` is redefined right after its import so that `@task.t9k*` is plain `@task`) for
-30 s per run, the two files in turn; an `os.register_at_fork` hook in its `airflow_local_settings.py`
-makes every parsing process record its CPU (user + system) and minor page faults from the fork to its
-exit. Each file's first two parses are dropped (they also store the DAG). Then again with the provider
-imported by `airflow_local_settings.py`.""",
+`DagBag` of `dags_examples/` (the DAG processor's parse), alternating between the real provider and stand-ins:
+the provider's operator and sensor modules replaced by plain `BaseOperator` subclasses taking the same
+arguments and its `@task.t9k*` decorators by Airflow's plain `@task`, so the same DAG files parse without the
+provider's code. Then the same for the TaskFlow example alone (`example_taskflow_training.py`), 3 pairs per
+run (9 samples), for the first parse of a fresh interpreter. The remaining measures compare the example with a
+plain-`@task` copy of it (`plain_copy`: the same file, whose `task` is redefined right after its import so
+that `@task.t9k*` is plain `@task`). First the DAG file's own cost: one warm interpreter parses the example
+and its copy, alternating (ABBA), 100 times each per run after one parse of each and a frozen garbage
+collector; each figure is over all parses, the ratio over the pairs. CPU time is the steadier figure on a
+shared machine; wall time is shown too. Then a fork probe of the TaskFlow example as Airflow's DAG processor
+parses it: one parent process holds what a running `airflow dag-processor` holds (its `sys.modules` was dumped
+from one on Airflow 3.3.2: the providers' configuration and every ORM model, not Airflow's TaskFlow
+decorators) and runs Airflow's parsing process (`DagFileProcessorProcess`) on the file as the DAG processor
+does for every parse: it pre-imports the file's `airflow.*` modules, forks, and the child imports the DAG file
+(and with it Airflow's TaskFlow decorators and the provider, afresh each time), serializes the DAG and sends
+it back. Each parse is timed as the DAG processor times it (its `run_duration`, stored as the DAG's
+`last_parse_duration` and shown in the UI: fork to result) and by the parsing process's CPU (user + system,
+from `getrusage` of the reaped child). The two sides alternate in that parent, 30 pairs per run after a
+warm-up pair: a fork that parses the example, a fork that parses its copy. Last, what counts: a running
+`airflow dag-processor` (Airflow 3.3, a SQLite metadata DB, one parsing process,
+`min_file_process_interval=0`) parses the TaskFlow example and its copy for 30 s per run, the two files in
+turn (the issue-17 target: within 10% of a plain `@task` DAG of the same shape); an `os.register_at_fork` hook
+in its `airflow_local_settings.py` makes every parsing process record its CPU (user + system) and minor page
+faults from the fork to its exit. Each file's first two parses are dropped (they also store the DAG). Then
+again with the provider imported by `airflow_local_settings.py`.""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
 One local cluster (real controller, process kubelet: the pod's command runs as a host process) serves two
 halves, one after the other. Both run the same DAG (`benchmarks/overhead_dag.py`): each variant runs the same
