@@ -188,32 +188,31 @@ pay for a compaction (deleting 1,000 events) every 1,000 writes.""",
     demo_pipeline.SECTION: demo_pipeline.ANALYSIS,
     triggerer_capacity.SECTION: triggerer_capacity.ANALYSIS,
     "5. DAG parse cost": """\
-Parsing a DAG file loads only what the constructors of the provider's operators, sensor and decorators
-need: the Kubernetes clients, the job models and every helper that only runs a task (status, reattach,
-wait limits, logs, diagnostics, the call transport, the source analysis) load when a task runs, and a
-kind's operator class (or a decorator's) is built when a DAG first uses it
-(tests/airflow/test_parse_cost.py pins the modules and classes a parse loads). The issue-17 target is
-measured where it counts: a running `airflow dag-processor` parses the TaskFlow example and its plain copy
-in turn, and each parsing process reports its CPU from the fork to its exit. In this run the example's
-parsing process cost 1.05x the plain copy's (117 vs 111 ms, 9,772 vs 9,681 minor page faults), and 1.02x
-with the provider imported by `airflow_local_settings.py`; two earlier runs of the same measurement gave
-1.07x and 1.04x (1.05x and 1.00x). The plain copy must import `task` as the example does: a first version
-took a `task` stand-in from a module of its own and made the example look 1.16-1.26x as costly, yet the
-example taking the provider's decorators through such a module cost only about 4 ms more than the plain
-copy doing the same. Where a DAG file takes `task` from moved a parsing process's cost by about 10 ms and
-1,450 page faults, for reasons inside Airflow this benchmark does not explain; the copy now redefines
-`task` right after the same import. What the provider adds to a parse is its parse-time modules (12
-modules and 4 operator classes, about 6.5 ms in a fork of a parent that holds a DAG processor's modules:
-the fork probe above, 1.09x here, 1.05-1.10x in six earlier runs) and its tasks' own work (a manifest
-built and options checked per task: parsed again in one warm interpreter the file costs 1.02-1.08x the
-plain copy). Most of those milliseconds are fixed import costs in a forked process (about 0.17 ms for a
-module with nothing in it, 0.8 ms to build `T9kJobOperator`, whose metaclass inspects its signature). The
-fork probe's parent holds what a running DAG processor holds (its `sys.modules` was dumped from one):
-until this revision it had imported Airflow's TaskFlow decorators, which a DAG processor's own process has
-not (every parsing process imports them, on both sides), and lacked `airflow.sdk.bases.operatorlink`,
-which a DAG processor loads with its ORM models; its ratio was 1.07-1.14x then. Single parses vary by
-0.7-2x on this shared machine, so each ratio is the median of some 90 pairs (fork probe), 300 (warm) or
-about 200 (running DAG processor).""",
+Parsing a DAG file loads only what the constructors of the provider's operators, sensor and decorators need:
+the Kubernetes clients, the job models and every helper that only runs a task (status, reattach, wait limits,
+logs, diagnostics, the call transport, the source analysis) load when a task runs, and a kind's operator class
+(or a decorator's) is built when a DAG first uses it (tests/airflow/test_parse_cost.py pins the modules and
+classes a parse loads). The issue-17 target is measured where it counts: a running `airflow dag-processor`
+parses the TaskFlow example and its plain copy in turn, and each parsing process reports its CPU from the fork
+to its exit. In this run the example's parsing process cost 1.05x the plain copy's (110 vs 103 ms, 9,782 vs
+9,678 minor page faults), and 1.00x with the provider imported by `airflow_local_settings.py`; three earlier
+runs of the same measurement gave 1.07x, 1.04x and 1.05x (1.05x, 1.00x and 1.02x). The plain copy must import
+`task` as the example does: a first version took a `task` stand-in from a module of its own and made the
+example look 1.16-1.26x as costly, yet the example taking the provider's decorators through such a module cost
+only about 4 ms more than the plain copy doing the same. Where a DAG file takes `task` from moved a parsing
+process's cost by about 10 ms and 1,450 page faults, for reasons inside Airflow this benchmark does not
+explain; the copy now redefines `task` right after the same import. What the provider adds to a parse is its
+parse-time modules (12 modules and 4 operator classes, about 6.5 ms in a fork of a parent that holds a DAG
+processor's modules: the fork probe above, 1.07x here against the plain copy, 1.05-1.10x in seven earlier runs
+that gave the plain side a stand-in decorator module instead) and its tasks' own work (a manifest built and
+options checked per task: parsed again in one warm interpreter the file costs 1.02-1.08x the plain copy). Most
+of those milliseconds are fixed import costs in a forked process (about 0.17 ms for a module with nothing in
+it, 0.8 ms to build `T9kJobOperator`, whose metaclass inspects its signature). The fork probe's parent holds
+what a running DAG processor holds (its `sys.modules` was dumped from one): before commit b7ba29b it had
+imported Airflow's TaskFlow decorators, which a DAG processor's own process has not (every parsing process
+imports them, on both sides), and lacked `airflow.sdk.bases.operatorlink`, which a DAG processor loads with
+its ORM models; its ratio was 1.07-1.14x then. Single parses vary by 0.7-2x on this shared machine, so each
+ratio is the median of some 90 pairs (fork probe), 300 (warm) or about 200 (running DAG processor).""",
     "7. Per-task overhead against the cncf-kubernetes operators": """\
 The cncf operators wait by constants. `KubernetesJobOperator` reads its Job every `job_poll_interval` (10 s),
 in the worker or in its trigger, so a job that ends at once is seen about 10 s later, unless (deployment,
