@@ -11,24 +11,24 @@ trigger or the final pass continue from. Log trouble never fails the task.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from t9k_provider.hooks import pod_logs
 from t9k_provider.hooks.async_t9k import AsyncT9kClient
 from t9k_provider.hooks.replicas import ReplicaTarget
 from t9k_provider.triggers.replica_logs import ReplicaLogs
 
-if TYPE_CHECKING:
-    from concurrent.futures import Future
-
 #: While a followed container has not started, the worker looks at the pods this often (the job's status
 #: may not change when a container starts).
 STARTING_LOOK_SECONDS = 0.5
 #: Bound on one call into the stream thread (opening the client, listing pods, stopping the streams).
 CALL_TIMEOUT_SECONDS = 30.0
+#: The stream thread's name: it lives from the job's submission to the end of the task's wait.
+THREAD_NAME = "t9k-replica-logs"
 
 
 class WorkerLogStreams:
@@ -45,7 +45,7 @@ class WorkerLogStreams:
         self.cursors: dict[str, pod_logs.Cursor] = dict(cursors)
         self._client = AsyncT9kClient(credentials)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="t9k-replica-logs", daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name=THREAD_NAME, daemon=True)
         self._thread.start()
         self._logs: ReplicaLogs | None = None
         try:
@@ -58,8 +58,12 @@ class WorkerLogStreams:
         return ReplicaLogs(lease.api, self.log, namespace, pod_selector, targets, self.cursors)
 
     def _call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-        return future.result(CALL_TIMEOUT_SECONDS)
+        future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(CALL_TIMEOUT_SECONDS)
+        except concurrent.futures.TimeoutError:
+            future.cancel()  # a lease still being opened is then closed as soon as its client is built
+            raise
 
     @property
     def live(self) -> bool:
@@ -96,11 +100,13 @@ class WorkerLogStreams:
 
     async def _finish(self, drain_seconds: float) -> None:
         logs, self._logs = self._logs, None
-        if logs is not None:
-            try:
-                if drain_seconds > 0:
-                    await logs.drain(drain_seconds)
-            finally:
-                await logs.stop()
-            self.cursors = logs.cursors
-        await self._client.__aexit__(None, None, None)
+        try:
+            if logs is not None:
+                try:
+                    if drain_seconds > 0:
+                        await logs.drain(drain_seconds)
+                finally:
+                    await logs.stop()
+                self.cursors = logs.cursors
+        finally:
+            await self._client.__aexit__(None, None, None)  # the client's connections close with the lease

@@ -314,7 +314,8 @@ class T9kJobOperator(BaseOperator):
         follower = self._log_follower(ref, targets, {}) if self.get_logs else None
         streams = self._log_streams(ref, targets, {}) if self.get_logs else None
         until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
-        result = self._follow(ref, job, limits, follower, until, streams)
+        with self._stopping(streams, follower):
+            result = self._follow(ref, job, limits, follower, until, streams)
         if result is None:
             self._defer(ref, limits, targets, follower.cursors if follower else {})
         return result
@@ -497,40 +498,39 @@ class T9kJobOperator(BaseOperator):
         changes = JobChanges(self.hook, ref.plural, ref.namespace, ref.name, ref.uid, self.log)
         first_seen: dict[str, float] = {}
         notes = WaitingNotes(time.time())
-        with self._stopping(streams, follower):
-            while True:
-                self._raise_if_killed()
-                if streams is not None:
-                    streams.sync(job)
-                elif follower is not None:
-                    follower.poll()
-                if job_status.outcome(job) in ("succeeded", "failed"):
-                    if streams is not None:  # every line of the stopped replicas before the verdict
-                        follower.cursors.update(streams.finish(DRAIN_SECONDS))
-                    return self._conclude(ref, None, follower)
-                now = time.time()
-                verdict = limits.check(job, now, first_seen)
-                if verdict is None and limits.pods_needed(job, first_seen):
-                    verdict = limits.check_pods(self._pods(ref), now, first_seen)
-                if verdict is not None:
-                    why = {"status": verdict.status, "message": verdict.message}
-                    return self._conclude(ref, why, follower)
-                if job_status.outcome(job) == "pending" and notes.due(now):
-                    notes.say(self._pods(ref), now, self.log)
-                if until is not None and now >= until:
-                    return None
-                window = self.poll_interval * random.uniform(0.8, 1.2)
-                for bound in (until, limits.execution_deadline):
-                    if bound is not None:
-                        window = min(window, bound - now)
-                if streams is not None and streams.starting:
-                    window = min(window, STARTING_LOOK_SECONDS)
-                job = changes.next_state(job, max(window, 0.0), lambda: self._killed) or self._read(ref)
+        while True:
+            self._raise_if_killed()
+            if streams is not None:
+                streams.sync(job)
+            elif follower is not None:
+                follower.poll()
+            if job_status.outcome(job) in ("succeeded", "failed"):
+                if streams is not None:  # every line of the stopped replicas before the verdict
+                    follower.cursors.update(streams.finish(DRAIN_SECONDS))
+                return self._conclude(ref, None, follower)
+            now = time.time()
+            verdict = limits.check(job, now, first_seen)
+            if verdict is None and limits.pods_needed(job, first_seen):
+                verdict = limits.check_pods(self._pods(ref), now, first_seen)
+            if verdict is not None:
+                why = {"status": verdict.status, "message": verdict.message}
+                return self._conclude(ref, why, follower)
+            if job_status.outcome(job) == "pending" and notes.due(now):
+                notes.say(self._pods(ref), now, self.log)
+            if until is not None and now >= until:
+                return None
+            window = self.poll_interval * random.uniform(0.8, 1.2)
+            for bound in (until, limits.execution_deadline):
+                if bound is not None:
+                    window = min(window, bound - now)
+            if streams is not None and streams.starting:
+                window = min(window, STARTING_LOOK_SECONDS)
+            job = changes.next_state(job, max(window, 0.0), lambda: self._killed) or self._read(ref)
 
     @contextlib.contextmanager
     def _stopping(self, streams: Any, follower: Any) -> Iterator[None]:
-        """However the wait ends (a kill, a limit, a deferral) the streams stop at once, and the follower's
-        final pass continues from their cursors."""
+        """However the wait ends (a kill, a limit, a deferral, any error) the streams stop at once, and the
+        follower's final pass continues from their cursors. Held by the code that opened the streams."""
         try:
             yield
         finally:

@@ -28,6 +28,15 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 DAG_ID = "airflow.apache.org/dag-id"
 
 
+@pytest.fixture(autouse=True)
+def streams_stopped() -> Any:
+    """However a task's wait ended, its live log streams stopped: no thread (nor its client) outlives it."""
+    yield
+    from t9k_provider.hooks.log_streams import THREAD_NAME
+
+    assert [t for t in threading.enumerate() if t.name == THREAD_NAME] == []
+
+
 def jobs(cluster: LocalCluster, plural: str) -> list[dict[str, Any]]:
     from t9k_provider.hooks.t9k import T9kHook
 
