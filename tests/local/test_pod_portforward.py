@@ -72,9 +72,9 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def _port_forward(
     cluster: LocalCluster, pod: tuple[str, str], remote: int
-) -> Iterator[tuple[int, list[str]]]:
-    """``kubectl port-forward`` running until the block ends; yields the local port and, once ended, the
-    command's (stdout, stderr)."""
+) -> Iterator[tuple[int, subprocess.Popen[str], list[str]]]:
+    """``kubectl port-forward``, stopped when the block ends; yields the local port, the process and, once
+    ended, the command's (stdout, stderr)."""
     ns, name = pod
     local = _free_port()
     kubeconfig = str(cluster.kubeconfig)
@@ -90,8 +90,7 @@ def _port_forward(
         while not _listening("127.0.0.1", local):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=5)
             time.sleep(0.2)
-        yield local, output
-        assert proc.poll() is None
+        yield local, proc, output
     finally:
         proc.terminate()
         output += proc.communicate(timeout=10)
@@ -100,12 +99,13 @@ def _port_forward(
 def test_kubectl_port_forward_fetches_from_the_pod(
     cluster: LocalCluster, server_pod: tuple[str, str]
 ) -> None:
-    with _port_forward(cluster, server_pod, POD_PORT) as (local, output):
+    with _port_forward(cluster, server_pod, POD_PORT) as (local, proc, output):
         for _ in range(3):  # one forwarded connection after another over the same session
             with urllib.request.urlopen(f"http://127.0.0.1:{local}/hello.txt", timeout=20) as resp:
                 assert resp.read() == b"hello through port-forward\n"
         with urllib.request.urlopen(f"http://127.0.0.1:{local}/big.bin", timeout=60) as resp:
             assert resp.read() == BIG
+        assert proc.poll() is None
     out, err = output
     assert f"Forwarding from 127.0.0.1:{local} -> {POD_PORT}" in out, (out, err)
     assert "error" not in err.lower(), err
@@ -114,9 +114,15 @@ def test_kubectl_port_forward_fetches_from_the_pod(
 def test_port_forward_to_a_closed_port_reports_the_error(
     cluster: LocalCluster, server_pod: tuple[str, str]
 ) -> None:
-    with _port_forward(cluster, server_pod, 1) as (local, output), pytest.raises(OSError):
-        urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=10).read()
-    assert "error forwarding port 1" in output[1], output
+    """The error reaches kubectl on the port's error stream; kubectl (1.23+) then closes the session and exits
+    with "lost connection to pod", as it does against a real cluster."""
+    with _port_forward(cluster, server_pod, 1) as (local, proc, output):
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=10).read()
+        assert proc.wait(timeout=20) == 1
+    err = output[1]
+    assert "error forwarding port 1" in err, output
+    assert "lost connection to pod" in err, output
 
 
 def test_python_client_portforward_over_channels(cluster: LocalCluster, server_pod: tuple[str, str]) -> None:
