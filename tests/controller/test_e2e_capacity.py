@@ -94,14 +94,15 @@ def test_two_gang_jobs_that_do_not_both_fit_never_interleave(jobs: Jobs) -> None
     jobs.create(gang_job("left", 2))
     jobs.create(gang_job("right", 2))
     seen: set[tuple[int, int]] = set()
-    deadline = time.monotonic() + 8
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 8  # watched for 8 s, and until one gang is bound whole
+    while time.monotonic() < deadline or not any(2 in pair for pair in seen):
+        assert time.monotonic() < deadline + 60, f"neither gang was bound whole: {seen}"
         seen.add((bound(jobs, "left"), bound(jobs, "right")))
         time.sleep(0.1)
     # a gang's pods are bound one binding at a time, so (1, 0) may be seen on the way to (2, 0); what must
     # never happen is pods of both jobs on the node
     assert not [(left, right) for left, right in seen if left and right], seen
-    winner, loser = ("left", "right") if (2, 0) in seen else ("right", "left")
+    winner, loser = ("left", "right") if bound(jobs, "left") == 2 else ("right", "left")
     assert (bound(jobs, winner), bound(jobs, loser)) == (2, 0)
     delete_job(jobs, winner)
     wait_for(lambda: bound(jobs, loser) == 2, 60, f"{loser} bound whole once {winner} is gone")
