@@ -265,7 +265,7 @@ class PodWorker:
                 volumes.materialize, self.pod, self.dir, configmaps, secrets, tokens
             )
         except volumes.MountError as exc:
-            await self._mount_failed(exc.volume, exc.message)
+            await self._mount_failed(exc.volume, str(exc))
             return
         except ContainerConfigError as exc:
             await self._config_failed(str(exc))

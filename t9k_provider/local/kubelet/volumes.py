@@ -38,7 +38,6 @@ class MountError(Exception):
     def __init__(self, volume: str, message: str) -> None:
         super().__init__(message)
         self.volume = volume
-        self.message = message
 
 
 @dataclass(frozen=True)
