@@ -1,4 +1,4 @@
-"""Test helpers: the controller as a real child process, and small waits against a local cluster."""
+"""Test helper: the controller as a real child process, with its metrics and health on loopback."""
 
 from __future__ import annotations
 
@@ -7,34 +7,18 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
+from polling import wait_for
 from prometheus_client.parser import text_string_to_metric_families
-
-T = TypeVar("T")
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 class ControllerProcess:
@@ -112,7 +96,7 @@ class ControllerProcess:
                 raise AssertionError(f"controller exited: {self.log_tail()}")
             return self.ready()
 
-        wait_for(check, timeout, "controller /readyz")
+        wait_for("controller /readyz", check, timeout)
         return self
 
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

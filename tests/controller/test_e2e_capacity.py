@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from controller_process import ControllerProcess, wait_for
+from controller_process import ControllerProcess
 from e2e_support import NS, Jobs, job
 from kubernetes import client
+from polling import wait_for
 
 from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.local.node.events import NODE_NAME
@@ -66,15 +67,15 @@ def unscheduled_message(pod: client.V1Pod) -> str | None:
 
 def delete_job(jobs: Jobs, name: str) -> None:
     jobs.custom.delete_namespaced_custom_object(GROUP, VERSION, NS, "genericjobs", name)
-    wait_for(lambda: not jobs.pods(name), 60, f"pods of {name} gone")
+    wait_for(f"pods of {name} gone", lambda: not jobs.pods(name), 60)
 
 
 def test_three_cpu_job_waits_on_two_cpus_and_runs_when_capacity_is_raised(jobs: Jobs) -> None:
     jobs.create(gang_job("big", 3))
     pods = wait_for(
+        "three pods told why they wait",
         lambda: (ps := jobs.pods("big")) and len(ps) == 3 and all(unscheduled_message(p) for p in ps) and ps,
         60,
-        "three pods told why they wait",
     )
     for pod in pods:
         assert unscheduled_message(pod) == f"{NO_CPU} PodGroup big: 2 of 3 pods fit together."
@@ -83,8 +84,8 @@ def test_three_cpu_job_waits_on_two_cpus_and_runs_when_capacity_is_raised(jobs: 
     assert jobs.phase("GenericJob", "big") in (None, "Pending")
     set_node_cpus(jobs, "3")
     try:
-        wait_for(lambda: bound(jobs, "big") == 3, 60, "all three pods bound")
-        wait_for(lambda: jobs.phase("GenericJob", "big") == "Running", 60, "job Running")
+        wait_for("all three pods bound", lambda: bound(jobs, "big") == 3, 60)
+        wait_for("job Running", lambda: jobs.phase("GenericJob", "big") == "Running", 60)
     finally:
         set_node_cpus(jobs, "2")
         delete_job(jobs, "big")
@@ -105,5 +106,5 @@ def test_two_gang_jobs_that_do_not_both_fit_never_interleave(jobs: Jobs) -> None
     winner, loser = ("left", "right") if bound(jobs, "left") == 2 else ("right", "left")
     assert (bound(jobs, winner), bound(jobs, loser)) == (2, 0)
     delete_job(jobs, winner)
-    wait_for(lambda: bound(jobs, loser) == 2, 60, f"{loser} bound whole once {winner} is gone")
+    wait_for(f"{loser} bound whole once {winner} is gone", lambda: bound(jobs, loser) == 2, 60)
     delete_job(jobs, loser)

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_process import ControllerProcess, wait_for
+from controller_process import ControllerProcess
 from e2e_support import NS, TERMINAL, Jobs, PodRecorder, job, template
 from kubernetes import client
+from polling import wait_for
 
 from t9k_provider.local.testing import LocalCluster, require_limits
 
@@ -53,7 +54,7 @@ def wait_phase(jobs: Jobs, kind: str, name: str, phases: tuple[str, ...], timeou
         return obj if (obj.get("status") or {}).get("phase") in phases else None
 
     try:
-        return wait_for(check, timeout, f"{kind} {name} phase in {phases}")
+        return wait_for(f"{kind} {name} phase in {phases}", check, timeout)
     except AssertionError as exc:
         status = json.dumps(jobs.get(kind, name).get("status"), indent=1)
         raise AssertionError(f"{exc}\nstatus: {status}") from None
@@ -90,7 +91,7 @@ def test_genericjob_success_rule_over_two_types(jobs: Jobs) -> None:
     assert obj["status"]["phase"] == "Succeeded"
     assert cond(obj, "Completed")["status"] == "True"
     assert cond(obj, "Running")["status"] == "False"
-    wait_for(lambda: pod_phase(jobs, "gj-success-worker-1") is None, 30, "unfinished worker-1 cleaned up")
+    wait_for("unfinished worker-1 cleaned up", lambda: pod_phase(jobs, "gj-success-worker-1") is None, 30)
     assert pod_phase(jobs, "gj-success-master-0") == "Succeeded"
 
 
@@ -106,7 +107,7 @@ def test_genericjob_failure_rule_needs_every_listed_replica(jobs: Jobs) -> None:
             },
         ],
     }))  # fmt: skip
-    wait_for(lambda: pod_phase(jobs, "gj-failure-master-0") == "Failed", 30, "master fails")
+    wait_for("master fails", lambda: pod_phase(jobs, "gj-failure-master-0") == "Failed", 30)
     assert jobs.phase("GenericJob", "gj-failure") not in TERMINAL, (
         "one failed replica of the rule is not enough"
     )
@@ -148,7 +149,7 @@ LEADER_ENV_DUMP = f"{ENV_DUMP}; sleep 3"
 
 def dumped_env(jobs: Jobs, pod: str) -> dict[str, Any]:
     # The job may succeed on its chief/master alone; the other replicas finish on their own.
-    wait_for(lambda: pod_phase(jobs, pod) == "Succeeded", 60, f"{pod} Succeeded")
+    wait_for(f"{pod} Succeeded", lambda: pod_phase(jobs, pod) == "Succeeded", 60)
     lines = [line for line in jobs.log(pod).splitlines() if line.startswith("{")]
     assert lines, jobs.log(pod)
     return json.loads(lines[-1])
@@ -260,7 +261,7 @@ def test_pause_then_resume(jobs: Jobs) -> None:
     jobs.patch("GenericJob", "gj-pause", {"spec": {"runMode": {"pause": {"enabled": True}}}})
     obj = wait_phase(jobs, "GenericJob", "gj-pause", ("Paused",))
     assert cond(obj, "Paused")["status"] == "True"
-    wait_for(lambda: not jobs.pods("gj-pause"), 30, "paused pods deleted")
+    wait_for("paused pods deleted", lambda: not jobs.pods("gj-pause"), 30)
     jobs.patch("GenericJob", "gj-pause", {"spec": {"runMode": {"pause": {"enabled": False}}}})
     wait_phase(jobs, "GenericJob", "gj-pause", ("Running",))
     after = {p.metadata.name: p.metadata.uid for p in jobs.pods("gj-pause")}
@@ -276,7 +277,7 @@ def test_debug_mode_replaces_the_command_and_does_not_finish(jobs: Jobs) -> None
     wait_phase(jobs, "GenericJob", "gj-debug", ("Running",))
     (pod,) = jobs.pods("gj-debug")
     assert pod.spec.containers[0].command == ["sleep", "inf"]
-    wait_for(lambda: pod_phase(jobs, "gj-debug-worker-0") == "Running", 30, "debug pod running")
+    wait_for("debug pod running", lambda: pod_phase(jobs, "gj-debug-worker-0") == "Running", 30)
     time.sleep(2)
     assert jobs.phase("GenericJob", "gj-debug") == "Running"
 
@@ -289,7 +290,7 @@ def test_active_deadline_fails_a_job_that_gets_no_further_events(jobs: Jobs) -> 
     obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-deadline", TERMINAL, timeout=30)
     assert obj["status"]["phase"] == "Failed"
     assert cond(obj, "Failed")["reason"] == "DeadlineExceeded"
-    wait_for(lambda: not jobs.pods("pj-deadline"), 30, "unfinished pods deleted at the deadline")
+    wait_for("unfinished pods deleted at the deadline", lambda: not jobs.pods("pj-deadline"), 30)
 
 
 @pytest.mark.parametrize(
@@ -309,7 +310,7 @@ def test_cleanup_policy(jobs: Jobs, policy: str, master_kept: bool, worker_kept:
     obj = wait_phase(jobs, "GenericJob", name, TERMINAL)
     assert obj["status"]["phase"] == "Succeeded"
     expected = sorted([f"{name}-master-0"] * master_kept + [f"{name}-worker-0"] * worker_kept)
-    wait_for(lambda: jobs.pod_names(name) == expected, 30, f"pods {expected} after cleanup {policy}")
+    wait_for(f"pods {expected} after cleanup {policy}", lambda: jobs.pod_names(name) == expected, 30)
     time.sleep(1.5)
     assert jobs.pod_names(name) == expected, "cleanup is applied once and stays applied"
 
@@ -320,17 +321,14 @@ def test_t9k_scheduler_objects(jobs: Jobs) -> None:
         "replicaSpecs": [{"type": "worker", "replicas": 2, "template": template("main", "sleep 300")}],
     }))  # fmt: skip
     custom = jobs.custom
-    group = wait_for(
-        lambda: _get_or_none(lambda: custom.get_namespaced_custom_object(
-            "scheduler.tensorstack.dev", "v1beta1", NS, "podgroups", "gj-sched")),
-        30, "PodGroup gj-sched",
-    )  # fmt: skip
+    group = wait_for("PodGroup gj-sched", lambda: _get_or_none(lambda: custom.get_namespaced_custom_object(
+            "scheduler.tensorstack.dev", "v1beta1", NS, "podgroups", "gj-sched")), 30)  # fmt: skip
     assert group["spec"]["queue"] == "team-a"
     assert group["spec"]["priority"] == 50
     assert group["spec"]["minMember"] == 2
     (owner,) = group["metadata"]["ownerReferences"]
     assert owner["kind"] == "GenericJob" and owner["name"] == "gj-sched" and owner["controller"] is True
-    pods = wait_for(lambda: len(jobs.pods("gj-sched")) == 2 and jobs.pods("gj-sched"), 30, "two pods")
+    pods = wait_for("two pods", lambda: len(jobs.pods("gj-sched")) == 2 and jobs.pods("gj-sched"), 30)
     for pod in pods:
         assert pod.spec.scheduler_name == "t9k-scheduler"
         labels = pod.metadata.labels

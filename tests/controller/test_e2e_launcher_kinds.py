@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_process import ControllerProcess, wait_for
+from controller_process import ControllerProcess
 from e2e_support import NS, TERMINAL, Jobs, fake_tools, job
 from kubernetes import client
+from polling import wait_for
 
 from t9k_provider.local.testing import LocalCluster
 
@@ -50,7 +51,7 @@ def path_env(tools: Path, hostfile: str) -> list[dict[str, str]]:
 
 
 def wait_terminal(jobs: Jobs, kind: str, name: str, timeout: float = 60) -> dict[str, Any]:
-    wait_for(lambda: jobs.phase(kind, name) in TERMINAL, timeout, f"{kind} {name} terminal")
+    wait_for(f"{kind} {name} terminal", lambda: jobs.phase(kind, name) in TERMINAL, timeout)
     return jobs.get(kind, name)
 
 
@@ -167,7 +168,7 @@ def test_deepspeedjob_objects_commands_and_files(jobs: Jobs) -> None:
         "runMode": {"debug": {"enabled": True, "replicaSpecs": [
             {"type": "worker", "command": [sys.executable, "-c", DUMP_FILES]}]}},
     }))  # fmt: skip
-    pods = wait_for(lambda: len(jobs.pods("ds")) == 2 and jobs.pods("ds"), 30, "two DeepSpeed workers")
+    pods = wait_for("two DeepSpeed workers", lambda: len(jobs.pods("ds")) == 2 and jobs.pods("ds"), 30)
     launch = pods[0].spec.containers[0].command
     assert launch[:2] == ["sh", "-c"] and launch[2].startswith("/usr/sbin/sshd && exec deepspeed")
     assert launch[4:] == ["--hostfile=/t9k/hostfile", "--master_addr=ds-worker-0", "--no_local_rank",
@@ -187,7 +188,7 @@ def test_deepspeedjob_objects_commands_and_files(jobs: Jobs) -> None:
             return None
         return json.loads(lines[-1]) if lines else None
 
-    files = wait_for(dumped, 30, "debug replica file dump")
+    files = wait_for("debug replica file dump", dumped, 30)
     assert files["hostfile"] == "ds-debug-worker-0 slots=2\nds-debug-worker-1 slots=2\n"
     assert files["env_file"] == "NCCL_DEBUG=INFO\n"
     assert {"authorized_keys", "id_rsa", "config"} <= set(files["ssh"])
@@ -205,7 +206,7 @@ def test_beamjob_flinkcluster_then_submit_job(jobs: Jobs) -> None:
         "runPolicy": {"cleanUpCluster": True},
     }))  # fmt: skip
     flink = ("flinkoperator.k8s.io", "v1beta1", NS, "flinkclusters", "beam-flinkcluster")
-    cluster = wait_for(lambda: _get(jobs, flink), 30, "FlinkCluster beam-flinkcluster")
+    cluster = wait_for("FlinkCluster beam-flinkcluster", lambda: _get(jobs, flink), 30)
     assert cluster["spec"]["flinkVersion"] == "1.17"
     assert cluster["metadata"]["ownerReferences"][0]["name"] == "beam"
     batch = client.BatchV1Api(jobs.core.api_client)
@@ -222,7 +223,7 @@ def test_beamjob_flinkcluster_then_submit_job(jobs: Jobs) -> None:
         {"name": e.name, "value": e.value} for e in container.env
     ]
     assert "--runner=FlinkRunner" in container.args
-    wait_for(lambda: _get(jobs, flink) is None, 30, "cleanUpCluster deletes the FlinkCluster")
+    wait_for("cleanUpCluster deletes the FlinkCluster", lambda: _get(jobs, flink) is None, 30)
 
 
 def _get(jobs: Jobs, ref: tuple[str, ...]) -> dict[str, Any] | None:

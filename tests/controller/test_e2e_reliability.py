@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_process import ControllerProcess, wait_for
+from controller_process import ControllerProcess
 from e2e_support import NS, TERMINAL, Jobs, job, offline_reconciler, template
 from kubernetes import client
+from polling import wait_for
 
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.jobs import GROUP, VERSION
@@ -62,7 +63,7 @@ def test_invalid_spec_fails_with_the_field_named_and_no_hot_loop(
         "successRules": [{"chief": [0]}],
         "replicaSpecs": [{"type": "worker", "template": template("main", "true")}],
     }))  # fmt: skip
-    wait_for(lambda: jobs.phase("GenericJob", "gj-invalid") == "Failed", 30, "invalid job Failed")
+    wait_for("invalid job Failed", lambda: jobs.phase("GenericJob", "gj-invalid") == "Failed", 30)
     failed = jobs.condition("GenericJob", "gj-invalid", "Failed")
     assert failed is not None and failed["status"] == "True"
     assert "spec.successRules" in failed["message"]
@@ -84,7 +85,7 @@ def test_create_rejected_by_the_server_is_surfaced_not_hot_looped(
         found = jobs.condition("GenericJob", "gj-rejected", "ReplicaFailure")
         return found if found and found["status"] == "True" else None
 
-    condition = wait_for(surfaced, 30, "ReplicaFailure=True")
+    condition = wait_for("ReplicaFailure=True", surfaced, 30)
     assert condition["reason"] == "FailedCreate" and "gj-rejected-worker-0" in condition["message"]
     warnings = [e for e in events_for(jobs, "gj-rejected") if e.reason == "FailedCreate"]
     assert warnings and warnings[0].type == "Warning"
@@ -110,7 +111,7 @@ def test_foreign_object_with_a_child_name_is_reported_not_adopted(
         found = jobs.condition("GenericJob", "gj-squat", "ReplicaFailure")
         return found if found and found["reason"] == "ResourceExists" else None
 
-    condition = wait_for(surfaced, 30, "ReplicaFailure=True reason ResourceExists")
+    condition = wait_for("ReplicaFailure=True reason ResourceExists", surfaced, 30)
     assert condition["status"] == "True" and "gj-squat-worker-0" in condition["message"]
     assert any(e.reason == "ResourceExists" for e in events_for(jobs, "gj-squat"))
     pod = jobs.core.read_namespaced_pod("gj-squat-worker-0", NS)
@@ -119,7 +120,7 @@ def test_foreign_object_with_a_child_name_is_reported_not_adopted(
 
     jobs.core.delete_namespaced_pod("gj-squat-worker-0", NS, grace_period_seconds=0)
     wait_for(
-        lambda: jobs.phase("GenericJob", "gj-squat") == "Succeeded", 60, "job runs once the name is free"
+        "job runs once the name is free", lambda: jobs.phase("GenericJob", "gj-squat") == "Succeeded", 60
     )
     assert jobs.condition("GenericJob", "gj-squat", "ReplicaFailure")["reason"] != "ResourceExists"
 
@@ -131,7 +132,7 @@ def test_pod_deleted_from_outside_is_recreated_without_using_the_backoff_budget(
         "runPolicy": {"backoffLimit": 0},
         "replicaSpecs": [{"type": "master", "template": template("pytorch", "sleep 300")}],
     }))  # fmt: skip
-    wait_for(lambda: jobs.phase("PyTorchTrainingJob", "pj-preempted") == "Running", 30, "Running")
+    wait_for("Running", lambda: jobs.phase("PyTorchTrainingJob", "pj-preempted") == "Running", 30)
     (pod,) = jobs.pods("pj-preempted")
     jobs.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
 
@@ -139,8 +140,8 @@ def test_pod_deleted_from_outside_is_recreated_without_using_the_backoff_budget(
         pods = jobs.pods("pj-preempted")
         return len(pods) == 1 and pods[0].metadata.uid != pod.metadata.uid
 
-    wait_for(replaced, 30, "the deleted pod recreated")
-    wait_for(lambda: jobs.phase("PyTorchTrainingJob", "pj-preempted") == "Running", 30, "Running again")
+    wait_for("the deleted pod recreated", replaced, 30)
+    wait_for("Running again", lambda: jobs.phase("PyTorchTrainingJob", "pj-preempted") == "Running", 30)
     status = jobs.get("PyTorchTrainingJob", "pj-preempted")["status"]
     assert status.get("backoffCount", 0) == 0
     assert status["phase"] not in TERMINAL
@@ -150,8 +151,8 @@ def test_events_record_transitions(jobs: Jobs, controller: ControllerProcess) ->
     jobs.create(job("GenericJob", "gj-events", {
         "replicaSpecs": [{"type": "worker", "template": template("main", "sleep 0.5")}],
     }))  # fmt: skip
-    wait_for(lambda: jobs.phase("GenericJob", "gj-events") == "Succeeded", 30, "Succeeded")
-    events = wait_for(lambda: events_for(jobs, "gj-events"), 10, "events")
+    wait_for("Succeeded", lambda: jobs.phase("GenericJob", "gj-events") == "Succeeded", 30)
+    events = wait_for("events", lambda: events_for(jobs, "gj-events"), 10)
     for event in events:
         assert event.involved_object.kind == "GenericJob"
         assert event.involved_object.uid == jobs.get("GenericJob", "gj-events")["metadata"]["uid"]
@@ -188,29 +189,29 @@ def test_two_leader_elected_controllers_never_act_together(
     b = ControllerProcess(cluster.kubeconfig, tmp_path / "b.log", *timing, "--identity", "b")
     try:
         a.start().wait_ready(60)
-        wait_for(lambda: a.metric_sum("t9k_controller_leader") == 1, 30, "a leads")
+        wait_for("a leads", lambda: a.metric_sum("t9k_controller_leader") == 1, 30)
         b.start().wait_ready(60)
         jobs.create(job("GenericJob", "gj-le-1", {
             "replicaSpecs": [{"type": "worker", "template": template("main", "sleep 0.5")}],
         }))  # fmt: skip
-        wait_for(lambda: jobs.phase("GenericJob", "gj-le-1") == "Succeeded", 30, "job done by the leader")
+        wait_for("job done by the leader", lambda: jobs.phase("GenericJob", "gj-le-1") == "Succeeded", 30)
         assert b.metric_sum("t9k_controller_leader") == 0
         assert b.metric_sum("t9k_controller_api_requests_total", access="write") == 0, "the standby wrote"
         assert b.metric_sum("t9k_controller_reconcile_total") == 0
 
         a.kill()  # crash without releasing: b waits for the lease to expire, then takes over
         killed = time.monotonic()
-        wait_for(lambda: b.metric_sum("t9k_controller_leader") == 1, 30, "b takes over")
+        wait_for("b takes over", lambda: b.metric_sum("t9k_controller_leader") == 1, 30)
         assert time.monotonic() - killed >= 2.0
         jobs.create(job("GenericJob", "gj-le-2", {
             "replicaSpecs": [{"type": "worker", "template": template("main", "sleep 0.5")}],
         }))  # fmt: skip
-        wait_for(lambda: jobs.phase("GenericJob", "gj-le-2") == "Succeeded", 30, "job done by the new leader")
+        wait_for("job done by the new leader", lambda: jobs.phase("GenericJob", "gj-le-2") == "Succeeded", 30)
 
         a.start().wait_ready(60)
         assert b.stop() == 0  # clean shutdown releases the lease: a takes over within a retry period or two
         released = time.monotonic()
-        wait_for(lambda: a.metric_sum("t9k_controller_leader") == 1, 10, "a takes over after release")
+        wait_for("a takes over after release", lambda: a.metric_sum("t9k_controller_leader") == 1, 10)
         assert time.monotonic() - released < 2.5
     finally:
         a.kill()
@@ -240,7 +241,7 @@ def test_local_cluster_runs_the_controller_by_default(local_cluster_factory: Any
     tpl["metadata"] = {"annotations": {"t9k.local/simulate-exit-code": "0"}}
     jobs.create(job("GenericJob", "gj-local", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
     wait_for(
-        lambda: jobs.phase("GenericJob", "gj-local") == "Succeeded", 60, "the built-in controller ran it"
+        "the built-in controller ran it", lambda: jobs.phase("GenericJob", "gj-local") == "Succeeded", 60
     )
 
 
@@ -263,7 +264,7 @@ def test_namespace_flag_limits_what_the_controller_sees(
             )
             return (obj.get("status") or {}).get("phase")
 
-        wait_for(lambda: phase_in_team_a() == "Succeeded", 60, "the job in the watched namespace ran")
+        wait_for("the job in the watched namespace ran", lambda: phase_in_team_a() == "Succeeded", 60)
         assert "status" not in jobs.get("GenericJob", "gj-outside"), "a job outside the namespace is ignored"
         assert jobs.pods("gj-outside") == []
     finally:
@@ -280,13 +281,13 @@ def test_controller_rides_out_an_api_server_restart(local_cluster_factory: Any, 
     try:
         proc.start().wait_ready(60)
         jobs.create(job("GenericJob", "gj-before", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
-        wait_for(lambda: jobs.phase("GenericJob", "gj-before") == "Succeeded", 60, "first job")
+        wait_for("first job", lambda: jobs.phase("GenericJob", "gj-before") == "Succeeded", 60)
         watches = proc.metric_sum("t9k_controller_api_requests_total", verb="watch")
         cluster.restart()
         jobs = Jobs(cluster.api_client())
         jobs.create(job("GenericJob", "gj-after", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
         wait_for(
-            lambda: jobs.phase("GenericJob", "gj-after") == "Succeeded", 90, "job created after the restart"
+            "job created after the restart", lambda: jobs.phase("GenericJob", "gj-after") == "Succeeded", 90
         )
         assert proc.running(), "the controller survived the outage"
         # Watches broke and were resumed from their last resourceVersion (the store kept its history).
@@ -315,13 +316,13 @@ def test_elastic_scale_down_removes_out_of_range_pods_and_services(
         def children() -> tuple[list[str], list[str]]:
             return jobs.pod_names("pj-elastic"), jobs.owned("pj-elastic", jobs.core.list_namespaced_service)
 
-        wait_for(lambda: children() == (names, names), 30, "three workers with their services")
+        wait_for("three workers with their services", lambda: children() == (names, names), 30)
         jobs.patch("PyTorchTrainingJob", "pj-elastic", {"spec": {"elastic": {"expectedReplicas": 1}}})
-        wait_for(lambda: children() == (names[:1], names[:1]), 30, "scaled down to worker-0")
+        wait_for("scaled down to worker-0", lambda: children() == (names[:1], names[:1]), 30)
         tasks = jobs.get("PyTorchTrainingJob", "pj-elastic")["status"]["tasks"]
         assert [r["name"] for r in tasks[0]["replicas"]] == names[:1]
         jobs.patch("PyTorchTrainingJob", "pj-elastic", {"spec": {"elastic": {"expectedReplicas": 2}}})
-        wait_for(lambda: children() == (names[:2], names[:2]), 30, "scaled up to two workers")
+        wait_for("scaled up to two workers", lambda: children() == (names[:2], names[:2]), 30)
         assert jobs.phase("PyTorchTrainingJob", "pj-elastic") not in TERMINAL
     finally:
         proc.stop()
@@ -341,7 +342,7 @@ def test_evicted_pod_is_replaced_without_using_the_backoff_budget(
             "replicaSpecs": [{"type": "master", "restartPolicy": "OnFailure",
                               "template": template("pytorch", "train.py")}],
         }))  # fmt: skip
-        wait_for(lambda: jobs.phase("PyTorchTrainingJob", "pj-evicted") == "Running", 30, "Running")
+        wait_for("Running", lambda: jobs.phase("PyTorchTrainingJob", "pj-evicted") == "Running", 30)
         (pod,) = jobs.pods("pj-evicted")
         jobs.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": {
             "phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory.",
@@ -351,8 +352,8 @@ def test_evicted_pod_is_replaced_without_using_the_backoff_budget(
             pods = jobs.pods("pj-evicted")
             return len(pods) == 1 and pods[0].metadata.uid != pod.metadata.uid
 
-        wait_for(replaced, 30, "the evicted pod replaced")
-        wait_for(lambda: jobs.phase("PyTorchTrainingJob", "pj-evicted") == "Running", 30, "Running again")
+        wait_for("the evicted pod replaced", replaced, 30)
+        wait_for("Running again", lambda: jobs.phase("PyTorchTrainingJob", "pj-evicted") == "Running", 30)
         assert jobs.get("PyTorchTrainingJob", "pj-evicted")["status"].get("backoffCount", 0) == 0
     finally:
         proc.stop()

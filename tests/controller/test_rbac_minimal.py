@@ -34,9 +34,10 @@ from typing import Any
 
 import pytest
 import yaml
-from controller_process import ControllerProcess, wait_for
+from controller_process import ControllerProcess
 from e2e_support import fake_tools, offline_reconciler, template
 from kubernetes import client
+from polling import wait_for
 
 from t9k_provider.controller.kinds.beam import batch_job_name
 from t9k_provider.controller.runtime.metrics import Metrics
@@ -214,7 +215,7 @@ class Scene:
             assert status.get("phase") not in ({"Succeeded", "Failed"} - {phase}), status
             return status.get("phase") == phase
 
-        wait_for(check, timeout, f"{kind} {name} {phase}")
+        wait_for(f"{kind} {name} {phase}", check, timeout)
 
     def obj(self, ref: tuple[str, str, str], name: str) -> dict[str, Any] | None:
         try:
@@ -347,13 +348,13 @@ def run_kind(kind: str) -> Callable[[Scene], Check]:
         def check() -> None:
             s.wait_phase(kind, name)
             if kind in ("GenericJob", "PyTorchTrainingJob"):
-                wait_for(lambda: not s.owned(name), 30, f"{name}'s pods and services cleaned up")
+                wait_for(f"{name}'s pods and services cleaned up", lambda: not s.owned(name), 30)
             if kind == "GenericJob":
-                wait_for(lambda: s.obj(SCHED, name) is None, 30, "the PodGroup deleted at the end")
+                wait_for("the PodGroup deleted at the end", lambda: s.obj(SCHED, name) is None, 30)
             if kind == "PyTorchTrainingJob":
                 assert s.obj(TENSORBOARD, name) is not None
             if kind == "BeamJob":
-                wait_for(lambda: s.obj(FLINK, f"{name}-flinkcluster") is None, 30, "cleanUpCluster")
+                wait_for("cleanUpCluster", lambda: s.obj(FLINK, f"{name}-flinkcluster") is None, 30)
 
         return check
 
@@ -420,9 +421,9 @@ def squat(resource: str) -> Callable[[Scene], Check]:
 
         def check() -> None:
             events = wait_for(
+                f"a repeated ResourceExists Event on {name}",
                 lambda: [e for e in s.resource_exists_events(name) if (e.count or 0) >= 2],
                 CASE_TIMEOUT,
-                f"a repeated ResourceExists Event on {name}",
             )
             assert "not owned by this job" in events[0].message
 
@@ -471,11 +472,11 @@ def drift(s: Scene) -> Check:
     def check() -> None:
         assert pg.wait(CASE_TIMEOUT) and cm.wait(CASE_TIMEOUT), "the PodGroup and the ConfigMap were changed"
         wait_for(
+            "PodGroup patched back",
             lambda: ((s.obj(SCHED, "drift-pg") or {}).get("spec") or {}).get("priority") == 5,
             30,
-            "PodGroup patched back",
         )
-        wait_for(lambda: configmap().data["hostfile"] != "x", 30, "hostfile ConfigMap patched back")
+        wait_for("hostfile ConfigMap patched back", lambda: configmap().data["hostfile"] != "x", 30)
 
     return check
 
@@ -599,7 +600,7 @@ def assert_forbidden(
         return shown == {"log", "metric"}
 
     try:
-        wait_for(seen, CASE_TIMEOUT, f"a 403 ({phrase}) in the controller's log and metrics")
+        wait_for(f"a 403 ({phrase}) in the controller's log and metrics", seen, CASE_TIMEOUT)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{proc.log_tail(20)}") from None
 
@@ -610,7 +611,7 @@ def test_shipped_roles_run_every_scenario(env: Env) -> None:
     scene = env.scene()
     try:
         proc.wait_ready(60)
-        wait_for(lambda: proc.metric_sum("t9k_controller_leader") == 1, 30, "leadership")
+        wait_for("leadership", lambda: proc.metric_sum("t9k_controller_leader") == 1, 30)
         checks = {name: scenario(scene) for name, scenario in SCENARIOS.items()}
         for check in checks.values():
             check()

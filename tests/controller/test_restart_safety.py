@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_process import ControllerProcess, wait_for
+from controller_process import ControllerProcess
 from e2e_support import TERMINAL, Jobs, PodRecorder, fake_tools, job, template
+from polling import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -155,7 +156,7 @@ def test_sigkill_at_random_points_never_duplicates_or_reruns(
         def all_terminal() -> bool:
             return all(jobs.phase(m["kind"], m["metadata"]["name"]) in TERMINAL for m, _, _ in expected)
 
-        wait_for(all_terminal, 150, "every job to reach a terminal phase", interval=1.0)
+        wait_for("every job to reach a terminal phase", all_terminal, 150, interval=1.0)
         time.sleep(2)  # a late duplicate would show up in this window
     finally:
         controller.kill()

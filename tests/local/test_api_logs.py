@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pytest
 from kubernetes import client
+from polling import wait_for
 
 from t9k_provider.local.testing import LocalCluster
 
@@ -14,15 +14,6 @@ from t9k_provider.local.testing import LocalCluster
 @pytest.fixture(scope="module")
 def core(local_cluster: LocalCluster) -> client.CoreV1Api:
     return client.CoreV1Api(local_cluster.api_client())
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not reached in time")
 
 
 def get_log(
@@ -68,14 +59,14 @@ def test_two_containers_exit_codes_phases_and_follow(
             },
         },
     )
-    wait_for(lambda: phase(core, ns, "two") == "Running")
+    wait_for("pod two Running", lambda: phase(core, ns, "two") == "Running")
     started = time.monotonic()
     status, text = get_log(local_cluster, ns, "two", "?container=ok&follow=true")
     assert status == 200 and text == "one\ntwo\n"
     assert time.monotonic() - started < 15  # follow ended when the process exited
     status, text = get_log(local_cluster, ns, "two", "?container=bad&follow=True&timestamps=true")
     assert status == 200 and text.endswith(" oops\n") and text.split(" ")[0].endswith("Z")
-    wait_for(lambda: phase(core, ns, "two") == "Failed")
+    wait_for("pod two Failed", lambda: phase(core, ns, "two") == "Failed")
     pod = core.read_namespaced_pod("two", ns)
     codes = {
         s.name: (s.state.terminated.exit_code, s.state.terminated.reason)
@@ -103,7 +94,7 @@ def test_single_container_needs_no_container_parameter(
             },
         },
     )
-    wait_for(lambda: phase(core, ns, "solo") == "Succeeded")
+    wait_for("pod solo Succeeded", lambda: phase(core, ns, "solo") == "Succeeded")
     assert get_log(local_cluster, ns, "solo", "?follow=true") == (200, "solo\n")
     # as Airflow reads logs (kubernetes 36 returns str(bytes) when it preloads a str response)
     assert core.read_namespaced_pod_log("solo", ns, _preload_content=False).data == b"solo\n"
@@ -133,7 +124,10 @@ def test_log_errors(local_cluster: LocalCluster, core: client.CoreV1Api, ns: str
     )
     status, _, body = local_cluster.request("GET", path + "?container=zzz")
     assert (status, body["message"]) == (400, "container zzz is not valid for pod multi")
-    wait_for(lambda: bool(core.read_namespaced_pod("multi", ns).status.container_statuses))
+    wait_for(
+        "the container statuses of pod multi",
+        lambda: bool(core.read_namespaced_pod("multi", ns).status.container_statuses),
+    )
     status, _, body = local_cluster.request("GET", path + "?container=a")
     assert status == 400
     assert body["message"].startswith('container "a" in pod "multi" is waiting to start: ')
@@ -180,7 +174,8 @@ def test_log_of_a_container_in_crash_loop_back_off_is_its_last_run(
         waiting = statuses and statuses[0].state.waiting
         return bool(waiting) and waiting.reason == "CrashLoopBackOff"
 
-    wait_for(backing_off)  # the second run failed: the next restart waits (10 s by default)
+    # the second run failed: the next restart waits (10 s by default)
+    wait_for("the restart back-off", backing_off)
     (status,) = core.read_namespaced_pod("crashy", ns).status.container_statuses
     assert status.state.waiting.message.startswith("back-off 10s restarting failed container=c pod=crashy_")
     assert (status.restart_count, status.last_state.terminated.exit_code) == (2, 1)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from polling import wait_for
 
 from t9k_provider.local import poddir
 from t9k_provider.local.kubelet import cgroups
@@ -39,21 +40,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 @pytest.fixture
 def core(cluster: LocalCluster) -> client.CoreV1Api:
     return client.CoreV1Api(cluster.api_client())
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except ApiException as exc:  # e.g. logs of a container still waiting to start
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def pod_manifest(name: str, containers: list[dict], **spec: Any) -> dict:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from kubernetes import client
+from polling import wait_for
 
 from t9k_provider.local.testing import LocalCluster
 
@@ -22,15 +22,6 @@ def alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_agents_run_apart_from_the_server_and_stop_with_it(
     local_cluster_factory: Callable[..., LocalCluster],
 ) -> None:
@@ -41,7 +32,7 @@ def test_agents_run_apart_from_the_server_and_stop_with_it(
     core.create_namespaced_pod(
         "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
     )
-    wait_for(lambda: core.read_namespaced_pod("p", "default").status.phase == "Running", 30, "a Running pod")
+    wait_for("a Running pod", lambda: core.read_namespaced_pod("p", "default").status.phase == "Running", 30)
     assert core.read_namespaced_pod("p", "default").spec.node_name  # the scheduler bound it
     cluster.stop()
     assert not alive(agents)
@@ -53,7 +44,7 @@ def test_agents_die_with_a_killed_server(local_cluster_factory: Callable[..., Lo
     agents = cluster.node_agents_pid()
     assert agents is not None
     cluster.kill()
-    wait_for(lambda: not alive(agents), 5, "the orphaned agents to die")
+    wait_for("the orphaned agents to die", lambda: not alive(agents), 5)
     cluster.start()
     restarted = cluster.node_agents_pid()
     assert restarted is not None and restarted != agents
@@ -65,5 +56,5 @@ def test_server_exits_when_its_agents_die(local_cluster_factory: Callable[..., L
     assert agents is not None and cluster.pid is not None
     server = cluster.pid
     os.kill(agents, signal.SIGKILL)
-    wait_for(lambda: not alive(server), 20, "the server to exit")
+    wait_for("the server to exit", lambda: not alive(server), 20)
     assert "node agents stopped (exit code -9)" in cluster.log_tail()

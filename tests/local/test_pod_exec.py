@@ -7,9 +7,8 @@ import hashlib
 import json
 import os
 import subprocess
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import aiohttp
 import pytest
 from kubernetes import client
 from kubernetes.stream import stream
+from polling import wait_for
 
 from t9k_provider.local.poddir import PodDir
 from t9k_provider.local.testing import LocalCluster
@@ -61,17 +61,6 @@ def kubectl(cluster: LocalCluster, ns: str, tmp_path_factory: pytest.TempPathFac
         )
 
     return run
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def create_pod(core: client.CoreV1Api, ns: str, name: str, containers: list[dict], **spec: Any) -> None:

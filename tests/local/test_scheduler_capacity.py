@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
+from polling import wait_for
 
 from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
 from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME
@@ -42,16 +43,6 @@ def ns(core: client.CoreV1Api) -> Iterator[str]:
     yield name
     core.delete_namespace(name)  # frees the node's room for the next test
     wait_for("namespace gone", lambda: not core.list_namespaced_pod(name).items)
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = probe()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def pod(name: str, cpu: str, group: str | None = None) -> dict[str, Any]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
+from polling import wait_for
 
 from t9k_provider.local.testing import LocalCluster
 
@@ -23,16 +24,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 @pytest.fixture(scope="module")
 def apps(cluster: LocalCluster) -> client.AppsV1Api:
     return client.AppsV1Api(cluster.api_client())
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = probe()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def workload(name: str, image: str = "busybox:1", **spec: Any) -> dict[str, Any]:
