@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet import network as pod_network
 from t9k_provider.local.state import StateDir, wait_ready
 
 # CI sets CI=true (as GitHub Actions and most CI services do) and runs the suite as root.
@@ -140,13 +141,13 @@ class LocalCluster:
         self.token = self.state.token()
         return self
 
-    def stop(self, timeout: float = 20) -> None:
-        """SIGTERM and wait (SIGKILL after ``timeout``); then no cgroup of this cluster's kubelet is left,
-        even one a kubelet left to a next one (``stop_pods_on_exit=False``) or a killed one left behind."""
+    def stop(self, timeout: float = 20) -> list[str]:
+        """SIGTERM and wait (SIGKILL after ``timeout``); then nothing of this cluster's kubelet is left (no
+        cgroup, pod network namespace or address lease), even what a kubelet left to a next one
+        (``stop_pods_on_exit=False``) or a killed one left behind: also after ``kill()``. Returns the pod
+        network namespaces the kubelet had left, so a test can tell its teardown from this one."""
         proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout)
@@ -155,6 +156,7 @@ class LocalCluster:
                 proc.wait(10)
         self._proc = None
         cgroups.remove_leftovers(self.state_dir)
+        return pod_network.remove_leftovers(self.state_dir)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would; the next ``start()`` finds and replaces the stale pid file."""

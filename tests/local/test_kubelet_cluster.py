@@ -16,7 +16,7 @@ from kubernetes.client.rest import ApiException
 from polling import wait_for
 
 from t9k_provider.local import poddir
-from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet import cgroups, network
 from t9k_provider.local.poddir import PodDir
 from t9k_provider.local.testing import LocalCluster, require_limits
 
@@ -428,9 +428,30 @@ def test_kubelet_restart_readopts_running_pod_and_stop_ends_containers(
     pid = json.loads(pid_file.read_text())["container"]
     netns = list(Path("/run/netns").glob(f"t9k-*-{pod.metadata.uid[:8]}"))
     assert netns or os.geteuid() != 0
-    cluster.stop()
+    assert cluster.stop() == []  # the kubelet tore the networks down itself: nothing was left to the harness
     wait_for("container process gone", lambda: not Path(f"/proc/{pid}").exists(), timeout=10)
     assert not any(p.exists() for p in netns)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="pod network namespaces need root")
+def test_a_killed_cluster_that_is_not_restarted_leaves_no_pod_network_after_stop(
+    local_cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    """A crash leaves the pod networks to the next kubelet of the state directory; ``stop()`` removes them
+    for a cluster that will not start again, so they hold no pod address for good."""
+    cluster = local_cluster_factory()
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespaced_pod("default", pod_manifest("left", [c("main", "import time; time.sleep(120)")]))
+    pod = wait_for("running", phase_is(core, "left", "default", "Running"))
+    (netns,) = Path("/run/netns").glob(f"t9k-*-{pod.metadata.uid[:8]}")
+    leases = network.run_dir() / "ipam"
+    assert (leases / pod.status.pod_ip).read_text() == netns.name
+    cluster.kill()
+    time.sleep(0.5)
+    assert netns.exists(), "a crash leaves the pod network to the next kubelet"
+    assert cluster.stop() == [netns.name]
+    assert not netns.exists()
+    assert not (leases / pod.status.pod_ip).exists()
 
 
 def _job(name: str, script: str, **spec: Any) -> dict:

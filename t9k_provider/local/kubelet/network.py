@@ -257,6 +257,28 @@ class NetnsNetwork:
                 await _ip("link", "del", BRIDGE, check=False)
 
 
+def remove_leftovers(state_dir: Path) -> list[str]:
+    """Remove the pod networks of `state_dir`'s cluster that its kubelet did not tear down (it was killed, or
+    left its pods to a next kubelet): namespaces (with their veths) and address leases, in both modes; returns
+    the namespaces removed. A next kubelet of the same state directory would remove them at start; this is
+    for a cluster that will not start again, whose leftovers would otherwise hold pod addresses for good."""
+    cid = cluster_id(state_dir)
+    prefix = f"t9k-{cid}-"
+    removed = []
+    if NETNS_DIR.is_dir() and shutil.which("ip") is not None:
+        for path in sorted(NETNS_DIR.iterdir()):
+            if path.name.startswith(prefix):
+                subprocess.run(["ip", "netns", "del", path.name], capture_output=True, timeout=30)
+                removed.append(path.name)
+    for directory, ours in ((run_dir() / "ipam", prefix), (run_dir() / "ipam-loopback", f"{cid}/")):
+        if directory.is_dir():
+            for lease in directory.iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    if lease.read_text().startswith(ours):
+                        lease.unlink()
+    return removed
+
+
 def select_network(mode: str, state_dir: Path) -> HostNetwork | NetnsNetwork:
     """`auto` picks netns when namespaces work here; `netns` insists; `host` forces the fallback."""
     if mode not in ("auto", "netns", "host"):
