@@ -126,6 +126,23 @@ class Stamps:
         return steps if min(steps) >= 0 else None
 
 
+def step_rows(
+    stamps: Stamps, tasks: list[dict[str, Any]], variants: tuple[str, ...]
+) -> dict[str, list[list[float]]]:
+    """Each T9k variant's steps, one row per successful `python3 -c pass` task. A variant none of whose tasks
+    succeeded (lost to Airflow's stale-event race, say) has no entry: the report counts its failed tasks
+    instead of giving step figures with no sample. One with successes but no complete stamps keeps its empty
+    entry, which the plausibility check fails."""
+    steps = {}
+    for variant in variants:
+        done = [t for t in tasks if (t["variant"], t["work"], t["state"]) == (variant, "pass", "success")]
+        if VARIANTS[variant].operator == T9K and done:
+            steps[variant] = [
+                row for t in done if (row := stamps.steps(t["task"], t["start"], t["end"])) is not None
+            ]
+    return steps
+
+
 def work_seconds(work: str) -> list[float]:
     """The work's own time: its command run directly on the host (wall time, 7 samples; 3 of the sleep)."""
     times = []
@@ -291,16 +308,7 @@ def measure(
                 tasks = run(cluster, half_dir, spec)
                 (half_dir / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
                 load += f" at its start, {machine.load_average()} at its end"
-                steps = {
-                    variant: [
-                        row
-                        for t in tasks
-                        if (t["variant"], t["work"], t["state"]) == (variant, "pass", "success")
-                        and (row := stamps.steps(t["task"], t["start"], t["end"])) is not None
-                    ]
-                    for variant in variants
-                    if VARIANTS[variant].operator == T9K
-                }
+                steps = step_rows(stamps, tasks, variants)
                 out += figures(half, tasks, work_samples, steps, works, variants, load)
                 progress(f"overhead, {half}: done ({len(tasks)} tasks)")
         finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from benchmarks.controller_capacity import HISTOGRAM, histogram_percentile
 from benchmarks.overhead_dag import AGENT, client_env, plan
-from benchmarks.task_overhead import STEPS, Stamps, parse_seconds, round_ratios, summarize
+from benchmarks.task_overhead import STEPS, Stamps, parse_seconds, round_ratios, step_rows, summarize
 
 
 def test_every_round_runs_each_variant_once_in_a_rotated_order() -> None:
@@ -99,6 +99,23 @@ def test_the_t9k_tasks_steps_follow_the_watch_stamps_in_order() -> None:
     stamps.seen["t1"].update(job=0.2, pod=0.5)
     assert stamps.steps("t1", start=0.0, end=4.0) == [0.2, 0.3, 0.5, 1.0, 1.0, 1.0]
     assert len(STEPS) == 6
+
+
+def test_a_variant_whose_every_task_failed_has_no_step_rows_and_one_without_stamps_has_empty_ones() -> None:
+    """A T9k task lost to Airflow's stale-event race leaves its variant out of the step figures (the report
+    counts it as failed) instead of failing the run with figures of no sample; a successful task whose steps
+    were not all seen still gives an empty row list, which the plausibility check rejects."""
+    stamps = Stamps()
+    stamps.seen["r0_t9k_pass"] = {"job": 0.2, "pod": 0.5, "bound": 1.0, "pod_done": 2.0, "job_done": 3.0}
+
+    def task(variant: str, state: str) -> dict:
+        label = f"r0_{variant.replace('-', '_')}_pass"
+        return {"task": label, "variant": variant, "work": "pass", "state": state, "start": 0.0, "end": 4.0}
+
+    tasks = [task("t9k", "success"), task("t9k-deferrable", "success"), task("t9k-defer-at-once", "failed")]
+    tasks.append(task("cncf-job", "success"))
+    rows = step_rows(stamps, tasks, ("t9k", "t9k-deferrable", "t9k-defer-at-once", "cncf-job"))
+    assert rows == {"t9k": [[0.2, 0.3, 0.5, 1.0, 1.0, 1.0]], "t9k-deferrable": []}
 
 
 def test_reconcile_percentile_interpolates_within_the_histogram_bucket() -> None:
