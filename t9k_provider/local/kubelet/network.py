@@ -154,8 +154,12 @@ class HostNetwork:
     def __init__(self, state_dir: Path) -> None:
         self.cid = cluster_id(state_dir)
         self.isolate = mount_isolation_available()
-        self.ipam = Ipam(run_dir() / "ipam-loopback", LOOPBACK_SUBNET, set())
+        self.ipam = self.leases()
         self.host_ip = "127.0.0.1"
+
+    @staticmethod
+    def leases() -> Ipam:
+        return Ipam(run_dir() / "ipam-loopback", LOOPBACK_SUBNET, set())
 
     def _owner(self, uid: str) -> str:
         return f"{self.cid}/{uid}"
@@ -270,12 +274,11 @@ def remove_leftovers(state_dir: Path) -> list[str]:
             if path.name.startswith(prefix):
                 subprocess.run(["ip", "netns", "del", path.name], capture_output=True, timeout=30)
                 removed.append(path.name)
-    for directory, ours in ((run_dir() / "ipam", prefix), (run_dir() / "ipam-loopback", f"{cid}/")):
-        if directory.is_dir():
-            for lease in directory.iterdir():
-                with contextlib.suppress(FileNotFoundError):
-                    if lease.read_text().startswith(ours):
-                        lease.unlink()
+    pools = ((Ipam(run_dir() / "ipam", SUBNET, set()), prefix), (HostNetwork.leases(), f"{cid}/"))
+    for ipam, ours in pools:
+        for owner in set(ipam.owners().values()):
+            if owner.startswith(ours):
+                ipam.release_owner(owner)
     return removed
 
 
