@@ -321,6 +321,31 @@ def test_active_deadline_fails_the_pod(core: client.CoreV1Api, ns: str) -> None:
     )
 
 
+def test_a_deadline_that_passes_before_the_containers_run_reports_them_terminated(
+    core: client.CoreV1Api, ns: str
+) -> None:
+    """The init container outlives the deadline, so the main container never runs: the failed pod reports
+    it terminated (ContainerStatusUnknown, 137), as the kubelet's TerminatePod does, not waiting for good."""
+    init = c("init", "import time; time.sleep(60)")
+    core.create_namespaced_pod(
+        ns, pod_manifest("never-ran", [c("main", "pass")], initContainers=[init], activeDeadlineSeconds=2)
+    )
+    failed = wait_for("Failed", phase_is(core, "never-ran", ns, "Failed"), timeout=30)
+    assert failed.status.reason == "DeadlineExceeded"
+
+    def main_terminated() -> Any:
+        status = core.read_namespaced_pod("never-ran", ns).status
+        return status if status.container_statuses[0].state.terminated else None
+
+    status = wait_for("the main container terminated", main_terminated)
+    main, (init,) = status.container_statuses[0], status.init_container_statuses
+    assert (main.state.terminated.reason, main.state.terminated.exit_code) == ("ContainerStatusUnknown", 137)
+    if init.container_id:  # it ran (a slow host may reach the deadline first): SIGKILLed at the deadline
+        assert init.state.terminated.exit_code == 137
+    else:
+        assert init.state.waiting is not None
+
+
 SERVER = (
     "import os, socket\n"
     "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"

@@ -10,7 +10,7 @@ import pytest
 
 from t9k_provider.local.kubelet import hosts, network, podworker
 from t9k_provider.local.kubelet.runtime import Attempt
-from t9k_provider.local.kubelet.status import ContainerView, phase, pod_status
+from t9k_provider.local.kubelet.status import ContainerView, phase, pod_status, terminate_unfinished
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z", "2026-01-01T00:00:09Z"
 
@@ -218,3 +218,21 @@ def test_ipam_leases_are_exclusive_and_reclaimed(tmp_path: Path) -> None:
         ipam.allocate(f"fill-{i}", alive=lambda _o: True)
     with pytest.raises(RuntimeError, match="no free pod address"):
         ipam.allocate("one-too-many", alive=lambda _o: True)
+
+
+def test_a_pod_ended_before_its_container_ran_reports_it_terminated() -> None:
+    """The deadline of a slow-starting pod can pass before its container runs: the finished pod's containers
+    are terminated (ContainerStatusUnknown, 137), as the kubelet's TerminatePod has it, never waiting."""
+    pod = _pod("Never", inits=1)
+    inits = [ContainerView(spec=pod["spec"]["initContainers"][0])]
+    status = pod_status(pod, inits, _views(pod, [], [_done(0)]), now=T2, pod_ip="", host_ip="h",
+                        start_time=T0, restart_pending=set())  # fmt: skip
+    terminate_unfinished(status)
+    a, b = status["containerStatuses"]
+    assert a["state"]["terminated"] == {
+        "exitCode": 137,
+        "reason": "ContainerStatusUnknown",
+        "message": "The container could not be located when the pod was terminated",
+    }
+    assert b["state"]["terminated"]["reason"] == "Completed"  # what did run keeps its own record
+    assert "waiting" in status["initContainerStatuses"][0]["state"]  # never started: nothing to claim

@@ -29,7 +29,13 @@ from t9k_provider.local.kubelet.network import NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
 from t9k_provider.local.kubelet.probes import ContainerProber, Probe, ProbeTarget
 from t9k_provider.local.kubelet.shim import Mount, ShimSpec
-from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status, wants_restart
+from t9k_provider.local.kubelet.status import (
+    TERMINAL_PHASES,
+    ContainerView,
+    pod_status,
+    terminate_unfinished,
+    wants_restart,
+)
 from t9k_provider.local.node import events
 from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
 
@@ -227,10 +233,12 @@ class PodWorker:
         )
         if recorded_phase in TERMINAL_PHASES:
             status["phase"] = recorded_phase  # terminal phases are sticky
+        running = any(v.current and v.current.running for v in inits + mains)
         if self.final is not None:
             status["phase"], status["reason"], status["message"] = self.final
+            if not running:
+                terminate_unfinished(status)
         await self._write_status(status)
-        running = any(v.current and v.current.running for v in inits + mains)
         if deleting and not running:
             await self._final_delete()
             return False

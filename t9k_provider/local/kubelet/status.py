@@ -106,6 +106,26 @@ def container_status(pod: dict[str, Any], view: ContainerView, *, restart_pendin
     return status
 
 
+UNLOCATED = {
+    "exitCode": 137,
+    "reason": "ContainerStatusUnknown",
+    "message": "The container could not be located when the pod was terminated",
+}
+
+
+def terminate_unfinished(status: dict[str, Any]) -> None:
+    """A pod the kubelet ended (its deadline passed, say) while a container had not run: that container is
+    reported terminated with an error, as the kubelet's TerminatePod does, so that no container of a
+    finished pod still claims to be waiting. Init containers only where they had started (a containerID)."""
+    entries = [(s, True) for s in status.get("containerStatuses") or []]
+    entries += [(s, False) for s in status.get("initContainerStatuses") or []]
+    for entry, main in entries:
+        if "terminated" in entry["state"] or "running" in entry["state"]:
+            continue
+        if main or entry.get("containerID"):
+            entry["state"] = {"terminated": dict(UNLOCATED)}
+
+
 def wants_restart(restart_policy: str, attempt: Attempt) -> bool:
     if not attempt.finished:
         return False
