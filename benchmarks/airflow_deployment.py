@@ -242,10 +242,10 @@ class AirflowDeployment:
                 "AIRFLOW__SCHEDULER__PARSING_PROCESSES": "1",
                 "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "120",
                 "_AIRFLOW__SKIP_DATABASE_EXECUTOR_COMPATIBILITY_CHECK": "1",
-                # A finished task's process schedules its downstream tasks itself (the "mini scheduler") while
-                # the scheduler may do the same: each raises the task's try_number (dagrun.schedule_tis), and
+                # A finished task's process schedules its downstream tasks itself (the "mini scheduler")
+                # while the scheduler may do the same: each raises the task's try_number (schedule_tis), and
                 # only a row lock, which SQLite lacks, keeps them apart. A task then starts on try 2 (seen
-                # here: dep_pipeline's train began with "Starting attempt 2 of 3"). Only the scheduler does it.
+                # here: dep_pipeline's train began with "Starting attempt 2 of 3"). The scheduler alone does.
                 "AIRFLOW__SCHEDULER__SCHEDULE_AFTER_TASK_EXECUTION": "False",
             }
         return env

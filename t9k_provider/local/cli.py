@@ -30,6 +30,10 @@ from t9k_provider.local.tls import ensure_pki
 log = logging.getLogger("t9k_provider.local")
 KUBELET_MODES = ("process", "simulated", "none")
 NETWORK_MODES = ("auto", "netns", "host")
+POD_SUBNET_HELP = (
+    "netns pod network N (0-255): bridge t9kN with 10.251.N.0/24 (default 0); clusters on different subnets "
+    "run side by side without seeing each other's pods"
+)
 AGENTS_STOP_SECONDS = 15.0  # the kubelet stops containers (3 s grace) and tears down pod networks
 PR_SET_PDEATHSIG = 1
 FLINK_OPERATOR_OFF = "do not run the local flink-operator (FlinkClusters then stay as written)"
@@ -49,6 +53,13 @@ def crd_documents() -> list[dict[str, Any]]:
 
     companions = [yaml.safe_load(path.read_text()) for path in sorted(COMPANION_CRDS.glob("*.yaml"))]
     return [*companions, *all_crds().values()]
+
+
+def _pod_subnet(text: str) -> int:
+    index = int(text)
+    if not 0 <= index <= 255:
+        raise argparse.ArgumentTypeError(f"must be 0-255 (got {index})")
+    return index
 
 
 def _quantity(value: str) -> str:
@@ -89,14 +100,15 @@ async def _stop_process(proc: asyncio.subprocess.Process, grace: float = 10.0) -
 
 
 async def _start_node_agents(
-    state: StateDir, kubelet: str, network: str, flink_operator: bool
+    state: StateDir, kubelet: str, network: str, subnet: int, flink_operator: bool
 ) -> asyncio.subprocess.Process:
     """The node agents run in their own process, so the API server's event loop serves only the API (and a
     second core can run them); their output goes to the server's log."""
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "t9k_provider.local.cli", "node-agents",
         "--state-dir", str(state.path), "--kubelet", kubelet, "--network", network,
-        "--server-pid", str(os.getpid()), *([] if flink_operator else ["--no-flink-operator"]),
+        "--pod-subnet", str(subnet), "--server-pid", str(os.getpid()),
+        *([] if flink_operator else ["--no-flink-operator"]),
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -109,23 +121,25 @@ async def serve(
     network: str,
     flink_operator: bool = True,
     capacity: dict[str, str] | None = None,
+    subnet: int = 0,
 ) -> None:
     """Serve until SIGTERM/SIGINT. ``kubelet`` None runs no node agents at all (API server alone);
-    ``capacity`` overrides what the Node advertises (`CAPACITY_FLAGS`)."""
+    ``capacity`` overrides what the Node advertises (`CAPACITY_FLAGS`); ``subnet``: the pods' `PodSubnet`."""
     from t9k_provider.local.apiserver.server import ApiServer
-    from t9k_provider.local.kubelet.network import BRIDGE_IP, namespaces_available
+    from t9k_provider.local.kubelet.network import PodSubnet, namespaces_available
 
     lock = state.acquire()
-    pki = ensure_pki(state.path)
-    state.private_file("store.db")
     netns = kubelet == "process" and network != "host" and namespaces_available()  # as the kubelet decides
+    gateway = PodSubnet(subnet).gateway if netns else None
+    pki = ensure_pki(state.path, gateway)
+    state.private_file("store.db")
     server = ApiServer(
         state.path,
         state.token(),
         pki.server_context(),
         _pick_port(state, port),
         capacity,
-        pod_network_host=BRIDGE_IP if netns else None,
+        pod_network_host=gateway,
     )
     agents: asyncio.subprocess.Process | None = None
     child: asyncio.subprocess.Process | None = None
@@ -138,7 +152,7 @@ async def serve(
             "t9k-local API server on https://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
         )
         if kubelet is not None:
-            agents = await _start_node_agents(state, kubelet, network, flink_operator)
+            agents = await _start_node_agents(state, kubelet, network, subnet, flink_operator)
             log.info("node agents started (pid %d, kubelet %s)", agents.pid, kubelet)
         if controller:
             with state.open_log("controller.log") as out:
@@ -189,12 +203,16 @@ def _die_with(server_pid: int) -> None:
         os._exit(1)
 
 
-async def run_agents(state: StateDir, kubelet: str, network: str, flink_operator: bool = True) -> None:
+async def run_agents(
+    state: StateDir, kubelet: str, network: str, subnet: int = 0, flink_operator: bool = True
+) -> None:
     """The ``node-agents`` process: until SIGTERM/SIGINT, which stop the kubelet's containers first."""
     from t9k_provider.local.node.agents import run_node_agents
 
     agents = asyncio.create_task(
-        run_node_agents(state.kubeconfig, state.path, kubelet, network, flink_operator=flink_operator)
+        run_node_agents(
+            state.kubeconfig, state.path, kubelet, network, subnet=subnet, flink_operator=flink_operator
+        )
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -208,6 +226,7 @@ async def run_agents(state: StateDir, kubelet: str, network: str, flink_operator
 
 def _server_args(args: argparse.Namespace, state: StateDir) -> list[str]:
     argv = ["run", "--state-dir", str(state.path), "--kubelet", args.kubelet, "--network", args.network]
+    argv += ["--pod-subnet", str(args.pod_subnet)]
     if args.port is not None:
         argv += ["--port", str(args.port)]
     if args.no_controller:
@@ -227,7 +246,18 @@ def cmd_run(args: argparse.Namespace, state: StateDir) -> int:
         kubelet = None if args.no_node_agents else args.kubelet
         flink = not args.no_flink_operator
         capacity = capacity_overrides(args)
-        asyncio.run(serve(state, args.port, not args.no_controller, kubelet, args.network, flink, capacity))
+        asyncio.run(
+            serve(
+                state,
+                args.port,
+                not args.no_controller,
+                kubelet,
+                args.network,
+                flink,
+                capacity,
+                args.pod_subnet,
+            )
+        )
     except AlreadyRunning as exc:
         print(f"t9k-local: {exc}", file=sys.stderr)
         return 1
@@ -236,7 +266,7 @@ def cmd_run(args: argparse.Namespace, state: StateDir) -> int:
 
 def cmd_node_agents(args: argparse.Namespace, state: StateDir) -> int:
     _die_with(args.server_pid)
-    asyncio.run(run_agents(state, args.kubelet, args.network, not args.no_flink_operator))
+    asyncio.run(run_agents(state, args.kubelet, args.network, args.pod_subnet, not args.no_flink_operator))
     return 0
 
 
@@ -337,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
             default="auto",
             help="pod network for process pods: netns (needs root), host (loopback fallback), or auto",
         )
+        p.add_argument("--pod-subnet", type=_pod_subnet, default=0, help=POD_SUBNET_HELP)
         p.add_argument(
             "--no-node-agents",
             action="store_true",
@@ -351,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("--kubelet", choices=KUBELET_MODES, required=True)
     p.add_argument("--network", choices=NETWORK_MODES, required=True)
+    p.add_argument("--pod-subnet", type=_pod_subnet, default=0, help=POD_SUBNET_HELP)
     p.add_argument("--server-pid", type=int, required=True, help="the API server's process (its parent)")
     p.add_argument("--no-flink-operator", action="store_true", help=FLINK_OPERATOR_OFF)
     p = sub.add_parser("down", help="stop the background cluster")

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import http.client
 import json
 import os
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn
@@ -52,12 +54,69 @@ def require_limits(verdict: str | None) -> None:
         unavailable("resource limits (cgroups)", verdict or "the kubelet recorded no verdict on the Node")
 
 
+#: Pod subnets the harness leases (`PodSubnet` 0 stays the default of `t9k-local up`).
+LEASED_SUBNETS = range(1, 255)
+
+
+def lease_pod_subnet(state_dir: Path) -> int:
+    """A pod subnet no other running `LocalCluster` on this machine holds, leased to this process until
+    `release_pod_subnet` (a lease whose process is gone is taken back): clusters of parallel test workers
+    get bridges and address ranges of their own."""
+    with _subnet_leases() as directory:
+        for index in LEASED_SUBNETS:
+            path = directory / str(index)
+            holder = _read_int(path)
+            if holder is not None and _alive(holder):
+                continue
+            path.write_text(f"{os.getpid()}\n{state_dir}\n")
+            return index
+    raise RuntimeError(f"every pod subnet the harness leases ({LEASED_SUBNETS}) is held by a live process")
+
+
+def release_pod_subnet(index: int) -> None:
+    with _subnet_leases() as directory:
+        if _read_int(directory / str(index)) == os.getpid():
+            (directory / str(index)).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _subnet_leases() -> Iterator[Path]:
+    """The lease directory, under a machine-wide lock (flock)."""
+    directory = pod_network.run_dir() / "pod-subnets"
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield directory
+    finally:
+        os.close(fd)
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class LocalCluster:
     """Runs ``t9k-local run`` on ``state_dir``; ``restart()`` keeps port and token, so clients carry on.
 
     ``node_agents=False`` serves the API alone (no scheduler, kubelet or Job controller);
     ``flink_operator=False`` leaves FlinkClusters to the test (no local flink-operator);
-    ``capacity`` sets what the Node advertises, by ``t9k-local run`` flag: ``{"cpus": "2", "memory": "1Gi"}``.
+    ``capacity`` sets what the Node advertises, by ``t9k-local run`` flag: ``{"cpus": "2", "memory": "1Gi"}``;
+    ``pod_subnet`` (`PodSubnet` index) defaults to one leased from start to ``stop()``, so that clusters
+    started side by side (parallel test workers) never share a bridge or an address range.
     """
 
     def __init__(
@@ -71,8 +130,11 @@ class LocalCluster:
         node_agents: bool = True,
         flink_operator: bool = True,
         capacity: dict[str, str] | None = None,
+        pod_subnet: int | None = None,
     ) -> None:
         self.state = StateDir(Path(state_dir))
+        self.pod_subnet = pod_subnet
+        self._leased: int | None = None
         self.port = port
         self.controller = controller
         self.kubelet = kubelet
@@ -96,6 +158,12 @@ class LocalCluster:
         return f"https://127.0.0.1:{self.port}"
 
     @property
+    def subnet(self) -> pod_network.PodSubnet:
+        """The pod subnet of this cluster's netns pods (leased at the first ``start()``)."""
+        index = self.pod_subnet if self.pod_subnet is not None else self._leased
+        return pod_network.PodSubnet(index or 0)
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
@@ -114,8 +182,11 @@ class LocalCluster:
         if self._proc is not None and self._proc.poll() is None:
             raise RuntimeError("this LocalCluster is already running")
         self.state.ensure()
+        if self.pod_subnet is None and self._leased is None:
+            self._leased = lease_pod_subnet(self.state.path)
         argv = [sys.executable, "-m", "t9k_provider.local.cli", "run", "--state-dir", str(self.state.path)]
         argv += ["--port", str(self.port), "--kubelet", self.kubelet, "--network", self.network]
+        argv += ["--pod-subnet", str(self.subnet.index)]
         if not self.controller:
             argv.append("--no-controller")
         if not self.node_agents:
@@ -143,9 +214,19 @@ class LocalCluster:
 
     def stop(self, timeout: float = 20) -> list[str]:
         """SIGTERM and wait (SIGKILL after ``timeout``); then nothing of this cluster's kubelet is left (no
-        cgroup, pod network namespace or address lease), even what a kubelet left to a next one
-        (``stop_pods_on_exit=False``) or a killed one left behind: also after ``kill()``. Returns the pod
-        network namespaces the kubelet had left, so a test can tell its teardown from this one."""
+        cgroup, pod network namespace, address lease or bridge of its own), even what a kubelet left to a
+        next one (``stop_pods_on_exit=False``) or a killed one left behind: also after ``kill()``; its pod
+        subnet lease ends. Returns the pod network namespaces the kubelet had left, so a test can tell its
+        teardown from this one."""
+        self._terminate(timeout)
+        cgroups.remove_leftovers(self.state_dir)
+        removed = pod_network.remove_leftovers(self.state_dir, self.subnet if self.subnet.index else None)
+        if self._leased is not None:
+            release_pod_subnet(self._leased)
+            self._leased = None
+        return removed
+
+    def _terminate(self, timeout: float) -> None:
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -155,8 +236,6 @@ class LocalCluster:
                 proc.kill()
                 proc.wait(10)
         self._proc = None
-        cgroups.remove_leftovers(self.state_dir)
-        return pod_network.remove_leftovers(self.state_dir)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would; the next ``start()`` finds and replaces the stale pid file."""
@@ -169,7 +248,8 @@ class LocalCluster:
         self._proc = None
 
     def restart(self, timeout: float = 30) -> LocalCluster:
-        self.stop()
+        """Stop and start again on the same pod subnet: pods a kubelet left to the next one stay reachable."""
+        self._terminate(20)
         return self.start(timeout)
 
     def log_tail(self, lines: int = 40) -> str:

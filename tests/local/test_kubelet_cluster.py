@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import os
 import time
@@ -409,9 +410,12 @@ def _same_port_scenario(core: client.CoreV1Api, ns: str, bind_pod_ip: bool) -> d
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="pod network namespaces need root")
-def test_same_port_replicas_reach_each_other_by_service_name(core: client.CoreV1Api, ns: str) -> None:
+def test_same_port_replicas_reach_each_other_by_service_name(
+    cluster: LocalCluster, core: client.CoreV1Api, ns: str
+) -> None:
     ips = _same_port_scenario(core, ns, bind_pod_ip=False)
-    assert all(ip.startswith("10.251.0.") for ip in ips.values()) and ips[0] != ips[1]
+    subnet = cluster.subnet.network  # the cluster's own pod subnet, on its own bridge
+    assert all(ipaddress.ip_address(ip) in subnet for ip in ips.values()) and ips[0] != ips[1]
 
 
 def test_host_network_fallback_uses_loopback_pod_ips(
@@ -456,6 +460,35 @@ def test_kubelet_restart_readopts_running_pod_and_stop_ends_containers(
     assert cluster.stop() == []  # the kubelet tore the networks down itself: nothing was left to the harness
     wait_for("container process gone", lambda: not Path(f"/proc/{pid}").exists(), timeout=10)
     assert not any(p.exists() for p in netns)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="pod network namespaces need root")
+def test_clusters_side_by_side_get_bridges_and_subnets_of_their_own(
+    local_cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    """What lets test workers run clusters at once: each on its own bridge and address range, so that a pod
+    of one cannot reach a pod of the other, and each bridge goes with its cluster."""
+    clusters = [local_cluster_factory(flink_operator=False) for _ in range(2)]
+    assert clusters[0].subnet != clusters[1].subnet
+    cores = [client.CoreV1Api(cluster.api_client()) for cluster in clusters]
+    server = pod_manifest("srv", [c("main", SERVER)])
+    cores[0].create_namespaced_pod("default", server)
+    wait_for("listening", lambda: pod_log(cores[0], "srv", "default") == "listening\n")
+    target = cores[0].read_namespaced_pod("srv", "default").status.pod_ip
+    assert ipaddress.ip_address(target) in clusters[0].subnet.network
+    probe = (
+        "import socket, sys\n"
+        "try:\n    socket.create_connection((sys.argv[1], 8080), timeout=2)\n"
+        "except OSError as exc:\n    print('unreachable', type(exc).__name__)\nelse:\n    print('reached')\n"
+    )
+    cores[1].create_namespaced_pod("default", pod_manifest("probe", [c("main", probe, args=[target])]))
+    wait_for("probe done", phase_is(cores[1], "probe", "default", "Succeeded"), timeout=40)
+    assert pod_log(cores[1], "probe", "default").startswith("unreachable")
+    for cluster in clusters:
+        assert Path(f"/sys/class/net/{cluster.subnet.bridge}").exists()
+    bridge = clusters[0].subnet.bridge
+    clusters[0].stop()
+    assert not Path(f"/sys/class/net/{bridge}").exists()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="pod network namespaces need root")
@@ -564,7 +597,7 @@ def test_shim_spec_carries_expanded_argv_and_base_env(
     assert spec["env"]["HOSTNAME"] == "argv"
     # where pods reach the API server, as default/kubernetes says: 127.0.0.1, or the bridge with netns pods
     api = core.read_namespaced_endpoints("kubernetes", "default").subsets[0].addresses[0].ip
-    assert api in ("127.0.0.1", "10.251.0.1")
+    assert api in ("127.0.0.1", cluster.subnet.gateway)
     assert (spec["env"]["KUBERNETES_SERVICE_HOST"], spec["env"]["KUBERNETES_SERVICE_PORT"]) == (
         api,
         str(cluster.port),

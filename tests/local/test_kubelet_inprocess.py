@@ -142,7 +142,14 @@ async def test_cancelled_agents_leave_containers_running_for_the_next_kubelet(
 
     def start() -> asyncio.Task[None]:
         return asyncio.create_task(
-            run_node_agents(cluster.kubeconfig, cluster.state_dir, "process", "auto", stop_pods_on_exit=False)
+            run_node_agents(
+                cluster.kubeconfig,
+                cluster.state_dir,
+                "process",
+                "auto",
+                subnet=cluster.subnet.index,  # the cluster's own bridge, which its stop() removes
+                stop_pods_on_exit=False,
+            )
         )
 
     agents = start()
@@ -226,4 +233,4 @@ async def test_bad_mode_and_network_are_rejected(tmp_path: Any) -> None:
     with pytest.raises(ValueError, match="mode: must be one of"):
         await run_node_agents(tmp_path / "kubeconfig", tmp_path, "docker")
     with pytest.raises(ValueError, match="network: must be one of"):
-        network.select_network("bridge", tmp_path)
+        network.select_network("bridge", tmp_path, network.PodSubnet())

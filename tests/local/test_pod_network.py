@@ -1,4 +1,4 @@
-"""The netns pod network on the shared bridge, against the host's real network stack (root only)."""
+"""The netns pod network on a bridge of its own, against the host's real network stack (root only)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from t9k_provider.local.kubelet import network
-from t9k_provider.local.testing import unavailable
+from t9k_provider.local.testing import lease_pod_subnet, release_pod_subnet, unavailable
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -22,23 +23,33 @@ def _namespaces() -> None:
         unavailable("pod network namespaces", "they need root, `ip` and `unshare`")
 
 
+@pytest.fixture
+def subnet(tmp_path: Path) -> Iterator[network.PodSubnet]:
+    """A pod subnet no cluster of another test worker uses meanwhile."""
+    index = lease_pod_subnet(tmp_path)
+    try:
+        yield network.PodSubnet(index)
+    finally:
+        release_pod_subnet(index)
+
+
 GONE_MAC = "02:00:5e:00:00:01"  # a locally administered address no bridge port has
 
 
-def _neighbour(ip: str) -> str:
+def _neighbour(ip: str, bridge: str) -> str:
     return subprocess.run(
-        ["ip", "neigh", "show", ip, "dev", network.BRIDGE], capture_output=True, text=True, check=True
+        ["ip", "neigh", "show", ip, "dev", bridge], capture_output=True, text=True, check=True
     ).stdout
 
 
 def test_a_reused_address_answers_at_once_despite_the_hosts_old_neighbour_entry(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, subnet: network.PodSubnet
 ) -> None:
     """Addresses are reused as soon as a pod is gone, while the host may still hold a REACHABLE neighbour
     entry naming the gone pod's MAC (for up to 45 s): traffic to the new pod would vanish into the bridge,
     and its first readiness probes time out (the CI flake in the readiness-probe cluster test)."""
     uid = str(uuid.uuid4())
-    net = network.NetnsNetwork(tmp_path)
+    net = network.NetnsNetwork(tmp_path, subnet)
     ip_tool = network._ip
 
     async def attach_after_a_gone_pod(*args: str, check: bool = True) -> str:
@@ -47,7 +58,7 @@ def test_a_reused_address_answers_at_once_despite_the_hosts_old_neighbour_entry(
         out = await ip_tool(*args, check=check)
         if args[:2] == ("link", "set") and "master" in args:
             ip = next(a for a, owner in net.ipam.owners().items() if owner == net.netns_name(uid))
-            stale = ("neigh", "replace", ip, "lladdr", GONE_MAC, "dev", network.BRIDGE, "nud", "reachable")
+            stale = ("neigh", "replace", ip, "lladdr", GONE_MAC, "dev", subnet.bridge, "nud", "reachable")
             await ip_tool(*stale)
         return out
 
@@ -56,7 +67,7 @@ def test_a_reused_address_answers_at_once_despite_the_hosts_old_neighbour_entry(
     async def scenario() -> None:
         pod = await net.setup(uid)
         try:
-            assert GONE_MAC not in _neighbour(pod.ip)
+            assert GONE_MAC not in _neighbour(pod.ip, subnet.bridge)
             started = time.monotonic()
             with pytest.raises(ConnectionRefusedError):  # nothing listens in the new pod: refused, at once
                 socket.create_connection((pod.ip, 9), timeout=3).close()

@@ -1,15 +1,18 @@
 """Pod networking: a network namespace per pod on the kubelet's own bridge, or the host-network fallback.
 
-netns mode (root, namespaces available): bridge `t9k0` with 10.251.0.1/24, one namespace per pod joined by a
+netns mode (root, namespaces available): a bridge per pod subnet (`PodSubnet` N: bridge `t9kN` with
+10.251.N.1/24; N is 0 unless `t9k-local run --pod-subnet N` says otherwise), one namespace per pod joined by a
 veth pair, no default route, no forwarding, no NAT, so pod traffic never leaves the bridge. Two replicas can
-listen on the same port. The API server (127.0.0.1 on the host) is not reachable from inside a pod.
+listen on the same port. The API server (127.0.0.1 on the host) is not reachable from inside a pod. Clusters
+on different subnets never see each other's pods: the test harness gives every cluster a subnet of its own,
+so clusters can run side by side (one per test worker).
 
 host mode (fallback, or `network="host"`): pods share the host network; each gets its own loopback address
 127.1.x.y as podIP. Processes binding 0.0.0.0 on the same port collide, and services resolve only where the
 kubelet can bind-mount the pod's hosts file over /etc/hosts (root), otherwise not at all.
 
 Addresses are leased machine-wide (one file per address under RUN_DIR/ipam), so several local clusters
-can share the bridge; each lease names the netns that holds it, so leases of crashed clusters are reclaimed.
+can share a bridge; each lease names the netns that holds it, so leases of crashed clusters are reclaimed.
 An address is reused as soon as its pod is gone, so setting up a pod drops the host's neighbour entry for it.
 """
 
@@ -25,15 +28,12 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-BRIDGE = "t9k0"
-SUBNET = ipaddress.ip_network("10.251.0.0/24")
-BRIDGE_IP = "10.251.0.1"
 LOOPBACK_SUBNET = ipaddress.ip_network("127.1.0.0/16")
 NETNS_DIR = Path("/run/netns")
 #: Seconds a fresh lease is protected while its owner creates the namespace it names.
@@ -48,6 +48,30 @@ def run_dir() -> Path:
 
 def cluster_id(state_dir: Path) -> str:
     return hashlib.sha1(str(Path(state_dir).resolve()).encode()).hexdigest()[:6]
+
+
+@dataclass(frozen=True)
+class PodSubnet:
+    """Pod subnet ``index`` (0-255): bridge ``t9k<index>`` with 10.251.<index>.0/24, its first address on the
+    bridge (the pods' gateway to the host, where they reach the API server)."""
+
+    index: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index <= 255:
+            raise ValueError(f"pod subnet: must be 0-255 (got {self.index})")
+
+    @property
+    def bridge(self) -> str:
+        return f"t9k{self.index}"
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        return ipaddress.ip_network(f"10.251.{self.index}.0/24")
+
+    @property
+    def gateway(self) -> str:
+        return f"10.251.{self.index}.1"
 
 
 @dataclass
@@ -118,17 +142,31 @@ async def _ip(*args: str, check: bool = True) -> str:
     return out.decode()
 
 
-@contextlib.asynccontextmanager
-async def _bridge_lock() -> AsyncIterator[None]:
-    """Machine-wide lock (flock) around creating, attaching to and deleting the shared bridge."""
+def _lock_file() -> int:
     directory = run_dir()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(directory / "bridge.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    return os.open(directory / "bridge.lock", os.O_RDWR | os.O_CREAT, 0o600)
+
+
+@contextlib.asynccontextmanager
+async def _bridge_lock() -> AsyncIterator[None]:
+    """Machine-wide lock (flock) around creating, attaching to and deleting a bridge."""
+    fd = _lock_file()
     try:
         await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+@contextlib.contextmanager
+def _bridge_lock_sync() -> Iterator[None]:
+    fd = _lock_file()
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def namespaces_available() -> bool:
@@ -185,10 +223,12 @@ class HostNetwork:
 class NetnsNetwork:
     mode = "netns"
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, subnet: PodSubnet) -> None:
         self.cid = cluster_id(state_dir)
-        self.ipam = Ipam(run_dir() / "ipam", SUBNET, {BRIDGE_IP})
-        self.host_ip = BRIDGE_IP
+        self.subnet = subnet
+        self.bridge = subnet.bridge
+        self.ipam = Ipam(run_dir() / "ipam", subnet.network, {subnet.gateway})
+        self.host_ip = subnet.gateway
 
     def netns_name(self, uid: str) -> str:
         return f"t9k-{self.cid}-{uid[:8]}"
@@ -197,16 +237,17 @@ class NetnsNetwork:
         return f"t9{self.cid[:5]}{uid[:8]}"
 
     async def ensure_bridge(self) -> None:
-        if not Path(f"/sys/class/net/{BRIDGE}").exists():
-            await _ip("link", "add", BRIDGE, "type", "bridge", check=False)
-        addrs = await _ip("-o", "-4", "addr", "show", "dev", BRIDGE)
-        if f"{BRIDGE_IP}/" not in addrs:
-            await _ip("addr", "add", f"{BRIDGE_IP}/{SUBNET.prefixlen}", "dev", BRIDGE, check=False)
-        await _ip("link", "set", BRIDGE, "up")
+        bridge, gateway = self.bridge, self.subnet.gateway
+        if not Path(f"/sys/class/net/{bridge}").exists():
+            await _ip("link", "add", bridge, "type", "bridge", check=False)
+        addrs = await _ip("-o", "-4", "addr", "show", "dev", bridge)
+        if f"{gateway}/" not in addrs:
+            await _ip("addr", "add", f"{gateway}/{self.subnet.network.prefixlen}", "dev", bridge, check=False)
+        await _ip("link", "set", bridge, "up")
 
     def _attached(self, uid: str) -> bool:
         master = Path(f"/sys/class/net/{self._veth(uid)}/master")
-        return master.exists() and master.resolve().name == BRIDGE
+        return master.exists() and master.resolve().name == self.bridge
 
     async def setup(self, uid: str) -> PodNet:
         name = self.netns_name(uid)
@@ -222,15 +263,15 @@ class NetnsNetwork:
             await _ip("netns", "add", name)
             veth = self._veth(uid)
             await _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name)
-            await _ip("-n", name, "addr", "add", f"{ip}/{SUBNET.prefixlen}", "dev", "eth0")
+            await _ip("-n", name, "addr", "add", f"{ip}/{self.subnet.network.prefixlen}", "dev", "eth0")
             await _ip("-n", name, "link", "set", "eth0", "up")
             await _ip("-n", name, "link", "set", "lo", "up")
             # Attaching to the bridge comes last: an attached veth marks a complete setup.
-            await _ip("link", "set", veth, "master", BRIDGE, "up")
+            await _ip("link", "set", veth, "master", self.bridge, "up")
             # The address may have belonged to a pod that is gone: the host's neighbour entry for it can still
             # name that pod's MAC (REACHABLE for up to 45 s, then a few more seconds of unicast probes), and
             # the kubelet's probes to the new pod would vanish into the bridge as i/o timeouts.
-            await _ip("neigh", "flush", "to", ip, "dev", BRIDGE)
+            await _ip("neigh", "flush", "to", ip, "dev", self.bridge)
         return PodNet(ip=ip, netns=str(path), isolate=True)
 
     async def teardown(self, uid: str) -> None:
@@ -256,16 +297,21 @@ class NetnsNetwork:
     async def close(self) -> None:
         """Remove the bridge once no pod of any cluster is attached to it."""
         async with _bridge_lock():
-            brif = Path(f"/sys/class/net/{BRIDGE}/brif")
-            if brif.is_dir() and not any(brif.iterdir()):
-                await _ip("link", "del", BRIDGE, check=False)
+            if _unused(self.bridge):
+                await _ip("link", "del", self.bridge, check=False)
 
 
-def remove_leftovers(state_dir: Path) -> list[str]:
+def _unused(bridge: str) -> bool:
+    brif = Path(f"/sys/class/net/{bridge}/brif")
+    return brif.is_dir() and not any(brif.iterdir())
+
+
+def remove_leftovers(state_dir: Path, subnet: PodSubnet | None = None) -> list[str]:
     """Remove the pod networks of `state_dir`'s cluster that its kubelet did not tear down (it was killed, or
-    left its pods to a next kubelet): namespaces (with their veths) and address leases, in both modes; returns
-    the namespaces removed. A next kubelet of the same state directory would remove them at start; this is
-    for a cluster that will not start again, whose leftovers would otherwise hold pod addresses for good."""
+    left its pods to a next kubelet): namespaces (with their veths) and address leases, in both modes, and
+    `subnet`'s bridge if nothing is attached to it any more; returns the namespaces removed. A next kubelet of
+    the same state directory would remove them at start; this is for a cluster that will not start again,
+    whose leftovers would otherwise hold pod addresses for good."""
     cid = cluster_id(state_dir)
     prefix = f"t9k-{cid}-"
     removed = []
@@ -274,16 +320,22 @@ def remove_leftovers(state_dir: Path) -> list[str]:
             if path.name.startswith(prefix):
                 subprocess.run(["ip", "netns", "del", path.name], capture_output=True, timeout=30)
                 removed.append(path.name)
-    pools = ((Ipam(run_dir() / "ipam", SUBNET, set()), prefix), (HostNetwork.leases(), f"{cid}/"))
+    pod_leases = Ipam(run_dir() / "ipam", (subnet or PodSubnet()).network, set())
+    pools = ((pod_leases, prefix), (HostNetwork.leases(), f"{cid}/"))
     for ipam, ours in pools:
         for owner in set(ipam.owners().values()):
             if owner.startswith(ours):
                 ipam.release_owner(owner)
+    if subnet is not None and _unused(subnet.bridge):
+        with _bridge_lock_sync():
+            if _unused(subnet.bridge):
+                subprocess.run(["ip", "link", "del", subnet.bridge], capture_output=True, timeout=30)
     return removed
 
 
-def select_network(mode: str, state_dir: Path) -> HostNetwork | NetnsNetwork:
-    """`auto` picks netns when namespaces work here; `netns` insists; `host` forces the fallback."""
+def select_network(mode: str, state_dir: Path, subnet: PodSubnet) -> HostNetwork | NetnsNetwork:
+    """`auto` picks netns (on `subnet`) when namespaces work here; `netns` insists; `host` forces the
+    fallback."""
     if mode not in ("auto", "netns", "host"):
         raise ValueError(f"network: must be one of auto, netns, host (got {mode!r})")
     if mode == "host":
@@ -291,8 +343,10 @@ def select_network(mode: str, state_dir: Path) -> HostNetwork | NetnsNetwork:
         log.warning("pod network: host (requested); pods get loopback addresses and share ports")
         return net
     if namespaces_available():
-        log.warning("pod network: netns (bridge %s, %s, no route outside the bridge)", BRIDGE, SUBNET)
-        return NetnsNetwork(state_dir)
+        log.warning(
+            "pod network: netns (bridge %s, %s, no route outside the bridge)", subnet.bridge, subnet.network
+        )
+        return NetnsNetwork(state_dir, subnet)
     if mode == "netns":
         raise RuntimeError("network namespaces are not available here (needs root, `ip` and `unshare`)")
     net = HostNetwork(state_dir)

@@ -31,7 +31,7 @@ from t9k_provider.kube.resources import (
 from t9k_provider.local.flink.cluster import FLINKCLUSTERS
 from t9k_provider.local.flink.operator import FlinkOperator, is_flink_object
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
-from t9k_provider.local.kubelet.network import select_network
+from t9k_provider.local.kubelet.network import PodSubnet, select_network
 from t9k_provider.local.kubelet.simulated import SimulatedKubelet
 from t9k_provider.local.node import scheduler, workloop
 from t9k_provider.local.node.daemonsets import DaemonSetController
@@ -50,16 +50,20 @@ async def run_node_agents(
     mode: str = "process",
     network: str = "auto",
     *,
+    subnet: int = 0,
     stop_pods_on_exit: bool = True,
     flink_operator: bool = True,
 ) -> None:
     """Run until cancelled. `mode`: process | simulated | none (no kubelet; scheduler and Job controller still
-    run). `network`: auto | netns | host (process mode only). On cancellation, running containers are stopped
-    unless `stop_pods_on_exit` is False (their shims keep running and a later kubelet re-adopts them).
-    `flink_operator`: run the local flink-operator (process mode only: it runs real Flink processes)."""
+    run). `network`: auto | netns | host (process mode only); `subnet`: the netns pods' `PodSubnet`. On
+    cancellation, running containers are stopped unless `stop_pods_on_exit` is False (their shims keep running
+    and a later kubelet re-adopts them). `flink_operator`: run the local flink-operator (process mode only: it
+    runs real Flink processes)."""
     if mode not in MODES:
         raise ValueError(f"mode: must be one of {', '.join(MODES)} (got {mode!r})")
-    net = await asyncio.to_thread(select_network, network, Path(state_dir)) if mode == "process" else None
+    net = None
+    if mode == "process":
+        net = await asyncio.to_thread(select_network, network, Path(state_dir), PodSubnet(subnet))
     client = await api_client(Path(kubeconfig_path))
     kube = KubeApi(client)
     pods = Informer(
