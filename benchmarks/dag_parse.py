@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.airflow_deployment import Component, airflow_command, isolated_env, migrate_db
@@ -33,10 +34,25 @@ from benchmarks.stats import Figure
 SECTION = "5. DAG parse cost"
 DAGS = Path(__file__).resolve().parent.parent / "dags_examples"
 TASKFLOW_EXAMPLE = DAGS / "example_taskflow_training.py"
-#: The TaskFlow comparison takes this many pairs per run: its samples are a few milliseconds each.
-FLOW_PAIRS_PER_RUN = 3
-#: Parses per side of the TaskFlow example in one warm interpreter, per run (after one of each).
-WARM_ROUNDS_PER_RUN = 100
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each comparison samples per run."""
+
+    #: pairs of the TaskFlow example's first parse: its samples are a few milliseconds each
+    flow_pairs: int = 3
+    #: parses per side of the TaskFlow example in one warm interpreter (after one of each)
+    warm_rounds: int = 100
+    #: parses per side in one parent process of the DAG-processor comparison (after one warm-up pair)
+    processor_pairs: int = 30
+    #: a running ``airflow dag-processor`` parses for this long, and at least ``running_pairs`` pairs
+    running_seconds: float = 30.0
+    running_pairs: int = 5
+
+
+#: The smoke test's sizes (``python -m benchmarks --quick``): each comparison once, figures meaningless.
+QUICK_SIZES = Sizes(flow_pairs=1, warm_rounds=3, processor_pairs=2, running_seconds=0.0, running_pairs=2)
 #: The TaskFlow example's import of ``task``, after which its plain copy (``plain_copy``) redefines ``task``.
 TASK_IMPORT = "from airflow.providers.common.compat.sdk import DAG, Param, task\n"
 
@@ -185,8 +201,6 @@ def warm_parses(path: Path, airflow_home: Path, rounds: int) -> list[tuple[float
     return list(zip(samples["provider"], samples["baseline"], strict=True))
 
 
-#: Parses per side in one parent process of the DAG-processor comparison (after one warm-up pair).
-PROCESSOR_PAIRS_PER_RUN = 30
 #: The probe's parent holds what a running ``airflow dag-processor`` (Airflow 3.3.2) had imported once it
 #: had parsed the TaskFlow example (its ``sys.modules``, dumped from inside it, 2026-11-27): the CLI's
 #: ``providers_configuration_loaded`` runs every provider's ``get_provider_info`` (so ``t9k_provider`` and
@@ -288,7 +302,6 @@ def processor_parses(
 
 
 #: Seconds a running ``airflow dag-processor`` parses the TaskFlow example and its plain copy, per run.
-RUNNING_SECONDS = 30
 #: The running DAG processor's ``airflow_local_settings.py``: every parsing process it forks appends, when
 #: Airflow's supervisor ends it (``os._exit``), which file it parsed, its CPU seconds and its minor page
 #: faults since the fork.
@@ -321,11 +334,12 @@ os.register_at_fork(after_in_child=_timed)
 
 
 def running_processor_parses(
-    path: Path, airflow_home: Path, seconds: float, preimport: bool = False
+    path: Path, airflow_home: Path, seconds: float, pairs: int, preimport: bool = False
 ) -> list[tuple[float, int, float, int]]:
     """(CPU s, minor faults) of the parsing processes of ``path`` and of its plain copy, in pairs, from a
     running ``airflow dag-processor`` (one parsing process, files re-parsed at once) in ``airflow_home``
-    (migrated); with ``preimport``, under an ``airflow_local_settings.py`` that also imports the provider.
+    (migrated) that parses for ``seconds`` and at least ``pairs`` pairs (after the first two of each); with
+    ``preimport``, under an ``airflow_local_settings.py`` that also imports the provider.
 
     The plain copy must take ``task`` as the file does: one that imported a ``task`` stand-in from a module
     of its own measured about 10 ms (1,450 minor page faults) cheaper per parsing process than the
@@ -356,22 +370,31 @@ def running_processor_parses(
     log = airflow_home / "dag-processor.log"
     processor = Component("dag-processor", airflow_command("dag-processor"), log)
     processor.start(env)
+    began = time.monotonic()
     try:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        while time.monotonic() - began < seconds or min(map(len, _parse_times(times))) < pairs:
             if not processor.running:
                 raise RuntimeError(f"the DAG processor exited:\n{processor.log_tail()}")
+            if time.monotonic() - began > seconds + 300:
+                break
             time.sleep(0.5)
     finally:
         processor.stop()
-    sides: dict[str, list[tuple[float, int]]] = {"provider": [], "baseline": []}
-    for line in times.read_text().splitlines() if times.exists() else []:
-        side, cpu, faults = line.split()
-        sides[side].append((float(cpu), int(faults)))
-    provider, baseline = sides["provider"][2:], sides["baseline"][2:]  # the first parses also store the DAG
-    if min(len(provider), len(baseline)) < 5:
+    provider, baseline = _parse_times(times)
+    if min(len(provider), len(baseline)) < pairs:
         raise RuntimeError(f"the DAG processor parsed too little: {len(provider)} vs {len(baseline)} parses")
     return [(a[0], a[1], b[0], b[1]) for a, b in zip(provider, baseline, strict=False)]
+
+
+def _parse_times(times: Path) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+    """The (CPU s, minor faults) recorded so far of each side's parses, but the first two of each, which
+    also store the DAG."""
+    sides: dict[str, list[tuple[float, int]]] = {"provider": [], "baseline": []}
+    for line in times.read_text().splitlines() if times.exists() else []:
+        fields = line.split()
+        if len(fields) == 3:  # a line being written has fewer
+            sides[fields[0]].append((float(fields[1]), int(fields[2])))
+    return sides["provider"][2:], sides["baseline"][2:]
 
 
 def probe(mode: str, dags: Path, airflow_home: Path) -> dict:
@@ -401,22 +424,28 @@ def paired(runs: int, dags: Path, airflow_home: Path) -> list[tuple[dict, dict]]
     return pairs
 
 
-def measure(runs: int, dags: Path = DAGS, taskflow: Path = TASKFLOW_EXAMPLE) -> list[Figure]:
+def measure(
+    runs: int, sizes: Sizes = Sizes(), dags: Path = DAGS, taskflow: Path = TASKFLOW_EXAMPLE
+) -> list[Figure]:
     with tempfile.TemporaryDirectory() as home:
         for mode in ("provider", "baseline"):  # warm-up: bytecode cached for both comparisons, as a DAG
             probe(mode, dags, Path(home))  # processor has it (``taskflow`` is one of ``dags``)
         pairs = paired(runs, dags, Path(home))
-        flow = paired(FLOW_PAIRS_PER_RUN * runs, taskflow, Path(home))
+        flow = paired(sizes.flow_pairs * runs, taskflow, Path(home))
         warm, processor, preimported, running, running_preimported = [], [], [], [], []
         running_home = Path(home) / "running"
         running_home.mkdir()
         migrate_db(isolated_env(running_home))
         for _ in range(runs):
-            warm += warm_parses(taskflow, Path(home), WARM_ROUNDS_PER_RUN)
-            processor += processor_parses(taskflow, Path(home), PROCESSOR_PAIRS_PER_RUN)
-            preimported += processor_parses(taskflow, Path(home), PROCESSOR_PAIRS_PER_RUN, preimport=True)
-            running += running_processor_parses(taskflow, running_home, RUNNING_SECONDS)
-            running_preimported += running_processor_parses(taskflow, running_home, RUNNING_SECONDS, True)
+            warm += warm_parses(taskflow, Path(home), sizes.warm_rounds)
+            processor += processor_parses(taskflow, Path(home), sizes.processor_pairs)
+            preimported += processor_parses(taskflow, Path(home), sizes.processor_pairs, preimport=True)
+            running += running_processor_parses(
+                taskflow, running_home, sizes.running_seconds, sizes.running_pairs
+            )
+            running_preimported += running_processor_parses(
+                taskflow, running_home, sizes.running_seconds, sizes.running_pairs, preimport=True
+            )
     a0 = pairs[0][0]
     label = f"{a0['dags']} example DAGs ({a0['tasks']} tasks)"
     shape = f"TaskFlow example ({flow[0][0]['tasks']} tasks)"

@@ -129,7 +129,9 @@ def request_counts(spec: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def measured_task(variant: str, work: str, task_id: str) -> Any:
+def measured_task(variant: str, work: str, task_id: str, cncf_poll: float | None = None) -> Any:
+    """``cncf_poll``: the cncf operators' polling and start-up check intervals in seconds (their defaults
+    when None; the smoke test shortens them, its figures mean nothing)."""
     v = VARIANTS[variant]
     operator, deferrable = v.operator, v.deferrable
     command = [sys.executable, *WORKS[work]]
@@ -164,12 +166,15 @@ def measured_task(variant: str, work: str, task_id: str) -> Any:
             task_id=task_id, namespace=NAMESPACE, image="python:3.11", cmds=command[:1],
             arguments=command[1:], wait_until_job_complete=True, deferrable=deferrable,
             name=task_id.replace("_", "-"),
+            **({} if cncf_poll is None else {"job_poll_interval": cncf_poll}),
         )  # fmt: skip
     from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
     return KubernetesPodOperator(
         task_id=task_id, namespace=NAMESPACE, image="python:3.11", cmds=command[:1], arguments=command[1:],
         deferrable=deferrable, name=task_id.replace("_", "-"),
+        **({} if cncf_poll is None else {"poll_interval": cncf_poll,
+                                         "startup_check_interval_seconds": cncf_poll}),
     )  # fmt: skip
 
 
@@ -212,7 +217,7 @@ def build_dag(spec_file: str) -> Any:
                 op_args=[spec_file],
                 trigger_rule="all_done",
             )
-            previous >> measured_task(variant, work, task_id) >> marker
+            previous >> measured_task(variant, work, task_id, spec.get("cncf_poll")) >> marker
             previous = marker
     return dag
 

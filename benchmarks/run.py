@@ -68,6 +68,9 @@ class Profile:
     triggerer_tasks: int  # deferred tasks on the one triggerer of section 12
     triggerer_window: float  # its quiet window (CPU, RSS) in seconds
     triggerer_spread: float  # seconds over which its second set of jobs finishes
+    parse_sizes: dag_parse.Sizes  # how much section 5 samples per run
+    triggerer_pace: triggerer_capacity.Pace  # section 12's log lines and quiet time
+    cncf_poll: float | None  # section 7's cncf operators poll this often (None: their defaults)
 
 
 FULL = Profile(
@@ -75,13 +78,15 @@ FULL = Profile(
     waiting_tasks=200, poll=10.0, window=20.0, objects=10_000, creates=500, watch_events=200,
     log_writes=100_000, overhead_rounds={"pass": 10, "sleep20": 3}, works=("pass",), scale_jobs=2000,
     arrival_seconds=15.0, failover_kills=10,
-    triggerer_tasks=1000, triggerer_window=60.0, triggerer_spread=30.0,
+    triggerer_tasks=1000, triggerer_window=60.0, triggerer_spread=30.0, parse_sizes=dag_parse.Sizes(),
+    triggerer_pace=triggerer_capacity.Pace(), cncf_poll=None,
 )  # fmt: skip
 QUICK = Profile(
     runs=1, kinds=("GenericJob",), job_seconds=0.2, durations=(1.0, 2.0), bursts=(1, 3), resident_jobs=4,
     waiting_tasks=3, poll=0.5, window=1.5, objects=60, creates=20, watch_events=10, log_writes=1_500,
     overhead_rounds={"pass": 1, "sleep20": 1}, works=("pass",), scale_jobs=20, arrival_seconds=1.0,
     failover_kills=1, triggerer_tasks=3, triggerer_window=1.5, triggerer_spread=1.0,
+    parse_sizes=dag_parse.QUICK_SIZES, triggerer_pace=triggerer_capacity.QUICK_PACE, cncf_poll=1.0,
 )  # fmt: skip
 FULL_SCALE_JOBS = 10_000
 
@@ -112,7 +117,7 @@ def live_logs_benchmark(p: Profile, work: Path) -> list[Figure]:
 def triggerer_benchmark(p: Profile, work: Path) -> list[Figure]:
     with LocalCluster(work / "triggerer-cluster", node_agents=False) as cluster:
         return triggerer_capacity.measure(
-            cluster, work, p.runs, p.triggerer_tasks, p.triggerer_window, p.triggerer_spread
+            cluster, work, p.runs, p.triggerer_tasks, p.triggerer_window, p.triggerer_spread, p.triggerer_pace
         )
 
 
@@ -122,9 +127,11 @@ SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
     "local": lambda p, work: local_cluster.measure(
         p.runs, p.objects, p.creates, p.watch_events, p.log_writes
     ),
-    "dags": lambda p, work: dag_parse.measure(p.runs),
+    "dags": lambda p, work: dag_parse.measure(p.runs, p.parse_sizes),
     "livelogs": live_logs_benchmark,
-    "overhead": lambda p, work: task_overhead.measure(work, p.overhead_rounds, p.works),
+    "overhead": lambda p, work: task_overhead.measure(
+        work, p.overhead_rounds, p.works, cncf_poll=p.cncf_poll
+    ),
     "scale": lambda p, work: controller_capacity.measure(work, p.runs, p.scale_jobs, p.arrival_seconds),
     "scale-full": lambda p, work: controller_capacity.measure(
         work, p.runs, FULL_SCALE_JOBS, p.arrival_seconds, full=True

@@ -287,8 +287,13 @@ def round_ratios(
 
 
 def measure(
-    work: Path, rounds: dict[str, int], works: tuple[str, ...], variants: tuple[str, ...] = tuple(VARIANTS)
+    work: Path,
+    rounds: dict[str, int],
+    works: tuple[str, ...],
+    variants: tuple[str, ...] = tuple(VARIANTS),
+    cncf_poll: float | None = None,
 ) -> list[Figure]:
+    """``cncf_poll``: the cncf operators' shorter polling (`overhead_dag.measured_task`), smoke test only."""
     out: list[Figure] = []
     with LocalCluster(work / "overhead-cluster", controller=True) as cluster:
         stamps = Stamps()
@@ -303,7 +308,12 @@ def measure(
                 stamps.clear()
                 load = machine.load_average()
                 work_samples = {w: work_seconds(w) for w in works}
-                spec = {"variants": list(variants), "works": list(works), "rounds": rounds}
+                spec = {
+                    "variants": list(variants),
+                    "works": list(works),
+                    "rounds": rounds,
+                    "cncf_poll": cncf_poll,
+                }
                 half_dir = work / f"overhead-{half.strip('()').replace('.', '-')}"
                 tasks = run(cluster, half_dir, spec)
                 (half_dir / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))

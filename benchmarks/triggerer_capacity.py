@@ -21,6 +21,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -41,10 +42,20 @@ NAMESPACE = "capacity"
 PLURAL = KINDS["GenericJob"].PLURAL
 JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
 MODES = {"off": "live logs off", "on": "live logs on"}
-#: One log line per replica every this many seconds (1,000 replicas: 200 lines/s, section 6's volume).
-LINE_INTERVAL = 5.0
-#: The triggerer has started every trigger once its requests stayed unchanged this long.
-QUIET_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The section's clock."""
+
+    #: one log line per replica every this many seconds (1,000 replicas: 200 lines/s, section 6's volume)
+    line_interval: float = 5.0
+    #: the triggerer has started every trigger once its requests stayed unchanged this long
+    quiet: float = 5.0
+
+
+#: The smoke test's pace (``python -m benchmarks --quick``).
+QUICK_PACE = Pace(line_interval=1.0, quiet=1.0)
 FINISHERS = 8
 #: Targets (the issue names none for this item): a deferred task is seen ending within a second, as a
 #: job's pods start within a second (section 2); waiting costs next to nothing; the whole triggerer fits in
@@ -242,8 +253,10 @@ class Triggerer:
 class Session:
     """One run of one mode: its jobs, its Airflow home and triggerer, and what was measured."""
 
-    def __init__(self, cluster: LocalCluster, work: Path, mode: str, run: int, tasks: int) -> None:
-        self.cluster, self.mode, self.tasks = cluster, mode, tasks
+    def __init__(
+        self, cluster: LocalCluster, work: Path, mode: str, run: int, tasks: int, pace: Pace
+    ) -> None:
+        self.cluster, self.mode, self.tasks, self.pace = cluster, mode, tasks, pace
         self.tag = f"{mode}-{run}"
         spec = {
             "kubeconfig": yaml.safe_load(cluster.kubeconfig.read_text()), "kind": "GenericJob",
@@ -270,10 +283,10 @@ class Session:
             now = triggerer_requests(client)
             if now != last:
                 last, since = now, time.monotonic()
-            return now - baseline >= self.tasks and time.monotonic() - since >= QUIET_SECONDS
+            return now - baseline >= self.tasks and time.monotonic() - since >= self.pace.quiet
 
         wait_until(settled, timeout, f"{self.tasks} triggers to start ({self.tag})", interval=0.5)
-        return time.monotonic() - began - QUIET_SECONDS
+        return time.monotonic() - began - self.pace.quiet
 
     def detect(self, run_id: str, names: list[str], spread: float, timeout: float) -> dict[str, Any]:
         sent = finish(self.cluster, names, spread)
@@ -293,14 +306,14 @@ class Session:
         client = Client(self.cluster)
         triggerer = self.triggerer
         names, pods = self.jobs("burst")
-        writers = LogWriters(self.cluster, [pods[n] for n in names], LINE_INTERVAL)
+        writers = LogWriters(self.cluster, [pods[n] for n in names], self.pace.line_interval)
         try:
             baseline = triggerer_requests(client)
             triggerer.defer("burst", names)
             triggerer.start()
             ramp = self.wait_started(client, baseline, 300 + self.tasks)
             writers.start()  # after the streams opened: see the ANALYSIS on a backlog at once
-            time.sleep(LINE_INTERVAL)
+            time.sleep(self.pace.line_interval)
             progress(f"{self.tag}: {self.tasks} triggers running after {ramp:.1f} s; measuring {window:g} s")
             runner = triggerer.runner()
             procs = triggerer.processes()
@@ -332,12 +345,12 @@ class Session:
             progress(f"{self.tag}: burst of {self.tasks} jobs finishing")
             result["burst"] = self.detect("burst", names, 0.0, 300 + self.tasks)
             names, pods = self.jobs("spread")
-            writers = LogWriters(self.cluster, [pods[n] for n in names], LINE_INTERVAL)
+            writers = LogWriters(self.cluster, [pods[n] for n in names], self.pace.line_interval)
             baseline = triggerer_requests(client)
             triggerer.defer("spread", names)
             self.wait_started(client, baseline, 300 + self.tasks)
             writers.start()
-            time.sleep(LINE_INTERVAL * 2)
+            time.sleep(self.pace.line_interval * 2)
             writers.stop()
             writers.finish()
             progress(f"{self.tag}: {self.tasks} jobs finishing over {spread:g} s")
@@ -350,7 +363,13 @@ class Session:
 
 
 def measure(
-    cluster: LocalCluster, work: Path, runs: int, tasks: int, window: float, spread: float
+    cluster: LocalCluster,
+    work: Path,
+    runs: int,
+    tasks: int,
+    window: float,
+    spread: float,
+    pace: Pace = Pace(),
 ) -> list[Figure]:
     client = Client(cluster)
     ensure_namespace(client, NAMESPACE)
@@ -358,7 +377,7 @@ def measure(
     results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
     for run in range(runs):
         for mode in MODES:
-            results[mode].append(Session(cluster, work, mode, run, tasks).measure(window, spread))
+            results[mode].append(Session(cluster, work, mode, run, tasks, pace).measure(window, spread))
     figures: list[Figure] = []
     n = f"{tasks:,}"
     for mode, label in MODES.items():
