@@ -35,9 +35,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from benchmarks.api import wait_until
-from benchmarks.controller_process import free_port
 from t9k_provider.hooks.job_status import parse_time
+from t9k_provider.testing import free_port, wait_for
 
 AIRFLOW_3 = int(importlib.metadata.version("apache-airflow").split(".")[0]) >= 3
 TERMINAL_RUN_STATES = ("success", "failed")
@@ -276,7 +275,7 @@ class AirflowDeployment:
         self.migrate(timeout)
         for name in self.component_names:
             self.start_component(name)
-        wait_until(self.healthy, timeout, "every Airflow component to report healthy", interval=1.0)
+        wait_for("every Airflow component to report healthy", self.healthy, timeout, 1.0)
         return self
 
     def migrate(self, timeout: float = 240) -> None:
@@ -374,7 +373,7 @@ class AirflowDeployment:
             return True
 
         try:
-            wait_until(stored, timeout, f"the DAG processor to store {', '.join(dag_ids)}", interval=1.0)
+            wait_for(f"the DAG processor to store {', '.join(dag_ids)}", stored, timeout, 1.0)
         except TimeoutError:
             errors = self.request("GET", "/importErrors")
             raise TimeoutError(f"DAGs not stored within {timeout:.0f}s; import errors: {errors}") from None
@@ -393,7 +392,7 @@ class AirflowDeployment:
             run = self.dag_run(dag_id, run_id)
             return run if run["state"] in TERMINAL_RUN_STATES else None
 
-        return dict(wait_until(finished, timeout, f"run {dag_id}/{run_id} to finish", interval=1.0))
+        return dict(wait_for(f"run {dag_id}/{run_id} to finish", finished, timeout, 1.0))
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         """Every task instance of the run, page by page (the API answers at most 100 at a time)."""
@@ -420,7 +419,7 @@ class AirflowDeployment:
             return ti if ti["state"] in states else None
 
         what = f"task {dag_id}/{task_id} in run {run_id} to be {' or '.join(states)}"
-        return dict(wait_until(reached, timeout, what, interval=0.5))
+        return dict(wait_for(what, reached, timeout, 0.5))
 
     def set_task_state(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
         """What "Mark failed/success" in the UI does."""

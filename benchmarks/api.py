@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 USER_AGENT = "t9k-bench"
 
@@ -210,18 +210,6 @@ def paced(
         list(pool.map(one, enumerate(names)))
     for client in clients:
         client.close()
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Poll ``check`` until truthy; raise ``TimeoutError`` naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 def progress(message: str) -> None:

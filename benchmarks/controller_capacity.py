@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import manifests
-from benchmarks.api import Client, Watch, ensure_namespace, progress, wait_until
+from benchmarks import manifests, procstat
+from benchmarks.api import Client, Watch, ensure_namespace, progress
 from benchmarks.controller_efficiency import settle
-from benchmarks.controller_process import PREFIX, Controller, metric_sum, reconciles
+from benchmarks.controller_metrics import PREFIX, controller_process, metrics, reconciles
 from benchmarks.controller_scale import REPLICAS, REQUESTS, PodTimes, create_jobs
 from benchmarks.stats import Figure, percentile
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import ControllerProcess, LocalCluster, metric_sum, wait_for
 
 SECTIONS = ("8. Controller at scale", "9. Controller at full scale")
 NAMESPACE = "capacity"
@@ -50,10 +50,10 @@ class JobPhases:
             return sum(p == "Running" for p in self.phase.values()) >= count
 
 
-def quiet(controller: Controller, phases: JobPhases, jobs: int) -> dict:
+def quiet(controller: ControllerProcess, phases: JobPhases, jobs: int) -> dict:
     """Wait until every job's status says Running (the controller has written what it must; the pods exist
     long before), then until the controller has been quiet for ``QUIET`` seconds; returns its metrics."""
-    wait_until(lambda: phases.running(jobs), 1200, f"{jobs} jobs Running", 1.0)
+    wait_for(f"{jobs} jobs Running", lambda: phases.running(jobs), 1200, 1.0)
     return settle(controller, quiet=QUIET, timeout=600)
 
 
@@ -83,17 +83,17 @@ def histogram_percentile(
     return lower
 
 
-def restart_and_sync(cluster: LocalCluster, log: Path, jobs: int) -> tuple[Controller, float, float]:
+def restart_and_sync(cluster: LocalCluster, log: Path, jobs: int) -> tuple[ControllerProcess, float, float]:
     """Start a controller; returns it, the seconds until it had reconciled every job and went quiet, and
     the writes it made meanwhile."""
-    controller = Controller(cluster.kubeconfig, log)
+    controller = controller_process(cluster.kubeconfig, log)
     began = time.monotonic()
-    controller.start(timeout=600)
-    last, last_change = controller.metrics(), time.monotonic()
+    controller.start().wait_ready(600)
+    last, last_change = metrics(controller), time.monotonic()
     deadline = began + 1200
     while time.monotonic() < deadline:
         time.sleep(0.25)
-        now = controller.metrics()
+        now = metrics(controller)
         if reconciles(now) != reconciles(last):
             last, last_change = now, time.monotonic()
         elif reconciles(now) >= jobs and time.monotonic() - last_change >= QUIET:
@@ -136,14 +136,12 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
             watch.start()
             watch.ready.wait(10)
         try:
-            with Controller(cluster.kubeconfig, work / f"capacity-{jobs}-build.log") as controller:
+            with controller_process(cluster.kubeconfig, work / f"capacity-{jobs}-build.log") as controller:
                 names = [f"held-{i}" for i in range(jobs)]
                 for i in range(0, jobs, 500):  # in slices: a timeout names how far it got
                     done = names[: i + 500]
                     create_jobs(cluster, NAMESPACE, done[i:])
-                    wait_until(
-                        lambda done=done: pods.complete(done), 600, f"the pods of {len(done)} jobs", 0.5
-                    )
+                    wait_for(f"the pods of {len(done)} jobs", lambda done=done: pods.complete(done), 600, 0.5)
                     progress(f"{len(done):,}/{jobs:,} jobs created, their pods running")
                 quiet(controller, phases, jobs)
             held = jobs
@@ -156,16 +154,16 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
                     progress(
                         f"run {run + 1}/{runs}: a restarted controller synced {held:,} jobs, {seconds:.1f} s"
                     )
-                    before = controller.metrics()
+                    before = metrics(controller)
                     names = [f"arrival-{run}-{i}" for i in range(arrivals)]
                     acked = create_jobs(cluster, NAMESPACE, names, ARRIVAL_RATE)
-                    wait_until(lambda names=names: pods.complete(names), 300, "the arrivals' pods", 0.2)
+                    wait_for("the arrivals' pods", lambda names=names: pods.complete(names), 300, 0.2)
                     held += arrivals
                     after = quiet(controller, phases, held)
                     reconcile_p99.append(histogram_percentile(after, before, 0.99))
                     reconcile_p50.append(histogram_percentile(after, before, 0.50))
                     arrival_p99.append(percentile([pods.last_pod(n) - acked[n] for n in names], 99))
-                    rss.append(controller.rss_bytes() / 2**20)
+                    rss.append(procstat.rss_bytes(controller.pid) / 2**20)
                 finally:
                     controller.stop()
             for _ in range(runs):

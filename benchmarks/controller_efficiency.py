@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks import manifests
-from benchmarks.api import Client, Watch, progress, wait_until
-from benchmarks.controller_process import PREFIX, Controller, delta, reconciles
+from benchmarks.api import Client, Watch, progress
+from benchmarks.controller_metrics import PREFIX, delta, metrics, reconciles
 from benchmarks.stats import Figure
 from t9k_provider.jobs.contract import LABEL_OWNER_NAME
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 
 SECTION = "1. Controller efficiency"
 REQUESTS = f"{PREFIX}_api_requests_total"
@@ -96,14 +96,14 @@ def describe(client: Client, kind: str, name: str, namespace: str) -> str:
     return f"status {json.dumps(job.get('status'))[:1500]}, pods {phases}"
 
 
-def settle(controller: Controller, quiet: float = 1.5, timeout: float = 60) -> dict:
+def settle(controller: ControllerProcess, quiet: float = 1.5, timeout: float = 60) -> dict:
     """Wait until the controller has not reconciled for ``quiet`` seconds; returns its metrics then."""
     deadline = time.monotonic() + timeout
-    last = controller.metrics()
+    last = metrics(controller)
     quiet_since = time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.25)
-        now = controller.metrics()
+        now = metrics(controller)
         if reconciles(now) != reconciles(last):
             last, quiet_since = now, time.monotonic()
         elif time.monotonic() - quiet_since >= quiet:
@@ -113,7 +113,7 @@ def settle(controller: Controller, quiet: float = 1.5, timeout: float = 60) -> d
 
 def job_cost(
     cluster: LocalCluster,
-    controller: Controller,
+    controller: ControllerProcess,
     client: Client,
     kind: str,
     name: str,
@@ -141,13 +141,13 @@ def job_cost(
     )
     try:
         try:
-            wait_until(lambda: trail.phase in TERMINAL, timeout, f"{kind} {name} to finish")
+            wait_for(f"{kind} {name} to finish", lambda: trail.phase in TERMINAL, timeout, 0.05)
         except TimeoutError as exc:
             raise TimeoutError(f"{exc}; now: {describe(client, kind, name, namespace)}") from None
         settle(controller)
         if trail.phase == "Succeeded":  # the end of a job's life: the user deletes it
             client.json("DELETE", f"{manifests.collection(kind, namespace)}/{name}")
-            wait_until(lambda: trail.deleted, timeout, f"{kind} {name} to be deleted")
+            wait_for(f"{kind} {name} to be deleted", lambda: trail.deleted, timeout, 0.05)
         after = settle(controller)
     finally:
         stop.set()
@@ -175,7 +175,7 @@ def job_cost(
 
 def measure(
     cluster: LocalCluster,
-    controller: Controller,
+    controller: ControllerProcess,
     runs: int,
     kinds: tuple[str, ...] = manifests.KIND_ORDER,
     seconds: float = 1.0,

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import manifests, procstat
-from benchmarks.api import Client, Watch, ensure_namespace, paced, progress, wait_until
+from benchmarks.api import Client, Watch, ensure_namespace, paced, progress
 from benchmarks.controller_efficiency import settle
-from benchmarks.controller_process import PREFIX, Controller, metric_sum, reconciles
+from benchmarks.controller_metrics import PREFIX, controller_process, reconciles
 from benchmarks.stats import Figure, percentile
 from t9k_provider.jobs.contract import LABEL_OWNER_NAME
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import ControllerProcess, LocalCluster, metric_sum, wait_for
 
 SECTION = "2. Controller latency and scale"
 NAMESPACE = "scale"
@@ -85,23 +85,23 @@ class Burst:
     busy: float  # seconds from the first create until the controller is idle again
 
 
-def burst(cluster: LocalCluster, controller: Controller, pods: PodTimes, jobs: int, tag: str) -> Burst:
+def burst(cluster: LocalCluster, controller: ControllerProcess, pods: PodTimes, jobs: int, tag: str) -> Burst:
     """Create ``jobs`` jobs at once and wait until their pods exist and the controller is idle again."""
     agents = cluster.node_agents_pid()
     assert cluster.pid is not None and agents is not None
     names = [f"{tag}-{i}" for i in range(jobs)]
     idle = settle(controller, quiet=1.0, timeout=300)
-    cpu, server_cpu = controller.cpu_seconds(), procstat.cpu_seconds(cluster.pid)
+    cpu, server_cpu = procstat.cpu_seconds(controller.pid), procstat.cpu_seconds(cluster.pid)
     agents_cpu = procstat.cpu_seconds(agents)
     started = time.perf_counter()
     acked = create_jobs(cluster, NAMESPACE, names)
-    wait_until(lambda: pods.complete(names), 60 + jobs, f"the pods of {jobs} jobs", interval=0.1)
+    wait_for(f"the pods of {jobs} jobs", lambda: pods.complete(names), 60 + jobs, 0.1)
     latencies = [pods.last_pod(n) - acked[n] for n in names]
     done = settle(controller, quiet=1.0, timeout=300)
     busy = time.perf_counter() - started - 1.0  # minus the quiet second settle() waited for
     return Burst(
         latencies,
-        controller.cpu_seconds() - cpu,
+        procstat.cpu_seconds(controller.pid) - cpu,
         procstat.cpu_seconds(cluster.pid) - server_cpu,
         procstat.cpu_seconds(agents) - agents_cpu,
         reconciles(done) - reconciles(idle),
@@ -152,7 +152,7 @@ def measure(
     resync_writes: list[float] = []
     created = 0
     try:
-        with Controller(cluster.kubeconfig, log_dir / "controller-scale.log") as controller:
+        with controller_process(cluster.kubeconfig, log_dir / "controller-scale.log") as controller:
             for run in range(runs):
                 cpu = count = 0.0
                 for jobs in bursts:
@@ -166,15 +166,15 @@ def measure(
                 progress(f"run {run + 1}/{runs}: bursts done")
             names = [f"resident-{i}" for i in range(max(0, resident_jobs - created))]
             create_jobs(cluster, NAMESPACE, names)
-            wait_until(lambda: pods.complete(names), 120 + len(names), "the resident jobs' pods", 0.5)
+            wait_for("the resident jobs' pods", lambda: pods.complete(names), 120 + len(names), 0.5)
             settle(controller, quiet=2.0, timeout=300)
-            rss.append(controller.rss_bytes() / 2**20)
+            rss.append(procstat.rss_bytes(controller.pid) / 2**20)
             progress(f"{resident_jobs} resident jobs created and idle")
         for restart in range(runs):
             log = log_dir / f"controller-restart-{restart}.log"
-            with Controller(cluster.kubeconfig, log) as controller:
+            with controller_process(cluster.kubeconfig, log) as controller:
                 settled = settle(controller, quiet=2.0, timeout=300)
-                rss.append(controller.rss_bytes() / 2**20)
+                rss.append(procstat.rss_bytes(controller.pid) / 2**20)
                 resync_writes.append(metric_sum(settled, REQUESTS, access="write"))
             progress(f"restarted controller {restart + 1}/{runs} synced and idle")
     finally:

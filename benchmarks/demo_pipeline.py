@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import tempfile
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from benchmarks.stats import Figure
 from t9k_provider.local.kubelet.podenv import pod_path
+from t9k_provider.testing import free_port
 
 SECTION = "11. Pipeline wall time (`make demo`)"
 METHOD = """\
@@ -190,18 +190,12 @@ def _logged_seconds(pods: Path, pattern: str) -> float:
     return (last - first).total_seconds()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_works() -> dict[str, float]:
     """Each task's workload run directly (the training's two ranks at once): seconds per task."""
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="t9k-demo-work-") as data:
         for task, commands in WORKS.items():
-            port = str(_free_port())
+            port = str(free_port())
             began = time.perf_counter()
             procs = []
             for rank, args in enumerate(commands):

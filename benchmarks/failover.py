@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import manifests
-from benchmarks.api import Client, Watch, ensure_namespace, progress, wait_until
+from benchmarks.api import Client, Watch, ensure_namespace, progress
 from benchmarks.stats import Figure
 from t9k_provider.controller.cli import build_parser
 from t9k_provider.kube.timestamps import parse_timestamp
 from t9k_provider.local.poddir import PodDir, read_json
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 SYSTEM = "t9k-system"
@@ -110,7 +110,7 @@ class Install:
         if rollout.returncode != 0:
             raise RuntimeError(f"rollout status: {rollout.stdout}{rollout.stderr}")
         self.wait_replicas()
-        wait_until(self.holder, HANDOVER_TIMEOUT, "a leader")
+        wait_for("a leader", self.holder, HANDOVER_TIMEOUT, 0.05)
 
     def lease(self) -> dict[str, Any]:
         status, raw = self.client.call(
@@ -134,7 +134,7 @@ class Install:
             live = [p for p in self.pods() if not p["metadata"].get("deletionTimestamp")]
             return len(live) == REPLICAS and all(_ready(p) for p in live)
 
-        wait_until(ready, ROLLOUT_TIMEOUT, f"{REPLICAS} ready controller replicas", interval=0.2)
+        wait_for(f"{REPLICAS} ready controller replicas", ready, ROLLOUT_TIMEOUT, 0.2)
 
     def log(self, pod: str) -> str:
         status, raw = self.client.call("GET", f"/api/v1/namespaces/{SYSTEM}/pods/{pod}/log")
@@ -181,10 +181,11 @@ def kill_leader(install: Install, how: str) -> Handover:
         )  # as the node's loss followed by the pod's eviction: the process never comes back
     else:
         raise ValueError(f"how: {how!r}")
-    new = wait_until(
+    new = wait_for(
+        f"a leader other than {old}",
         lambda: (h := install.holder()) not in (None, old) and h,
         HANDOVER_TIMEOUT,
-        f"a leader other than {old}",
+        0.05,
     )
     acquired = parse_timestamp(install.lease()["acquireTime"]).timestamp()
 
@@ -194,7 +195,7 @@ def kill_leader(install: Install, how: str) -> Handover:
                 return parse_timestamp(json.loads(line)["ts"]).timestamp()
         return None
 
-    done = wait_until(first_reconcile, HANDOVER_TIMEOUT, f"the first reconcile of {new}", interval=0.2)
+    done = wait_for(f"the first reconcile of {new}", first_reconcile, HANDOVER_TIMEOUT, 0.2)
     return Handover(how, old, new, gone, acquired, done)
 
 
@@ -256,11 +257,11 @@ class JobLoad:
     def finish(self) -> Outcome:
         """Wait for every job to end, then judge each against the pods it got."""
         phase = lambda j: (j.get("status") or {}).get("phase")  # noqa: E731
-        wait_until(
+        wait_for(
+            "every job to end",
             lambda: all(phase(j) in ("Succeeded", "Failed") for j in self.jobs().values()),
             JOBS_TIMEOUT,
-            "every job to end",
-            interval=0.5,
+            0.5,
         )
         time.sleep(1)  # the last pod events reach the watch
         assert self._watch is not None

@@ -30,7 +30,7 @@ from t9k_provider.jobs import GROUP, KINDS, VERSION
 from t9k_provider.jobs.contract import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from t9k_provider.local.logs import CriLogWriter
 from t9k_provider.local.poddir import PodDir
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 SECTION = "6. Live replica logs in the triggerer"
 NAMESPACE = "livelogs"

@@ -32,7 +32,7 @@ from typing import Any
 from benchmarks.airflow_deployment import AirflowDeployment
 from t9k_provider.hooks import job_status
 from t9k_provider.jobs import GROUP, KINDS, VERSION
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 REPO = Path(__file__).resolve().parent.parent
 PIPELINE = REPO / "dags_examples" / "t9k_training_pipeline.py"

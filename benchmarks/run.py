@@ -37,10 +37,10 @@ from benchmarks import (
     triggerer_capacity,
     waiting_cost,
 )
-from benchmarks.controller_process import Controller
+from benchmarks.controller_metrics import controller_process
 from benchmarks.manifests import KIND_ORDER
 from benchmarks.stats import Figure, MeasurementError, check
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
@@ -96,7 +96,7 @@ def controller_benchmarks(p: Profile, work: Path) -> list[Figure]:
     # thousands of simulated pods on the one node: room for all, as the benchmark measures the controller
     cluster_dir = work / "controller-cluster"
     with LocalCluster(cluster_dir, kubelet="simulated", capacity={"max_pods": "100000"}) as cluster:
-        with Controller(cluster.kubeconfig, work / "controller-efficiency.log") as controller:
+        with controller_process(cluster.kubeconfig, work / "controller-efficiency.log") as controller:
             figures = controller_efficiency.measure(
                 cluster, controller, p.runs, p.kinds, p.job_seconds, p.durations
             )

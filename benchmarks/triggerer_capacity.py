@@ -31,11 +31,11 @@ import yaml
 
 from benchmarks import triggerer_db
 from benchmarks.airflow_deployment import AirflowDeployment, Component
-from benchmarks.api import USER_AGENT, Client, ensure_namespace, paced, progress, request_counts, wait_until
+from benchmarks.api import USER_AGENT, Client, ensure_namespace, paced, progress, request_counts
 from benchmarks.live_logs import CONTAINER, LogWriters, create_jobs
 from benchmarks.stats import Figure, percentile
 from t9k_provider.jobs import GROUP, KINDS, VERSION
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 SECTION = "12. Triggerer capacity"
 NAMESPACE = "capacity"
@@ -285,12 +285,12 @@ class Session:
                 last, since = now, time.monotonic()
             return now - baseline >= self.tasks and time.monotonic() - since >= self.pace.quiet
 
-        wait_until(settled, timeout, f"{self.tasks} triggers to start ({self.tag})", interval=0.5)
+        wait_for(f"{self.tasks} triggers to start ({self.tag})", settled, timeout, 0.5)
         return time.monotonic() - began - self.pace.quiet
 
     def detect(self, run_id: str, names: list[str], spread: float, timeout: float) -> dict[str, Any]:
         sent = finish(self.cluster, names, spread)
-        wait_until(lambda: self.triggerer.pending(run_id) == 0, timeout, f"{run_id} to leave DEFERRED", 0.5)
+        wait_for(f"{run_id} to leave DEFERRED", lambda: self.triggerer.pending(run_id) == 0, timeout, 0.5)
         time.sleep(2)  # the last trigger-log records reach their files
         events, lines = self.triggerer.trigger_records(run_id)
         db = self.triggerer.rescheduled(run_id)

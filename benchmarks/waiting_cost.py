@@ -28,7 +28,7 @@ import yaml
 from benchmarks.api import USER_AGENT, Client, ensure_namespace, request_counts
 from benchmarks.stats import Figure, percentile
 from t9k_provider.jobs import GROUP, KINDS, VERSION
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 SECTION = "3. Waiting cost on the Airflow side"
 NAMESPACE = "waiting"

@@ -39,7 +39,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 SUITES = {"python": "kubernetes", "asyncio": "kubernetes_asyncio"}  # option -> the client package
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from af_versions import stored_xcoms
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
 DAGS = Path(__file__).resolve().parent / "dags"

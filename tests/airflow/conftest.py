@@ -26,7 +26,7 @@ from af_cluster import DAGS, airflow_on_cluster  # noqa: E402
 from af_fakes import FakeHook, FakeTI  # noqa: E402
 from af_versions import dag_bag  # noqa: E402
 
-from t9k_provider.local.testing import LocalCluster  # noqa: E402
+from t9k_provider.testing import LocalCluster  # noqa: E402
 
 
 @pytest.fixture

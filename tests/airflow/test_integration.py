@@ -20,7 +20,7 @@ from af_cluster import DAGS, deferrals, result_of, run
 from af_versions import airflow2_only, stored_xcoms
 
 from t9k_provider.local.flink.dist import flink_home
-from t9k_provider.local.testing import LocalCluster, require_limits
+from t9k_provider.testing import LocalCluster, require_limits
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]

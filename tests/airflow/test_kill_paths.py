@@ -22,8 +22,8 @@ from af_fakes import FakeHook, FakeTI, pod
 from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
 from test_operator import RUNNING, SUCCEEDED, make, our_job
 
-from t9k_provider.local.testing import LocalCluster
 from t9k_provider.operators import identity as ident
+from t9k_provider.testing import LocalCluster
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 
 import pytest
 from kubernetes import client
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 pytestmark = [
     pytest.mark.cluster,
@@ -47,20 +46,11 @@ def test_pod_manager_extracts_the_xcom_and_stops_the_sidecar(
         base, sidecar = states.get("base"), states.get(PodDefaults.SIDECAR_CONTAINER_NAME)
         return remote if base and base.terminated and sidecar and sidecar.running else None
 
-    remote = _wait("the base container to finish", base_done)
+    remote = wait_for("the base container to finish", base_done)
     assert json.loads(PodManager(kube_client=core).extract_xcom(remote)) == result
 
     def phase() -> str | None:
         current = core.read_namespaced_pod("kpo-xcom", "default").status.phase
         return current if current in ("Succeeded", "Failed") else None
 
-    assert _wait("the sidecar to stop", phase) == "Succeeded"  # its shell trapped SIGINT and exited 0
-
-
-def _wait(what: str, probe: Callable[[], object], timeout: float = 60) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := probe():
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    assert wait_for("the sidecar to stop", phase) == "Succeeded"  # its shell trapped SIGINT and exited 0

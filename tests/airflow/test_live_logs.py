@@ -20,7 +20,7 @@ from af_versions import airflow2_only
 from t9k_provider.hooks.log_follower import LogFollower
 from t9k_provider.hooks.replicas import ReplicaTarget, pod_selector
 from t9k_provider.jobs import API_VERSION
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 from t9k_provider.triggers.job import T9kJobTrigger
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 

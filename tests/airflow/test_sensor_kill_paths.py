@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from test_kill_paths import SLEEPER as JOB
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
 pytestmark = pytest.mark.timeout(120)

@@ -19,7 +19,7 @@ from af_cluster import DAGS, deferrals, result_of, run
 from af_versions import stored_xcoms
 
 from t9k_provider.decorators import manifests, transport
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 

@@ -22,7 +22,7 @@ from af_fakes import kube_error
 from t9k_provider.hooks.async_t9k import AsyncT9kClient, shared_clients
 from t9k_provider.jobs import API_VERSION
 from t9k_provider.kube.api import KubeApi
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 from t9k_provider.triggers.job import T9kJobTrigger
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(90)]

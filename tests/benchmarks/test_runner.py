@@ -13,7 +13,7 @@ import pytest
 from benchmarks import run
 from benchmarks.api import USER_AGENT, Client, request_counts
 from benchmarks.stats import Figure
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 

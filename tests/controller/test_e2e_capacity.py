@@ -9,14 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from controller_process import ControllerProcess
 from e2e_support import NS, Jobs, job
 from kubernetes import client
-from polling import wait_for
 
 from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.local.node.events import NODE_NAME
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

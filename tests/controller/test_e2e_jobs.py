@@ -15,12 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_process import ControllerProcess
 from e2e_support import NS, TERMINAL, Jobs, PodRecorder, job, template
 from kubernetes import client
-from polling import wait_for
 
-from t9k_provider.local.testing import LocalCluster, require_limits
+from t9k_provider.testing import ControllerProcess, LocalCluster, require_limits, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

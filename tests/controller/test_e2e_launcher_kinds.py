@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_process import ControllerProcess
 from e2e_support import NS, TERMINAL, Jobs, fake_tools, job
 from kubernetes import client
-from polling import wait_for
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

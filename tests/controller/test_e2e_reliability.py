@@ -9,15 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_process import ControllerProcess
 from e2e_support import NS, TERMINAL, Jobs, job, offline_reconciler, template
 from kubernetes import client
-from polling import wait_for
 
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.kube.api import KubeApi
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -34,16 +34,14 @@ from typing import Any
 
 import pytest
 import yaml
-from controller_process import ControllerProcess
 from e2e_support import fake_tools, offline_reconciler, template
 from kubernetes import client
-from polling import wait_for
 
 from t9k_provider.controller.kinds.beam import batch_job_name
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

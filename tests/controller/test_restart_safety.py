@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_process import ControllerProcess
 from e2e_support import TERMINAL, Jobs, PodRecorder, fake_tools, job, template
-from polling import wait_for
+
+from t9k_provider.testing import ControllerProcess, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

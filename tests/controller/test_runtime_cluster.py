@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,7 +14,7 @@ from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
 from t9k_provider.kube.informer import Informer
 from t9k_provider.kube.resources import CONFIGMAPS, LEASES, SECRETS
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for_async
 
 pytestmark = pytest.mark.cluster
 
@@ -46,14 +46,6 @@ class GatedApi(KubeApi):
             yield event
 
 
-async def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
     cluster = LocalCluster(tmp_path_factory.mktemp("runtime"), kubelet="simulated")
@@ -75,7 +67,9 @@ async def test_informer_resumes_and_relists_after_compaction(cluster: LocalClust
             await asyncio.wait_for(informer.synced.wait(), 10)
             assert informer.get(NS, "keep-a") is not None
             await api.create(CONFIGMAPS, NS, configmap("live-b"))
-            await wait_until(lambda: informer.get(NS, "live-b") is not None, 10, "watch delivers live-b")
+            await wait_for_async(
+                "watch delivers live-b", lambda: informer.get(NS, "live-b") is not None, 10, 0.05
+            )
 
             api.gate.clear()  # the next reconnect (after timeoutSeconds=1) waits at the gate
             await asyncio.wait_for(api.waiting.wait(), 10)
@@ -90,7 +84,7 @@ async def test_informer_resumes_and_relists_after_compaction(cluster: LocalClust
             relists_before = metrics.relists.labels(resource="configmaps", cause="expired")._value.get()
             api.gate.set()
 
-            await wait_until(lambda: informer.get(NS, "late-c") is not None, 10, "relist after 410")
+            await wait_for_async("relist after 410", lambda: informer.get(NS, "late-c") is not None, 10, 0.05)
             assert informer.get(NS, "keep-a") is None, "the delete that happened during the gap is applied"
             assert (
                 metrics.relists.labels(resource="configmaps", cause="expired")._value.get()

@@ -21,7 +21,7 @@ from t9k_provider.jobs import API_VERSION, KINDS
 from t9k_provider.kube.api import KubeApi, ResourceType
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
 from t9k_provider.kube.resources import PODS
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 pytestmark = pytest.mark.cluster
 

@@ -18,7 +18,7 @@ import pytest
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="t9k-deployment-client-"))
 
 from benchmarks.airflow_deployment import AirflowDeployment
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 DAGS = Path(__file__).resolve().parent / "dags"
 DAG_IDS = [

@@ -23,8 +23,8 @@ from benchmarks.airflow_deployment import JOB_URL_TEMPLATE, AirflowDeployment
 from benchmarks.api import wait_until
 from t9k_provider.hooks import job_status
 from t9k_provider.hooks.replicas import pod_selector
-from t9k_provider.local.testing import LocalCluster
 from t9k_provider.operators import identity as ident
+from t9k_provider.testing import LocalCluster
 
 pytestmark = [pytest.mark.deployment, pytest.mark.cluster, pytest.mark.timeout(480)]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 pytestmark = pytest.mark.cluster
 

@@ -6,7 +6,6 @@ import importlib.util
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,14 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from t9k_provider.testing import free_port
+
 WORKLOADS = Path(__file__).resolve().parents[2] / "dags_examples" / "workloads"
 LOSS = re.compile(r"^epoch (\d+)/(\d+) loss=([0-9.]+) rank=(\d+) world_size=(\d+)$", re.MULTILINE)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from kubernetes_asyncio.config import ConfigException
 
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
 from t9k_provider.kube.resources import CONFIGMAPS
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 NS = "default"
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from kubernetes import client, watch
 from kubernetes_asyncio import client as aclient
 from kubernetes_asyncio import config as aconfig
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from kubernetes import watch as kwatch
 from kubernetes_asyncio import client as aclient
 from kubernetes_asyncio import watch as awatch
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 MERGE_PATCH = "application/merge-patch+json"
 RBAC = "rbac.authorization.k8s.io"

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 
 def _pod(name: str, **spec: object) -> dict:

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 
 def eventually(check: Callable[[], bool], timeout: float = 5) -> None:

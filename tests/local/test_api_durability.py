@@ -12,7 +12,7 @@ from collections.abc import Callable
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 
 def writer(cluster: LocalCluster, acknowledged: list[str], stop: threading.Event, limit: int = 3000) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 pytestmark = pytest.mark.usefixtures("kubectl_binary")
 

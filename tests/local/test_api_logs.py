@@ -6,9 +6,8 @@ import time
 
 import pytest
 from kubernetes import client
-from polling import wait_for
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from t9k_provider.local.apiserver.openapi import builtin_model, schema_name
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 
 def test_the_root_document_points_at_every_group_version(cluster: LocalCluster) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +13,9 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.local.apiserver.authn import deleted_before
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 RBAC = "rbac.authorization.k8s.io"
-
-
-def _wait(predicate: Any, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 @pytest.fixture(scope="module")
@@ -132,10 +121,10 @@ def test_cluster_role_aggregation(rbac: client.RbacAuthorizationV1Api) -> None:
         {"metadata": {"name": "agg-child", "labels": {"agg-test": "true"}}, "rules": [rule]}
     )
     rbac.create_cluster_role({"metadata": {"name": "agg-other"}, "rules": [{**rule, "verbs": ["delete"]}]})
-    parent = _wait(lambda: (r := rbac.read_cluster_role("agg-parent")).rules and r)
+    parent = wait_for("aggregated rules", lambda: (r := rbac.read_cluster_role("agg-parent")).rules and r)
     assert [(r.api_groups, r.resources, r.verbs) for r in parent.rules] == [(["batch"], ["jobs"], ["get"])]
     rbac.patch_cluster_role("agg-child", {"metadata": {"labels": {"agg-test": "false"}}})
-    _wait(lambda: not rbac.read_cluster_role("agg-parent").rules)
+    wait_for("aggregated rules gone", lambda: not rbac.read_cluster_role("agg-parent").rules)
 
 
 def test_bootstrap_policy_is_there(rbac: client.RbacAuthorizationV1Api) -> None:
@@ -278,7 +267,7 @@ def test_rule_matching_resource_names_subresources_and_wildcards(
 
 def test_bound_token_dies_with_its_pod(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
     pod = core.create_namespaced_pod(ns, _pod("holder"))
-    _wait(lambda: core.list_namespaced_service_account(ns).items)
+    wait_for("the default ServiceAccount", lambda: core.list_namespaced_service_account(ns).items)
     request = core.create_namespaced_service_account_token(
         "default",
         ns,
@@ -301,7 +290,7 @@ def test_bound_token_dies_with_its_pod(cluster: LocalCluster, core: client.CoreV
     assert extra["authentication.kubernetes.io/pod-name"] == ["holder"]
     assert extra["authentication.kubernetes.io/pod-uid"] == [pod.metadata.uid]
     core.delete_namespaced_pod("holder", ns, grace_period_seconds=0)
-    _wait(lambda: not core.list_namespaced_pod(ns).items)
+    wait_for("no pods", lambda: not core.list_namespaced_pod(ns).items)
     with pytest.raises(ApiException) as err:
         api.create_self_subject_review({})
     assert err.value.status == 401
@@ -315,7 +304,7 @@ def test_bound_token_outlives_its_terminating_pod(
     pod = core.create_namespaced_pod(
         ns, {**_pod("leaving"), "metadata": {"name": "leaving", "finalizers": ["x/y"]}}
     )
-    _wait(lambda: core.list_namespaced_service_account(ns).items)
+    wait_for("the default ServiceAccount", lambda: core.list_namespaced_service_account(ns).items)
     ref = {"kind": "Pod", "apiVersion": "v1", "name": "leaving", "uid": pod.metadata.uid}
     request = core.create_namespaced_service_account_token("default", ns, {"spec": {"boundObjectRef": ref}})
     api = client.AuthenticationV1Api(_client_as(cluster, request.status.token))
@@ -324,7 +313,7 @@ def test_bound_token_outlives_its_terminating_pod(
     user = api.create_self_subject_review({}).status.user_info
     assert user.extra["authentication.kubernetes.io/pod-name"] == ["leaving"]
     core.patch_namespaced_pod("leaving", ns, {"metadata": {"finalizers": None}})
-    _wait(lambda: not core.list_namespaced_pod(ns).items)
+    wait_for("no pods", lambda: not core.list_namespaced_pod(ns).items)
     with pytest.raises(ApiException) as err:
         api.create_self_subject_review({})
     assert err.value.status == 401
@@ -339,7 +328,7 @@ def test_deletion_leeway_of_tokens() -> None:
 
 
 def test_token_request_validation(core: client.CoreV1Api, ns: str) -> None:
-    _wait(lambda: core.list_namespaced_service_account(ns).items)
+    wait_for("the default ServiceAccount", lambda: core.list_namespaced_service_account(ns).items)
     with pytest.raises(ApiException) as err:
         core.create_namespaced_service_account_token("default", ns, {"spec": {"expirationSeconds": 60}})
     assert err.value.status == 422
@@ -431,13 +420,14 @@ def test_pods_get_the_api_access_volume(cluster: LocalCluster, core: client.Core
 def test_root_ca_config_map_and_a_client_with_token_and_ca(
     cluster: LocalCluster, core: client.CoreV1Api, ns: str, tmp_path: Path
 ) -> None:
-    cm = _wait(
-        lambda: core.list_namespaced_config_map(ns, field_selector="metadata.name=kube-root-ca.crt").items
+    cm = wait_for(
+        "kube-root-ca.crt",
+        lambda: core.list_namespaced_config_map(ns, field_selector="metadata.name=kube-root-ca.crt").items,
     )
     ca = cm[0].data["ca.crt"]
     assert ca == cluster.state.ca_cert.read_text()
     (tmp_path / "ca.crt").write_text(ca)
-    _wait(lambda: core.list_namespaced_service_account(ns).items)
+    wait_for("the default ServiceAccount", lambda: core.list_namespaced_service_account(ns).items)
     api = _client_as(cluster, _token(core, ns, "default"), str(tmp_path / "ca.crt"))
     user = client.AuthenticationV1Api(api).create_self_subject_review({}).status.user_info
     assert user.username == f"system:serviceaccount:{ns}:default"
@@ -450,7 +440,7 @@ def test_incluster_loader_with_the_files_a_pod_gets(
     namespace's ``kube-root-ca.crt``) and the kubelet's KUBERNETES_SERVICE_HOST/PORT, from the host."""
     from kubernetes.config.incluster_config import InClusterConfigLoader
 
-    _wait(lambda: core.list_namespaced_service_account(ns).items)
+    wait_for("the default ServiceAccount", lambda: core.list_namespaced_service_account(ns).items)
     pod = core.create_namespaced_pod(ns, _pod("p"))
     volume = pod.spec.volumes[0].projected.sources
     token = _token(
@@ -479,7 +469,7 @@ def test_kubernetes_asyncio_with_a_service_account_token(
 ) -> None:
     from kubernetes_asyncio import client as aclient
 
-    _wait(lambda: core.list_namespaced_service_account(ns).items)
+    wait_for("the default ServiceAccount", lambda: core.list_namespaced_service_account(ns).items)
     token = _token(core, ns, "default")
 
     async def main() -> tuple[int, str]:

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 
 def stream_lines(cluster: LocalCluster, path: str, *, max_seconds: float = 10) -> list[dict]:

@@ -13,7 +13,7 @@ import pytest
 
 from t9k_provider.local.kubelet import cgroups
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups, Limits
-from t9k_provider.local.testing import unavailable
+from t9k_provider.testing import unavailable
 
 LIMITED = {
     "name": "main",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 

@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.api import wait_until
 from benchmarks.failover import DEPLOY, NAME, SYSTEM, Install, JobLoad, lease_settings, run_handovers
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 pytestmark = [
     pytest.mark.cluster,

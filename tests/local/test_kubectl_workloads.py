@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster
 
 pytestmark = pytest.mark.usefixtures("kubectl_binary")
 

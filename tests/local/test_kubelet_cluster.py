@@ -14,12 +14,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from polling import wait_for
 
 from t9k_provider.local import poddir
 from t9k_provider.local.kubelet import cgroups, network
 from t9k_provider.local.poddir import PodDir
-from t9k_provider.local.testing import LocalCluster, require_limits
+from t9k_provider.testing import LocalCluster, require_limits, wait_for
 
 pytestmark = pytest.mark.cluster
 

@@ -16,7 +16,7 @@ from t9k_provider.local.kubelet import cgroups, network
 from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
 from t9k_provider.local.node.agents import run_node_agents
 from t9k_provider.local.node.events import NODE_NAME
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for_async
 
 pytestmark = pytest.mark.cluster
 
@@ -39,22 +39,6 @@ def _pod(name: str, script: str, **meta: Any) -> dict[str, Any]:
             "containers": [{"name": "main", "image": "python", "command": ["python", "-c", script]}],
         },
     }
-
-
-async def _wait(what: str, probe: Callable[[], Any], timeout: float = 30) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: Any = None
-    while loop.time() < deadline:
-        try:
-            last = await probe()
-        except ApiException as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 async def _log(core: client.CoreV1Api, name: str) -> str:
@@ -101,7 +85,7 @@ async def test_unprivileged_host_network_fallback(
             {"metadata": {"name": "peer-svc"}, "spec": {"selector": {"app": "p"}, "ports": [{"port": 1}]}},
         )
         await core.create_namespaced_pod("default", _pod("probe", PROBE, labels={"app": "p"}))
-        pod = await _wait("probe finished", _finished(core, "probe"))
+        pod = await wait_for_async("probe finished", _finished(core, "probe"))
         assert pod.status.phase == "Succeeded"
         assert pod.status.pod_ip.startswith("127.1.")
         # No namespaces: the machine's hostname, HOSTNAME set by env only, service names do not resolve.
@@ -124,7 +108,7 @@ async def test_without_cgroups_the_kubelet_runs_pods_unlimited_and_says_so_once(
         hog = _pod("unlimited", "b = bytearray(200 * 1024 * 1024); print(len(b))")
         hog["spec"]["containers"][0]["resources"] = {"limits": {"memory": "64Mi"}}
         await core.create_namespaced_pod("default", hog)
-        pod = await _wait("unlimited finished", _finished(core, "unlimited"))
+        pod = await wait_for_async("unlimited finished", _finished(core, "unlimited"))
         assert pod.status.phase == "Succeeded", "a limit nothing enforces does not stop the pod"
         node = await core.read_node(NODE_NAME)
         assert node.metadata.annotations[RESOURCE_LIMITS_ANNOTATION] == f"not enforced: {why}"
@@ -158,11 +142,11 @@ async def test_cancelled_agents_leave_containers_running_for_the_next_kubelet(
         core = client.CoreV1Api(api)
         script = "import sys, time; print('up', flush=True); time.sleep(3); print('down'); sys.exit(6)"
         await core.create_namespaced_pod("default", _pod("keeper", script))
-        await _wait("running", lambda: _log_is(core, "keeper", "up\n"))
+        await wait_for_async("running", lambda: _log_is(core, "keeper", "up\n"))
         await _stop(agents)
         await asyncio.sleep(0.5)
         agents = start()
-        pod = await _wait("finished", _finished(core, "keeper"))
+        pod = await wait_for_async("finished", _finished(core, "keeper"))
         st = pod.status.container_statuses[0]
         assert (pod.status.phase, st.state.terminated.exit_code, st.restart_count) == ("Failed", 6, 0)
         assert await _log(core, "keeper") == "up\ndown\n"
@@ -203,10 +187,10 @@ async def test_simulated_mode(bare_cluster: LocalCluster) -> None:
 
             return probe
 
-        running = await _wait("Running", phase("forever", "Running"))
+        running = await wait_for_async("Running", phase("forever", "Running"))
         assert running.status.container_statuses[0].state.running.started_at
         assert running.status.pod_ip and running.spec.node_name == "t9k-local-node"
-        done = await _wait("Failed", phase("ends", "Failed"), timeout=15)
+        done = await wait_for_async("Failed", phase("ends", "Failed"), timeout=15)
         assert done.status.container_statuses[0].state.terminated.exit_code == 3
         await asyncio.sleep(0.5)
         assert (await core.read_namespaced_pod("forever", ns)).status.phase == "Running"
@@ -223,7 +207,7 @@ async def test_simulated_mode(bare_cluster: LocalCluster) -> None:
                 return exc.status == 404
             return False
 
-        await _wait("deleted", gone, timeout=10)
+        await wait_for_async("deleted", gone, timeout=10)
     finally:
         await _stop(agents)
         await api.close()

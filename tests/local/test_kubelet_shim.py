@@ -22,6 +22,7 @@ from t9k_provider.local.kubelet.shim import (
     process_start_time,
 )
 from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
+from t9k_provider.testing import wait_for
 
 
 def _start(tmp_path: Path, argv: list[str], **kwargs) -> tuple[subprocess.Popen, Path]:
@@ -35,13 +36,6 @@ def _start(tmp_path: Path, argv: list[str], **kwargs) -> tuple[subprocess.Popen,
         [sys.executable, "-m", "t9k_provider.local.kubelet.shim", str(spec_file)], start_new_session=True
     )
     return proc, log
-
-
-def _wait_file(path: Path, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} did not appear"
-        time.sleep(0.05)
 
 
 def _text(log: Path) -> list[tuple[str, str]]:
@@ -96,7 +90,7 @@ def test_sigterm_is_forwarded_to_the_container(tmp_path: Path) -> None:
 def test_sigkill_of_the_process_group_is_reported_as_137(tmp_path: Path) -> None:
     proc, log = _start(tmp_path, ["sh", "-c", "sleep 30 & sleep 30"])
     files = AttemptFiles.of_log(log)
-    _wait_file(files.pid)
+    wait_for(f"{files.pid} to appear", files.pid.exists, 10, 0.05)
     container = json.loads(files.pid.read_text())["container"]
     os.killpg(container, signal.SIGKILL)
     assert proc.wait(timeout=10) == 137
@@ -119,10 +113,10 @@ def test_shim_survives_its_parent_and_still_records_the_exit(tmp_path: Path) -> 
         ]
     )
     files = AttemptFiles.of_log(log)
-    _wait_file(files.pid)
+    wait_for(f"{files.pid} to appear", files.pid.exists, 10, 0.05)
     launcher.kill()
     launcher.wait(timeout=10)
-    _wait_file(files.exit)
+    wait_for(f"{files.exit} to appear", files.exit.exists, 10, 0.05)
     assert files.exit_code() == 0
     assert _text(log) == [("stdout", "done")]
 
@@ -163,7 +157,7 @@ def test_sigterm_ends_a_pid_1_with_or_without_a_handler(tmp_path: Path, handler:
     install = "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); " if handler else ""
     script = f"import signal, sys, time; {install}print('ready', flush=True); time.sleep(60)"
     proc, log = _start(tmp_path, [sys.executable, "-c", script], hostname="pod-a")
-    _wait_file(log)
+    wait_for(f"{log} to appear", log.exists, 10, 0.05)
     deadline = time.monotonic() + 20
     while _text(log) != [("stdout", "ready")]:
         assert time.monotonic() < deadline
@@ -247,10 +241,10 @@ def test_live_shim_is_recognised_by_its_command_line(tmp_path: Path) -> None:
 
     files = ContainerDir(tmp_path / "c").attempt(0)
     runtime.launch(files, ShimSpec(argv=["sleep", "5"], env={"PATH": os.environ["PATH"]}, log_path=""))
-    _wait_file(files.pid)
+    wait_for(f"{files.pid} to appear", files.pid.exists, 10, 0.05)
     assert runtime.shim_alive(files)
     assert runtime.signal_container(files, signal.SIGKILL)
-    _wait_file(files.exit)
+    wait_for(f"{files.exit} to appear", files.exit.exists, 10, 0.05)
     assert runtime.read_attempt(files).exit_code == 137
     deadline = time.monotonic() + 5
     while runtime.shim_alive(files):

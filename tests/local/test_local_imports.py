@@ -1,4 +1,5 @@
-"""The local cluster runs without Airflow: nothing under t9k_provider.local imports it."""
+"""The local cluster and its test utilities run without Airflow: nothing under t9k_provider.local or
+t9k_provider.testing imports it."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import sys
 
 PROBE = """
 import sys, pkgutil, importlib
-import t9k_provider.local as pkg
-names = [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
+import t9k_provider.local as local, t9k_provider.testing as testing
+names = [m.name for pkg in (local, testing) for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
 for name in names:
     importlib.import_module(name)
 from t9k_provider.local import cli
@@ -24,7 +25,7 @@ def test_local_cluster_imports_nothing_from_airflow() -> None:
     assert result.returncode == 0, result.stderr
     count, leaked = result.stdout.strip().split(" ", 1)
     assert int(count) >= 20, "the probe must actually import the local cluster's modules"
-    assert leaked == "[]", f"t9k_provider.local pulled in Airflow modules: {leaked}"
+    assert leaked == "[]", f"t9k_provider.local or .testing pulled in Airflow modules: {leaked}"
 
 
 def test_probe_detects_an_airflow_import() -> None:

@@ -8,9 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kubernetes import client
-from polling import wait_for
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 
 def alive(pid: int) -> bool:

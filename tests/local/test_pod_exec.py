@@ -16,10 +16,9 @@ import aiohttp
 import pytest
 from kubernetes import client
 from kubernetes.stream import stream
-from polling import wait_for
 
 from t9k_provider.local.poddir import PodDir
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 pytestmark = [
     pytest.mark.cluster,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from t9k_provider.local.kubelet import network
-from t9k_provider.local.testing import lease_pod_subnet, release_pod_subnet, unavailable
+from t9k_provider.testing import lease_pod_subnet, release_pod_subnet, unavailable
 
 
 @pytest.fixture(autouse=True, scope="module")

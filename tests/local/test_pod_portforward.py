@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 from kubernetes.stream import portforward
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, free_port
 
 pytestmark = [
     pytest.mark.cluster,
@@ -63,12 +63,6 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def _port_forward(
     cluster: LocalCluster, pod: tuple[str, str], remote: int
@@ -76,7 +70,7 @@ def _port_forward(
     """``kubectl port-forward``, stopped when the block ends; yields the local port, the process and, once
     ended, the command's (stdout, stderr)."""
     ns, name = pod
-    local = _free_port()
+    local = free_port()
     kubeconfig = str(cluster.kubeconfig)
     proc = subprocess.Popen(
         ["kubectl", "--kubeconfig", kubeconfig, "-n", ns, "port-forward", f"pod/{name}", f"{local}:{remote}"],

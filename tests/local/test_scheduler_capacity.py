@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from polling import wait_for
 
 from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
 from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 TWO_CPUS = "0/1 nodes are available: 1 Insufficient cpu."
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from t9k_provider.local import testing
+from t9k_provider.testing import cluster as testing
 
 
 @pytest.fixture

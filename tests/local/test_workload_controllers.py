@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from polling import wait_for
 
-from t9k_provider.local.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 
 @pytest.fixture(scope="module")

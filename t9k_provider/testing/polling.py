@@ -1,0 +1,77 @@
+"""The one way tests and benchmarks wait for what a cluster does asynchronously: every wait names what it
+waits for and, when it times out, says what it last saw."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def _not_yet() -> tuple[type[BaseException], ...]:
+    """API errors: the object is not created yet, the logs of a container still waiting to start... Each
+    client's own exception, for the clients installed here."""
+    from t9k_provider.kube.api import ApiError
+
+    errors: list[type[BaseException]] = [ApiError]
+    try:
+        from kubernetes.client.rest import ApiException
+    except ImportError:
+        pass
+    else:
+        errors.append(ApiException)
+    try:
+        from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
+    except ImportError:
+        pass
+    else:
+        errors.append(AsyncApiException)
+    return tuple(errors)
+
+
+def _timed_out(what: str, timeout: float, last: Any) -> TimeoutError:
+    return TimeoutError(f"timed out after {timeout:g}s waiting for {what}; last: {last!r}")
+
+
+def wait_for(what: str, probe: Callable[[], T], timeout: float = 30, interval: float = 0.1) -> T:
+    """``probe``'s first truthy result within ``timeout`` seconds; an API error counts as "not yet"."""
+    not_yet = _not_yet()
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = probe()
+        except not_yet as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() >= deadline:
+            raise _timed_out(what, timeout, last)
+        time.sleep(interval)
+
+
+async def wait_for_async(
+    what: str, probe: Callable[[], Awaitable[T] | T], timeout: float = 30, interval: float = 0.1
+) -> T:
+    """``wait_for`` in a coroutine, without blocking its event loop; ``probe`` may be a coroutine function."""
+    not_yet = _not_yet()
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = probe()
+            if inspect.isawaitable(last):
+                last = await last
+        except not_yet as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() >= deadline:
+            raise _timed_out(what, timeout, last)
+        await asyncio.sleep(interval)
