@@ -22,11 +22,10 @@ os.environ.setdefault(
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{Path(os.environ['AIRFLOW_HOME']) / 'airflow.db'}"
 )
 
-from af_cluster import DAGS, airflow_on_cluster  # noqa: E402
-from af_fakes import FakeHook, FakeTI  # noqa: E402
-from af_versions import dag_bag  # noqa: E402
-
 from t9k_provider.testing import LocalCluster  # noqa: E402
+from tests.airflow.cluster import DAGS, airflow_on_cluster  # noqa: E402
+from tests.airflow.fakes import FakeHook, FakeTI  # noqa: E402
+from tests.airflow.versions import dag_bag  # noqa: E402
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 import yaml
-from af_fakes import api_error, kube_error
 
 from t9k_provider.hooks import errors
 from t9k_provider.hooks.t9k import T9kHook
 from t9k_provider.kube.api import ApiError
+from tests.airflow.fakes import api_error, kube_error
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,12 +16,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from af_cluster import DAGS, deferrals, result_of, run
-from af_versions import airflow2_only, stored_xcoms
 
 from t9k_provider.local.flink.dist import flink_home
 from t9k_provider.testing import LocalCluster, require_limits
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
+from tests.airflow.cluster import DAGS, deferrals, result_of, run
+from tests.airflow.versions import airflow2_only, stored_xcoms
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -270,8 +270,9 @@ def test_kill_while_running_deletes_the_job_and_fails(
     cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """on_kill from another thread (as the task runner's SIGTERM handler does) against the real cluster."""
-    from af_fakes import FakeTI
     from airflow.providers.common.compat.sdk import AirflowException
+
+    from tests.airflow.fakes import FakeTI
 
     monkeypatch.syspath_prepend(str(DAGS))  # the DAG module also holds the test manifests
     from t9k_it_dags import SLEEPER

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from af_fakes import api_error, generic_manifest, with_status
 
 from t9k_provider.hooks.job_changes import JobChanges
+from tests.airflow.fakes import api_error, generic_manifest, with_status
 
 pytestmark = pytest.mark.timeout(30)
 

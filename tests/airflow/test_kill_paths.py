@@ -18,28 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from af_fakes import FakeHook, FakeTI, pod
 from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
-from test_operator import RUNNING, SUCCEEDED, make, our_job
 
 from t9k_provider.operators import identity as ident
 from t9k_provider.testing import LocalCluster
+from tests.airflow.builders import RUNNING, SLEEPER, SUCCEEDED, make, our_job
+from tests.airflow.fakes import FakeHook, FakeTI, pod
 
 pytestmark = pytest.mark.timeout(120)
-
-SLEEPER = {
-    "apiVersion": "batch.tensorstack.dev/v1beta1",
-    "kind": "GenericJob",
-    "spec": {
-        "replicaSpecs": [
-            {
-                "type": "worker",
-                "replicas": 1,
-                "template": {"spec": {"containers": [{"name": "main", "image": "python:3.11"}]}},
-            }
-        ]
-    },
-}
 
 #: Runs in a fresh interpreter: argv = mode (execute | resume), flavour (returns | raises), moment (import |
 #: create), job name (resume).

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from af_fakes import FakeHook, FakeTI, generic_manifest
-from af_versions import TaskDeferralError, airflow3_only
 
 from t9k_provider.links import job as link_module
 from t9k_provider.links.job import T9kJobLink
 from t9k_provider.operators import T9kJobOperator
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
+from tests.airflow.fakes import FakeHook, FakeTI, generic_manifest
+from tests.airflow.versions import TaskDeferralError, airflow3_only
 
 TEMPLATE = "https://t9k.example/{namespace}/{kind}/{name}"
 

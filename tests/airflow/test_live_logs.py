@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import yaml
-from af_versions import airflow2_only
 
 from t9k_provider.hooks.log_follower import LogFollower
 from t9k_provider.hooks.replicas import ReplicaTarget, pod_selector
@@ -23,6 +22,7 @@ from t9k_provider.jobs import API_VERSION
 from t9k_provider.testing import LocalCluster
 from t9k_provider.triggers.job import T9kJobTrigger
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
+from tests.airflow.versions import airflow2_only
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from af_fakes import FakeHook, FakeTI, api_error, generic_manifest, pod, with_status
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, TaskDeferred
 
 from t9k_provider.jobs import KINDS
@@ -22,32 +21,10 @@ from t9k_provider.operators import (
 )
 from t9k_provider.operators import identity as ident
 from t9k_provider.triggers.job import T9kJobTrigger
+from tests.airflow.builders import FAILED, PENDING, RUNNING, SUCCEEDED, make, our_job
+from tests.airflow.fakes import FakeHook, FakeTI, api_error, generic_manifest, pod
 
 pytestmark = pytest.mark.timeout(60)
-
-SUCCEEDED = ("Succeeded", (("Completed", "Succeeded", "The job has finished successfully."),))
-RUNNING = ("Running", (("Running", "", "All pods are running normally."),))
-PENDING = ("Pending", ())
-FAILED = ("Failed", (("Failed", "Failed", "The job is failed with rule: { worker: [1] }"),))
-
-
-def make(hook: FakeHook, cls: type[T9kJobOperator] = T9kJobOperator, **kwargs: Any) -> T9kJobOperator:
-    kwargs.setdefault("manifest", generic_manifest())
-    kwargs.setdefault("poll_interval", 0.01)
-    kwargs.setdefault("deferrable", False)
-    kwargs.setdefault("wait_before_defer", 0)  # deferrable tests defer at once unless they test that wait
-    op = cls(task_id="train", **kwargs)
-    op.__dict__["hook"] = hook
-    return op
-
-
-def our_job(ti: FakeTI, phase: tuple, *, checked: bool = False, namespace: str = "conn-ns") -> dict[str, Any]:
-    identity = ident.task_identity(ti)
-    job = generic_manifest(ident.job_name(identity), namespace=namespace)
-    job["metadata"]["annotations"] = ident.annotations(identity, 1)
-    if checked:
-        job["metadata"]["annotations"][ident.CHECKED] = "true"
-    return with_status(job, phase[0], *phase[1])
 
 
 def test_constructor_does_not_touch_the_cluster() -> None:

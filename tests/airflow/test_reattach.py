@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from af_fakes import FakeHook, FakeTI, pod
 from airflow.providers.common.compat.sdk import AirflowException
-from test_operator import FAILED, RUNNING, SUCCEEDED, make, our_job
 
 from t9k_provider.operators import T9kJobFailed
 from t9k_provider.operators import identity as ident
 from t9k_provider.operators.reattach import starts_a_run
+from tests.airflow.builders import FAILED, RUNNING, SUCCEEDED, make, our_job
+from tests.airflow.fakes import FakeHook, FakeTI, pod
 
 pytestmark = pytest.mark.timeout(60)
 

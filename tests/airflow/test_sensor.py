@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from af_fakes import FakeHook, api_error, generic_manifest, with_status
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, TaskDeferred
 
 from t9k_provider.hooks.errors import T9kFatalApiError
 from t9k_provider.sensors import T9kJobSensor
 from t9k_provider.triggers.job import T9kJobTrigger
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
+from tests.airflow.fakes import FakeHook, api_error, generic_manifest, with_status
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -108,7 +108,7 @@ def test_deferrable_finishes_immediately_when_already_done(
 def test_reschedule_mode_frees_the_worker_between_pokes(
     fake_hook: FakeHook, context: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from af_versions import AirflowRescheduleException
+    from tests.airflow.versions import AirflowRescheduleException
 
     if not AIRFLOW_V_3_0_PLUS:  # Airflow 2 reads the first try's start from the metadata database
         monkeypatch.setattr("airflow.sensors.base._orig_start_date", lambda **_: None)

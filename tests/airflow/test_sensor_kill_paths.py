@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_kill_paths import SLEEPER as JOB
 
 from t9k_provider.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
+from tests.airflow.builders import SLEEPER as JOB
 
 pytestmark = pytest.mark.timeout(120)
 

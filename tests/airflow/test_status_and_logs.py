@@ -6,7 +6,6 @@ import logging
 import time
 
 import pytest
-from af_fakes import FakeHook, generic_manifest, pod, with_status
 
 from t9k_provider.hooks import job_status, pod_logs
 from t9k_provider.hooks.durations import seconds
@@ -14,6 +13,7 @@ from t9k_provider.hooks.log_follower import LogFollower
 from t9k_provider.hooks.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
 from t9k_provider.hooks.wait_limits import WaitLimits
 from t9k_provider.operators import identity as ident
+from tests.airflow.fakes import FakeHook, generic_manifest, pod, with_status
 
 
 @pytest.mark.parametrize(
@@ -281,7 +281,7 @@ def test_log_follower_skips_a_burst_it_cannot_read_past(monkeypatch: pytest.Monk
 
 
 def test_log_read_errors_are_reported_once(caplog: pytest.LogCaptureFixture) -> None:
-    from af_fakes import api_error
+    from tests.airflow.fakes import api_error
 
     hook = FakeHook()
     hook.pods = [pod("j-worker-0", "worker", 0, "j")]

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from af_fakes import FakeHook, FakeTI, pod
 from airflow.providers.common.compat.sdk import DAG, AirflowException, AirflowFailException, task
 
 from t9k_provider.decorators import manifests, runner, transport
@@ -26,6 +25,7 @@ from t9k_provider.decorators.tasks import t9k_pytorch_task
 from t9k_provider.hooks.pod_logs import parse_lines
 from t9k_provider.jobs import API_VERSION, load
 from t9k_provider.operators import identity as ident
+from tests.airflow.fakes import FakeHook, FakeTI, pod
 
 pytestmark = pytest.mark.timeout(60)
 

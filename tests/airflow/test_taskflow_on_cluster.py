@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from af_cluster import DAGS, deferrals, result_of, run
-from af_versions import stored_xcoms
 
 from t9k_provider.decorators import manifests, transport
 from t9k_provider.testing import LocalCluster
+from tests.airflow.cluster import DAGS, deferrals, result_of, run
+from tests.airflow.versions import stored_xcoms
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 

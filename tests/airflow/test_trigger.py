@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from af_fakes import generic_manifest, kube_error, with_status
-from af_versions import airflow3_only
 
 from t9k_provider.jobs import API_VERSION
 from t9k_provider.kube.api import ResourceType
 from t9k_provider.triggers.job import T9kJobTrigger
+from tests.airflow.fakes import generic_manifest, kube_error, with_status
+from tests.airflow.versions import airflow3_only
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 import yaml
-from af_fakes import kube_error
 
 from t9k_provider.hooks.async_t9k import AsyncT9kClient, shared_clients
 from t9k_provider.jobs import API_VERSION
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.testing import LocalCluster
 from t9k_provider.triggers.job import T9kJobTrigger
+from tests.airflow.fakes import kube_error
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(90)]
 

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from e2e_support import NS, Jobs, job
 from kubernetes import client
 
 from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
+from tests.controller.e2e_support import NS, Jobs, job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import NS, TERMINAL, Jobs, PodRecorder, job, template
 from kubernetes import client
 
 from t9k_provider.testing import ControllerProcess, LocalCluster, require_limits, wait_for
+from tests.controller.e2e_support import NS, TERMINAL, Jobs, PodRecorder, job, template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import NS, TERMINAL, Jobs, fake_tools, job
 from kubernetes import client
 
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
+from tests.controller.e2e_support import NS, TERMINAL, Jobs, fake_tools, job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

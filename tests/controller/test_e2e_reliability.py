@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import NS, TERMINAL, Jobs, job, offline_reconciler, template
 from kubernetes import client
 
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
+from tests.controller.e2e_support import NS, TERMINAL, Jobs, job, offline_reconciler, template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -9,7 +9,6 @@ import subprocess
 import time
 
 import pytest
-from engine_sim import Sim, container, job, template
 
 from t9k_provider.controller.engine import Create, Delete, Observed
 from t9k_provider.controller.engine.initwait import wait_container
@@ -20,6 +19,7 @@ from t9k_provider.jobs.contract import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
 )
+from tests.controller.engine_sim import Sim, container, job, template
 
 
 def generic(replicas: int = 2, policy: str = "OnFailure", limit: int = 0, **spec: object) -> dict:

@@ -7,9 +7,10 @@ finished replica never re-run, terminal phases sticky, conditions consistent (R1
 
 from __future__ import annotations
 
-from engine_sim import Sim, container, job, template
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.controller.engine_sim import Sim, container, job, template
 
 WORLD_EVENTS = ("start", "succeed", "fail1", "fail137", "evict", "delete", "crash", "tick", "pause")
 

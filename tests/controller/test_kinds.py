@@ -7,7 +7,6 @@ import json
 
 import pytest
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
-from engine_sim import Sim, container, job, template
 
 from t9k_provider.controller.engine import Create, Delete
 from t9k_provider.controller.engine.initwait import WAIT_CONTAINER_NAME
@@ -17,6 +16,7 @@ from t9k_provider.controller.kinds.registry import REGISTRY
 from t9k_provider.controller.kinds.ssh import generate_keypair
 from t9k_provider.jobs import KINDS
 from t9k_provider.jobs.common import PyTorchReplicaSpec
+from tests.controller.engine_sim import Sim, container, job, template
 
 
 def env_of(pod: dict, cname: str | None = None) -> dict[str, str]:

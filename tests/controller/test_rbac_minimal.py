@@ -34,7 +34,6 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_support import fake_tools, offline_reconciler, template
 from kubernetes import client
 
 from t9k_provider.controller.kinds.beam import batch_job_name
@@ -42,6 +41,7 @@ from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
+from tests.controller.e2e_support import fake_tools, offline_reconciler, template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import TERMINAL, Jobs, PodRecorder, fake_tools, job, template
 
 from t9k_provider.testing import ControllerProcess, wait_for
+from tests.controller.e2e_support import TERMINAL, Jobs, PodRecorder, fake_tools, job, template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

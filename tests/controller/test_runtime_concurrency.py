@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from e2e_support import NS, job, template
 
 from t9k_provider.controller.engine import Create, Delete, Patch
 from t9k_provider.controller.kinds.registry import WATCHED_CHILD_TYPES
@@ -22,6 +21,7 @@ from t9k_provider.kube.api import KubeApi, ResourceType
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
 from t9k_provider.kube.resources import PODS
 from t9k_provider.testing import LocalCluster
+from tests.controller.e2e_support import NS, job, template
 
 pytestmark = pytest.mark.cluster
 

@@ -20,11 +20,10 @@ from typing import Any
 import pytest
 
 from benchmarks.airflow_deployment import JOB_URL_TEMPLATE, AirflowDeployment
-from benchmarks.api import wait_until
 from t9k_provider.hooks import job_status
 from t9k_provider.hooks.replicas import pod_selector
 from t9k_provider.operators import identity as ident
-from t9k_provider.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 pytestmark = [pytest.mark.deployment, pytest.mark.cluster, pytest.mark.timeout(480)]
 
@@ -71,7 +70,7 @@ def wait_for_running_job(cluster: LocalCluster, plural: str, dag_id: str, run_id
         )
         return job if outcome == "running" else None
 
-    return dict(wait_until(running, START_TIMEOUT, f"the job of {dag_id}/{task_id} to run", interval=0.5))
+    return dict(wait_for(f"the job of {dag_id}/{task_id} to run", running, START_TIMEOUT, 0.5))
 
 
 # -- the runs ------------------------------------------------------------------------------------------------
@@ -98,8 +97,8 @@ def test_retry_after_a_lost_worker_adopts_the_succeeded_job(
     job = wait_for_running_job(cluster, "genericjobs", "dep_lost_worker", run_id, "job")
     name, uid = job["metadata"]["name"], job["metadata"]["uid"]
     pods = {pod["metadata"]["uid"] for pod in pods_of(cluster, "GenericJob", name)}
-    pid = wait_until(
-        lambda: airflow.task_process("dep_lost_worker", run_id, "job"), 30, "the task's process", interval=0.2
+    pid = wait_for(
+        "the task's process", lambda: airflow.task_process("dep_lost_worker", run_id, "job"), 30, 0.2
     )
     os.kill(pid, signal.SIGKILL)
 
@@ -213,13 +212,13 @@ def test_marking_a_deferred_task_failed_deletes_its_job(
 
     airflow.set_task_state("dep_mark_failed", run_id, "wait", "failed")
 
-    wait_until(
+    wait_for(
+        f"job {name} and its pods to be deleted",
         lambda: (
             get(cluster, f"{JOBS}/genericjobs/{name}") is None and not pods_of(cluster, "GenericJob", name)
         ),
         60,
-        f"job {name} and its pods to be deleted",
-        interval=0.5,
+        0.5,
     )
     assert airflow.task_instance("dep_mark_failed", run_id, "wait")["state"] == "failed"
 

@@ -11,11 +11,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from job_strategies import STRATEGIES
-from jobs_fixtures import valid_fixtures
 
 from t9k_provider.jobs import KINDS, ManifestError, load
 from t9k_provider.jobs.crds import all_crds, crd, main, render
+from tests.jobs.job_strategies import STRATEGIES
+from tests.jobs.jobs_fixtures import valid_fixtures
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 

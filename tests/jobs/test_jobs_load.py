@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from jobs_fixtures import valid_fixtures
 
 import t9k_provider.jobs as jobs
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION, GenericJob, ManifestError, load
+from tests.jobs.jobs_fixtures import valid_fixtures
 
 BASIC = next(p for p in valid_fixtures() if p.name == "seed-genericjob-basic.yaml")
 

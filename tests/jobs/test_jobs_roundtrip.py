@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from jobs_fixtures import expected_manifest, valid_fixtures
 
 from t9k_provider.jobs import KINDS, ColossalAIJob, GenericJob, JobStatus, MPIJob, T9kJob, load
+from tests.jobs.jobs_fixtures import expected_manifest, valid_fixtures
 
 FIXTURES = valid_fixtures()
 

@@ -13,9 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks.api import wait_until
 from benchmarks.failover import DEPLOY, NAME, SYSTEM, Install, JobLoad, lease_settings, run_handovers
-from t9k_provider.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, wait_for
 
 pytestmark = [
     pytest.mark.cluster,
@@ -135,7 +134,7 @@ def test_rolling_restart_keeps_a_leader_and_jobs_run(install: Install) -> None:
     install.wait_replicas()
     after = {p["metadata"]["name"] for p in install.pods() if not p["metadata"].get("deletionTimestamp")}
     assert not before & after
-    assert wait_until(lambda: install.holder() in after, 60, "a new replica to lead")
+    assert wait_for("a new replica to lead", lambda: install.holder() in after, 60, 0.05)
     load = JobLoad(install)
     load.start()
     load.submit(2)

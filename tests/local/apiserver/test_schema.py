@@ -385,7 +385,7 @@ def test_good_crd_passes() -> None:
 
 def test_shipped_crds_pass() -> None:
     """The project's CRDs and the companion CRDs the local cluster registers must be accepted."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     shipped = sorted((root / "deploy" / "crds").glob("*.yaml")) + sorted(
         (root / "t9k_provider" / "local" / "crds").glob("*.yaml")
     )

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from af_versions import stored_xcoms
 
 from t9k_provider.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
+from tests.airflow.versions import stored_xcoms
 
 DAGS = Path(__file__).resolve().parent / "dags"
 

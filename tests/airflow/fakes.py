@@ -1,4 +1,4 @@
-"""In-memory stand-ins for the cluster API used by the Airflow unit tests (imported as ``af_fakes``)."""
+"""In-memory stand-ins for the cluster API used by the Airflow unit tests."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 PROBE = """
 import pathlib
 
@@ -45,11 +45,11 @@ def run_probe(
     if kubectl is not None:
         (path / "kubectl").symlink_to(kubectl)
     env = {k: v for k, v in os.environ.items() if k != "CI"}
-    env.update(PATH=str(path), PYTHONPATH=str(TESTS))
+    env.update(PATH=str(path), PYTHONPATH=str(ROOT))
     if ci is not None:
         env["CI"] = ci
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "conftest",
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "tests.conftest",
          "-c", os.devnull, "--rootdir", str(tmp_path), str(probe)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
