@@ -146,13 +146,14 @@ OPT_IN = {"livelogs", "overhead", "scale", "scale-full", "failover", "demo", "tr
 
 
 def cache_bytecode(work: Path) -> None:
-    """Child interpreters keep compiled bytecode under ``work``, as installed packages would have it.
+    """Child interpreters keep compiled bytecode under ``work`` (or where PYTHONPYCACHEPREFIX already says,
+    as under the tests), as installed packages would have it.
 
     This machine sets PYTHONDONTWRITEBYTECODE, so every benchmark process would otherwise compile every module
     it imports (seconds of CPU for each Airflow import), which no production process pays.
     """
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(work / "pycache"))
 
 
 def run_sections(

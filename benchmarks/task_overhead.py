@@ -125,6 +125,16 @@ class Stamps:
         steps = [b - a for a, b in itertools.pairwise(stamps)]  # type: ignore[operator]
         return steps if min(steps) >= 0 else None
 
+    def explain(self, task: str, start: float, end: float) -> str:
+        """The stamps of one task relative to its start, by step (None: never seen)."""
+        with self.lock:
+            seen = dict(self.seen.get(task, {}))
+        seen["end"] = end
+        return ", ".join(
+            f"{step} {'never' if seen.get(step) is None else f'{seen[step] - start:+.3f} s'}"
+            for _, step in STEPS
+        )
+
 
 def step_rows(
     stamps: Stamps, tasks: list[dict[str, Any]], variants: tuple[str, ...]
@@ -133,13 +143,19 @@ def step_rows(
     succeeded (lost to Airflow's stale-event race, say) has no entry: the report counts its failed tasks
     instead of giving step figures with no sample. One with successes but no complete stamps keeps its empty
     entry, which the plausibility check fails."""
-    steps = {}
+    steps: dict[str, list[list[float]]] = {}
     for variant in variants:
         done = [t for t in tasks if (t["variant"], t["work"], t["state"]) == (variant, "pass", "success")]
         if VARIANTS[variant].operator == T9K and done:
-            steps[variant] = [
-                row for t in done if (row := stamps.steps(t["task"], t["start"], t["end"])) is not None
-            ]
+            steps[variant] = []
+            for t in done:
+                row = stamps.steps(t["task"], t["start"], t["end"])
+                if row is None:  # said, so that a failed check shows what the watches saw
+                    progress(
+                        f"{t['task']}: incomplete steps, {stamps.explain(t['task'], t['start'], t['end'])}"
+                    )
+                else:
+                    steps[variant].append(row)
     return steps
 
 

@@ -1,16 +1,28 @@
-"""Shared fixtures: embedded local clusters (``t9k-local run`` in child processes)."""
+"""Fixtures every test folder may use: kubectl, and clusters of a test's own (``cluster_factory``, from
+`tests.support.clusters`)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from t9k_provider.testing import LocalCluster
+from tests.support.clusters import cluster_factory
+
+__all__ = ["cluster_factory"]  # a fixture every test may take
+
+ROOT = Path(__file__).resolve().parents[1]
+# The processes tests start (clusters, controllers, container shims, Airflow components) cache their bytecode,
+# as installed packages have it, also where the environment turns caching off (PYTHONDONTWRITEBYTECODE, as
+# on this project's CI machines): otherwise each one compiles everything it imports again (about a second
+# per Airflow process). The cache is kept out of the source tree.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", str(ROOT / ".cache" / "pycache"))
 
 
 @pytest.fixture(scope="session")
@@ -31,29 +43,32 @@ def kubectl_binary() -> str:
     pytest.skip("kubectl is not installed (under CI=true this fails)")
 
 
-@pytest.fixture(scope="module")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """One cluster per test module, without the T9k controller (pods run as processes)."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("local-cluster"), controller=False)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+#: Markers of tests that may start clusters (and other real processes); the unit layer
+#: (``make test-fast``: ``-m "not cluster and not deployment and not slow"``) runs the rest.
+CLUSTER_MARKERS = ("cluster", "deployment", "slow")
+_unit_test_running = False
 
 
-@pytest.fixture
-def local_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
-    """Start clusters with chosen options (``controller=``, ``kubelet=``, ...); all stop at teardown."""
-    clusters: list[LocalCluster] = []
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    global _unit_test_running
+    _unit_test_running = not any(next(item.iter_markers(name), None) for name in CLUSTER_MARKERS)
 
-    def make(**options: Any) -> LocalCluster:
-        cluster = LocalCluster(tmp_path / f"cluster-{len(clusters)}", **options)
-        clusters.append(cluster)
-        return cluster.start()
 
-    try:
-        yield make
-    finally:
-        for cluster in clusters:
-            cluster.stop()
+@pytest.fixture(scope="session", autouse=True)
+def _clusters_only_in_cluster_tests() -> Iterator[None]:
+    """A test that starts a cluster without a cluster marker fails, so that the unit layer stays free of
+    clusters (checked at the start itself: a module fixture starts before the test's own fixtures)."""
+    start = LocalCluster.start
+
+    def checked(self: LocalCluster, *args: Any, **kwargs: Any) -> LocalCluster:
+        if _unit_test_running:
+            pytest.fail(
+                "this test starts a local cluster but is not marked: add pytestmark = pytest.mark.cluster",
+                pytrace=False,
+            )
+        return start(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LocalCluster, "start", checked)
+        yield

@@ -116,7 +116,8 @@ class LocalCluster:
     ``flink_operator=False`` leaves FlinkClusters to the test (no local flink-operator);
     ``capacity`` sets what the Node advertises, by ``t9k-local run`` flag: ``{"cpus": "2", "memory": "1Gi"}``;
     ``pod_subnet`` (`PodSubnet` index) defaults to one leased from start to ``stop()``, so that clusters
-    started side by side (parallel test workers) never share a bridge or an address range.
+    started side by side (parallel test workers) never share a bridge or an address range; ``env`` adds
+    to the environment of the cluster's processes (``T9K_LOCAL_RESTART_BACKOFF``, say).
     """
 
     def __init__(
@@ -131,9 +132,11 @@ class LocalCluster:
         flink_operator: bool = True,
         capacity: dict[str, str] | None = None,
         pod_subnet: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.state = StateDir(Path(state_dir))
         self.pod_subnet = pod_subnet
+        self.env = dict(env or {})
         self._leased: int | None = None
         self.port = port
         self.controller = controller
@@ -201,7 +204,7 @@ class LocalCluster:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
             )
         proc = self._proc
         try:

@@ -24,8 +24,12 @@ from t9k_provider.operators import identity as ident
 from t9k_provider.testing import LocalCluster
 from tests.airflow.builders import RUNNING, SLEEPER, SUCCEEDED, make, our_job
 from tests.airflow.fakes import FakeHook, FakeTI, pod
+from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.timeout(120)
+
+#: Without the controller: a job stays unfinished until deleted.
+local_cluster = cluster_fixture()
 
 #: Runs in a fresh interpreter: argv = mode (execute | resume), flavour (returns | raises), moment (import |
 #: create), job name (resume).

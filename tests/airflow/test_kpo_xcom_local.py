@@ -20,12 +20,12 @@ pytestmark = [
 
 
 def test_pod_manager_extracts_the_xcom_and_stops_the_sidecar(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
     from airflow.providers.cncf.kubernetes.utils.pod_manager import PodManager
     from airflow.providers.cncf.kubernetes.utils.xcom_sidecar import PodDefaults, add_xcom_sidecar
 
-    cluster = local_cluster_factory()
+    cluster = cluster_factory()
     api = cluster.api_client()
     core = client.CoreV1Api(api)
     result = {"accuracy": 0.93, "model": "resnet"}

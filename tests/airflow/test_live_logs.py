@@ -23,6 +23,7 @@ from t9k_provider.testing import LocalCluster
 from t9k_provider.triggers.job import T9kJobTrigger
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 from tests.airflow.versions import airflow2_only
+from tests.support.clusters import cluster_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -30,10 +31,7 @@ NS = "default"
 CONN_ID = "t9k_live_logs"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("live-logs"), controller=True) as cluster:
-        yield cluster
+cluster = cluster_fixture(controller=True)
 
 
 @pytest.fixture

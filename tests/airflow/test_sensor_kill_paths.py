@@ -24,8 +24,12 @@ import pytest
 from t9k_provider.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 from tests.airflow.builders import SLEEPER as JOB
+from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.timeout(120)
+
+#: Without the controller: a job stays unfinished until deleted.
+local_cluster = cluster_fixture()
 
 #: Runs in a fresh interpreter: argv = case, flavour (returns | raises: how the SIGTERM handler ends), job.
 SENSOR_TASK = r"""

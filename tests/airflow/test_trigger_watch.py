@@ -11,7 +11,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +24,14 @@ from t9k_provider.kube.api import KubeApi
 from t9k_provider.testing import LocalCluster
 from t9k_provider.triggers.job import T9kJobTrigger
 from tests.airflow.fakes import kube_error
+from tests.support.clusters import cluster_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(90)]
 
 NS = "default"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("trigger-watch"), node_agents=False) as cluster:
-        yield cluster
+cluster = cluster_fixture(node_agents=False)
 
 
 def call(cluster: LocalCluster, method: str, path: str, body: Any = None) -> Any:

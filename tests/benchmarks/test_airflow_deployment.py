@@ -15,6 +15,8 @@ import pytest
 from benchmarks.airflow_deployment import AirflowDeployment, Component, LogLine
 from benchmarks.pipeline_deployment import RunFigures, TaskFigures, report
 
+pytestmark = pytest.mark.slow
+
 
 def test_log_lines_keep_when_airflow_logged_them() -> None:
     at = datetime(2026, 1, 2, 3, 4, 5, 123000, tzinfo=timezone.utc)

@@ -15,13 +15,15 @@ from benchmarks.api import USER_AGENT, Client, request_counts
 from benchmarks.stats import Figure
 from t9k_provider.testing import LocalCluster
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_server_counts_requests_by_user_agent_and_access(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
-    cluster = local_cluster_factory(node_agents=False)
+    cluster = cluster_factory(node_agents=False)
     client = Client(cluster)
     before = request_counts(client)
     path = "/api/v1/namespaces/default/configmaps"

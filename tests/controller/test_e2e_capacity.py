@@ -5,7 +5,6 @@ grows; two 2-replica gang jobs that do not both fit never interleave partially."
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,26 +14,20 @@ from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 from tests.controller.e2e_support import NS, Jobs, job
+from tests.support.clusters import cluster_fixture, controller_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 NO_CPU = "0/1 nodes are available: 1 Insufficient cpu."
 
 
+cluster = cluster_fixture(kubelet="simulated", flink_operator=False, capacity={"cpus": "2"})
+controller = controller_fixture()
+
+
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
-    state = tmp_path_factory.mktemp("capacity")
-    cluster = LocalCluster(
-        state / "cluster", kubelet="simulated", flink_operator=False, capacity={"cpus": "2"}
-    )
-    cluster.start()
-    controller = ControllerProcess(cluster.kubeconfig, state / "controller.log")
-    try:
-        controller.start().wait_ready(60)
-        yield Jobs(cluster.api_client())
-    finally:
-        controller.stop()
-        cluster.stop()
+def jobs(cluster: LocalCluster, controller: ControllerProcess) -> Jobs:
+    return Jobs(cluster.api_client())
 
 
 def gang_job(name: str, replicas: int) -> dict[str, Any]:

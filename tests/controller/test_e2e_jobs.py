@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from kubernetes import client
 
 from t9k_provider.testing import ControllerProcess, LocalCluster, require_limits, wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs, PodRecorder, job, template
+from tests.support.clusters import cluster_fixture, controller_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -27,23 +27,13 @@ WORKLOADS = ROOT / "dags_examples" / "workloads"
 PY = sys.executable
 
 
+cluster = cluster_fixture()
+controller = controller_fixture()
+
+
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, ControllerProcess, Jobs]]:
-    state = tmp_path_factory.mktemp("e2e")
-    cluster = LocalCluster(state / "cluster", kubelet="process")
-    cluster.start()
-    controller = ControllerProcess(cluster.kubeconfig, state / "controller.log")
-    try:
-        controller.start().wait_ready(60)
-        yield cluster, controller, Jobs(cluster.api_client())
-    finally:
-        controller.stop()
-        cluster.stop()
-
-
-@pytest.fixture
-def jobs(env: tuple[LocalCluster, ControllerProcess, Jobs]) -> Jobs:
-    return env[2]
+def jobs(cluster: LocalCluster, controller: ControllerProcess) -> Jobs:
+    return Jobs(cluster.api_client())
 
 
 def wait_phase(jobs: Jobs, kind: str, name: str, phases: tuple[str, ...], timeout: float = 60) -> dict:
@@ -195,10 +185,8 @@ def test_xgboost_replicas_read_master_addr_rank_and_world_size(jobs: Jobs) -> No
     assert ranks == {"xj-env-master-0": "0", "xj-env-worker-0": "1", "xj-env-worker-1": "2"}
 
 
-def test_exitcode_137_restarts_until_backoff_limit_then_fails(
-    env: tuple[LocalCluster, ControllerProcess, Jobs], jobs: Jobs
-) -> None:
-    recorder = PodRecorder(env[0].api_client())
+def test_exitcode_137_restarts_until_backoff_limit_then_fails(cluster: LocalCluster, jobs: Jobs) -> None:
+    recorder = PodRecorder(cluster.api_client())
     recorder.start()
     assert recorder.started_watching.wait(10)
     jobs.create(job("PyTorchTrainingJob", "pj-137", {
@@ -215,12 +203,10 @@ def test_exitcode_137_restarts_until_backoff_limit_then_fails(
     assert cond(obj, "Failed")["status"] == "True"
 
 
-def test_exitcode_retries_an_oom_killed_replica_and_names_it(
-    env: tuple[LocalCluster, ControllerProcess, Jobs], jobs: Jobs
-) -> None:
+def test_exitcode_retries_an_oom_killed_replica_and_names_it(cluster: LocalCluster, jobs: Jobs) -> None:
     """Past limits.memory the OOM killer ends the replica (137, OOMKilled): ExitCode retries it up to
     backoffLimit, and the Failed condition says what killed it. Skips without cgroups, fails so on CI."""
-    require_limits(env[0].limits_verdict())
+    require_limits(cluster.limits_verdict())
     allocate = f"{PY} -c 'b = bytearray(200 * 1024 * 1024); print(len(b))'"
     limits = {"limits": {"memory": "64Mi"}}
     jobs.create(job("PyTorchTrainingJob", "pj-oom", {

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from kubernetes import client
 
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs, fake_tools, job
+from tests.support.clusters import cluster_fixture, controller_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -29,19 +29,14 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return fake_tools(tmp_path_factory.mktemp("fake-tools"))
 
 
+#: The BeamJob test plays the flink-operator (no Flink processes needed to check the controller).
+cluster = cluster_fixture(flink_operator=False)
+controller = controller_fixture()
+
+
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
-    state = tmp_path_factory.mktemp("launchers")
-    # the BeamJob test plays the flink-operator (no Flink processes needed to check the controller)
-    cluster = LocalCluster(state / "cluster", kubelet="process", flink_operator=False)
-    cluster.start()
-    controller = ControllerProcess(cluster.kubeconfig, state / "controller.log")
-    try:
-        controller.start().wait_ready(60)
-        yield Jobs(cluster.api_client())
-    finally:
-        controller.stop()
-        cluster.stop()
+def jobs(cluster: LocalCluster, controller: ControllerProcess) -> Jobs:
+    return Jobs(cluster.api_client())
 
 
 def path_env(tools: Path, hostfile: str) -> list[dict[str, str]]:

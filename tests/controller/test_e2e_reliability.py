@@ -4,7 +4,6 @@ create failures surfaced without hot loops, and leader election between two cont
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,28 +15,14 @@ from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs, job, offline_reconciler, template
+from tests.support.clusters import cluster_fixture, controller_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(tmp_path_factory.mktemp("reliability"), kubelet="process")
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture
-def controller(cluster: LocalCluster, tmp_path: Path) -> Iterator[ControllerProcess]:
-    """One controller per test, so tests that run their own controllers never share the cluster with it."""
-    proc = ControllerProcess(cluster.kubeconfig, tmp_path / "controller.log")
-    try:
-        yield proc.start().wait_ready(60)
-    finally:
-        proc.stop()
+cluster = cluster_fixture()
+#: One controller per test, so tests that run their own controllers never share the cluster with it.
+controller = controller_fixture("function")
 
 
 @pytest.fixture
@@ -231,9 +216,9 @@ def test_health_endpoints(controller: ControllerProcess) -> None:
     assert reads >= 16, "one list and one watch per watched type at least"
 
 
-def test_local_cluster_runs_the_controller_by_default(local_cluster_factory: Any) -> None:
+def test_local_cluster_runs_the_controller_by_default(cluster_factory: Any) -> None:
     """`t9k-local run` (and `up`) start `python -m t9k_provider.controller` as a child process."""
-    cluster = local_cluster_factory(controller=True, kubelet="simulated")
+    cluster = cluster_factory(controller=True, kubelet="simulated")
     jobs = Jobs(cluster.api_client())
     tpl = template("main", "true")
     tpl["metadata"] = {"annotations": {"t9k.local/simulate-exit-code": "0"}}
@@ -269,9 +254,9 @@ def test_namespace_flag_limits_what_the_controller_sees(
         proc.stop()
 
 
-def test_controller_rides_out_an_api_server_restart(local_cluster_factory: Any, tmp_path: Path) -> None:
+def test_controller_rides_out_an_api_server_restart(cluster_factory: Any, tmp_path: Path) -> None:
     """Watches break and requests fail while the server is down; informers back off and resume."""
-    cluster = local_cluster_factory(kubelet="simulated")
+    cluster = cluster_factory(kubelet="simulated")
     jobs = Jobs(cluster.api_client())
     proc = ControllerProcess(cluster.kubeconfig, tmp_path / "restart.log")
     tpl = template("main", "true")
@@ -296,10 +281,10 @@ def test_controller_rides_out_an_api_server_restart(local_cluster_factory: Any, 
 
 
 def test_elastic_scale_down_removes_out_of_range_pods_and_services(
-    local_cluster_factory: Any, tmp_path: Path
+    cluster_factory: Any, tmp_path: Path
 ) -> None:
     """R12 end to end: indices >= expectedReplicas lose their pod and Service; ranks stay contiguous."""
-    cluster = local_cluster_factory(kubelet="simulated")
+    cluster = cluster_factory(kubelet="simulated")
     jobs = Jobs(cluster.api_client())
     proc = ControllerProcess(cluster.kubeconfig, tmp_path / "elastic.log")
     try:
@@ -327,10 +312,10 @@ def test_elastic_scale_down_removes_out_of_range_pods_and_services(
 
 
 def test_evicted_pod_is_replaced_without_using_the_backoff_budget(
-    local_cluster_factory: Any, tmp_path: Path
+    cluster_factory: Any, tmp_path: Path
 ) -> None:
     """R9: the node evicts a replica (pod Failed, reason Evicted, no exit code): a retryable failure."""
-    cluster = local_cluster_factory(kubelet="simulated")
+    cluster = cluster_factory(kubelet="simulated")
     jobs = Jobs(cluster.api_client())
     proc = ControllerProcess(cluster.kubeconfig, tmp_path / "evict.log")
     try:

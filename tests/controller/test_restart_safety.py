@@ -120,13 +120,11 @@ def wave(w: int, tools: Path) -> list[Expectation]:
 
 
 @pytest.mark.timeout(300)
-def test_sigkill_at_random_points_never_duplicates_or_reruns(
-    local_cluster_factory: Any, tmp_path: Path
-) -> None:
+def test_sigkill_at_random_points_never_duplicates_or_reruns(cluster_factory: Any, tmp_path: Path) -> None:
     seed = int(os.environ.get("T9K_RESTART_SEED", str(random.randrange(1 << 30))))
     rng = random.Random(seed)
     tools = fake_tools(tmp_path)
-    cluster = local_cluster_factory(kubelet="process")
+    cluster = cluster_factory(kubelet="process")
     jobs = Jobs(cluster.api_client())
     recorder = PodRecorder(cluster.api_client())
     recorder.start()

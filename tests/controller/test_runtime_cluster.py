@@ -15,6 +15,7 @@ from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
 from t9k_provider.kube.informer import Informer
 from t9k_provider.kube.resources import CONFIGMAPS, LEASES, SECRETS
 from t9k_provider.testing import LocalCluster, wait_for_async
+from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.cluster
 
@@ -46,14 +47,7 @@ class GatedApi(KubeApi):
             yield event
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    cluster = LocalCluster(tmp_path_factory.mktemp("runtime"), kubelet="simulated")
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+cluster = cluster_fixture(kubelet="simulated")
 
 
 async def test_informer_resumes_and_relists_after_compaction(cluster: LocalCluster) -> None:

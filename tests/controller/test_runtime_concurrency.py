@@ -4,7 +4,7 @@ error from one is raised only after the rest have been attempted."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
 from t9k_provider.kube.resources import PODS
 from t9k_provider.testing import LocalCluster
 from tests.controller.e2e_support import NS, job, template
+from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.cluster
 
@@ -77,10 +78,7 @@ class ObservedApi(KubeApi):
             self.in_flight -= 1
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("concurrency"), kubelet="simulated") as cluster:
-        yield cluster
+cluster = cluster_fixture(kubelet="simulated")
 
 
 @pytest.fixture

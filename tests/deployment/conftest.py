@@ -19,6 +19,7 @@ os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="t9k-deployment-cl
 
 from benchmarks.airflow_deployment import AirflowDeployment
 from t9k_provider.testing import LocalCluster
+from tests.support.clusters import cluster_fixture
 
 DAGS = Path(__file__).resolve().parent / "dags"
 DAG_IDS = [
@@ -31,10 +32,7 @@ DAG_IDS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("deployment-cluster"), controller=True) as cluster:
-        yield cluster
+cluster = cluster_fixture(controller=True)
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,13 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from t9k_provider.testing import LocalCluster
+from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.cluster
 
@@ -32,17 +32,18 @@ KIND_EXAMPLES = [
 LOSS = re.compile(r"epoch (\d+)/(\d+) loss=([0-9.]+)")
 
 
+#: A local cluster with the controller, shared by the module: every DAG run's jobs have names of their own.
+shared_cluster = cluster_fixture(controller=True)
+
+
 @pytest.fixture
 def cluster(
-    local_cluster_factory: Callable[..., LocalCluster],
-    monkeypatch: pytest.MonkeyPatch,
-    examples_dags_folder: Path,
+    shared_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, examples_dags_folder: Path
 ) -> LocalCluster:
-    """A local cluster with the controller, as Airflow's ``kubernetes_default`` connection."""
-    cluster = local_cluster_factory(controller=True)
-    connection = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(cluster.kubeconfig)}}
+    """The shared cluster as Airflow's ``kubernetes_default`` connection."""
+    connection = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(shared_cluster.kubeconfig)}}
     monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps(connection))
-    return cluster
+    return shared_cluster
 
 
 def task_states(dag_run: Any) -> dict[str, str]:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from kubernetes_asyncio.config import ConfigException
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
 from t9k_provider.kube.resources import CONFIGMAPS
 from t9k_provider.testing import LocalCluster
+from tests.support.clusters import cluster_fixture
 
 NS = "default"
 
@@ -56,10 +56,7 @@ async def test_in_cluster_is_never_replaced_by_a_kubeconfig(monkeypatch: pytest.
         await api_client(kubeconfig(), in_cluster=True)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(Path(tmp_path_factory.mktemp("kube-api")), node_agents=False) as cluster:
-        yield cluster
+cluster = cluster_fixture(node_agents=False)
 
 
 @pytest.fixture

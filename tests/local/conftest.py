@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
 
 from t9k_provider.testing import LocalCluster
+from tests.support.clusters import cluster_fixture
 
-
-@pytest.fixture(scope="module")
-def cluster(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[LocalCluster]:
-    """The API server and its controllers only (no node agents: pods stay Pending)."""
-    with LocalCluster(tmp_path_factory.mktemp(request.module.__name__), node_agents=False) as c:
-        yield c
+#: The API server and its controllers only (no node agents: pods stay Pending).
+cluster = cluster_fixture(node_agents=False)
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,12 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from kubernetes import client
 
 from t9k_provider.testing import LocalCluster, wait_for
+
+pytestmark = pytest.mark.cluster
 
 
 def alive(pid: int) -> bool:
@@ -22,9 +25,9 @@ def alive(pid: int) -> bool:
 
 
 def test_agents_run_apart_from_the_server_and_stop_with_it(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
-    cluster = local_cluster_factory(kubelet="simulated")
+    cluster = cluster_factory(kubelet="simulated")
     agents = cluster.node_agents_pid()
     assert agents is not None and agents != cluster.pid
     core = client.CoreV1Api(cluster.api_client())
@@ -37,9 +40,9 @@ def test_agents_run_apart_from_the_server_and_stop_with_it(
     assert not alive(agents)
 
 
-def test_agents_die_with_a_killed_server(local_cluster_factory: Callable[..., LocalCluster]) -> None:
+def test_agents_die_with_a_killed_server(cluster_factory: Callable[..., LocalCluster]) -> None:
     """Else a restarted server would start a second kubelet beside the orphaned one."""
-    cluster = local_cluster_factory(kubelet="simulated")
+    cluster = cluster_factory(kubelet="simulated")
     agents = cluster.node_agents_pid()
     assert agents is not None
     cluster.kill()
@@ -49,8 +52,8 @@ def test_agents_die_with_a_killed_server(local_cluster_factory: Callable[..., Lo
     assert restarted is not None and restarted != agents
 
 
-def test_server_exits_when_its_agents_die(local_cluster_factory: Callable[..., LocalCluster]) -> None:
-    cluster = local_cluster_factory(kubelet="none")
+def test_server_exits_when_its_agents_die(cluster_factory: Callable[..., LocalCluster]) -> None:
+    cluster = cluster_factory(kubelet="none")
     agents = cluster.node_agents_pid()
     assert agents is not None and cluster.pid is not None
     server = cluster.pid

@@ -15,6 +15,8 @@ from kubernetes_asyncio import config as aconfig
 
 from t9k_provider.testing import LocalCluster
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture(scope="module")
 def apps(cluster: LocalCluster) -> client.AppsV1Api:

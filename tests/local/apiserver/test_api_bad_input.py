@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from t9k_provider.testing import LocalCluster
+from tests.support.clusters import cluster_fixture
+
+pytestmark = pytest.mark.cluster
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=12),
@@ -42,14 +44,16 @@ PATHS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("api-bad-input"), node_agents=False) as c:
-        c.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bad"}})
-        c.request(
-            "POST", "/api/v1/namespaces/bad/configmaps", {"metadata": {"name": "target"}, "data": {"a": "1"}}
-        )
-        yield c
+cluster = cluster_fixture(node_agents=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _objects(cluster: LocalCluster) -> None:
+    """What the requests of this module name."""
+    cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bad"}})
+    cluster.request(
+        "POST", "/api/v1/namespaces/bad/configmaps", {"metadata": {"name": "target"}, "data": {"a": "1"}}
+    )
 
 
 def _assert_status(status: int, body: object) -> None:

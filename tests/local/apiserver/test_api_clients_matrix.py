@@ -26,6 +26,8 @@ from kubernetes_asyncio import watch as awatch
 
 from t9k_provider.testing import LocalCluster
 
+pytestmark = pytest.mark.cluster
+
 MERGE_PATCH = "application/merge-patch+json"
 RBAC = "rbac.authorization.k8s.io"
 API_ERRORS = (kclient.ApiException, aclient.ApiException)

@@ -11,6 +11,8 @@ from kubernetes.client.rest import ApiException
 
 from t9k_provider.testing import LocalCluster
 
+pytestmark = pytest.mark.cluster
+
 
 def _pod(name: str, **spec: object) -> dict:
     return {

@@ -11,6 +11,8 @@ from kubernetes.client.rest import ApiException
 
 from t9k_provider.testing import LocalCluster
 
+pytestmark = pytest.mark.cluster
+
 GROUP = "example.t9k.dev"
 
 

@@ -13,6 +13,8 @@ from kubernetes.client.rest import ApiException
 
 from t9k_provider.testing import LocalCluster
 
+pytestmark = pytest.mark.cluster
+
 
 def eventually(check: Callable[[], bool], timeout: float = 5) -> None:
     deadline = time.monotonic() + timeout

@@ -9,10 +9,13 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.testing import LocalCluster
+
+pytestmark = pytest.mark.cluster
 
 
 def writer(cluster: LocalCluster, acknowledged: list[str], stop: threading.Event, limit: int = 3000) -> None:
@@ -34,9 +37,9 @@ def writer(cluster: LocalCluster, acknowledged: list[str], stop: threading.Event
 
 
 def test_sigkill_mid_write_loses_no_acknowledged_write(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
-    cluster = local_cluster_factory(node_agents=False)
+    cluster = cluster_factory(node_agents=False)
     core = client.CoreV1Api(cluster.api_client())
     list_rv = core.list_namespaced_config_map("default").metadata.resource_version
     acknowledged: list[str] = []
@@ -69,9 +72,9 @@ def test_sigkill_mid_write_loses_no_acknowledged_write(
 
 
 def test_watcher_resumes_across_restart_or_relists_after_410(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
-    cluster = local_cluster_factory(node_agents=False)
+    cluster = cluster_factory(node_agents=False)
     core = client.CoreV1Api(cluster.api_client())
     core.create_namespaced_config_map("default", {"metadata": {"name": "one"}})
     last_rv = core.list_namespaced_config_map("default").metadata.resource_version
@@ -112,8 +115,8 @@ def test_watcher_resumes_across_restart_or_relists_after_410(
     assert after == ["three"]
 
 
-def test_stale_pid_file_after_a_crash_is_replaced(local_cluster_factory: Callable[..., LocalCluster]) -> None:
-    cluster = local_cluster_factory(node_agents=False)
+def test_stale_pid_file_after_a_crash_is_replaced(cluster_factory: Callable[..., LocalCluster]) -> None:
+    cluster = cluster_factory(node_agents=False)
     pid = cluster.pid
     cluster.kill()
     assert cluster.state.pid_file.exists()  # left behind by the crash

@@ -7,7 +7,6 @@ to keep up to date. Every resource first gets a fixed set of hostile requests, t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -16,6 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from t9k_provider.testing import LocalCluster
+from tests.support.clusters import cluster_fixture
+
+pytestmark = pytest.mark.cluster
 
 NAMESPACE = "fuzz"
 TARGET = "fuzz-target"
@@ -121,11 +123,13 @@ def _an_item(cluster: LocalCluster, prefix: str, resource: dict) -> str:
     return f"{prefix}{scope}/{resource['name']}/{meta['name']}"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("api-fuzz"), node_agents=False) as c:
-        c.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
-        yield c
+cluster = cluster_fixture(node_agents=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _objects(cluster: LocalCluster) -> None:
+    """What the requests of this module name."""
+    cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
 
 
 @pytest.fixture(scope="module")

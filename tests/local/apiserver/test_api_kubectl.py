@@ -12,7 +12,7 @@ import yaml
 
 from t9k_provider.testing import LocalCluster
 
-pytestmark = pytest.mark.usefixtures("kubectl_binary")
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("kubectl_binary")]
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,11 @@ import pytest
 from kubernetes import client
 
 from t9k_provider.testing import LocalCluster, wait_for
+from tests.support.clusters import cluster_fixture
+
+pytestmark = pytest.mark.cluster
+
+local_cluster = cluster_fixture()
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ import pytest
 from t9k_provider.local.apiserver.openapi import builtin_model, schema_name
 from t9k_provider.testing import LocalCluster
 
+pytestmark = pytest.mark.cluster
+
 
 def test_the_root_document_points_at_every_group_version(cluster: LocalCluster) -> None:
     _, _, root = cluster.request("GET", "/openapi/v3")

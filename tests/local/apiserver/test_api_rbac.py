@@ -15,6 +15,8 @@ from kubernetes.client.rest import ApiException
 from t9k_provider.local.apiserver.authn import deleted_before
 from t9k_provider.testing import LocalCluster, wait_for
 
+pytestmark = pytest.mark.cluster
+
 RBAC = "rbac.authorization.k8s.io"
 
 

@@ -12,6 +12,8 @@ from kubernetes.client.rest import ApiException
 
 from t9k_provider.testing import LocalCluster
 
+pytestmark = pytest.mark.cluster
+
 
 def stream_lines(cluster: LocalCluster, path: str, *, max_seconds: float = 10) -> list[dict]:
     """Read a watch response to its end (the server must close it) as parsed lines."""

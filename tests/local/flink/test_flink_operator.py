@@ -65,13 +65,13 @@ class Flink:
 
 
 def test_a_machine_without_flink_stops_the_cluster_saying_what_to_install(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     kubectl_binary: str,
 ) -> None:
     monkeypatch.setenv("FLINK_HOME", str(tmp_path))  # the node agents inherit it: no flink-dist jar there
-    flink = Flink(local_cluster_factory())
+    flink = Flink(cluster_factory())
     flink.create(flinkcluster("nojars"))
     status = flink.wait_state("nojars", "Stopped", 30)
     (ready,) = status["conditions"]
@@ -90,10 +90,10 @@ def test_a_machine_without_flink_stops_the_cluster_saying_what_to_install(
 
 
 def test_a_taskmanager_that_exits_stops_the_cluster_and_its_other_processes(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
     """Too little memory for Flink's own memory model: the TaskManager's entrypoint fails before its JVM."""
-    flink = Flink(local_cluster_factory())
+    flink = Flink(cluster_factory())
     flink.create(flinkcluster("small", flinkProperties={"taskmanager.memory.process.size": "64m"}))
     status = flink.wait_state("small", "Stopped", 90)
     message = status["conditions"][0]["message"]
@@ -114,9 +114,9 @@ def test_a_taskmanager_that_exits_stops_the_cluster_and_its_other_processes(
 
 
 def test_without_the_flink_operator_flinkclusters_stay_as_written(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
-    flink = Flink(local_cluster_factory(flink_operator=False))
+    flink = Flink(cluster_factory(flink_operator=False))
     flink.create(flinkcluster("idle"))
     time.sleep(2)
     assert "status" not in flink.get("idle") and flink.pods("idle") == {}

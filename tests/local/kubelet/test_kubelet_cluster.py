@@ -7,7 +7,7 @@ import ipaddress
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +19,15 @@ from t9k_provider.local import poddir
 from t9k_provider.local.kubelet import cgroups, network
 from t9k_provider.local.poddir import PodDir
 from t9k_provider.testing import LocalCluster, require_limits, wait_for
+from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.cluster
 
 PY = "python"  # resolved through the pod PATH: the cluster's own interpreter
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    os.environ["T9K_LOCAL_RESTART_BACKOFF"] = "2"  # a second restart backs off 2 s: BackOff is observable
-    c = LocalCluster(tmp_path_factory.mktemp("kubelet-cluster"), controller=False)
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
-        os.environ.pop("T9K_LOCAL_RESTART_BACKOFF", None)
+#: A second restart backs off 2 s, so that BackOff is observable.
+cluster = cluster_fixture(env={"T9K_LOCAL_RESTART_BACKOFF": "2"})
 
 
 @pytest.fixture
@@ -418,9 +411,9 @@ def test_same_port_replicas_reach_each_other_by_service_name(
 
 
 def test_host_network_fallback_uses_loopback_pod_ips(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
-    cluster = local_cluster_factory(network="host")
+    cluster = cluster_factory(network="host")
     core = client.CoreV1Api(cluster.api_client())
     core.create_namespace({"metadata": {"name": "hostnet"}})
     ips = _same_port_scenario(core, "hostnet", bind_pod_ip=True)
@@ -429,9 +422,9 @@ def test_host_network_fallback_uses_loopback_pod_ips(
 
 
 def test_kubelet_restart_readopts_running_pod_and_stop_ends_containers(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
-    cluster = local_cluster_factory()
+    cluster = cluster_factory()
     core = client.CoreV1Api(cluster.api_client())
     script = "import time, sys; print('start', flush=True); time.sleep(4); print('end'); sys.exit(4)"
     core.create_namespaced_pod("default", pod_manifest("survivor", [c("main", script)]))
@@ -463,11 +456,11 @@ def test_kubelet_restart_readopts_running_pod_and_stop_ends_containers(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="pod network namespaces need root")
 def test_clusters_side_by_side_get_bridges_and_subnets_of_their_own(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
     """What lets test workers run clusters at once: each on its own bridge and address range, so that a pod
     of one cannot reach a pod of the other, and each bridge goes with its cluster."""
-    clusters = [local_cluster_factory(flink_operator=False) for _ in range(2)]
+    clusters = [cluster_factory(flink_operator=False) for _ in range(2)]
     assert clusters[0].subnet != clusters[1].subnet
     cores = [client.CoreV1Api(cluster.api_client()) for cluster in clusters]
     server = pod_manifest("srv", [c("main", SERVER)])
@@ -492,11 +485,11 @@ def test_clusters_side_by_side_get_bridges_and_subnets_of_their_own(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="pod network namespaces need root")
 def test_a_killed_cluster_that_is_not_restarted_leaves_no_pod_network_after_stop(
-    local_cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster],
 ) -> None:
     """A crash leaves the pod networks to the next kubelet of the state directory; ``stop()`` removes them
     for a cluster that will not start again, so they hold no pod address for good."""
-    cluster = local_cluster_factory()
+    cluster = cluster_factory()
     core = client.CoreV1Api(cluster.api_client())
     core.create_namespaced_pod("default", pod_manifest("left", [c("main", "import time; time.sleep(120)")]))
     pod = wait_for("running", phase_is(core, "left", "default", "Running"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
 from t9k_provider.local.node.agents import run_node_agents
 from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.testing import LocalCluster, wait_for_async
+from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.cluster
 
@@ -60,15 +61,8 @@ async def _stop(task: asyncio.Task[None]) -> None:
         await asyncio.wait_for(task, 30)
 
 
-@pytest.fixture(scope="module")
-def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """A cluster without node agents: the tests run `run_node_agents` themselves."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("bare-cluster"), kubelet="none")
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+#: A cluster without node agents: the tests run `run_node_agents` themselves.
+bare_cluster = cluster_fixture(kubelet="none")
 
 
 async def test_unprivileged_host_network_fallback(

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from kubernetes.stream import stream
 
 from t9k_provider.local.poddir import PodDir
 from t9k_provider.testing import LocalCluster, wait_for
+from tests.support.clusters import cluster_fixture
 
 pytestmark = [
     pytest.mark.cluster,
@@ -27,11 +27,8 @@ pytestmark = [
 NEEDS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="container namespaces need root")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """With the T9k controller, for the debug-mode GenericJob."""
-    with LocalCluster(tmp_path_factory.mktemp("pod-exec"), controller=True) as c:
-        yield c
+#: With the T9k controller, for the debug-mode GenericJob.
+cluster = cluster_fixture(controller=True)
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.stream import portforward
 
 from t9k_provider.testing import LocalCluster, free_port
+from tests.support.clusters import cluster_fixture
 
 pytestmark = [
     pytest.mark.cluster,
@@ -26,10 +27,7 @@ POD_PORT = 18080
 BIG = bytes(range(256)) * 16 * 1024  # 4 MiB: far past SPDY's 64 KiB initial window
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("pod-portforward")) as c:
-        yield c
+cluster = cluster_fixture()
 
 
 @pytest.fixture(scope="module")

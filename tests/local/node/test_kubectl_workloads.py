@@ -7,20 +7,18 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from t9k_provider.testing import LocalCluster
+from tests.support.clusters import cluster_fixture
 
-pytestmark = pytest.mark.usefixtures("kubectl_binary")
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("kubectl_binary")]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("kubectl-workloads"), flink_operator=False) as c:
-        yield c
+cluster = cluster_fixture(flink_operator=False)
 
 
 @pytest.fixture(scope="module")

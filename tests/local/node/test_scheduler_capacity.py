@@ -15,19 +15,14 @@ from kubernetes import client
 from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
 from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME
 from t9k_provider.testing import LocalCluster, wait_for
+from tests.support.clusters import cluster_fixture
+
+pytestmark = pytest.mark.cluster
 
 TWO_CPUS = "0/1 nodes are available: 1 Insufficient cpu."
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        tmp_path_factory.mktemp("capacity"),
-        kubelet="simulated",
-        flink_operator=False,
-        capacity={"cpus": "2", "memory": "4Gi"},
-    ) as c:
-        yield c
+cluster = cluster_fixture(kubelet="simulated", flink_operator=False, capacity={"cpus": "2", "memory": "4Gi"})
 
 
 @pytest.fixture(scope="module")

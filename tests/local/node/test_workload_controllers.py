@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from t9k_provider.testing import LocalCluster, wait_for
+from tests.support.clusters import cluster_fixture
 
+pytestmark = pytest.mark.cluster
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("workloads"), kubelet="simulated", flink_operator=False) as c:
-        yield c
+cluster = cluster_fixture(kubelet="simulated", flink_operator=False)
 
 
 @pytest.fixture(scope="module")
