@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 AF2_VENV := .venv-airflow2
 AF2_STAMP := $(AF2_VENV)/.installed
 
-.PHONY: env test test-airflow2 lint crds demo clean lock bench
+.PHONY: env test test-fast test-airflow2 lint crds demo clean lock bench
 
 # torch comes from pip: the machine's pip configuration points at a local CPU wheel (see README). DeepSpeed (the
 # DeepSpeedJob example's launcher) stays out of the lock, like torch: its sdist declares torch, which the lock would
@@ -47,14 +47,25 @@ $(STAMP): requirements/dev.lock pyproject.toml
 
 env: $(STAMP)
 
+# Both cores: pytest-xdist workers (WORKERS=N for another machine), each test module on one worker so that its
+# shared cluster starts once; every cluster has a pod subnet, bridge and state directory of its own
+# (docs/development.md). The unit layer (test-fast) is everything not marked cluster, deployment or slow.
+WORKERS ?= 2
+PYTEST := pytest -q -n $(WORKERS) --dist loadscope
+UNIT := -m "not cluster and not deployment and not slow"
+
 test: env
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/$(PYTEST)
 	$(MAKE) --no-print-directory test-airflow2
 
-# The Airflow tests (tests/airflow, with its dag.test() runs on the local cluster), the example DAGs' parse and
-# the real-deployment tests (tests/deployment: webserver, scheduler, triggerer) again on Airflow 2.11
-# (requirements/airflow2.lock), the oldest Airflow the provider supports.
+test-fast: env
+	$(VENV)/bin/$(PYTEST) $(UNIT)
+
+# What differs between Airflow versions again on Airflow 2.11 (requirements/airflow2.lock), the oldest Airflow
+# the provider supports: tests/airflow (operators, decorators, triggers, sensors, their dag.test() runs on the
+# local cluster) but the modules marked airflow_independent, the example DAGs' parse and the real-deployment
+# tests (tests/deployment: webserver, scheduler, triggerer).
 $(AF2_STAMP): requirements/airflow2.lock pyproject.toml $(STAMP)
 	@command -v uv >/dev/null || python3 -m pip install --quiet uv
 	@test -x $(AF2_VENV)/bin/python || uv venv --quiet --python 3.11 $(AF2_VENV) || uv venv --quiet $(AF2_VENV)
@@ -65,7 +76,7 @@ $(AF2_STAMP): requirements/airflow2.lock pyproject.toml $(STAMP)
 	@touch $(AF2_STAMP)
 
 test-airflow2: $(AF2_STAMP)
-	$(AF2_VENV)/bin/pytest -q tests/airflow tests/examples/test_dags.py tests/deployment
+	$(AF2_VENV)/bin/$(PYTEST) -m "not airflow_independent" tests/airflow tests/examples/test_dags.py tests/deployment
 
 # The example training pipeline end to end on the embedded local cluster (see README "Run the example pipeline").
 # Its processes (Airflow, the cluster's) cache their bytecode as Python does by default, also where the
