@@ -20,6 +20,7 @@ import __future__
 
 import base64
 import builtins
+import faulthandler
 import importlib
 import json
 import linecache
@@ -155,6 +156,9 @@ def report(kind: str, headline: str, trace: str) -> None:
 
 
 def main() -> int:
+    # A rank that crashes in native code (a segfault in a collective's teardown, say) leaves every thread's
+    # Python stack on stderr, which the task's failure message shows.
+    faulthandler.enable(all_threads=True)
     with open(sys.argv[1]) as f:
         call = json.load(f)
     if "RANK" in os.environ:  # one process per replica unless torchrun started several

@@ -386,6 +386,21 @@ def test_a_result_json_cannot_carry_is_final(tmp_path: Path) -> None:
     assert not error.retryable and "the return value is a builtins.set, which JSON cannot carry" in error.text
 
 
+def crashes_in_native_code() -> None:
+    import ctypes
+
+    ctypes.string_at(0)  # reads address 0: SIGSEGV
+
+
+def test_a_rank_that_crashes_in_native_code_leaves_its_python_stack(tmp_path: Path) -> None:
+    """A segfault (a collective's teardown, say) names no Python frame by itself: the runner's fault handler
+    writes every thread's stack to stderr, which the task's failure message shows."""
+    done = run_runner(tmp_path, crashes_in_native_code, env={"RANK": "1"})
+    assert done.returncode == -11
+    assert "Fatal Python error: Segmentation fault" in done.stderr
+    assert "in crashes_in_native_code" in done.stderr
+
+
 def make_big() -> str:
     import os
 

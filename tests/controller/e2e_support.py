@@ -60,24 +60,6 @@ def fake_tools(bin_dir: Path) -> Path:
 TERMINAL = ("Succeeded", "Failed")
 
 
-def container(name: str, script: str, **extra: Any) -> dict[str, Any]:
-    """A container whose command runs under the process kubelet as ``sh -c script`` (the image is ignored)."""
-    return {"name": name, "image": "python:3.11-slim", "command": ["sh", "-c", script], **extra}
-
-
-def template(name: str, script: str, **extra: Any) -> dict[str, Any]:
-    return {"spec": {"containers": [container(name, script, **extra)]}}
-
-
-def job(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": NS},
-        "spec": spec,
-    }
-
-
 def offline_reconciler(
     api: KubeApi, metrics: Metrics, namespace: str, jobs: list[dict[str, Any]]
 ) -> Reconciler:

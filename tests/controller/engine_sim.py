@@ -15,6 +15,7 @@ from typing import Any
 from t9k_provider.controller.engine import Create, Decision, Delete, Observed, Patch
 from t9k_provider.controller.reconcile import reconcile
 from t9k_provider.controller.runtime.reconciler import action_runs
+from tests.support.builders import make_job
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 API = "batch.tensorstack.dev/v1beta1"
@@ -27,21 +28,9 @@ def fixed_keygen() -> tuple[str, str]:
     )
 
 
-def container(name: str = "main", command: list[str] | None = None, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "image": "busybox", "command": command or ["true"], **extra}
-
-
-def template(*containers: dict[str, Any]) -> dict[str, Any]:
-    return {"spec": {"containers": list(containers) or [container()]}}
-
-
 def job(kind: str, spec: dict[str, Any], name: str = "demo") -> dict[str, Any]:
-    return {
-        "apiVersion": API,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "generation": 1},
-        "spec": spec,
-    }
+    """A job as the simulator's controller sees it: stored (uid, generation) in namespace ``ns``."""
+    return make_job(kind, name, spec, namespace="ns", uid=f"uid-{name}", generation=1)
 
 
 def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:

@@ -13,7 +13,8 @@ from kubernetes import client
 from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.local.node.events import NODE_NAME
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
-from tests.controller.e2e_support import NS, Jobs, job
+from tests.controller.e2e_support import NS, Jobs
+from tests.support.builders import make_job
 from tests.support.clusters import cluster_fixture, controller_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -38,7 +39,7 @@ def gang_job(name: str, replicas: int) -> dict[str, Any]:
         "template": {"spec": {"containers": [container]}},
     }
     spec = {"scheduler": {"t9kScheduler": {"queue": "default"}}, "replicaSpecs": [replicas_spec]}
-    return job("GenericJob", name, spec)
+    return make_job("GenericJob", name, spec, namespace=NS)
 
 
 def bound(jobs: Jobs, name: str) -> int:

@@ -17,7 +17,8 @@ import pytest
 from kubernetes import client
 
 from t9k_provider.testing import ControllerProcess, LocalCluster, require_limits, wait_for
-from tests.controller.e2e_support import NS, TERMINAL, Jobs, PodRecorder, job, template
+from tests.controller.e2e_support import NS, TERMINAL, Jobs, PodRecorder
+from tests.support.builders import make_container, make_job, make_template
 from tests.support.clusters import cluster_fixture, controller_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -65,16 +66,16 @@ def pod_phase(jobs: Jobs, name: str) -> str | None:
 
 def test_genericjob_success_rule_over_two_types(jobs: Jobs) -> None:
     """Success needs master-0 and worker-0; worker-1 is still running and is cleaned up as unfinished."""
-    jobs.create(job("GenericJob", "gj-success", {
+    jobs.create(make_job("GenericJob", "gj-success", {
         "successRules": [{"master": [0], "worker": [0]}],
         "failureRules": [{"master": [0]}],
         "cleanUpPolicy": "Unfinished",
         "replicaSpecs": [
-            {"type": "master", "template": template("main", "sleep 0.5")},
+            {"type": "master", "template": make_template(make_container("main", sh="sleep 0.5"))},
             {"type": "worker", "replicas": 2,
-             "template": template("main", "sleep 1; test $(rank) = 0 || sleep 300")},
+             "template": make_template(make_container("main", sh="sleep 1; test $(rank) = 0 || sleep 300"))},
         ],
-    }))  # fmt: skip
+    }, namespace=NS))  # fmt: skip
     obj = wait_phase(jobs, "GenericJob", "gj-success", TERMINAL)
     assert obj["status"]["phase"] == "Succeeded"
     assert cond(obj, "Completed")["status"] == "True"
@@ -84,17 +85,20 @@ def test_genericjob_success_rule_over_two_types(jobs: Jobs) -> None:
 
 
 def test_genericjob_failure_rule_needs_every_listed_replica(jobs: Jobs) -> None:
-    jobs.create(job("GenericJob", "gj-failure", {
+    jobs.create(make_job("GenericJob", "gj-failure", {
         "successRules": [{"worker": [0]}],
         "failureRules": [{"master": [0], "worker": [1]}],
         "replicaSpecs": [
-            {"type": "master", "restartPolicy": {"policy": "Never"}, "template": template("main", "exit 2")},
+            {"type": "master", "restartPolicy": {"policy": "Never"}, "template":
+                make_template(make_container("main", sh="exit 2"))},
             {
                 "type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
-                "template": template("main", "test $(rank) = 1 && { sleep 2; exit 1; }; sleep 300"),
+                "template": make_template(
+                    make_container("main", sh="test $(rank) = 1 && { sleep 2; exit 1; }; sleep 300")
+                ),
             },
         ],
-    }))  # fmt: skip
+    }, namespace=NS))  # fmt: skip
     wait_for("master fails", lambda: pod_phase(jobs, "gj-failure-master-0") == "Failed", 30)
     assert jobs.phase("GenericJob", "gj-failure") not in TERMINAL, (
         "one failed replica of the rule is not enough"
@@ -111,10 +115,10 @@ def test_pytorch_two_workers_train_with_gloo(jobs: Jobs, tmp_path: Path) -> None
         check=True, timeout=60, capture_output=True,
     )  # fmt: skip
     script = f"{PY} {WORKLOADS / 'train_ddp.py'} --data {tmp_path} --epochs 3 --out {tmp_path}"
-    jobs.create(job("PyTorchTrainingJob", "pj-ddp", {
+    jobs.create(make_job("PyTorchTrainingJob", "pj-ddp", {
         "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "Never",
-                          "template": template("pytorch", script)}],
-    }))  # fmt: skip
+                          "template": make_template(make_container("pytorch", sh=script))}],
+    }, namespace=NS))  # fmt: skip
     obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-ddp", TERMINAL, timeout=150)
     logs = {p: jobs.log(p) for p in ("pj-ddp-worker-0", "pj-ddp-worker-1")}
     assert obj["status"]["phase"] == "Succeeded", logs
@@ -144,12 +148,13 @@ def dumped_env(jobs: Jobs, pod: str) -> dict[str, Any]:
 
 
 def test_tensorflow_replicas_read_a_correct_tf_config(jobs: Jobs) -> None:
-    jobs.create(job("TensorFlowTrainingJob", "tj-env", {
+    jobs.create(make_job("TensorFlowTrainingJob", "tj-env", {
         "replicaSpecs": [
-            {"type": "chief", "template": template("tensorflow", LEADER_ENV_DUMP)},
-            {"type": "worker", "replicas": 2, "template": template("tensorflow", ENV_DUMP)},
+            {"type": "chief", "template": make_template(make_container("tensorflow", sh=LEADER_ENV_DUMP))},
+            {"type": "worker", "replicas": 2, "template":
+                make_template(make_container("tensorflow", sh=ENV_DUMP))},
         ],
-    }))  # fmt: skip
+    }, namespace=NS))  # fmt: skip
     obj = wait_phase(jobs, "TensorFlowTrainingJob", "tj-env", TERMINAL, timeout=90)
     assert obj["status"]["phase"] == "Succeeded"
     for pod, task in (("tj-env-chief-0", ("chief", 0)), ("tj-env-worker-0", ("worker", 0)),
@@ -167,12 +172,13 @@ def test_tensorflow_replicas_read_a_correct_tf_config(jobs: Jobs) -> None:
 
 
 def test_xgboost_replicas_read_master_addr_rank_and_world_size(jobs: Jobs) -> None:
-    jobs.create(job("XGBoostTrainingJob", "xj-env", {
+    jobs.create(make_job("XGBoostTrainingJob", "xj-env", {
         "replicaSpecs": [
-            {"type": "master", "template": template("xgboost", LEADER_ENV_DUMP)},
-            {"type": "worker", "replicas": 2, "template": template("xgboost", ENV_DUMP)},
+            {"type": "master", "template": make_template(make_container("xgboost", sh=LEADER_ENV_DUMP))},
+            {"type": "worker", "replicas": 2, "template":
+                make_template(make_container("xgboost", sh=ENV_DUMP))},
         ],
-    }))  # fmt: skip
+    }, namespace=NS))  # fmt: skip
     obj = wait_phase(jobs, "XGBoostTrainingJob", "xj-env", TERMINAL, timeout=90)
     assert obj["status"]["phase"] == "Succeeded"
     ranks = {}
@@ -189,11 +195,11 @@ def test_exitcode_137_restarts_until_backoff_limit_then_fails(cluster: LocalClus
     recorder = PodRecorder(cluster.api_client())
     recorder.start()
     assert recorder.started_watching.wait(10)
-    jobs.create(job("PyTorchTrainingJob", "pj-137", {
+    jobs.create(make_job("PyTorchTrainingJob", "pj-137", {
         "runPolicy": {"backoffLimit": 2},
         "replicaSpecs": [{"type": "master", "restartPolicy": "ExitCode",
-                          "template": template("pytorch", "sleep 0.3; exit 137")}],
-    }))  # fmt: skip
+                          "template": make_template(make_container("pytorch", sh="sleep 0.3; exit 137"))}],
+    }, namespace=NS))  # fmt: skip
     obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-137", TERMINAL)
     time.sleep(1)
     seen = recorder.stop()
@@ -209,11 +215,12 @@ def test_exitcode_retries_an_oom_killed_replica_and_names_it(cluster: LocalClust
     require_limits(cluster.limits_verdict())
     allocate = f"{PY} -c 'b = bytearray(200 * 1024 * 1024); print(len(b))'"
     limits = {"limits": {"memory": "64Mi"}}
-    jobs.create(job("PyTorchTrainingJob", "pj-oom", {
+    jobs.create(make_job("PyTorchTrainingJob", "pj-oom", {
         "runPolicy": {"backoffLimit": 1},
         "replicaSpecs": [{"type": "master", "restartPolicy": "ExitCode",
-                          "template": template("pytorch", allocate, resources=limits)}],
-    }))  # fmt: skip
+                          "template":
+                              make_template(make_container("pytorch", sh=allocate, resources=limits))}],
+    }, namespace=NS))  # fmt: skip
     obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-oom", TERMINAL)
     assert obj["status"]["phase"] == "Failed"
     assert obj["status"]["backoffCount"] == 1
@@ -225,20 +232,21 @@ def test_exitcode_retries_an_oom_killed_replica_and_names_it(cluster: LocalClust
 
 
 def test_exitcode_permanent_code_is_not_restarted(jobs: Jobs) -> None:
-    jobs.create(job("PyTorchTrainingJob", "pj-exit1", {
+    jobs.create(make_job("PyTorchTrainingJob", "pj-exit1", {
         "runPolicy": {"backoffLimit": 5},
         "replicaSpecs": [{"type": "master", "restartPolicy": "ExitCode",
-                          "template": template("pytorch", "exit 1")}],
-    }))  # fmt: skip
+                          "template": make_template(make_container("pytorch", sh="exit 1"))}],
+    }, namespace=NS))  # fmt: skip
     obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-exit1", TERMINAL)
     assert obj["status"]["phase"] == "Failed"
     assert obj["status"].get("backoffCount", 0) == 0
 
 
 def test_pause_then_resume(jobs: Jobs) -> None:
-    jobs.create(job("GenericJob", "gj-pause", {
-        "replicaSpecs": [{"type": "worker", "replicas": 2, "template": template("main", "sleep 300")}],
-    }))  # fmt: skip
+    jobs.create(make_job("GenericJob", "gj-pause", {
+        "replicaSpecs": [{"type": "worker", "replicas": 2, "template":
+            make_template(make_container("main", sh="sleep 300"))}],
+    }, namespace=NS))  # fmt: skip
     wait_phase(jobs, "GenericJob", "gj-pause", ("Running",))
     before = {p.metadata.name: p.metadata.uid for p in jobs.pods("gj-pause")}
     assert sorted(before) == ["gj-pause-worker-0", "gj-pause-worker-1"]
@@ -254,10 +262,10 @@ def test_pause_then_resume(jobs: Jobs) -> None:
 
 
 def test_debug_mode_replaces_the_command_and_does_not_finish(jobs: Jobs) -> None:
-    jobs.create(job("GenericJob", "gj-debug", {
+    jobs.create(make_job("GenericJob", "gj-debug", {
         "runMode": {"debug": {"enabled": True}},
-        "replicaSpecs": [{"type": "worker", "template": template("main", "exit 1")}],
-    }))  # fmt: skip
+        "replicaSpecs": [{"type": "worker", "template": make_template(make_container("main", sh="exit 1"))}],
+    }, namespace=NS))  # fmt: skip
     wait_phase(jobs, "GenericJob", "gj-debug", ("Running",))
     (pod,) = jobs.pods("gj-debug")
     assert pod.spec.containers[0].command == ["sleep", "inf"]
@@ -267,10 +275,11 @@ def test_debug_mode_replaces_the_command_and_does_not_finish(jobs: Jobs) -> None
 
 
 def test_active_deadline_fails_a_job_that_gets_no_further_events(jobs: Jobs) -> None:
-    jobs.create(job("PyTorchTrainingJob", "pj-deadline", {
+    jobs.create(make_job("PyTorchTrainingJob", "pj-deadline", {
         "runPolicy": {"activeDeadlineSeconds": 3},
-        "replicaSpecs": [{"type": "master", "template": template("pytorch", "sleep 300")}],
-    }))  # fmt: skip
+        "replicaSpecs": [{"type": "master", "template":
+            make_template(make_container("pytorch", sh="sleep 300"))}],
+    }, namespace=NS))  # fmt: skip
     obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-deadline", TERMINAL, timeout=30)
     assert obj["status"]["phase"] == "Failed"
     assert cond(obj, "Failed")["reason"] == "DeadlineExceeded"
@@ -283,14 +292,14 @@ def test_active_deadline_fails_a_job_that_gets_no_further_events(jobs: Jobs) -> 
 )
 def test_cleanup_policy(jobs: Jobs, policy: str, master_kept: bool, worker_kept: bool) -> None:
     name = f"gj-clean-{policy.lower()}"
-    jobs.create(job("GenericJob", name, {
+    jobs.create(make_job("GenericJob", name, {
         "cleanUpPolicy": policy,
         "successRules": [{"master": [0]}],
         "replicaSpecs": [
-            {"type": "master", "template": template("main", "sleep 1")},
-            {"type": "worker", "template": template("main", "sleep 300")},
+            {"type": "master", "template": make_template(make_container("main", sh="sleep 1"))},
+            {"type": "worker", "template": make_template(make_container("main", sh="sleep 300"))},
         ],
-    }))  # fmt: skip
+    }, namespace=NS))  # fmt: skip
     obj = wait_phase(jobs, "GenericJob", name, TERMINAL)
     assert obj["status"]["phase"] == "Succeeded"
     expected = sorted([f"{name}-master-0"] * master_kept + [f"{name}-worker-0"] * worker_kept)
@@ -300,10 +309,11 @@ def test_cleanup_policy(jobs: Jobs, policy: str, master_kept: bool, worker_kept:
 
 
 def test_t9k_scheduler_objects(jobs: Jobs) -> None:
-    jobs.create(job("GenericJob", "gj-sched", {
+    jobs.create(make_job("GenericJob", "gj-sched", {
         "scheduler": {"t9kScheduler": {"queue": "team-a", "priority": 50}},
-        "replicaSpecs": [{"type": "worker", "replicas": 2, "template": template("main", "sleep 300")}],
-    }))  # fmt: skip
+        "replicaSpecs": [{"type": "worker", "replicas": 2, "template":
+            make_template(make_container("main", sh="sleep 300"))}],
+    }, namespace=NS))  # fmt: skip
     custom = jobs.custom
     group = wait_for("PodGroup gj-sched", lambda: _get_or_none(lambda: custom.get_namespaced_custom_object(
             "scheduler.tensorstack.dev", "v1beta1", NS, "podgroups", "gj-sched")), 30)  # fmt: skip

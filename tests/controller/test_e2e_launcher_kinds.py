@@ -18,7 +18,8 @@ import pytest
 from kubernetes import client
 
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
-from tests.controller.e2e_support import NS, TERMINAL, Jobs, fake_tools, job
+from tests.controller.e2e_support import NS, TERMINAL, Jobs, fake_tools
+from tests.support.builders import make_job
 from tests.support.clusters import cluster_fixture, controller_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -67,13 +68,13 @@ def owner_of(obj: Any) -> str:
 
 def test_mpijob_objects_commands_and_files(jobs: Jobs, tools: Path) -> None:
     worker = {"name": "mpi-worker", "image": "mpi:x", "env": path_env(tools, "/etc/mpi/hostfile")}
-    jobs.create(job("MPIJob", "mpi", {
+    jobs.create(make_job("MPIJob", "mpi", {
         "worker": {"replicas": 2, "processesPerWorker": 2, "cmd": ["./hello", "--n", "3"],
                    "extraMPIArgs": ["--allow-run-as-root"], "template": {"spec": {"containers": [worker]}}},
         "mca": {"btl": "^openib"},
         "mpiHome": "/opt/openmpi",
         "ssh": {"sshAuthMountPath": "/root/.ssh", "sshdPath": str(tools / "sshd")},
-    }))  # fmt: skip
+    }, namespace=NS))  # fmt: skip
     obj = wait_terminal(jobs, "MPIJob", "mpi")
     assert obj["status"]["phase"] == "Succeeded", obj["status"]
     assert (
@@ -117,14 +118,14 @@ def test_mpijob_objects_commands_and_files(jobs: Jobs, tools: Path) -> None:
 
 
 def test_colossalaijob_objects_commands_and_files(jobs: Jobs, tools: Path) -> None:
-    jobs.create(job("ColossalAIJob", "cai", {
+    jobs.create(make_job("ColossalAIJob", "cai", {
         "ssh": {"authMountPath": "/root/.ssh", "sshdPath": str(tools / "sshd")},
         "launcher": {"image": "colossalai:x", "workingDir": "/tmp",
                      "env": path_env(tools, "/etc/colossalai/hostfile")},
         "worker": {"replicas": 2, "procPerWorker": 2, "command": ["train.py", "--epochs", "1"],
                    "torchArgs": ["--max_restarts=0"],
                    "template": {"spec": {"containers": [{"name": "worker", "image": "colossalai:x"}]}}},
-    }))  # fmt: skip
+    }, namespace=NS))  # fmt: skip
     obj = wait_terminal(jobs, "ColossalAIJob", "cai")
     assert obj["status"]["phase"] == "Succeeded", obj["status"]
     assert jobs.pod_names("cai") == ["cai-launcher", "cai-worker-0", "cai-worker-1"]
@@ -155,12 +156,12 @@ def test_deepspeedjob_objects_commands_and_files(jobs: Jobs) -> None:
         "worker": {"replicas": 2, "restartPolicy": "Never", "template": {"spec": {"containers": [worker]}}},
         "config": {"run": {"python": ["train.py", "--deepspeed"]}, "slotsPerWorker": 2, "localRank": False},
     }
-    jobs.create(job("DeepSpeedJob", "ds", spec))
-    jobs.create(job("DeepSpeedJob", "ds-debug", {
+    jobs.create(make_job("DeepSpeedJob", "ds", spec, namespace=NS))
+    jobs.create(make_job("DeepSpeedJob", "ds-debug", {
         **spec,
         "runMode": {"debug": {"enabled": True, "replicaSpecs": [
             {"type": "worker", "command": [sys.executable, "-c", DUMP_FILES]}]}},
-    }))  # fmt: skip
+    }, namespace=NS))  # fmt: skip
     pods = wait_for("two DeepSpeed workers", lambda: len(jobs.pods("ds")) == 2 and jobs.pods("ds"), 30)
     launch = pods[0].spec.containers[0].command
     assert launch[:2] == ["sh", "-c"] and launch[2].startswith("/usr/sbin/sshd && exec deepspeed")
@@ -193,11 +194,11 @@ def test_beamjob_flinkcluster_then_submit_job(jobs: Jobs) -> None:
         "image": "beam:x",
         "command": ["sh", "-c", 'echo "submit $FLINK_MASTER $*"', "sh"],
     }
-    jobs.create(job("BeamJob", "beam", {
+    jobs.create(make_job("BeamJob", "beam", {
         "flinkClusterTemplate": {"spec": {"flinkVersion": "1.17", "image": {"name": "flink:1.17"}}},
         "jobTemplate": {"spec": {"template": {"spec": {"containers": [submit]}}}},
         "runPolicy": {"cleanUpCluster": True},
-    }))  # fmt: skip
+    }, namespace=NS))  # fmt: skip
     flink = ("flinkoperator.k8s.io", "v1beta1", NS, "flinkclusters", "beam-flinkcluster")
     cluster = wait_for("FlinkCluster beam-flinkcluster", lambda: _get(jobs, flink), 30)
     assert cluster["spec"]["flinkVersion"] == "1.17"

@@ -14,7 +14,8 @@ from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
-from tests.controller.e2e_support import NS, TERMINAL, Jobs, job, offline_reconciler, template
+from tests.controller.e2e_support import NS, TERMINAL, Jobs, offline_reconciler
+from tests.support.builders import make_container, make_job, make_template
 from tests.support.clusters import cluster_fixture, controller_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -42,10 +43,10 @@ def test_invalid_spec_fails_with_the_field_named_and_no_hot_loop(
     jobs: Jobs, controller: ControllerProcess
 ) -> None:
     """Applied directly (no client-side validation): the rule names a replica type that does not exist."""
-    jobs.create(job("GenericJob", "gj-invalid", {
+    jobs.create(make_job("GenericJob", "gj-invalid", {
         "successRules": [{"chief": [0]}],
-        "replicaSpecs": [{"type": "worker", "template": template("main", "true")}],
-    }))  # fmt: skip
+        "replicaSpecs": [{"type": "worker", "template": make_template(make_container("main", sh="true"))}],
+    }, namespace=NS))  # fmt: skip
     wait_for("invalid job Failed", lambda: jobs.phase("GenericJob", "gj-invalid") == "Failed", 30)
     failed = jobs.condition("GenericJob", "gj-invalid", "Failed")
     assert failed is not None and failed["status"] == "True"
@@ -60,9 +61,13 @@ def test_create_rejected_by_the_server_is_surfaced_not_hot_looped(
     jobs: Jobs, controller: ControllerProcess
 ) -> None:
     """The pod template carries a label value the API server rejects (422) when the pod is created."""
-    tpl = template("main", "true")
+    tpl = make_template(make_container("main", sh="true"))
     tpl["metadata"] = {"labels": {"note": "not a valid label value!"}}
-    jobs.create(job("GenericJob", "gj-rejected", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
+    jobs.create(
+        make_job(
+            "GenericJob", "gj-rejected", {"replicaSpecs": [{"type": "worker", "template": tpl}]}, namespace=NS
+        )
+    )
 
     def surfaced() -> dict | None:
         found = jobs.condition("GenericJob", "gj-rejected", "ReplicaFailure")
@@ -86,9 +91,9 @@ def test_foreign_object_with_a_child_name_is_reported_not_adopted(
     squatter = {"metadata": {"name": "gj-squat-worker-0"}, "spec": {"containers": [
         {"name": "c", "image": "x", "command": ["sleep", "300"]}]}}  # fmt: skip
     jobs.core.create_namespaced_pod(NS, squatter)
-    jobs.create(job("GenericJob", "gj-squat", {
-        "replicaSpecs": [{"type": "worker", "template": template("main", "true")}],
-    }))  # fmt: skip
+    jobs.create(make_job("GenericJob", "gj-squat", {
+        "replicaSpecs": [{"type": "worker", "template": make_template(make_container("main", sh="true"))}],
+    }, namespace=NS))  # fmt: skip
 
     def surfaced() -> dict | None:
         found = jobs.condition("GenericJob", "gj-squat", "ReplicaFailure")
@@ -111,10 +116,11 @@ def test_foreign_object_with_a_child_name_is_reported_not_adopted(
 def test_pod_deleted_from_outside_is_recreated_without_using_the_backoff_budget(
     jobs: Jobs, controller: ControllerProcess
 ) -> None:
-    jobs.create(job("PyTorchTrainingJob", "pj-preempted", {
+    jobs.create(make_job("PyTorchTrainingJob", "pj-preempted", {
         "runPolicy": {"backoffLimit": 0},
-        "replicaSpecs": [{"type": "master", "template": template("pytorch", "sleep 300")}],
-    }))  # fmt: skip
+        "replicaSpecs": [{"type": "master", "template":
+            make_template(make_container("pytorch", sh="sleep 300"))}],
+    }, namespace=NS))  # fmt: skip
     wait_for("Running", lambda: jobs.phase("PyTorchTrainingJob", "pj-preempted") == "Running", 30)
     (pod,) = jobs.pods("pj-preempted")
     jobs.core.delete_namespaced_pod(pod.metadata.name, NS, grace_period_seconds=0)
@@ -131,9 +137,10 @@ def test_pod_deleted_from_outside_is_recreated_without_using_the_backoff_budget(
 
 
 def test_events_record_transitions(jobs: Jobs, controller: ControllerProcess) -> None:
-    jobs.create(job("GenericJob", "gj-events", {
-        "replicaSpecs": [{"type": "worker", "template": template("main", "sleep 0.5")}],
-    }))  # fmt: skip
+    jobs.create(make_job("GenericJob", "gj-events", {
+        "replicaSpecs": [{"type": "worker", "template":
+            make_template(make_container("main", sh="sleep 0.5"))}],
+    }, namespace=NS))  # fmt: skip
     wait_for("Succeeded", lambda: jobs.phase("GenericJob", "gj-events") == "Succeeded", 30)
     events = wait_for("events", lambda: events_for(jobs, "gj-events"), 10)
     for event in events:
@@ -145,10 +152,10 @@ def test_events_record_transitions(jobs: Jobs, controller: ControllerProcess) ->
 
 async def test_status_conflict_is_retried_from_fresh_state(cluster: LocalCluster, jobs: Jobs) -> None:
     """A status computed from a stale copy of the job hits 409; the reconciler re-reads and loses nothing."""
-    created = jobs.create(job("GenericJob", "gj-conflict", {
+    created = jobs.create(make_job("GenericJob", "gj-conflict", {
         "runMode": {"pause": {"enabled": True}},
-        "replicaSpecs": [{"type": "worker", "template": template("main", "true")}],
-    }))  # fmt: skip
+        "replicaSpecs": [{"type": "worker", "template": make_template(make_container("main", sh="true"))}],
+    }, namespace=NS))  # fmt: skip
     jobs.patch("GenericJob", "gj-conflict", {"metadata": {"labels": {"touched": "by-user"}}})
     async with cluster.async_api_client() as api_client:
         metrics = Metrics()
@@ -174,9 +181,10 @@ def test_two_leader_elected_controllers_never_act_together(
         a.start().wait_ready(60)
         wait_for("a leads", lambda: a.metric_sum("t9k_controller_leader") == 1, 30)
         b.start().wait_ready(60)
-        jobs.create(job("GenericJob", "gj-le-1", {
-            "replicaSpecs": [{"type": "worker", "template": template("main", "sleep 0.5")}],
-        }))  # fmt: skip
+        jobs.create(make_job("GenericJob", "gj-le-1", {
+            "replicaSpecs": [{"type": "worker", "template":
+                make_template(make_container("main", sh="sleep 0.5"))}],
+        }, namespace=NS))  # fmt: skip
         wait_for("job done by the leader", lambda: jobs.phase("GenericJob", "gj-le-1") == "Succeeded", 30)
         assert b.metric_sum("t9k_controller_leader") == 0
         assert b.metric_sum("t9k_controller_api_requests_total", access="write") == 0, "the standby wrote"
@@ -186,9 +194,10 @@ def test_two_leader_elected_controllers_never_act_together(
         killed = time.monotonic()
         wait_for("b takes over", lambda: b.metric_sum("t9k_controller_leader") == 1, 30)
         assert time.monotonic() - killed >= 2.0
-        jobs.create(job("GenericJob", "gj-le-2", {
-            "replicaSpecs": [{"type": "worker", "template": template("main", "sleep 0.5")}],
-        }))  # fmt: skip
+        jobs.create(make_job("GenericJob", "gj-le-2", {
+            "replicaSpecs": [{"type": "worker", "template":
+                make_template(make_container("main", sh="sleep 0.5"))}],
+        }, namespace=NS))  # fmt: skip
         wait_for("job done by the new leader", lambda: jobs.phase("GenericJob", "gj-le-2") == "Succeeded", 30)
 
         a.start().wait_ready(60)
@@ -220,9 +229,13 @@ def test_local_cluster_runs_the_controller_by_default(cluster_factory: Any) -> N
     """`t9k-local run` (and `up`) start `python -m t9k_provider.controller` as a child process."""
     cluster = cluster_factory(controller=True, kubelet="simulated")
     jobs = Jobs(cluster.api_client())
-    tpl = template("main", "true")
+    tpl = make_template(make_container("main", sh="true"))
     tpl["metadata"] = {"annotations": {"t9k.local/simulate-exit-code": "0"}}
-    jobs.create(job("GenericJob", "gj-local", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
+    jobs.create(
+        make_job(
+            "GenericJob", "gj-local", {"replicaSpecs": [{"type": "worker", "template": tpl}]}, namespace=NS
+        )
+    )
     wait_for(
         "the built-in controller ran it", lambda: jobs.phase("GenericJob", "gj-local") == "Succeeded", 60
     )
@@ -235,11 +248,20 @@ def test_namespace_flag_limits_what_the_controller_sees(
     proc = ControllerProcess(cluster.kubeconfig, tmp_path / "ns.log", "--namespace", "team-a")
     try:
         proc.start().wait_ready(60)
-        tpl = template("main", "sleep 0.2")
-        inside = job("GenericJob", "gj-team-a", {"replicaSpecs": [{"type": "worker", "template": tpl}]})
+        tpl = make_template(make_container("main", sh="sleep 0.2"))
+        inside = make_job(
+            "GenericJob", "gj-team-a", {"replicaSpecs": [{"type": "worker", "template": tpl}]}, namespace=NS
+        )
         inside["metadata"]["namespace"] = "team-a"
         jobs.custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "genericjobs", inside)
-        jobs.create(job("GenericJob", "gj-outside", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
+        jobs.create(
+            make_job(
+                "GenericJob",
+                "gj-outside",
+                {"replicaSpecs": [{"type": "worker", "template": tpl}]},
+                namespace=NS,
+            )
+        )
 
         def phase_in_team_a() -> str | None:
             obj = jobs.custom.get_namespaced_custom_object(
@@ -259,16 +281,30 @@ def test_controller_rides_out_an_api_server_restart(cluster_factory: Any, tmp_pa
     cluster = cluster_factory(kubelet="simulated")
     jobs = Jobs(cluster.api_client())
     proc = ControllerProcess(cluster.kubeconfig, tmp_path / "restart.log")
-    tpl = template("main", "true")
+    tpl = make_template(make_container("main", sh="true"))
     tpl["metadata"] = {"annotations": {"t9k.local/simulate-exit-code": "0"}}
     try:
         proc.start().wait_ready(60)
-        jobs.create(job("GenericJob", "gj-before", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
+        jobs.create(
+            make_job(
+                "GenericJob",
+                "gj-before",
+                {"replicaSpecs": [{"type": "worker", "template": tpl}]},
+                namespace=NS,
+            )
+        )
         wait_for("first job", lambda: jobs.phase("GenericJob", "gj-before") == "Succeeded", 60)
         watches = proc.metric_sum("t9k_controller_api_requests_total", verb="watch")
         cluster.restart()
         jobs = Jobs(cluster.api_client())
-        jobs.create(job("GenericJob", "gj-after", {"replicaSpecs": [{"type": "worker", "template": tpl}]}))
+        jobs.create(
+            make_job(
+                "GenericJob",
+                "gj-after",
+                {"replicaSpecs": [{"type": "worker", "template": tpl}]},
+                namespace=NS,
+            )
+        )
         wait_for(
             "job created after the restart", lambda: jobs.phase("GenericJob", "gj-after") == "Succeeded", 90
         )
@@ -289,11 +325,12 @@ def test_elastic_scale_down_removes_out_of_range_pods_and_services(
     proc = ControllerProcess(cluster.kubeconfig, tmp_path / "elastic.log")
     try:
         proc.start().wait_ready(60)
-        jobs.create(job("PyTorchTrainingJob", "pj-elastic", {
+        jobs.create(make_job("PyTorchTrainingJob", "pj-elastic", {
             "torchrunConfig": {"enabled": True},
             "elastic": {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "expectedReplicas": 3},
-            "replicaSpecs": [{"type": "worker", "template": template("pytorch", "train.py")}],
-        }))  # fmt: skip
+            "replicaSpecs": [{"type": "worker", "template":
+                make_template(make_container("pytorch", sh="train.py"))}],
+        }, namespace=NS))  # fmt: skip
         names = [f"pj-elastic-worker-{i}" for i in range(3)]
 
         def children() -> tuple[list[str], list[str]]:
@@ -320,11 +357,11 @@ def test_evicted_pod_is_replaced_without_using_the_backoff_budget(
     proc = ControllerProcess(cluster.kubeconfig, tmp_path / "evict.log")
     try:
         proc.start().wait_ready(60)
-        jobs.create(job("PyTorchTrainingJob", "pj-evicted", {
+        jobs.create(make_job("PyTorchTrainingJob", "pj-evicted", {
             "runPolicy": {"backoffLimit": 0},
             "replicaSpecs": [{"type": "master", "restartPolicy": "OnFailure",
-                              "template": template("pytorch", "train.py")}],
-        }))  # fmt: skip
+                              "template": make_template(make_container("pytorch", sh="train.py"))}],
+        }, namespace=NS))  # fmt: skip
         wait_for("Running", lambda: jobs.phase("PyTorchTrainingJob", "pj-evicted") == "Running", 30)
         (pod,) = jobs.pods("pj-evicted")
         jobs.core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": {

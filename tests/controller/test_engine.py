@@ -19,7 +19,8 @@ from t9k_provider.jobs.contract import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
 )
-from tests.controller.engine_sim import Sim, container, job, template
+from tests.controller.engine_sim import Sim, job
+from tests.support.builders import make_container, make_template
 
 
 def generic(replicas: int = 2, policy: str = "OnFailure", limit: int = 0, **spec: object) -> dict:
@@ -29,7 +30,7 @@ def generic(replicas: int = 2, policy: str = "OnFailure", limit: int = 0, **spec
                 "type": "worker",
                 "replicas": replicas,
                 "restartPolicy": {"policy": policy, "limit": limit},
-                "template": template(container("main", ["python", "train.py"])),
+                "template": make_template(make_container("main", command=["python", "train.py"])),
             }
         ],
         **spec,
@@ -42,8 +43,8 @@ def two_types(**spec: object) -> dict:
         "GenericJob",
         {
             "replicaSpecs": [
-                {"type": "master", "replicas": 1, "template": template()},
-                {"type": "worker", "replicas": 2, "template": template()},
+                {"type": "master", "replicas": 1, "template": make_template()},
+                {"type": "worker", "replicas": 2, "template": make_template()},
             ],
             **spec,
         },
@@ -152,9 +153,9 @@ def test_variable_substitution_in_command_args_and_env():
         '{"task":{"type":"$(type)","index":$(rank)},"cluster":{"worker":'
         '["$(service.worker[0].host):$(service.port[http])","$(service.worker[1].host):$(service.port[http])"]}}'
     )
-    c = container(
+    c = make_container(
         "main",
-        ["run", "$(type)-$(rank)", "$(replicas[worker])"],
+        command=["run", "$(type)-$(rank)", "$(replicas[worker])"],
         args=["$(MASTER_ADDR)"],
         env=[
             {"name": "TF_CONFIG", "value": tf_config},
@@ -165,7 +166,7 @@ def test_variable_substitution_in_command_args_and_env():
         "GenericJob",
         {
             "service": {"ports": [{"name": "http", "port": 2222}]},
-            "replicaSpecs": [{"type": "worker", "replicas": 2, "template": template(c)}],
+            "replicaSpecs": [{"type": "worker", "replicas": 2, "template": make_template(c)}],
         },
     )
     sim = Sim(manifest)
@@ -194,7 +195,11 @@ def test_bad_substitution_fails_the_job_with_the_field_path(command, words):
         {
             "service": {"ports": [{"name": "http", "port": 1}]},
             "replicaSpecs": [
-                {"type": "worker", "replicas": 2, "template": template(container("main", command))}
+                {
+                    "type": "worker",
+                    "replicas": 2,
+                    "template": make_template(make_container("main", command=command)),
+                }
             ],
         },
     )
@@ -559,7 +564,9 @@ def test_active_deadline_uses_a_timer_and_stops_unfinished_pods():
         "PyTorchTrainingJob",
         {
             "runPolicy": {"activeDeadlineSeconds": 100},
-            "replicaSpecs": [{"type": "worker", "replicas": 2, "template": template(container("pytorch"))}],
+            "replicaSpecs": [
+                {"type": "worker", "replicas": 2, "template": make_template(make_container("pytorch"))}
+            ],
         },
     )
     sim = Sim(manifest)
@@ -637,7 +644,7 @@ def test_debug_mode_replaces_commands_and_never_decides():
             }
         }
     )
-    manifest["spec"]["replicaSpecs"][1]["template"]["spec"]["initContainers"] = [container("init")]
+    manifest["spec"]["replicaSpecs"][1]["template"]["spec"]["initContainers"] = [make_container("init")]
     sim = Sim(manifest)
     sim.step()
     worker = sim.pod("demo-worker-0")["spec"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.controller.engine_sim import Sim, container, job, template
+from tests.controller.engine_sim import Sim, job
+from tests.support.builders import make_container, make_template
 
 WORLD_EVENTS = ("start", "succeed", "fail1", "fail137", "evict", "delete", "crash", "tick", "pause")
 
@@ -26,13 +27,13 @@ def manifest(kind: str, policy: str) -> dict:
                         "type": "master",
                         "replicas": 1,
                         "restartPolicy": {"policy": generic_policy, "limit": 2},
-                        "template": template(),
+                        "template": make_template(),
                     },
                     {
                         "type": "worker",
                         "replicas": 2,
                         "restartPolicy": {"policy": generic_policy, "limit": 1},
-                        "template": template(),
+                        "template": make_template(),
                     },
                 ],
                 "successRules": [{"master": [0]}],
@@ -49,7 +50,7 @@ def manifest(kind: str, policy: str) -> dict:
                     "type": "worker",
                     "replicas": 3,
                     "restartPolicy": policy,
-                    "template": template(container("pytorch")),
+                    "template": make_template(make_container("pytorch")),
                 }
             ],
         },

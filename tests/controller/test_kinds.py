@@ -16,7 +16,8 @@ from t9k_provider.controller.kinds.registry import REGISTRY
 from t9k_provider.controller.kinds.ssh import generate_keypair
 from t9k_provider.jobs import KINDS
 from t9k_provider.jobs.common import PyTorchReplicaSpec
-from tests.controller.engine_sim import Sim, container, job, template
+from tests.controller.engine_sim import Sim, job
+from tests.support.builders import make_container, make_template
 
 
 def env_of(pod: dict, cname: str | None = None) -> dict[str, str]:
@@ -50,7 +51,9 @@ def pytorch(**spec: object) -> dict:
                 "type": "worker",
                 "replicas": 3,
                 "restartPolicy": "ExitCode",
-                "template": template(container("pytorch", ["python"], args=["train.py", "--epochs=1"])),
+                "template": make_template(
+                    make_container("pytorch", command=["python"], args=["train.py", "--epochs=1"])
+                ),
             },
         ],
         **spec,
@@ -63,8 +66,8 @@ def test_pytorch_env_ranks_port_services_and_wait():
         "PyTorchTrainingJob",
         {
             "replicaSpecs": [
-                {"type": "worker", "replicas": 2, "template": template(container("pytorch"))},
-                {"type": "master", "replicas": 1, "template": template(container("pytorch"))},
+                {"type": "worker", "replicas": 2, "template": make_template(make_container("pytorch"))},
+                {"type": "master", "replicas": 1, "template": make_template(make_container("pytorch"))},
             ]
         },
     )
@@ -94,7 +97,7 @@ def test_pytorch_env_ranks_port_services_and_wait():
 
 
 def test_pytorch_first_type_is_master_and_declared_port_wins():
-    c = container(
+    c = make_container(
         "python",
         ports=[{"name": "pytorchjob-port", "containerPort": 30000}],
         env=[{"name": "WORLD_SIZE", "value": "user"}],
@@ -103,8 +106,8 @@ def test_pytorch_first_type_is_master_and_declared_port_wins():
         "PyTorchTrainingJob",
         {
             "replicaSpecs": [
-                {"type": "ps", "replicas": 1, "template": template(c)},
-                {"type": "worker", "replicas": 2, "template": template(container("python"))},
+                {"type": "ps", "replicas": 1, "template": make_template(c)},
+                {"type": "worker", "replicas": 2, "template": make_template(make_container("python"))},
             ]
         },
     )
@@ -117,8 +120,8 @@ def test_pytorch_first_type_is_master_and_declared_port_wins():
 
 
 def test_pytorch_torchrun_command():
-    gpu = container(
-        "pytorch", ["python"], args=["-m", "pkg.train"], resources={"limits": {"nvidia.com/gpu": 4}}
+    gpu = make_container(
+        "pytorch", command=["python"], args=["-m", "pkg.train"], resources={"limits": {"nvidia.com/gpu": 4}}
     )
     manifest = pytorch(
         torchrunConfig={
@@ -128,7 +131,7 @@ def test_pytorch_torchrun_command():
             "extraOptions": ["--log_dir=/tmp/x"],
         }
     )
-    manifest["spec"]["replicaSpecs"][0]["template"] = template(gpu)
+    manifest["spec"]["replicaSpecs"][0]["template"] = make_template(gpu)
     sim = Sim(manifest)
     sim.step()
     c = main(sim.pod("demo-worker-1"), "pytorch")
@@ -223,7 +226,9 @@ def test_training_default_restart_policy_is_on_failure_and_priority_zero():
         "PyTorchTrainingJob",
         {
             "scheduler": {"t9kScheduler": {"queue": "q"}},
-            "replicaSpecs": [{"type": "worker", "replicas": 1, "template": template(container("pytorch"))}],
+            "replicaSpecs": [
+                {"type": "worker", "replicas": 1, "template": make_template(make_container("pytorch"))}
+            ],
         },
     )
     sim = Sim(manifest)
@@ -243,9 +248,9 @@ def test_training_default_restart_policy_is_on_failure_and_priority_zero():
     ],
 )
 def test_torchrun_container_preference(names, chosen):
-    containers = [container(n, ["python"], args=["t.py"]) for n in names]
+    containers = [make_container(n, command=["python"], args=["t.py"]) for n in names]
     manifest = pytorch(torchrunConfig={"enabled": True})
-    manifest["spec"]["replicaSpecs"][0]["template"] = template(*containers)
+    manifest["spec"]["replicaSpecs"][0]["template"] = make_template(*containers)
     sim = Sim(manifest)
     sim.step()
     commands = {c["name"]: c["command"][0] for c in sim.pod("demo-worker-0")["spec"]["containers"]}
@@ -328,15 +333,15 @@ def tensorflow(**spec: object) -> dict:
         "TensorFlowTrainingJob",
         {
             "replicaSpecs": [
-                {"type": "chief", "template": template(container("tensorflow"))},
+                {"type": "chief", "template": make_template(make_container("tensorflow"))},
                 {
                     "type": "ps",
-                    "template": template(
-                        container("tensorflow", ports=[{"name": "x", "containerPort": 5000}])
+                    "template": make_template(
+                        make_container("tensorflow", ports=[{"name": "x", "containerPort": 5000}])
                     ),
                 },
-                {"type": "worker", "replicas": 2, "template": template(container("tensorflow"))},
-                {"type": "evaluator", "template": template(container("tensorflow"))},
+                {"type": "worker", "replicas": 2, "template": make_template(make_container("tensorflow"))},
+                {"type": "evaluator", "template": make_template(make_container("tensorflow"))},
             ],
             **spec,
         },
@@ -378,7 +383,11 @@ def test_tf_chief_decides_and_unfinished_cleanup_removes_ps():
 def test_tf_without_chief_worker_zero_decides():
     manifest = job(
         "TensorFlowTrainingJob",
-        {"replicaSpecs": [{"type": "worker", "replicas": 2, "template": template(container("tensorflow"))}]},
+        {
+            "replicaSpecs": [
+                {"type": "worker", "replicas": 2, "template": make_template(make_container("tensorflow"))}
+            ]
+        },
     )
     sim = Sim(manifest)
     run_to_running(sim)
@@ -398,8 +407,8 @@ def test_xgboost_env(ports, port):
         "XGBoostTrainingJob",
         {
             "replicaSpecs": [
-                {"type": "worker", "replicas": 2, "template": template(container("xgboost"))},
-                {"type": "master", "template": template(container("xgboost", ports=ports))},
+                {"type": "worker", "replicas": 2, "template": make_template(make_container("xgboost"))},
+                {"type": "master", "template": make_template(make_container("xgboost", ports=ports))},
             ]
         },
     )
@@ -429,7 +438,7 @@ MPI_DOCUMENTED = {
         "extraMPIArgs": ["-N", "2", "--allow-run-as-root"],
         "processesPerWorker": 3,
         "processRecovery": {"enable": True, "limit": 100},
-        "template": template(container("mpi-worker", ["ignored"])),
+        "template": make_template(make_container("mpi-worker", command=["ignored"])),
     },
     "mca": {"btl": "^openib", "pml": "ob1"},
     "mpiHome": "/usr/local/openmpi",
@@ -443,7 +452,11 @@ MPI_NEW = {
         "script": ["./hello"],
     },
     "replicaSpecs": [
-        {"type": "worker", "replicas": 2, "template": template(container("worker", ["ignored"]))},
+        {
+            "type": "worker",
+            "replicas": 2,
+            "template": make_template(make_container("worker", command=["ignored"])),
+        },
         {"type": "launcher", "template": {}},
     ],
 }
@@ -562,14 +575,14 @@ COLOSSAL_DOCUMENTED = {
         "procPerWorker": 2,
         "command": ["train.py", "arg1"],
         "torchArgs": ["--max_restarts=2"],
-        "template": template(container("worker", ["ignored"])),
+        "template": make_template(make_container("worker", command=["ignored"])),
     },
 }
 COLOSSAL_NEW = {
     "torchConfig": {"procPerWorker": 2, "script": ["train.py", "arg1"], "extraArgs": ["--max_restarts", "2"]},
     "replicaSpecs": [
-        {"type": "launcher", "template": template(container("launcher"))},
-        {"type": "worker", "replicas": 2, "template": template(container("worker"))},
+        {"type": "launcher", "template": make_template(make_container("launcher"))},
+        {"type": "worker", "replicas": 2, "template": make_template(make_container("worker"))},
     ],
 }
 
@@ -613,16 +626,17 @@ def test_extra_launch_args_forms():
 
 
 def deepspeed(config: dict, **spec: object) -> dict:
-    worker = container(
+    worker = make_container(
         "worker",
-        ["ignored"],
+        command=["ignored"],
         env=[
             {"name": "NCCL_DEBUG", "value": "INFO"},
             {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
         ],
     )
     return job(
-        "DeepSpeedJob", {"worker": {"replicas": 3, "template": template(worker)}, "config": config, **spec}
+        "DeepSpeedJob",
+        {"worker": {"replicas": 3, "template": make_template(worker)}, "config": config, **spec},
     )
 
 
@@ -725,9 +739,9 @@ def beam(**spec: object) -> dict:
                     "template": {
                         "spec": {
                             "containers": [
-                                container(
+                                make_container(
                                     "submit",
-                                    ["python3", "-m", "apache_beam.examples.wordcount"],
+                                    command=["python3", "-m", "apache_beam.examples.wordcount"],
                                     args=["--output=/tmp/o"],
                                 )
                             ]
@@ -803,10 +817,12 @@ def test_beam_user_runner_options_are_kept():
 
 
 EVERY_KIND = {
-    "GenericJob": {"replicaSpecs": [{"type": "worker", "replicas": 2, "template": template()}]},
+    "GenericJob": {"replicaSpecs": [{"type": "worker", "replicas": 2, "template": make_template()}]},
     "PyTorchTrainingJob": pytorch()["spec"],
     "TensorFlowTrainingJob": tensorflow()["spec"],
-    "XGBoostTrainingJob": {"replicaSpecs": [{"type": "master", "template": template(container("xgboost"))}]},
+    "XGBoostTrainingJob": {
+        "replicaSpecs": [{"type": "master", "template": make_template(make_container("xgboost"))}]
+    },
     "MPIJob": MPI_DOCUMENTED,
     "ColossalAIJob": COLOSSAL_DOCUMENTED,
     "DeepSpeedJob": deepspeed({"run": {"python": ["t.py"]}})["spec"],

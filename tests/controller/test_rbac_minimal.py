@@ -41,7 +41,8 @@ from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
-from tests.controller.e2e_support import fake_tools, offline_reconciler, template
+from tests.controller.e2e_support import fake_tools, offline_reconciler
+from tests.support.builders import make_container, make_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -289,18 +290,30 @@ def kind_spec(kind: str, tools: Path) -> dict[str, Any]:
         return {
             "cleanUpPolicy": "All",
             "scheduler": {"t9kScheduler": {"queue": "default"}},
-            "replicaSpecs": [{"type": "worker", "template": template("main", "true")}],
+            "replicaSpecs": [
+                {"type": "worker", "template": make_template(make_container("main", sh="true"))}
+            ],
         }
     if kind == "PyTorchTrainingJob":
         return {
             "runPolicy": {"cleanUpPolicy": "All"},
             "tensorboardSpec": {"image": "tb:1", "trainingLogFilesets": ["t9k://pvc/p/log"]},
-            "replicaSpecs": [{"type": "master", "template": template("pytorch", "true")}],
+            "replicaSpecs": [
+                {"type": "master", "template": make_template(make_container("pytorch", sh="true"))}
+            ],
         }
     if kind == "TensorFlowTrainingJob":
-        return {"replicaSpecs": [{"type": "chief", "template": template("tensorflow", "true")}]}
+        return {
+            "replicaSpecs": [
+                {"type": "chief", "template": make_template(make_container("tensorflow", sh="true"))}
+            ]
+        }
     if kind == "XGBoostTrainingJob":
-        return {"replicaSpecs": [{"type": "master", "template": template("xgboost", "true")}]}
+        return {
+            "replicaSpecs": [
+                {"type": "master", "template": make_template(make_container("xgboost", sh="true"))}
+            ]
+        }
     if kind == "MPIJob":
         worker = {"name": "mpi-worker", "image": "mpi:x", "env": path_env(tools, "/etc/mpi/hostfile")}
         return {
@@ -371,7 +384,9 @@ def squat(resource: str) -> Callable[[Scene], Check]:
     def scenario(s: Scene) -> Check:
         name = f"sq-{resource}"
         meta = {"name": name}
-        worker = {"replicaSpecs": [{"type": "worker", "template": template("m", "true")}]}
+        worker = {
+            "replicaSpecs": [{"type": "worker", "template": make_template(make_container("m", sh="true"))}]
+        }
         # the squatter first: the controller must not win the name
         if resource == "pods":
             kind, spec = "GenericJob", worker
@@ -434,7 +449,7 @@ def drift(s: Scene) -> Check:
     """Children the controller keeps in sync, changed behind its back: it patches them back."""
     s.job("GenericJob", "drift-pg", {
         "scheduler": {"t9kScheduler": {"queue": "default", "priority": 5}},
-        "replicaSpecs": [{"type": "worker", "template": template("m", "sleep 30")}],
+        "replicaSpecs": [{"type": "worker", "template": make_template(make_container("m", sh="sleep 30"))}],
     })  # fmt: skip
     spec = kind_spec("MPIJob", s.env.tools)
     spec["runMode"] = {

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from t9k_provider.testing import ControllerProcess, wait_for
-from tests.controller.e2e_support import TERMINAL, Jobs, PodRecorder, fake_tools, job, template
+from tests.controller.e2e_support import NS, TERMINAL, Jobs, PodRecorder, fake_tools
+from tests.support.builders import make_container, make_job, make_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -32,14 +33,15 @@ def wave(w: int, tools: Path) -> list[Expectation]:
     """(manifest, expected phase, allowed creation counts per pod name) for one wave of jobs."""
     return [
         (
-            job("GenericJob", f"gj-ok-{w}", {
-                "replicaSpecs": [{"type": "worker", "replicas": 2, "template": template("main", "sleep 1")}],
-            }),
+            make_job("GenericJob", f"gj-ok-{w}", {
+                "replicaSpecs": [{"type": "worker", "replicas": 2, "template":
+                    make_template(make_container("main", sh="sleep 1"))}],
+            }, namespace=NS),
             "Succeeded",
             {f"gj-ok-{w}-worker-0": {1}, f"gj-ok-{w}-worker-1": {1}},
         ),
         (
-            job("GenericJob", f"gj-rules-{w}", {
+            make_job("GenericJob", f"gj-rules-{w}", {
                 "successRules": [{"worker": [0]}],
                 "failureRules": [{"master": [0]}],
                 "cleanUpPolicy": "Unfinished",
@@ -47,60 +49,60 @@ def wave(w: int, tools: Path) -> list[Expectation]:
                     {
                         "type": "master",
                         "restartPolicy": {"policy": "Never"},
-                        "template": template("main", "exit 3"),
+                        "template": make_template(make_container("main", sh="exit 3")),
                     },
-                    {"type": "worker", "template": template("main", "sleep 60")},
+                    {"type": "worker", "template": make_template(make_container("main", sh="sleep 60"))},
                 ],
-            }),
+            }, namespace=NS),
             "Failed",
             # worker-0 may never be created: a kill right after master-0's create lets master fail first
             # (the same holds for the TF/XGBoost workers below: the chief/master alone decides success).
             {f"gj-rules-{w}-master-0": {1}, f"gj-rules-{w}-worker-0": {0, 1}},
         ),
         (
-            job("GenericJob", f"gj-limit-{w}", {
+            make_job("GenericJob", f"gj-limit-{w}", {
                 "replicaSpecs": [{
                     "type": "worker",
                     "restartPolicy": {"policy": "OnFailure", "limit": 1},
-                    "template": template("main", "sleep 0.3; exit 1"),
+                    "template": make_template(make_container("main", sh="sleep 0.3; exit 1")),
                 }],
-            }),
+            }, namespace=NS),
             "Failed",
             {f"gj-limit-{w}-worker-0": {2}},
         ),
         (
-            job("PyTorchTrainingJob", f"pj-137-{w}", {
+            make_job("PyTorchTrainingJob", f"pj-137-{w}", {
                 "runPolicy": {"backoffLimit": 2},
                 "replicaSpecs": [{
                     "type": "master", "restartPolicy": "ExitCode",
-                    "template": template("pytorch", "sleep 0.3; exit 137"),
+                    "template": make_template(make_container("pytorch", sh="sleep 0.3; exit 137")),
                 }],
-            }),
+            }, namespace=NS),
             "Failed",
             {f"pj-137-{w}-master-0": {3}},
         ),
         (
-            job("TensorFlowTrainingJob", f"tj-{w}", {
+            make_job("TensorFlowTrainingJob", f"tj-{w}", {
                 "replicaSpecs": [
-                    {"type": "chief", "template": template("tensorflow", "sleep 1")},
-                    {"type": "worker", "template": template("tensorflow", "sleep 1")},
+                    {"type": "chief", "template": make_template(make_container("tensorflow", sh="sleep 1"))},
+                    {"type": "worker", "template": make_template(make_container("tensorflow", sh="sleep 1"))},
                 ],
-            }),
+            }, namespace=NS),
             "Succeeded",
             {f"tj-{w}-chief-0": {1}, f"tj-{w}-worker-0": {0, 1}},
         ),
         (
-            job("XGBoostTrainingJob", f"xj-{w}", {
+            make_job("XGBoostTrainingJob", f"xj-{w}", {
                 "replicaSpecs": [
-                    {"type": "master", "template": template("xgboost", "sleep 1")},
-                    {"type": "worker", "template": template("xgboost", "sleep 1")},
+                    {"type": "master", "template": make_template(make_container("xgboost", sh="sleep 1"))},
+                    {"type": "worker", "template": make_template(make_container("xgboost", sh="sleep 1"))},
                 ],
-            }),
+            }, namespace=NS),
             "Succeeded",
             {f"xj-{w}-master-0": {1}, f"xj-{w}-worker-0": {0, 1}},
         ),
         (
-            job("MPIJob", f"mpi-{w}", {
+            make_job("MPIJob", f"mpi-{w}", {
                 "worker": {
                     "replicas": 2, "cmd": ["./hello"],
                     "template": {"spec": {"containers": [{
@@ -111,7 +113,7 @@ def wave(w: int, tools: Path) -> list[Expectation]:
                 },
                 "ssh": {"sshdPath": str(tools / "sshd")},
                 "runPolicy": {"cleanUpWorkers": True},
-            }),
+            }, namespace=NS),
             "Succeeded",
             # The launcher starts once, after both workers run; workers are deleted (not re-run) at the end.
             {f"mpi-{w}-worker-0": {1}, f"mpi-{w}-worker-1": {1}, f"mpi-{w}-launcher": {1}},

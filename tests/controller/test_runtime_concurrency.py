@@ -21,7 +21,8 @@ from t9k_provider.kube.api import KubeApi, ResourceType
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
 from t9k_provider.kube.resources import PODS
 from t9k_provider.testing import LocalCluster
-from tests.controller.e2e_support import NS, job, template
+from tests.controller.e2e_support import NS
+from tests.support.builders import make_container, make_job, make_template
 from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.cluster
@@ -109,8 +110,12 @@ async def pods_of(api: KubeApi, job_name: str) -> list[str]:
 
 async def test_a_jobs_pod_creates_are_in_flight_together(api_client: Any) -> None:
     api = ObservedApi(api_client, Metrics())
-    spec = {"replicaSpecs": [{"type": "worker", "replicas": 4, "template": template("main", "true")}]}
-    created = await api.create(GENERIC, NS, job("GenericJob", "gj-together", spec))
+    spec = {
+        "replicaSpecs": [
+            {"type": "worker", "replicas": 4, "template": make_template(make_container("main", sh="true"))}
+        ]
+    }
+    created = await api.create(GENERIC, NS, make_job("GenericJob", "gj-together", spec, namespace=NS))
     outcome = await reconciler_for(api, created).reconcile(("GenericJob", NS, "gj-together"))
     assert not outcome.retry
     assert api.most_in_flight == 4, "the 4 pod creates went out one after another"
@@ -119,15 +124,15 @@ async def test_a_jobs_pod_creates_are_in_flight_together(api_client: Any) -> Non
 
 async def test_one_rejected_create_does_not_stop_the_others(api_client: Any) -> None:
     api = ObservedApi(api_client, Metrics())
-    bad = template("main", "true")
+    bad = make_template(make_container("main", sh="true"))
     bad["metadata"] = {"labels": {"note": "not a valid label value!"}}  # the server answers 422
     spec = {
         "replicaSpecs": [
-            {"type": "worker", "replicas": 3, "template": template("main", "true")},
+            {"type": "worker", "replicas": 3, "template": make_template(make_container("main", sh="true"))},
             {"type": "bad", "replicas": 1, "template": bad},
         ]
     }
-    created = await api.create(GENERIC, NS, job("GenericJob", "gj-partial", spec))
+    created = await api.create(GENERIC, NS, make_job("GenericJob", "gj-partial", spec, namespace=NS))
     reconciler = reconciler_for(api, created)
     outcome = await reconciler.reconcile(("GenericJob", NS, "gj-partial"))
     assert outcome.retry
@@ -142,8 +147,12 @@ async def test_one_rejected_create_does_not_stop_the_others(api_client: Any) -> 
 
 async def test_an_unexpected_error_is_raised_after_the_whole_run_was_attempted(api_client: Any) -> None:
     api = ObservedApi(api_client, Metrics(), broken="gj-broken-worker-1")
-    spec = {"replicaSpecs": [{"type": "worker", "replicas": 4, "template": template("main", "true")}]}
-    created = await api.create(GENERIC, NS, job("GenericJob", "gj-broken", spec))
+    spec = {
+        "replicaSpecs": [
+            {"type": "worker", "replicas": 4, "template": make_template(make_container("main", sh="true"))}
+        ]
+    }
+    created = await api.create(GENERIC, NS, make_job("GenericJob", "gj-broken", spec, namespace=NS))
     reconciler = reconciler_for(api, created)
     with pytest.raises(RuntimeError, match="gj-broken-worker-1"):
         await reconciler.reconcile(("GenericJob", NS, "gj-broken"))

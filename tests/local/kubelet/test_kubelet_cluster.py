@@ -19,11 +19,10 @@ from t9k_provider.local import poddir
 from t9k_provider.local.kubelet import cgroups, network
 from t9k_provider.local.poddir import PodDir
 from t9k_provider.testing import LocalCluster, require_limits, wait_for
+from tests.support.builders import PY, make_container, make_pod
 from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.cluster
-
-PY = "python"  # resolved through the pod PATH: the cluster's own interpreter
 
 
 #: A second restart backs off 2 s, so that BackOff is observable.
@@ -33,19 +32,6 @@ cluster = cluster_fixture(env={"T9K_LOCAL_RESTART_BACKOFF": "2"})
 @pytest.fixture
 def core(cluster: LocalCluster) -> client.CoreV1Api:
     return client.CoreV1Api(cluster.api_client())
-
-
-def pod_manifest(name: str, containers: list[dict], **spec: Any) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, **spec.pop("metadata", {})},
-        "spec": {"restartPolicy": "Never", "containers": containers, **spec},
-    }
-
-
-def c(name: str, script: str, **extra: Any) -> dict:
-    return {"name": name, "image": "python:3.11", "command": [PY, "-c", script], **extra}
 
 
 def phase_is(core: client.CoreV1Api, name: str, ns: str, *phases: str) -> Callable[[], Any]:
@@ -84,16 +70,14 @@ def ns(core: client.CoreV1Api) -> str:
 
 
 def test_two_containers_exit_codes_phases_and_logs(core: client.CoreV1Api, ns: str) -> None:
-    pod = pod_manifest(
+    pod = make_pod(
         "two",
-        [
-            c("ok", "import time; print('out a', flush=True); time.sleep(1); print('bye a')"),
-            c(
-                "bad",
-                "import sys, time; print('to stderr', file=sys.stderr, flush=True); time.sleep(2); "
-                "print('last line'); sys.exit(3)",
-            ),
-        ],
+        make_container("ok", py="import time; print('out a', flush=True); time.sleep(1); print('bye a')"),
+        make_container(
+            "bad",
+            py="import sys, time; print('to stderr', file=sys.stderr, flush=True); time.sleep(2); "
+            "print('last line'); sys.exit(3)",
+        ),
     )
     core.create_namespaced_pod(ns, pod)
     running = wait_for("Running", phase_is(core, "two", ns, "Running"))
@@ -134,30 +118,28 @@ def test_init_containers_run_in_order_with_env_and_volumes(core: client.CoreV1Ap
         "print(os.environ['POD']); print(open('/etc/cfg/f.txt').read()); print(os.getcwd()); "
         "print(os.environ['HOSTNAME'])"
     )
-    pod = pod_manifest(
+    pod = make_pod(
         "init",
-        [
-            c(
-                "main",
-                main_script,
-                workingDir="/scratch/sub",
-                env=[
-                    {"name": "G", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "greeting"}}},
-                    {"name": "MSG", "value": "$(G) world"},
-                    {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "token"}}},
-                    {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                ],
-                volumeMounts=[*shared, {"name": "cfg", "mountPath": "/etc/cfg"}],
-            )
-        ],
+        make_container(
+            "main",
+            py=main_script,
+            workingDir="/scratch/sub",
+            env=[
+                {"name": "G", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "greeting"}}},
+                {"name": "MSG", "value": "$(G) world"},
+                {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "token"}}},
+                {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            ],
+            volumeMounts=[*shared, {"name": "cfg", "mountPath": "/etc/cfg"}],
+        ),
         initContainers=[
-            c(
+            make_container(
                 "first",
-                "import time; time.sleep(0.5); " + append,
+                py="import time; time.sleep(0.5); " + append,
                 env=[{"name": "STEP", "value": "1"}],
                 volumeMounts=shared,
             ),
-            c("second", append, env=[{"name": "STEP", "value": "2"}], volumeMounts=shared),
+            make_container("second", py=append, env=[{"name": "STEP", "value": "2"}], volumeMounts=shared),
         ],
         volumes=[{"name": "work", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "cfg"}}],
     )
@@ -177,9 +159,9 @@ def test_on_failure_restarts_with_last_state(core: client.CoreV1Api, ns: str) ->
         "import os, sys; p='/data/runs'; n=len(open(p).read()) if os.path.exists(p) else 0; "
         "open(p,'a').write('x'); print('run', n); sys.exit(0 if n >= 2 else 5)"
     )
-    pod = pod_manifest(
+    pod = make_pod(
         "flaky",
-        [c("main", script, volumeMounts=[{"name": "d", "mountPath": "/data"}])],
+        make_container("main", py=script, volumeMounts=[{"name": "d", "mountPath": "/data"}]),
         restartPolicy="OnFailure",
         volumes=[{"name": "d", "emptyDir": {}}],
     )
@@ -211,9 +193,10 @@ def test_graceful_delete_sigterm_then_sigkill(core: client.CoreV1Api, ns: str, c
     out_dir = cluster.state_dir / "graceful-out"
     out_dir.mkdir()
     vol = [{"name": "out", "mountPath": "/out"}]
-    pod = pod_manifest(
+    pod = make_pod(
         "slow",
-        [c("polite", polite, volumeMounts=vol), c("stubborn", stubborn)],
+        make_container("polite", py=polite, volumeMounts=vol),
+        make_container("stubborn", py=stubborn),
         terminationGracePeriodSeconds=3,
         volumes=[{"name": "out", "hostPath": {"path": str(out_dir)}}],
     )
@@ -237,7 +220,7 @@ def test_graceful_delete_sigterm_then_sigkill(core: client.CoreV1Api, ns: str, c
     [{"name": "main", "image": "busybox"}, {"name": "main", "image": "busybox", "args": ["echo"]}],
 )
 def test_missing_command_is_create_container_error(core: client.CoreV1Api, ns: str, container: dict) -> None:
-    core.create_namespaced_pod(ns, pod_manifest("nocmd", [container]))
+    core.create_namespaced_pod(ns, make_pod("nocmd", container))
 
     def waiting_reason() -> Any:
         pod = core.read_namespaced_pod("nocmd", ns)
@@ -254,7 +237,7 @@ def test_missing_command_is_create_container_error(core: client.CoreV1Api, ns: s
 
 def test_unknown_executable_is_a_start_error(core: client.CoreV1Api, ns: str) -> None:
     container = {"name": "main", "image": "x", "command": ["no-such-binary-t9k", "--flag"]}
-    core.create_namespaced_pod(ns, pod_manifest("noexec", [container]))
+    core.create_namespaced_pod(ns, make_pod("noexec", container))
     done = wait_for("Failed", phase_is(core, "noexec", ns, "Failed", "Succeeded"))
     term = done.status.container_statuses[0].state.terminated
     assert (done.status.phase, term.exit_code, term.reason) == ("Failed", 128, "StartError")
@@ -266,7 +249,7 @@ def test_unknown_executable_is_a_start_error(core: client.CoreV1Api, ns: str) ->
 def test_missing_configmap_is_create_container_config_error(core: client.CoreV1Api, ns: str) -> None:
     env = [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "later", "key": "k"}}}]
     core.create_namespaced_pod(
-        ns, pod_manifest("cfgerr", [c("main", "import os; print(os.environ['X'])", env=env)])
+        ns, make_pod("cfgerr", make_container("main", py="import os; print(os.environ['X'])", env=env))
     )
 
     def waiting_reason() -> Any:
@@ -281,9 +264,11 @@ def test_missing_configmap_is_create_container_config_error(core: client.CoreV1A
 
 def test_missing_volume_source_waits_in_container_creating(core: client.CoreV1Api, ns: str) -> None:
     """As the real kubelet: FailedMount, the container waits (not a config error), the mount is retried."""
-    pod = pod_manifest(
+    pod = make_pod(
         "mnt",
-        [c("main", "print(open('/cfg/k').read())", volumeMounts=[{"name": "cfg", "mountPath": "/cfg"}])],
+        make_container(
+            "main", py="print(open('/cfg/k').read())", volumeMounts=[{"name": "cfg", "mountPath": "/cfg"}]
+        ),
         volumes=[{"name": "cfg", "configMap": {"name": "later"}}],
     )
     core.create_namespaced_pod(ns, pod)
@@ -304,7 +289,8 @@ def test_missing_volume_source_waits_in_container_creating(core: client.CoreV1Ap
 
 def test_active_deadline_fails_the_pod(core: client.CoreV1Api, ns: str) -> None:
     core.create_namespaced_pod(
-        ns, pod_manifest("late", [c("main", "import time; time.sleep(60)")], activeDeadlineSeconds=2)
+        ns,
+        make_pod("late", make_container("main", py="import time; time.sleep(60)"), activeDeadlineSeconds=2),
     )
     failed = wait_for("Failed", phase_is(core, "late", ns, "Failed"), timeout=20)
     assert failed.status.reason == "DeadlineExceeded"
@@ -319,9 +305,12 @@ def test_a_deadline_that_passes_before_the_containers_run_reports_them_terminate
 ) -> None:
     """The init container outlives the deadline, so the main container never runs: the failed pod reports
     it terminated (ContainerStatusUnknown, 137), as the kubelet's TerminatePod does, not waiting for good."""
-    init = c("init", "import time; time.sleep(60)")
+    init = make_container("init", py="import time; time.sleep(60)")
     core.create_namespaced_pod(
-        ns, pod_manifest("never-ran", [c("main", "pass")], initContainers=[init], activeDeadlineSeconds=2)
+        ns,
+        make_pod(
+            "never-ran", make_container("main", py="pass"), initContainers=[init], activeDeadlineSeconds=2
+        ),
     )
     failed = wait_for("Failed", phase_is(core, "never-ran", ns, "Failed"), timeout=30)
     assert failed.status.reason == "DeadlineExceeded"
@@ -377,21 +366,19 @@ def _same_port_scenario(core: client.CoreV1Api, ns: str, bind_pod_ip: bool) -> d
         core.create_namespaced_service(ns, _service(f"srv-{i}", {"replica": str(i)}))
         core.create_namespaced_pod(
             ns,
-            pod_manifest(f"srv-{i}", [c("main", SERVER, env=env)], metadata={"labels": {"replica": str(i)}}),
+            make_pod(f"srv-{i}", make_container("main", py=SERVER, env=env), labels={"replica": str(i)}),
         )
     for i in range(2):
         wait_for("listening", lambda i=i: pod_log(core, f"srv-{i}", ns) == "listening\n")
     core.create_namespaced_pod(
         ns,
-        pod_manifest(
+        make_pod(
             "cli",
-            [
-                {
-                    "name": "main",
-                    "image": "x",
-                    "command": [PY, "-c", CLIENT, "srv-0", f"srv-1.{ns}.svc.cluster.local"],
-                }
-            ],
+            {
+                "name": "main",
+                "image": "x",
+                "command": [PY, "-c", CLIENT, "srv-0", f"srv-1.{ns}.svc.cluster.local"],
+            },
         ),
     )
     done = wait_for("client done", phase_is(core, "cli", ns, "Succeeded", "Failed"), timeout=40)
@@ -427,7 +414,7 @@ def test_kubelet_restart_readopts_running_pod_and_stop_ends_containers(
     cluster = cluster_factory()
     core = client.CoreV1Api(cluster.api_client())
     script = "import time, sys; print('start', flush=True); time.sleep(4); print('end'); sys.exit(4)"
-    core.create_namespaced_pod("default", pod_manifest("survivor", [c("main", script)]))
+    core.create_namespaced_pod("default", make_pod("survivor", make_container("main", py=script)))
     wait_for("running", lambda: pod_log(core, "survivor", "default") == "start\n")
     cluster.kill()  # SIGKILL: agents die, the shim and its process carry on
     time.sleep(0.5)
@@ -442,7 +429,7 @@ def test_kubelet_restart_readopts_running_pod_and_stop_ends_containers(
 
     # A clean stop (SIGTERM), unlike a crash, stops the containers and removes the pod networks.
     core.create_namespaced_pod(
-        "default", pod_manifest("sleeper", [c("main", "import time; time.sleep(120)")])
+        "default", make_pod("sleeper", make_container("main", py="import time; time.sleep(120)"))
     )
     pod = wait_for("running", phase_is(core, "sleeper", "default", "Running"))
     pid_file = next((cluster.state_dir / "pods").glob("default_sleeper_*/main/0.pid"))
@@ -463,7 +450,7 @@ def test_clusters_side_by_side_get_bridges_and_subnets_of_their_own(
     clusters = [cluster_factory(flink_operator=False) for _ in range(2)]
     assert clusters[0].subnet != clusters[1].subnet
     cores = [client.CoreV1Api(cluster.api_client()) for cluster in clusters]
-    server = pod_manifest("srv", [c("main", SERVER)])
+    server = make_pod("srv", make_container("main", py=SERVER))
     cores[0].create_namespaced_pod("default", server)
     wait_for("listening", lambda: pod_log(cores[0], "srv", "default") == "listening\n")
     target = cores[0].read_namespaced_pod("srv", "default").status.pod_ip
@@ -473,7 +460,9 @@ def test_clusters_side_by_side_get_bridges_and_subnets_of_their_own(
         "try:\n    socket.create_connection((sys.argv[1], 8080), timeout=2)\n"
         "except OSError as exc:\n    print('unreachable', type(exc).__name__)\nelse:\n    print('reached')\n"
     )
-    cores[1].create_namespaced_pod("default", pod_manifest("probe", [c("main", probe, args=[target])]))
+    cores[1].create_namespaced_pod(
+        "default", make_pod("probe", make_container("main", py=probe, args=[target]))
+    )
     wait_for("probe done", phase_is(cores[1], "probe", "default", "Succeeded"), timeout=40)
     assert pod_log(cores[1], "probe", "default").startswith("unreachable")
     for cluster in clusters:
@@ -491,7 +480,9 @@ def test_a_killed_cluster_that_is_not_restarted_leaves_no_pod_network_after_stop
     for a cluster that will not start again, so they hold no pod address for good."""
     cluster = cluster_factory()
     core = client.CoreV1Api(cluster.api_client())
-    core.create_namespaced_pod("default", pod_manifest("left", [c("main", "import time; time.sleep(120)")]))
+    core.create_namespaced_pod(
+        "default", make_pod("left", make_container("main", py="import time; time.sleep(120)"))
+    )
     pod = wait_for("running", phase_is(core, "left", "default", "Running"))
     (netns,) = Path("/run/netns").glob(f"t9k-*-{pod.metadata.uid[:8]}")
     leases = network.run_dir() / "ipam"
@@ -510,7 +501,9 @@ def _job(name: str, script: str, **spec: Any) -> dict:
         "kind": "Job",
         "metadata": {"name": name},
         "spec": {
-            "template": {"spec": {"restartPolicy": "Never", "containers": [c("main", script)]}},
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [make_container("main", py=script)]}
+            },
             **spec,
         },
     }
@@ -567,17 +560,15 @@ def test_shim_spec_carries_expanded_argv_and_base_env(
     """The shim spec on disk carries argv and the computed env (checked here as the kubelet wrote it)."""
     core.create_namespaced_pod(
         ns,
-        pod_manifest(
+        make_pod(
             "argv",
-            [
-                {
-                    "name": "m",
-                    "image": "x",
-                    "command": ["echo"],
-                    "args": ["$(A)", "$$(A)", "$(NOPE)"],
-                    "env": [{"name": "A", "value": "a"}],
-                }
-            ],
+            {
+                "name": "m",
+                "image": "x",
+                "command": ["echo"],
+                "args": ["$(A)", "$$(A)", "$(NOPE)"],
+                "env": [{"name": "A", "value": "a"}],
+            },
         ),
     )
     wait_for("Succeeded", phase_is(core, "argv", ns, "Succeeded"))
@@ -614,11 +605,11 @@ def test_t9k_scheduler_binds_a_podgroup_as_a_gang(
     )
 
     def member(name: str) -> dict:
-        return pod_manifest(
+        return make_pod(
             name,
-            [c("main", "print('hi')")],
+            make_container("main", py="print('hi')"),
             schedulerName="t9k-scheduler",
-            metadata={"labels": {"scheduler.tensorstack.dev/group-name": "g"}},
+            labels={"scheduler.tensorstack.dev/group-name": "g"},
         )
 
     core.create_namespaced_pod(ns, member("m0"))
@@ -646,16 +637,16 @@ def test_hosts_files_follow_pods_and_services_created_later(core: client.CoreV1A
     """A running pod sees names of pods/services created after it started (the hosts file is live)."""
     core.create_namespaced_service(ns, _service("sub", {"grp": "x"}))
     argv = [PY, "-c", RESOLVER, "late-0.sub", f"late-svc.{ns}.svc", "early"]
-    core.create_namespaced_pod(ns, pod_manifest("early", [{"name": "m", "image": "x", "command": argv}]))
+    core.create_namespaced_pod(ns, make_pod("early", {"name": "m", "image": "x", "command": argv}))
     wait_for("early running", phase_is(core, "early", ns, "Running"))
     time.sleep(0.5)
     core.create_namespaced_service(ns, _service("late-svc", {"grp": "x"}))
-    late = pod_manifest(
+    late = make_pod(
         "late-0",
-        [c("m", "import time; time.sleep(30)")],
+        make_container("m", py="import time; time.sleep(30)"),
         hostname="late-0",
         subdomain="sub",
-        metadata={"labels": {"grp": "x"}},
+        labels={"grp": "x"},
     )
     core.create_namespaced_pod(ns, late)
     done = wait_for("resolved", phase_is(core, "early", ns, "Succeeded", "Failed"), timeout=30)
@@ -695,18 +686,18 @@ def test_hosts_resolve_pod_ips_back_so_gloo_logs_no_hostname_warning(core: clien
     """Reverse lookups of pod IPs answer like cluster DNS (the TCPStore server names each connecting peer)."""
     core.create_namespaced_service(ns, _service("named", {"app": "named"}))
     for name, labels in (("named-0", {"app": "named"}), ("bare", {})):
-        sleeper = pod_manifest(name, [c("m", "import time; time.sleep(60)")], metadata={"labels": labels})
+        sleeper = make_pod(name, make_container("m", py="import time; time.sleep(60)"), labels=labels)
         core.create_namespaced_pod(ns, sleeper)
     ips = {
         n: wait_for(f"{n} ip", lambda n=n: core.read_namespaced_pod(n, ns).status.pod_ip)
         for n in ("named-0", "bare")
     }
     argv = [PY, "-c", REVERSE, ips["named-0"], ips["bare"]]
-    core.create_namespaced_pod(ns, pod_manifest("asker", [{"name": "m", "image": "x", "command": argv}]))
-    rank0 = pod_manifest("rank-0", [{"name": "m", "image": "x", "command": [PY, "-c", GLOO, "0", "rank-0"]}])
+    core.create_namespaced_pod(ns, make_pod("asker", {"name": "m", "image": "x", "command": argv}))
+    rank0 = make_pod("rank-0", {"name": "m", "image": "x", "command": [PY, "-c", GLOO, "0", "rank-0"]})
     core.create_namespaced_pod(ns, rank0)
     master = wait_for("rank-0 ip", lambda: core.read_namespaced_pod("rank-0", ns).status.pod_ip)
-    rank1 = pod_manifest("rank-1", [{"name": "m", "image": "x", "command": [PY, "-c", GLOO, "1", master]}])
+    rank1 = make_pod("rank-1", {"name": "m", "image": "x", "command": [PY, "-c", GLOO, "1", master]})
     core.create_namespaced_pod(ns, rank1)
 
     wait_for("asker done", phase_is(core, "asker", ns, "Succeeded", "Failed"))
@@ -763,9 +754,11 @@ def test_run_as_user_group_and_fs_group(cluster: LocalCluster, core: client.Core
         "time.sleep(60)\n"
     )
     same_user = {"exec": {"command": ["sh", "-c", 'test "$(id -u):$(id -g)" = 1000:3000']}, **FAST}
-    pod = pod_manifest(
+    pod = make_pod(
         "ids",
-        [c("main", script, volumeMounts=[{"name": "d", "mountPath": "/data"}], readinessProbe=same_user)],
+        make_container(
+            "main", py=script, volumeMounts=[{"name": "d", "mountPath": "/data"}], readinessProbe=same_user
+        ),
         securityContext={
             "runAsUser": 1000,
             "runAsGroup": 3000,
@@ -785,7 +778,9 @@ def test_run_as_user_group_and_fs_group(cluster: LocalCluster, core: client.Core
 
 
 def test_run_as_non_root_without_a_user_is_refused(core: client.CoreV1Api, ns: str) -> None:
-    pod = pod_manifest("nonroot", [c("main", "print('ran')")], securityContext={"runAsNonRoot": True})
+    pod = make_pod(
+        "nonroot", make_container("main", py="print('ran')"), securityContext={"runAsNonRoot": True}
+    )
     core.create_namespaced_pod(ns, pod)
     if os.geteuid() != 0:  # the local "image" runs as the kubelet's own, non-root user
         wait_for("Succeeded", phase_is(core, "nonroot", ns, "Succeeded"))
@@ -834,11 +829,11 @@ def test_projected_and_downward_api_volumes(core: client.CoreV1Api, ns: str) -> 
         ]
     }
     mounts = [{"name": "p", "mountPath": "/p"}, {"name": "d", "mountPath": "/d"}]
-    pod = pod_manifest(
+    pod = make_pod(
         "proj",
-        [c("main", script, volumeMounts=mounts, resources=resources)],
+        make_container("main", py=script, volumeMounts=mounts, resources=resources),
         volumes=[{"name": "p", "projected": projected}, {"name": "d", "downwardAPI": downward}],
-        metadata={"labels": labels},
+        labels=labels,
     )
     core.create_namespaced_pod(ns, pod)
     done = wait_for("done", phase_is(core, "proj", ns, "Succeeded", "Failed"))
@@ -857,15 +852,13 @@ def test_service_account_token_volume_holds_a_bound_token(core: client.CoreV1Api
     """A serviceAccountToken source gets a token from the API server's TokenRequest: for its audience,
     bound to the pod."""
     token = {"serviceAccountToken": {"path": "token", "audience": "api", "expirationSeconds": 3600}}
-    pod = pod_manifest(
+    pod = make_pod(
         "tok",
-        [
-            c(
-                "main",
-                "print(open('/var/run/secrets/tokens/token').read())",
-                volumeMounts=[{"name": "t", "mountPath": "/var/run/secrets/tokens"}],
-            )
-        ],
+        make_container(
+            "main",
+            py="print(open('/var/run/secrets/tokens/token').read())",
+            volumeMounts=[{"name": "t", "mountPath": "/var/run/secrets/tokens"}],
+        ),
         volumes=[{"name": "t", "projected": {"sources": [token]}}],
     )
     created = core.create_namespaced_pod(ns, pod)
@@ -898,10 +891,12 @@ def test_load_incluster_config_from_a_pod(core: client.CoreV1Api, ns: str) -> No
         "    print(review.status.user_info.username)\n"
         "asyncio.run(main())\n"
     )
-    core.create_namespaced_pod(ns, pod_manifest("incluster", [c("main", script), c("aio", async_script)]))
+    core.create_namespaced_pod(
+        ns, make_pod("incluster", make_container("main", py=script), make_container("aio", py=async_script))
+    )
     quiet_script = "import os; print(os.path.exists('/var/run/secrets/kubernetes.io/serviceaccount/token'))"
     core.create_namespaced_pod(
-        ns, pod_manifest("quiet", [c("main", quiet_script)], automountServiceAccountToken=False)
+        ns, make_pod("quiet", make_container("main", py=quiet_script), automountServiceAccountToken=False)
     )
     done = wait_for("done", phase_is(core, "incluster", ns, "Succeeded", "Failed"), timeout=60)
     out = pod_log(core, "incluster", ns, container="main")
@@ -938,9 +933,11 @@ def test_failing_liveness_probe_restarts_the_container(core: client.CoreV1Api, n
         "time.sleep(120)\n"
     )
     liveness = {"exec": {"command": ["cat", "/state/healthy"]}, "failureThreshold": 2, **FAST}
-    pod = pod_manifest(
+    pod = make_pod(
         "live",
-        [c("main", script, livenessProbe=liveness, volumeMounts=[{"name": "s", "mountPath": "/state"}])],
+        make_container(
+            "main", py=script, livenessProbe=liveness, volumeMounts=[{"name": "s", "mountPath": "/state"}]
+        ),
         restartPolicy="Always",
         terminationGracePeriodSeconds=2,
         volumes=[{"name": "s", "emptyDir": {}}],
@@ -1009,9 +1006,9 @@ def test_readiness_probe_gates_the_ready_condition_and_service_endpoints(
     flags.mkdir()
     bind = [{"name": "BIND", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
     readiness = {"httpGet": {"path": "/healthz", "port": "http"}, "failureThreshold": 1, **FAST}
-    web = c(
+    web = make_container(
         "main",
-        READY_SERVER,
+        py=READY_SERVER,
         env=bind,
         ports=[{"name": "http", "containerPort": 8080}],
         readinessProbe=readiness,
@@ -1022,11 +1019,8 @@ def test_readiness_probe_gates_the_ready_condition_and_service_endpoints(
     )
     core.create_namespaced_pod(
         ns,
-        pod_manifest(
-            "web",
-            [web],
-            volumes=[{"name": "flags", "hostPath": {"path": str(flags)}}],
-            metadata={"labels": {"app": "web"}},
+        make_pod(
+            "web", web, volumes=[{"name": "flags", "hostPath": {"path": str(flags)}}], labels={"app": "web"}
         ),
     )
     wait_for("web running", phase_is(core, "web", ns, "Running"))
@@ -1040,7 +1034,7 @@ def test_readiness_probe_gates_the_ready_condition_and_service_endpoints(
     web_ip = core.read_namespaced_pod("web", ns).status.pod_ip
     wait_for("not-ready endpoint", lambda: _endpoint_ips(core, ns) == ([], [web_ip]))
 
-    core.create_namespaced_pod(ns, pod_manifest("client", [c("main", RESOLVE_LOOP)]))
+    core.create_namespaced_pod(ns, make_pod("client", make_container("main", py=RESOLVE_LOOP)))
     wait_for("not resolvable", lambda: pod_log(core, "client", ns) == "none\n")
     (flags / "ready").touch()
     wait_for("Ready", lambda: _ready_condition(core, "web", ns) == "True")
@@ -1076,10 +1070,12 @@ def test_startup_probe_holds_liveness_until_the_container_listens(
     startup = {"tcpSocket": {"port": 8081}, "failureThreshold": 120, **FAST}
     liveness = {"tcpSocket": {"port": 8081}, "failureThreshold": 1, **FAST}
     mounts = [{"name": "flags", "mountPath": "/flags"}]
-    container = c("main", script, env=bind, startupProbe=startup, livenessProbe=liveness, volumeMounts=mounts)
-    pod = pod_manifest(
+    container = make_container(
+        "main", py=script, env=bind, startupProbe=startup, livenessProbe=liveness, volumeMounts=mounts
+    )
+    pod = make_pod(
         "slow",
-        [container],
+        container,
         restartPolicy="Always",
         volumes=[{"name": "flags", "hostPath": {"path": str(flags)}}],
     )
@@ -1114,13 +1110,13 @@ def attempt_cgroups(cluster: LocalCluster, pod: client.V1Pod, container: str, n:
 
 def test_memory_limit_ends_in_oom_killed(cluster: LocalCluster, core: client.CoreV1Api, ns: str) -> None:
     require_limits(cluster.limits_verdict())  # skips without cgroups, fails so on CI
-    hog = c(
+    hog = make_container(
         "main",
-        "b = bytearray(200 * 1024 * 1024); print('survived')",
+        py="b = bytearray(200 * 1024 * 1024); print('survived')",
         resources={"limits": {"memory": "64Mi"}},
     )
-    core.create_namespaced_pod(ns, pod_manifest("hog", [hog]))
-    core.create_namespaced_pod(ns, pod_manifest("hog-again", [hog], restartPolicy="OnFailure"))
+    core.create_namespaced_pod(ns, make_pod("hog", hog))
+    core.create_namespaced_pod(ns, make_pod("hog-again", hog, restartPolicy="OnFailure"))
     pod = wait_for("hog failed", phase_is(core, "hog", ns, "Failed", "Succeeded"))
     assert pod.status.phase == "Failed"
     terminated = pod.status.container_statuses[0].state.terminated
@@ -1142,8 +1138,8 @@ def test_cpu_limit_gives_about_the_quota(cluster: LocalCluster, core: client.Cor
     """limits.cpu 200m: about 0.2 CPU per CFS period, as the kernel counts it in cpu.stat (not by a clock);
     the pod's cgroups go with the pod."""
     require_limits(cluster.limits_verdict())  # skips without cgroups, fails so on CI
-    spin = c("main", "while True: pass", resources={"limits": {"cpu": "200m"}})
-    core.create_namespaced_pod(ns, pod_manifest("spin", [spin]))
+    spin = make_container("main", py="while True: pass", resources={"limits": {"cpu": "200m"}})
+    core.create_namespaced_pod(ns, make_pod("spin", spin))
     pod = wait_for("spin running", phase_is(core, "spin", ns, "Running"))
     dirs = attempt_cgroups(cluster, pod, "main")
     wait_for("20 CFS periods", lambda: cgroups.cpu_usage(dirs)[1] >= 20, timeout=60)
@@ -1169,16 +1165,16 @@ def test_non_root_container_and_its_exec_run_in_the_attempts_cgroup(
         "time.sleep(60)\n"
     )
     same = 'test "$(id -u)" = 1000 && test "$(cat /proc/self/cgroup)" = "$(cat /data/cgroup)"'
-    main = c(
+    main = make_container(
         "main",
-        script,
+        py=script,
         resources={"limits": {"memory": "64Mi"}},
         volumeMounts=[{"name": "d", "mountPath": "/data"}],
         readinessProbe={"exec": {"command": ["sh", "-c", same]}, **FAST},
     )
-    pod = pod_manifest(
+    pod = make_pod(
         "limited",
-        [main],
+        main,
         securityContext={"runAsUser": 1000, "fsGroup": 2000},
         volumes=[{"name": "d", "emptyDir": {}}],
     )
