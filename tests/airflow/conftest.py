@@ -6,21 +6,15 @@ writes the developer's ``~/airflow``.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-_HOME = Path(tempfile.mkdtemp(prefix="t9k-airflow-home-"))
-os.environ.setdefault("AIRFLOW_HOME", str(_HOME))
-os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-os.environ.setdefault(
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{Path(os.environ['AIRFLOW_HOME']) / 'airflow.db'}"
-)
+from tests.support.airflow_home import use_private_airflow_home
+
+use_private_airflow_home("t9k-airflow-home-")
+
 
 from t9k_provider.testing import LocalCluster  # noqa: E402
 from tests.airflow.cluster import DAGS, airflow_on_cluster  # noqa: E402

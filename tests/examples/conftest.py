@@ -7,21 +7,16 @@ the dags folder at ``dags_examples/`` for their duration.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-_HOME = Path(tempfile.mkdtemp(prefix="t9k-examples-airflow-"))
-os.environ.setdefault("AIRFLOW_HOME", str(_HOME))
-os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-os.environ.setdefault(
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{Path(os.environ['AIRFLOW_HOME']) / 'airflow.db'}"
-)
+from tests.support.airflow_home import use_private_airflow_home
+
+use_private_airflow_home("t9k-examples-airflow-")
+
 
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags_examples"
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from t9k_provider.local.state import StateDir, default_state_dir
+from tests.support.builders import make_container, make_job, make_template
 
 
 def t9k_local(
@@ -81,34 +82,8 @@ def test_fresh_cluster_is_ready_for_t9k_jobs(state_dir: Path, tmp_path: Path) ->
     up = t9k_local("up", "--state-dir", str(state_dir), "--no-controller", "--no-node-agents")
     assert up.returncode == 0, up.stderr
     job = tmp_path / "job.yaml"
-    job.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "batch.tensorstack.dev/v1beta1",
-                "kind": "GenericJob",
-                "metadata": {"name": "demo"},
-                "spec": {
-                    "replicaSpecs": [
-                        {
-                            "type": "worker",
-                            "replicas": 1,
-                            "template": {
-                                "spec": {
-                                    "containers": [
-                                        {
-                                            "name": "w",
-                                            "image": "python",
-                                            "command": ["python", "-c", "print(1)"],
-                                        }
-                                    ]
-                                }
-                            },
-                        }
-                    ]
-                },
-            }
-        )
-    )
+    worker = {"type": "worker", "replicas": 1, "template": make_template(make_container("w", py="print(1)"))}
+    job.write_text(yaml.safe_dump(make_job("GenericJob", "demo", {"replicaSpecs": [worker]})))
     kubectl = [
         "kubectl",
         "--kubeconfig",

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from t9k_provider.testing import LocalCluster
+from tests.support.builders import make_container, make_job, make_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("kubectl_binary")]
 
@@ -69,26 +70,8 @@ def test_apply_get_and_reapply_a_pod(kubectl, tmp_path: Path) -> None:
 
 
 def test_apply_validates_on_the_server_by_default(kubectl, tmp_path: Path) -> None:
-    job = {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "GenericJob",
-        "metadata": {"name": "strict"},
-        "spec": {
-            "replicaSpecs": [
-                {
-                    "type": "worker",
-                    "replicas": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {"name": "w", "image": "python", "command": ["python", "-c", "print(1)"]}
-                            ]
-                        }
-                    },
-                }
-            ]
-        },
-    }
+    worker = {"type": "worker", "replicas": 1, "template": make_template(make_container("w", py="print(1)"))}
+    job = make_job("GenericJob", "strict", {"replicaSpecs": [worker]})
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(job))
     assert "genericjob.batch.tensorstack.dev/strict created" in kubectl("apply", "-f", str(path))

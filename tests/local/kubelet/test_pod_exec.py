@@ -18,6 +18,7 @@ from kubernetes.stream import stream
 
 from t9k_provider.local.poddir import PodDir
 from t9k_provider.testing import LocalCluster, wait_for
+from tests.support.builders import make_container, make_job, make_template
 from tests.support.clusters import cluster_fixture
 
 pytestmark = [
@@ -487,31 +488,9 @@ def test_request_errors(
 
 def test_exec_into_a_debug_mode_genericjob_replica(cluster: LocalCluster, kubectl, ns: str) -> None:
     custom = client.CustomObjectsApi(cluster.api_client())
-    job = {
-        "apiVersion": "batch.tensorstack.dev/v1beta1",
-        "kind": "GenericJob",
-        "metadata": {"name": "dbg"},
-        "spec": {
-            "runMode": {"debug": {"enabled": True}},
-            "replicaSpecs": [
-                {
-                    "type": "worker",
-                    "replicas": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "trainer",
-                                    "image": "t9k/trainer",
-                                    "command": ["python", "-c", "exit(1)"],
-                                }
-                            ]
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    trainer = make_container("trainer", py="exit(1)", image="t9k/trainer")
+    worker = {"type": "worker", "replicas": 1, "template": make_template(trainer)}
+    job = make_job("GenericJob", "dbg", {"runMode": {"debug": {"enabled": True}}, "replicaSpecs": [worker]})
     custom.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs", job)
 
     def running() -> bool:
