@@ -65,6 +65,8 @@ STEPS = (
     ("pod Succeeded -> job Succeeded (status propagation)", "job_done"),
     ("job Succeeded -> Airflow task end (detection, log collection, Airflow)", "end"),
 )
+#: Seconds two watch streams' deliveries of causally ordered events may come out of order.
+WATCH_SKEW = 0.05
 #: Seconds a task may take at most, by work (the wait of the slowest operator included), before a run of
 #: the DAG is given up.
 TASK_BUDGET = {"pass": 60.0, "sleep20": 90.0}
@@ -115,7 +117,11 @@ class Stamps:
                 self._stamp(task, "pod_done", now)
 
     def steps(self, task: str, start: float, end: float) -> list[float] | None:
-        """Each step's seconds for one task, or None when a stamp is missing or out of order."""
+        """Each step's seconds for one task, or None when a stamp is missing or out of order.
+
+        The job's and the pod's stamps come from two watch streams read by two threads: a job seen
+        Succeeded a moment before its pod (the controller wrote it after the pod's) is the streams' skew,
+        and counts as a step of 0; more than ``WATCH_SKEW`` out of order is a broken stamp."""
         with self.lock:
             seen = dict(self.seen.get(task, {}))
         seen["end"] = end
@@ -123,7 +129,9 @@ class Stamps:
         if any(s is None for s in stamps):
             return None
         steps = [b - a for a, b in itertools.pairwise(stamps)]  # type: ignore[operator]
-        return steps if min(steps) >= 0 else None
+        if min(steps) < -WATCH_SKEW:
+            return None
+        return [max(0.0, step) for step in steps]
 
     def explain(self, task: str, start: float, end: float) -> str:
         """The stamps of one task relative to its start, by step (None: never seen)."""
