@@ -21,7 +21,7 @@ from benchmarks.api import Client, Watch, ensure_namespace, progress
 from benchmarks.stats import Figure
 from t9k_provider.controller.cli import build_parser
 from t9k_provider.kube.timestamps import parse_timestamp
-from t9k_provider.local.poddir import PodDir, read_json
+from t9k_provider.local.kubelet.poddir import PodDir, read_json
 from t9k_provider.testing import LocalCluster, wait_for
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"

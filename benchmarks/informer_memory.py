@@ -17,9 +17,9 @@ import tracemalloc
 from typing import Any
 
 from t9k_provider.jobs import API_VERSION, KINDS
-from t9k_provider.kube.api import KubeApi, ResourceType, api_client
+from t9k_provider.kube.api import KubeApi, api_client
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
-from t9k_provider.kube.resources import PODS
+from t9k_provider.kube.resources import PODS, ResourceType
 
 TYPES: dict[str, tuple[ResourceType, dict[str, Any]]] = {
     "GenericJob": (ResourceType(API_VERSION, "GenericJob", KINDS["GenericJob"].PLURAL), {}),

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from benchmarks.api import Client, ensure_namespace
 from benchmarks.stats import Figure, percentile
-from t9k_provider.local.store import Store
+from t9k_provider.local.storage.store import Store
 from t9k_provider.testing import LocalCluster
 
 SECTION = "4. Local cluster"

@@ -80,7 +80,8 @@ async def run(args: argparse.Namespace) -> int:
     from t9k_provider.controller.kinds.registry import WATCHED_CHILD_TYPES
     from t9k_provider.controller.reconcile import reconcile
     from t9k_provider.jobs import API_VERSION, KINDS
-    from t9k_provider.kube.api import ResourceType, api_client
+    from t9k_provider.kube.api import api_client
+    from t9k_provider.kube.resources import ResourceType
 
     settings = Settings(
         namespaces=args.namespace,

@@ -12,7 +12,6 @@ import json
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,35 +19,12 @@ import aiohttp
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
+from t9k_provider.kube.resources import PODS, ResourceType
+
 MERGE_PATCH = "application/merge-patch+json"
 REQUEST_TIMEOUT = 30.0
 #: Longest log line passed on; the rest of a longer line is dropped (a runaway line cannot exhaust memory).
 MAX_LOG_LINE_BYTES = 64 * 1024
-
-
-@dataclass(frozen=True)
-class ResourceType:
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
-
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
-        base = f"/api/{self.api_version}" if "/" not in self.api_version else f"/apis/{self.api_version}"
-        if self.namespaced and namespace is not None:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name is not None:
-            base += f"/{name}"
-        if subresource is not None:
-            base += f"/{subresource}"
-        return base
 
 
 class ApiError(Exception):
@@ -359,7 +335,6 @@ class KubeApi:
         ``since_time`` (RFC 3339) starts at that second instead of the beginning. The stream has no read
         timeout: a replica may stay silent for hours; the caller stops the iteration when it stops caring.
         """
-        from t9k_provider.kube.resources import PODS  # it imports this module
 
         query = [("container", container), ("follow", "true"), ("timestamps", "true")]
         if since_time is not None:

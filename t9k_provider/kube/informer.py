@@ -22,7 +22,8 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.resources import ResourceType
 from t9k_provider.kube.versions import compare, resource_version
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,33 @@
 
 from __future__ import annotations
 
-from t9k_provider.kube.api import ResourceType
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        base = f"/api/{self.api_version}" if "/" not in self.api_version else f"/apis/{self.api_version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+        if subresource is not None:
+            base += f"/{subresource}"
+        return base
+
 
 PODS = ResourceType("v1", "Pod", "pods")
 SERVICES = ResourceType("v1", "Service", "services")

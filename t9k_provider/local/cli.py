@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from t9k_provider.local.apiserver.quantity import QUANTITY_ERROR, parse_quantity
+from t9k_provider.local.machinery.quantity import QUANTITY_ERROR, parse_quantity
 from t9k_provider.local.state import AlreadyRunning, StateDir, default_state_dir, wait_ready
 from t9k_provider.local.tls import ensure_pki
 
@@ -127,6 +127,7 @@ async def serve(
     ``capacity`` overrides what the Node advertises (`CAPACITY_FLAGS`); ``subnet``: the pods' `PodSubnet`."""
     from t9k_provider.local.apiserver.server import ApiServer
     from t9k_provider.local.kubelet.network import PodSubnet, namespaces_available
+    from t9k_provider.local.kubelet.streaming import ContainerStreams
 
     lock = state.acquire()
     netns = kubelet == "process" and network != "host" and namespaces_available()  # as the kubelet decides
@@ -137,6 +138,7 @@ async def serve(
         state.path,
         state.token(),
         pki.server_context(),
+        ContainerStreams(state.path),  # the kubelet's streaming endpoints, in this process
         _pick_port(state, port),
         capacity,
         pod_network_host=gateway,

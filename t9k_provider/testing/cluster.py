@@ -273,7 +273,7 @@ class LocalCluster:
         """The kubelet's verdict on resource limits, from the Node once the kubelet has recorded it (None if
         it has not within ``timeout``): pass it to ``require_limits``."""
         from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
-        from t9k_provider.local.node.events import NODE_NAME
+        from t9k_provider.local.machinery.events import NODE_NAME
 
         deadline = time.monotonic() + timeout
         while True:

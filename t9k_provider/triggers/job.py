@@ -34,7 +34,8 @@ from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 
 if TYPE_CHECKING:  # the kubernetes client and the job models: not at DAG parse
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
-    from t9k_provider.kube.api import KubeApi, ResourceType
+    from t9k_provider.kube.api import KubeApi
+    from t9k_provider.kube.resources import ResourceType
     from t9k_provider.triggers.replica_logs import ReplicaLogs
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
@@ -132,7 +133,7 @@ class T9kJobTrigger(BaseTrigger):
 
     def _resource(self) -> ResourceType:
         from t9k_provider.jobs.constants import API_VERSION
-        from t9k_provider.kube.api import ResourceType
+        from t9k_provider.kube.resources import ResourceType
 
         return ResourceType(API_VERSION, self.kind, self.plural)
 

@@ -22,7 +22,8 @@ from t9k_provider.kube.versions import compare, resource_version
 
 if TYPE_CHECKING:  # the kubernetes client: not at DAG parse
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
-    from t9k_provider.kube.api import KubeApi, ResourceType
+    from t9k_provider.kube.api import KubeApi
+    from t9k_provider.kube.resources import ResourceType
 
 #: How long the server keeps one watch open; the jitter spreads the renewals of many hubs apart.
 WATCH_SECONDS = 290.0

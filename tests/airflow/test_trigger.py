@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from t9k_provider.jobs import API_VERSION
-from t9k_provider.kube.api import ResourceType
+from t9k_provider.kube.resources import ResourceType
 from t9k_provider.triggers.job import T9kJobTrigger
 from tests.airflow.fakes import generic_manifest, kube_error, with_status
 from tests.airflow.versions import airflow3_only

@@ -18,8 +18,9 @@ from t9k_provider.controller.runtime.events import EventRecorder
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.controller.runtime.reconciler import Reconciler
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
-from t9k_provider.kube.api import KubeApi, ResourceType
+from t9k_provider.kube.api import KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
+from t9k_provider.kube.resources import ResourceType
 
 NS = "default"
 

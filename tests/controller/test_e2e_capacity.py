@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from t9k_provider.jobs import GROUP, VERSION
-from t9k_provider.local.node.events import NODE_NAME
+from t9k_provider.local.machinery.events import NODE_NAME
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 from tests.controller.e2e_support import NS, Jobs
 from tests.support.builders import make_job

@@ -11,9 +11,9 @@ import pytest
 
 from t9k_provider.controller.runtime.leader import LeaderElector
 from t9k_provider.controller.runtime.metrics import Metrics
-from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import Informer
-from t9k_provider.kube.resources import CONFIGMAPS, LEASES, SECRETS
+from t9k_provider.kube.resources import CONFIGMAPS, LEASES, SECRETS, ResourceType
 from t9k_provider.testing import LocalCluster, wait_for_async
 from tests.support.clusters import cluster_fixture
 

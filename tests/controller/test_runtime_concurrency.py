@@ -17,9 +17,9 @@ from t9k_provider.controller.runtime.events import EventRecorder
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.controller.runtime.reconciler import Reconciler, action_runs
 from t9k_provider.jobs import API_VERSION, KINDS
-from t9k_provider.kube.api import KubeApi, ResourceType
+from t9k_provider.kube.api import KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
-from t9k_provider.kube.resources import PODS
+from t9k_provider.kube.resources import PODS, ResourceType
 from t9k_provider.testing import LocalCluster
 from tests.controller.e2e_support import NS
 from tests.support.builders import make_container, make_job, make_template

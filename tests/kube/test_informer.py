@@ -15,7 +15,7 @@ import pytest
 
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.kube import informer as informer_module
-from t9k_provider.kube.api import ApiError, ResourceType
+from t9k_provider.kube.api import ApiError
 from t9k_provider.kube.informer import (
     NODE_INDEX,
     OWNER_INDEX,
@@ -24,7 +24,7 @@ from t9k_provider.kube.informer import (
     by_node,
     by_owner,
 )
-from t9k_provider.kube.resources import PODS
+from t9k_provider.kube.resources import PODS, ResourceType
 
 
 def pod(name: str, rv: int, owner: str | None = "job-uid", phase: str = "Pending") -> dict[str, Any]:

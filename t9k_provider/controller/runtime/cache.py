@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.kube.api import ResourceType
 from t9k_provider.kube.informer import OWNER_INDEX, Informer
+from t9k_provider.kube.resources import ResourceType
 
 
 class Caches:

@@ -20,8 +20,9 @@ from t9k_provider.controller.runtime.health import health_app, metrics_app, serv
 from t9k_provider.controller.runtime.leader import LeaderElector
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.controller.runtime.reconciler import Engine, JobKey, NotLeader, Reconciler
-from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner, controller_ref
+from t9k_provider.kube.resources import ResourceType
 from t9k_provider.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)

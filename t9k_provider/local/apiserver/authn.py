@@ -18,7 +18,7 @@ from t9k_provider.kube.timestamps import parse_timestamp
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.authz import MASTERS, Attributes, Authorizer, UserInfo, forbidden
 from t9k_provider.local.apiserver.tokens import TokenSigner
-from t9k_provider.local.store import Store
+from t9k_provider.local.storage.store import Store
 
 ADMIN = UserInfo("kubernetes-admin", (MASTERS, "system:authenticated"))
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"

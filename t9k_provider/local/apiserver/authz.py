@@ -10,7 +10,7 @@ from typing import Any
 
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.strategies.rbac import GROUP
-from t9k_provider.local.store import Store
+from t9k_provider.local.storage.store import Store
 
 MASTERS = "system:masters"
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}

@@ -16,7 +16,6 @@ from typing import Any
 
 from t9k_provider.kube.timestamps import now_rfc3339, parse_time
 from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import FOREGROUND, ORPHAN, DeleteOptions, Objects
 from t9k_provider.local.apiserver.registry import BUILTIN, Registry
 from t9k_provider.local.apiserver.resources import Resource
@@ -32,7 +31,8 @@ from t9k_provider.local.apiserver.strategies.crds import CRD_CLEANUP, CRD_GROUP,
 from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
 from t9k_provider.local.apiserver.strategies.namespaces import KUBERNETES_FINALIZER
 from t9k_provider.local.apiserver.strategies.serviceaccounts import default_service_account
-from t9k_provider.local.store import Event, Key
+from t9k_provider.local.machinery.jsonvalues import json_copy
+from t9k_provider.local.storage.store import Event, Key
 
 log = logging.getLogger(__name__)
 EVENT_TTL_SECONDS = 3600

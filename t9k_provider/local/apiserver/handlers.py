@@ -23,6 +23,7 @@ from t9k_provider.local.apiserver import (
     tables,
 )
 from t9k_provider.local.apiserver.authz import Authorizer, UserInfo
+from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, WriteOptions, store_key
 from t9k_provider.local.apiserver.patch import APPLY_PATCH
 from t9k_provider.local.apiserver.registry import Registry
@@ -43,7 +44,7 @@ from t9k_provider.local.apiserver.wire import (
     respond,
     respond_text,
 )
-from t9k_provider.local.store import Compacted, Key
+from t9k_provider.local.storage.store import Compacted, Key
 
 log = logging.getLogger(__name__)
 BOOKMARK_SECONDS = 1.0
@@ -76,12 +77,15 @@ class ItemCache:
 
 
 class Handlers:
-    def __init__(self, objects: Objects, hub: Hub, registry: Registry, state_dir: Path) -> None:
+    def __init__(
+        self, objects: Objects, hub: Hub, registry: Registry, state_dir: Path, node: NodeStreams
+    ) -> None:
         self.objects = objects
         self.items = ItemCache(objects)
         self.hub = hub
         self.registry = registry
         self.state_dir = state_dir
+        self.node = node
         self.address = "127.0.0.1:0"
         self.authorizer = Authorizer(objects.store)
         self.signer = TokenSigner(state_dir / "pki" / "sa.key")
@@ -189,12 +193,12 @@ class Handlers:
         if sub == "log":
             if method != "GET":
                 raise errors.method_not_allowed()
-            return await subresources.pod_log(self.objects, self.state_dir, request, route)
+            return await subresources.pod_log(self.objects, self.node, request, route)
         if sub in ("exec", "attach"):
             if method not in ("GET", "POST"):
                 raise errors.method_not_allowed()
             serve = podstreams.pod_exec if sub == "exec" else podstreams.pod_attach
-            return await serve(self.objects, self.state_dir, request, route)
+            return await serve(self.objects, self.node, request, route)
         if sub == "portforward":
             if method not in ("GET", "POST"):
                 raise errors.method_not_allowed()

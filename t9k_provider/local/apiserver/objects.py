@@ -20,17 +20,17 @@ import yaml
 
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.patch import PatchError, apply_patch, merge_patch, strategic_merge_patch
 from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 from t9k_provider.local.apiserver.strategies import namespaces
 from t9k_provider.local.apiserver.validation import invalid, validate_create, validate_update
 from t9k_provider.local.apiserver.wire import load_yaml
-from t9k_provider.local.store import Compacted, Conflict, Key, Store
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.jsonvalues import json_copy
+from t9k_provider.local.machinery.selectors import SelectorError, parse_field_selector, parse_label_selector
+from t9k_provider.local.storage.store import Compacted, Conflict, Key, Store
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _SYSTEM_META = (

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from t9k_provider.local.apiserver.jsonvalues import (
+from t9k_provider.local.machinery.jsonvalues import (
     MAX_DEPTH,
     json_copy,
     json_equal,

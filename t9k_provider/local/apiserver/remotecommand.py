@@ -19,6 +19,8 @@ from aiohttp import WSMsgType, web
 
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.wire import parse_bool
+from t9k_provider.local.machinery import streams
+from t9k_provider.local.machinery.streams import ClientInput, StreamOptions
 
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 
@@ -47,33 +49,22 @@ PROTOCOLS = {
 DEFAULT_PROTOCOL = PROTOCOLS["channel.k8s.io"]  # what a client that names no subprotocol gets
 
 
-@dataclass(frozen=True)
-class StreamOptions:
+def parse_options(request: web.Request, needs_command: bool) -> StreamOptions:
     """The query of an exec or attach request."""
-
-    container: str
-    command: list[str]
-    stdin: bool
-    stdout: bool
-    stderr: bool
-    tty: bool
-
-    @classmethod
-    def parse(cls, request: web.Request, needs_command: bool) -> StreamOptions:
-        tty = parse_bool(request, "tty")
-        opts = cls(
-            container=request.query.get("container", ""),
-            command=request.query.getall("command", []),
-            stdin=parse_bool(request, "stdin"),
-            stdout=parse_bool(request, "stdout"),
-            stderr=parse_bool(request, "stderr") and not tty,  # a terminal has one output stream
-            tty=tty,
-        )
-        if needs_command and not opts.command:
-            raise errors.bad_request("you must specify at least one command for the container")
-        if not (opts.stdin or opts.stdout or opts.stderr):
-            raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
-        return opts
+    tty = parse_bool(request, "tty")
+    opts = StreamOptions(
+        container=request.query.get("container", ""),
+        command=request.query.getall("command", []),
+        stdin=parse_bool(request, "stdin"),
+        stdout=parse_bool(request, "stdout"),
+        stderr=parse_bool(request, "stderr") and not tty,  # a terminal has one output stream
+        tty=tty,
+    )
+    if needs_command and not opts.command:
+        raise errors.bad_request("you must specify at least one command for the container")
+    if not (opts.stdin or opts.stdout or opts.stderr):
+        raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
+    return opts
 
 
 def negotiate(request: web.Request) -> Protocol:
@@ -123,13 +114,16 @@ def internal_error_status(message: str) -> dict[str, Any]:
 
 
 class Channels:
-    """One accepted WebSocket, spoken in the negotiated protocol."""
+    """One accepted WebSocket, spoken in the negotiated protocol: the node's `StreamClient`."""
 
     def __init__(self, ws: web.WebSocketResponse, protocol: Protocol) -> None:
         self.ws = ws
         self.protocol = protocol
 
-    async def send(self, channel: int, data: bytes) -> None:
+    async def send(self, stream: str, data: bytes) -> None:
+        await self.send_channel(STDOUT if stream == streams.STDOUT else STDERR, data)
+
+    async def send_channel(self, channel: int, data: bytes) -> None:
         if self.protocol.binary:
             await self.ws.send_bytes(bytes([channel]) + data)
         else:
@@ -137,15 +131,27 @@ class Channels:
 
     async def announce(self, opts: StreamOptions) -> None:
         """An empty message on the lowest output channel tells the client the stream is set up."""
-        await self.send(STDOUT if opts.stdout else STDERR if opts.stderr else ERROR, b"")
+        await self.send_channel(STDOUT if opts.stdout else STDERR if opts.stderr else ERROR, b"")
 
     async def send_status(self, status: dict[str, Any]) -> None:
         if self.protocol.version >= 4:
-            await self.send(ERROR, json.dumps(status, separators=(",", ":")).encode())
+            await self.send_channel(ERROR, json.dumps(status, separators=(",", ":")).encode())
         elif status["status"] != "Success":
-            await self.send(ERROR, status["message"].encode())
+            await self.send_channel(ERROR, status["message"].encode())
 
-    async def receive(self) -> tuple[int, bytes] | None:
+    async def receive(self) -> ClientInput | None:
+        """The client's next message (others, as upstream, are dropped); None once it has gone."""
+        while (message := await self.receive_channel()) is not None:
+            channel, data = message
+            if channel == STDIN:
+                return ClientInput(stdin=data)
+            if channel == RESIZE and (size := parse_resize(data)) is not None:
+                return ClientInput(resize=size)
+            if channel == CLOSE and self.protocol.version >= 5 and data[:1] == bytes([STDIN]):
+                return ClientInput(stdin_closed=True)
+        return None
+
+    async def receive_channel(self) -> tuple[int, bytes] | None:
         """The next (channel, data) from the client; None once the connection is closed."""
         async for msg in self.ws:
             if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT):

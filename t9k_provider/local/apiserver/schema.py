@@ -15,8 +15,8 @@ from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import (
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery.fielderrors import (
     Cause,
     collect,
     duplicate,
@@ -29,8 +29,8 @@ from t9k_provider.local.apiserver.fielderrors import (
     too_many,
     type_invalid,
 )
-from t9k_provider.local.apiserver.jsonvalues import json_copy, json_in, json_type
-from t9k_provider.local.apiserver.names import is_dns1035_label, is_dns1123_subdomain
+from t9k_provider.local.machinery.jsonvalues import json_copy, json_in, json_type
+from t9k_provider.local.machinery.names import is_dns1035_label, is_dns1123_subdomain
 
 __all__ = ["Cause", "apply_defaults", "check_crd", "is_base64", "is_ip", "prune", "validate"]
 
@@ -359,11 +359,13 @@ def check_crd(crd: dict) -> list[Cause]:
     rely on them.
     """
     out: list[Cause] = []
-    spec = jf.object_field(crd, "spec", "spec", out)
-    names = jf.object_field(spec, "names", "spec.names", out)
-    group = jf.text_field(spec, "group", "spec.group", out)
-    plural = jf.text_field(names, "plural", "spec.names.plural", out)
-    name = jf.text_field(jf.object_field(crd, "metadata", "metadata", out), "name", "metadata.name", out)
+    spec = decoding.object_field(crd, "spec", "spec", out)
+    names = decoding.object_field(spec, "names", "spec.names", out)
+    group = decoding.text_field(spec, "group", "spec.group", out)
+    plural = decoding.text_field(names, "plural", "spec.names.plural", out)
+    name = decoding.text_field(
+        decoding.object_field(crd, "metadata", "metadata", out), "name", "metadata.name", out
+    )
     if name != f"{plural}.{group}":
         out.append(invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group'))
 
@@ -376,7 +378,7 @@ def check_crd(crd: dict) -> list[Cause]:
         if "." not in group:
             out.append(invalid("spec.group", group, "should be a domain with at least one dot"))
 
-    scope = jf.text_field(spec, "scope", "spec.scope", out)
+    scope = decoding.text_field(spec, "scope", "spec.scope", out)
     if not scope:
         out.append(required("spec.scope"))
     elif scope not in ("Cluster", "Namespaced"):
@@ -398,13 +400,15 @@ def _check_names(names: dict, out: list[Cause]) -> None:
         out.append(required("spec.names.plural"))
     for key in ("plural", "singular"):
         value = (
-            jf.text_field(names, key, f"spec.names.{key}", out) if key == "singular" else _text(names, key)
+            decoding.text_field(names, key, f"spec.names.{key}", out)
+            if key == "singular"
+            else _text(names, key)
         )
         errs = is_dns1035_label(value) if value else []
         if errs:
             out.append(invalid(f"spec.names.{key}", value, ",".join(errs)))
     for key in ("kind", "listKind"):
-        value = jf.text_field(names, key, f"spec.names.{key}", out)
+        value = decoding.text_field(names, key, f"spec.names.{key}", out)
         if not value:
             if key == "kind":
                 out.append(required("spec.names.kind"))
@@ -415,11 +419,11 @@ def _check_names(names: dict, out: list[Cause]) -> None:
             out.append(invalid(f"spec.names.{key}", value, detail))
     if names.get("kind") and names.get("kind") == names.get("listKind"):
         out.append(invalid("spec.names.listKind", names["listKind"], "kind and listKind cannot be the same"))
-    for i, short in enumerate(jf.string_items(names, "shortNames", "spec.names.shortNames", out)):
+    for i, short in enumerate(decoding.string_items(names, "shortNames", "spec.names.shortNames", out)):
         errs = is_dns1035_label(short)
         if errs:
             out.append(invalid(f"spec.names.shortNames[{i}]", short, ",".join(errs)))
-    jf.string_items(names, "categories", "spec.names.categories", out)
+    decoding.string_items(names, "categories", "spec.names.categories", out)
 
 
 def _text(parent: dict, key: str) -> str:
@@ -428,7 +432,7 @@ def _text(parent: dict, key: str) -> str:
 
 
 def _check_versions(spec: dict, out: list[Cause]) -> None:
-    versions = jf.object_items(spec, "versions", "spec.versions", out)
+    versions = decoding.object_items(spec, "versions", "spec.versions", out)
     if not versions:
         out.append(required("spec.versions", "must have exactly one version marked as storage version"))
         return
@@ -441,7 +445,7 @@ def _check_versions(spec: dict, out: list[Cause]) -> None:
         out.append(invalid("spec.versions", listed, "must have at least one version marked as served"))
     seen: set[str] = set()
     for base, version in versions:
-        vname = jf.text_field(version, "name", f"{base}.name", out)
+        vname = decoding.text_field(version, "name", f"{base}.name", out)
         if not vname:
             out.append(required(f"{base}.name"))
         else:
@@ -454,23 +458,25 @@ def _check_versions(spec: dict, out: list[Cause]) -> None:
         for flag in ("served", "storage"):
             if flag in version and not isinstance(version[flag], bool):
                 out.append(type_invalid(f"{base}.{flag}", version[flag], "must be of type boolean"))
-        schema_holder = jf.object_field(version, "schema", f"{base}.schema", out)
+        schema_holder = decoding.object_field(version, "schema", f"{base}.schema", out)
         path = f"{base}.schema.openAPIV3Schema"
         if schema_holder.get("openAPIV3Schema") is None:
             out.append(required(path, "schemas are required"))
         else:
             _check_structural(schema_holder["openAPIV3Schema"], path, out, root=True)
-        _check_subresources(jf.object_field(version, "subresources", f"{base}.subresources", out), base, out)
+        _check_subresources(
+            decoding.object_field(version, "subresources", f"{base}.subresources", out), base, out
+        )
         _check_printer_columns(version, base, out)
 
 
 def _check_subresources(subresources: dict, base: str, out: list[Cause]) -> None:
     path = f"{base}.subresources.scale"
-    scale = jf.object_field(subresources, "scale", path, out)
+    scale = decoding.object_field(subresources, "scale", path, out)
     if "scale" not in subresources:
         return
     for key, root in (("specReplicasPath", ".spec."), ("statusReplicasPath", ".status.")):
-        value = jf.text_field(scale, key, f"{path}.{key}", out)
+        value = decoding.text_field(scale, key, f"{path}.{key}", out)
         if not value:
             out.append(required(f"{path}.{key}"))
         elif not value.startswith(root):
@@ -482,15 +488,15 @@ _COLUMN_TYPES = ["boolean", "date", "integer", "number", "string"]
 
 def _check_printer_columns(version: dict, base: str, out: list[Cause]) -> None:
     path = f"{base}.additionalPrinterColumns"
-    for column_path, column in jf.object_items(version, "additionalPrinterColumns", path, out):
-        if not jf.text_field(column, "name", f"{column_path}.name", out):
+    for column_path, column in decoding.object_items(version, "additionalPrinterColumns", path, out):
+        if not decoding.text_field(column, "name", f"{column_path}.name", out):
             out.append(required(f"{column_path}.name"))
-        kind = jf.text_field(column, "type", f"{column_path}.type", out)
+        kind = decoding.text_field(column, "type", f"{column_path}.type", out)
         if not kind:
             out.append(required(f"{column_path}.type"))
         elif kind not in _COLUMN_TYPES:
             out.append(not_supported(f"{column_path}.type", kind, _COLUMN_TYPES))
-        if not jf.text_field(column, "jsonPath", f"{column_path}.jsonPath", out):
+        if not decoding.text_field(column, "jsonPath", f"{column_path}.jsonPath", out):
             out.append(required(f"{column_path}.jsonPath"))
 
 

@@ -17,7 +17,7 @@ from t9k_provider.local.apiserver.authn import Authenticator, impersonate
 from t9k_provider.local.apiserver.authz import forbidden, request_attributes
 from t9k_provider.local.apiserver.controllers import Controllers
 from t9k_provider.local.apiserver.handlers import USER, Handlers
-from t9k_provider.local.apiserver.jsonvalues import json_copy
+from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.strategies import rbac
@@ -28,7 +28,8 @@ from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME, local_node,
 from t9k_provider.local.apiserver.strategies.services import kubernetes_service
 from t9k_provider.local.apiserver.watch import Hub
 from t9k_provider.local.apiserver.wire import error_response, respond
-from t9k_provider.local.store import Store
+from t9k_provider.local.machinery.jsonvalues import json_copy
+from t9k_provider.local.storage.store import Store
 
 log = logging.getLogger(__name__)
 HEALTH_PATHS = {"/healthz", "/livez", "/readyz"}
@@ -45,10 +46,12 @@ class ApiServer:
         state_dir: Path,
         token: str,
         ssl_context: ssl.SSLContext,
+        node: NodeStreams,
         port: int = 0,
         capacity: Mapping[str, str] | None = None,
         pod_network_host: str | None = None,
     ) -> None:
+        """``node``: where logs, exec and attach reach the node's containers (the kubelet's streams)."""
         self.state_dir = state_dir
         self.capacity = node_capacity(capacity)  # the Node's, advertised afresh by every run
         #: the host's address on the pods' bridge (netns pod network), served too: pods cannot reach 127.0.0.1
@@ -60,7 +63,7 @@ class ApiServer:
         self.registry = Registry()
         self.objects = Objects(self.store, self.registry)
         self.hub = Hub(self.store)
-        self.handlers = Handlers(self.objects, self.hub, self.registry, state_dir)
+        self.handlers = Handlers(self.objects, self.hub, self.registry, state_dir, node)
         self.controllers = Controllers(self.objects, self.registry, root_ca=self._root_ca())
         self.authenticator = Authenticator(self.store, token, self.handlers.signer)
         self.ready = False  # /readyz answers 503 until the owner says the boot work is done

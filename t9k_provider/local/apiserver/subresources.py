@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
-from t9k_provider.local import logs
 from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver.jsonvalues import get_path, json_copy
+from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects, store_key
 from t9k_provider.local.apiserver.patch import PatchError, apply_patch
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.wire import Route, parse_bool, parse_int, read_body, respond
-from t9k_provider.local.poddir import PodDir
+from t9k_provider.local.machinery.jsonvalues import get_path, json_copy
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +118,7 @@ async def scale(objects: Objects, request: web.Request, route: Route) -> web.Res
 
 
 async def pod_log(
-    objects: Objects, state_dir: Path, request: web.Request, route: Route
+    objects: Objects, node: NodeStreams, request: web.Request, route: Route
 ) -> web.StreamResponse:
     res, ns, name = route.res, route.namespace or "", route.name
     pod = objects.get(res, ns, name)
@@ -136,29 +134,29 @@ async def pod_log(
     limit = parse_int(request, "limitBytes")
     if (tail is not None and tail < 0) or (limit is not None and limit <= 0):
         raise errors.bad_request("tailLines and limitBytes must be positive")
-    files = PodDir.of(state_dir, pod).container(container).attempt(restart)
     uid = pod["metadata"]["uid"]
     key = store_key(res, ns, name)
 
-    async def finished() -> bool:
+    async def pod_gone() -> bool:
         current = objects.store.get(key)
-        if current is None or current["metadata"].get("uid") != uid:
-            return True
-        return files.finished
+        return current is None or current["metadata"].get("uid") != uid
 
     response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
     response.enable_chunked_encoding()
     await response.prepare(request)
+    chunks = node.container_log(
+        pod,
+        container,
+        restart,
+        follow=follow,
+        timestamps=parse_bool(request, "timestamps"),
+        tail_lines=tail,
+        since_time=since_time,
+        limit_bytes=limit,
+        pod_gone=pod_gone,
+    )
     try:
-        async for chunk in logs.read_log(
-            files.log,
-            follow=follow,
-            timestamps=parse_bool(request, "timestamps"),
-            tail_lines=tail,
-            since_time=since_time,
-            limit_bytes=limit,
-            finished=finished,
-        ):
+        async for chunk in chunks:
             await response.write(chunk)
         await response.write_eof()
     except ConnectionResetError:

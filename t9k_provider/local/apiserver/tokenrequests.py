@@ -7,13 +7,13 @@ from typing import Any
 
 from t9k_provider.kube.timestamps import rfc3339
 from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.tokens import ISSUER, TokenSigner
 from t9k_provider.local.apiserver.validation import invalid_kind
 from t9k_provider.local.apiserver.wire import Route
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
 
 GROUP = "authentication.k8s.io"
 DEFAULT_SECONDS = 3600
@@ -27,23 +27,23 @@ def token_request(objects: Objects, signer: TokenSigner, route: Route, body: Any
     if not isinstance(body, dict):
         raise errors.bad_request("a TokenRequest must be a JSON object")
     out: list[Cause] = []
-    spec = jf.object_field(body, "spec", "spec", out)
-    audiences = jf.string_items(spec, "audiences", "spec.audiences", out) or [ISSUER]
-    seconds = jf.int_field(spec, "expirationSeconds", "spec.expirationSeconds", out)
+    spec = decoding.object_field(body, "spec", "spec", out)
+    audiences = decoding.string_items(spec, "audiences", "spec.audiences", out) or [ISSUER]
+    seconds = decoding.int_field(spec, "expirationSeconds", "spec.expirationSeconds", out)
     seconds = DEFAULT_SECONDS if seconds is None else seconds
     field = "spec.expirationSeconds"
     if seconds < MIN_SECONDS:
         out.append(fe.invalid(field, seconds, "may not specify a duration less than 10 minutes"))
     elif seconds > MAX_SECONDS:
         out.append(fe.invalid(field, seconds, "may not specify a duration larger than 2^32 seconds"))
-    ref = jf.object_field(spec, "boundObjectRef", "spec.boundObjectRef", out)
+    ref = decoding.object_field(spec, "boundObjectRef", "spec.boundObjectRef", out)
     if ref and ref.get("kind") != "Pod":
         out.append(fe.not_supported("spec.boundObjectRef.kind", ref.get("kind"), ["Pod"]))
     if out:
         raise invalid_kind("TokenRequest", GROUP, name, out)
     pod = None
     if ref:
-        pod_name = jf.text_field(ref, "name", "spec.boundObjectRef.name", out)
+        pod_name = decoding.text_field(ref, "name", "spec.boundObjectRef.name", out)
         pod = objects.store.get(("", "pods", namespace, pod_name))
         if pod is None:
             raise errors.not_found("pods", "", pod_name)

@@ -14,10 +14,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.names import (
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.names import (
     is_qualified_name,
     is_valid_label_value,
     name_is_dns_label,
@@ -75,7 +75,7 @@ def validate_update(res: Resource, old: dict, new: dict) -> list[Cause]:
 
 
 def _create(res: Resource, obj: dict, out: list[Cause]) -> None:
-    _object_meta(res, jf.object_field(obj, "metadata", "metadata", out), out)
+    _object_meta(res, decoding.object_field(obj, "metadata", "metadata", out), out)
     res.strategy.validate(obj, out)
 
 
@@ -100,15 +100,15 @@ def as_text(value: Any) -> str:
 
 def _object_meta(res: Resource, meta: dict, out: list[Cause]) -> None:
     check = res.strategy.name_check
-    generate = jf.text_field(meta, "generateName", "metadata.generateName", out)
+    generate = decoding.text_field(meta, "generateName", "metadata.generateName", out)
     if generate:
         out += [fe.invalid("metadata.generateName", generate, m) for m in check(generate, True)]
-    name = jf.text_field(meta, "name", "metadata.name", out)
+    name = decoding.text_field(meta, "name", "metadata.name", out)
     if not name:
         out.append(fe.required("metadata.name", "name or generateName is required"))
     else:
         out += [fe.invalid("metadata.name", name, m) for m in check(name, False)]
-    namespace = jf.text_field(meta, "namespace", "metadata.namespace", out)
+    namespace = decoding.text_field(meta, "namespace", "metadata.namespace", out)
     if not res.namespaced:
         if namespace:
             out.append(fe.forbidden("metadata.namespace", "not allowed on this type"))
@@ -117,7 +117,7 @@ def _object_meta(res: Resource, meta: dict, out: list[Cause]) -> None:
     else:
         problems = name_is_dns_label(namespace, False)
         out += [fe.invalid("metadata.namespace", namespace, m) for m in problems]
-    generation = jf.int_field(meta, "generation", "metadata.generation", out)
+    generation = decoding.int_field(meta, "generation", "metadata.generation", out)
     if generation is not None and generation < 0:
         out.append(fe.invalid("metadata.generation", generation, "must be greater than or equal to 0"))
     validate_labels(meta, "labels", "metadata.labels", out)
@@ -127,7 +127,7 @@ def _object_meta(res: Resource, meta: dict, out: list[Cause]) -> None:
 
 
 def validate_labels(parent: dict, key: str, path: str, out: list[Cause]) -> None:
-    for name, value in jf.string_map(parent, key, path, out).items():
+    for name, value in decoding.string_map(parent, key, path, out).items():
         out += [fe.invalid(path, name, m) for m in is_qualified_name(name)]
         out += [fe.invalid(path, value, m) for m in is_valid_label_value(value)]
 
@@ -135,7 +135,7 @@ def validate_labels(parent: dict, key: str, path: str, out: list[Cause]) -> None
 def _annotations(meta: dict, out: list[Cause]) -> None:
     path = "metadata.annotations"
     size = 0
-    for name, value in jf.string_map(meta, "annotations", path, out).items():
+    for name, value in decoding.string_map(meta, "annotations", path, out).items():
         out += [fe.invalid(path, name, m) for m in is_qualified_name(name.lower())]
         size += len(name.encode()) + len(value.encode())
     if size > TOTAL_ANNOTATION_SIZE_LIMIT:
@@ -145,13 +145,13 @@ def _annotations(meta: dict, out: list[Cause]) -> None:
 def _owner_references(meta: dict, out: list[Cause]) -> None:
     path = "metadata.ownerReferences"
     controller = ""
-    for ref_path, ref in jf.object_items(meta, "ownerReferences", path, out):
+    for ref_path, ref in decoding.object_items(meta, "ownerReferences", path, out):
         # Upstream reports these on the list path, without the index.
-        api_version = jf.text_field(ref, "apiVersion", f"{ref_path}.apiVersion", out)
+        api_version = decoding.text_field(ref, "apiVersion", f"{ref_path}.apiVersion", out)
         if not api_version.split("/")[-1]:
             out.append(fe.invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
         for key in ("kind", "name", "uid"):
-            if not jf.text_field(ref, key, f"{ref_path}.{key}", out):
+            if not decoding.text_field(ref, key, f"{ref_path}.{key}", out):
                 out.append(fe.invalid(f"{path}.{key}", "", f"{key} must not be empty"))
         if ref.get("controller") is True:
             name = as_text(ref.get("name"))
@@ -166,7 +166,7 @@ def _owner_references(meta: dict, out: list[Cause]) -> None:
 
 def _finalizers(meta: dict, out: list[Cause]) -> None:
     path = "metadata.finalizers"
-    finalizers = jf.string_items(meta, "finalizers", path, out)
+    finalizers = decoding.string_items(meta, "finalizers", path, out)
     for item in finalizers:
         out += [fe.invalid(path, item, m) for m in is_qualified_name(item)]
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
@@ -198,22 +198,12 @@ def validate_port(parent: dict, key: str, path: str, out: list[Cause], required:
     """Ports are Go ints: a missing required port decodes as 0 and fails the range check."""
     if parent.get(key) is None and not required:
         return
-    number = jf.int_field({key: parent.get(key, 0)}, key, path, out)
+    number = decoding.int_field({key: parent.get(key, 0)}, key, path, out)
     if number is not None and not 1 <= number <= 65535:
         out.append(fe.invalid(path, number, "must be between 1 and 65535, inclusive"))
 
 
 def validate_protocol(parent: dict, path: str, out: list[Cause]) -> None:
-    value = jf.text_field(parent, "protocol", path, out)
+    value = decoding.text_field(parent, "protocol", path, out)
     if value and value not in _PROTOCOLS:
         out.append(fe.not_supported(path, value, _PROTOCOLS))
-
-
-def significant(value: Any) -> Any:
-    """Drop what JSON ``omitempty`` would drop, so absent and empty compare equal."""
-    if isinstance(value, dict):
-        kept = {k: significant(v) for k, v in value.items()}
-        return {k: v for k, v in kept.items() if v not in (None, "", [], {}, False)}
-    if isinstance(value, list):
-        return [significant(v) for v in value]
-    return value

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from t9k_provider.local.store import ADDED, DELETED, MODIFIED, Event, Store
+from t9k_provider.local.storage.store import ADDED, DELETED, MODIFIED, Event, Store
 
 MAX_PENDING = 10_000  # undelivered frames a watcher may accumulate before it is closed
 

@@ -10,8 +10,8 @@ import yaml
 from aiohttp import web
 
 from t9k_provider.local.apiserver import errors, protobuf, tables
-from t9k_provider.local.apiserver.jsonvalues import MAX_DEPTH, too_deep
 from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.machinery.jsonvalues import MAX_DEPTH, too_deep
 
 JSON = "application/json"
 PROTOBUF = "application/vnd.kubernetes.protobuf"

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from t9k_provider.kube.api import ResourceType
+from t9k_provider.kube.resources import ResourceType
 from t9k_provider.local.flink.entrypoint import DEFAULT_LOG4J
 
 FLINKCLUSTERS = ResourceType("flinkoperator.k8s.io/v1beta1", "FlinkCluster", "flinkclusters")

@@ -14,13 +14,13 @@ from typing import Any
 
 import aiohttp
 
-from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, object_key
-from t9k_provider.kube.resources import CONFIGMAPS, PODS, SERVICES
+from t9k_provider.kube.resources import CONFIGMAPS, PODS, SERVICES, ResourceType
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.flink import cluster, dist
-from t9k_provider.local.node import events, workloop
+from t9k_provider.local.machinery import events, workloop
 
 COMPONENT = "flink-operator"
 PROBE_TIMEOUT = aiohttp.ClientTimeout(total=2.0)

@@ -13,6 +13,6 @@
   liveness and readiness probes, run from `PodWorker.sync`, whose verdicts feed `status` (and so Service
   endpoints, `hosts`).
 
-The files they share are laid out by `t9k_provider.local.poddir`; node capacity is the scheduler's
+The files they share are laid out by `t9k_provider.local.kubelet.poddir`; node capacity is the scheduler's
 (`t9k_provider.local.node.scheduler`).
 """

@@ -25,7 +25,7 @@ from decimal import ROUND_CEILING
 from pathlib import Path
 from typing import Any
 
-from t9k_provider.local.apiserver.quantity import parse_quantity
+from t9k_provider.local.machinery.quantity import parse_quantity
 
 CPU_PERIOD_US = 100_000  # the CFS period the kubelet uses
 MIN_QUOTA_US = 1_000  # the kernel's smallest quota

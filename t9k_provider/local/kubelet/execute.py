@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from t9k_provider.local import poddir
-from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet import cgroups, poddir
 from t9k_provider.local.kubelet.identity import Identity, apply_identity
+from t9k_provider.local.kubelet.poddir import AttemptFiles, PodDir
 from t9k_provider.local.kubelet.shim import is_recorded_process, libc_call, start_error_message
-from t9k_provider.local.poddir import AttemptFiles, PodDir
 
 PR_SET_PDEATHSIG = 1
 # Exit code when the helper could not start the command (the API server reports the written reason).

@@ -27,10 +27,10 @@ from t9k_provider.kube.resources import NODES
 from t9k_provider.local.kubelet import cgroups, hosts, podenv, runtime
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups
 from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork
+from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.local.kubelet.podworker import PodWorker
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES
-from t9k_provider.local.node.events import NODE_NAME
-from t9k_provider.local.poddir import PodDir
+from t9k_provider.local.machinery.events import NODE_NAME
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """One pod on the process kubelet: its worker drives the pod's containers and reports the pod's status.
 
 The worker is level-triggered from two sources of truth: the pod object (from the kubelet's informer) and
-the container files in the pod directory (`t9k_provider.local.poddir`, read through `runtime`). Each pass
+the container files in the pod directory (`poddir`, read through `runtime`). Each pass
 (`sync`) prepares what the pod needs (network, volumes, hosts file), starts, restarts or stops containers
 per the pod's spec and deletion, and writes the status through `pods/status` as a merge patch, only when it
 changed.
@@ -17,15 +17,16 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from t9k_provider.kube.api import ApiError, ResourceType
-from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICEACCOUNTS
+from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICEACCOUNTS, ResourceType
 from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
-from t9k_provider.local import poddir
-from t9k_provider.local.kubelet import execute, hosts, podenv, runtime, volumes
+from t9k_provider.local.kubelet import execute, hosts, poddir, podenv, runtime, volumes
+from t9k_provider.local.kubelet.cgroups import KubeletCgroups
 from t9k_provider.local.kubelet.identity import container_identity
-from t9k_provider.local.kubelet.network import NetnsNetwork, PodNet
+from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork, PodNet
+from t9k_provider.local.kubelet.poddir import AttemptFiles, ContainerDir, PodDir
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
 from t9k_provider.local.kubelet.probes import ContainerProber, Probe, ProbeTarget
 from t9k_provider.local.kubelet.shim import Mount, ShimSpec
@@ -36,11 +37,7 @@ from t9k_provider.local.kubelet.status import (
     terminate_unfinished,
     wants_restart,
 )
-from t9k_provider.local.node import events
-from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
-
-if TYPE_CHECKING:
-    from t9k_provider.local.kubelet.kubelet import ProcessKubelet
+from t9k_provider.local.machinery import events
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +65,34 @@ def parse_time(text: str | None) -> float | None:
     return parse_timestamp(text).timestamp()
 
 
+class PodHost(Protocol):
+    """What a pod worker needs of its kubelet: declared here, where it is used, as Kubernetes' pod workers
+    declare the ``podSyncer`` they drive, so that the worker depends on no kubelet class."""
+
+    kube: KubeApi
+    state_dir: Path
+    network: HostNetwork | NetnsNetwork
+    cgroups: KubeletCgroups | None
+
+    def base_env(self, pod: dict[str, Any]) -> dict[str, str]:
+        """What every container gets before its own variables."""
+        ...
+
+    def queue_wakeup(self, worker: PodWorker, delay: float) -> None:
+        """Sync ``worker`` again after ``delay`` seconds."""
+        ...
+
+    def hosts_changed(self) -> None:
+        """Pod addresses changed: rewrite the hosts files."""
+        ...
+
+    def write_hosts(self, worker: PodWorker) -> None:
+        """Write ``worker``'s pod's hosts file now."""
+        ...
+
+
 class PodWorker:
-    def __init__(self, kubelet: ProcessKubelet, pod: dict[str, Any]) -> None:
+    def __init__(self, kubelet: PodHost, pod: dict[str, Any]) -> None:
         self.kubelet = kubelet
         self.kube = kubelet.kube
         self.pod = pod

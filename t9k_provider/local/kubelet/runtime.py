@@ -1,7 +1,7 @@
 """The process "container runtime": starts shims and reads container state back from the pod directory.
 
 The files the shim writes are the source of truth (a spec file = the attempt was launched, a pid file =
-running, an exit file = finished; see `t9k_provider.local.poddir`), so a restarted kubelet re-adopts running
+running, an exit file = finished; see `poddir`), so a restarted kubelet re-adopts running
 containers, picks up exit codes written while it was down, and never launches an attempt twice.
 """
 
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t9k_provider.kube.timestamps import now_rfc3339
-from t9k_provider.local import poddir
+from t9k_provider.local.kubelet import poddir
+from t9k_provider.local.kubelet.poddir import AttemptFiles, ContainerDir, PodDir
 from t9k_provider.local.kubelet.shim import ShimSpec, effective_signal, is_recorded_process
-from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
 
 # Exit code Kubernetes reports when a container vanished without a recorded exit (ContainerStatusUnknown).
 UNKNOWN_EXIT_CODE = 137

@@ -1,7 +1,7 @@
 """Per-container shim: runs one container process and outlives the kubelet that started it.
 
 `python -m t9k_provider.local.kubelet.shim SPEC.json` (the kubelet writes the spec next to the log file; the
-attempt's files are those `t9k_provider.local.poddir.AttemptFiles` names).
+attempt's files are those `t9k_provider.local.kubelet.poddir.AttemptFiles` names).
 The shim runs in its own session, so a SIGKILLed server does not take containers down with it. It
 
 * enters the pod's namespaces (network namespace, fresh UTS + mount namespaces, bind mounts) in the child;
@@ -33,10 +33,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from t9k_provider.kube.timestamps import now_rfc3339
-from t9k_provider.local import logs, poddir
-from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet import cgroups, logs, poddir
 from t9k_provider.local.kubelet.identity import Identity, apply_identity
-from t9k_provider.local.poddir import AttemptFiles
+from t9k_provider.local.kubelet.poddir import AttemptFiles
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000

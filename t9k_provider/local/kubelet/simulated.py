@@ -17,7 +17,7 @@ from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp, rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.kubelet.runtime import Attempt
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status
-from t9k_provider.local.node import events, workloop
+from t9k_provider.local.machinery import events, workloop
 
 EXIT_CODE_ANNOTATION = "t9k.local/simulate-exit-code"
 AFTER_ANNOTATION = "t9k.local/simulate-after"

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.local.kubelet.podenv import (
     ContainerConfigError,
     PodContext,
@@ -23,7 +24,6 @@ from t9k_provider.local.kubelet.podenv import (
     resource_field,
 )
 from t9k_provider.local.kubelet.shim import Mount
-from t9k_provider.local.poddir import PodDir
 
 DEFAULT_MODE = 0o644
 EMPTY_DIR_MODE = 0o777  # as the kubelet creates emptyDir volumes: writable by any runAsUser

@@ -33,7 +33,8 @@ from t9k_provider.local.flink.operator import FlinkOperator, is_flink_object
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
 from t9k_provider.local.kubelet.network import PodSubnet, select_network
 from t9k_provider.local.kubelet.simulated import SimulatedKubelet
-from t9k_provider.local.node import scheduler, workloop
+from t9k_provider.local.machinery import workloop
+from t9k_provider.local.node import scheduler
 from t9k_provider.local.node.daemonsets import DaemonSetController
 from t9k_provider.local.node.deployments import DeploymentController
 from t9k_provider.local.node.endpoints import EndpointsController

@@ -12,7 +12,7 @@ from typing import Any
 
 from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import DAEMONSETS, NODES
-from t9k_provider.local.node.events import NODE_NAME
+from t9k_provider.local.machinery.events import NODE_NAME
 from t9k_provider.local.node.owned import REVISION_LABEL, PodOwnerController, pod_from_template, template_hash
 from t9k_provider.local.node.podstate import pod_active, pod_ready, pod_revision
 

@@ -19,8 +19,8 @@ from t9k_provider.kube.api import KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, object_key
 from t9k_provider.kube.resources import DEPLOYMENTS, REPLICASETS
 from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
-from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
-from t9k_provider.local.node import events, workloop
+from t9k_provider.local.machinery import events, workloop
+from t9k_provider.local.machinery.selectors import SelectorError, label_selector_from_spec
 from t9k_provider.local.node.owned import owner_reference, template_hash
 from t9k_provider.local.node.podstate import pod_finished
 

@@ -16,7 +16,7 @@ from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import Informer, object_key
 from t9k_provider.kube.resources import ENDPOINTS
 from t9k_provider.kube.workqueue import WorkQueue
-from t9k_provider.local.node import workloop
+from t9k_provider.local.machinery import workloop
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 

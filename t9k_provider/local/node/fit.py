@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from t9k_provider.local.apiserver.quantity import parse_quantity
+from t9k_provider.local.machinery.quantity import parse_quantity
 
 Requests = Counter[str]  # resource name -> exact amount (cpu in cores, memory in bytes)
 PODS = "pods"  # the allocatable entry that counts pods, one per pod

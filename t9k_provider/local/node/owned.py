@@ -10,8 +10,8 @@ from typing import Any
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import Informer
 from t9k_provider.kube.resources import PODS
-from t9k_provider.local.apiserver.validation import significant
-from t9k_provider.local.node import events, workloop
+from t9k_provider.local.machinery import events, workloop
+from t9k_provider.local.machinery.jsonvalues import significant
 
 #: the label naming the template revision a StatefulSet's or DaemonSet's pod was made from
 REVISION_LABEL = "controller-revision-hash"

@@ -11,7 +11,7 @@ from t9k_provider.kube.api import ApiError
 from t9k_provider.kube.informer import OWNER_INDEX, controller_ref, object_key
 from t9k_provider.kube.resources import PODS, REPLICASETS
 from t9k_provider.kube.timestamps import parse_timestamp
-from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
+from t9k_provider.local.machinery.selectors import SelectorError, label_selector_from_spec
 from t9k_provider.local.node.owned import PodOwnerController, owner_reference, pod_from_template
 from t9k_provider.local.node.podstate import pod_active, pod_ready, ready_since
 

@@ -21,7 +21,8 @@ from t9k_provider.kube.informer import NODE_INDEX, Informer, by_label, object_ke
 from t9k_provider.kube.resources import PODGROUPS, PODS
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
-from t9k_provider.local.node import events, fit, workloop
+from t9k_provider.local.machinery import events, workloop
+from t9k_provider.local.node import fit
 
 SCHEDULERS = ("default-scheduler", T9K_SCHEDULER_NAME)
 GROUP_INDEX = "pod-group"  # pods by "<namespace>/<PodGroup name>"

@@ -8,7 +8,7 @@ from pathlib import Path
 from t9k_provider.local.apiserver.controllers import Controllers
 from t9k_provider.local.apiserver.objects import STATUS_WRITE, DeleteOptions, Objects
 from t9k_provider.local.apiserver.registry import Registry
-from t9k_provider.local.store import Store
+from t9k_provider.local.storage.store import Store
 
 
 def test_every_write_path_leaves_each_stored_object_equal_to_its_text(tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from t9k_provider.local.apiserver.controllers import EVENT_TTL_SECONDS, Controllers
-from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects
 from t9k_provider.local.apiserver.registry import Registry
-from t9k_provider.local.store import Store
+from t9k_provider.local.machinery.jsonvalues import json_copy
+from t9k_provider.local.storage.store import Store
 
 
 def make(tmp_path: Path) -> tuple[Objects, Controllers, Registry]:

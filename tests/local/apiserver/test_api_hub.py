@@ -14,7 +14,8 @@ from t9k_provider.local.apiserver.handlers import Handlers
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.watch import Hub, Watcher
-from t9k_provider.local.store import Store
+from t9k_provider.local.kubelet.streaming import ContainerStreams
+from t9k_provider.local.storage.store import Store
 
 
 def cm(name: str, **labels: str) -> dict:
@@ -87,7 +88,7 @@ async def test_a_watch_closed_for_its_backlog_ends_after_the_queued_frames(
     namespaces, configmaps = registry.lookup("", "v1", "namespaces"), registry.lookup("", "v1", "configmaps")
     assert namespaces is not None and configmaps is not None
     objects.create(namespaces, "", {"metadata": {"name": "default"}})
-    handlers = Handlers(objects, Hub(objects.store), registry, tmp_path)
+    handlers = Handlers(objects, Hub(objects.store), registry, tmp_path, ContainerStreams(tmp_path))
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handlers.dispatch)
     async with TestClient(TestServer(app)) as client:

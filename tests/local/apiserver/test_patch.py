@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from t9k_provider.local.apiserver.jsonvalues import json_equal
 from t9k_provider.local.apiserver.patch import (
     MergeField,
     PatchError,
@@ -20,6 +19,7 @@ from t9k_provider.local.apiserver.patch import (
     strategic_merge_patch,
 )
 from t9k_provider.local.apiserver.registry import BUILTIN
+from t9k_provider.local.machinery.jsonvalues import json_equal
 
 POD = {
     "apiVersion": "v1",

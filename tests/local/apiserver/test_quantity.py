@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from t9k_provider.local.apiserver.quantity import parse_quantity
+from t9k_provider.local.machinery.quantity import parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -40,19 +40,19 @@ def test_negotiation_rejects_spdy_plain_requests_and_unknown_protocols() -> None
 
 
 def test_options_repeat_command_and_merge_stderr_into_a_terminal() -> None:
-    opts = remotecommand.StreamOptions.parse(
+    opts = remotecommand.parse_options(
         _request("command=sh&command=-c&command=echo+hi&stdout=true&stderr=True&tty=1&container=c"),
         needs_command=True,
     )
     assert opts.command == ["sh", "-c", "echo hi"]
     assert (opts.container, opts.stdout, opts.stderr, opts.tty, opts.stdin) == ("c", True, False, True, False)
     with pytest.raises(errors.ApiError, match="at least one command"):
-        remotecommand.StreamOptions.parse(_request("stdout=1"), needs_command=True)
+        remotecommand.parse_options(_request("stdout=1"), needs_command=True)
     with pytest.raises(errors.ApiError, match="at least 1 of stdin, stdout, stderr"):
-        remotecommand.StreamOptions.parse(_request("command=ls"), needs_command=True)
+        remotecommand.parse_options(_request("command=ls"), needs_command=True)
     with pytest.raises(errors.ApiError, match="invalid syntax"):
-        remotecommand.StreamOptions.parse(_request("command=ls&stdout=maybe"), needs_command=True)
-    assert remotecommand.StreamOptions.parse(_request("stdout=1"), needs_command=False).command == []
+        remotecommand.parse_options(_request("command=ls&stdout=maybe"), needs_command=True)
+    assert remotecommand.parse_options(_request("stdout=1"), needs_command=False).command == []
 
 
 def test_exit_code_status_is_what_clients_parse() -> None:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from t9k_provider.local.apiserver.registry import BUILTIN
-from t9k_provider.local.apiserver.selectors import (
+from t9k_provider.local.machinery.selectors import (
     FieldGetter,
     SelectorError,
     label_selector_from_spec,

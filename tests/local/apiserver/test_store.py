@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from t9k_provider.local.store import ADDED, DELETED, MODIFIED, Compacted, Conflict, Store
+from t9k_provider.local.storage.store import ADDED, DELETED, MODIFIED, Compacted, Conflict, Store
 
 
 def _obj(name: str, ns: str = "default", **extra: object) -> dict:

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from t9k_provider.local.apiserver import fielderrors as fe
 from t9k_provider.local.apiserver import validation
-from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.registry import BUILTIN
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
 from t9k_provider.local.apiserver.validation import invalid_message
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
 
 _BUILTIN = {r.plural: r for r in BUILTIN if not r.stored_as}
 _CUSTOM = resources_from_crd(

@@ -15,9 +15,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from t9k_provider.local import poddir
-from t9k_provider.local.kubelet import cgroups, network
-from t9k_provider.local.poddir import PodDir
+from t9k_provider.local.kubelet import cgroups, network, poddir
+from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.testing import LocalCluster, require_limits, wait_for
 from tests.support.builders import PY, make_container, make_pod
 from tests.support.clusters import cluster_fixture

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from t9k_provider.local.kubelet import podworker, runtime
+from t9k_provider.local.kubelet.poddir import AttemptFiles
 from t9k_provider.local.kubelet.runtime import Attempt
 from t9k_provider.local.kubelet.status import ContainerView
-from t9k_provider.local.node import events
-from t9k_provider.local.poddir import AttemptFiles
+from t9k_provider.local.machinery import events
 
 
 class FakeKubelet:

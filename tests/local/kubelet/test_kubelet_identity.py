@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from t9k_provider.local import logs
+from t9k_provider.local.kubelet import logs
 from t9k_provider.local.kubelet.identity import (
     CAPABILITIES,
     Identity,

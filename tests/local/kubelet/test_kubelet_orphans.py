@@ -12,8 +12,8 @@ import pytest
 from t9k_provider.kube.informer import NODE_INDEX
 from t9k_provider.local.kubelet import runtime
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
-from t9k_provider.local.node.events import NODE_NAME
-from t9k_provider.local.poddir import PodDir
+from t9k_provider.local.kubelet.poddir import PodDir
+from t9k_provider.local.machinery.events import NODE_NAME
 
 
 class _Pods:

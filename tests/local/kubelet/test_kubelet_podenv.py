@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from t9k_provider.local.kubelet import podenv
+from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext, container_argv, container_env
-from t9k_provider.local.poddir import PodDir
 
 VARS = {"A": "x", "EMPTY": ""}
 

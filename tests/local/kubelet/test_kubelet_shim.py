@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from t9k_provider.local import logs
+from t9k_provider.local.kubelet import logs
+from t9k_provider.local.kubelet.poddir import AttemptFiles, ContainerDir, PodDir
 from t9k_provider.local.kubelet.shim import (
     CLONE_NEWNS,
     ContainerNamespace,
@@ -21,7 +22,6 @@ from t9k_provider.local.kubelet.shim import (
     ShimSpec,
     process_start_time,
 )
-from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
 from t9k_provider.testing import wait_for
 
 

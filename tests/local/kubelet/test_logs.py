@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from t9k_provider.kube.timestamps import parse_timestamp
-from t9k_provider.local import logs
-from t9k_provider.local.poddir import AttemptFiles
+from t9k_provider.local.kubelet import logs
+from t9k_provider.local.kubelet.poddir import AttemptFiles
 
 
 def _clock(values: list[int]):

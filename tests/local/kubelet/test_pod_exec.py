@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 from kubernetes.stream import stream
 
-from t9k_provider.local.poddir import PodDir
+from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.testing import LocalCluster, wait_for
 from tests.support.builders import make_container, make_job, make_template
 from tests.support.clusters import cluster_fixture

@@ -1,4 +1,4 @@
-"""The pod directory layout, and that `t9k_provider.local.poddir` is the only module that spells it."""
+"""The pod directory layout, and that `local.kubelet.poddir` is the only module that spells it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import t9k_provider
-from t9k_provider.local import poddir
-from t9k_provider.local.poddir import AttemptFiles, ContainerDir, PodDir
+from t9k_provider.local.kubelet import poddir
+from t9k_provider.local.kubelet.poddir import AttemptFiles, ContainerDir, PodDir
 
 POD = {"metadata": {"namespace": "ns", "name": "p", "uid": "u-1"}}
 
@@ -84,7 +84,7 @@ def test_only_poddir_spells_the_layout() -> None:
     for path in sorted(package.rglob("*.py")):
         if path != owner:
             offenders += [f"{os.path.relpath(path, package)} {hit}" for hit in _spellings(path.read_text())]
-    assert offenders == [], "pod-directory paths belong in t9k_provider.local.poddir"
+    assert offenders == [], "pod-directory paths belong in t9k_provider.local.kubelet.poddir"
 
 
 @pytest.mark.parametrize(

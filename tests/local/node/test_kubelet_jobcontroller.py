@@ -5,9 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from t9k_provider.kube.api import ResourceType
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
-from t9k_provider.kube.resources import JOBS, PODS
+from t9k_provider.kube.resources import JOBS, PODS, ResourceType
 from t9k_provider.local.node.jobcontroller import JobController
 
 

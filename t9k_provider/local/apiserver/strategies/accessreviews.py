@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
 from t9k_provider.local.apiserver.authz import Attributes, Authorizer, UserInfo
-from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.validation import invalid
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
 
 
 class ReviewStrategy(Strategy):
@@ -56,8 +56,8 @@ class AccessReviewStrategy(ReviewStrategy):
         self, res: Resource, spec: dict[str, Any], user: UserInfo, authorizer: Authorizer
     ) -> dict[str, Any]:
         out: list[Cause] = []
-        resource = jf.object_field(spec, "resourceAttributes", "spec.resourceAttributes", out)
-        non_resource = jf.object_field(spec, "nonResourceAttributes", "spec.nonResourceAttributes", out)
+        resource = decoding.object_field(spec, "resourceAttributes", "spec.resourceAttributes", out)
+        non_resource = decoding.object_field(spec, "nonResourceAttributes", "spec.nonResourceAttributes", out)
         if bool(resource) == bool(non_resource):
             out.append(
                 fe.invalid(
@@ -68,33 +68,35 @@ class AccessReviewStrategy(ReviewStrategy):
             )
         if resource:
             attrs = Attributes(
-                verb=jf.text_field(resource, "verb", "spec.resourceAttributes.verb", out),
+                verb=decoding.text_field(resource, "verb", "spec.resourceAttributes.verb", out),
                 resource_request=True,
-                api_group=jf.text_field(resource, "group", "spec.resourceAttributes.group", out),
-                api_version=jf.text_field(resource, "version", "spec.resourceAttributes.version", out),
-                resource=jf.text_field(resource, "resource", "spec.resourceAttributes.resource", out),
-                subresource=jf.text_field(
+                api_group=decoding.text_field(resource, "group", "spec.resourceAttributes.group", out),
+                api_version=decoding.text_field(resource, "version", "spec.resourceAttributes.version", out),
+                resource=decoding.text_field(resource, "resource", "spec.resourceAttributes.resource", out),
+                subresource=decoding.text_field(
                     resource, "subresource", "spec.resourceAttributes.subresource", out
                 ),
-                namespace=jf.text_field(resource, "namespace", "spec.resourceAttributes.namespace", out),
-                name=jf.text_field(resource, "name", "spec.resourceAttributes.name", out),
+                namespace=decoding.text_field(
+                    resource, "namespace", "spec.resourceAttributes.namespace", out
+                ),
+                name=decoding.text_field(resource, "name", "spec.resourceAttributes.name", out),
             )
         else:
             attrs = Attributes(
-                verb=jf.text_field(non_resource, "verb", "spec.nonResourceAttributes.verb", out),
-                path=jf.text_field(non_resource, "path", "spec.nonResourceAttributes.path", out),
+                verb=decoding.text_field(non_resource, "verb", "spec.nonResourceAttributes.verb", out),
+                path=decoding.text_field(non_resource, "path", "spec.nonResourceAttributes.path", out),
             )
         subject = user
         if self.names_subject:
-            name = jf.text_field(spec, "user", "spec.user", out)
-            groups = jf.string_items(spec, "groups", "spec.groups", out)
+            name = decoding.text_field(spec, "user", "spec.user", out)
+            groups = decoding.string_items(spec, "groups", "spec.groups", out)
             if not name and not groups:
                 out.append(fe.invalid("spec.user", name, "at least one of user or group must be specified"))
             extra = {
                 k: tuple(v) if isinstance(v, list) else (str(v),)
-                for k, v in jf.object_field(spec, "extra", "spec.extra", out).items()
+                for k, v in decoding.object_field(spec, "extra", "spec.extra", out).items()
             }
-            subject = UserInfo(name, tuple(groups), jf.text_field(spec, "uid", "spec.uid", out), extra)
+            subject = UserInfo(name, tuple(groups), decoding.text_field(spec, "uid", "spec.uid", out), extra)
         if out:
             raise invalid(res, "", out)
         allowed, reason = authorizer.authorize(subject, attrs)
@@ -115,7 +117,7 @@ class SelfSubjectRulesReviewStrategy(ReviewStrategy):
         self, res: Resource, spec: dict[str, Any], user: UserInfo, authorizer: Authorizer
     ) -> dict[str, Any]:
         out: list[Cause] = []
-        namespace = jf.text_field(spec, "namespace", "spec.namespace", out)
+        namespace = decoding.text_field(spec, "namespace", "spec.namespace", out)
         if out:
             raise invalid(res, "", out)
         resource_rules, non_resource_rules = [], []

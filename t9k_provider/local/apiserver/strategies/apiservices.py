@@ -11,16 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.kube.timestamps import now_rfc3339
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.names import is_dns1035_label, is_dns1123_subdomain, name_is_path_segment
 from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.apiserver.validation import as_map, validate_port
-from t9k_provider.local.store import Store
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.names import is_dns1035_label, is_dns1123_subdomain, name_is_path_segment
+from t9k_provider.local.storage.store import Store
 
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 
@@ -39,9 +39,9 @@ class APIServiceStrategy(Strategy):
         obj["status"] = {}
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
-        spec = jf.object_field(obj, "spec", "spec", out)
-        group = jf.text_field(spec, "group", "spec.group", out)
-        version = jf.text_field(spec, "version", "spec.version", out)
+        spec = decoding.object_field(obj, "spec", "spec", out)
+        group = decoding.text_field(spec, "group", "spec.group", out)
+        version = decoding.text_field(spec, "version", "spec.version", out)
         required = f"{version}.{group}"
         name = obj["metadata"].get("name", "")
         if name != required:
@@ -56,7 +56,7 @@ class APIServiceStrategy(Strategy):
             out += [fe.invalid("spec.group", group, m) for m in is_dns1123_subdomain(group)]
         out += [fe.invalid("spec.version", version, m) for m in is_dns1035_label(version)]
         for key, top in (("groupPriorityMinimum", 20000), ("versionPriority", 1000)):
-            value = jf.int_field(spec, key, f"spec.{key}", out) or 0
+            value = decoding.int_field(spec, key, f"spec.{key}", out) or 0
             if not 0 < value <= top:
                 out.append(fe.invalid(f"spec.{key}", value, f"must be positive and less than {top}"))
         skip_tls = spec.get("insecureSkipTLSVerify") is True
@@ -68,9 +68,9 @@ class APIServiceStrategy(Strategy):
                 detail = "local APIServices may not have insecureSkipTLSVerify"
                 out.append(fe.forbidden("spec.insecureSkipTLSVerify", detail))
             return
-        service = jf.object_field(spec, "service", "spec.service", out)
+        service = decoding.object_field(spec, "service", "spec.service", out)
         for key in ("namespace", "name"):
-            jf.required_text(service, key, f"spec.service.{key}", out)
+            decoding.required_text(service, key, f"spec.service.{key}", out)
         validate_port(service, "port", "spec.service.port", out)
         if skip_tls and spec.get("caBundle"):
             out.append(

@@ -8,17 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.jsonvalues import json_equal
 from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.selectors import (
-    SelectorError,
-    format_label_selector,
-    label_selector_from_spec,
-)
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.strategies.podspec import (
     POD_TEMPLATE_FIELDS,
@@ -28,7 +19,16 @@ from t9k_provider.local.apiserver.strategies.podspec import (
 )
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.apiserver.validation import IMMUTABLE, as_map, validate_labels
-from t9k_provider.local.store import Store
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.jsonvalues import json_equal
+from t9k_provider.local.machinery.selectors import (
+    SelectorError,
+    format_label_selector,
+    label_selector_from_spec,
+)
+from t9k_provider.local.storage.store import Store
 
 _PERCENT = re.compile(r"([0-9]+)%\Z")
 _PERCENT_MSG = (
@@ -88,14 +88,14 @@ def validate_template(spec: dict[str, Any], selects: Any, out: list[Cause]) -> N
         out.append(fe.required("spec.template"))
         return
     template = spec["template"]
-    meta = jf.object_field(template, "metadata", "spec.template.metadata", out)
+    meta = decoding.object_field(template, "metadata", "spec.template.metadata", out)
     validate_labels(meta, "labels", "spec.template.metadata.labels", out)
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
     if selects is not None and not selects(labels):
         out.append(
             fe.invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
         )
-    pod_spec = jf.object_field(template, "spec", "spec.template.spec", out)
+    pod_spec = decoding.object_field(template, "spec", "spec.template.spec", out)
     validate_pod_spec(pod_spec, "spec.template.spec", out, ["Always"])
     if pod_spec.get("activeDeadlineSeconds") is not None:
         detail = "activeDeadlineSeconds in ReplicaSet is not Supported"
@@ -104,7 +104,7 @@ def validate_template(spec: dict[str, Any], selects: Any, out: list[Cause]) -> N
 
 def validate_counts(spec: dict[str, Any], keys: tuple[str, ...], out: list[Cause]) -> None:
     for key in keys:
-        value = jf.int_field(spec, key, f"spec.{key}", out)
+        value = decoding.int_field(spec, key, f"spec.{key}", out)
         if value is not None and value < 0:
             out.append(fe.invalid(f"spec.{key}", value, "must be greater than or equal to 0"))
 
@@ -181,8 +181,8 @@ def _default_rollout(spec: dict[str, Any], field: str, rolling: dict[str, Any]) 
 
 def _validate_update_strategy(spec: dict[str, Any], out: list[Cause]) -> dict[str, Any]:
     """StatefulSets' and DaemonSets' ``updateStrategy``, whose type is OnDelete or RollingUpdate."""
-    update = jf.object_field(spec, "updateStrategy", "spec.updateStrategy", out)
-    kind = jf.text_field(update, "type", "spec.updateStrategy.type", out)
+    update = decoding.object_field(spec, "updateStrategy", "spec.updateStrategy", out)
+    kind = decoding.text_field(update, "type", "spec.updateStrategy.type", out)
     if kind not in ("OnDelete", "RollingUpdate"):
         out.append(fe.not_supported("spec.updateStrategy.type", kind, ["OnDelete", "RollingUpdate"]))
     return update
@@ -207,7 +207,7 @@ class WorkloadStrategy(PodControllerStrategy):
         """The kind's own defaults (``SetDefaults_<Kind>``) besides replicas and the pod template's."""
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
-        spec = jf.object_field(obj, "spec", "spec", out)
+        spec = decoding.object_field(obj, "spec", "spec", out)
         validate_counts(
             spec,
             ("replicas", "minReadySeconds", "revisionHistoryLimit")
@@ -228,7 +228,7 @@ class WorkloadStrategy(PodControllerStrategy):
             out.append(fe.required("spec.selector"))
             return None
         if not isinstance(selector, dict):
-            jf.type_error("spec.selector", selector, "object", out)
+            decoding.type_error("spec.selector", selector, "object", out)
             return None
         if not selector.get("matchLabels") and not selector.get("matchExpressions"):
             out.append(
@@ -267,11 +267,11 @@ class DeploymentStrategy(WorkloadStrategy):
         spec.setdefault("progressDeadlineSeconds", 600)
 
     def validate_spec(self, spec: dict[str, Any], out: list[Cause]) -> None:
-        strategy = jf.object_field(spec, "strategy", "spec.strategy", out)
-        kind = jf.text_field(strategy, "type", "spec.strategy.type", out)
+        strategy = decoding.object_field(spec, "strategy", "spec.strategy", out)
+        kind = decoding.text_field(strategy, "type", "spec.strategy.type", out)
         if kind not in ("Recreate", "RollingUpdate"):
             out.append(fe.not_supported("spec.strategy.type", kind, ["Recreate", "RollingUpdate"]))
-        rolling = jf.object_field(strategy, "rollingUpdate", "spec.strategy.rollingUpdate", out)
+        rolling = decoding.object_field(strategy, "rollingUpdate", "spec.strategy.rollingUpdate", out)
         if kind == "Recreate" and strategy.get("rollingUpdate") is not None:
             detail = "may not be specified when strategy `type` is 'Recreate'"
             out.append(fe.forbidden("spec.strategy.rollingUpdate", detail))
@@ -284,7 +284,7 @@ class DeploymentStrategy(WorkloadStrategy):
                 out.append(fe.invalid(field, value, "must not be greater than 100%"))
             if unavailable == 0 and surge == 0:
                 out.append(fe.invalid(field, value, "may not be 0 when `maxSurge` is 0"))
-        deadline = jf.int_field(spec, "progressDeadlineSeconds", "spec.progressDeadlineSeconds", out)
+        deadline = decoding.int_field(spec, "progressDeadlineSeconds", "spec.progressDeadlineSeconds", out)
         ready = spec.get("minReadySeconds") if isinstance(spec.get("minReadySeconds"), int) else 0
         if deadline is not None and deadline <= ready:
             out.append(
@@ -336,11 +336,11 @@ class StatefulSetStrategy(WorkloadStrategy):
         )
 
     def validate_spec(self, spec: dict[str, Any], out: list[Cause]) -> None:
-        policy = jf.text_field(spec, "podManagementPolicy", "spec.podManagementPolicy", out)
+        policy = decoding.text_field(spec, "podManagementPolicy", "spec.podManagementPolicy", out)
         if policy not in ("OrderedReady", "Parallel"):
             out.append(fe.not_supported("spec.podManagementPolicy", policy, ["OrderedReady", "Parallel"]))
         update = _validate_update_strategy(spec, out)
-        rolling = jf.object_field(update, "rollingUpdate", "spec.updateStrategy.rollingUpdate", out)
+        rolling = decoding.object_field(update, "rollingUpdate", "spec.updateStrategy.rollingUpdate", out)
         validate_counts(rolling, ("partition",), out)
 
     def validate_update(self, old: dict[str, Any], new: dict[str, Any], out: list[Cause]) -> None:

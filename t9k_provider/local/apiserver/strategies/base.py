@@ -11,13 +11,13 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from t9k_provider.kube.timestamps import normalize_fields
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.jsonvalues import get_path
-from t9k_provider.local.apiserver.names import NameCheck, name_is_dns_subdomain
 from t9k_provider.local.apiserver.patch import MergeField
-from t9k_provider.local.apiserver.selectors import FieldGetter
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age
-from t9k_provider.local.store import Store
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.jsonvalues import get_path
+from t9k_provider.local.machinery.names import NameCheck, name_is_dns_subdomain
+from t9k_provider.local.machinery.selectors import FieldGetter
+from t9k_provider.local.storage.store import Store
 
 if TYPE_CHECKING:
     from t9k_provider.local.apiserver.resources import Resource

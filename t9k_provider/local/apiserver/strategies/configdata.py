@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.jsonvalues import json_equal
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.schema import is_base64
-from t9k_provider.local.apiserver.selectors import field_getter
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.validation import CONFIG_KEY, CONFIG_KEY_MSG, IMMUTABLE, as_map, as_text
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.jsonvalues import json_equal
+from t9k_provider.local.machinery.selectors import field_getter
 
 _CONFIG_SIZE_LIMIT = 1024 * 1024
 
@@ -33,7 +33,7 @@ class SecretStrategy(Strategy):
         for key, value in as_map(obj.get("data")).items():
             if isinstance(value, str) and not is_base64(value):
                 out.append(fe.invalid(f"data[{key}]", "<value omitted>", "must be base64 encoded"))
-        jf.text_field(obj, "type", "type", out)
+        decoding.text_field(obj, "type", "type", out)
 
     def validate_update(self, old: dict[str, Any], new: dict[str, Any], out: list[Cause]) -> None:
         _immutable_data(old, new, ("data",), out)
@@ -45,7 +45,7 @@ def _config_keys(obj: dict, sections: tuple[str, ...], out: list[Cause]) -> None
     seen: dict[str, str] = {}
     size = 0
     for section in sections:
-        for key, value in jf.string_map(obj, section, section, out).items():
+        for key, value in decoding.string_map(obj, section, section, out).items():
             path = f"{section}[{key}]"
             if len(key) > 253:
                 out.append(fe.invalid(path, key, "must be no more than 253 characters"))

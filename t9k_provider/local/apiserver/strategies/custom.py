@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.jsonvalues import json_copy
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.schema import apply_defaults, prune
 from t9k_provider.local.apiserver.schema import validate as validate_schema
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age
-from t9k_provider.local.store import Store
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.jsonvalues import json_copy
+from t9k_provider.local.storage.store import Store
 
 
 class CustomResourceStrategy(Strategy):

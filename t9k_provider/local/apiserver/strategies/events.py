@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.names import is_qualified_name
 from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.selectors import field_getter
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import age, column
 from t9k_provider.local.apiserver.validation import as_map, as_text, invalid
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.names import is_qualified_name
+from t9k_provider.local.machinery.selectors import field_getter
 
 _FIELD_SELECTORS = {
     f"involvedObject.{f}": field_getter("involvedObject", f)
@@ -46,8 +46,8 @@ class EventStrategy(Strategy):
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
         """Legacy (core/v1) event rules; events.k8s.io's stricter ones are the server's events view."""
         namespace = as_text(as_map(obj.get("metadata")).get("namespace"))
-        involved = jf.object_field(obj, "involvedObject", "involvedObject", out)
-        involved_ns = jf.text_field(involved, "namespace", "involvedObject.namespace", out)
+        involved = decoding.object_field(obj, "involvedObject", "involvedObject", out)
+        involved_ns = decoding.text_field(involved, "namespace", "involvedObject.namespace", out)
         mismatch = fe.invalid("involvedObject.namespace", involved_ns, "does not match event.namespace")
         if not obj.get("eventTime"):
             if namespace != involved_ns and not (not involved_ns and namespace == "default"):
@@ -55,13 +55,13 @@ class EventStrategy(Strategy):
             return
         if not involved_ns and namespace not in ("default", "kube-system"):
             out.append(mismatch)
-        component = jf.required_text(obj, "reportingComponent", "reportingComponent", out)
+        component = decoding.required_text(obj, "reportingComponent", "reportingComponent", out)
         out += [fe.invalid("reportingComponent", component, m) for m in is_qualified_name(component)]
         for key in ("reportingInstance", "action", "reason"):
-            value = jf.required_text(obj, key, key, out)
+            value = decoding.required_text(obj, key, key, out)
             if len(value) > 128:
                 out.append(fe.invalid(key, "", "can have at most 128 characters"))
-        if len(jf.text_field(obj, "message", "message", out)) > 1024:
+        if len(decoding.text_field(obj, "message", "message", out)) > 1024:
             out.append(fe.invalid("message", "", "can have at most 1024 characters"))
 
     def cells(self, event: dict[str, Any]) -> list[Any]:

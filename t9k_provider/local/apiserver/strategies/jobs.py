@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.jsonvalues import json_equal
 from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.apps import validate_counts
@@ -18,8 +14,12 @@ from t9k_provider.local.apiserver.strategies.podspec import (
     validate_pod_spec,
 )
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.apiserver.validation import IMMUTABLE, as_map, significant, validate_labels
-from t9k_provider.local.store import Store
+from t9k_provider.local.apiserver.validation import IMMUTABLE, as_map, validate_labels
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.jsonvalues import json_equal, significant
+from t9k_provider.local.storage.store import Store
 
 _JOB_COUNTERS = (
     "parallelism",
@@ -71,15 +71,15 @@ class JobStrategy(Strategy):
         job["status"] = {}
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
-        spec = jf.object_field(obj, "spec", "spec", out)
+        spec = decoding.object_field(obj, "spec", "spec", out)
         validate_counts(spec, _JOB_COUNTERS, out)
         if not isinstance(spec.get("template"), dict):
             out.append(fe.required("spec.template"))
             return
         template = spec["template"]
-        template_meta = jf.object_field(template, "metadata", "spec.template.metadata", out)
+        template_meta = decoding.object_field(template, "metadata", "spec.template.metadata", out)
         validate_labels(template_meta, "labels", "spec.template.metadata.labels", out)
-        pod_spec = jf.object_field(template, "spec", "spec.template.spec", out)
+        pod_spec = decoding.object_field(template, "spec", "spec.template.spec", out)
         validate_pod_spec(pod_spec, "spec.template.spec", out, ["OnFailure", "Never"])
         if pod_spec.get("restartPolicy") is None:
             out.append(fe.required("spec.template.spec.restartPolicy", 'valid values: "OnFailure", "Never"'))

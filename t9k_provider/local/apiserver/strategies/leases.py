@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.base import Strategy
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
 
 
 class LeaseStrategy(Strategy):
@@ -17,12 +17,12 @@ class LeaseStrategy(Strategy):
     micro_times = ("spec.acquireTime", "spec.renewTime")
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
-        spec = jf.object_field(obj, "spec", "spec", out)
-        jf.text_field(spec, "holderIdentity", "spec.holderIdentity", out)
-        duration = jf.int_field(spec, "leaseDurationSeconds", "spec.leaseDurationSeconds", out)
+        spec = decoding.object_field(obj, "spec", "spec", out)
+        decoding.text_field(spec, "holderIdentity", "spec.holderIdentity", out)
+        duration = decoding.int_field(spec, "leaseDurationSeconds", "spec.leaseDurationSeconds", out)
         if duration is not None and duration <= 0:
             out.append(fe.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
-        transitions = jf.int_field(spec, "leaseTransitions", "spec.leaseTransitions", out)
+        transitions = decoding.int_field(spec, "leaseTransitions", "spec.leaseTransitions", out)
         if transitions is not None and transitions < 0:
             out.append(fe.invalid("spec.leaseTransitions", transitions, "must be greater than or equal to 0"))
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.names import is_qualified_name, name_is_dns_label
 from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS
 from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.selectors import field_getter
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.store import Store
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.names import is_qualified_name, name_is_dns_label
+from t9k_provider.local.machinery.selectors import field_getter
+from t9k_provider.local.storage.store import Store
 
 BOOT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 #: the spec finalizer the namespace controller removes once the namespace is empty
@@ -41,7 +41,9 @@ class NamespaceStrategy(Strategy):
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
         """``spec.finalizers`` entries are standard (``kubernetes``) or domain-qualified names."""
         path = "spec.finalizers"
-        for name in jf.string_items(jf.object_field(obj, "spec", "spec", out), "finalizers", path, out):
+        for name in decoding.string_items(
+            decoding.object_field(obj, "spec", "spec", out), "finalizers", path, out
+        ):
             out += [fe.invalid(path, name, m) for m in is_qualified_name(name)]
             if "/" not in name and name != KUBERNETES_FINALIZER:
                 detail = "name is neither a standard finalizer name nor is it fully qualified"

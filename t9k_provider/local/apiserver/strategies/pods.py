@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.jsonvalues import json_equal, json_in
 from t9k_provider.local.apiserver.patch import CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.selectors import field_getter
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.strategies.podspec import (
     POD_SPEC_FIELDS,
@@ -20,8 +15,13 @@ from t9k_provider.local.apiserver.strategies.podspec import (
 )
 from t9k_provider.local.apiserver.strategies.serviceaccountadmission import admit_pod
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.apiserver.validation import as_map, length, significant
-from t9k_provider.local.store import Store
+from t9k_provider.local.apiserver.validation import as_map, length
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.jsonvalues import json_equal, json_in, significant
+from t9k_provider.local.machinery.selectors import field_getter
+from t9k_provider.local.storage.store import Store
 
 _POD_MUTABLE_MESSAGE = (
     "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
@@ -108,7 +108,7 @@ class PodStrategy(Strategy):
             obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
-        validate_pod_spec(jf.object_field(obj, "spec", "spec", out), "spec", out)
+        validate_pod_spec(decoding.object_field(obj, "spec", "spec", out), "spec", out)
 
     def validate_update(self, old: dict[str, Any], new: dict[str, Any], out: list[Cause]) -> None:
         old_spec, new_spec = as_map(old.get("spec")), as_map(new.get("spec"))

@@ -10,17 +10,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.names import (
-    is_dns1123_label,
-    is_qualified_name,
-    name_is_dns_subdomain,
-    regex_error,
-)
 from t9k_provider.local.apiserver.patch import OBJECT_META, MergeField
-from t9k_provider.local.apiserver.quantity import QUANTITY_ERROR, parse_quantity
 from t9k_provider.local.apiserver.validation import (
     CONFIG_KEY,
     CONFIG_KEY_MSG,
@@ -28,6 +18,16 @@ from t9k_provider.local.apiserver.validation import (
     validate_port,
     validate_protocol,
 )
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.names import (
+    is_dns1123_label,
+    is_qualified_name,
+    name_is_dns_subdomain,
+    regex_error,
+)
+from t9k_provider.local.machinery.quantity import QUANTITY_ERROR, parse_quantity
 
 _CONTAINER_FIELDS: dict[str, MergeField] = {
     "ports": MergeField("merge", "containerPort"),
@@ -130,13 +130,13 @@ def _env_source(source: dict, value: str, path: str, out: list[Cause]) -> None:
     """``validateEnvVarValueFrom``: exactly one source, and not together with ``value``."""
     present = [key for key in _ENV_SOURCES if source.get(key) is not None]
     for key in present:
-        ref = jf.object_field(source, key, f"{path}.{key}", out)
+        ref = decoding.object_field(source, key, f"{path}.{key}", out)
         if key == "fieldRef":
             _field_ref(ref, f"{path}.fieldRef", out)
         elif key == "resourceFieldRef":
-            jf.required_text(ref, "resource", f"{path}.resourceFieldRef.resource", out)
+            decoding.required_text(ref, "resource", f"{path}.resourceFieldRef.resource", out)
         else:
-            key_name = jf.required_text(ref, "key", f"{path}.{key}.key", out)
+            key_name = decoding.required_text(ref, "key", f"{path}.{key}.key", out)
             if key_name and not CONFIG_KEY.match(key_name):
                 out.append(fe.invalid(f"{path}.{key}.key", key_name, CONFIG_KEY_MSG))
     if not present:
@@ -149,7 +149,7 @@ def _env_source(source: dict, value: str, path: str, out: list[Cause]) -> None:
 
 
 def _field_ref(ref: dict, path: str, out: list[Cause]) -> None:
-    field_path = jf.required_text(ref, "fieldPath", f"{path}.fieldPath", out)
+    field_path = decoding.required_text(ref, "fieldPath", f"{path}.fieldPath", out)
     if not field_path:
         return
     subscript = _SUBSCRIPT.match(field_path)
@@ -162,38 +162,38 @@ def _field_ref(ref: dict, path: str, out: list[Cause]) -> None:
 
 
 def _container(base: str, c: dict, volumes: set[str], seen: set[str], out: list[Cause]) -> None:
-    name = jf.required_text(c, "name", f"{base}.name", out)
+    name = decoding.required_text(c, "name", f"{base}.name", out)
     if name:
         out += [fe.invalid(f"{base}.name", name, m) for m in is_dns1123_label(name)]
         if name in seen:
             out.append(fe.duplicate(f"{base}.name", name))
         seen.add(name)
-    jf.required_text(c, "image", f"{base}.image", out)
-    jf.string_items(c, "command", f"{base}.command", out)
-    jf.string_items(c, "args", f"{base}.args", out)
-    for env_path, env in jf.object_items(c, "env", f"{base}.env", out):
-        env_name = jf.required_text(env, "name", f"{env_path}.name", out)
+    decoding.required_text(c, "image", f"{base}.image", out)
+    decoding.string_items(c, "command", f"{base}.command", out)
+    decoding.string_items(c, "args", f"{base}.args", out)
+    for env_path, env in decoding.object_items(c, "env", f"{base}.env", out):
+        env_name = decoding.required_text(env, "name", f"{env_path}.name", out)
         if env_name and not _ENV_NAME.match(env_name):
             out.append(fe.invalid(f"{env_path}.name", env_name, _ENV_NAME_MSG))
-        value = jf.text_field(env, "value", f"{env_path}.value", out)
+        value = decoding.text_field(env, "value", f"{env_path}.value", out)
         if env.get("valueFrom") is not None:
-            source = jf.object_field(env, "valueFrom", f"{env_path}.valueFrom", out)
+            source = decoding.object_field(env, "valueFrom", f"{env_path}.valueFrom", out)
             _env_source(source, value, f"{env_path}.valueFrom", out)
     port_names: set[str] = set()
-    for port_path, port in jf.object_items(c, "ports", f"{base}.ports", out):
+    for port_path, port in decoding.object_items(c, "ports", f"{base}.ports", out):
         validate_port(port, "containerPort", f"{port_path}.containerPort", out)
-        port_name = jf.text_field(port, "name", f"{port_path}.name", out)
+        port_name = decoding.text_field(port, "name", f"{port_path}.name", out)
         if port_name:
             if port_name in port_names:
                 out.append(fe.duplicate(f"{port_path}.name", port_name))
             port_names.add(port_name)
         validate_protocol(port, f"{port_path}.protocol", out)
-    _resources(jf.object_field(c, "resources", f"{base}.resources", out), f"{base}.resources", out)
-    for mount_path, mount in jf.object_items(c, "volumeMounts", f"{base}.volumeMounts", out):
-        mount_name = jf.required_text(mount, "name", f"{mount_path}.name", out)
+    _resources(decoding.object_field(c, "resources", f"{base}.resources", out), f"{base}.resources", out)
+    for mount_path, mount in decoding.object_items(c, "volumeMounts", f"{base}.volumeMounts", out):
+        mount_name = decoding.required_text(mount, "name", f"{mount_path}.name", out)
         if mount_name and mount_name not in volumes:
             out.append(fe.not_found(f"{mount_path}.name", mount_name))
-        jf.required_text(mount, "mountPath", f"{mount_path}.mountPath", out)
+        decoding.required_text(mount, "mountPath", f"{mount_path}.mountPath", out)
 
 
 _STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
@@ -242,9 +242,11 @@ def _quantities(section: dict, path: str, out: list[Cause]) -> dict[str, tuple[s
 
 def _resources(resources: dict, path: str, out: list[Cause]) -> None:
     """``ValidateResourceRequirements``: names, quantities, requests within limits."""
-    limits = _quantities(jf.object_field(resources, "limits", f"{path}.limits", out), f"{path}.limits", out)
+    limits = _quantities(
+        decoding.object_field(resources, "limits", f"{path}.limits", out), f"{path}.limits", out
+    )
     requests = _quantities(
-        jf.object_field(resources, "requests", f"{path}.requests", out), f"{path}.requests", out
+        decoding.object_field(resources, "requests", f"{path}.requests", out), f"{path}.requests", out
     )
     for name, (printed, value) in requests.items():
         overcommit = _is_native(name) and not name.startswith("hugepages-")
@@ -277,23 +279,23 @@ def _volume_source(volume: dict, path: str, out: list[Cause]) -> None:
     for extra in sources[1:]:
         out.append(fe.forbidden(f"{path}.{extra}", "may not specify more than 1 volume type"))
     for key in sources[:1]:
-        source = jf.object_field(volume, key, f"{path}.{key}", out)
+        source = decoding.object_field(volume, key, f"{path}.{key}", out)
         needed = _VOLUME_REQUIRED.get(key)
         if needed:
-            jf.required_text(source, needed, f"{path}.{key}.{needed}", out)
-        for item_path, item in jf.object_items(source, "items", f"{path}.{key}.items", out):
+            decoding.required_text(source, needed, f"{path}.{key}.{needed}", out)
+        for item_path, item in decoding.object_items(source, "items", f"{path}.{key}.items", out):
             # configMap/secret items name a key; downwardAPI items name a field instead
             if key != "downwardAPI":
-                jf.required_text(item, "key", f"{item_path}.key", out)
-            jf.required_text(item, "path", f"{item_path}.path", out)
+                decoding.required_text(item, "key", f"{item_path}.key", out)
+            decoding.required_text(item, "path", f"{item_path}.path", out)
 
 
 def validate_pod_spec(
     spec: dict, path: str, out: list[Cause], restart_policies: list[str] = RESTART_POLICIES
 ) -> None:
     volumes: set[str] = set()
-    for volume_path, volume in jf.object_items(spec, "volumes", f"{path}.volumes", out):
-        vname = jf.required_text(volume, "name", f"{volume_path}.name", out)
+    for volume_path, volume in decoding.object_items(spec, "volumes", f"{path}.volumes", out):
+        vname = decoding.required_text(volume, "name", f"{volume_path}.name", out)
         if not vname:
             continue
         out += [fe.invalid(f"{volume_path}.name", vname, m) for m in is_dns1123_label(vname)]
@@ -301,25 +303,25 @@ def validate_pod_spec(
             out.append(fe.duplicate(f"{volume_path}.name", vname))
         volumes.add(vname)
         _volume_source(volume, volume_path, out)
-    containers = jf.object_items(spec, "containers", f"{path}.containers", out)
+    containers = decoding.object_items(spec, "containers", f"{path}.containers", out)
     if not spec.get("containers"):
         out.append(fe.required(f"{path}.containers"))
     seen: set[str] = set()
-    for base, c in jf.object_items(spec, "initContainers", f"{path}.initContainers", out) + containers:
+    for base, c in decoding.object_items(spec, "initContainers", f"{path}.initContainers", out) + containers:
         _container(base, c, volumes, seen, out)
-    policy = jf.text_field(spec, "restartPolicy", f"{path}.restartPolicy", out)
+    policy = decoding.text_field(spec, "restartPolicy", f"{path}.restartPolicy", out)
     if policy and policy not in restart_policies:
         out.append(fe.not_supported(f"{path}.restartPolicy", policy, restart_policies))
-    deadline = jf.int_field(spec, "activeDeadlineSeconds", f"{path}.activeDeadlineSeconds", out)
+    deadline = decoding.int_field(spec, "activeDeadlineSeconds", f"{path}.activeDeadlineSeconds", out)
     if deadline is not None and not 1 <= deadline <= 2**31 - 1:
         detail = "must be between 1 and 2147483647, inclusive"
         out.append(fe.invalid(f"{path}.activeDeadlineSeconds", deadline, detail))
-    jf.int_field(spec, "terminationGracePeriodSeconds", f"{path}.terminationGracePeriodSeconds", out)
+    decoding.int_field(spec, "terminationGracePeriodSeconds", f"{path}.terminationGracePeriodSeconds", out)
     for key in ("hostname", "subdomain"):
-        value = jf.text_field(spec, key, f"{path}.{key}", out)
+        value = decoding.text_field(spec, key, f"{path}.{key}", out)
         if value:
             out += [fe.invalid(f"{path}.{key}", value, m) for m in is_dns1123_label(value)]
-    account = jf.text_field(spec, "serviceAccountName", f"{path}.serviceAccountName", out)
+    account = decoding.text_field(spec, "serviceAccountName", f"{path}.serviceAccountName", out)
     if account:
         out += [
             fe.invalid(f"{path}.serviceAccountName", account, m)

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.jsonvalues import json_equal
-from t9k_provider.local.apiserver.names import is_dns1123_subdomain, name_is_path_segment
 from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.selectors import SelectorError, label_selector_from_spec
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.store import Store
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.jsonvalues import json_equal
+from t9k_provider.local.machinery.names import is_dns1123_subdomain, name_is_path_segment
+from t9k_provider.local.machinery.selectors import SelectorError, label_selector_from_spec
+from t9k_provider.local.storage.store import Store
 
 GROUP = "rbac.authorization.k8s.io"
 _SUBJECT_GROUPS = {"ServiceAccount": "", "User": GROUP, "Group": GROUP}
@@ -27,13 +27,13 @@ _SUBJECT_GROUPS = {"ServiceAccount": "", "User": GROUP, "Group": GROUP}
 
 def _validate_rule(rule: dict[str, Any], path: str, namespaced: bool, out: list[Cause]) -> None:
     """``ValidatePolicyRule``."""
-    verbs = jf.string_items(rule, "verbs", f"{path}.verbs", out)
+    verbs = decoding.string_items(rule, "verbs", f"{path}.verbs", out)
     if not verbs:
         out.append(fe.required(f"{path}.verbs", "verbs must contain at least one value"))
-    urls = jf.string_items(rule, "nonResourceURLs", f"{path}.nonResourceURLs", out)
-    groups = jf.string_items(rule, "apiGroups", f"{path}.apiGroups", out)
-    resources = jf.string_items(rule, "resources", f"{path}.resources", out)
-    names = jf.string_items(rule, "resourceNames", f"{path}.resourceNames", out)
+    urls = decoding.string_items(rule, "nonResourceURLs", f"{path}.nonResourceURLs", out)
+    groups = decoding.string_items(rule, "apiGroups", f"{path}.apiGroups", out)
+    resources = decoding.string_items(rule, "resources", f"{path}.resources", out)
+    names = decoding.string_items(rule, "resourceNames", f"{path}.resourceNames", out)
     if urls:
         field = f"{path}.nonResourceURLs"
         if namespaced:
@@ -53,7 +53,7 @@ class RoleStrategy(Strategy):
     columns = [NAME_COLUMN, column("Created At", "date")]
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
-        for path, rule in jf.object_items(obj, "rules", "rules", out):
+        for path, rule in decoding.object_items(obj, "rules", "rules", out):
             _validate_rule(rule, path, self.namespaced, out)
 
     def cells(self, obj: dict[str, Any]) -> list[Any]:
@@ -66,8 +66,8 @@ class ClusterRoleStrategy(RoleStrategy):
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
         super().validate(obj, out)
-        aggregation = jf.object_field(obj, "aggregationRule", "aggregationRule", out)
-        for path, selector in jf.object_items(
+        aggregation = decoding.object_field(obj, "aggregationRule", "aggregationRule", out)
+        for path, selector in decoding.object_items(
             aggregation, "clusterRoleSelectors", "aggregationRule.clusterRoleSelectors", out
         ):
             try:
@@ -99,25 +99,25 @@ class RoleBindingStrategy(Strategy):
                 subject["apiGroup"] = _SUBJECT_GROUPS[subject["kind"]]
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
-        ref = jf.object_field(obj, "roleRef", "roleRef", out)
-        api_group = jf.text_field(ref, "apiGroup", "roleRef.apiGroup", out)
+        ref = decoding.object_field(obj, "roleRef", "roleRef", out)
+        api_group = decoding.text_field(ref, "apiGroup", "roleRef.apiGroup", out)
         if api_group != GROUP:
             out.append(fe.not_supported("roleRef.apiGroup", api_group, [GROUP]))
-        kind = jf.text_field(ref, "kind", "roleRef.kind", out)
+        kind = decoding.text_field(ref, "kind", "roleRef.kind", out)
         if kind not in self.role_kinds:
             out.append(fe.not_supported("roleRef.kind", kind, list(self.role_kinds)))
-        name = jf.required_text(ref, "name", "roleRef.name", out)
+        name = decoding.required_text(ref, "name", "roleRef.name", out)
         for message in name_is_path_segment(name, False) if name else ():
             out.append(fe.invalid("roleRef.name", name, message))
-        for path, subject in jf.object_items(obj, "subjects", "subjects", out):
+        for path, subject in decoding.object_items(obj, "subjects", "subjects", out):
             self._validate_subject(subject, path, out)
 
     def _validate_subject(self, subject: dict[str, Any], path: str, out: list[Cause]) -> None:
         """``ValidateRoleBindingSubject``."""
-        name = jf.text_field(subject, "name", f"{path}.name", out)
-        kind = jf.text_field(subject, "kind", f"{path}.kind", out)
-        group = jf.text_field(subject, "apiGroup", f"{path}.apiGroup", out)
-        namespace = jf.text_field(subject, "namespace", f"{path}.namespace", out)
+        name = decoding.text_field(subject, "name", f"{path}.name", out)
+        kind = decoding.text_field(subject, "kind", f"{path}.kind", out)
+        group = decoding.text_field(subject, "apiGroup", f"{path}.apiGroup", out)
+        namespace = decoding.text_field(subject, "namespace", f"{path}.namespace", out)
         if not name:
             out.append(fe.required(f"{path}.name", ""))
         if kind not in _SUBJECT_GROUPS:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.apps import (
     REPLICA_COLUMNS,
@@ -19,6 +16,9 @@ from t9k_provider.local.apiserver.strategies.apps import (
     validate_template,
 )
 from t9k_provider.local.apiserver.validation import as_map, validate_labels
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
 
 
 def _selector_text(selector: dict[str, Any]) -> str:
@@ -43,7 +43,7 @@ class ReplicationControllerStrategy(PodControllerStrategy):
             default_template(spec)
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
-        spec = jf.object_field(obj, "spec", "spec", out)
+        spec = decoding.object_field(obj, "spec", "spec", out)
         validate_counts(spec, ("replicas", "minReadySeconds"), out)
         validate_labels(spec, "selector", "spec.selector", out)
         selector = spec.get("selector") if isinstance(spec.get("selector"), dict) else {}

@@ -13,7 +13,7 @@ from typing import Any
 
 from t9k_provider.local.apiserver.strategies.configdata import ROOT_CA_CONFIG_MAP
 from t9k_provider.local.apiserver.strategies.podspec import items
-from t9k_provider.local.store import Store
+from t9k_provider.local.storage.store import Store
 
 MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_SECONDS = 3607  # kube-apiserver's: an hour, plus a margin that marks the token as auto-generated

@@ -5,14 +5,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from t9k_provider.local.apiserver import fielderrors as fe
-from t9k_provider.local.apiserver import jsonfields as jf
-from t9k_provider.local.apiserver.fielderrors import Cause
-from t9k_provider.local.apiserver.names import is_dns1123_label, name_is_dns1035_label
 from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.schema import is_ip
-from t9k_provider.local.apiserver.selectors import field_getter
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.strategies.podspec import items
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
@@ -24,7 +19,12 @@ from t9k_provider.local.apiserver.validation import (
     validate_port,
     validate_protocol,
 )
-from t9k_provider.local.store import Store
+from t9k_provider.local.machinery import decoding
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
+from t9k_provider.local.machinery.names import is_dns1123_label, name_is_dns1035_label
+from t9k_provider.local.machinery.selectors import field_getter
+from t9k_provider.local.storage.store import Store
 
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/16")
 KUBERNETES_SERVICE_IP = "10.96.0.1"
@@ -75,12 +75,12 @@ class ServiceStrategy(Strategy):
         svc["status"] = {"loadBalancer": {}}
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
-        spec = jf.object_field(obj, "spec", "spec", out)
-        kind = jf.text_field(spec, "type", "spec.type", out)
+        spec = decoding.object_field(obj, "spec", "spec", out)
+        kind = decoding.text_field(spec, "type", "spec.type", out)
         if kind and kind not in _SERVICE_TYPES:
             out.append(fe.not_supported("spec.type", kind, _SERVICE_TYPES))
-        ports = jf.object_items(spec, "ports", "spec.ports", out)
-        cluster_ip = jf.text_field(spec, "clusterIP", "spec.clusterIP", out)
+        ports = decoding.object_items(spec, "ports", "spec.ports", out)
+        cluster_ip = decoding.text_field(spec, "clusterIP", "spec.clusterIP", out)
         headless = cluster_ip == "None"
         if cluster_ip and not headless and not is_ip(cluster_ip):
             detail = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
@@ -89,7 +89,7 @@ class ServiceStrategy(Strategy):
             out.append(fe.required("spec.ports"))
         names: set[str] = set()
         for base, port in ports:
-            name = jf.text_field(port, "name", f"{base}.name", out)
+            name = decoding.text_field(port, "name", f"{base}.name", out)
             if len(ports) > 1 and not name:
                 out.append(fe.required(f"{base}.name"))
             elif name:

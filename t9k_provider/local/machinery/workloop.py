@@ -13,8 +13,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from t9k_provider.kube.api import ApiError, KubeApi, ResourceType
+from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import Informer, controller_ref, object_key
+from t9k_provider.kube.resources import ResourceType
 from t9k_provider.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)

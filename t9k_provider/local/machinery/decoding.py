@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver.fielderrors import Cause, required, type_invalid
+from t9k_provider.local.machinery.fielderrors import Cause, required, type_invalid
 
 
 def type_error(path: str, value: Any, expected: str, out: list[Cause]) -> None:

@@ -76,3 +76,13 @@ def get_path(obj: Any, path: str) -> Any:
             return None
         obj = obj.get(part)
     return obj
+
+
+def significant(value: Any) -> Any:
+    """Drop what JSON ``omitempty`` would drop, so absent and empty compare equal."""
+    if isinstance(value, dict):
+        kept = {k: significant(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, "", [], {}, False)}
+    if isinstance(value, list):
+        return [significant(v) for v in value]
+    return value

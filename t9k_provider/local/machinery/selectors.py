@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from t9k_provider.local.apiserver.fielderrors import aggregate, invalid
-from t9k_provider.local.apiserver.names import is_qualified_name, is_valid_label_value
+from t9k_provider.local.machinery.fielderrors import aggregate, invalid
+from t9k_provider.local.machinery.names import is_qualified_name, is_valid_label_value
 
 
 class SelectorError(ValueError):
