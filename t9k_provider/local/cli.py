@@ -126,6 +126,7 @@ async def serve(
     """Serve until SIGTERM/SIGINT. ``kubelet`` None runs no node agents at all (API server alone);
     ``capacity`` overrides what the Node advertises (`CAPACITY_FLAGS`); ``subnet``: the pods' `PodSubnet`."""
     from t9k_provider.local.apiserver.server import ApiServer
+    from t9k_provider.local.controllers.inserver import ServerControllers
     from t9k_provider.local.kubelet.network import PodSubnet, namespaces_available
     from t9k_provider.local.kubelet.streaming import ContainerStreams
 
@@ -139,6 +140,7 @@ async def serve(
         state.token(),
         pki.server_context(),
         ContainerStreams(state.path),  # the kubelet's streaming endpoints, in this process
+        ServerControllers,
         _pick_port(state, port),
         capacity,
         pod_network_host=gateway,
@@ -209,7 +211,7 @@ async def run_agents(
     state: StateDir, kubelet: str, network: str, subnet: int = 0, flink_operator: bool = True
 ) -> None:
     """The ``node-agents`` process: until SIGTERM/SIGINT, which stop the kubelet's containers first."""
-    from t9k_provider.local.node.agents import run_node_agents
+    from t9k_provider.local.agents import run_node_agents
 
     agents = asyncio.create_task(
         run_node_agents(

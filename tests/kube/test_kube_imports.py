@@ -43,5 +43,5 @@ def test_controller_does_not_import_the_local_cluster() -> None:
 
 
 def test_probe_detects_a_forbidden_import() -> None:
-    _, leaked = probe("kube", ["t9k_provider.local"], extra="import t9k_provider.local.node.agents")
-    assert "t9k_provider.local.node.agents" in leaked
+    _, leaked = probe("kube", ["t9k_provider.local"], extra="import t9k_provider.local.agents")
+    assert "t9k_provider.local.agents" in leaked

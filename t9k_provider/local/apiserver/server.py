@@ -6,16 +6,15 @@ import asyncio
 import logging
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.authn import Authenticator, impersonate
 from t9k_provider.local.apiserver.authz import forbidden, request_attributes
-from t9k_provider.local.apiserver.controllers import Controllers
 from t9k_provider.local.apiserver.handlers import USER, Handlers
 from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects
@@ -32,6 +31,22 @@ from t9k_provider.local.machinery.jsonvalues import json_copy
 from t9k_provider.local.storage.store import Store
 
 log = logging.getLogger(__name__)
+
+
+class ControlLoop(Protocol):
+    """The controllers that run beside the server, on its store (the wiring's `ServerControllers`)."""
+
+    def reconcile(self) -> None:
+        """One pass of every controller, now (boot: stored CRDs are established before serving)."""
+        ...
+
+    async def run(self) -> None:
+        """Pass after pass, woken by the store's events, until cancelled."""
+        ...
+
+
+#: Builds the server's controllers from its objects, registry and the CA bundle it publishes.
+ControllersFactory = Callable[[Objects, Registry, str], ControlLoop]
 HEALTH_PATHS = {"/healthz", "/livez", "/readyz"}
 HOST = "127.0.0.1"
 IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)  # Linux; Python exposes the constant only from 3.12
@@ -47,11 +62,13 @@ class ApiServer:
         token: str,
         ssl_context: ssl.SSLContext,
         node: NodeStreams,
+        controllers: ControllersFactory,
         port: int = 0,
         capacity: Mapping[str, str] | None = None,
         pod_network_host: str | None = None,
     ) -> None:
-        """``node``: where logs, exec and attach reach the node's containers (the kubelet's streams)."""
+        """``node``: where logs, exec and attach reach the node's containers (the kubelet's streams);
+        ``controllers``: builds the controllers that run beside the server on its store."""
         self.state_dir = state_dir
         self.capacity = node_capacity(capacity)  # the Node's, advertised afresh by every run
         #: the host's address on the pods' bridge (netns pod network), served too: pods cannot reach 127.0.0.1
@@ -64,7 +81,7 @@ class ApiServer:
         self.objects = Objects(self.store, self.registry)
         self.hub = Hub(self.store)
         self.handlers = Handlers(self.objects, self.hub, self.registry, state_dir, node)
-        self.controllers = Controllers(self.objects, self.registry, root_ca=self._root_ca())
+        self.controllers = controllers(self.objects, self.registry, self._root_ca())
         self.authenticator = Authenticator(self.store, token, self.handlers.signer)
         self.ready = False  # /readyz answers 503 until the owner says the boot work is done
         self._runner: web.AppRunner | None = None

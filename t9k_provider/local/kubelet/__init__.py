@@ -14,5 +14,5 @@
   endpoints, `hosts`).
 
 The files they share are laid out by `t9k_provider.local.kubelet.poddir`; node capacity is the scheduler's
-(`t9k_provider.local.node.scheduler`).
+(`t9k_provider.local.scheduler.scheduler`).
 """

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from t9k_provider.local.node.endpoints import is_endpoint, is_ready, publishes_not_ready
+from t9k_provider.local.machinery.endpoints import is_endpoint, is_ready, publishes_not_ready
 
 CLUSTER_DOMAIN = "cluster.local"
 HEADER = (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from t9k_provider.local.apiserver.controllers import Controllers
 from t9k_provider.local.apiserver.objects import STATUS_WRITE, DeleteOptions, Objects
 from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.controllers.inserver import ServerControllers
 from t9k_provider.local.storage.store import Store
 
 
@@ -18,7 +18,7 @@ def test_every_write_path_leaves_each_stored_object_equal_to_its_text(tmp_path: 
     ns, pods, cms = (registry.lookup("", "v1", r) for r in ("namespaces", "pods", "configmaps"))
     assert ns is not None and pods is not None and cms is not None
     objects.create(ns, "", {"metadata": {"name": "default"}})
-    controllers = Controllers(objects, registry)
+    controllers = ServerControllers(objects, registry)
     pod = {
         "metadata": {"name": "p", "finalizers": ["x/y"]},
         "spec": {"containers": [{"name": "c", "image": "i"}]},

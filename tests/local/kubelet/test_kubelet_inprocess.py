@@ -12,10 +12,10 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from t9k_provider.local.agents import run_node_agents
 from t9k_provider.local.kubelet import cgroups, network
 from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
 from t9k_provider.local.machinery.events import NODE_NAME
-from t9k_provider.local.node.agents import run_node_agents
 from t9k_provider.testing import LocalCluster, wait_for_async
 from tests.support.clusters import cluster_fixture
 

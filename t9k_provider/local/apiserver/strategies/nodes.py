@@ -14,8 +14,8 @@ from t9k_provider.local.apiserver.patch import CONDITIONS, MergeField
 from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.base import Strategy
 from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
+from t9k_provider.local.machinery.events import NODE_NAME
 
-NODE_NAME = "t9k-local-node"
 GPU = "nvidia.com/gpu"
 _GPU_DEVICE = re.compile(r"nvidia[0-9]+\Z")
 

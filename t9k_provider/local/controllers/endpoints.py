@@ -1,12 +1,7 @@
-"""Service endpoints: which pods a Service publishes, and the Endpoints objects that say so.
-
-A pod is an endpoint of a Service whose selector matches it while it has an IP and is not finished; it is
-a ready address while its Ready condition is True (readiness probes pass), a not-ready one otherwise, and
-`publishNotReadyAddresses` publishes it either way. The kubelet's hosts files (`kubelet.hosts`) resolve
-Service names to the published addresses; `EndpointsController` keeps a `v1/Endpoints` object per Service
-with a selector (same name, as the endpoints controller of kube-controller-manager does) for the clients
-that read them (`kubectl get endpoints`, `kubectl describe service`).
-"""
+"""The Endpoints controller: a `v1/Endpoints` object per Service with a selector (same name, as the endpoints
+controller of kube-controller-manager keeps it) for the clients that read them (`kubectl get endpoints`,
+`kubectl describe service`); which pods a Service publishes is `machinery.endpoints`'s rule, which the
+kubelet's hosts files follow too."""
 
 from __future__ import annotations
 
@@ -17,29 +12,12 @@ from t9k_provider.kube.informer import Informer, object_key
 from t9k_provider.kube.resources import ENDPOINTS
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.machinery import workloop
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-def is_ready(pod: dict[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def selects(service: dict[str, Any], pod: dict[str, Any]) -> bool:
-    """The Service's selector matches the pod (a Service without selector selects nothing)."""
-    selector = (service.get("spec") or {}).get("selector") or {}
-    labels = pod["metadata"].get("labels") or {}
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
-
-
-def publishes_not_ready(service: dict[str, Any]) -> bool:
-    return bool((service.get("spec") or {}).get("publishNotReadyAddresses"))
-
-
-def is_endpoint(service: dict[str, Any], pod: dict[str, Any]) -> bool:
-    """Does the Service publish the pod's address (for name resolution: ready, or not-ready published)?"""
-    return selects(service, pod) and (publishes_not_ready(service) or is_ready(pod))
+from t9k_provider.local.machinery.endpoints import (
+    TERMINAL_PHASES,
+    is_ready,
+    publishes_not_ready,
+    selects,
+)
 
 
 def _address(service: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:

@@ -8,20 +8,21 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.local.apiserver.controllers import EVENT_TTL_SECONDS, Controllers
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects
 from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.controllers.eventttl import EVENT_TTL_SECONDS
+from t9k_provider.local.controllers.inserver import ServerControllers
 from t9k_provider.local.machinery.jsonvalues import json_copy
 from t9k_provider.local.storage.store import Store
 
 
-def make(tmp_path: Path) -> tuple[Objects, Controllers, Registry]:
+def make(tmp_path: Path) -> tuple[Objects, ServerControllers, Registry]:
     registry = Registry()
     objects = Objects(Store(tmp_path / "store.db"), registry)
     ns = registry.lookup("", "v1", "namespaces")
     assert ns is not None
     objects.create(ns, "", {"metadata": {"name": "default"}})
-    return objects, Controllers(objects, registry), registry
+    return objects, ServerControllers(objects, registry), registry
 
 
 def test_events_expire_after_the_ttl(tmp_path: Path) -> None:
@@ -43,7 +44,7 @@ def test_events_expire_after_the_ttl(tmp_path: Path) -> None:
             body["lastTimestamp"] = last
         objects.create(events, "default", body)
     # the TTL runs from the last activity, and creating the event is activity (as an etcd lease per write)
-    assert controllers.expire_events(datetime.now(timezone.utc)) == 0
+    assert controllers.events.expire(datetime.now(timezone.utc)) == 0
     series = {
         "metadata": {"name": "series"},
         "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
@@ -54,7 +55,7 @@ def test_events_expire_after_the_ttl(tmp_path: Path) -> None:
     }
     objects.create(events, "default", series)
     later = datetime.now(timezone.utc) + timedelta(seconds=EVENT_TTL_SECONDS + 5)
-    assert controllers.expire_events(later) == 2
+    assert controllers.events.expire(later) == 2
     assert [e["metadata"]["name"] for e in objects.list(events, "default")] == ["series"]
 
 
@@ -147,7 +148,7 @@ def test_gc_pass_reads_only_what_writes_concerned(tmp_path: Path, monkeypatch: p
     reads: list[object] = []
     real_get = objects.store.get
     monkeypatch.setattr(objects.store, "get", lambda key: reads.append(key) or real_get(key))
-    controllers.collect_garbage()
+    controllers.garbage.sync()
     assert reads == []
     current = real_get(("", "configmaps", "default", "dep-7"))
     assert current is not None
@@ -156,7 +157,7 @@ def test_gc_pass_reads_only_what_writes_concerned(tmp_path: Path, monkeypatch: p
     objects.write(cms, current, unowned)  # references dropped: no owner to check
     objects.create(cms, "default", _configmap("late", owner))
     reads.clear()  # the writes' own reads
-    controllers.collect_garbage()
+    controllers.garbage.sync()
     assert reads == [("", "configmaps", "default", "late")]
 
 
@@ -171,5 +172,5 @@ def test_gc_checks_every_dependent_after_a_restart(tmp_path: Path) -> None:
     objects.store.close()
     registry = Registry()
     restarted = Objects(Store(tmp_path / "store.db"), registry)
-    Controllers(restarted, registry).reconcile()
+    ServerControllers(restarted, registry).reconcile()
     assert restarted.store.get(("", "configmaps", "default", "child")) is None

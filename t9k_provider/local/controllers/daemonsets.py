@@ -12,9 +12,14 @@ from typing import Any
 
 from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import DAEMONSETS, NODES
+from t9k_provider.local.controllers.owned import (
+    REVISION_LABEL,
+    PodOwnerController,
+    pod_from_template,
+    template_hash,
+)
+from t9k_provider.local.controllers.podstate import pod_active, pod_ready, pod_revision
 from t9k_provider.local.machinery.events import NODE_NAME
-from t9k_provider.local.node.owned import REVISION_LABEL, PodOwnerController, pod_from_template, template_hash
-from t9k_provider.local.node.podstate import pod_active, pod_ready, pod_revision
 
 COMPONENT = "daemonset-controller"
 GENERATION_LABEL = "pod-template-generation"

@@ -22,7 +22,7 @@ from t9k_provider.kube.resources import PODGROUPS, PODS
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.machinery import events, workloop
-from t9k_provider.local.node import fit
+from t9k_provider.local.scheduler import fit
 
 SCHEDULERS = ("default-scheduler", T9K_SCHEDULER_NAME)
 GROUP_INDEX = "pod-group"  # pods by "<namespace>/<PodGroup name>"

@@ -11,9 +11,9 @@ from t9k_provider.kube.api import ApiError
 from t9k_provider.kube.informer import OWNER_INDEX, controller_ref, object_key
 from t9k_provider.kube.resources import PODS, REPLICASETS
 from t9k_provider.kube.timestamps import parse_timestamp
+from t9k_provider.local.controllers.owned import PodOwnerController, owner_reference, pod_from_template
+from t9k_provider.local.controllers.podstate import pod_active, pod_ready, ready_since
 from t9k_provider.local.machinery.selectors import SelectorError, label_selector_from_spec
-from t9k_provider.local.node.owned import PodOwnerController, owner_reference, pod_from_template
-from t9k_provider.local.node.podstate import pod_active, pod_ready, ready_since
 
 COMPONENT = "replicaset-controller"
 BURST = 100  # pods created or deleted in one sync, as upstream's slow-start batches allow at most

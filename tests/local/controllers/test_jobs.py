@@ -7,7 +7,7 @@ from typing import Any
 
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
 from t9k_provider.kube.resources import JOBS, PODS, ResourceType
-from t9k_provider.local.node.jobcontroller import JobController
+from t9k_provider.local.controllers.jobs import JobController
 
 
 class RecordingApi:

@@ -28,19 +28,19 @@ from t9k_provider.kube.resources import (
     SERVICES,
     STATEFULSETS,
 )
+from t9k_provider.local.controllers.daemonsets import DaemonSetController
+from t9k_provider.local.controllers.deployments import DeploymentController
+from t9k_provider.local.controllers.endpoints import EndpointsController
+from t9k_provider.local.controllers.jobs import JobController
+from t9k_provider.local.controllers.replicasets import ReplicaSetController
+from t9k_provider.local.controllers.statefulsets import StatefulSetController
 from t9k_provider.local.flink.cluster import FLINKCLUSTERS
 from t9k_provider.local.flink.operator import FlinkOperator, is_flink_object
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
 from t9k_provider.local.kubelet.network import PodSubnet, select_network
 from t9k_provider.local.kubelet.simulated import SimulatedKubelet
 from t9k_provider.local.machinery import workloop
-from t9k_provider.local.node import scheduler
-from t9k_provider.local.node.daemonsets import DaemonSetController
-from t9k_provider.local.node.deployments import DeploymentController
-from t9k_provider.local.node.endpoints import EndpointsController
-from t9k_provider.local.node.jobcontroller import JobController
-from t9k_provider.local.node.replicasets import ReplicaSetController
-from t9k_provider.local.node.statefulsets import StatefulSetController
+from t9k_provider.local.scheduler import scheduler
 
 MODES = ("process", "simulated", "none")
 

@@ -19,10 +19,10 @@ from t9k_provider.kube.api import KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, controller_ref, object_key
 from t9k_provider.kube.resources import DEPLOYMENTS, REPLICASETS
 from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
+from t9k_provider.local.controllers.owned import owner_reference, template_hash
+from t9k_provider.local.controllers.podstate import pod_finished
 from t9k_provider.local.machinery import events, workloop
 from t9k_provider.local.machinery.selectors import SelectorError, label_selector_from_spec
-from t9k_provider.local.node.owned import owner_reference, template_hash
-from t9k_provider.local.node.podstate import pod_finished
 
 COMPONENT = "deployment-controller"
 HASH_LABEL = "pod-template-hash"

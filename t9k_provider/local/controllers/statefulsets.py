@@ -13,8 +13,13 @@ from typing import Any
 
 from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import STATEFULSETS
-from t9k_provider.local.node.owned import REVISION_LABEL, PodOwnerController, pod_from_template, template_hash
-from t9k_provider.local.node.podstate import pod_finished, pod_ready, pod_revision
+from t9k_provider.local.controllers.owned import (
+    REVISION_LABEL,
+    PodOwnerController,
+    pod_from_template,
+    template_hash,
+)
+from t9k_provider.local.controllers.podstate import pod_finished, pod_ready, pod_revision
 
 COMPONENT = "statefulset-controller"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"

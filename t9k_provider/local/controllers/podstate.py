@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.kube.timestamps import parse_timestamp
-from t9k_provider.local.node.owned import REVISION_LABEL
+from t9k_provider.local.controllers.owned import REVISION_LABEL
 
 
 def pod_phase(pod: dict[str, Any]) -> str:

@@ -9,9 +9,9 @@ from typing import Any
 from t9k_provider.kube.informer import OWNER_INDEX
 from t9k_provider.kube.resources import JOBS
 from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
+from t9k_provider.local.controllers.owned import PodOwnerController, pod_from_template
+from t9k_provider.local.controllers.podstate import pod_phase, pod_ready
 from t9k_provider.local.machinery import events
-from t9k_provider.local.node.owned import PodOwnerController, pod_from_template
-from t9k_provider.local.node.podstate import pod_phase, pod_ready
 
 COMPONENT = "job-controller"
 DEFAULT_BACKOFF_LIMIT = 6

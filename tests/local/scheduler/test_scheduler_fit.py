@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from t9k_provider.local.node import fit
+from t9k_provider.local.scheduler import fit
 
 
 def pod(*containers: dict[str, Any], inits: tuple[dict[str, Any], ...] = (), **spec: Any) -> dict[str, Any]:

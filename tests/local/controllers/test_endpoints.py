@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.node.endpoints import endpoint_subsets, is_endpoint
+from t9k_provider.local.controllers.endpoints import endpoint_subsets
+from t9k_provider.local.machinery.endpoints import is_endpoint
 
 SERVICE = {
     "metadata": {"name": "web", "namespace": "ns"},

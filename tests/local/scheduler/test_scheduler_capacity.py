@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
-from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME
+from t9k_provider.local.machinery.events import NODE_NAME
 from t9k_provider.testing import LocalCluster, wait_for
 from tests.support.clusters import cluster_fixture
 

@@ -1,0 +1,74 @@
+"""The API server's own controllers, as kube-apiserver's post-start hooks and kube-controller-manager's
+namespace, garbage-collector and root-CA publisher run against its storage: `ServerControllers` runs them
+(`crds`, `namespaces`, `garbagecollector`, `apiservices`, `clusterroles`, `eventttl`) in the server's process
+as one task woken by store events (and every second); the wiring hands it to the server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime, timezone
+
+from t9k_provider.local.apiserver.objects import Objects
+from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.controllers.apiservices import ApiServiceController
+from t9k_provider.local.controllers.clusterroles import ClusterRoleAggregator
+from t9k_provider.local.controllers.crds import CrdController
+from t9k_provider.local.controllers.eventttl import EventExpiry
+from t9k_provider.local.controllers.garbagecollector import GarbageCollector
+from t9k_provider.local.controllers.namespaces import NamespaceController
+from t9k_provider.local.controllers.serverside import ServerController, ServerSide
+from t9k_provider.local.storage.store import Event
+
+log = logging.getLogger(__name__)
+#: Expired events are looked for this often.
+EVENT_SWEEP_SECONDS = 60
+#: At most ~20 passes a second: a write burst is handled in batches.
+MIN_PASS_INTERVAL = 0.05
+
+
+class ServerControllers:
+    """Every server-side controller, in one task woken by the store's events."""
+
+    def __init__(self, objects: Objects, registry: Registry, root_ca: str = "") -> None:
+        side = ServerSide(objects, registry)
+        self.garbage = GarbageCollector(side)
+        self.controllers: list[ServerController] = [
+            CrdController(side),
+            NamespaceController(side, root_ca),
+            self.garbage,
+            ApiServiceController(side),
+            ClusterRoleAggregator(side),
+        ]
+        self.events = EventExpiry(side)
+        self._wake = asyncio.Event()
+        objects.store.subscribe(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        self.garbage.note(event)
+        self._wake.set()
+
+    def reconcile(self) -> None:
+        """One pass of every controller; each is independent and logs (never raises) its failures."""
+        for controller in self.controllers:
+            try:
+                controller.sync()
+            except Exception:
+                log.exception("controller %s failed", type(controller).__name__)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_expiry = loop.time()
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 1.0)
+            self._wake.clear()
+            self.reconcile()
+            if loop.time() >= next_expiry:
+                next_expiry = loop.time() + EVENT_SWEEP_SECONDS
+                try:
+                    self.events.expire(datetime.now(timezone.utc))
+                except Exception:
+                    log.exception("event expiry failed")
+            await asyncio.sleep(MIN_PASS_INTERVAL)
