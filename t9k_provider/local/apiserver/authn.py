@@ -15,8 +15,8 @@ from typing import Any
 from aiohttp import web
 
 from t9k_provider.kube.timestamps import parse_timestamp
-from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver.authz import MASTERS, Attributes, Authorizer, UserInfo, forbidden
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.authz import MASTERS, Attributes, Authorizer, UserInfo, forbidden
 from t9k_provider.local.apiserver.tokens import TokenSigner
 from t9k_provider.local.storage.store import Store
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.registry import BUILTIN, Registry
-from t9k_provider.local.apiserver.resources import Resource
 
 KUBERNETES_VERSION = {
     "major": "1",

@@ -15,19 +15,18 @@ from aiohttp import web
 
 from t9k_provider.local.apiserver import (
     discovery,
-    errors,
     openapi,
     podstreams,
     portforward,
     subresources,
     tables,
 )
-from t9k_provider.local.apiserver.authz import Authorizer, UserInfo
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.authz import Authorizer, UserInfo
+from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects, WriteOptions, store_key
-from t9k_provider.local.apiserver.patch import APPLY_PATCH
 from t9k_provider.local.apiserver.registry import Registry
-from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies.accessreviews import ReviewStrategy
 from t9k_provider.local.apiserver.tokenrequests import token_request
 from t9k_provider.local.apiserver.tokens import TokenSigner
@@ -44,6 +43,7 @@ from t9k_provider.local.apiserver.wire import (
     respond,
     respond_text,
 )
+from t9k_provider.local.machinery.patch import APPLY_PATCH
 from t9k_provider.local.storage.store import Compacted, Key
 
 log = logging.getLogger(__name__)

@@ -19,16 +19,16 @@ from typing import Any
 import yaml
 
 from t9k_provider.kube.timestamps import now_rfc3339
-from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver.patch import PatchError, apply_patch, merge_patch, strategic_merge_patch
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.resources import Resource
+from t9k_provider.local.apiserver.generic.validation import invalid, validate_create, validate_update
 from t9k_provider.local.apiserver.registry import Registry
-from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.strategies import namespaces
-from t9k_provider.local.apiserver.validation import invalid, validate_create, validate_update
 from t9k_provider.local.apiserver.wire import load_yaml
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import json_copy
+from t9k_provider.local.machinery.patch import PatchError, apply_patch, merge_patch, strategic_merge_patch
 from t9k_provider.local.machinery.selectors import SelectorError, parse_field_selector, parse_label_selector
 from t9k_provider.local.storage.store import Compacted, Conflict, Key, Store
 

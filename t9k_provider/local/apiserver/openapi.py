@@ -21,8 +21,8 @@ from typing import Any
 import kubernetes_asyncio.client.models as models
 
 from t9k_provider.local.apiserver.discovery import KUBERNETES_VERSION
+from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.registry import Registry
-from t9k_provider.local.apiserver.resources import Resource
 
 _MODEL_NAME = re.compile(r"^([A-Z][a-z]+)?(V\d+(?:(?:alpha|beta)\d+)?)([A-Z]\w*)$")
 _LIST = re.compile(r"^list\[(.+)\]$")

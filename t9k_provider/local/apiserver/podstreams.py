@@ -12,7 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from t9k_provider.local.apiserver import errors, remotecommand
+from t9k_provider.local.apiserver import remotecommand
+from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.remotecommand import Channels

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from aiohttp import WSMsgType, web
 
-from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.wire import Route
 

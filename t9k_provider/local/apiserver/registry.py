@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.strategies import (
     accessreviews,
     apiservices,

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.apiserver.wire import parse_bool
 from t9k_provider.local.machinery import streams
 from t9k_provider.local.machinery.streams import ClientInput, StreamOptions

@@ -12,9 +12,9 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from t9k_provider.local.apiserver import errors
 from t9k_provider.local.apiserver.authn import Authenticator, impersonate
-from t9k_provider.local.apiserver.authz import forbidden, request_attributes
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.authz import forbidden, request_attributes
 from t9k_provider.local.apiserver.handlers import USER, Handlers
 from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects

@@ -9,13 +9,13 @@ from typing import Any
 from aiohttp import web
 
 from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
-from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects, store_key
-from t9k_provider.local.apiserver.patch import PatchError, apply_patch
-from t9k_provider.local.apiserver.resources import Resource
 from t9k_provider.local.apiserver.wire import Route, parse_bool, parse_int, read_body, respond
 from t9k_provider.local.machinery.jsonvalues import get_path, json_copy
+from t9k_provider.local.machinery.patch import PatchError, apply_patch
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.kube.timestamps import rfc3339
-from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.validation import invalid_kind
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.tokens import ISSUER, TokenSigner
-from t9k_provider.local.apiserver.validation import invalid_kind
 from t9k_provider.local.apiserver.wire import Route
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe

@@ -9,8 +9,9 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from t9k_provider.local.apiserver import errors, protobuf, tables
-from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver import protobuf, tables
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.machinery.jsonvalues import MAX_DEPTH, too_deep
 
 JSON = "application/json"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.kube.timestamps import now_rfc3339
-from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.strategies.crds import CRD_CLEANUP, CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
 from t9k_provider.local.controllers.serverside import ServerSide

@@ -7,10 +7,10 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects
 from t9k_provider.local.apiserver.registry import Registry
-from t9k_provider.local.apiserver.resources import Resource
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 
 from t9k_provider.local.apiserver import strategies
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
 from t9k_provider.local.apiserver.registry import BUILTIN, Registry
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
 
 APISERVER = Path(strategies.__file__).parent.parent
 # The generic write pipeline: what it does must not depend on which resource it writes.
-WRITE_PATH = ("objects.py", "validation.py", "strategies/base.py")
+WRITE_PATH = ("objects.py", "generic/validation.py", "generic/resources.py")
 # Attributes and names that say which resource an object is.
 _IDENTITY = {"plural", "storage_resource", "storage_group", "group", "group_version", "kind", "singular"}
 _RESOURCE_NAMES = {name for r in BUILTIN for name in (r.plural, r.kind, r.group) if name}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from t9k_provider.local.apiserver.authz import (
+from t9k_provider.local.apiserver.generic.authz import (
     Attributes,
     UserInfo,
     forbidden,

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from t9k_provider.local.apiserver.patch import (
+from t9k_provider.local.apiserver.registry import BUILTIN
+from t9k_provider.local.machinery.jsonvalues import json_equal
+from t9k_provider.local.machinery.patch import (
     MergeField,
     PatchError,
     apply_patch,
@@ -18,8 +20,6 @@ from t9k_provider.local.apiserver.patch import (
     merge_patch,
     strategic_merge_patch,
 )
-from t9k_provider.local.apiserver.registry import BUILTIN
-from t9k_provider.local.machinery.jsonvalues import json_equal
 
 POD = {
     "apiVersion": "v1",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
-from t9k_provider.local.apiserver import errors, remotecommand
+from t9k_provider.local.apiserver import remotecommand
+from t9k_provider.local.apiserver.generic import errors
 
 
 def _request(query: str = "", **headers: str):

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver.authz import Attributes, Authorizer, UserInfo
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
-from t9k_provider.local.apiserver.validation import invalid
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.authz import Attributes, Authorizer, UserInfo
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
+from t9k_provider.local.apiserver.generic.validation import invalid
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause

@@ -11,15 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.kube.timestamps import now_rfc3339
-from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
-from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.apiserver.validation import as_map, validate_port
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
+from t9k_provider.local.apiserver.generic.validation import as_map, validate_port
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.names import is_dns1035_label, is_dns1123_subdomain, name_is_path_segment
+from t9k_provider.local.machinery.patch import STATUS_WITH_CONDITIONS
+from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.storage.store import Store
 
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"

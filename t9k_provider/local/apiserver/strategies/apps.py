@@ -8,21 +8,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS, MergeField
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
+from t9k_provider.local.apiserver.generic.validation import IMMUTABLE, as_map, validate_labels
 from t9k_provider.local.apiserver.strategies.podspec import (
     POD_TEMPLATE_FIELDS,
     default_pod_spec,
     items,
     validate_pod_spec,
 )
-from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.apiserver.validation import IMMUTABLE, as_map, validate_labels
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import json_equal
+from t9k_provider.local.machinery.patch import STATUS_WITH_CONDITIONS, MergeField
+from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.machinery.selectors import (
     SelectorError,
     format_label_selector,

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.schema import is_base64
-from t9k_provider.local.apiserver.strategies.base import Strategy
-from t9k_provider.local.apiserver.validation import CONFIG_KEY, CONFIG_KEY_MSG, IMMUTABLE, as_map, as_text
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
+from t9k_provider.local.apiserver.generic.validation import (
+    CONFIG_KEY,
+    CONFIG_KEY_MSG,
+    IMMUTABLE,
+    as_map,
+    as_text,
+)
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import json_equal
+from t9k_provider.local.machinery.schema import is_base64
 from t9k_provider.local.machinery.selectors import field_getter
 
 _CONFIG_SIZE_LIMIT = 1024 * 1024

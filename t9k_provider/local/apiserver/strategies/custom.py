@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.schema import apply_defaults, prune
-from t9k_provider.local.apiserver.schema import validate as validate_schema
-from t9k_provider.local.apiserver.strategies.base import Strategy
-from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import json_copy
+from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age
+from t9k_provider.local.machinery.schema import apply_defaults, prune
+from t9k_provider.local.machinery.schema import validate as validate_schema
 from t9k_provider.local.storage.store import Store
 
 

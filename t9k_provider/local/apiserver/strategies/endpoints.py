@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
 
 
 def kubernetes_endpoints(host: str, port: int) -> dict[str, Any]:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
-from t9k_provider.local.apiserver.tables import age, column
-from t9k_provider.local.apiserver.validation import as_map, as_text, invalid
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
+from t9k_provider.local.apiserver.generic.validation import as_map, as_text, invalid
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.names import is_qualified_name
+from t9k_provider.local.machinery.printing import age, column
 from t9k_provider.local.machinery.selectors import field_getter
 
 _FIELD_SELECTORS = {

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause

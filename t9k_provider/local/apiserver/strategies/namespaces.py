@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
-from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.names import is_qualified_name, name_is_dns_label
+from t9k_provider.local.machinery.patch import STATUS_WITH_CONDITIONS
+from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.machinery.selectors import field_getter
 from t9k_provider.local.storage.store import Store
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver.patch import CONDITIONS, MergeField
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
+from t9k_provider.local.apiserver.generic.validation import as_map, length
 from t9k_provider.local.apiserver.strategies.podspec import (
     POD_SPEC_FIELDS,
     default_pod_spec,
@@ -14,12 +13,12 @@ from t9k_provider.local.apiserver.strategies.podspec import (
     validate_pod_spec,
 )
 from t9k_provider.local.apiserver.strategies.serviceaccountadmission import admit_pod
-from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.apiserver.validation import as_map, length
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import json_equal, json_in, significant
+from t9k_provider.local.machinery.patch import CONDITIONS, MergeField
+from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.machinery.selectors import field_getter
 from t9k_provider.local.storage.store import Store
 

@@ -10,8 +10,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from t9k_provider.local.apiserver.patch import OBJECT_META, MergeField
-from t9k_provider.local.apiserver.validation import (
+from t9k_provider.local.apiserver.generic.validation import (
     CONFIG_KEY,
     CONFIG_KEY_MSG,
     validate_labels,
@@ -27,6 +26,7 @@ from t9k_provider.local.machinery.names import (
     name_is_dns_subdomain,
     regex_error,
 )
+from t9k_provider.local.machinery.patch import OBJECT_META, MergeField
 from t9k_provider.local.machinery.quantity import QUANTITY_ERROR, parse_quantity
 
 _CONTAINER_FIELDS: dict[str, MergeField] = {

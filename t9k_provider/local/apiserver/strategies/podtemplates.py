@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from t9k_provider.local.apiserver.patch import MergeField
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
 from t9k_provider.local.apiserver.strategies.podspec import POD_TEMPLATE_FIELDS
+from t9k_provider.local.machinery.patch import MergeField
 
 
 class PodTemplateStrategy(Strategy):

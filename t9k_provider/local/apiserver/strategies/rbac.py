@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.strategies.base import Strategy
-from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
+from t9k_provider.local.apiserver.generic import authz
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import json_equal
 from t9k_provider.local.machinery.names import is_dns1123_subdomain, name_is_path_segment
+from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.machinery.selectors import SelectorError, label_selector_from_spec
 from t9k_provider.local.storage.store import Store
 
-GROUP = "rbac.authorization.k8s.io"
+GROUP = authz.GROUP
 _SUBJECT_GROUPS = {"ServiceAccount": "", "User": GROUP, "Group": GROUP}
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.local.apiserver.resources import Resource
+from t9k_provider.local.apiserver.generic.resources import Resource
+from t9k_provider.local.apiserver.generic.validation import as_map, validate_labels
 from t9k_provider.local.apiserver.strategies.apps import (
     REPLICA_COLUMNS,
     REPLICAS_FIELD,
@@ -15,7 +16,6 @@ from t9k_provider.local.apiserver.strategies.apps import (
     validate_counts,
     validate_template,
 )
-from t9k_provider.local.apiserver.validation import as_map, validate_labels
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause

@@ -5,13 +5,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from t9k_provider.local.apiserver.patch import STATUS_WITH_CONDITIONS, MergeField
-from t9k_provider.local.apiserver.resources import Resource
-from t9k_provider.local.apiserver.schema import is_ip
-from t9k_provider.local.apiserver.strategies.base import Strategy
-from t9k_provider.local.apiserver.strategies.podspec import items
-from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age, column
-from t9k_provider.local.apiserver.validation import (
+from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
+from t9k_provider.local.apiserver.generic.validation import (
     IMMUTABLE,
     as_map,
     as_text,
@@ -19,10 +14,14 @@ from t9k_provider.local.apiserver.validation import (
     validate_port,
     validate_protocol,
 )
+from t9k_provider.local.apiserver.strategies.podspec import items
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.names import is_dns1123_label, name_is_dns1035_label
+from t9k_provider.local.machinery.patch import STATUS_WITH_CONDITIONS, MergeField
+from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
+from t9k_provider.local.machinery.schema import is_ip
 from t9k_provider.local.machinery.selectors import field_getter
 from t9k_provider.local.storage.store import Store
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from t9k_provider.local.apiserver import errors
+from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
@@ -25,7 +25,7 @@ from t9k_provider.local.machinery.names import (
 )
 
 if TYPE_CHECKING:
-    from t9k_provider.local.apiserver.resources import Resource
+    from t9k_provider.local.apiserver.generic.resources import Resource
 
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
 IMMUTABLE = "field is immutable"

@@ -8,9 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from t9k_provider.local.apiserver import errors
-from t9k_provider.local.apiserver.strategies.rbac import GROUP
+from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.storage.store import Store
+
+#: The RBAC objects the authorizer reads (``rbac.authorization.k8s.io``).
+GROUP = "rbac.authorization.k8s.io"
 
 MASTERS = "system:masters"
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}

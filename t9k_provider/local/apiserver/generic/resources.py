@@ -1,4 +1,5 @@
-"""The hooks a resource has in the generic write pipeline, after Kubernetes' registry strategies.
+"""What a served resource is: its names in one group/version (`Resource`) and the strategy that governs it
+(`Strategy`), the hooks it has in the generic write pipeline, after Kubernetes' registry strategies.
 
 ``objects.py`` runs the same steps for every resource (decode, admission, preconditions, status reset,
 canonical form, validation, one store commit) and asks the resource's strategy only what differs. The
@@ -8,19 +9,17 @@ defaults are those of an object with no behaviour of its own (a ConfigMap): a st
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from t9k_provider.kube.timestamps import normalize_fields
-from t9k_provider.local.apiserver.patch import MergeField
-from t9k_provider.local.apiserver.tables import AGE_COLUMN, NAME_COLUMN, age
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import get_path
 from t9k_provider.local.machinery.names import NameCheck, name_is_dns_subdomain
+from t9k_provider.local.machinery.patch import MergeField
+from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age
 from t9k_provider.local.machinery.selectors import FieldGetter
 from t9k_provider.local.storage.store import Store
-
-if TYPE_CHECKING:
-    from t9k_provider.local.apiserver.resources import Resource
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 _OBJECT_TIMES = ("metadata.creationTimestamp", "metadata.deletionTimestamp")
@@ -150,3 +149,52 @@ class Strategy:
         """One Table row, in the order of ``columns``."""
         meta = obj["metadata"]
         return [meta["name"], age(meta.get("creationTimestamp"))]
+
+
+@dataclass
+class Resource:
+    """One served resource in one group/version; its behaviour, scope and subresources are its ``strategy``'s.
+
+    ``stored_as`` names the store's (group, resource) when it differs: events.k8s.io events share the core
+    events' storage. Custom resources keep one storage key for all their versions.
+    """
+
+    group: str
+    version: str
+    plural: str
+    singular: str
+    kind: str
+    strategy: Strategy
+    short_names: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    stored_as: tuple[str, str] | None = None
+
+    @classmethod
+    def builtin(cls, group: str, kind: str, strategy: Strategy, **names: Any) -> Resource:
+        """A built-in resource of ``group``/v1, named after its kind (ReplicaSet: replicaset, replicasets)."""
+        singular = kind.lower()
+        return cls(group, "v1", f"{singular}s", singular, kind, strategy, **names)
+
+    @property
+    def namespaced(self) -> bool:
+        return self.strategy.namespaced
+
+    @property
+    def subresources(self) -> tuple[str, ...]:
+        return self.strategy.subresources
+
+    @property
+    def storage_group(self) -> str:
+        return self.stored_as[0] if self.stored_as else self.group
+
+    @property
+    def storage_resource(self) -> str:
+        return self.stored_as[1] if self.stored_as else self.plural
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
