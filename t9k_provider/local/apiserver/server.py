@@ -15,7 +15,7 @@ from aiohttp import web
 from t9k_provider.local.apiserver.authn import Authenticator, impersonate
 from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.apiserver.generic.authz import forbidden, request_attributes
-from t9k_provider.local.apiserver.handlers import USER, Handlers
+from t9k_provider.local.apiserver.handlers.dispatch import USER, Handlers
 from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.registry import Registry

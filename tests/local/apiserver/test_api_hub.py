@@ -10,7 +10,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from t9k_provider.local.apiserver import watch
-from t9k_provider.local.apiserver.handlers import Handlers
+from t9k_provider.local.apiserver.handlers.dispatch import Handlers
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.watch import Hub, Watcher
