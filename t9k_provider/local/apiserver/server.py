@@ -15,7 +15,8 @@ from aiohttp import web
 from t9k_provider.local.apiserver.authn import Authenticator, impersonate
 from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.apiserver.generic.authz import forbidden, request_attributes
-from t9k_provider.local.apiserver.handlers.dispatch import USER, Handlers
+from t9k_provider.local.apiserver.handlers import USER, Handlers
+from t9k_provider.local.apiserver.hub import Hub
 from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.registry import Registry
@@ -25,7 +26,6 @@ from t9k_provider.local.apiserver.strategies.endpoints import kubernetes_endpoin
 from t9k_provider.local.apiserver.strategies.namespaces import BOOT_NAMESPACES, boot_namespace
 from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME, local_node, node_capacity
 from t9k_provider.local.apiserver.strategies.services import kubernetes_service
-from t9k_provider.local.apiserver.watch import Hub
 from t9k_provider.local.apiserver.wire import error_response, respond
 from t9k_provider.local.machinery.jsonvalues import json_copy
 from t9k_provider.local.storage.store import Store

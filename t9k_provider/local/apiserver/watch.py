@@ -1,109 +1,178 @@
-"""Watch fan-out: store events become per-watcher queues of ``{"type", "object"}`` frames (spec 3.6).
-
-A watcher is registered in the same event-loop step that reads its starting point (the snapshot or the
-history since ``resourceVersion``), so no commit can fall between the two: events arrive exactly once and in
-revision order.
-"""
+"""WATCH: a stream of a collection's (or one object's) events from a revision, with bookmarks, until the
+timeout or the client's leaving."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+import json
+import logging
+import random
+from typing import Any
 
-from t9k_provider.local.storage.store import ADDED, DELETED, MODIFIED, Event, Store
+from aiohttp import web
 
-MAX_PENDING = 10_000  # undelivered frames a watcher may accumulate before it is closed
+from t9k_provider.local.apiserver import tables
+from t9k_provider.local.apiserver.generic import errors
+from t9k_provider.local.apiserver.generic.resources import Resource
+from t9k_provider.local.apiserver.hub import Frame, Hub, Watcher
+from t9k_provider.local.apiserver.objects import Objects
+from t9k_provider.local.apiserver.wire import JSON, Route, parse_bool, parse_int
+from t9k_provider.local.storage.store import Compacted
+
+log = logging.getLogger(__name__)
+BOOKMARK_SECONDS = 1.0
+MAX_CHUNK_FRAMES = 256  # frames written to a watch stream at once
 
 
-class Frame(NamedTuple):
-    """One watch event for one watcher. ``text`` is ``obj`` as committed, when ``obj`` is the stored object:
-    every watcher of a write then sends the same text rather than encoding the object again."""
+class _Frames:
+    """How one watch writes its events and bookmarks."""
 
-    type: str
-    obj: dict[str, Any]
-    text: str | None
+    def __init__(self, objects: Objects, res: Resource, want_table: bool, include_object: str) -> None:
+        self.objects, self.res, self.want_table, self.include_object = (
+            objects,
+            res,
+            want_table,
+            include_object,
+        )
+
+    def encode(self, frame: Frame) -> bytes:
+        view = self.objects.view(self.res, frame.obj)
+        if frame.text is not None and view is frame.obj and not self.want_table:
+            return f'{{"type":"{frame.type}","object":{frame.text}}}\n'.encode()
+        if self.want_table:
+            view = tables.table(self.res, [view], view["metadata"]["resourceVersion"], self.include_object)
+        return json.dumps({"type": frame.type, "object": view}, separators=(",", ":")).encode() + b"\n"
+
+    def bookmark(self, revision: int | None = None, initial_end: bool = False) -> bytes:
+        """Only sent with an empty queue (or at ``revision``), so it never skips undelivered events."""
+        meta: dict[str, Any] = {"resourceVersion": str(revision or self.objects.store.revision)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        obj = {"kind": self.res.kind, "apiVersion": self.res.group_version, "metadata": meta}
+        return json.dumps({"type": "BOOKMARK", "object": obj}).encode() + b"\n"
 
 
-@dataclass(eq=False)
-class Watcher:
-    """One open watch on one stored resource, filtered by namespace and selectors."""
+async def watch(
+    objects: Objects, hub: Hub, request: web.Request, route: Route, want_table: bool
+) -> web.StreamResponse:
+    res = route.res
+    send_initial = parse_bool(request, "sendInitialEvents")  # watch-list (W9): state, then a marker
+    since = await _since(objects, request, send_initial)
+    watcher = Watcher(
+        res.storage_group,
+        res.storage_resource,
+        route.namespace if res.namespaced else None,
+        _matcher(objects, request, route),
+    )
+    response = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
+    response.enable_chunked_encoding()
+    try:
+        initial = hub.open(watcher, since)
+        opened_at = objects.store.revision
+    except Compacted as exc:
+        await response.prepare(request)
+        expired = errors.expired(str(exc)).status()
+        await response.write(json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n")
+        await response.write_eof()
+        return response
+    frames = _Frames(objects, res, want_table, request.query.get("includeObject", "Metadata"))
+    try:
+        await response.prepare(request)
+        if initial:
+            await response.write(b"".join(frames.encode(f) for f in initial))
+        if send_initial:
+            await response.write(frames.bookmark(opened_at, initial_end=True))
+        await _stream(request, response, watcher, frames)
+        await response.write_eof()
+    except ConnectionResetError:
+        pass  # the client went away
+    except Exception:
+        # headers are sent: the stream can only end; the client sees EOF and re-watches
+        log.exception("watch of %s failed", request.path_qs)
+    finally:
+        hub.close(watcher)
+    return response
 
-    group: str
-    resource: str
-    namespace: str | None
-    match: Callable[[dict[str, Any] | None], bool]
-    queue: asyncio.Queue[Frame | None] = field(default_factory=asyncio.Queue)
 
-    def translate(self, event: Event) -> Frame | None:
-        """Map a store event to what this watcher sees; selector transitions become ADDED/DELETED (W7)."""
-        group, resource, namespace, _ = event.key
-        if (group, resource) != (self.group, self.resource):
-            return None
-        if self.namespace is not None and namespace != self.namespace:
-            return None
-        now = self.match(event.obj) if event.type != DELETED else False
-        before = self.match(event.prev) if event.prev is not None else False
-        if event.type == DELETED:
-            return Frame(DELETED, event.obj, event.text) if before else None
-        if now and before:
-            return Frame(MODIFIED, event.obj, event.text)
-        if now:
-            return Frame(ADDED, event.obj, event.text)
-        if before:
-            gone = dict(event.prev or {})
-            gone["metadata"] = {**gone.get("metadata", {}), "resourceVersion": str(event.revision)}
-            return Frame(DELETED, gone, None)
+def _matcher(objects: Objects, request: web.Request, route: Route) -> Any:
+    """The watch's label and field selectors (a watch of one object selects its name)."""
+    field_selector = request.query.get("fieldSelector", "")
+    if route.name:
+        name_sel = f"metadata.name={route.name}"
+        field_selector = f"{field_selector},{name_sel}" if field_selector else name_sel
+    return objects.matcher(route.res, request.query.get("labelSelector", ""), field_selector)
+
+
+async def _since(objects: Objects, request: web.Request, send_initial: bool) -> int | None:
+    """The revision to watch from (None: the current state first); a future one is waited for."""
+    rv_param = request.query.get("resourceVersion", "")
+    if not rv_param or rv_param == "0" or send_initial:
         return None
+    try:
+        since = int(rv_param)
+    except ValueError:
+        raise errors.bad_request(f"invalid resource version: {rv_param}") from None
+    if since > objects.store.revision:
+        await _wait_for_revision(objects, since)
+    return since
 
 
-class Hub:
-    """Delivers every committed store event to the watchers it concerns."""
+async def _stream(
+    request: web.Request, response: web.StreamResponse, watcher: Watcher, frames: _Frames
+) -> None:
+    """Write the watcher's frames as they come, bookmarks while idle, until the timeout, the hub's closing
+    the watcher (too slow), or the client's leaving."""
+    timeout = parse_int(request, "timeoutSeconds")
+    if not timeout:  # a negative one has expired already: the stream ends at once, as upstream's timer
+        timeout = random.randint(300, 600)
+    bookmarks = parse_bool(request, "allowWatchBookmarks")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            if bookmarks:
+                await response.write(frames.bookmark())
+            return
+        try:
+            frame = await asyncio.wait_for(watcher.queue.get(), min(remaining, BOOKMARK_SECONDS))
+        except asyncio.TimeoutError:
+            if request.transport is None or request.transport.is_closing():
+                return
+            if bookmarks:
+                await response.write(frames.bookmark())
+            continue
+        if frame is None:
+            return
+        # One pass of the loop later, the writes already under way have queued their frames too: a burst of
+        # writes reaches each watcher in fewer, larger sends (each send wakes the client).
+        await asyncio.sleep(0)
+        chunk, ended = [frames.encode(frame)], False
+        while not watcher.queue.empty() and len(chunk) < MAX_CHUNK_FRAMES:
+            nxt = watcher.queue.get_nowait()
+            if nxt is None:  # closed by the hub (too slow): end after what was queued
+                ended = True
+                break
+            chunk.append(frames.encode(nxt))
+        await response.write(b"".join(chunk))
+        if ended:
+            return
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._watchers: set[Watcher] = set()
-        store.subscribe(self._on_event)
 
-    def _on_event(self, event: Event) -> None:
-        for watcher in list(self._watchers):
-            frame = watcher.translate(event)
-            if frame is None:
-                continue
-            if watcher.queue.qsize() >= MAX_PENDING:
-                # Too slow: end its stream after what is queued; the client re-watches from its last RV.
-                self._watchers.discard(watcher)
-                watcher.queue.put_nowait(None)
-                continue
-            watcher.queue.put_nowait(frame)
-
-    def open(self, watcher: Watcher, since: int | None) -> list[Frame]:
-        """Register ``watcher`` and return its initial frames: synthetic ADDEDs (``since`` None) or history.
-
-        Raises ``store.Compacted`` when ``since`` is older than the retained history.
-        """
-        if since is None:
-            items = self.store.list(watcher.group, watcher.resource, watcher.namespace)
-            initial = [Frame(ADDED, o, self._text(watcher, o)) for o in items if watcher.match(o)]
-        else:
-            initial = []
-            for event in self.store.events_since(since, watcher.group, watcher.resource):
-                frame = watcher.translate(event)
-                if frame is not None:
-                    initial.append(frame)
-        self._watchers.add(watcher)
-        return initial
-
-    def _text(self, watcher: Watcher, obj: dict[str, Any]) -> str | None:
-        meta = obj["metadata"]
-        key = (watcher.group, watcher.resource, meta.get("namespace", ""), meta["name"])
-        return self.store.text(key, obj)
-
-    def close(self, watcher: Watcher) -> None:
-        self._watchers.discard(watcher)
-
-    def close_all(self) -> None:
-        for watcher in self._watchers:
-            watcher.queue.put_nowait(None)
-        self._watchers.clear()
+async def _wait_for_revision(objects: Objects, wanted: int, patience: float = 3.0) -> None:
+    """A watch from a future revision waits briefly, then gets 504 (a client of a wiped store relists)."""
+    deadline = asyncio.get_running_loop().time() + patience
+    while objects.store.revision < wanted:
+        if asyncio.get_running_loop().time() >= deadline:
+            raise errors.ApiError(
+                504,
+                "Timeout",
+                f"Too large resource version: {wanted}, current: {objects.store.revision}",
+                {
+                    "causes": [
+                        {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+                    ],
+                    "retryAfterSeconds": 1,
+                },
+            )
+        await asyncio.sleep(0.05)

@@ -9,11 +9,11 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from t9k_provider.local.apiserver import watch
-from t9k_provider.local.apiserver.handlers.dispatch import Handlers
+from t9k_provider.local.apiserver import hub as hub_module
+from t9k_provider.local.apiserver.handlers import Handlers
+from t9k_provider.local.apiserver.hub import Hub, Watcher
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.registry import Registry
-from t9k_provider.local.apiserver.watch import Hub, Watcher
 from t9k_provider.local.kubelet.streaming import ContainerStreams
 from t9k_provider.local.storage.store import Store
 
@@ -23,7 +23,7 @@ def cm(name: str, **labels: str) -> dict:
 
 
 def test_slow_watcher_is_closed_after_its_backlog(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(watch, "MAX_PENDING", 3)
+    monkeypatch.setattr(hub_module, "MAX_PENDING", 3)
     store = Store(tmp_path / "s.db")
     hub = Hub(store)
     slow = Watcher("", "configmaps", "ns", lambda o: o is not None)
@@ -82,7 +82,7 @@ async def test_a_watch_closed_for_its_backlog_ends_after_the_queued_frames(
     tmp_path: Path, monkeypatch
 ) -> None:
     """The stream ends at once (the client re-watches from its last version), not at its timeout."""
-    monkeypatch.setattr(watch, "MAX_PENDING", 3)
+    monkeypatch.setattr(hub_module, "MAX_PENDING", 3)
     registry = Registry()
     objects = Objects(Store(tmp_path / "s.db"), registry)
     namespaces, configmaps = registry.lookup("", "v1", "namespaces"), registry.lookup("", "v1", "configmaps")

@@ -1,5 +1,5 @@
-"""Routing: a request to its verb and subresource (`list`, `watch` and `delete` have modules of their own;
-get, create, update and patch are one call each into the registry's `Objects`)."""
+"""The API server's routing: a request to its verb and subresource (`listing`, `watch` and `deletion` serve
+the verbs with behaviour of their own; get, create, update and patch are one call each into `Objects`)."""
 
 from __future__ import annotations
 
@@ -17,18 +17,18 @@ from t9k_provider.local.apiserver import (
     subresources,
     tables,
 )
+from t9k_provider.local.apiserver.deletion import delete_collection, delete_options
 from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.apiserver.generic.authz import Authorizer, UserInfo
-from t9k_provider.local.apiserver.handlers.delete import delete_collection, delete_options
-from t9k_provider.local.apiserver.handlers.list import ItemCache, list_objects
-from t9k_provider.local.apiserver.handlers.watch import watch
+from t9k_provider.local.apiserver.hub import Hub
+from t9k_provider.local.apiserver.listing import ItemCache, list_objects
 from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects, WriteOptions, store_key
 from t9k_provider.local.apiserver.registry import Registry
 from t9k_provider.local.apiserver.strategies.accessreviews import ReviewStrategy
 from t9k_provider.local.apiserver.tokenrequests import token_request
 from t9k_provider.local.apiserver.tokens import TokenSigner
-from t9k_provider.local.apiserver.watch import Hub
+from t9k_provider.local.apiserver.watch import watch
 from t9k_provider.local.apiserver.wire import (
     TRUE,
     Route,
