@@ -28,8 +28,10 @@ from t9k_provider.local.apiserver.wire import load_yaml
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import json_copy
-from t9k_provider.local.machinery.patch import PatchError, apply_patch, merge_patch, strategic_merge_patch
+from t9k_provider.local.machinery.patch import apply_patch, merge_patch
+from t9k_provider.local.machinery.patcherrors import PatchError
 from t9k_provider.local.machinery.selectors import SelectorError, parse_field_selector, parse_label_selector
+from t9k_provider.local.machinery.strategicpatch import strategic_merge_patch
 from t9k_provider.local.storage.store import Compacted, Conflict, Key, Store
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"

@@ -15,7 +15,8 @@ from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects, store_key
 from t9k_provider.local.apiserver.wire import Route, parse_bool, parse_int, read_body, respond
 from t9k_provider.local.machinery.jsonvalues import get_path, json_copy
-from t9k_provider.local.machinery.patch import PatchError, apply_patch
+from t9k_provider.local.machinery.patch import apply_patch
+from t9k_provider.local.machinery.patcherrors import PatchError
 
 log = logging.getLogger(__name__)
 

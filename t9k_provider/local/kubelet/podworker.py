@@ -20,19 +20,22 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from t9k_provider.kube.api import ApiError, KubeApi
-from t9k_provider.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICEACCOUNTS, ResourceType
-from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
-from t9k_provider.local.kubelet import execute, hosts, poddir, podenv, runtime, volumes
+from t9k_provider.kube.resources import PODS
+from t9k_provider.kube.timestamps import now_rfc3339
+from t9k_provider.local.kubelet import hosts, podenv, runtime, volumes
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups
 from t9k_provider.local.kubelet.identity import container_identity
 from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.poddir import AttemptFiles, ContainerDir, PodDir
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
-from t9k_provider.local.kubelet.probes import ContainerProber, Probe, ProbeTarget
+from t9k_provider.local.kubelet.podprobing import PodProbing
+from t9k_provider.local.kubelet.podsetup import PodSetup
+from t9k_provider.local.kubelet.probes import ContainerProber
 from t9k_provider.local.kubelet.shim import Mount, ShimSpec
 from t9k_provider.local.kubelet.status import (
     TERMINAL_PHASES,
     ContainerView,
+    parse_time,
     pod_status,
     terminate_unfinished,
     wants_restart,
@@ -45,7 +48,6 @@ ACTIVE_TICK = 0.2
 IDLE_TICK = 5.0
 BACKOFF_ENV = "T9K_LOCAL_RESTART_BACKOFF"
 BACKOFF_CAP = 300.0
-CONFIG_RETRY_SECONDS = 2.0
 START_GRACE = 30.0  # a launched shim gets this long to write its pid file before it counts as lost
 
 
@@ -57,12 +59,6 @@ def restart_backoff(finished_restarts: int) -> float:
         return 0.0
     base = float(os.environ.get(BACKOFF_ENV, "10"))
     return min(BACKOFF_CAP, base * 2 ** (finished_restarts - 2))
-
-
-def parse_time(text: str | None) -> float | None:
-    if not text:
-        return None
-    return parse_timestamp(text).timestamp()
 
 
 class PodHost(Protocol):
@@ -91,7 +87,7 @@ class PodHost(Protocol):
         ...
 
 
-class PodWorker:
+class PodWorker(PodSetup, PodProbing):
     def __init__(self, kubelet: PodHost, pod: dict[str, Any]) -> None:
         self.kubelet = kubelet
         self.kube = kubelet.kube
@@ -269,88 +265,6 @@ class PodWorker:
 
     # -- preparation
 
-    async def _setup_network(self) -> PodNet:
-        spec = self.pod["spec"]
-        network = self.kubelet.network
-        if spec.get("hostNetwork"):
-            return PodNet(ip=network.host_ip, netns=None, isolate=isinstance(network, NetnsNetwork))
-        pod_net = await network.setup(self.uid)
-        poddir.write_json(self.dir.network, {"ip": pod_net.ip, "netns": pod_net.netns})
-        self.kubelet.hosts_changed()
-        return pod_net
-
-    async def _prepare(self) -> None:
-        cm_names, secret_names = podenv.referenced_names(self.pod)
-        configmaps = {n: o for n in cm_names if (o := await self._fetch(CONFIGMAPS, n))}
-        secrets = {n: o for n in secret_names if (o := await self._fetch(SECRETS, n))}
-        assert self.net is not None
-        tokens = {}
-        for source in volumes.token_sources(self.pod):
-            try:
-                tokens[source.key] = await self._request_token(source)
-            except ApiError as exc:
-                await self._mount_failed(source.volume, f"failed to fetch token: {exc.message}")
-                return
-        try:
-            self.volume_paths = await asyncio.to_thread(
-                volumes.materialize, self.pod, self.dir, configmaps, secrets, tokens
-            )
-        except volumes.MountError as exc:
-            await self._mount_failed(exc.volume, str(exc))
-            return
-        except ContainerConfigError as exc:
-            await self._config_failed(str(exc))
-            return
-        self.mount_error = None
-        self.ctx = PodContext(
-            configmaps=configmaps, secrets=secrets, pod_ip=self.net.ip, host_ip=self.kubelet.network.host_ip
-        )
-        self.config_error = None
-        self.dir.resolv_conf.write_text(hosts.RESOLV_CONF)
-        self.kubelet.write_hosts(self)
-
-    async def _fetch(self, rt: ResourceType, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.kube.get(rt, self.namespace, name)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    async def _request_token(self, source: volumes.TokenSource) -> str:
-        """A token of the pod's ServiceAccount bound to the pod, from the API server's TokenRequest."""
-        meta = self.pod["metadata"]
-        spec: dict[str, Any] = {
-            "expirationSeconds": source.expiration_seconds,
-            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": self.uid},
-        }
-        if source.audience:
-            spec["audiences"] = [source.audience]
-        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
-        account = self.pod["spec"].get("serviceAccountName") or "default"
-        response = await self.kube.create(
-            SERVICEACCOUNTS, self.namespace, request, name=account, subresource="token"
-        )
-        return str(response["status"]["token"])
-
-    async def _mount_failed(self, volume: str, message: str) -> None:
-        """A volume cannot be set up yet: the containers wait (ContainerCreating) and the kubelet retries."""
-        text = f'MountVolume.SetUp failed for volume "{volume}" : {message}'
-        self.config_error = None
-        if self.mount_error != text:
-            self.mount_error = text
-            await self._event("FailedMount", text, warning=True)
-        self.prepare_after = time.monotonic() + CONFIG_RETRY_SECONDS
-        self.kubelet.queue_wakeup(self, CONFIG_RETRY_SECONDS)
-
-    async def _config_failed(self, message: str) -> None:
-        if self.config_error != message:
-            await self._event("Failed", f"Error: {message}", warning=True)
-        self.config_error = message
-        self.ctx = None
-        self.prepare_after = time.monotonic() + CONFIG_RETRY_SECONDS
-        self.kubelet.queue_wakeup(self, CONFIG_RETRY_SECONDS)
-
     # -- containers
 
     async def _advance(self, inits: list[ContainerView], mains: list[ContainerView]) -> set[str]:
@@ -476,51 +390,6 @@ class PodWorker:
         self.launched[(v.name, n)] = time.monotonic()
         await self._event("Created", f"Created container {v.name}", v.name)
         await self._event("Started", f"Started container {v.name}", v.name)
-
-    async def _probe(self, mains: list[ContainerView]) -> None:
-        """Run the main containers' probes (see `probes`), and report and act on what they find."""
-        for v in mains:
-            cur = v.current
-            prober = self.probers.get(v.name)
-            if cur is None or not cur.running or not cur.started_at or cur.pid is None:
-                if prober is not None:
-                    prober.cancel()
-                    del self.probers[v.name]
-                continue
-            self._enforce_probe_kill(v, cur.n)
-            if prober is None or prober.attempt != cur.n:
-                if prober is not None:
-                    prober.cancel()
-                started = time.monotonic() - (time.time() - (parse_time(cur.started_at) or time.time()))
-                prober = ContainerProber(v.spec, cur.n, started)
-                if not prober.states:
-                    continue
-                self.probers[v.name] = prober
-            assert self.net is not None
-            running = execute.locate(self.kubelet.state_dir, self.pod, v.name, cur.n)
-            verdict = prober.due(ProbeTarget(self.net.ip, v.spec, running))
-            for probe, message in verdict.failures:
-                await self._event("Unhealthy", f"{probe.label} probe failed: {message}", v.name, warning=True)
-            if verdict.kill is not None:
-                await self._kill_for_probe(v, cur.n, verdict.kill)
-
-    async def _kill_for_probe(self, v: ContainerView, n: int, probe: Probe) -> None:
-        """A failed startup or liveness probe: stop the container (SIGTERM, SIGKILL after the grace period);
-        `_advance` restarts it per restartPolicy."""
-        await self._event(
-            "Killing", f"Container {v.name} failed {probe.kind} probe, will be restarted", v.name
-        )
-        grace = probe.grace_period
-        if grace is None:
-            grace = self.pod["spec"].get("terminationGracePeriodSeconds", 30)
-        self.probe_kills[(v.name, n)] = time.time() + float(grace)
-        runtime.signal_container(self._current_files(v), signal.SIGTERM)
-        self.kubelet.queue_wakeup(self, float(grace))
-
-    def _enforce_probe_kill(self, v: ContainerView, n: int) -> None:
-        deadline = self.probe_kills.get((v.name, n))
-        if deadline is not None and time.time() >= deadline:
-            runtime.signal_container(self._current_files(v), signal.SIGKILL)
 
     def _container_cgroup(self, c: dict[str, Any], n: int) -> list[str]:
         """The cgroup of attempt `n` of container `c`, with the container's limits (none where the kubelet

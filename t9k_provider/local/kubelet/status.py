@@ -9,6 +9,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from t9k_provider.kube.timestamps import parse_timestamp
 from t9k_provider.local.kubelet.runtime import Attempt, container_id
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -246,3 +247,9 @@ def pod_status(
             container_status(pod, v, restart_pending=v.name in restart_pending) for v in inits
         ]
     return out
+
+
+def parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    return parse_timestamp(text).timestamp()

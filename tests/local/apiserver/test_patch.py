@@ -12,14 +12,9 @@ from hypothesis import strategies as st
 
 from t9k_provider.local.apiserver.registry import BUILTIN
 from t9k_provider.local.machinery.jsonvalues import json_equal
-from t9k_provider.local.machinery.patch import (
-    MergeField,
-    PatchError,
-    apply_patch,
-    json_patch,
-    merge_patch,
-    strategic_merge_patch,
-)
+from t9k_provider.local.machinery.patch import apply_patch, json_patch, merge_patch
+from t9k_provider.local.machinery.patcherrors import PatchError
+from t9k_provider.local.machinery.strategicpatch import MergeField, strategic_merge_patch
 
 POD = {
     "apiVersion": "v1",

@@ -12,7 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from t9k_provider.local.machinery.schema import Cause, apply_defaults, check_crd, prune, validate
+from t9k_provider.local.apiserver.strategies.crdchecks import check_crd
+from t9k_provider.local.machinery.schema import Cause, apply_defaults, prune, validate
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

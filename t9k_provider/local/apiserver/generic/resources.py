@@ -16,9 +16,9 @@ from t9k_provider.kube.timestamps import normalize_fields
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import get_path
 from t9k_provider.local.machinery.names import NameCheck, name_is_dns_subdomain
-from t9k_provider.local.machinery.patch import MergeField
 from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age
 from t9k_provider.local.machinery.selectors import FieldGetter
+from t9k_provider.local.machinery.strategicpatch import MergeField
 from t9k_provider.local.storage.store import Store
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")

@@ -17,8 +17,8 @@ from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.names import is_dns1035_label, is_dns1123_subdomain, name_is_path_segment
-from t9k_provider.local.machinery.patch import STATUS_WITH_CONDITIONS
 from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
+from t9k_provider.local.machinery.strategicpatch import STATUS_WITH_CONDITIONS
 from t9k_provider.local.storage.store import Store
 
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"

@@ -8,10 +8,10 @@ from typing import Any
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
 from t9k_provider.local.apiserver.generic.validation import IMMUTABLE, as_map, as_text
+from t9k_provider.local.apiserver.strategies.crdchecks import check_crd
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.printing import NAME_COLUMN, column
-from t9k_provider.local.machinery.schema import check_crd
 from t9k_provider.local.storage.store import Store
 
 CRD_GROUP = "apiextensions.k8s.io"

@@ -16,8 +16,8 @@ from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import json_equal, significant
-from t9k_provider.local.machinery.patch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
+from t9k_provider.local.machinery.strategicpatch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.storage.store import Store
 
 _JOB_COUNTERS = (

@@ -11,9 +11,9 @@ from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.names import is_qualified_name, name_is_dns_label
-from t9k_provider.local.machinery.patch import STATUS_WITH_CONDITIONS
 from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.machinery.selectors import field_getter
+from t9k_provider.local.machinery.strategicpatch import STATUS_WITH_CONDITIONS
 from t9k_provider.local.storage.store import Store
 
 BOOT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")

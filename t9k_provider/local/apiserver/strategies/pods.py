@@ -17,9 +17,9 @@ from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import json_equal, json_in, significant
-from t9k_provider.local.machinery.patch import CONDITIONS, MergeField
 from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.machinery.selectors import field_getter
+from t9k_provider.local.machinery.strategicpatch import CONDITIONS, MergeField
 from t9k_provider.local.storage.store import Store
 
 _POD_MUTABLE_MESSAGE = (

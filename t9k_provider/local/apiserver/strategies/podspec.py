@@ -26,8 +26,8 @@ from t9k_provider.local.machinery.names import (
     name_is_dns_subdomain,
     regex_error,
 )
-from t9k_provider.local.machinery.patch import OBJECT_META, MergeField
 from t9k_provider.local.machinery.quantity import QUANTITY_ERROR, parse_quantity
+from t9k_provider.local.machinery.strategicpatch import OBJECT_META, MergeField
 
 _CONTAINER_FIELDS: dict[str, MergeField] = {
     "ports": MergeField("merge", "containerPort"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
 from t9k_provider.local.apiserver.strategies.podspec import POD_TEMPLATE_FIELDS
-from t9k_provider.local.machinery.patch import MergeField
+from t9k_provider.local.machinery.strategicpatch import MergeField
 
 
 class PodTemplateStrategy(Strategy):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
-from t9k_provider.local.machinery.patch import MergeField
+from t9k_provider.local.machinery.strategicpatch import MergeField
 
 
 class ServiceAccountStrategy(Strategy):

@@ -19,10 +19,10 @@ from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.names import is_dns1123_label, name_is_dns1035_label
-from t9k_provider.local.machinery.patch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.machinery.schema import is_ip
 from t9k_provider.local.machinery.selectors import field_getter
+from t9k_provider.local.machinery.strategicpatch import STATUS_WITH_CONDITIONS, MergeField
 from t9k_provider.local.storage.store import Store
 
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/16")
