@@ -98,6 +98,45 @@ def _force_delete_if_stuck(rnd: Round, pod: dict[str, Any], now: datetime) -> No
         rnd.wake_at(limit)
 
 
+@dataclass
+class _Pass:
+    """What every replica's decision reads, and the round it writes."""
+
+    job: dict[str, Any]
+    plan: Plan
+    now: datetime
+    mode: str
+    resumed: bool
+    may_create: bool
+    running_types: set[str]
+    rnd: Round
+
+
+@dataclass
+class _Replica:
+    """One desired replica: its pod (if any), what the last status recorded of it, its restarts so far and
+    the uid of a pod being replaced."""
+
+    key: tuple[str, int]
+    name: str
+    group: ReplicaGroup
+    index: int
+    prior: dict[str, Any]
+    pod: dict[str, Any] | None
+    state: PodState | None
+    restarts: int
+    replaced: str | None
+
+    @property
+    def uid(self) -> str:
+        return (self.pod or {}).get("metadata", {}).get("uid", "")
+
+    def record(
+        self, p: _Pass, uid: str, phase: str, containers: list[dict[str, Any]], replaced: str | None
+    ) -> None:
+        p.rnd.records[self.key] = _record(self.name, uid, phase, containers, self.restarts, replaced)
+
+
 def evaluate(
     job: dict[str, Any],
     plan: Plan,
@@ -112,8 +151,6 @@ def evaluate(
     """Decide every replica. `mode` is ACTIVE (create and restart), PAUSED (delete, keep outcomes) or
     STOPPED (terminal: observe only; cleanup is separate)."""
     rnd = Round(backoff_count=prior_backoff)
-    job_name = job["metadata"]["name"]
-    debug = plan.debug is not None
     states = {
         (g.type, i): classify(pods[(g.type, i)], g.training_container)
         for g in plan.groups
@@ -122,127 +159,161 @@ def evaluate(
     }
     for key, state in states.items():
         if state.phase == "Failed" and telling_exit_reason(state.exit_reason):
-            name = pods[key]["metadata"]["name"]
-            rnd.terminations[name] = f"{state.exit_reason} (exit code {state.exit_code})"
+            rnd.terminations[pods[key]["metadata"]["name"]] = (
+                f"{state.exit_reason} (exit code {state.exit_code})"
+            )
     running_types = {
         g.type
         for g in plan.groups
         if all((s := states.get((g.type, i))) is not None and s.ready for i in range(g.replicas))
     }
+    p = _Pass(job, plan, now, mode, resumed, may_create, running_types, rnd)
     for group in plan.groups:
         for index in range(group.replicas):
-            name = pod_name(job_name, group.type, index, group.indexed)
-            key = (group.type, index)
-            prior = prior_records.get(name) or {}
-            pod = pods.get(key)
-            restarts = int(prior.get("restartCount") or 0)
-            replaced = prior.get("replacedUid") or None
-            if pod is not None:
-                annotated = (pod["metadata"].get("annotations") or {}).get(ANNOTATION_RESTART_COUNT) or "0"
-                restarts = max(restarts, int(annotated) if annotated.isdigit() else 0)
-            prior_phase = prior.get("phase")
-
-            if pod is not None and replaced and pod["metadata"].get("uid") == replaced:
-                # The controller already decided to replace this pod (and counted it): finish the job.
-                if mode == STOPPED:
-                    rnd.records[key] = _record(
-                        name, replaced, "Failed", prior.get("containers") or [], restarts, replaced
-                    )
-                    continue
-                if (pod["metadata"].get("deletionTimestamp")) is None:
-                    rnd.actions.append(Delete("v1", "Pod", name, uid=replaced))
-                else:
-                    _force_delete_if_stuck(rnd, pod, now)
-                phase = "Deleted" if mode == PAUSED else "Creating"
-                rnd.records[key] = _record(name, "", phase, prior.get("containers") or [], restarts, replaced)
-                rnd.failures[key] = f"Pod {name} is being restarted."
-                continue
-
-            if pod is None:
-                if prior_phase in ("Succeeded", "Failed"):
-                    # A finished replica is never run again, even if its pod is gone (R1).
-                    rnd.records[key] = _record(
-                        name,
-                        prior.get("uid", ""),
-                        prior_phase,
-                        prior.get("containers") or [],
-                        restarts,
-                        replaced,
-                    )
-                    continue
-                if mode != ACTIVE:
-                    rnd.records[key] = _record(name, prior.get("uid", ""), "Deleted", [], restarts, replaced)
-                    continue
-                gated = (
-                    group.after_running is not None and not debug and group.after_running not in running_types
-                )
-                if not may_create or gated:
-                    rnd.records[key] = _record(name, "", "Creating", [], restarts, replaced)
-                    continue
-                if prior_phase in ("Pending", "Running", "Unknown") and not replaced:
-                    # Deleted from outside (preemption, manual delete): recreate, never charge the budget.
-                    msg = f"Pod {name} was deleted from outside the controller; recreating it."
-                    rnd.failures[key] = msg
-                    rnd.events.append(Event("Warning", "PodDeleted", msg))
-                rnd.actions.append(Create(build_pod(job, plan, group, index, restarts, resumed)))
-                rnd.records[key] = _record(name, "", "Creating", [], restarts, replaced)
-                continue
-
-            uid = pod["metadata"].get("uid", "")
-            state = states[key]
-            if replaced and uid != replaced:
-                replaced = None  # the replacement exists, so the old pod is gone for good
-            if mode == PAUSED:
-                # Finished pods hold no resources and keep their logs: a success is never re-run (R1), a
-                # permanent failure stays one. A failure not yet handled is deleted and retried on resume.
-                if state.phase == "Succeeded" or (state.phase == "Failed" and prior_phase == "Failed"):
-                    rnd.records[key] = _record(name, uid, state.phase, state.containers, restarts, replaced)
-                    continue
-                if not state.terminating:
-                    rnd.actions.append(Delete("v1", "Pod", name, uid=uid))
-                else:
-                    _force_delete_if_stuck(rnd, pod, now)
-                rnd.records[key] = _record(name, uid, "Deleted", state.containers, restarts, replaced)
-                continue
-            if state.terminating and mode == ACTIVE and state.phase not in ("Succeeded", "Failed"):
-                _force_delete_if_stuck(rnd, pod, now)
-            finished = state.phase in ("Succeeded", "Failed")
-            if mode == STOPPED or not finished or debug:
-                rnd.records[key] = _record(name, uid, state.phase, state.containers, restarts, replaced)
-                if state.phase == "Failed":
-                    rnd.failures[key] = _describe(name, state) + "."
-                continue
-
-            what = _describe(name, state)
-            if state.phase == "Failed" and state.infra_failure and group.recreatable:
-                # Evictions, node shutdown, no exit code: retryable without charging the budget (R9).
-                rnd.actions.append(Delete("v1", "Pod", name, uid=uid))
-                rnd.records[key] = _record(name, "", "Creating", state.containers, restarts, uid)
-                msg = f"{what}; recreating it without charging the restart budget."
-                rnd.failures[key] = msg
-                rnd.events.append(Event("Warning", "ReplicaRecreated", msg))
-                continue
-            if _restart_wanted(group, state):
-                budget = _budget_left(group, plan, restarts, rnd.backoff_count)
-                if budget:
-                    restarts += 1
-                    if plan.backoff_limit is not None:
-                        rnd.backoff_count += 1
-                    rnd.actions.append(Delete("v1", "Pod", name, uid=uid))
-                    rnd.records[key] = _record(name, "", "Creating", state.containers, restarts, uid)
-                    msg = f"{what}; restarting it ({budget})."
-                    rnd.failures[key] = msg
-                    rnd.events.append(Event("Warning", "Restarting", msg))
-                    continue
-                if state.phase == "Failed":
-                    msg = f"{what} and its restart budget is exhausted."
-                    rnd.failures[key] = msg
-                    if (prior_phase, prior.get("uid")) != ("Failed", uid):  # report it once
-                        rnd.events.append(Event("Warning", "BackoffLimitExceeded", msg))
-            elif state.phase == "Failed":
-                rnd.failures[key] = f"{what}."
-            rnd.records[key] = _record(name, uid, state.phase, state.containers, restarts, None)
+            _decide(p, _replica(job, group, index, pods, states, prior_records))
     return rnd
+
+
+def _replica(
+    job: dict[str, Any],
+    group: ReplicaGroup,
+    index: int,
+    pods: dict[tuple[str, int], dict[str, Any]],
+    states: dict[tuple[str, int], PodState],
+    prior_records: dict[str, dict[str, Any]],
+) -> _Replica:
+    name = pod_name(job["metadata"]["name"], group.type, index, group.indexed)
+    key = (group.type, index)
+    prior = prior_records.get(name) or {}
+    pod = pods.get(key)
+    restarts = int(prior.get("restartCount") or 0)
+    if pod is not None:
+        annotated = (pod["metadata"].get("annotations") or {}).get(ANNOTATION_RESTART_COUNT) or "0"
+        restarts = max(restarts, int(annotated) if annotated.isdigit() else 0)
+    return _Replica(
+        key, name, group, index, prior, pod, states.get(key), restarts, prior.get("replacedUid") or None
+    )
+
+
+def _decide(p: _Pass, r: _Replica) -> None:
+    """One replica's decision, by the case it is in."""
+    if r.pod is not None and r.replaced and r.uid == r.replaced:
+        _replacing(p, r)
+    elif r.pod is None:
+        _missing(p, r)
+    else:
+        if r.replaced and r.uid != r.replaced:
+            r.replaced = None  # the replacement exists, so the old pod is gone for good
+        if p.mode == PAUSED:
+            _paused(p, r)
+        else:
+            _observed(p, r)
+
+
+def _replacing(p: _Pass, r: _Replica) -> None:
+    """The controller already decided to replace this pod (and counted it): finish the job."""
+    assert r.pod is not None and r.replaced
+    containers = r.prior.get("containers") or []
+    if p.mode == STOPPED:
+        r.record(p, r.replaced, "Failed", containers, r.replaced)
+        return
+    if r.pod["metadata"].get("deletionTimestamp") is None:
+        p.rnd.actions.append(Delete("v1", "Pod", r.name, uid=r.replaced))
+    else:
+        _force_delete_if_stuck(p.rnd, r.pod, p.now)
+    r.record(p, "", "Deleted" if p.mode == PAUSED else "Creating", containers, r.replaced)
+    p.rnd.failures[r.key] = f"Pod {r.name} is being restarted."
+
+
+def _missing(p: _Pass, r: _Replica) -> None:
+    """No pod: a finished replica stays finished, an active job creates it (unless it waits its turn)."""
+    prior_phase = r.prior.get("phase")
+    if prior_phase in ("Succeeded", "Failed"):
+        # A finished replica is never run again, even if its pod is gone (R1).
+        r.record(p, r.prior.get("uid", ""), prior_phase, r.prior.get("containers") or [], r.replaced)
+        return
+    if p.mode != ACTIVE:
+        r.record(p, r.prior.get("uid", ""), "Deleted", [], r.replaced)
+        return
+    after = r.group.after_running
+    gated = after is not None and p.plan.debug is None and after not in p.running_types
+    if not p.may_create or gated:
+        r.record(p, "", "Creating", [], r.replaced)
+        return
+    if prior_phase in ("Pending", "Running", "Unknown") and not r.replaced:
+        # Deleted from outside (preemption, manual delete): recreate, never charge the budget.
+        msg = f"Pod {r.name} was deleted from outside the controller; recreating it."
+        p.rnd.failures[r.key] = msg
+        p.rnd.events.append(Event("Warning", "PodDeleted", msg))
+    p.rnd.actions.append(Create(build_pod(p.job, p.plan, r.group, r.index, r.restarts, p.resumed)))
+    r.record(p, "", "Creating", [], r.replaced)
+
+
+def _paused(p: _Pass, r: _Replica) -> None:
+    """Finished pods hold no resources and keep their logs: a success is never re-run (R1), a permanent
+    failure stays one. A failure not yet handled is deleted and retried on resume."""
+    assert r.pod is not None and r.state is not None
+    state = r.state
+    if state.phase == "Succeeded" or (state.phase == "Failed" and r.prior.get("phase") == "Failed"):
+        r.record(p, r.uid, state.phase, state.containers, r.replaced)
+        return
+    if not state.terminating:
+        p.rnd.actions.append(Delete("v1", "Pod", r.name, uid=r.uid))
+    else:
+        _force_delete_if_stuck(p.rnd, r.pod, p.now)
+    r.record(p, r.uid, "Deleted", state.containers, r.replaced)
+
+
+def _observed(p: _Pass, r: _Replica) -> None:
+    """A pod of an active or stopped job: running ones (and any of a stopped or debugging job) are
+    recorded as they are; finished ones are decided (`_finished`)."""
+    assert r.pod is not None and r.state is not None
+    state = r.state
+    finished = state.phase in ("Succeeded", "Failed")
+    if state.terminating and p.mode == ACTIVE and not finished:
+        _force_delete_if_stuck(p.rnd, r.pod, p.now)
+    if p.mode == STOPPED or not finished or p.plan.debug is not None:
+        r.record(p, r.uid, state.phase, state.containers, r.replaced)
+        if state.phase == "Failed":
+            p.rnd.failures[r.key] = _describe(r.name, state) + "."
+        return
+    _finished(p, r)
+
+
+def _finished(p: _Pass, r: _Replica) -> None:
+    """A finished pod of an active job: recreated (infrastructure failure), restarted within its budget,
+    or its outcome is final."""
+    assert r.state is not None
+    state, uid, rnd = r.state, r.uid, p.rnd
+    what = _describe(r.name, state)
+    if state.phase == "Failed" and state.infra_failure and r.group.recreatable:
+        # Evictions, node shutdown, no exit code: retryable without charging the budget (R9).
+        rnd.actions.append(Delete("v1", "Pod", r.name, uid=uid))
+        r.record(p, "", "Creating", state.containers, uid)
+        msg = f"{what}; recreating it without charging the restart budget."
+        rnd.failures[r.key] = msg
+        rnd.events.append(Event("Warning", "ReplicaRecreated", msg))
+        return
+    if _restart_wanted(r.group, state):
+        budget = _budget_left(r.group, p.plan, r.restarts, rnd.backoff_count)
+        if budget:
+            r.restarts += 1
+            if p.plan.backoff_limit is not None:
+                rnd.backoff_count += 1
+            rnd.actions.append(Delete("v1", "Pod", r.name, uid=uid))
+            r.record(p, "", "Creating", state.containers, uid)
+            msg = f"{what}; restarting it ({budget})."
+            rnd.failures[r.key] = msg
+            rnd.events.append(Event("Warning", "Restarting", msg))
+            return
+        if state.phase == "Failed":
+            msg = f"{what} and its restart budget is exhausted."
+            rnd.failures[r.key] = msg
+            if (r.prior.get("phase"), r.prior.get("uid")) != ("Failed", uid):  # report it once
+                rnd.events.append(Event("Warning", "BackoffLimitExceeded", msg))
+    elif state.phase == "Failed":
+        rnd.failures[r.key] = f"{what}."
+    r.record(p, uid, state.phase, state.containers, None)
 
 
 def _budget_left(group: ReplicaGroup, plan: Plan, restarts: int, backoff_count: int) -> str:

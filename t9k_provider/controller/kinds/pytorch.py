@@ -7,7 +7,7 @@ from typing import Any
 
 from t9k_provider.controller.engine.model import Plan, ReplicaGroup
 from t9k_provider.jobs.common import PyTorchReplicaSpec
-from t9k_provider.jobs.training import PyTorchTrainingJob
+from t9k_provider.jobs.training import PyTorchTrainingJob, TorchrunConfig
 
 from .common import (
     add_wait,
@@ -59,6 +59,28 @@ def _gpu_count(container: dict[str, Any] | None) -> int:
     return int(value) if value is not None and str(value).isdigit() else 1
 
 
+def _run_under_torchrun(
+    tpl: dict[str, Any], cname: str, torchrun: TorchrunConfig, nnodes: str, endpoint: str, rdzv_id: str
+) -> None:
+    """The training container's command becomes ``torchrun`` with its rendezvous at ``endpoint`` (the
+    master's address), the container's own args after torchrun's options."""
+    main = container_named(tpl, cname) or {}
+    nproc = torchrun.proc_per_node
+    args = [f"--nnodes={nnodes}"]
+    if nproc is not None:
+        args.append(f"--nproc_per_node={_gpu_count(main) if nproc == 'gpu' else int(nproc)}")
+    if torchrun.max_restarts is not None:
+        args.append(f"--max_restarts={torchrun.max_restarts}")
+    args += [
+        f"--rdzv_backend={torchrun.rdzv_backend}",
+        f"--rdzv_endpoint={endpoint}",
+        f"--rdzv_id={rdzv_id}",
+        *torchrun.extra_options,
+        *(main.get("args") or []),
+    ]
+    set_command(tpl, cname, ["torchrun", *args])
+
+
 def compile_pytorch(typed: PyTorchTrainingJob, ctx: JobContext) -> Plan:
     spec = typed.spec
     name = ctx.name
@@ -98,21 +120,7 @@ def compile_pytorch(typed: PyTorchTrainingJob, ctx: JobContext) -> Plan:
         )
         ensure_port(tpl, cname, PORT_NAME, port)
         if torchrun is not None:
-            main = container_named(tpl, cname) or {}
-            nproc = torchrun.proc_per_node
-            args = [f"--nnodes={nnodes}"]
-            if nproc is not None:
-                args.append(f"--nproc_per_node={_gpu_count(main) if nproc == 'gpu' else int(nproc)}")
-            if torchrun.max_restarts is not None:
-                args.append(f"--max_restarts={torchrun.max_restarts}")
-            args += [
-                f"--rdzv_backend={torchrun.rdzv_backend}",
-                f"--rdzv_endpoint={master_addr}:{port}",
-                f"--rdzv_id={ctx.uid}",
-                *torchrun.extra_options,
-                *(main.get("args") or []),
-            ]
-            set_command(tpl, cname, ["torchrun", *args])
+            _run_under_torchrun(tpl, cname, torchrun, nnodes, f"{master_addr}:{port}", ctx.uid)
         if rank != 0:
             add_wait(tpl, cname, [master_addr])
         return tpl
