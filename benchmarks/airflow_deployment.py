@@ -35,8 +35,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from t9k_provider.hooks.job_status import parse_time
 from t9k_provider.testing import free_port, wait_for
+from t9k_provider.waiting.status import parse_time
 
 AIRFLOW_3 = int(importlib.metadata.version("apache-airflow").split(".")[0]) >= 3
 TERMINAL_RUN_STATES = ("success", "failed")

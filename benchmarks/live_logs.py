@@ -25,11 +25,11 @@ from benchmarks.api import USER_AGENT, Client, ensure_namespace, request_counts
 from benchmarks.procstat import cpu_seconds
 from benchmarks.stats import Figure
 from benchmarks.waiting_cost import Waiters
-from t9k_provider.hooks.replicas import pod_selector
 from t9k_provider.jobs import GROUP, KINDS, VERSION
 from t9k_provider.jobs.contract import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from t9k_provider.local.kubelet.logs import CriLogWriter
 from t9k_provider.local.kubelet.poddir import PodDir
+from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.testing import LocalCluster
 
 SECTION = "6. Live replica logs in the triggerer"

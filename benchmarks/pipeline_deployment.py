@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.airflow_deployment import AirflowDeployment
-from t9k_provider.hooks import job_status
 from t9k_provider.jobs import GROUP, KINDS, VERSION
 from t9k_provider.testing import LocalCluster
+from t9k_provider.waiting import status as job_status
 
 REPO = Path(__file__).resolve().parent.parent
 PIPELINE = REPO / "dags_examples" / "t9k_training_pipeline.py"
 DAG_ID = "t9k_training_pipeline"
-#: What the operators annotate their jobs with (``t9k_provider.operators.identity``, which imports Airflow).
+#: What the operators annotate their jobs with (``t9k_provider.jobclient.identity``, which imports Airflow).
 RUN_ID_ANNOTATION = "airflow.apache.org/run-id"
 TASK_ID_ANNOTATION = "airflow.apache.org/task-id"
 PLURALS = (KINDS["GenericJob"].PLURAL, KINDS["PyTorchTrainingJob"].PLURAL)

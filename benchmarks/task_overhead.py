@@ -52,8 +52,8 @@ from benchmarks.overhead_dag import (
 )
 from benchmarks.stats import Figure, percentile
 from t9k_provider.controller.engine.names import LABEL_OWNER_NAME
-from t9k_provider.hooks.job_status import parse_time
 from t9k_provider.testing import LocalCluster
+from t9k_provider.waiting.status import parse_time
 
 SECTION = "7. Per-task overhead against the cncf-kubernetes operators"
 #: The T9k task's way, in order: (label, the stamp that ends the step).

@@ -197,8 +197,8 @@ with DAG(
     @task
     def report(job: dict[str, Any]) -> dict[str, Any]:
         """Parse the evaluation job's ``EVAL {...}`` log line: the metrics become this task's XCom."""
-        from t9k_provider.hooks.replicas import pod_selector
         from t9k_provider.hooks.t9k import T9kHook
+        from t9k_provider.replicalogs.targets import pod_selector
 
         hook = T9kHook()
         for pod in hook.list_pods(job["namespace"], pod_selector(job["kind"], job["name"])):

@@ -40,7 +40,7 @@ from t9k_provider.local.kubelet.network import namespaces_available
 REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "t9k_training_pipeline"
 NAMESPACE = "default"
-# Set on every job by the operators (t9k_provider.operators.identity; importing it would load Airflow here).
+# Set on every job by the operators (t9k_provider.jobclient.identity; importing it would load Airflow here).
 TASK_ANNOTATION = "airflow.apache.org/task-id"
 LOSS_LINE = re.compile(r"epoch (\d+)/(\d+) loss=([0-9.eE+-]+)")
 TAIL_LINES = 20

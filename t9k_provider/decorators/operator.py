@@ -189,7 +189,7 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
 
     def _result(self, summary: dict[str, Any]) -> Any:
         from t9k_provider.decorators import transport
-        from t9k_provider.hooks.pod_logs import parse_lines
+        from t9k_provider.kube.podlogs import parse_lines
 
         namespace, name = summary["namespace"], summary["name"]
         pod = f"{name}-{self.recipe.leader}-0"
@@ -213,8 +213,8 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
     def _failure(self, failed: T9kJobFailed) -> AirflowException:
         """The earliest remote traceback of the failed job, retryable unless retrying cannot help."""
         from t9k_provider.decorators import transport
-        from t9k_provider.hooks.pod_logs import parse_lines
-        from t9k_provider.hooks.replicas import pod_selector
+        from t9k_provider.kube.podlogs import parse_lines
+        from t9k_provider.replicalogs.targets import pod_selector
 
         ref = self._job
         assert ref is not None  # set before the job was waited for

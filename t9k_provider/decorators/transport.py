@@ -24,7 +24,7 @@ from t9k_provider.decorators import runner
 from t9k_provider.decorators.source import ShippedFunction
 
 if TYPE_CHECKING:
-    from t9k_provider.hooks.pod_logs import LogLine
+    from t9k_provider.kube.podlogs import LogLine
 
 #: Largest encoded call (source and arguments after compression and base64).
 MAX_CALL_CHARS = 100_000

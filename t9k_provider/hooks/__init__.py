@@ -1,5 +1,3 @@
-"""Airflow hooks for T9k Jobs.
-
-The hook lives in ``t9k_provider.hooks.t9k``; this package stays import-free so that modules such as
-``t9k_provider.hooks.job_status`` can be used without loading the Kubernetes clients.
-"""
+"""Airflow hooks for T9k Jobs: ``t9k.T9kHook`` (the worker's client, from an Airflow connection),
+``async_t9k.AsyncT9kClient`` (the triggers' shared client) and ``errors`` (how an API failure ends a task).
+Import-free, so that importing a submodule loads no Kubernetes client it does not need."""

@@ -21,9 +21,9 @@ import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import client, config
 
-from t9k_provider.hooks import pod_logs
 from t9k_provider.hooks.errors import T9kFatalApiError, call_with_retry, classify, describe
 from t9k_provider.jobs.constants import GROUP, VERSION
+from t9k_provider.kube import podlogs as pod_logs
 
 #: Connection extras this hook reads; the ``t9k`` connection type declares exactly these.
 CONNECTION_FIELDS = (

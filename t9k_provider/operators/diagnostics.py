@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from t9k_provider.hooks import job_status
-from t9k_provider.hooks.replicas import pod_selector
+from t9k_provider.replicalogs.targets import pod_selector
+from t9k_provider.waiting import status as job_status
 
 #: Most recent events shown per object.
 EVENTS_PER_OBJECT = 10
@@ -26,7 +26,7 @@ def failure_report(
     log_lines: int,
     log: logging.Logger | Any,
 ) -> str:
-    from t9k_provider.hooks.log_follower import LogFollower
+    from t9k_provider.replicalogs.follower import LogFollower
 
     lines = [f"phase: {job_status.phase(job) or 'unset'}"]
     lines += [

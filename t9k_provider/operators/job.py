@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator, conf
 
-from t9k_provider.hooks.durations import seconds
 from t9k_provider.links.job import T9kJobLink
+from t9k_provider.waiting.durations import seconds
 
 if TYPE_CHECKING:
-    from t9k_provider.hooks.replicas import ReplicaTarget
     from t9k_provider.hooks.t9k import T9kHook
-    from t9k_provider.hooks.wait_limits import WaitLimits
-    from t9k_provider.operators.identity import JobRef
-    from t9k_provider.operators.reattach import ReattachPolicy
+    from t9k_provider.jobclient.identity import JobRef
+    from t9k_provider.jobclient.reattach import ReattachPolicy
+    from t9k_provider.replicalogs.targets import ReplicaTarget
+    from t9k_provider.waiting.limits import WaitLimits
 
 ON_FINISH_ACTIONS = ("keep", "delete", "delete_on_success")
 #: ``reattach_policy`` by name (``reattach.decide`` reads them); a callable decides by itself.
@@ -166,7 +166,7 @@ class T9kJobOperator(BaseOperator):
         self.get_logs = get_logs
         self.log_replicas = log_replicas
         if log_replicas is not None and "{{" not in str(log_replicas):
-            from t9k_provider.hooks.replicas import parse_targets
+            from t9k_provider.replicalogs.targets import parse_targets
 
             parse_targets(log_replicas)  # fail at DAG parse time, not after submission
         self.logging_interval = seconds(logging_interval, "logging_interval")
@@ -229,8 +229,8 @@ class T9kJobOperator(BaseOperator):
 
     def build_manifest(self, task_identity: dict[str, str] | None, try_number: int | None) -> dict[str, Any]:
         """Validate with the job models (before any API call) and add name, namespace and annotations."""
+        from t9k_provider.jobclient import identity as ident
         from t9k_provider.jobs import ManifestError, load
-        from t9k_provider.operators import identity as ident
 
         try:
             model = load(self.manifest)
@@ -283,10 +283,10 @@ class T9kJobOperator(BaseOperator):
             return self._execute(context)
 
     def _execute(self, context: Any) -> dict[str, Any] | None:
-        from t9k_provider.hooks import job_status
-        from t9k_provider.operators import identity as ident
-        from t9k_provider.operators import reattach
-        from t9k_provider.operators.identity import JobRef
+        from t9k_provider.jobclient import identity as ident
+        from t9k_provider.jobclient import reattach
+        from t9k_provider.jobclient.identity import JobRef
+        from t9k_provider.waiting import status as job_status
 
         ti = context["ti"]
         task_identity = ident.task_identity(ti)
@@ -321,7 +321,7 @@ class T9kJobOperator(BaseOperator):
         return result
 
     def _limits(self, context: Any) -> WaitLimits:
-        from t9k_provider.hooks.wait_limits import WaitLimits
+        from t9k_provider.waiting.limits import WaitLimits
 
         deadline = None
         if self.execution_timeout:
@@ -344,9 +344,9 @@ class T9kJobOperator(BaseOperator):
     ) -> dict[str, Any]:
         from kubernetes.client import ApiException
 
-        from t9k_provider.hooks import job_status
-        from t9k_provider.operators import identity as ident
-        from t9k_provider.operators import reattach
+        from t9k_provider.jobclient import identity as ident
+        from t9k_provider.jobclient import reattach
+        from t9k_provider.waiting import status as job_status
 
         name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
         for _ in range(3):
@@ -423,8 +423,8 @@ class T9kJobOperator(BaseOperator):
     # -- waiting ------------------------------------------------------------------------------------------
 
     def _log_follower(self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]) -> Any:
-        from t9k_provider.hooks.log_follower import LogFollower
-        from t9k_provider.hooks.replicas import pod_selector
+        from t9k_provider.replicalogs.follower import LogFollower
+        from t9k_provider.replicalogs.targets import pod_selector
 
         return LogFollower(
             self.hook,
@@ -438,8 +438,8 @@ class T9kJobOperator(BaseOperator):
     def _log_streams(
         self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
     ) -> Any | None:
-        from t9k_provider.hooks.log_streams import WorkerLogStreams
-        from t9k_provider.hooks.replicas import pod_selector
+        from t9k_provider.replicalogs.targets import pod_selector
+        from t9k_provider.replicalogs.worker import WorkerLogStreams
 
         selector = pod_selector(ref.kind, ref.name)
         streams = WorkerLogStreams(self.hook.credentials, self.log, ref.namespace, selector, targets, cursors)
@@ -449,7 +449,7 @@ class T9kJobOperator(BaseOperator):
         return None  # the follower's reads at each change and at the end instead
 
     def _targets(self, kind: str, body: dict[str, Any]) -> list[ReplicaTarget]:
-        from t9k_provider.hooks.replicas import default_targets, parse_targets
+        from t9k_provider.replicalogs.targets import default_targets, parse_targets
 
         if self.log_replicas is not None:
             return parse_targets(self.log_replicas)
@@ -489,11 +489,11 @@ class T9kJobOperator(BaseOperator):
         With ``streams`` replica lines are printed as they are written; they are stopped before concluding
         (after their last lines, bounded) or deferring, and the follower's cursors continue from theirs.
         """
-        from t9k_provider.hooks import job_status
-        from t9k_provider.hooks.job_changes import JobChanges
-        from t9k_provider.hooks.log_streams import STARTING_LOOK_SECONDS
-        from t9k_provider.hooks.waiting_notes import WaitingNotes
-        from t9k_provider.triggers.replica_logs import DRAIN_SECONDS
+        from t9k_provider.jobclient.changes import JobChanges
+        from t9k_provider.replicalogs.streams import DRAIN_SECONDS
+        from t9k_provider.replicalogs.worker import STARTING_LOOK_SECONDS
+        from t9k_provider.waiting import status as job_status
+        from t9k_provider.waiting.notes import WaitingNotes
 
         changes = JobChanges(self.hook, ref.plural, ref.namespace, ref.name, ref.uid, self.log)
         first_seen: dict[str, float] = {}
@@ -539,7 +539,7 @@ class T9kJobOperator(BaseOperator):
 
     def _pods(self, ref: JobRef) -> list[dict[str, Any]]:
         """The job's pods for fail-fast checks; a failed read only skips this round."""
-        from t9k_provider.hooks.replicas import pod_selector
+        from t9k_provider.replicalogs.targets import pod_selector
 
         try:
             return self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
@@ -551,7 +551,7 @@ class T9kJobOperator(BaseOperator):
         self, ref: JobRef, limits: WaitLimits, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
     ) -> NoReturn:
         """Wait in the triggerer, which follows the ``targets``' logs from ``cursors`` into the task log."""
-        from t9k_provider.hooks.replicas import pod_selector
+        from t9k_provider.replicalogs.targets import pod_selector
         from t9k_provider.triggers.job import T9kJobTrigger
 
         log_targets = [list(t) for t in targets]
@@ -584,7 +584,7 @@ class T9kJobOperator(BaseOperator):
             # recorded before deferring, so the extra link (stored again when the task ends) still shows it.
             stored = context["ti"].xcom_pull(task_ids=self.task_id, key=IDENTITY_XCOM_KEY)
             if stored:
-                from t9k_provider.operators.identity import JobRef
+                from t9k_provider.jobclient.identity import JobRef
 
                 self._job = JobRef(**stored)
         return super().resume_execution(next_method, next_kwargs, context)
@@ -599,9 +599,9 @@ class T9kJobOperator(BaseOperator):
             return self._resume(context, event)
 
     def _resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        from t9k_provider.hooks.replicas import ReplicaTarget
-        from t9k_provider.hooks.wait_limits import WaitLimits
-        from t9k_provider.operators.identity import JobRef
+        from t9k_provider.jobclient.identity import JobRef
+        from t9k_provider.replicalogs.targets import ReplicaTarget
+        from t9k_provider.waiting.limits import WaitLimits
 
         resume = event["resume"]
         ref = JobRef(**resume["job"])
@@ -622,8 +622,8 @@ class T9kJobOperator(BaseOperator):
 
     def _conclude(self, ref: JobRef, event: dict[str, Any] | None, follower: Any) -> dict[str, Any]:
         """Decide from a fresh read of the job; ``event`` only explains why waiting stopped early."""
-        from t9k_provider.hooks import job_status
         from t9k_provider.operators.diagnostics import failure_report
+        from t9k_provider.waiting import status as job_status
 
         job = self._read(ref)
         if follower is not None:
@@ -662,7 +662,7 @@ class T9kJobOperator(BaseOperator):
         raise AirflowException(message)
 
     def _mark_checked(self, ref: JobRef) -> None:
-        from t9k_provider.operators.identity import CHECKED
+        from t9k_provider.jobclient.identity import CHECKED
 
         try:
             self.hook.patch_job_annotations(ref.plural, ref.namespace, ref.name, {CHECKED: "true"})
@@ -676,8 +676,9 @@ class T9kJobOperator(BaseOperator):
         of its own. A kill that comes earlier only sets the flag: the task's own flow then stops the job.
 
         It also loads what ``_stop`` uses, which must import nothing in ``on_kill``'s signal handler."""
-        from t9k_provider.hooks import errors, job_status  # noqa: F401
-        from t9k_provider.operators import identity  # noqa: F401
+        from t9k_provider.hooks import errors  # noqa: F401
+        from t9k_provider.jobclient import identity  # noqa: F401
+        from t9k_provider.waiting import status  # noqa: F401
 
         self._target = target
         if self.on_kill_action == "delete" and self._killer is None:
@@ -721,9 +722,9 @@ class T9kJobOperator(BaseOperator):
         """Delete the task's job unless it already ended (stopping it frees nothing then, and a later try
         reports its result); never raises. Deletion is conditional on the state read, so a job that ends
         meanwhile is kept. What it imports, ``_prepare_kill`` loaded before ``on_kill`` could call it."""
-        from t9k_provider.hooks import job_status
         from t9k_provider.hooks.errors import api_status
-        from t9k_provider.operators import identity as ident
+        from t9k_provider.jobclient import identity as ident
+        from t9k_provider.waiting import status as job_status
 
         ref, identity = self._target, self._identity
         if ref is None or self.on_kill_action != "delete" or self._stopped:

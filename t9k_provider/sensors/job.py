@@ -25,11 +25,11 @@ from airflow.providers.common.compat.sdk import (
     conf,
 )
 
-from t9k_provider.hooks.durations import seconds
+from t9k_provider.waiting.durations import seconds
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
-    from t9k_provider.hooks.wait_limits import WaitLimits
+    from t9k_provider.waiting.limits import WaitLimits
 
 
 class T9kJobSensor(BaseSensorOperator):
@@ -90,7 +90,7 @@ class T9kJobSensor(BaseSensorOperator):
         return self.namespace or self.hook.default_namespace
 
     def _limits(self) -> WaitLimits:
-        from t9k_provider.hooks.wait_limits import WaitLimits
+        from t9k_provider.waiting.limits import WaitLimits
 
         return WaitLimits(paused_timeout=self.paused_timeout, unknown_timeout=self.unknown_timeout)
 
@@ -133,8 +133,8 @@ class T9kJobSensor(BaseSensorOperator):
     def poke(self, context: Any) -> bool:
         from kubernetes.client import ApiException
 
-        from t9k_provider.hooks import job_status
         from t9k_provider.hooks.errors import classify
+        from t9k_provider.waiting import status as job_status
 
         self._raise_if_killed()
         try:

@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
-from t9k_provider.hooks import job_status
-from t9k_provider.hooks.wait_limits import WaitLimits
-from t9k_provider.hooks.waiting_notes import WaitingNotes
 from t9k_provider.triggers.job_watch import JobWatch
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
+from t9k_provider.waiting import status as job_status
+from t9k_provider.waiting.limits import WaitLimits
+from t9k_provider.waiting.notes import WaitingNotes
 
 if TYPE_CHECKING:  # the kubernetes client and the job models: not at DAG parse
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
     from t9k_provider.kube.api import KubeApi
     from t9k_provider.kube.resources import ResourceType
-    from t9k_provider.triggers.replica_logs import ReplicaLogs
+    from t9k_provider.replicalogs.streams import ReplicaLogs
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 else:
@@ -152,8 +152,8 @@ class T9kJobTrigger(BaseTrigger):
         if log is None:
             event = await self._outcome(None)
         else:
-            from t9k_provider.hooks.replicas import ReplicaTarget
-            from t9k_provider.triggers.replica_logs import DRAIN_SECONDS, ReplicaLogs
+            from t9k_provider.replicalogs.streams import DRAIN_SECONDS, ReplicaLogs
+            from t9k_provider.replicalogs.targets import ReplicaTarget
 
             targets = [ReplicaTarget(*t) for t in self.log_targets or ()]
             async with self._client() as lease:  # the streams' client, held until they are stopped
@@ -174,7 +174,7 @@ class T9kJobTrigger(BaseTrigger):
     def _replica_log(self) -> Any:
         """Where followed replica lines reach the task log; None: no replica to follow, or they would not
         arrive (the worker prints them at the end)."""
-        from t9k_provider.triggers.replica_logs import task_log
+        from t9k_provider.replicalogs.streams import task_log
 
         if not (self.log_targets and self.pod_selector):
             return None

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from t9k_provider.jobclient import identity as ident
 from t9k_provider.operators import T9kJobOperator
-from t9k_provider.operators import identity as ident
 from tests.airflow.fakes import FakeHook, FakeTI, generic_manifest, with_status
 
 SUCCEEDED = ("Succeeded", (("Completed", "Succeeded", "The job has finished successfully."),))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.hooks.job_changes import JobChanges
+from t9k_provider.jobclient.changes import JobChanges
 from tests.airflow.fakes import api_error, generic_manifest, with_status
 
 #: Pure provider logic: Airflow's version changes nothing here, so make test-airflow2 leaves it out.

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
 
-from t9k_provider.operators import identity as ident
+from t9k_provider.jobclient import identity as ident
 from t9k_provider.testing import LocalCluster
 from tests.airflow.builders import RUNNING, SLEEPER, SUCCEEDED, make, our_job
 from tests.airflow.fakes import FakeHook, FakeTI, pod

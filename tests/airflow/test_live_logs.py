@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from t9k_provider.hooks.log_follower import LogFollower
-from t9k_provider.hooks.replicas import ReplicaTarget, pod_selector
 from t9k_provider.jobs import API_VERSION
+from t9k_provider.replicalogs.follower import LogFollower
+from t9k_provider.replicalogs.targets import ReplicaTarget, pod_selector
 from t9k_provider.testing import LocalCluster
 from t9k_provider.triggers.job import T9kJobTrigger
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, TaskDeferred
 
+from t9k_provider.jobclient import identity as ident
 from t9k_provider.jobs import KINDS
 from t9k_provider.operators import (
     GenericJobOperator,
@@ -19,7 +20,6 @@ from t9k_provider.operators import (
     T9kJobOperator,
     T9kJobTimeout,
 )
-from t9k_provider.operators import identity as ident
 from t9k_provider.triggers.job import T9kJobTrigger
 from tests.airflow.builders import FAILED, PENDING, RUNNING, SUCCEEDED, make, our_job
 from tests.airflow.fakes import FakeHook, FakeTI, api_error, generic_manifest, pod
@@ -712,7 +712,7 @@ def test_waiting_task_logs_why_its_pods_are_not_scheduled(
     waiting["status"] = {"phase": "Pending", "conditions": [condition]}
     fake_hook.pods = [waiting]
     fake_hook.script = [PENDING, PENDING, PENDING, SUCCEEDED]
-    monkeypatch.setattr("t9k_provider.hooks.waiting_notes.READ_INTERVAL", 0.0)
+    monkeypatch.setattr("t9k_provider.waiting.notes.READ_INTERVAL", 0.0)
     with caplog.at_level(logging.INFO):
         make(fake_hook, get_logs=False).execute(context)
     note = f"job waits: pod {name}-worker-0 is not scheduled: 0/1 nodes"

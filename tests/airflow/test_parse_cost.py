@@ -24,8 +24,6 @@ EMPTY_OPERATOR = (
 
 #: Everything of the provider that a DAG of kind operators loads while it is parsed.
 OPERATOR_PARSE_MODULES = [
-    "t9k_provider.hooks",
-    "t9k_provider.hooks.durations",
     "t9k_provider.jobs",
     "t9k_provider.jobs.constants",
     "t9k_provider.links",
@@ -34,6 +32,8 @@ OPERATOR_PARSE_MODULES = [
     "t9k_provider.operators.job",
     "t9k_provider.operators.kinds",
     "t9k_provider.version_compat",
+    "t9k_provider.waiting",
+    "t9k_provider.waiting.durations",
 ]
 #: ... and a DAG of `@task.t9k*` tasks: the base operator without the kind operators, so no kind names either.
 DECORATOR_PARSE_MODULES = sorted(
@@ -130,10 +130,10 @@ def test_operators_parse_without_kubernetes_clients_models_or_run_time_helpers()
 @pytest.mark.timeout(300)
 def test_sensor_parses_without_kubernetes_clients_models_or_status_helpers() -> None:
     assert probe(WITH_SENSOR)["loaded"] == [
-        "t9k_provider.hooks",
-        "t9k_provider.hooks.durations",
         "t9k_provider.sensors",
         "t9k_provider.sensors.job",
+        "t9k_provider.waiting",
+        "t9k_provider.waiting.durations",
     ]
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 
+from t9k_provider.jobclient import identity as ident
+from t9k_provider.jobclient.reattach import starts_a_run
 from t9k_provider.operators import T9kJobFailed
-from t9k_provider.operators import identity as ident
-from t9k_provider.operators.reattach import starts_a_run
 from tests.airflow.builders import FAILED, RUNNING, SUCCEEDED, make, our_job
 from tests.airflow.fakes import FakeHook, FakeTI, pod
 

@@ -7,12 +7,13 @@ import time
 
 import pytest
 
-from t9k_provider.hooks import job_status, pod_logs
-from t9k_provider.hooks.durations import seconds
-from t9k_provider.hooks.log_follower import LogFollower
-from t9k_provider.hooks.replicas import ReplicaTarget, default_targets, parse_targets, pod_selector
-from t9k_provider.hooks.wait_limits import WaitLimits
-from t9k_provider.operators import identity as ident
+from t9k_provider.jobclient import identity as ident
+from t9k_provider.kube import podlogs as pod_logs
+from t9k_provider.replicalogs.follower import LogFollower
+from t9k_provider.replicalogs.targets import ReplicaTarget, default_targets, parse_targets, pod_selector
+from t9k_provider.waiting import status as job_status
+from t9k_provider.waiting.durations import seconds
+from t9k_provider.waiting.limits import WaitLimits
 from tests.airflow.fakes import FakeHook, generic_manifest, pod, with_status
 
 #: Pure provider logic: Airflow's version changes nothing here, so make test-airflow2 leaves it out.
@@ -219,7 +220,7 @@ def _pod_waiting(reason: str) -> dict:
 
 
 def test_blocking_pod_problems_fail_after_their_grace() -> None:
-    from t9k_provider.hooks.wait_limits import blocking_pod_problem
+    from t9k_provider.waiting.limits import blocking_pod_problem
 
     assert blocking_pod_problem([pod("j-worker-0", "worker", 0, "j")]) is None
     assert blocking_pod_problem([_pod_waiting("ContainerCreating")]) is None

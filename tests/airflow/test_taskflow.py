@@ -22,9 +22,9 @@ from t9k_provider.decorators import manifests, runner, transport
 from t9k_provider.decorators.operator import T9kDecoratedOperator
 from t9k_provider.decorators.source import ship
 from t9k_provider.decorators.tasks import t9k_pytorch_task
-from t9k_provider.hooks.pod_logs import parse_lines
+from t9k_provider.jobclient import identity as ident
 from t9k_provider.jobs import API_VERSION, load
-from t9k_provider.operators import identity as ident
+from t9k_provider.kube.podlogs import parse_lines
 from tests.airflow.fakes import FakeHook, FakeTI, pod
 
 pytestmark = pytest.mark.timeout(60)

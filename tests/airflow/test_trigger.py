@@ -602,7 +602,7 @@ async def test_trigger_logs_why_a_pending_job_waits(
     condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
     waiting = {"metadata": {"name": "j-worker-0"}, "status": {"phase": "Pending", "conditions": [condition]}}
     monkeypatch.setattr(FakeAsyncClient, "pods", [waiting])
-    monkeypatch.setattr("t9k_provider.hooks.waiting_notes.READ_INTERVAL", 0.0)
+    monkeypatch.setattr("t9k_provider.waiting.notes.READ_INTERVAL", 0.0)
     with caplog.at_level(logging.INFO):
         event = await first_event(trigger(pod_selector="tensorstack.dev/owner-name=j"))
     assert event["status"] == "succeeded"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.hooks import waiting_notes
-from t9k_provider.hooks.waiting_notes import WaitingNotes, unschedulable_note
+from t9k_provider.waiting import notes as waiting_notes
+from t9k_provider.waiting.notes import WaitingNotes, unschedulable_note
 
 MESSAGE = "0/1 nodes are available: 1 Insufficient cpu."
 

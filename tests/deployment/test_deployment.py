@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from benchmarks.airflow_deployment import JOB_URL_TEMPLATE, AirflowDeployment
-from t9k_provider.hooks import job_status
-from t9k_provider.hooks.replicas import pod_selector
-from t9k_provider.operators import identity as ident
+from t9k_provider.jobclient import identity as ident
+from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.testing import LocalCluster, wait_for
+from t9k_provider.waiting import status as job_status
 
 pytestmark = [pytest.mark.deployment, pytest.mark.cluster, pytest.mark.timeout(480)]
 

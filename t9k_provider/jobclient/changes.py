@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from t9k_provider.hooks import job_status
 from t9k_provider.hooks.errors import api_status, describe, is_transient
+from t9k_provider.waiting import status as job_status
 
 #: A watch that ends this much before its window ran out was cut short (a proxy): read the job instead.
 EARLY_END_SECONDS = 0.5

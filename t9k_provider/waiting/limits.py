@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from t9k_provider.hooks import job_status
+from t9k_provider.waiting import status as job_status
 
 
 class Verdict(NamedTuple):

@@ -18,8 +18,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from t9k_provider.hooks import pod_logs
-from t9k_provider.hooks.replicas import ReplicaTarget
+from t9k_provider.kube import podlogs as pod_logs
+from t9k_provider.replicalogs.targets import ReplicaTarget
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
 if TYPE_CHECKING:

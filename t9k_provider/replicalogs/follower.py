@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from t9k_provider.hooks import pod_logs
+from t9k_provider.kube import podlogs as pod_logs
 
 #: Bounded reads per container per poll; with 1 MiB reads this caps one poll at a few MiB per container.
 MAX_READS_PER_POLL = 8

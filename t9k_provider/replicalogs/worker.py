@@ -17,10 +17,10 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
-from t9k_provider.hooks import pod_logs
 from t9k_provider.hooks.async_t9k import AsyncT9kClient
-from t9k_provider.hooks.replicas import ReplicaTarget
-from t9k_provider.triggers.replica_logs import ReplicaLogs
+from t9k_provider.kube import podlogs as pod_logs
+from t9k_provider.replicalogs.streams import ReplicaLogs
+from t9k_provider.replicalogs.targets import ReplicaTarget
 
 #: While a followed container has not started, the worker looks at the pods this often (the job's status
 #: may not change when a container starts).

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from t9k_provider.hooks import job_status
-from t9k_provider.operators import identity as ident
+from t9k_provider.jobclient import identity as ident
+from t9k_provider.waiting import status as job_status
 
 #: One of ``operators.job.REATTACH_POLICIES``, or a callable that says whether to adopt the job.
 ReattachPolicy = str | Callable[[dict[str, Any]], bool]
