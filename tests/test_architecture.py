@@ -161,13 +161,51 @@ def test_no_folder_imports_a_folder_that_imports_it_back() -> None:
         # Only the wiring (cli, agents) knows every part.
         ("t9k_provider.local.controllers", "t9k_provider.local.kubelet"),
         ("t9k_provider.local.scheduler", "t9k_provider.local.kubelet"),
-        # The provider's one upward arrow of old: hooks knew the triggers.
+        # The provider in layers: the clients (hooks) know nothing above them, the job client and the
+        # replica logs no operator, sensor or trigger, and the trigger none of the tasks that defer to it.
         ("t9k_provider.hooks", "t9k_provider.triggers"),
         ("t9k_provider.hooks", "t9k_provider.operators"),
+        ("t9k_provider.hooks", "t9k_provider.replicalogs"),
+        ("t9k_provider.hooks", "t9k_provider.jobclient"),
+        ("t9k_provider.jobclient", "t9k_provider.operators"),
+        ("t9k_provider.jobclient", "t9k_provider.triggers"),
+        ("t9k_provider.jobclient", "t9k_provider.sensors"),
+        ("t9k_provider.replicalogs", "t9k_provider.operators"),
+        ("t9k_provider.replicalogs", "t9k_provider.triggers"),
+        ("t9k_provider.triggers", "t9k_provider.operators"),
+        ("t9k_provider.triggers", "t9k_provider.sensors"),
     ],
 )
 def test_a_boundary_is_not_crossed(graph: Graph, source: str, target: str) -> None:
     assert arrows(graph, source, target) == []
+
+
+#: What the wait decision may use: it runs in the worker and in the triggerer alike, and is unit-tested pure
+#: (the job's phase names and the RFC 3339 timestamps are plain data and functions).
+WAITING_MAY_IMPORT = {
+    *("__future__", "dataclasses", "datetime", "random", "typing"),
+    *("t9k_provider.waiting", "t9k_provider.jobs.contract", "t9k_provider.kube.timestamps"),
+}
+
+
+def outside_imports(folder: Path) -> set[str]:
+    """Every module name that the modules of ``folder`` import, top-level names of outside packages."""
+    found = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                found.add(node.module or "")
+    return {name if name.startswith("t9k_provider.") else name.split(".")[0] for name in found}
+
+
+def test_the_wait_decision_is_pure() -> None:
+    """No Airflow, no Kubernetes client, nothing of the provider beyond waiting/ itself."""
+    used = outside_imports(PACKAGE / "waiting")
+    assert "t9k_provider.waiting.limits" in used  # the probe reads the folder's imports
+    allowed = lambda name: any(name == a or name.startswith(a + ".") for a in WAITING_MAY_IMPORT)  # noqa: E731
+    assert [name for name in sorted(used) if not allowed(name)] == []
 
 
 def test_modules_and_functions_stay_within_their_limits() -> None:

@@ -18,7 +18,8 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from t9k_provider.decorators import manifests
 from t9k_provider.decorators.manifests import JobOptions, Recipe
 from t9k_provider.decorators.source import check, ship
-from t9k_provider.operators.job import ON_FINISH_ACTIONS, T9kJobFailed, T9kJobOperator
+from t9k_provider.operators.job import T9kJobFailed, T9kJobOperator
+from t9k_provider.operators.options import OnFinishAction, choose
 
 #: Options some decorator takes: any other decorator names them in its error.
 KIND_OPTIONS = {
@@ -146,11 +147,7 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
                 f"serializer={serializer!r} needs the {serializer} package where Airflow runs "
                 "(and in the image)"
             )
-        on_finish_action = options.get("on_finish_action", "keep")
-        if on_finish_action not in ON_FINISH_ACTIONS:
-            raise ValueError(
-                f"on_finish_action: {on_finish_action!r} is not one of {', '.join(ON_FINISH_ACTIONS)}"
-            )
+        choose(OnFinishAction, options.get("on_finish_action", "keep"), "on_finish_action")
 
     # -- the call ---------------------------------------------------------------------------------------
 

@@ -15,8 +15,8 @@ from typing import Any, Literal
 from t9k_provider.jobclient import identity as ident
 from t9k_provider.waiting import status as job_status
 
-#: One of ``operators.job.REATTACH_POLICIES``, or a callable that says whether to adopt the job.
-ReattachPolicy = str | Callable[[dict[str, Any]], bool]
+#: A ``ReattachPolicy`` of ``operators.options`` (or its string), or a callable: whether to adopt the job.
+Policy = str | Callable[[dict[str, Any]], bool]
 Decision = Literal["adopt", "replace", "await_deletion"]
 
 
@@ -35,9 +35,7 @@ def starts_a_run(ti: Any, retries: int) -> bool:
     return try_number <= max_tries - retries + 1
 
 
-def decide(
-    job: dict[str, Any], policy: ReattachPolicy, *, starts_run: bool, retry_on_job_failure: bool
-) -> Decision:
+def decide(job: dict[str, Any], policy: Policy, *, starts_run: bool, retry_on_job_failure: bool) -> Decision:
     """Adopt the earlier try's job, replace it (delete, then create anew) or wait until its deletion ends."""
     if (job.get("metadata") or {}).get("deletionTimestamp"):
         return "await_deletion"

@@ -276,17 +276,20 @@ class KubeApi:
         name: str,
         *,
         uid: str | None = None,
+        resource_version: str | None = None,
         grace_period_seconds: int | None = None,
         propagation: str = "Background",
     ) -> dict[str, Any]:
-        """Delete, guarded by ``uid`` when given (409 Conflict if the name now holds another object)."""
+        """Delete, guarded by ``uid`` and ``resource_version`` when given (409 Conflict if the name now holds
+        another object, or the object changed since it was read)."""
         options: dict[str, Any] = {
             "kind": "DeleteOptions",
             "apiVersion": "v1",
             "propagationPolicy": propagation,
         }
-        if uid is not None:
-            options["preconditions"] = {"uid": uid}
+        guards = {"uid": uid, "resourceVersion": resource_version}
+        if any(guards.values()):
+            options["preconditions"] = {k: v for k, v in guards.items() if v is not None}
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
         return await self._call("delete", "DELETE", rt, rt.path(namespace, name), body=options)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom
+from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom, conf
 
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
@@ -35,6 +35,13 @@ class T9kJobLink(BaseOperatorLink):
         if RENDERED_IN_WORKER:
             return getattr(operator, "job_url", None) or ""
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
+
+    @staticmethod
+    def url(job: dict[str, Any], template: str | None) -> str | None:
+        """The URL for ``job`` (its ``JobRef`` fields) from ``template``, else ``[t9k] job_url_template``
+        (read here, in the worker, not for every operator a DAG file's parse builds); None without one."""
+        template = template or conf.get("t9k", "job_url_template", fallback=None)
+        return template.format(**job) if template else None
 
     @classmethod
     def persist(cls, context: Any, url: str | None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from t9k_provider.replicalogs.follower import LogFollower
 from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.waiting import status as job_status
 
@@ -22,12 +23,9 @@ def failure_report(
     namespace: str,
     name: str,
     job: dict[str, Any],
-    follower: Any,
     log_lines: int,
     log: logging.Logger | Any,
 ) -> str:
-    from t9k_provider.replicalogs.follower import LogFollower
-
     lines = [f"phase: {job_status.phase(job) or 'unset'}"]
     lines += [
         f"condition {c['type']}={c.get('status')}: {c.get('reason', '')} {c.get('message', '')}".rstrip()
@@ -43,7 +41,7 @@ def failure_report(
     stuck = [n for n, p in sorted(pods.items()) if (p.get("status") or {}).get("phase") == "Pending"][:2]
     for pod_name in stuck:
         lines += [f"pod {pod_name} Pending: {why}" for why in waiting_reasons(pods[pod_name])]
-    reader = follower or LogFollower(hook, namespace, selector, lambda _: True, log=log)
+    reader = LogFollower(hook, namespace, selector, lambda _: True, log=log)
     for pod_name in failed:
         spec = (pods.get(pod_name) or {}).get("spec") or {}
         lines.append(f"last {log_lines} log lines of {pod_name}:")

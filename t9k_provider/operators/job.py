@@ -1,59 +1,46 @@
 """``T9kJobOperator``: submit a T9k Job, wait for it (in the worker or deferred), stream its logs, clean up.
 
-The job's status is the only source of truth for the task's outcome. Parsing a DAG file builds the operator,
-so this module imports only what its constructor and class attributes need (the link, the duration check);
-the status, reattach, log and diagnostics helpers, the Kubernetes clients and the job models load inside
-``execute``.
+The operator is the Airflow lifecycle only: what it does to the cluster is ``jobclient``'s, what ends a wait
+is ``waiting.step`` (the trigger decides with the same function), how the task ends is ``outcome``'s, and a
+kill is a ``KillSwitch``. The job's status is the only source of truth for the task's outcome. Parsing a DAG
+file builds the operator, so this module imports only what its constructor and class attributes need (the
+link, the duration check, the failure types); the rest loads inside ``execute``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import random
 import time
-from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable, Sequence
+from datetime import timedelta
 from functools import cached_property
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator, conf
+from airflow.providers.common.compat.sdk import BaseOperator, conf
 
 from t9k_provider.links.job import T9kJobLink
+from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout
+from t9k_provider.operators.kill import KillSwitch
+from t9k_provider.operators.manifest import TemplatedManifest
+from t9k_provider.operators.options import OnFinishAction, OnKillAction, choose
+from t9k_provider.operators.options import ReattachPolicy as Reattach
 from t9k_provider.waiting.durations import seconds
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
+    from t9k_provider.jobclient.client import JobClient
     from t9k_provider.jobclient.identity import JobRef
-    from t9k_provider.jobclient.reattach import ReattachPolicy
+    from t9k_provider.operators.worker_wait import WorkerWait
     from t9k_provider.replicalogs.targets import ReplicaTarget
+    from t9k_provider.replicalogs.waitlogs import WaitLogs
     from t9k_provider.waiting.limits import WaitLimits
 
-ON_FINISH_ACTIONS = ("keep", "delete", "delete_on_success")
-#: ``reattach_policy`` by name (``reattach.decide`` reads them); a callable decides by itself.
-REATTACH_POLICIES = ("if_unchecked", "if_running", "never")
-ON_KILL_ACTIONS = ("delete", "keep")
+__all__ = ["T9kJobFailed", "T9kJobOperator", "T9kJobTimeout"]
+
 #: XCom key holding the job identity, pushed before any waiting so a failed task still names its job.
 IDENTITY_XCOM_KEY = "t9k_job"
-#: How long a replaced or terminating job may take to disappear before a new one is created.
-DELETION_WAIT_SECONDS = 300.0
 
 
-class T9kJobFailed(AirflowFailException):
-    """The job ended Failed: retrying the task would rerun the same spec into the same failure."""
-
-
-class T9kJobTimeout(AirflowException):
-    """A wait limit was reached; the job was stopped per ``on_kill_action`` and the task may retry."""
-
-
-def _choice(value: str, allowed: Sequence[str], field: str) -> str:
-    if value not in allowed:
-        raise ValueError(f"{field}: {value!r} is not one of {', '.join(allowed)}")
-    return value
-
-
-class T9kJobOperator(BaseOperator):
+class T9kJobOperator(TemplatedManifest, BaseOperator):
     """Run a T9k Job of any kind and succeed or fail with it.
 
     :param manifest: the job: a dict, YAML/JSON text, a ``.yaml``/``.yml``/``.json`` file path (relative
@@ -128,9 +115,9 @@ class T9kJobOperator(BaseOperator):
         paused_timeout: float | timedelta | None = None,
         unknown_timeout: float | timedelta | None = None,
         pod_error_timeout: float | timedelta | None = 120,
-        reattach_policy: ReattachPolicy = "if_unchecked",
-        on_finish_action: str = "keep",
-        on_kill_action: str = "delete",
+        reattach_policy: Reattach | str | Callable[[dict[str, Any]], bool] = "if_unchecked",
+        on_finish_action: OnFinishAction | str = "keep",
+        on_kill_action: OnKillAction | str = "delete",
         get_logs: bool = True,
         log_replicas: str | Sequence[str] | None = None,
         logging_interval: float | None = None,
@@ -159,10 +146,10 @@ class T9kJobOperator(BaseOperator):
         self.unknown_timeout = seconds(unknown_timeout, "unknown_timeout")
         self.pod_error_timeout = seconds(pod_error_timeout, "pod_error_timeout")
         if not callable(reattach_policy):
-            _choice(reattach_policy, REATTACH_POLICIES, "reattach_policy")
+            reattach_policy = choose(Reattach, reattach_policy, "reattach_policy")
         self.reattach_policy = reattach_policy
-        self.on_finish_action = _choice(on_finish_action, ON_FINISH_ACTIONS, "on_finish_action")
-        self.on_kill_action = _choice(on_kill_action, ON_KILL_ACTIONS, "on_kill_action")
+        self.on_finish_action = choose(OnFinishAction, on_finish_action, "on_finish_action")
+        self.on_kill_action = choose(OnKillAction, on_kill_action, "on_kill_action")
         self.get_logs = get_logs
         self.log_replicas = log_replicas
         if log_replicas is not None and "{{" not in str(log_replicas):
@@ -175,25 +162,13 @@ class T9kJobOperator(BaseOperator):
         self.job_url_template = job_url_template
         self.exact_name = exact_name
         self._job: JobRef | None = None
-        #: What a kill must stop: the job's name is known before it is created, its uid once it is.
-        self._target: JobRef | None = None
-        self._identity: dict[str, str] | None = None
-        #: The hook ``on_kill`` uses, built before the task can create or wait for anything.
-        self._killer: T9kHook | None = None
-        self._killed = False
-        self._stopped = False
+        #: What a kill stops, aimed in ``execute`` before the task can create or wait for anything.
+        self._kill = KillSwitch(self.on_kill_action)
 
     @property
     def job_url(self) -> str | None:
-        """The extra link's URL for the job this task submitted or adopted (None before that, or without a
-        ``job_url_template``). The configured default is read here, in the worker, not for every operator a
-        DAG file's parse builds."""
-        if self._job is None:
-            return None
-        template = self.job_url_template or conf.get("t9k", "job_url_template", fallback=None)
-        return template.format(**self._job._asdict()) if template else None
-
-    # -- hook -------------------------------------------------------------------------------------------
+        """The extra link's URL for the job this task submitted or adopted (None before that)."""
+        return T9kJobLink.url(self._job._asdict(), self.job_url_template) if self._job else None
 
     @cached_property
     def hook(self) -> T9kHook:
@@ -206,377 +181,114 @@ class T9kJobOperator(BaseOperator):
             in_cluster=self.in_cluster,
         )
 
-    # -- building the manifest --------------------------------------------------------------------------
+    @cached_property
+    def _client(self) -> JobClient:
+        from t9k_provider.jobclient.client import JobClient
 
-    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
-        # Jinja's loader only searches the DAG folder and template_searchpath; an absolute file path is read
-        # here so it is rendered exactly once like any other template.
-        if isinstance(self.manifest, str) and self.manifest.endswith(tuple(self.template_ext)):
-            path = Path(self.manifest)
-            if path.is_absolute() and path.is_file():
-                self.manifest = path.read_text()
-        super().render_template_fields(context, jinja_env)
-
-    def render_template(
-        self, content: Any, context: Any, jinja_env: Any = None, seen_oids: set[int] | None = None
-    ) -> Any:
-        """Only the ``manifest`` field itself may name a template file: Airflow would load any string ending
-        in ``template_ext``, a path in a dict manifest's ``args`` or ``env`` too, or ``config_file``."""
-        names_file = isinstance(content, str) and content.endswith(tuple(self.template_ext))
-        if names_file and content is not self.manifest:
-            return self._render((jinja_env or self.get_template_env()).from_string(content), context)
-        return super().render_template(content, context, jinja_env, seen_oids)
-
-    def build_manifest(self, task_identity: dict[str, str] | None, try_number: int | None) -> dict[str, Any]:
-        """Validate with the job models (before any API call) and add name, namespace and annotations."""
-        from t9k_provider.jobclient import identity as ident
-        from t9k_provider.jobs import ManifestError, load
-
-        try:
-            model = load(self.manifest)
-        except ManifestError as exc:
-            raise AirflowFailException(f"invalid T9k Job manifest:\n{exc}") from exc
-        except (OSError, ValueError) as exc:
-            raise AirflowFailException(f"cannot read the T9k Job manifest: {exc}") from exc
-        if self.job_kind is not None and self.job_kind != model.KIND:
-            raise AirflowFailException(
-                f"kind: {type(self).__name__} runs {self.job_kind} jobs, the manifest is a {model.KIND}; "
-                "use T9kJobOperator or the matching operator"
-            )
-        body = model.to_manifest()
-        meta = body.setdefault("metadata", {})
-        stated = meta.get("namespace")
-        if self.namespace and stated and stated != self.namespace:
-            raise AirflowFailException(
-                f"metadata.namespace: {stated!r} disagrees with the operator's namespace={self.namespace!r}"
-            )
-        if not (meta.get("name") and self.exact_name):
-            placeholder = {ident.DAG_ID: self.dag_id, ident.TASK_ID: self.task_id, ident.RUN_ID: "dry-run"}
-            key = task_identity or {**placeholder, ident.MAP_INDEX: "-1"}
-            prefix = meta.get("name") or meta.get("generateName")
-            meta.pop("generateName", None)
-            meta["name"] = ident.job_name(key, prefix=prefix)
-        if task_identity is not None:
-            meta["annotations"] = {
-                **(meta.get("annotations") or {}),
-                **ident.annotations(task_identity, try_number),
-            }
-        return body
-
-    def _plural(self, kind: str) -> str:
-        from t9k_provider.jobs import KINDS
-
-        return KINDS[kind].PLURAL
-
-    def dry_run(self) -> None:
-        """Print the manifest that would be submitted; needs neither credentials nor a cluster."""
-        import yaml
-
-        body = self.build_manifest(None, None)
-        body["metadata"].setdefault("namespace", self.namespace or "<connection namespace>")
-        print(yaml.safe_dump(body, sort_keys=False))
-
-    # -- execute ----------------------------------------------------------------------------------------
+        return JobClient(self.hook, self.log)
 
     def execute(self, context: Any) -> dict[str, Any] | None:
-        with self._completing_kills():
+        with self._kill.completing(lambda: self._client):
             return self._execute(context)
 
     def _execute(self, context: Any) -> dict[str, Any] | None:
         from t9k_provider.jobclient import identity as ident
         from t9k_provider.jobclient import reattach
+        from t9k_provider.jobclient.client import Adoption
         from t9k_provider.jobclient.identity import JobRef
+        from t9k_provider.jobs import KINDS
+        from t9k_provider.replicalogs.targets import targets_for
         from t9k_provider.waiting import status as job_status
 
         ti = context["ti"]
         task_identity = ident.task_identity(ti)
         body = self.build_manifest(task_identity, getattr(ti, "try_number", None))
-        kind = body["kind"]
-        plural = self._plural(kind)
+        kind, name = body["kind"], body["metadata"]["name"]
+        plural = KINDS[kind].PLURAL
         namespace = self.namespace or body["metadata"].get("namespace") or self.hook.default_namespace
         body["metadata"]["namespace"] = namespace
-        self._identity = task_identity
-        self._prepare_kill(JobRef(kind, plural, body["metadata"]["name"], namespace, None))
-        self.log.info(
-            "T9k %s %s/%s (connection %s)", kind, namespace, body["metadata"]["name"], self.kubernetes_conn_id
-        )
+        self._kill_aims_at(JobRef(kind, plural, name, namespace, None), task_identity)
+        self.log.info("T9k %s %s/%s (connection %s)", kind, namespace, name, self.kubernetes_conn_id)
         starts_run = reattach.starts_a_run(ti, int(self.retries or 0))
-        job = self._submit_or_adopt(body, plural, task_identity, starts_run)
+        adoption = Adoption(self.reattach_policy, starts_run, self.retry_on_job_failure)
+        job = self._client.submit_or_adopt(body, plural, task_identity, adoption)
         ref = JobRef(kind, plural, job["metadata"]["name"], namespace, job["metadata"].get("uid"))
-        self._job = self._target = ref
-        self._raise_if_killed()
+        self._job = ref
+        self._kill_aims_at(ref)
         ti.xcom_push(key=IDENTITY_XCOM_KEY, value=ref._asdict())
         T9kJobLink.persist(context, self.job_url)
         if not self.wait_for_completion:
             return job_status.summary(job)
         limits = self._limits(context)
-        targets = self._targets(kind, body)
-        follower = self._log_follower(ref, targets, {}) if self.get_logs else None
-        streams = self._log_streams(ref, targets, {}) if self.get_logs else None
+        targets = targets_for(kind, body, self.log_replicas)
+        logs = self._logs(ref, targets, {}, live=True)
         until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
-        with self._stopping(streams, follower):
-            result = self._follow(ref, job, limits, follower, until, streams)
+        try:
+            result = self._follow(ref, job, limits, logs, until)
+        finally:
+            if logs is not None:  # however the wait ended, the streams stop at once
+                logs.finish(drain=False)
         if result is None:
-            self._defer(ref, limits, targets, follower.cursors if follower else {})
+            self._defer(ref, limits, targets, logs.cursors if logs else {})
         return result
 
     def _limits(self, context: Any) -> WaitLimits:
-        from t9k_provider.waiting.limits import WaitLimits
+        from t9k_provider.waiting.limits import WaitLimits, execution_deadline
 
-        deadline = None
-        if self.execution_timeout:
-            ti = context["ti"]
-            started = getattr(ti, "start_date", None) or datetime.now(timezone.utc)
-            deadline = started.timestamp() + self.execution_timeout.total_seconds()
+        started = getattr(context["ti"], "start_date", None)
         return WaitLimits(
             startup_timeout=self.startup_timeout,
             running_timeout=self.running_timeout,
-            execution_deadline=deadline,
+            execution_deadline=execution_deadline(started, self.execution_timeout),
             paused_timeout=self.paused_timeout,
             unknown_timeout=self.unknown_timeout,
             pod_error_timeout=self.pod_error_timeout,
         )
 
-    # -- submission and adoption --------------------------------------------------------------------------
+    def _logs(
+        self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]], *, live: bool
+    ) -> WaitLogs | None:
+        from t9k_provider.replicalogs.waitlogs import WaitLogs
 
-    def _submit_or_adopt(
-        self, body: dict[str, Any], plural: str, task_identity: dict[str, str], starts_run: bool
-    ) -> dict[str, Any]:
-        from kubernetes.client import ApiException
+        if not self.get_logs:
+            return None
+        return WaitLogs(self.hook, ref.kind, ref.namespace, ref.name, targets, cursors, self.log, live=live)
 
-        from t9k_provider.jobclient import identity as ident
-        from t9k_provider.jobclient import reattach
-        from t9k_provider.waiting import status as job_status
+    def _wait(self, ref: JobRef, limits: WaitLimits, logs: WaitLogs | None) -> WorkerWait:
+        from t9k_provider.operators.outcome import Finish
+        from t9k_provider.operators.worker_wait import WorkerWait
 
-        name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
-        for _ in range(3):
-            try:
-                created = self.hook.create_job(plural, namespace, body)
-                self.log.info("created job %s/%s uid=%s", namespace, name, created["metadata"].get("uid"))
-                return created
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-            try:
-                existing = self.hook.get_job(plural, namespace, name)
-            except ApiException as exc:
-                if exc.status == 404:
-                    continue  # deleted between our create and get: create again
-                raise
-            if not ident.is_ours(existing, task_identity):
-                owner = (existing.get("metadata") or {}).get("annotations") or {}
-                marks = {k: v for k, v in owner.items() if k.startswith(ident.ANNOTATION_PREFIX)}
-                raise AirflowFailException(
-                    f"a {body['kind']} named {namespace}/{name} already exists and was not created by this "
-                    f"task instance (its Airflow annotations: {marks or 'none'}); "
-                    "choose another metadata.name or delete that job"
-                )
-            decision = reattach.decide(
-                existing,
-                self.reattach_policy,
-                starts_run=starts_run,
-                retry_on_job_failure=self.retry_on_job_failure,
-            )
-            phase = job_status.phase(existing) or "unset"
-            if decision == "adopt":
-                lost = self.reattach_policy == "if_unchecked" and ident.is_checked(existing)
-                why = "; that try reported it, but Airflow retried the task: reporting it again"
-                self.log.info(
-                    "adopting job %s/%s (phase %s) left by an earlier try%s",
-                    namespace,
-                    name,
-                    phase,
-                    why if lost else "",
-                )
-                return existing
-            if decision == "replace":
-                self.log.info(
-                    "replacing job %s/%s (phase %s) from an earlier try (reattach_policy=%s%s)",
-                    namespace,
-                    name,
-                    phase,
-                    getattr(self.reattach_policy, "__name__", self.reattach_policy),
-                    ", the task was cleared" if starts_run and ident.is_checked(existing) else "",
-                )
-                self.hook.delete_job(plural, namespace, name, uid=existing["metadata"].get("uid"))
-            else:
-                self.log.info("job %s/%s of an earlier try is being deleted: waiting for it", namespace, name)
-            self._wait_gone(plural, namespace, name)
-        raise AirflowException(f"job {namespace}/{name} kept reappearing while being replaced; try again")
-
-    def _wait_gone(self, plural: str, namespace: str, name: str) -> None:
-        from kubernetes.client import ApiException
-
-        deadline = time.monotonic() + DELETION_WAIT_SECONDS
-        while time.monotonic() < deadline:
-            try:
-                self.hook.get_job(plural, namespace, name)
-            except ApiException as exc:
-                if exc.status == 404:
-                    return
-                raise
-            time.sleep(1.0)
-        raise AirflowException(
-            f"job {namespace}/{name} still exists {DELETION_WAIT_SECONDS:g}s after deletion"
+        finish = Finish(
+            self.on_finish_action, self.on_kill_action, self.retry_on_job_failure, self.failure_log_lines
         )
-
-    # -- waiting ------------------------------------------------------------------------------------------
-
-    def _log_follower(self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]) -> Any:
-        from t9k_provider.replicalogs.follower import LogFollower
-        from t9k_provider.replicalogs.targets import pod_selector
-
-        return LogFollower(
-            self.hook,
-            ref.namespace,
-            pod_selector(ref.kind, ref.name),
-            lambda labels: any(t.matches(labels) for t in targets),
-            cursors=cursors,
-            log=self.log,
-        )
-
-    def _log_streams(
-        self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
-    ) -> Any | None:
-        from t9k_provider.replicalogs.targets import pod_selector
-        from t9k_provider.replicalogs.worker import WorkerLogStreams
-
-        selector = pod_selector(ref.kind, ref.name)
-        streams = WorkerLogStreams(self.hook.credentials, self.log, ref.namespace, selector, targets, cursors)
-        if streams.live:
-            return streams
-        streams.finish(0.0)
-        return None  # the follower's reads at each change and at the end instead
-
-    def _targets(self, kind: str, body: dict[str, Any]) -> list[ReplicaTarget]:
-        from t9k_provider.replicalogs.targets import default_targets, parse_targets
-
-        if self.log_replicas is not None:
-            return parse_targets(self.log_replicas)
-        return default_targets(kind, body)
-
-    def _read(self, ref: JobRef) -> dict[str, Any]:
-        from kubernetes.client import ApiException
-
-        try:
-            job = self.hook.get_job(ref.plural, ref.namespace, ref.name)
-        except ApiException as exc:
-            if exc.status == 404:
-                self._raise_if_killed()
-                raise AirflowException(
-                    f"job {ref.namespace}/{ref.name} was deleted while the task waited"
-                ) from exc
-            from t9k_provider.hooks.errors import classify
-
-            raise classify(exc, f"read job {ref.name}") from exc
-        if ref.uid and job["metadata"].get("uid") != ref.uid:
-            raise AirflowException(f"job {ref.namespace}/{ref.name} was replaced by another object")
-        return job
+        return WorkerWait(
+            self._client, ref, limits, logs,
+            poll_interval=self.poll_interval, finish=finish, kill=self._kill, log=self.log,
+        )  # fmt: skip
 
     def _follow(
-        self,
-        ref: JobRef,
-        job: dict[str, Any],
-        limits: WaitLimits,
-        follower: Any,
-        until: float | None,
-        streams: Any = None,
+        self, ref: JobRef, job: dict[str, Any], limits: WaitLimits, logs: WaitLogs | None, until: float | None
     ) -> dict[str, Any] | None:
-        """Follow the job in the worker until it ends or a wait limit is hit, then conclude (return the result
-        or raise). With ``until`` (epoch seconds: the wait before deferring) it returns None once that passed.
-
-        ``job`` is a fresh state (the create or read answer); later ones come from a watch per poll interval.
-        With ``streams`` replica lines are printed as they are written; they are stopped before concluding
-        (after their last lines, bounded) or deferring, and the follower's cursors continue from theirs.
-        """
-        from t9k_provider.jobclient.changes import JobChanges
-        from t9k_provider.replicalogs.streams import DRAIN_SECONDS
-        from t9k_provider.replicalogs.worker import STARTING_LOOK_SECONDS
-        from t9k_provider.waiting import status as job_status
-        from t9k_provider.waiting.notes import WaitingNotes
-
-        changes = JobChanges(self.hook, ref.plural, ref.namespace, ref.name, ref.uid, self.log)
-        first_seen: dict[str, float] = {}
-        notes = WaitingNotes(time.time())
-        while True:
-            self._raise_if_killed()
-            if streams is not None:
-                streams.sync(job)
-            elif follower is not None:
-                follower.poll()
-            if job_status.outcome(job) in ("succeeded", "failed"):
-                if streams is not None:  # every line of the stopped replicas before the verdict
-                    follower.cursors.update(streams.finish(DRAIN_SECONDS))
-                return self._conclude(ref, None, follower)
-            now = time.time()
-            verdict = limits.check(job, now, first_seen)
-            if verdict is None and limits.pods_needed(job, first_seen):
-                verdict = limits.check_pods(self._pods(ref), now, first_seen)
-            if verdict is not None:
-                why = {"status": verdict.status, "message": verdict.message}
-                return self._conclude(ref, why, follower)
-            if job_status.outcome(job) == "pending" and notes.due(now):
-                notes.say(self._pods(ref), now, self.log)
-            if until is not None and now >= until:
-                return None
-            window = self.poll_interval * random.uniform(0.8, 1.2)
-            for bound in (until, limits.execution_deadline):
-                if bound is not None:
-                    window = min(window, bound - now)
-            if streams is not None and streams.starting:
-                window = min(window, STARTING_LOOK_SECONDS)
-            job = changes.next_state(job, max(window, 0.0), lambda: self._killed) or self._read(ref)
-
-    @contextlib.contextmanager
-    def _stopping(self, streams: Any, follower: Any) -> Iterator[None]:
-        """However the wait ends (a kill, a limit, a deferral, any error) the streams stop at once, and the
-        follower's final pass continues from their cursors. Held by the code that opened the streams."""
-        try:
-            yield
-        finally:
-            if streams is not None:
-                follower.cursors.update(streams.finish(0.0))
-
-    def _pods(self, ref: JobRef) -> list[dict[str, Any]]:
-        """The job's pods for fail-fast checks; a failed read only skips this round."""
-        from t9k_provider.replicalogs.targets import pod_selector
-
-        try:
-            return self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
-        except Exception as exc:
-            self.log.debug("cannot list pods of job %s: %s", ref.name, exc)
-            return []
+        """Wait in the worker (``WorkerWait.follow``): the result, or None once ``until`` passed."""
+        return self._wait(ref, limits, logs).follow(job, until)
 
     def _defer(
         self, ref: JobRef, limits: WaitLimits, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
-    ) -> NoReturn:
+    ) -> None:
         """Wait in the triggerer, which follows the ``targets``' logs from ``cursors`` into the task log."""
-        from t9k_provider.replicalogs.targets import pod_selector
         from t9k_provider.triggers.job import T9kJobTrigger
 
-        log_targets = [list(t) for t in targets]
-        trigger = T9kJobTrigger(
-            credentials=self.hook.credentials,
-            kind=ref.kind,
-            plural=ref.plural,
-            name=ref.name,
-            namespace=ref.namespace,
-            uid=ref.uid,
-            poll_interval=self.poll_interval,
-            limits=limits.to_kwargs(),
-            logging_interval=self.logging_interval if self.get_logs else None,
-            on_kill_action=self.on_kill_action,
-            resume={"job": ref._asdict(), "limits": limits.to_kwargs(), "log_targets": log_targets},
-            pod_selector=pod_selector(ref.kind, ref.name),
-            log_targets=log_targets if self.get_logs else None,
-            log_cursors=cursors,
+        trigger = T9kJobTrigger.for_operator(
+            ref, self.hook.credentials, limits, targets, cursors,
+            poll_interval=self.poll_interval, logging_interval=self.logging_interval,
+            on_kill_action=self.on_kill_action, follow_logs=self.get_logs,
+        )  # fmt: skip
+        timeout = limits.deferral_timeout(time.time(), self.poll_interval)
+        self.defer(
+            trigger=trigger,
+            method_name="execute_complete",
+            timeout=timedelta(seconds=timeout) if timeout is not None else None,
         )
-        timeout = None
-        if limits.execution_deadline is not None:
-            # Leave the trigger time to report the timeout itself, so the job is stopped rather than orphaned.
-            padding = max(60.0, 2 * self.poll_interval)
-            timeout = timedelta(seconds=max(0.0, limits.execution_deadline - time.time()) + padding)
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
         if next_method == "__fail__":
@@ -589,16 +301,16 @@ class T9kJobOperator(BaseOperator):
                 self._job = JobRef(**stored)
         return super().resume_execution(next_method, next_kwargs, context)
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any] | None:
         """Resume after the trigger fired: print new logs, then re-read the job before deciding anything.
 
         Everything needed here travels in the event (``resume``, and ``log_cursors``: where the trigger's live
         logs stopped), never in operator state or defer kwargs.
         """
-        with self._completing_kills():
-            return self._resume(context, event)
+        with self._kill.completing(lambda: self._client):
+            return self._resume(event)
 
-    def _resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+    def _resume(self, event: dict[str, Any]) -> dict[str, Any] | None:
         from t9k_provider.jobclient.identity import JobRef
         from t9k_provider.replicalogs.targets import ReplicaTarget
         from t9k_provider.waiting.limits import WaitLimits
@@ -608,154 +320,27 @@ class T9kJobOperator(BaseOperator):
         limits = WaitLimits(**resume["limits"])
         targets = [ReplicaTarget(*t) for t in resume["log_targets"]]
         self._job = ref
-        self._prepare_kill(ref)
+        self._kill_aims_at(ref)
         cursors = event.get("log_cursors") or {}
-        follower = self._log_follower(ref, targets, cursors) if self.get_logs else None
-        if event.get("status") == "running":  # a hand-back for logs: print them; conclude if the job ended
-            result = self._follow(ref, self._read(ref), limits, follower, until=time.time())
-            if result is None:
-                self._defer(ref, limits, targets, follower.cursors if follower else cursors)
-            return result
-        return self._conclude(ref, event, follower)
+        logs = self._logs(ref, targets, cursors, live=False)
+        wait = self._wait(ref, limits, logs)
+        if event.get("status") != "running":
+            return wait.conclude(event)
+        result = wait.follow(wait.read(), until=time.time())  # a hand-back for logs: print, conclude if ended
+        if result is None:
+            self._defer(ref, limits, targets, logs.cursors if logs else cursors)
+        return result
 
-    # -- concluding ---------------------------------------------------------------------------------------
+    def _kill_aims_at(self, target: JobRef, identity: dict[str, str] | None = None) -> None:
+        """Aim the kill switch at the job, before it exists (or is waited for); it builds its own client now,
+        and loads what stopping uses, as ``on_kill``'s signal handler must import nothing."""
+        from t9k_provider.jobclient.client import JobClient
 
-    def _conclude(self, ref: JobRef, event: dict[str, Any] | None, follower: Any) -> dict[str, Any]:
-        """Decide from a fresh read of the job; ``event`` only explains why waiting stopped early."""
-        from t9k_provider.operators.diagnostics import failure_report
-        from t9k_provider.waiting import status as job_status
-
-        job = self._read(ref)
-        if follower is not None:
-            follower.poll()
-        state = job_status.outcome(job)
-        if state == "succeeded":
-            self._mark_checked(ref)
-            if self.on_finish_action in ("delete", "delete_on_success"):
-                self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
-            self.log.info("job %s/%s succeeded", ref.namespace, ref.name)
-            self._raise_if_killed()  # a kill even now is no success
-            return job_status.summary(job)
-        report = failure_report(
-            self.hook, ref.kind, ref.namespace, ref.name, job, follower, self.failure_log_lines, self.log
-        )
-        if state == "failed":
-            self._mark_checked(ref)
-            if self.on_finish_action == "delete":
-                self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
-            message = f"job {ref.namespace}/{ref.name} failed: {job_status.failure_reason(job)}\n{report}"
-            self.log.error("%s", message)
-            raise (AirflowException if self.retry_on_job_failure else T9kJobFailed)(message)
-        status = (event or {}).get("status")
-        reason = (event or {}).get(
-            "message"
-        ) or f"stopped waiting in phase {job_status.phase(job) or 'unset'}"
-        if status in ("timeout", "failed") and self.on_kill_action == "delete":
-            self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
-            reason += "; the job was deleted (on_kill_action=delete)"
-        message = f"job {ref.namespace}/{ref.name}: {reason}\n{report}"
-        self.log.error("%s", message)
-        if status == "timeout":
-            raise T9kJobTimeout(message)
-        if status == "failed" or (event or {}).get("retryable") is False:
-            raise AirflowFailException(message)
-        raise AirflowException(message)
-
-    def _mark_checked(self, ref: JobRef) -> None:
-        from t9k_provider.jobclient.identity import CHECKED
-
-        try:
-            self.hook.patch_job_annotations(ref.plural, ref.namespace, ref.name, {CHECKED: "true"})
-        except Exception as exc:  # the outcome stands; a later try would merely re-report it
-            self.log.warning("could not mark job %s as checked: %s", ref.name, exc)
-
-    # -- kill ---------------------------------------------------------------------------------------------
-
-    def _prepare_kill(self, target: JobRef) -> None:
-        """Resolve before the job exists (or is waited for) what ``on_kill`` needs: the job's name and a hook
-        of its own. A kill that comes earlier only sets the flag: the task's own flow then stops the job.
-
-        It also loads what ``_stop`` uses, which must import nothing in ``on_kill``'s signal handler."""
-        from t9k_provider.hooks import errors  # noqa: F401
-        from t9k_provider.jobclient import identity  # noqa: F401
-        from t9k_provider.waiting import status  # noqa: F401
-
-        self._target = target
-        if self.on_kill_action == "delete" and self._killer is None:
-            self._killer = self.hook.detached()
-        self._raise_if_killed()
-
-    @contextlib.contextmanager
-    def _completing_kills(self) -> Iterator[None]:
-        """Airflow 2's SIGTERM handler raises after ``on_kill``, wherever the task was: a kill that came
-        before there was a hook to stop the job with is completed on the way out."""
-        try:
-            yield
-        except BaseException:
-            if self._killed:
-                with contextlib.suppress(Exception):
-                    self._stop(self._killer or self.hook)
-            raise
+        if identity is not None:
+            self._kill.identity = identity
+        self._kill.arm(target, lambda: JobClient(self.hook.detached(), self.log), self.log)
 
     def on_kill(self) -> None:
-        """Stop the job (per ``on_kill_action``) and make sure the interrupted flow ends in failure.
-
-        It runs in a signal handler, wherever ``execute`` was: it imports nothing, builds nothing, looks up no
-        connection and never raises.
-        """
-        self._killed = True
-        if self._killer is not None:
-            self._stop(self._killer)
-
-    def _raise_if_killed(self) -> None:
-        """``on_kill`` returns normally on SIGTERM (Airflow 3): this fails the task instead, stopping the job
-        first if ``on_kill`` could not (the kill came before there was anything to stop it with)."""
-        if not self._killed:
-            return
-        ref = self._target
-        self._stop(self._killer or self.hook)
-        raise AirflowException(
-            f"task killed{f' while job {ref.name} ran' if ref else ''} (on_kill_action={self.on_kill_action})"
-        )
-
-    def _stop(self, hook: T9kHook) -> None:
-        """Delete the task's job unless it already ended (stopping it frees nothing then, and a later try
-        reports its result); never raises. Deletion is conditional on the state read, so a job that ends
-        meanwhile is kept. What it imports, ``_prepare_kill`` loaded before ``on_kill`` could call it."""
-        from t9k_provider.hooks.errors import api_status
-        from t9k_provider.jobclient import identity as ident
-        from t9k_provider.waiting import status as job_status
-
-        ref, identity = self._target, self._identity
-        if ref is None or self.on_kill_action != "delete" or self._stopped:
-            return
-        try:
-            for _ in range(3):
-                try:
-                    job = hook.get_job(ref.plural, ref.namespace, ref.name)
-                except Exception as exc:
-                    if api_status(exc) != 404:
-                        raise
-                    job = {}
-                meta = job.get("metadata") or {}
-                if ref.uid:
-                    mine = meta.get("uid") == ref.uid
-                else:  # killed while it was being created: ours only if it carries this task instance
-                    mine = bool(job and identity and ident.is_ours(job, identity))
-                if not mine:
-                    self.log.info("task killed: job %s/%s already gone", ref.namespace, ref.name)
-                    break
-                if job_status.outcome(job) in ("succeeded", "failed"):
-                    self.log.info("task killed: job %s/%s had already ended; kept", ref.namespace, ref.name)
-                    break
-                if hook.delete_job(
-                    ref.plural, ref.namespace, ref.name, uid=meta.get("uid"),
-                    resource_version=meta.get("resourceVersion"),
-                ):  # fmt: skip
-                    self.log.info("task killed: job %s/%s deleted", ref.namespace, ref.name)
-                    break
-            else:
-                return  # it kept changing under us: the task's own flow tries again
-            self._stopped = True
-        except Exception as exc:
-            self.log.warning("task killed: could not stop job %s/%s: %s", ref.namespace, ref.name, exc)
+        """Stop the job (per ``on_kill_action``) and make sure the interrupted flow ends in failure. It runs
+        in a signal handler, wherever ``execute`` was: it imports nothing, builds nothing and never raises."""
+        self._kill.fire()

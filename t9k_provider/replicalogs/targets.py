@@ -44,6 +44,13 @@ def parse_targets(spec: str | Sequence[str]) -> list[ReplicaTarget]:
     return targets
 
 
+def targets_for(
+    kind: str, manifest: dict[str, Any], log_replicas: str | Sequence[str] | None
+) -> list[ReplicaTarget]:
+    """The replicas whose logs a task follows: ``log_replicas`` when given, else the kind's leader."""
+    return parse_targets(log_replicas) if log_replicas is not None else default_targets(kind, manifest)
+
+
 def default_targets(kind: str, manifest: dict[str, Any]) -> list[ReplicaTarget]:
     """The kind's leader replica (its model's ``LEADER``) in a job with this manifest."""
     from t9k_provider.jobs import KINDS  # the models: only once a task runs, never while a DAG is parsed

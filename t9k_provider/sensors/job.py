@@ -30,6 +30,7 @@ from t9k_provider.waiting.durations import seconds
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
     from t9k_provider.waiting.limits import WaitLimits
+    from t9k_provider.waiting.step import WaitMemory
 
 
 class T9kJobSensor(BaseSensorOperator):
@@ -65,7 +66,6 @@ class T9kJobSensor(BaseSensorOperator):
         self.paused_timeout = seconds(paused_timeout, "paused_timeout")
         self.unknown_timeout = seconds(unknown_timeout, "unknown_timeout")
         self.deferrable = deferrable
-        self._first_seen: dict[str, float] = {}
         self._killed = False
 
     @cached_property
@@ -88,6 +88,12 @@ class T9kJobSensor(BaseSensorOperator):
 
     def _namespace(self) -> str:
         return self.namespace or self.hook.default_namespace
+
+    @cached_property
+    def _memory(self) -> WaitMemory:
+        from t9k_provider.waiting.step import WaitMemory
+
+        return WaitMemory(time.time())
 
     def _limits(self) -> WaitLimits:
         from t9k_provider.waiting.limits import WaitLimits
@@ -131,29 +137,31 @@ class T9kJobSensor(BaseSensorOperator):
         )
 
     def poke(self, context: Any) -> bool:
-        from kubernetes.client import ApiException
-
-        from t9k_provider.hooks.errors import classify
+        from t9k_provider.hooks.errors import T9kFatalApiError
+        from t9k_provider.jobclient.client import JobClient, JobGone
+        from t9k_provider.jobclient.identity import JobRef
         from t9k_provider.waiting import status as job_status
+        from t9k_provider.waiting.step import step
 
         self._raise_if_killed()
+        ref = JobRef(self.kind, self.plural, self.name, self._namespace(), None)
         try:
-            job = self.hook.get_job(self.plural, self._namespace(), self.name)
-        except ApiException as exc:
-            raise classify(exc, f"read {self.kind} {self.name}") from exc
+            job = JobClient(self.hook, self.log).read(ref)
+        except JobGone as exc:
+            raise T9kFatalApiError(f"read {self.kind} {self.name}: not found") from exc
         self._raise_if_killed()  # killed while it read: what it read no longer decides
-        state = job_status.outcome(job)
-        self.log.info("job %s/%s phase %s", self._namespace(), self.name, job_status.phase(job) or "unset")
-        if state == "succeeded":
-            return True
-        if state == "failed":
-            raise AirflowFailException(f"job {self.name} failed: {job_status.failure_reason(job)}")
-        # A rescheduled sensor is a new instance: the Paused condition's timestamp still bounds Paused, while
+        self.log.info("job %s/%s phase %s", ref.namespace, self.name, job_status.phase(job) or "unset")
+        # The wait step the operators use, without pods (the sensor does not own the job's replicas). A
+        # rescheduled sensor is a new instance: the Paused condition's timestamp still bounds Paused, while
         # Unknown (no condition) is bounded per sensor run.
-        verdict = self._limits().check(job, time.time(), self._first_seen)
-        if verdict is not None:
-            raise AirflowFailException(f"job {self.name}: {verdict.message}")
-        return False
+        decided = step(job, self._limits(), time.time(), self._memory, pods=[])
+        if decided.action != "conclude":
+            return False
+        if decided.status == "succeeded":
+            return True
+        if decided.status == "failed":
+            raise AirflowFailException(f"job {self.name} failed: {decided.message}")
+        raise AirflowFailException(f"job {self.name}: {decided.message}")
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> None:
         """Decide from the event alone: it imports, builds and reads nothing (this is also the timeout path

@@ -18,7 +18,6 @@ when ``run`` starts: ``on_kill`` and ``cleanup`` build nothing.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -26,17 +25,19 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
+from t9k_provider.jobclient.aio import AsyncJobClient
 from t9k_provider.triggers.job_watch import JobWatch
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.limits import WaitLimits
-from t9k_provider.waiting.notes import WaitingNotes
+from t9k_provider.waiting.step import WaitMemory, next_look, step
 
 if TYPE_CHECKING:  # the kubernetes client and the job models: not at DAG parse
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
-    from t9k_provider.kube.api import KubeApi
+    from t9k_provider.jobclient.identity import JobRef
     from t9k_provider.kube.resources import ResourceType
     from t9k_provider.replicalogs.streams import ReplicaLogs
+    from t9k_provider.replicalogs.targets import ReplicaTarget
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 else:
@@ -55,6 +56,13 @@ MAX_REAUTHENTICATIONS = 3
 #: Failed watches in a row (no event, no long-lived watch between them) after which the trigger polls for one
 #: watch period before it tries again.
 MAX_WATCH_FAILURES = 5
+#: What the kill path did with the job, as the log says it.
+STOPPED = {
+    "gone": "already gone",
+    "ended": "had already ended; kept",
+    "deleted": "deleted",
+    "changing": "kept changing; not deleted",
+}
 #: The constructor's arguments, as ``serialize`` hands them back.
 _SERIALIZED = (
     *("credentials", "kind", "plural", "name", "namespace", "uid", "poll_interval", "limits"),
@@ -101,9 +109,44 @@ class T9kJobTrigger(BaseTrigger):
         self.log_targets = [tuple(t) for t in log_targets] if log_targets is not None else None
         self.log_cursors = dict(log_cursors or {})
         self._fired = False
-        self._notes = WaitingNotes(time.time())  # why the job waits, logged rate-limited
         #: The lease ``on_kill``/``cleanup`` delete with, taken when ``run`` starts.
         self._kill_client: asyncio.Future[Any] | None = None
+
+    @classmethod
+    def for_operator(
+        cls,
+        ref: JobRef,
+        credentials: dict[str, Any],
+        limits: WaitLimits,
+        targets: list[ReplicaTarget],
+        cursors: dict[str, list[int]],
+        *,
+        poll_interval: float,
+        logging_interval: float | None,
+        on_kill_action: str,
+        follow_logs: bool,
+    ) -> T9kJobTrigger:
+        """The trigger an operator defers to for its job ``ref``: ``resume`` carries what the operator needs
+        when it resumes, the ``targets``' logs are followed from ``cursors`` when ``follow_logs``."""
+        from t9k_provider.replicalogs.targets import pod_selector
+
+        log_targets = [list(t) for t in targets]
+        return cls(
+            credentials=credentials,
+            kind=ref.kind,
+            plural=ref.plural,
+            name=ref.name,
+            namespace=ref.namespace,
+            uid=ref.uid,
+            poll_interval=poll_interval,
+            limits=limits.to_kwargs(),
+            logging_interval=logging_interval if follow_logs else None,
+            on_kill_action=on_kill_action,
+            resume={"job": ref._asdict(), "limits": limits.to_kwargs(), "log_targets": log_targets},
+            pod_selector=pod_selector(ref.kind, ref.name),
+            log_targets=log_targets if follow_logs else None,
+            log_cursors=cursors,
+        )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         kwargs = {field: getattr(self, field) for field in _SERIALIZED}
@@ -201,12 +244,12 @@ class T9kJobTrigger(BaseTrigger):
 
         rt = self._resource()
         limits = WaitLimits(**self.limits)
-        first_seen: dict[str, float] = {}
-        hand_back_at = time.time() + self.logging_interval if self.logging_interval else None
+        started = time.time()
+        memory = WaitMemory(started, started + self.logging_interval if self.logging_interval else None)
         errors = reauthentications = 0
         while True:
             async with self._client() as lease:
-                api = lease.api
+                jobs = AsyncJobClient(lease.api, rt, self.namespace, self.name)
                 watch = JobWatch(self._client, self.credentials, rt, self.namespace, self.name)
                 try:
                     job: dict[str, Any] | None = None  # the state last seen; None: read the job
@@ -216,7 +259,7 @@ class T9kJobTrigger(BaseTrigger):
                             if not watch.running and not watch.disabled:
                                 await watch.subscribe()  # before the read: no change after it is missed
                             try:
-                                job = await api.get(rt, self.namespace, self.name)
+                                job = await jobs.read()
                             except Exception as exc:
                                 if api_status(exc) == 401 and reauthentications < MAX_REAUTHENTICATIONS:
                                     reauthentications += 1
@@ -233,10 +276,11 @@ class T9kJobTrigger(BaseTrigger):
                             watch.seen(job)
                         if logs is not None:  # a finished job too: a replica that ran between two looks
                             await logs.sync(job)  # lists pods only when the job changed
-                        ending = await self._decide(api, job, limits, now, first_seen, hand_back_at)
+                        ending = await self._decide(jobs, job, limits, now, memory)
                         if ending is not None:
                             return ending
-                        job = await self._next_state(watch, job, self._next_sleep(limits, now))
+                        delay = next_look(now, self.poll_interval, limits, memory)
+                        job = await self._next_state(watch, job, delay)
                 finally:
                     await watch.stop()
 
@@ -262,44 +306,22 @@ class T9kJobTrigger(BaseTrigger):
         return None
 
     async def _decide(
-        self,
-        api: KubeApi,
-        job: dict[str, Any],
-        limits: WaitLimits,
-        now: float,
-        first_seen: dict[str, float],
-        hand_back_at: float | None,
+        self, jobs: AsyncJobClient, job: dict[str, Any], limits: WaitLimits, now: float, memory: WaitMemory
     ) -> TriggerEvent | None:
-        """The event that ends the wait in this state of the job, or None to keep waiting."""
-        uid = (job.get("metadata") or {}).get("uid")
-        if self.uid and uid != self.uid:
-            return self._event(
-                "error", f"job {self.name} was replaced by another object (uid {uid})", job, retryable=False
-            )
-        state = job_status.outcome(job)
-        if state in ("succeeded", "failed"):
-            return self._event(state, job_status.failure_reason(job) if state == "failed" else "", job)
-        verdict = limits.check(job, now, first_seen)
-        if verdict is None and self.pod_selector and limits.pods_needed(job, first_seen):
-            verdict = limits.check_pods(await self._pods(api), now, first_seen)
-        if verdict is not None:
-            return self._event(verdict.status, verdict.message, job)
-        if self.pod_selector and state == "pending" and self._notes.due(now):
-            self._notes.say(await self._pods(api), now, self.log)
-        if hand_back_at is not None and now >= hand_back_at:
+        """The event that ends the wait in this state of the job, or None to keep waiting: what ``step``
+        decides, as the operator's wait in the worker decides it."""
+        decided = step(job, limits, now, memory, uid=self.uid)
+        if decided.action == "read_pods":
+            pods = await jobs.pods(self.pod_selector, self.log)
+            decided = step(job, limits, now, memory, uid=self.uid, pods=pods)
+        if decided.note:
+            self.log.info("%s", decided.note)
+        if decided.action == "conclude":
+            extra = {} if decided.retryable is None else {"retryable": decided.retryable}
+            return self._event(decided.status, decided.message, job, **extra)
+        if decided.action == "hand_back":
             return self._event("running", "", job)
         return None
-
-    async def _pods(self, api: KubeApi) -> list[dict[str, Any]]:
-        """The job's pods for fail-fast checks; a failed read only skips this round."""
-        from t9k_provider.kube.resources import PODS
-
-        try:
-            pods, _ = await api.list(PODS, self.namespace, label_selector=self.pod_selector)
-            return pods
-        except Exception as exc:
-            self.log.debug("cannot list pods of job %s: %s", self.name, exc)
-            return []
 
     async def _next_state(self, watch: JobWatch, job: dict[str, Any], delay: float) -> dict[str, Any] | None:
         """The job's next state to check: what the watch brought, ``job`` again after ``delay`` (nothing
@@ -339,12 +361,6 @@ class T9kJobTrigger(BaseTrigger):
         watch.looked_at = time.monotonic()
         return watch.latest
 
-    def _next_sleep(self, limits: WaitLimits, now: float) -> float:
-        """Jittered poll interval, shortened so the execution deadline is observed on time."""
-        delay = self.poll_interval * random.uniform(0.8, 1.2)
-        left = limits.seconds_left(now)
-        return max(0.05, min(delay, left)) if left is not None else delay
-
     async def on_kill(self) -> None:
         """A user killed the deferred task (Airflow >= 3.3): stop the job unless told to keep it."""
         await self._stop_job("task killed")
@@ -381,33 +397,22 @@ class T9kJobTrigger(BaseTrigger):
             return states.get(ti.run_id, {}).get(key)
         return await sync_to_async(_task_state_from_db)(ti)
 
-    async def _delete(self, api: KubeApi) -> bool:
-        """Foreground delete guarded by the job's uid; False when it is gone or the name holds another job."""
-        try:
-            await api.delete(
-                self._resource(), self.namespace, self.name, uid=self.uid, propagation="Foreground"
-            )
-        except Exception as exc:  # kube's ApiError, told by its flags: the kill path imports nothing
-            if getattr(exc, "not_found", False) or getattr(exc, "conflict", False):
-                return False
-            raise
-        return True
-
     async def _stop_job(self, why: str) -> None:
-        """Delete the job through the lease ``run`` took; never raises (the triggerer would only log it)."""
+        """Stop the job per ``jobclient.stopping`` through the lease ``run`` took; never raises (the triggerer
+        would only log it)."""
         if self._fired or self.on_kill_action != "delete":
             return
         try:
             if self._kill_client is None or self._kill_client.cancelled():
                 raise RuntimeError("the trigger holds no client (it never ran, or its lease was cancelled)")
             lease = await self._kill_client
-            deleted = await self._delete(lease.api)
+            stopped = await AsyncJobClient(lease.api, self._resource(), self.namespace, self.name).stop(
+                self.uid
+            )
         except Exception as exc:
             self.log.warning("%s: could not delete job %s/%s: %s", why, self.namespace, self.name, exc)
             return
-        self.log.info(
-            "%s: job %s/%s %s", why, self.namespace, self.name, "deleted" if deleted else "already gone"
-        )
+        self.log.info("%s: job %s/%s %s", why, self.namespace, self.name, STOPPED[stopped])
 
 
 def _task_state_from_db(ti: Any) -> Any:

@@ -8,7 +8,7 @@ Restarting the triggerer or re-entering the worker therefore never extends a tim
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, NamedTuple
 
 from t9k_provider.waiting import status as job_status
@@ -90,6 +90,19 @@ class WaitLimits:
 
     def seconds_left(self, now: float) -> float | None:
         return None if self.execution_deadline is None else self.execution_deadline - now
+
+    def deferral_timeout(self, now: float, poll_interval: float) -> float | None:
+        """Seconds Airflow lets a deferral last: past the execution deadline, leaving the trigger time to
+        report the timeout itself, so the job is stopped rather than orphaned."""
+        left = self.seconds_left(now)
+        return None if left is None else max(0.0, left) + max(60.0, 2 * poll_interval)
+
+
+def execution_deadline(started: datetime | None, execution_timeout: timedelta | None) -> float | None:
+    """The task's ``execution_timeout`` as an epoch deadline from its start (now, when Airflow gave none)."""
+    if not execution_timeout:
+        return None
+    return (started or datetime.now(timezone.utc)).timestamp() + execution_timeout.total_seconds()
 
 
 #: Container waiting reasons that do not resolve by waiting: the image or the container config is wrong.

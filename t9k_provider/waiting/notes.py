@@ -1,14 +1,14 @@
 """Why a pending job waits, said in the task log: the scheduler's message on a pod it could not place.
 
-Shared by the sync wait loop and the trigger. Pods are read at most every ``READ_INTERVAL`` while the job is
-pending, the first time that long after the wait began (a job scheduled at once costs no pod list); a note
-is logged when it changes or, unchanged, every ``REPEAT_INTERVAL``, so a job that waits for hours leaves a
-few lines, not thousands. Kept only for one wait (no state across deferral).
+Part of the wait ``step`` that the sync wait loop and the trigger share. Pods are read for a note at most
+every ``READ_INTERVAL`` while the job is pending, the first time that long after the wait began (a job
+scheduled at once costs no pod list); a note is logged when it changes or, unchanged, every
+``REPEAT_INTERVAL``, so a job that waits for hours leaves a few lines, not thousands. Kept only for one
+wait (no state across deferral).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 READ_INTERVAL = 30.0
@@ -38,9 +38,11 @@ class WaitingNotes:
         self._read_at = now
         return True
 
-    def say(self, pods: list[dict[str, Any]], now: float, log: logging.Logger | Any) -> None:
+    def say(self, pods: list[dict[str, Any]], now: float) -> str | None:
+        """The line to log about these pods now (``job waits: ...``), or None: nothing new to say."""
         note = unschedulable_note(pods)
-        if note is not None and (note != self._said or now - self._said_at >= REPEAT_INTERVAL):
-            log.info("job waits: %s", note)
+        said = note is not None and (note != self._said or now - self._said_at >= REPEAT_INTERVAL)
+        if said:
             self._said_at = now
         self._said = note
+        return f"job waits: {note}" if said else None

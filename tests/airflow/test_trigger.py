@@ -104,11 +104,20 @@ class FakeAsyncClient:
     delete_error: BaseException | None = None
 
     async def delete(
-        self, rt: ResourceType, namespace: str, name: str, *, uid: str | None = None, propagation: str
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation: str,
     ) -> dict[str, Any]:
         assert rt == JOBS and propagation == "Foreground"
+        assert uid is not None  # the stop policy deletes only with the uid it read as a precondition
         if self.delete_error is not None:
-            raise self.delete_error
+            error, self.delete_error = self.delete_error, None  # one refusal; the policy reads again
+            raise error
         self.deletes.append((name, uid))
         return {}
 
@@ -324,15 +333,47 @@ def logged_lines(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.mark.parametrize("status", [404, 409])
 async def test_on_kill_of_a_job_already_gone(monkeypatch: pytest.MonkeyPatch, status: int) -> None:
-    """404: deleted meanwhile; 409: the uid precondition failed, the name holds another job now."""
-    deletes = use_script(monkeypatch, [job("Running")])
-    monkeypatch.setattr(FakeAsyncClient, "delete_error", kube_error(status))
+    """404: deleted between the kill's read and its delete; 409: a precondition failed, and the fresh read
+    shows that the name holds another job now."""
+    script = [job("Running")]
+    deletes = use_script(monkeypatch, script)
     t = trigger()
     await cancelled(t)
+
+    async def refuse(*args: Any, **kwargs: Any) -> None:
+        script[:] = [job("Running", uid="another")]
+        raise kube_error(status)
+
+    monkeypatch.setattr(FakeAsyncClient, "delete", refuse)
     lines = logged_lines(monkeypatch)
     await t.on_kill()
     assert deletes == []
-    assert any("already gone" in line for line in lines)
+    assert any("task killed: job ns/j already gone" in line for line in lines)
+
+
+async def test_on_kill_keeps_a_job_that_already_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stop policy of the worker's kill path: an ended job is kept (a later try reports its result)."""
+    script = [job("Running")]
+    deletes = use_script(monkeypatch, script)
+    t = trigger()
+    await cancelled(t)
+    script[:] = [job("Succeeded")]
+    lines = logged_lines(monkeypatch)
+    await t.on_kill()
+    assert deletes == []
+    assert any("task killed: job ns/j had already ended; kept" in line for line in lines)
+
+
+async def test_on_kill_of_a_job_that_changed_reads_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """409 on the resourceVersion precondition (the controller updated the job): read again, then delete."""
+    deletes = use_script(monkeypatch, [job("Running")])
+    monkeypatch.setattr(FakeAsyncClient, "delete_error", kube_error(409))
+    t = trigger()
+    await cancelled(t)
+    gets = FakeAsyncClient.gets
+    await t.on_kill()
+    assert deletes == [("j", "uid-1")]
+    assert FakeAsyncClient.gets - gets == 2
 
 
 async def test_on_kill_that_the_api_refuses_is_logged(monkeypatch: pytest.MonkeyPatch) -> None:

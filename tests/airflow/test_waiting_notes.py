@@ -3,10 +3,7 @@ and in the trigger."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
-
-import pytest
 
 from t9k_provider.waiting import notes as waiting_notes
 from t9k_provider.waiting.notes import WaitingNotes, unschedulable_note
@@ -30,29 +27,20 @@ def test_note_names_the_first_unscheduled_pod() -> None:
     )
 
 
-def test_notes_are_rate_limited(caplog: pytest.LogCaptureFixture) -> None:
-    log = logging.getLogger("test.notes")
+def test_notes_are_rate_limited() -> None:
     read = waiting_notes.READ_INTERVAL
     notes = WaitingNotes(-read)
     pods = [unscheduled("p")]
+    changed = [unscheduled("p", "changed")]
     assert not WaitingNotes(0.0).due(1.0)  # a job scheduled at once costs no pod list
-    with caplog.at_level(logging.INFO, logger="test.notes"):
-        assert notes.due(0.0)
-        notes.say(pods, 0.0, log)
-        assert not notes.due(1.0)  # pods are not read again before READ_INTERVAL
-        assert notes.due(read)
-        notes.say(pods, read, log)  # unchanged: not repeated yet
-        notes.say(
-            [unscheduled("p", "changed")], waiting_notes.READ_INTERVAL + 1, log
-        )  # changed: said at once
-        notes.say(
-            [unscheduled("p", "changed")],
-            waiting_notes.READ_INTERVAL + 1 + waiting_notes.REPEAT_INTERVAL,
-            log,
-        )
-    said = [r.getMessage() for r in caplog.records if r.name == "test.notes"]
-    assert said == [
-        f"job waits: pod p is not scheduled: {MESSAGE}",
-        "job waits: pod p is not scheduled: changed",
-        "job waits: pod p is not scheduled: changed",
-    ]
+    assert notes.due(0.0)
+    assert notes.say(pods, 0.0) == f"job waits: pod p is not scheduled: {MESSAGE}"
+    assert not notes.due(1.0)  # pods are not read again before READ_INTERVAL
+    assert notes.due(read)
+    assert notes.say(pods, read) is None  # unchanged: not repeated yet
+    assert notes.say(changed, read + 1) == "job waits: pod p is not scheduled: changed"  # changed: at once
+    assert notes.say(changed, read + 2) is None
+    assert notes.say(changed, read + 1 + waiting_notes.REPEAT_INTERVAL) == (
+        "job waits: pod p is not scheduled: changed"  # unchanged for REPEAT_INTERVAL: said again
+    )
+    assert notes.say([], read + 2 + waiting_notes.REPEAT_INTERVAL) is None  # scheduled: nothing to say

@@ -1,0 +1,68 @@
+"""The async twin of ``client`` for the triggers: read the job, list its pods, stop it, over a ``KubeApi``.
+
+It holds no connection of its own: the trigger gives it the API of the client lease it holds (leases are
+shared by every trigger of the triggerer), so the kill path, which must build nothing, only needs a lease
+taken earlier. Stopping follows the same ``stopping`` policy as the worker's kill path.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from t9k_provider.jobclient.stopping import STOP_ATTEMPTS, Stopped, preconditions, stop_action
+from t9k_provider.kube.resources import PODS, ResourceType
+
+if TYPE_CHECKING:
+    from t9k_provider.kube.api import KubeApi
+
+
+class AsyncJobClient:
+    def __init__(self, api: KubeApi, rt: ResourceType, namespace: str, name: str) -> None:
+        self.api = api
+        self.rt = rt
+        self.namespace = namespace
+        self.name = name
+
+    async def read(self) -> dict[str, Any]:
+        """The job; raises kube's ``ApiError`` (the trigger tells 404, 401 and transient failures apart)."""
+        return await self.api.get(self.rt, self.namespace, self.name)
+
+    async def pods(self, selector: str | None, log: logging.Logger | Any) -> list[dict[str, Any]]:
+        """The job's pods for the wait's checks; none without a selector, and a failed read only skips this
+        look."""
+        if not selector:
+            return []
+        try:
+            pods, _ = await self.api.list(PODS, self.namespace, label_selector=selector)
+            return pods
+        except Exception as exc:
+            log.debug("cannot list pods of job %s: %s", self.name, exc)
+            return []
+
+    async def stop(self, uid: str | None, identity: dict[str, str] | None = None) -> Stopped:
+        """Stop the job per ``stopping``; raises what the API raises (the kill path reports it)."""
+        for _ in range(STOP_ATTEMPTS):
+            try:
+                job: dict[str, Any] | None = await self.read()
+            except Exception as exc:  # kube's ApiError, told by its flags
+                if not getattr(exc, "not_found", False):
+                    raise
+                job = None
+            action = stop_action(job, uid, identity)
+            if action != "delete":
+                return action
+            seen_uid, version = preconditions(job or {})
+            try:
+                await self.api.delete(
+                    self.rt, self.namespace, self.name, uid=seen_uid, resource_version=version,
+                    propagation="Foreground",
+                )  # fmt: skip
+            except Exception as exc:
+                if getattr(exc, "not_found", False):
+                    return "gone"
+                if not getattr(exc, "conflict", False):
+                    raise
+                continue  # it changed since the read: decide again on a fresh one
+            return "deleted"
+        return "changing"
