@@ -207,6 +207,11 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         self._finish(succeeded=True)
         return value
 
+    def job_failure_is_retried(self) -> bool:
+        """The function's failures decide (``_failure``), not the base operator's ``retry_on_job_failure``,
+        which is off here so that a failed job reaches ``_failure``."""
+        return self.retry_function_failure
+
     def _failure(self, failed: T9kJobFailed) -> AirflowException:
         """The earliest remote traceback of the failed job, retryable unless retrying cannot help."""
         from t9k_provider.decorators import transport

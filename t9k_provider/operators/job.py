@@ -210,7 +210,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         self._kill_aims_at(JobRef(kind, plural, name, namespace, None), task_identity)
         self.log.info("T9k %s %s/%s (connection %s)", kind, namespace, name, self.kubernetes_conn_id)
         starts_run = reattach.starts_a_run(ti, int(self.retries or 0))
-        adoption = Adoption(self.reattach_policy, starts_run, self.retry_on_job_failure)
+        adoption = Adoption(self.reattach_policy, starts_run, self.job_failure_is_retried())
         job = self._client.submit_or_adopt(body, plural, task_identity, adoption)
         ref = JobRef(kind, plural, job["metadata"]["name"], namespace, job["metadata"].get("uid"))
         self._job = ref
@@ -231,6 +231,10 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         if result is None:
             self._defer(ref, limits, targets, logs.cursors if logs else {})
         return result
+
+    def job_failure_is_retried(self) -> bool:
+        """Whether a failed job fails the task retryably, so that Airflow's retry replaces the job."""
+        return self.retry_on_job_failure
 
     def _limits(self, context: Any) -> WaitLimits:
         from t9k_provider.waiting.limits import WaitLimits, execution_deadline
