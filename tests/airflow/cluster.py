@@ -73,6 +73,17 @@ def run(
     return dag_run.state, {ti.task_id: ti.state for ti in dag_run.get_task_instances()}, dag_run.run_id
 
 
+#: What a failed run's output says about why: the task's error, the job's end and the replicas' last words.
+FAILURE_WORDS = ("ERROR", "error", "Error", "Traceback", "failed", "Failed", "exit", "SIG", "Killed")
+
+
+def why_failed(output: str, limit: int = 60) -> str:
+    """The last ``limit`` lines of ``output`` that speak of a failure, for an assertion's message: a failed
+    ``dag.test()`` run's own output is too long to survive a CI log's truncation."""
+    lines = [line for line in output.splitlines() if any(word in line for word in FAILURE_WORDS)]
+    return "\n".join(lines[-limit:])
+
+
 def result_of(dag_id: str, run_id: str, task_id: str = "job") -> Any:
     (result,) = stored_xcoms(dag_id, run_id, task_id, "return_value")
     return result

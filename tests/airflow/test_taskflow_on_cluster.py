@@ -18,7 +18,7 @@ import pytest
 
 from t9k_provider.decorators import manifests, transport
 from t9k_provider.testing import LocalCluster
-from tests.airflow.cluster import DAGS, deferrals, result_of, run
+from tests.airflow.cluster import DAGS, deferrals, result_of, run, why_failed
 from tests.airflow.versions import stored_xcoms
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -32,9 +32,11 @@ needs_deepspeed = pytest.mark.skipif(
 
 
 @needs_torch
-def test_pytorch_function_all_reduces_across_two_workers(cluster: LocalCluster, dags: dict[str, Any]) -> None:
+def test_pytorch_function_all_reduces_across_two_workers(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
     state, tasks, run_id = run(dags, "it_tf_pytorch")
-    assert state == "success", tasks
+    assert state == "success", f"{tasks}\n{why_failed(capfd.readouterr().out)}"
     assert result_of("it_tf_pytorch", run_id, "allreduce") == 3  # (0 + 1) + (1 + 1), step from upstream
 
 
@@ -103,25 +105,31 @@ def test_failures_carry_the_remote_traceback(
     assert "the return value is a builtins.set, which JSON cannot carry" in output
 
 
-def test_tensorflow_function_runs_on_every_worker(cluster: LocalCluster, dags: dict[str, Any]) -> None:
+def test_tensorflow_function_runs_on_every_worker(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
     state, tasks, run_id = run(dags, "it_tf_tensorflow")
-    assert state == "success", tasks
+    assert state == "success", f"{tasks}\n{why_failed(capfd.readouterr().out)}"
     assert result_of("it_tf_tensorflow", run_id, "tf_cluster") == {
         "task": {"type": "worker", "index": 0},
         "workers": 2,
     }
 
 
-def test_xgboost_function_runs_on_the_master_and_workers(cluster: LocalCluster, dags: dict[str, Any]) -> None:
+def test_xgboost_function_runs_on_the_master_and_workers(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
     state, tasks, run_id = run(dags, "it_tf_xgboost")
-    assert state == "success", tasks
+    assert state == "success", f"{tasks}\n{why_failed(capfd.readouterr().out)}"
     result = result_of("it_tf_xgboost", run_id, "rabit_env")
     assert result["RANK"] == "0" and result["WORLD_SIZE"] == "3" and result["master"].endswith("-master-0")
 
 
 @needs_torch
 @needs_deepspeed
-def test_deepspeed_function_runs_in_every_process(cluster: LocalCluster, dags: dict[str, Any]) -> None:
+def test_deepspeed_function_runs_in_every_process(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
     state, tasks, run_id = run(dags, "it_tf_deepspeed")
-    assert state == "success", tasks
+    assert state == "success", f"{tasks}\n{why_failed(capfd.readouterr().out)}"
     assert result_of("it_tf_deepspeed", run_id, "ds_allreduce") == [30, "0", 2]
