@@ -55,10 +55,13 @@ env: $(STAMP)
 WORKERS ?= 3
 PYTEST := pytest -q -n $(WORKERS) --dist loadscope
 UNIT := -m "not cluster and not deployment and not slow"
+# JUNIT=PREFIX writes each part's JUnit XML to PREFIX-main.xml and PREFIX-airflow2.xml (per-test durations:
+# scripts/test_durations.py).
+junit = $(if $(JUNIT),--junitxml=$(abspath $(JUNIT))-$(1).xml)
 
 test: env
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/$(PYTEST)
+	$(VENV)/bin/$(PYTEST) $(call junit,main)
 	$(MAKE) --no-print-directory test-airflow2
 
 test-fast: env
@@ -78,7 +81,8 @@ $(AF2_STAMP): requirements/airflow2.lock pyproject.toml $(STAMP)
 	@touch $(AF2_STAMP)
 
 test-airflow2: $(AF2_STAMP)
-	$(AF2_VENV)/bin/$(PYTEST) -m "not airflow_independent" tests/airflow tests/examples/test_dags.py tests/deployment
+	$(AF2_VENV)/bin/$(PYTEST) $(call junit,airflow2) -m "not airflow_independent" tests/airflow \
+		tests/examples/test_dags.py tests/deployment
 
 # The example training pipeline end to end on the embedded local cluster (see README "Run the example pipeline").
 # Its processes (Airflow, the cluster's) cache their bytecode as Python does by default, also where the
