@@ -1,4 +1,5 @@
-"""Issue 14.4: the controller holding many jobs (each 4 pods) under the simulated kubelet.
+"""The controller holding many jobs (each 4 pods) under the simulated kubelet
+(docs/benchmarks.md#8-controller-at-scale, #9-controller-at-full-scale).
 
 ``jobs`` GenericJobs of 4 replicas (which keep running) are created first from 8 client threads, with the
 controller running. Then, per run: a freshly started controller syncs them all (time from its start until it

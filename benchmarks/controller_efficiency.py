@@ -1,4 +1,5 @@
-"""Issue 7.1: API requests the controller makes over one job's life, against what a perfect controller needs.
+"""API requests the controller makes over one job's life, against what a perfect controller needs
+(docs/benchmarks.md#1-controller-efficiency).
 
 One job at a time on a fresh cluster (simulated kubelet), so the controller's own request counters
 (``t9k_controller_api_requests_total``, by verb and access) before and after belong to that job alone.

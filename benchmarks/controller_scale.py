@@ -1,4 +1,5 @@
-"""Issue 7.2: controller latency and scale with the simulated kubelet (real API server and controller).
+"""Controller latency and scale with the simulated kubelet (real API server and controller;
+docs/benchmarks.md#2-controller-latency-and-scale).
 
 For 1, 50 and 200 GenericJobs of 4 replicas created at once: time from each job's create acknowledgement to
 the last of its 4 pods appearing on a pod watch (p50/p99); controller CPU seconds per 1,000 reconciles, from

@@ -1,4 +1,5 @@
-"""Issue 7.5 and issue 17: DAG parse cost with the provider vs the same DAGs without the provider's code.
+"""DAG parse cost with the provider vs the same DAGs without the provider's code
+(docs/benchmarks.md#5-dag-parse-cost).
 
 * Every DAG of ``dags_examples/``, provider operators vs stand-ins (``PROBE``): each sample is a fresh
   interpreter that imports what both sides share (``DagBag``, ``airflow.sdk``), freezes the garbage
@@ -11,7 +12,7 @@
   ``@task.t9k*`` plain ``@task``), three ways: parsed again and again in one warm interpreter (the DAG
   file's own cost, ``WARM_PROBE``); forked by Airflow's own parsing process (``DagFileProcessorProcess``)
   from a parent that holds what a running ``airflow dag-processor`` holds (``PROCESSOR_PROBE``), timed as
-  the DAG processor times it (fork to result) and by the child's CPU; and, the issue-17 target (within
+  the DAG processor times it (fork to result) and by the child's CPU; and, the target (within
   10%), parsed by a running ``airflow dag-processor`` whose parsing processes time themselves
   (``running_processor_parses``).
 """

@@ -1,4 +1,5 @@
-"""Issue 14.3: `make demo`'s wall time, and where it goes, against the work's own time."""
+"""`make demo`'s wall time, and where it goes, against the work's own time
+(docs/benchmarks.md#11-pipeline-wall-time-make-demo)."""
 
 from __future__ import annotations
 

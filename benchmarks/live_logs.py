@@ -1,4 +1,5 @@
-"""Issue 16.4: what following replica logs live costs the triggerer, 200 deferred tasks, logs on vs off.
+"""What following replica logs live costs the triggerer, 200 deferred tasks, logs on vs off
+(docs/benchmarks.md#6-live-replica-logs-in-the-triggerer).
 
 An API-only local cluster holds ``tasks`` Running GenericJobs, each with one Running worker pod (created
 through the API, its status set by the benchmark: no kubelet, no controller). The benchmark itself writes

@@ -1,4 +1,6 @@
-"""Issue 7.4 (and issue 3's figures): the embedded local cluster's API server on this machine.
+"""The embedded local cluster's API server on this machine (docs/benchmarks.md#4-local-cluster).
+
+Its figures also fill the table of docs/local-cluster.md#performance-on-the-build-machine.
 
 Creates per second (one client, and four in parallel), LIST latency with 10,000 objects, watch delivery
 latency (commit acknowledged -> event received), then the same after 100,000 more writes to the event log,

@@ -76,7 +76,7 @@ from `getrusage` of the reaped child). The two sides alternate in that parent, 3
 warm-up pair: a fork that parses the example, a fork that parses its copy. Last, what counts: a running
 `airflow dag-processor` (Airflow 3.3, a SQLite metadata DB, one parsing process,
 `min_file_process_interval=0`) parses the TaskFlow example and its copy for 30 s per run, the two files in
-turn (the issue-17 target: within 10% of a plain `@task` DAG of the same shape); an `os.register_at_fork` hook
+turn (the target: within 10% of a plain `@task` DAG of the same shape); an `os.register_at_fork` hook
 in its `airflow_local_settings.py` makes every parsing process record its CPU (user + system) and minor page
 faults from the fork to its exit. Each file's first two parses are dropped (they also store the DAG). Then
 again with the provider imported by `airflow_local_settings.py`.""",
@@ -192,7 +192,7 @@ Parsing a DAG file loads only what the constructors of the provider's operators,
 the Kubernetes clients, the job models and every helper that only runs a task (status, reattach, wait limits,
 logs, diagnostics, the call transport, the source analysis) load when a task runs, and a kind's operator class
 (or a decorator's) is built when a DAG first uses it (tests/airflow/test_parse_cost.py pins the modules and
-classes a parse loads). The issue-17 target is measured where it counts: a running `airflow dag-processor`
+classes a parse loads). The target is measured where it counts: a running `airflow dag-processor`
 parses the TaskFlow example and its plain copy in turn, and each parsing process reports its CPU from the fork
 to its exit. In this run the example's parsing process cost 1.05x the plain copy's (110 vs 103 ms, 9,782 vs
 9,678 minor page faults), and 1.00x with the provider imported by `airflow_local_settings.py`; three earlier

@@ -1,4 +1,4 @@
-"""``python -m benchmarks``: run the benchmarks of issues 7, 14, 15 and 16 and rewrite ``docs/benchmarks.md``.
+"""``python -m benchmarks``: run the benchmarks and rewrite ``docs/benchmarks.md``.
 
 By default every section but the opt-in ones (``OPT_IN``: the per-task overhead against the cncf operators,
 the controller at 2,000 and at 10,000 jobs and the triggerer's capacity, each over ten minutes, live logs

@@ -1,4 +1,5 @@
-"""Issue 14.1: per-task overhead of the T9k operator against the cncf-kubernetes operators, side by side.
+"""Per-task overhead of the T9k operator against the cncf-kubernetes operators, side by side
+(docs/benchmarks.md#7-per-task-overhead-against-the-cncf-kubernetes-operators).
 
 One local cluster (real controller, process kubelet) serves both halves of the benchmark, one after the
 other: a fresh Airflow running the DAG of ``benchmarks.overhead_dag`` under ``dag.test()`` (every task and

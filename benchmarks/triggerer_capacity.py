@@ -1,7 +1,8 @@
-"""Issue 14.5: 1,000 deferred T9k tasks on one real ``airflow triggerer``, live logs off and on.
+"""1,000 deferred T9k tasks on one real ``airflow triggerer``, live logs off and on
+(docs/benchmarks.md#12-triggerer-capacity).
 
 An API-only local cluster holds the Running GenericJobs (each with a Running worker pod whose log the
-benchmark writes, as in section 6: no kubelet, no controller). For each run and mode a fresh Airflow home
+benchmark writes, as in ``live_logs``: no kubelet, no controller). For each run and mode a fresh Airflow home
 (SQLite) gets ``tasks`` task instances DEFERRED on ``T9kJobTrigger``-s (``triggerer_db``: the rows a
 deferring ``GenericJobOperator`` leaves), and one real ``airflow triggerer`` picks them up: its supervisor
 process, the trigger-runner process that runs every trigger in one event loop, and its log server. Measured:
@@ -57,7 +58,7 @@ class Pace:
 #: The smoke test's pace (``python -m benchmarks --quick``).
 QUICK_PACE = Pace(line_interval=1.0, quiet=1.0)
 FINISHERS = 8
-#: Targets (the issue names none for this item): a deferred task is seen ending within a second, as a
+#: Targets (set here; no requirement names any): a deferred task is seen ending within a second, as a
 #: job's pods start within a second (section 2); waiting costs next to nothing; the whole triggerer fits in
 #: the memory the controller is given for 10,000 jobs.
 DETECTION_SECONDS = 1.0

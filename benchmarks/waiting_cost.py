@@ -1,4 +1,5 @@
-"""Issue 7.3: what waiting costs on the Airflow side, T9k trigger vs the cncf-kubernetes polling pattern.
+"""What waiting costs on the Airflow side, T9k trigger vs the cncf-kubernetes polling pattern
+(docs/benchmarks.md#3-waiting-cost-on-the-airflow-side).
 
 For each approach, ``tasks`` deferred triggers run in one asyncio loop in a fresh process (``waiters``),
 against the same local cluster (API only: no controller or kubelet, so every request the server counts

@@ -1,6 +1,6 @@
 """The ``@task.t9k*`` decorators the provider registers (``task-decorators`` in its provider info).
 
-``from airflow.sdk import task`` (Airflow 3) or ``from airflow.decorators import task`` (2.11), then
+``from airflow.sdk import task`` (Airflow 3) or ``from airflow.decorators import task`` (Airflow 2.11), then
 ``@task.t9k_pytorch(workers=2)`` on a module-level function: each call in a DAG is a task that runs the
 function on every replica of a PyTorchTrainingJob and returns rank 0's return value as its XCom.
 """

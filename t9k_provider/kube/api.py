@@ -2,8 +2,8 @@
 
 Objects stay plain dicts (no generated models), so built-in and custom resources are handled the same way and
 nothing the server returns is dropped. Every request is reported to an ``ApiMetrics`` by verb and resource;
-the controller's Prometheus counters (issue 7 reads them to measure its API efficiency) implement it, the node
-agents and the triggers pass ``NO_METRICS``.
+the controller's Prometheus counters (read by the benchmark of docs/benchmarks.md#1-controller-efficiency)
+implement it, the node agents and the triggers pass ``NO_METRICS``.
 """
 
 from __future__ import annotations

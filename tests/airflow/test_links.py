@@ -118,7 +118,7 @@ print("RESULT " + json.dumps({{"state": str(run.state), "links": links}}))
 """
 
 
-@airflow3_only("the task runner asks every extra link for its URL when the task ends (3.3)")
+@airflow3_only("the task runner asks every extra link for its URL when the task ends (Airflow 3.3)")
 @pytest.mark.timeout(300)
 def test_task_failing_before_submission_logs_no_xcom_error(tmp_path: Path) -> None:
     """Airflow 3.3's task runner asks every extra link for its URL when the task ends; a failed task must not

@@ -1,6 +1,7 @@
-"""Issue 13's scheduling "Done when" with the real controller: T9k jobs on a node with 2 CPUs (simulated
-kubelet). A 3-replica gang job of 1 CPU each waits whole with the scheduler's message and runs once the node
-grows; two 2-replica gang jobs that do not both fit never interleave partially."""
+"""Gang scheduling within node capacity (docs/local-cluster.md#node-capacity-and-scheduling) with the real
+controller: T9k jobs on a node with 2 CPUs (simulated kubelet). A 3-replica gang job of 1 CPU each waits whole
+with the scheduler's message and runs once the node grows; two 2-replica gang jobs that do not both fit never
+interleave partially."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""End to end on the local cluster with real processes: issue 4's "Done when" list, one job per behaviour.
+"""End to end on the local cluster with real processes, one job per behaviour: success/failure rules,
+training with torch.distributed, TF_CONFIG and XGBoost env, ExitCode restarts up to backoffLimit, pause and
+resume, debug mode, activeDeadlineSeconds, each cleanUpPolicy and the T9k scheduler objects.
 
 One cluster (process kubelet) and one controller process serve the whole module; every test uses its own job
 names, so tests stay independent.

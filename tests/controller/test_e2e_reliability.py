@@ -1,5 +1,6 @@
-"""Reliability requirements on the local cluster: R13 invalid specs, R15 conflicts, R9/5.3 outside deletes,
-create failures surfaced without hot loops, and leader election between two controller processes."""
+"""Reliability requirements (docs/controller.md#reliability-requirements) on the local cluster: invalid specs
+(#r13), status conflicts (#r15), pods deleted from outside (#r9), create failures surfaced without hot loops,
+and leader election between two controller processes."""
 
 from __future__ import annotations
 
@@ -87,7 +88,8 @@ def test_create_rejected_by_the_server_is_surfaced_not_hot_looped(
 def test_foreign_object_with_a_child_name_is_reported_not_adopted(
     jobs: Jobs, controller: ControllerProcess
 ) -> None:
-    """R2: AlreadyExists is success only when the existing object is ours (same controller owner uid)."""
+    """AlreadyExists is success only when the existing object is ours (same controller owner uid;
+    docs/controller.md#r2)."""
     squatter = {"metadata": {"name": "gj-squat-worker-0"}, "spec": {"containers": [
         {"name": "c", "image": "x", "command": ["sleep", "300"]}]}}  # fmt: skip
     jobs.core.create_namespaced_pod(NS, squatter)
@@ -319,7 +321,8 @@ def test_controller_rides_out_an_api_server_restart(cluster_factory: Any, tmp_pa
 def test_elastic_scale_down_removes_out_of_range_pods_and_services(
     cluster_factory: Any, tmp_path: Path
 ) -> None:
-    """R12 end to end: indices >= expectedReplicas lose their pod and Service; ranks stay contiguous."""
+    """docs/controller.md#r12 end to end: indices >= expectedReplicas lose their pod and Service; ranks stay
+    contiguous."""
     cluster = cluster_factory(kubelet="simulated")
     jobs = Jobs(cluster.api_client())
     proc = ControllerProcess(cluster.kubeconfig, tmp_path / "elastic.log")
@@ -351,7 +354,8 @@ def test_elastic_scale_down_removes_out_of_range_pods_and_services(
 def test_evicted_pod_is_replaced_without_using_the_backoff_budget(
     cluster_factory: Any, tmp_path: Path
 ) -> None:
-    """R9: the node evicts a replica (pod Failed, reason Evicted, no exit code): a retryable failure."""
+    """The node evicts a replica (pod Failed, reason Evicted, no exit code): a retryable failure
+    (docs/controller.md#r9)."""
     cluster = cluster_factory(kubelet="simulated")
     jobs = Jobs(cluster.api_client())
     proc = ControllerProcess(cluster.kubeconfig, tmp_path / "evict.log")

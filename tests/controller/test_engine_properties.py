@@ -2,7 +2,8 @@
 any subset of a run of concurrent actions).
 
 Whatever happens, the engine must keep its invariants: no duplicate creates, budgets never exceeded, a
-finished replica never re-run, terminal phases sticky, conditions consistent (R1, R2, R3, R11).
+finished replica never re-run, terminal phases sticky, conditions consistent (docs/controller.md#r1, #r2,
+#r3, #r11).
 """
 
 from __future__ import annotations
@@ -104,16 +105,16 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
         sim.step(write_status=not crash or prefix % 2 == 0, prefix=prefix if crash else None, subset=subset)
 
         status = sim.status
-        # R2: the engine never asks to create what already exists.
+        # The engine never asks to create what already exists (docs/controller.md#r2).
         assert sim.already_exists == []
-        # R3: budgets are enforced on controller recreations.
+        # Budgets are enforced on controller recreations (docs/controller.md#r3).
         if kind == "GenericJob":
             for task in status["tasks"]:
                 for rec in task["replicas"]:
                     assert rec["restartCount"] <= limit_of(kind, rec["name"])
         else:
             assert status["backoffCount"] <= 2
-        # R1: a replica recorded Succeeded (not restarted by Always) is never run again.
+        # A replica recorded Succeeded (not restarted by Always) is never run again (docs/controller.md#r1).
         for task in status["tasks"]:
             for rec in task["replicas"]:
                 if rec["phase"] == "Succeeded" and rec["uid"]:
@@ -127,7 +128,8 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
             assert status["phase"] == terminal
         elif status["phase"] in ("Succeeded", "Failed"):
             terminal = status["phase"]
-        # R11: one condition per type; Running never True together with a terminal condition.
+        # One condition per type; Running never True together with a terminal condition
+        # (docs/controller.md#r11).
         types = [c["type"] for c in status["conditions"]]
         assert len(types) == len(set(types))
         if sim.cond("Completed") is not None and sim.cond("Completed")["status"] == "True":

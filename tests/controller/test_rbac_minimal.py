@@ -1,4 +1,5 @@
-"""The shipped RBAC (deploy/rbac) is sufficient and minimal for the controller (issue 15, item 6).
+"""The shipped RBAC (deploy/rbac, docs/install.md#rbac-what-each-rule-is-for) is sufficient and minimal for
+the controller.
 
 The controller runs as a host process authenticated as the ServiceAccount ``t9k-system/t9k-controller`` (a
 TokenRequest token in a kubeconfig), under the roles of ``deploy/rbac`` applied through the real client; the

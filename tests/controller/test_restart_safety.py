@@ -1,4 +1,5 @@
-"""Restart safety (R1, R2, R3): SIGKILL the controller at 20+ random points across a mixed batch of jobs.
+"""Restart safety (docs/controller.md#restart-safety): SIGKILL the controller at 20+ random points across a
+mixed batch of jobs.
 
 Every pod creation is recorded by an independent watch. For each replica the number of pod objects ever
 created under its name must be exactly what its restart policy allows: 1 for replicas that finish on the first

@@ -1,4 +1,4 @@
-"""The bounded wait init container for replicas that need a peer first (R4).
+"""The bounded wait init container for replicas that need a peer first (docs/controller.md#r4).
 
 A target `host` waits until the name resolves (frameworks retry connections but not unknown hosts);
 `host:port` also waits until the port accepts connections (sshd on SSH workers).

@@ -1,8 +1,9 @@
-"""One reconcile of a replica-based job (every kind but BeamJob): the loop of spec section 12.1.
+"""One reconcile of a replica-based job (every kind but BeamJob): docs/controller.md#the-reconcile-loop.
 
-Order of a decision's actions: PodGroup, companions (Secrets, ConfigMaps, TensorBoard), Services, removal of
-stray pods, then replica pod deletes/creates. Cleanup runs only once the terminal phase is already in the
-observed status (R5b), so a crash between writing the status and deleting never loses `cleanUpPolicy: None`.
+Order of a decision's actions: removal of stray pods, PodGroup, companions (Secrets, ConfigMaps, TensorBoard),
+Services, then replica pod deletes/creates. Cleanup runs only once the terminal phase is already in the
+observed status (docs/controller.md#r5), so a crash between writing the status and deleting never loses
+`cleanUpPolicy: None`.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def _rule_met(rule: dict[str, tuple[int, ...]], phases: dict[tuple[str, int], st
 
 
 def decide_outcome(plan: Plan, rnd: Round) -> tuple[str, str] | None:
-    """(phase, message) when a failure or success rule is met; failure wins (spec section 6)."""
+    """(phase, message) when a failure or success rule is met; failure wins
+    (docs/controller.md#success-and-failure)."""
     phases = {key: rec["phase"] for key, rec in rnd.records.items()}
     for phase, rules, default in (
         ("Failed", plan.failure_rules, plan.failure_message),
@@ -97,7 +99,8 @@ class JobRun:
     # -- observed pods ---------------------------------------------------------------------------
 
     def _sort_pods(self, pods: list[dict[str, Any]]) -> None:
-        """Keep one pod per desired (type, index); delete strays and duplicates (R2, R12)."""
+        """Keep one pod per desired (type, index); delete strays and duplicates
+        (docs/controller.md#r2, #r12)."""
         for pod in sorted(pods, key=_name):
             key = replica_key(pod)
             if key is None:
@@ -168,7 +171,8 @@ class JobRun:
         )
 
     def _cleanup(self, rnd: Round) -> None:
-        """cleanUpPolicy after the end; a deadline failure also stops every unfinished replica (section 6)."""
+        """cleanUpPolicy after the end; a deadline failure also stops every unfinished replica
+        (docs/controller.md#cleanup)."""
         failed = condition(self.prior, "Failed") or {}
         deadline = failed.get("status") == "True" and failed.get("reason") == "DeadlineExceeded"
         policy = self.plan.cleanup_policy
@@ -326,7 +330,8 @@ class JobRun:
     # -- auxiliary objects ---------------------------------------------------------------------------
 
     def _ensure_podgroup(self) -> bool:
-        """True when pods may be created: no T9k scheduler, or its PodGroup is observed (R14)."""
+        """True when pods may be created: no T9k scheduler, or its PodGroup is observed
+        (docs/controller.md#r14)."""
         sched = self.plan.scheduler
         if sched is None:
             return True

@@ -1,5 +1,5 @@
-"""Deterministic child names, labels and owner references (spec section 3); the label keys are the
-contract's (`t9k_provider.jobs.contract`)."""
+"""Deterministic child names, labels and owner references (docs/controller.md#children-names-and-labels);
+the label keys are the contract's (`t9k_provider.jobs.contract`)."""
 
 from __future__ import annotations
 

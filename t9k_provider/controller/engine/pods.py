@@ -74,7 +74,8 @@ def build_pod(
 
 
 def build_service(job: dict[str, Any], group: ReplicaGroup, index: int) -> dict[str, Any]:
-    """Headless, and published before readiness so peers resolve it while it starts (R4)."""
+    """Headless, and published before readiness so peers resolve it while it starts
+    (docs/controller.md#r4)."""
     name = pod_name(job["metadata"]["name"], group.type, index, group.indexed)
     labels = replica_labels(job, group.type, index, name)
     metadata = child_metadata(job, name, labels)

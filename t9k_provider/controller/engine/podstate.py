@@ -1,4 +1,5 @@
-"""What an observed pod says about its replica: phase, training exit code, retryable or not (R9)."""
+"""What an observed pod says about its replica: phase, training exit code, retryable or not
+(docs/controller.md#r9)."""
 
 from __future__ import annotations
 

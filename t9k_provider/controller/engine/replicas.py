@@ -1,8 +1,9 @@
-"""Per-replica decisions: create, keep, restart (with budgets) or stop (spec sections 5, 7.3, R1-R3, R8, R9).
+"""Per-replica decisions: create, keep, restart (with budgets) or stop (docs/controller.md#restarts).
 
-Everything a later reconcile needs to stay restart-safe is in the replica record written to status:
-`restartCount` (per replica), and `replacedUid`, the uid of the pod the controller is replacing, so a failure
-is counted exactly once however many times the same observation is reconciled.
+Everything a later reconcile needs to stay restart-safe (docs/controller.md#restart-safety) is in the
+replica record written to status: `restartCount` (per replica), and `replacedUid`, the uid of the pod the
+controller is replacing, so a failure is counted exactly once however many times the same observation is
+reconciled.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from .pods import build_pod
 from .podstate import PodState, classify, telling_exit_reason
 from .types import Action, Create, Delete, Event
 
-# A pod still terminating this long after its deletion deadline is force-deleted (node lost, R8).
+# A pod still terminating this long after its deletion deadline is force-deleted (node lost,
+# docs/controller.md#r8).
 STUCK_TERMINATING_SECONDS = 300
 
 ACTIVE, PAUSED, STOPPED = "active", "paused", "stopped"
@@ -229,7 +231,7 @@ def _missing(p: _Pass, r: _Replica) -> None:
     """No pod: a finished replica stays finished, an active job creates it (unless it waits its turn)."""
     prior_phase = r.prior.get("phase")
     if prior_phase in ("Succeeded", "Failed"):
-        # A finished replica is never run again, even if its pod is gone (R1).
+        # A finished replica is never run again, even if its pod is gone (docs/controller.md#r1).
         r.record(p, r.prior.get("uid", ""), prior_phase, r.prior.get("containers") or [], r.replaced)
         return
     if p.mode != ACTIVE:
@@ -250,8 +252,8 @@ def _missing(p: _Pass, r: _Replica) -> None:
 
 
 def _paused(p: _Pass, r: _Replica) -> None:
-    """Finished pods hold no resources and keep their logs: a success is never re-run (R1), a permanent
-    failure stays one. A failure not yet handled is deleted and retried on resume."""
+    """Finished pods hold no resources and keep their logs: a success is never re-run (docs/controller.md#r1),
+    a permanent failure stays one. A failure not yet handled is deleted and retried on resume."""
     assert r.pod is not None and r.state is not None
     state = r.state
     if state.phase == "Succeeded" or (state.phase == "Failed" and r.prior.get("phase") == "Failed"):
@@ -287,7 +289,8 @@ def _finished(p: _Pass, r: _Replica) -> None:
     state, uid, rnd = r.state, r.uid, p.rnd
     what = _describe(r.name, state)
     if state.phase == "Failed" and state.infra_failure and r.group.recreatable:
-        # Evictions, node shutdown, no exit code: retryable without charging the budget (R9).
+        # Evictions, node shutdown, no exit code: retryable without charging the budget
+        # (docs/controller.md#r9).
         rnd.actions.append(Delete("v1", "Pod", r.name, uid=uid))
         r.record(p, "", "Creating", state.containers, uid)
         msg = f"{what}; recreating it without charging the restart budget."

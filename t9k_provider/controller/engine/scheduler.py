@@ -1,4 +1,5 @@
-"""The T9k Scheduler PodGroup (spec section 10): created before any pod, deleted at pause and at the end."""
+"""The T9k Scheduler PodGroup (docs/controller.md#t9k-scheduler): created before any pod, deleted at pause and
+at the end."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Status helpers: timestamps, one condition per type, aggregate counts (spec section 7)."""
+"""Status helpers: timestamps, one condition per type, aggregate counts (docs/controller.md#status)."""
 
 from __future__ import annotations
 

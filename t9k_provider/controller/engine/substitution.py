@@ -1,4 +1,5 @@
-"""GenericJob variable substitution in container command, args and env values (spec section 4).
+"""GenericJob variable substitution in container command, args and env values
+(docs/controller.md#genericjob-variable-substitution).
 
 Tokens outside the GenericJob grammar (e.g. Kubernetes' own `$(MASTER_ADDR)`) are left untouched;
 tokens inside it that name an unknown type, rank or port are a spec error.

@@ -1,9 +1,10 @@
 """BeamJob: a FlinkCluster `<job>-flinkcluster`, then a batch/v1 Job `<job>-batchjob` submitting the pipeline
-once the cluster runs; the job's outcome is the submit Job's (section 8.8).
+once the cluster runs; the job's outcome is the submit Job's (docs/controller.md#beamjob).
 
-Decision (spec section 14.7): the submit container gets the Flink endpoint both as env `FLINK_MASTER`
-(`<job>-flinkcluster-jobmanager:8081`, the flink-operator's JobManager Service and REST port) and, unless the
-user already passed them, as the Beam pipeline options `--runner=FlinkRunner --flink_master=<endpoint>`.
+Decision (docs/controller.md#decisions-on-the-open-questions, question 7): the submit container gets the
+Flink endpoint both as env `FLINK_MASTER` (`<job>-flinkcluster-jobmanager:8081`, the flink-operator's
+JobManager Service and REST port) and, unless the user already passed them, as the Beam pipeline options
+`--runner=FlinkRunner --flink_master=<endpoint>`.
 """
 
 from __future__ import annotations

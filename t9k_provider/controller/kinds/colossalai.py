@@ -1,4 +1,5 @@
-"""ColossalAIJob (both API shapes): `colossalai run` on the launcher over SSH (section 8.6)."""
+"""ColossalAIJob (both API shapes): `colossalai run` on the launcher over SSH
+(docs/controller.md#colossalai)."""
 
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ def declared_port(template: dict[str, Any], container: str, name: str | None) ->
 
 
 def add_wait(template: dict[str, Any], container: str, targets: list[str]) -> None:
-    """Prepend the bounded peer wait (R4) to the template's init containers (in place)."""
+    """Prepend the bounded peer wait (docs/controller.md#r4) to the template's init containers (in place)."""
     if not targets:
         return
     image = (container_named(template, container) or {}).get("image", "")

@@ -1,4 +1,5 @@
-"""DeepSpeedJob: sshd workers; worker-0 also runs `deepspeed` over pdsh with /t9k/hostfile (section 8.7)."""
+"""DeepSpeedJob: sshd workers; worker-0 also runs `deepspeed` over pdsh with /t9k/hostfile
+(docs/controller.md#deepspeed)."""
 
 from __future__ import annotations
 

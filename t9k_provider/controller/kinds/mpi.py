@@ -1,4 +1,5 @@
-"""MPIJob (both API shapes, via `spec.normalized()`): mpirun on the launcher over SSH (section 8.5).
+"""MPIJob (both API shapes, via `spec.normalized()`): mpirun on the launcher over SSH
+(docs/controller.md#mpi).
 
 `Succeeded` means the launcher's mpirun exited 0: the program finished, not that its result is right.
 """

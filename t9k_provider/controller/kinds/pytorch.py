@@ -1,4 +1,5 @@
-"""PyTorchTrainingJob: ranks across types, MASTER_*/PET_* env, torchrun launch, elastic scaling (8.2)."""
+"""PyTorchTrainingJob: ranks across types, MASTER_*/PET_* env, torchrun launch, elastic scaling
+(docs/controller.md#pytorch)."""
 
 from __future__ import annotations
 

@@ -155,7 +155,7 @@ def launcher_plan(
     success_message: str,
 ) -> Plan:
     """MPIJob and ColossalAIJob: workers `<job>-worker-<i>` run sshd; the launcher `<job>-launcher` runs
-    `launch` once all workers run (R10), with the hostfile at `hostfile_path`.
+    `launch` once all workers run (docs/controller.md#r10), with the hostfile at `hostfile_path`.
 
     Success and failure follow the launcher; a worker failing for good fails the job at once (fail-fast).
     The PodGroup's minMember counts the workers only: the launcher is created after they run, so requiring

@@ -1,4 +1,5 @@
-"""TensorFlowTrainingJob: TF_CONFIG with short hosts, chief (else worker-0) decides (section 8.3).
+"""TensorFlowTrainingJob: TF_CONFIG with short hosts, chief (else worker-0) decides
+(docs/controller.md#tensorflow).
 
 Decision: `evaluator` is not part of `cluster` (TensorFlow's side-car evaluator is outside the training
 cluster); its own TF_CONFIG carries the training cluster and `task.type: evaluator`.

@@ -30,7 +30,7 @@ def training_plan(
     tensorboard: str | None = None,
 ) -> Plan:
     """Success: the master (index 0 of `master`) succeeded. Failure: any replica failed for good (fail-fast,
-    R7) - or, when elastic, every replica did (the job may go on at a smaller scale, section 8.2)."""
+    docs/controller.md#r7) - or, when elastic, every replica did (the job may go on at a smaller scale)."""
     if elastic_min is not None:
         success = each_replica(groups)
         failure: tuple[dict[str, tuple[int, ...]], ...] = (
@@ -56,7 +56,8 @@ def training_plan(
 
 
 def tensorboard_companion(ctx: JobContext, spec: TensorBoardSpec | None) -> tuple[Companion, ...]:
-    """The TensorBoard `<job>` next to a PyTorch/TensorFlow job (section 8.9); kept after the end."""
+    """The TensorBoard `<job>` next to a PyTorch/TensorFlow job, kept after the end
+    (docs/controller.md#tensorboard)."""
     if spec is None:
         return ()
 

@@ -1,4 +1,5 @@
-"""XGBoostTrainingJob: MASTER_ADDR/PORT, RANK (master 0, worker i+1), WORLD_SIZE; master decides (8.4).
+"""XGBoostTrainingJob: MASTER_ADDR/PORT, RANK (master 0, worker i+1), WORLD_SIZE; master decides
+(docs/controller.md#xgboost).
 
 No peer-wait init container (as in Kubeflow): Rabit retries its tracker connection, while a wait on a master
 that already finished would hold the workers for nothing.

@@ -1,7 +1,8 @@
 """Status writes: a JSON merge patch (RFC 7386) on the ``/status`` subresource, skipped when nothing changed.
 
 The patch carries the resourceVersion the status was computed from, so a write never lands on a job that
-changed since it was read (R15): the server answers 409 and the caller recomputes from fresh state.
+changed since it was read (docs/controller.md#r15): the server answers 409 and the caller recomputes from
+fresh state.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Discovery documents (spec 3.2), rebuilt from the registry on every request so CRDs show up at once."""
+"""Discovery documents, rebuilt from the registry on every request so CRDs show up at once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Watch fan-out: store events become per-watcher queues of ``{"type", "object"}`` frames (spec 3.6).
+"""Watch fan-out: store events become per-watcher queues of ``{"type", "object"}`` frames.
 
 A watcher is registered in the same event-loop step that reads its starting point (the snapshot or the
 history since ``resourceVersion``), so no commit can fall between the two: events arrive exactly once and in

@@ -1,6 +1,6 @@
 """The write pipeline shared by HTTP handlers and in-server controllers: create, update, patch, apply, delete.
 
-Every resource takes the same steps (spec section 4): decode, admission (namespace lifecycle, generateName),
+Every resource takes the same steps: decode, admission (namespace lifecycle, generateName),
 preconditions, the strategy's preparation (defaults, status reset), its canonical form, validation (object
 metadata, then the strategy's kind rules or CRD schema), then one store commit. What differs per resource is
 asked of its strategy (``strategies/``): nothing here names a resource. Nothing reaches the store before

@@ -49,7 +49,8 @@ _DICTIONARY_TAIL = (
 
 
 def _dictionary() -> bytes:
-    """SPDY/3's zlib dictionary for header blocks (spec 2.6.10.1): length-prefixed words, then text."""
+    """SPDY/3's zlib dictionary for header blocks (SPDY draft 3, section 2.6.10.1): length-prefixed words,
+    then text."""
     words = b"".join(struct.pack(">I", len(w)) + w.encode() for w in _DICTIONARY_WORDS.split(","))
     return words + _DICTIONARY_TAIL.encode()
 

@@ -1,4 +1,4 @@
-"""Server-side ``Table`` output for kubectl (spec TB1); a resource's strategy names its columns and cells."""
+"""Server-side ``Table`` output for kubectl; a resource's strategy names its columns and cells."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Request parsing and response encoding shared by the API server's handlers (spec 3.1)."""
+"""Request parsing and response encoding shared by the API server's handlers."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ class Route:
 
 
 def parse_bool(request: web.Request, name: str) -> bool:
-    """Go ``strconv.ParseBool``: ``true/True/TRUE/1/t`` and the false equivalents (spec T3)."""
+    """Go ``strconv.ParseBool``, as kube-apiserver parses query booleans: ``true/True/TRUE/1/t`` and the false
+    equivalents."""
     value = request.query.get(name)
     if value is None or value == "":
         return False
@@ -77,7 +78,7 @@ def error_response(exc: errors.ApiError) -> web.Response:
 
 
 def check_accept(request: web.Request) -> bool:
-    """Whether JSON is acceptable (spec T5); returns True when a Table was asked for."""
+    """Whether JSON is acceptable (else 406 NotAcceptable); returns True when a Table was asked for."""
     accept = request.headers.get("Accept", "")
     if not accept.strip():
         return False

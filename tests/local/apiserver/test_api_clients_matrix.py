@@ -1,4 +1,5 @@
-"""Every API issue 15 added, through both real clients' typed API classes (``kubernetes`` and
+"""Every API served for the install beyond the core kinds (apps/v1 workloads, ReplicationControllers,
+ServiceAccounts, RBAC, APIServices), through both real clients' typed API classes (``kubernetes`` and
 ``kubernetes_asyncio``): create, read, replace (and its 409 on a stale resourceVersion), merge patch, list,
 watch (ADDED/MODIFIED/DELETED of the object), a 422 naming the field, the status and scale subresources
 where the kind has them, and delete. One table row per kind, one scenario for all of them, so that a kind

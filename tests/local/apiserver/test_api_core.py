@@ -1,4 +1,5 @@
-"""Acceptance: transport, discovery, CRUD, metadata, errors, patch, tables (spec 3.1-3.10, 3.17-3.18)."""
+"""Acceptance: transport, discovery, CRUD, metadata, errors, patch, tables
+(docs/local-cluster.md#fidelity-what-behaves-like-kubernetes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Acceptance: CRDs and custom resources (spec 3.10, 3.15, section-0 traps)."""
+"""Acceptance: CRDs and custom resources: establishing, validation, pruning, the status and scale
+subresources, and the patches a real server refuses (strategic merge: 415; a JSON object sent as json-patch:
+400)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance: finalizers, graceful pod deletion, garbage collection, namespaces (spec 3.3 P5-P6, 3.11)."""
+"""Acceptance: finalizers, graceful pod deletion, garbage collection, namespaces, deletecollection."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance: pods/log through the API server on pods run by the process kubelet (spec 3.13)."""
+"""Acceptance: pods/log through the API server on pods run by the process kubelet."""
 
 from __future__ import annotations
 

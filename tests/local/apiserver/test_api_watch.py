@@ -1,4 +1,4 @@
-"""Acceptance: watch semantics (spec 3.6) with the sync and asyncio clients and raw HTTP."""
+"""Acceptance: watch semantics with the sync and asyncio clients and raw HTTP."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Kubernetes ``Status`` error objects with the reasons and messages of the real API server (spec 3.17)."""
+"""Kubernetes ``Status`` error objects with the reasons and messages of the real API server."""
 
 from __future__ import annotations
 
