@@ -11,9 +11,9 @@ from t9k_provider.jobs import ManifestError, load
 from t9k_provider.jobs.contract import TERMINAL_PHASES
 from t9k_provider.kube.timestamps import rfc3339
 
-from .engine.model import SpecError
+from .engine.decision import Decision, Event, Observed
+from .engine.plan import SpecError
 from .engine.status import merge_conditions, sanitized
-from .engine.types import Decision, Event, Observed
 from .kinds.context import JobContext, Keygen
 from .kinds.registry import REGISTRY
 

@@ -15,8 +15,8 @@ from t9k_provider.controller.kinds.registry import WATCHED_CHILD_TYPES
 from t9k_provider.controller.reconcile import reconcile
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
+from t9k_provider.controller.runtime.jobsync import JobSync
 from t9k_provider.controller.runtime.metrics import Metrics
-from t9k_provider.controller.runtime.reconciler import Reconciler
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
@@ -61,10 +61,8 @@ def fake_tools(bin_dir: Path) -> Path:
 TERMINAL = ("Succeeded", "Failed")
 
 
-def offline_reconciler(
-    api: KubeApi, metrics: Metrics, namespace: str, jobs: list[dict[str, Any]]
-) -> Reconciler:
-    """The controller's Reconciler over caches that are never started and hold just ``jobs``: a status
+def offline_reconciler(api: KubeApi, metrics: Metrics, namespace: str, jobs: list[dict[str, Any]]) -> JobSync:
+    """The controller's JobSync over caches that are never started and hold just ``jobs``: a status
     computed from a copy that has changed since meets a 409 Conflict."""
     job_types = [ResourceType(API_VERSION, k, cls.PLURAL) for k, cls in KINDS.items()]
     child_types = [ResourceType(*t) for t in WATCHED_CHILD_TYPES]
@@ -75,7 +73,7 @@ def offline_reconciler(
         caches.add(Informer(api, rt, namespace, indexers={OWNER_INDEX: by_owner}))
     for job in jobs:
         caches.observe(job)
-    return Reconciler(api, caches, EventRecorder(api, metrics, "test"), metrics, reconcile)
+    return JobSync(api, caches, EventRecorder(api, metrics, "test"), metrics, reconcile)
 
 
 class Jobs:

@@ -14,7 +14,7 @@ from typing import Any
 
 from t9k_provider.controller.engine import Create, Decision, Delete, Observed, Patch
 from t9k_provider.controller.reconcile import reconcile
-from t9k_provider.controller.runtime.reconciler import action_runs
+from t9k_provider.controller.runtime.jobsync import action_runs
 from tests.support.builders import make_job
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)

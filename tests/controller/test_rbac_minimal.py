@@ -19,7 +19,7 @@ stays needed as long as one of its grants is, so an unneeded verb on one resourc
 
 Informer (list, watch) and Lease granules need a fresh controller; the others share one controller and a
 namespace per case, so the whole module takes a few minutes. Only the status-conflict scenario runs the
-controller's Reconciler in this process (a conflict in a running controller is a race).
+controller's JobSync in this process (a conflict in a running controller is a race).
 """
 
 from __future__ import annotations
@@ -498,7 +498,7 @@ def drift(s: Scene) -> Check:
 def conflict(s: Scene) -> Check:
     """A status computed from a stale copy of each kind's job hits 409 and the job is re-read (``get``).
 
-    Only a race makes this happen in a running controller, so the controller's Reconciler runs in this
+    Only a race makes this happen in a running controller, so the controller's JobSync runs in this
     process, authenticated as the ServiceAccount, over caches that hold the stale copies."""
     stale = []
     for kind in KINDS:

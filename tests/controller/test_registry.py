@@ -76,4 +76,4 @@ def test_the_import_check_sees_every_spelling() -> None:
         "def late():\n    from t9k_provider.controller import runtime\n",
     ):
         assert upward_imports(source), source
-    assert not upward_imports("from .model import Plan\nfrom t9k_provider.jobs import load\nimport copy")
+    assert not upward_imports("from .plan import Plan\nfrom t9k_provider.jobs import load\nimport copy")

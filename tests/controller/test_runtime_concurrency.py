@@ -14,8 +14,8 @@ from t9k_provider.controller.kinds.registry import WATCHED_CHILD_TYPES
 from t9k_provider.controller.reconcile import reconcile
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
+from t9k_provider.controller.runtime.jobsync import JobSync, action_runs
 from t9k_provider.controller.runtime.metrics import Metrics
-from t9k_provider.controller.runtime.reconciler import Reconciler, action_runs
 from t9k_provider.jobs import API_VERSION, KINDS
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
@@ -88,7 +88,7 @@ async def api_client(cluster: LocalCluster) -> AsyncIterator[Any]:
         yield client
 
 
-def reconciler_for(api: KubeApi, created: dict[str, Any]) -> Reconciler:
+def reconciler_for(api: KubeApi, created: dict[str, Any]) -> JobSync:
     """Caches that are never started: the test hands them the job, the reconciler adds what it writes."""
     metrics = Metrics()
     caches = Caches(JOB_TYPES, [ResourceType(*t) for t in WATCHED_CHILD_TYPES])
@@ -97,7 +97,7 @@ def reconciler_for(api: KubeApi, created: dict[str, Any]) -> Reconciler:
     for rt in [ResourceType(*t) for t in WATCHED_CHILD_TYPES]:
         caches.add(Informer(api, rt, NS, indexers={OWNER_INDEX: by_owner}))
     caches.observe(created)
-    return Reconciler(api, caches, EventRecorder(api, metrics, "test"), metrics, reconcile)
+    return JobSync(api, caches, EventRecorder(api, metrics, "test"), metrics, reconcile)
 
 
 async def pods_of(api: KubeApi, job_name: str) -> list[str]:

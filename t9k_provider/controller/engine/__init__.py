@@ -5,6 +5,6 @@ The entry point above it is `t9k_provider.controller.reconcile` (docs/architectu
 
 from __future__ import annotations
 
-from .types import Action, ChildType, Create, Decision, Delete, Event, Observed, Patch
+from .decision import Action, ChildType, Create, Decision, Delete, Event, Observed, Patch
 
 __all__ = ["Action", "ChildType", "Create", "Decision", "Delete", "Event", "Observed", "Patch"]

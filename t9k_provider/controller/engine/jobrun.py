@@ -14,14 +14,14 @@ from typing import Any
 from t9k_provider.jobs.contract import TERMINAL_PHASES
 from t9k_provider.kube.timestamps import parse_time, rfc3339
 
-from .model import Plan
+from .decision import Action, ChildType, Create, Decision, Delete, Event, Patch
 from .names import pod_name, replica_key
+from .plan import Plan
+from .podgroups import PODGROUP_API_VERSION, PODGROUP_KIND, build_podgroup, podgroup_drift
 from .pods import build_service
 from .podstate import classify
 from .replicas import ACTIVE, PAUSED, STOPPED, Round, evaluate
-from .scheduler import PODGROUP_API_VERSION, PODGROUP_KIND, build_podgroup, podgroup_drift
 from .status import NO_REASON, aggregate, condition, condition_true, merge_conditions, sanitized
-from .types import Action, ChildType, Create, Decision, Delete, Event, Patch
 
 # What a JobRun creates for every Plan; a kind declares its companions' types on top.
 CHILD_TYPES = (

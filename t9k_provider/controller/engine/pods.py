@@ -12,8 +12,8 @@ from t9k_provider.jobs.contract import (
     T9K_SCHEDULER_NAME,
 )
 
-from .model import ModeOverride, Plan, ReplicaGroup
 from .names import child_metadata, pod_name, replica_labels
+from .plan import ModeOverride, Plan, ReplicaGroup
 
 
 def training_container(spec: dict[str, Any], name: str) -> dict[str, Any] | None:

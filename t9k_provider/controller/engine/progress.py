@@ -12,10 +12,10 @@ from typing import Any
 from t9k_provider.jobs.contract import TERMINAL_PHASES
 from t9k_provider.kube.timestamps import rfc3339
 
+from .decision import Create, Decision, Event
 from .jobrun import CLEANUP_REQUEUE_SECONDS
-from .model import Progress
+from .plan import Progress
 from .status import merge_conditions, sanitized
-from .types import Create, Decision, Event
 
 
 def progress_decision(job: dict[str, Any], progress: Progress, now: datetime) -> Decision:

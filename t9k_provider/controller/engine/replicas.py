@@ -16,11 +16,11 @@ from t9k_provider.jobs.constants import RETRYABLE_EXIT_CODES
 from t9k_provider.jobs.contract import ANNOTATION_RESTART_COUNT
 from t9k_provider.kube.timestamps import parse_time
 
-from .model import Plan, ReplicaGroup
+from .decision import Action, Create, Delete, Event
 from .names import pod_name
+from .plan import Plan, ReplicaGroup
 from .pods import build_pod
 from .podstate import PodState, classify, telling_exit_reason
-from .types import Action, Create, Delete, Event
 
 # A pod still terminating this long after its deletion deadline is force-deleted (node lost,
 # docs/controller.md#r8).

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .model import SpecError
+from .plan import SpecError
 
 _TOKEN = re.compile(
     r"\$\((?:(?P<type>type)|(?P<rank>rank)|replicas\[(?P<replicas>[^\]]*)\]"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from t9k_provider.controller.engine.model import Progress
-from t9k_provider.controller.engine.types import ChildType, Delete
+from t9k_provider.controller.engine.decision import ChildType, Delete
+from t9k_provider.controller.engine.plan import Progress
 from t9k_provider.jobs.beam import BeamJob
 from t9k_provider.jobs.contract import batch_job_name
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from t9k_provider.controller.engine.model import Plan
+from t9k_provider.controller.engine.plan import Plan
 from t9k_provider.jobs.colossalai import ColossalAIJob, launch_arg_pairs
 
 from .context import JobContext

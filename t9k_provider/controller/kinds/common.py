@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from t9k_provider.controller.engine.initwait import wait_container
-from t9k_provider.controller.engine.model import ModeOverride, SchedulerPlan
+from t9k_provider.controller.engine.plan import ModeOverride, SchedulerPlan
 from t9k_provider.jobs.common import ElasticConfig, RunMode, SchedulePolicy
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from t9k_provider.controller.engine.model import Plan, ReplicaGroup
+from t9k_provider.controller.engine.plan import Plan, ReplicaGroup
 from t9k_provider.jobs.deepspeed import DeepSpeedJob
 
 from .common import container_named, elastic_replicas, pick_container, scheduler_plan

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from t9k_provider.controller.engine.model import Plan
+from t9k_provider.controller.engine.plan import Plan
 from t9k_provider.jobs.mpi import MPIJob, NormalizedMPIJob
 
 from .context import JobContext

@@ -13,9 +13,9 @@ from typing import Any
 
 from t9k_provider import jobs
 from t9k_provider.controller.engine import jobrun
-from t9k_provider.controller.engine.model import Plan, Progress
+from t9k_provider.controller.engine.decision import ChildType, Decision
+from t9k_provider.controller.engine.plan import Plan, Progress
 from t9k_provider.controller.engine.progress import progress_decision
-from t9k_provider.controller.engine.types import ChildType, Decision
 from t9k_provider.jobs import T9kJob
 
 from . import beam, colossalai, deepspeed, generic, mpi, pytorch, ssh, tensorflow, xgboost

@@ -14,8 +14,8 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from t9k_provider.controller.engine.model import Companion, Plan, ReplicaGroup
-from t9k_provider.controller.engine.types import ChildType
+from t9k_provider.controller.engine.decision import ChildType
+from t9k_provider.controller.engine.plan import Companion, Plan, ReplicaGroup
 from t9k_provider.jobs.ssh import NormalizedSSHJob
 
 from .common import add_wait, container_named, mode_fields, scheduler_plan, set_command, with_env

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.controller.engine.model import Companion, Plan, ReplicaGroup
-from t9k_provider.controller.engine.types import ChildType
+from t9k_provider.controller.engine.decision import ChildType
+from t9k_provider.controller.engine.plan import Companion, Plan, ReplicaGroup
 from t9k_provider.jobs.common import RunMode, RunPolicy, SchedulePolicy, TensorBoardSpec
 
 from .common import mode_fields, scheduler_plan

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from t9k_provider.controller.engine.model import Plan, ReplicaGroup
+from t9k_provider.controller.engine.plan import Plan, ReplicaGroup
 from t9k_provider.jobs.common import TrainingReplicaSpec
 from t9k_provider.jobs.training import XGBoostTrainingJob
 

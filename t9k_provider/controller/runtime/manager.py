@@ -17,9 +17,9 @@ from kubernetes_asyncio.client import ApiClient
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
 from t9k_provider.controller.runtime.health import health_app, metrics_app, serve
+from t9k_provider.controller.runtime.jobsync import Engine, JobKey, JobSync, NotLeader
 from t9k_provider.controller.runtime.leader import LeaderElector
 from t9k_provider.controller.runtime.metrics import Metrics
-from t9k_provider.controller.runtime.reconciler import Engine, JobKey, NotLeader, Reconciler
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner, controller_ref
 from t9k_provider.kube.resources import ResourceType
@@ -80,7 +80,7 @@ class Manager:
             if settings.leader_elect
             else None
         )
-        self.reconciler = Reconciler(
+        self.reconciler = JobSync(
             self.api,
             self.caches,
             EventRecorder(self.api, self.metrics, self.identity),

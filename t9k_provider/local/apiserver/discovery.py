@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.local.apiserver.generic.resources import Resource
-from t9k_provider.local.apiserver.registry import BUILTIN, Registry
+from t9k_provider.local.apiserver.served import BUILTIN, ServedResources
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -44,7 +44,7 @@ def api_versions(address: str) -> dict[str, Any]:
     }
 
 
-def _sorted_groups(registry: Registry) -> list[tuple[str, list[str]]]:
+def _sorted_groups(registry: ServedResources) -> list[tuple[str, list[str]]]:
     groups = registry.group_versions()
     named = [g for g in groups if g]
     order = [g for g in _BUILTIN_GROUPS if g in named] + sorted(g for g in named if g not in _BUILTIN_GROUPS)
@@ -56,7 +56,7 @@ def _group_entry(group: str, versions: list[str]) -> dict[str, Any]:
     return {"name": group, "versions": entries, "preferredVersion": entries[0]}
 
 
-def api_group_list(registry: Registry) -> dict[str, Any]:
+def api_group_list(registry: ServedResources) -> dict[str, Any]:
     return {
         "kind": "APIGroupList",
         "apiVersion": "v1",
@@ -64,7 +64,7 @@ def api_group_list(registry: Registry) -> dict[str, Any]:
     }
 
 
-def api_group(registry: Registry, group: str) -> dict[str, Any] | None:
+def api_group(registry: ServedResources, group: str) -> dict[str, Any] | None:
     versions = registry.group_versions().get(group)
     if not group or not versions:
         return None
@@ -103,7 +103,7 @@ def _resource_entries(res: Resource) -> list[dict[str, Any]]:
     return entries
 
 
-def api_resource_list(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
+def api_resource_list(registry: ServedResources, group: str, version: str) -> dict[str, Any] | None:
     served = registry.in_version(group, version)
     if not served:
         return None

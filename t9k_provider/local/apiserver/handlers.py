@@ -24,7 +24,7 @@ from t9k_provider.local.apiserver.hub import Hub
 from t9k_provider.local.apiserver.listing import ItemCache, list_objects
 from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects, WriteOptions, store_key
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.served import ServedResources
 from t9k_provider.local.apiserver.strategies.accessreviews import ReviewStrategy
 from t9k_provider.local.apiserver.tokenrequests import token_request
 from t9k_provider.local.apiserver.tokens import TokenSigner
@@ -53,7 +53,7 @@ USER = "t9k-local.user"  # the request key the server's middleware keeps the aut
 
 class Handlers:
     def __init__(
-        self, objects: Objects, hub: Hub, registry: Registry, state_dir: Path, node: NodeStreams
+        self, objects: Objects, hub: Hub, registry: ServedResources, state_dir: Path, node: NodeStreams
     ) -> None:
         self.objects = objects
         self.items = ItemCache(objects)

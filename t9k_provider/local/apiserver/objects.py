@@ -22,7 +22,7 @@ from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.generic.validation import invalid, validate_create, validate_update
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.served import ServedResources
 from t9k_provider.local.apiserver.strategies import namespaces
 from t9k_provider.local.apiserver.wire import load_yaml
 from t9k_provider.local.machinery import fielderrors as fe
@@ -89,7 +89,7 @@ def _strip_system(obj: dict[str, Any], *, include_status: bool) -> dict[str, Any
 class Objects:
     """Typed access to stored objects with the real API server's semantics."""
 
-    def __init__(self, store: Store, registry: Registry) -> None:
+    def __init__(self, store: Store, registry: ServedResources) -> None:
         self.store = store
         self.registry = registry
 

@@ -22,7 +22,7 @@ import kubernetes_asyncio.client.models as models
 
 from t9k_provider.local.apiserver.discovery import KUBERNETES_VERSION
 from t9k_provider.local.apiserver.generic.resources import Resource
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.served import ServedResources
 
 _MODEL_NAME = re.compile(r"^([A-Z][a-z]+)?(V\d+(?:(?:alpha|beta)\d+)?)([A-Z]\w*)$")
 _LIST = re.compile(r"^list\[(.+)\]$")
@@ -158,7 +158,7 @@ def _gv_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
-def root(registry: Registry) -> dict[str, Any]:
+def root(registry: ServedResources) -> dict[str, Any]:
     paths = {}
     for group, versions in registry.group_versions().items():
         for version in versions:
@@ -167,7 +167,7 @@ def root(registry: Registry) -> dict[str, Any]:
     return {"paths": paths}
 
 
-def document(registry: Registry, gv_path: str) -> dict[str, Any] | None:
+def document(registry: ServedResources, gv_path: str) -> dict[str, Any] | None:
     parts = gv_path.split("/")
     if parts[:1] == ["api"] and len(parts) == 2:
         group, version = "", parts[1]

@@ -19,7 +19,7 @@ from t9k_provider.local.apiserver.handlers import USER, Handlers
 from t9k_provider.local.apiserver.hub import Hub
 from t9k_provider.local.apiserver.node import NodeStreams
 from t9k_provider.local.apiserver.objects import Objects
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.served import ServedResources
 from t9k_provider.local.apiserver.strategies import rbac
 from t9k_provider.local.apiserver.strategies.crds import CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.endpoints import kubernetes_endpoints
@@ -46,7 +46,7 @@ class ControlLoop(Protocol):
 
 
 #: Builds the server's controllers from its objects, registry and the CA bundle it publishes.
-ControllersFactory = Callable[[Objects, Registry, str], ControlLoop]
+ControllersFactory = Callable[[Objects, ServedResources, str], ControlLoop]
 HEALTH_PATHS = {"/healthz", "/livez", "/readyz"}
 HOST = "127.0.0.1"
 IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)  # Linux; Python exposes the constant only from 3.12
@@ -77,7 +77,7 @@ class ApiServer:
         self.port = port
         self.ssl_context = ssl_context
         self.store = Store(state_dir / "store.db")
-        self.registry = Registry()
+        self.registry = ServedResources()
         self.objects = Objects(self.store, self.registry)
         self.hub = Hub(self.store)
         self.handlers = Handlers(self.objects, self.hub, self.registry, state_dir, node)

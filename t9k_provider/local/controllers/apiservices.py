@@ -4,7 +4,7 @@ APIService's Available condition."""
 
 from __future__ import annotations
 
-from t9k_provider.local.apiserver.registry import BUILTIN
+from t9k_provider.local.apiserver.served import BUILTIN
 from t9k_provider.local.apiserver.strategies.apiservices import (
     AUTOMANAGED,
     local_api_service,

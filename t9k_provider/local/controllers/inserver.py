@@ -11,7 +11,7 @@ import logging
 from datetime import datetime, timezone
 
 from t9k_provider.local.apiserver.objects import Objects
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.served import ServedResources
 from t9k_provider.local.controllers.apiservices import ApiServiceController
 from t9k_provider.local.controllers.clusterroles import ClusterRoleAggregator
 from t9k_provider.local.controllers.crds import CrdController
@@ -31,7 +31,7 @@ MIN_PASS_INTERVAL = 0.05
 class ServerControllers:
     """Every server-side controller, in one task woken by the store's events."""
 
-    def __init__(self, objects: Objects, registry: Registry, root_ca: str = "") -> None:
+    def __init__(self, objects: Objects, registry: ServedResources, root_ca: str = "") -> None:
         side = ServerSide(objects, registry)
         self.garbage = GarbageCollector(side)
         self.controllers: list[ServerController] = [

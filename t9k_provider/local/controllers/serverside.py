@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.served import ServedResources
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 class ServerSide:
     """What the server-side controllers write through, and the failures they take in their stride."""
 
-    def __init__(self, objects: Objects, registry: Registry) -> None:
+    def __init__(self, objects: Objects, registry: ServedResources) -> None:
         self.objects = objects
         self.registry = registry
         self.store = objects.store

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 from t9k_provider.local.apiserver.objects import STATUS_WRITE, DeleteOptions, Objects
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.served import ServedResources
 from t9k_provider.local.controllers.inserver import ServerControllers
 from t9k_provider.local.storage.store import Store
 
 
 def test_every_write_path_leaves_each_stored_object_equal_to_its_text(tmp_path: Path) -> None:
-    registry = Registry()
+    registry = ServedResources()
     store = Store(tmp_path / "store.db")
     objects = Objects(store, registry)
     ns, pods, cms = (registry.lookup("", "v1", r) for r in ("namespaces", "pods", "configmaps"))

@@ -13,7 +13,7 @@ from t9k_provider.local.apiserver import hub as hub_module
 from t9k_provider.local.apiserver.handlers import Handlers
 from t9k_provider.local.apiserver.hub import Hub, Watcher
 from t9k_provider.local.apiserver.objects import Objects
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.served import ServedResources
 from t9k_provider.local.kubelet.streaming import ContainerStreams
 from t9k_provider.local.storage.store import Store
 
@@ -83,7 +83,7 @@ async def test_a_watch_closed_for_its_backlog_ends_after_the_queued_frames(
 ) -> None:
     """The stream ends at once (the client re-watches from its last version), not at its timeout."""
     monkeypatch.setattr(hub_module, "MAX_PENDING", 3)
-    registry = Registry()
+    registry = ServedResources()
     objects = Objects(Store(tmp_path / "s.db"), registry)
     namespaces, configmaps = registry.lookup("", "v1", "namespaces"), registry.lookup("", "v1", "configmaps")
     assert namespaces is not None and configmaps is not None

@@ -12,7 +12,7 @@ import pytest
 
 from t9k_provider.local.apiserver import strategies
 from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
-from t9k_provider.local.apiserver.registry import BUILTIN, Registry
+from t9k_provider.local.apiserver.served import BUILTIN, ServedResources
 
 APISERVER = Path(strategies.__file__).parent.parent
 # The generic write pipeline: what it does must not depend on which resource it writes.
@@ -114,4 +114,4 @@ def test_registered_resources_are_distinct_and_have_strategies() -> None:
         assert not r.strategy.custom, r.plural
         if "scale" in r.subresources:
             assert r.strategy.scale, f"{r.plural} serves scale but names no replica paths"
-    assert Registry().lookup("", "v1", "pods") is next(r for r in BUILTIN if r.plural == "pods")
+    assert ServedResources().lookup("", "v1", "pods") is next(r for r in BUILTIN if r.plural == "pods")

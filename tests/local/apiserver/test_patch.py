@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from t9k_provider.local.apiserver.registry import BUILTIN
+from t9k_provider.local.apiserver.served import BUILTIN
 from t9k_provider.local.machinery.jsonvalues import json_equal
 from t9k_provider.local.machinery.patch import apply_patch, json_patch, merge_patch
 from t9k_provider.local.machinery.patcherrors import PatchError

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from t9k_provider.local.apiserver.registry import BUILTIN
+from t9k_provider.local.apiserver.served import BUILTIN
 from t9k_provider.local.machinery.selectors import (
     FieldGetter,
     SelectorError,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from t9k_provider.local.apiserver.generic import validation
 from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.generic.validation import invalid_message
-from t9k_provider.local.apiserver.registry import BUILTIN
+from t9k_provider.local.apiserver.served import BUILTIN
 from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
 from t9k_provider.local.machinery import fielderrors as fe
 from t9k_provider.local.machinery.fielderrors import Cause

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects
-from t9k_provider.local.apiserver.registry import Registry
+from t9k_provider.local.apiserver.served import ServedResources
 from t9k_provider.local.controllers.eventttl import EVENT_TTL_SECONDS
 from t9k_provider.local.controllers.inserver import ServerControllers
 from t9k_provider.local.machinery.jsonvalues import json_copy
 from t9k_provider.local.storage.store import Store
 
 
-def make(tmp_path: Path) -> tuple[Objects, ServerControllers, Registry]:
-    registry = Registry()
+def make(tmp_path: Path) -> tuple[Objects, ServerControllers, ServedResources]:
+    registry = ServedResources()
     objects = Objects(Store(tmp_path / "store.db"), registry)
     ns = registry.lookup("", "v1", "namespaces")
     assert ns is not None
@@ -170,7 +170,7 @@ def test_gc_checks_every_dependent_after_a_restart(tmp_path: Path) -> None:
     objects.create(cms, "default", _configmap("child", owner))
     objects.store.delete(("", "configmaps", "default", "owner"))  # under the controller's feet
     objects.store.close()
-    registry = Registry()
+    registry = ServedResources()
     restarted = Objects(Store(tmp_path / "store.db"), registry)
     ServerControllers(restarted, registry).reconcile()
     assert restarted.store.get(("", "configmaps", "default", "child")) is None

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import ChildType, Delete
+from .decision import ChildType, Delete
 
 
 class SpecError(ValueError):

@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from t9k_provider.controller.engine.decision import Create, Decision, Delete, Observed, Patch
 from t9k_provider.controller.engine.status import condition, merge_conditions
-from t9k_provider.controller.engine.types import Create, Decision, Delete, Observed, Patch
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
 from t9k_provider.controller.runtime.metrics import Metrics
@@ -58,7 +58,9 @@ class _Failure:
     message: str
 
 
-class Reconciler:
+class JobSync:
+    """Syncs one job at a time: the runtime's side of ``reconcile``, which only decides."""
+
     def __init__(
         self,
         api: KubeApi,

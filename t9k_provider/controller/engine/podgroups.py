@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import SchedulerPlan
 from .names import child_metadata
+from .plan import SchedulerPlan
 
 PODGROUP_API_VERSION = "scheduler.tensorstack.dev/v1beta1"
 PODGROUP_KIND = "PodGroup"

@@ -56,7 +56,7 @@ BUILTIN: list[Resource] = [
 ]
 
 
-class Registry:
+class ServedResources:
     """Resources by (group, version, plural) plus kind lookup; custom resources come and go with CRDs."""
 
     def __init__(self) -> None:
