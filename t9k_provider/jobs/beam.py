@@ -6,12 +6,12 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from t9k_provider.jobs.base import KubeObject, Model
-from t9k_provider.jobs.common import DebugMode, SchedulePolicy
+from t9k_provider.jobs.basemodel import KubeObject, Model
 from t9k_provider.jobs.contract import BATCH_JOB_SUFFIX, Leader
-from t9k_provider.jobs.job import JobSpec, T9kJob
+from t9k_provider.jobs.envelope import JobSpec, T9kJob
+from t9k_provider.jobs.podtemplates import Issues, template_issues
+from t9k_provider.jobs.specparts import DebugMode, SchedulePolicy
 from t9k_provider.jobs.status import BeamJobStatus
-from t9k_provider.jobs.templates import Issues, template_issues
 
 
 class FlinkClusterTemplate(Model):

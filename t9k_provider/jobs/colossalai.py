@@ -6,10 +6,11 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from t9k_provider.jobs.base import KubeObject, Model
-from t9k_provider.jobs.common import ReplicaSpec
+from t9k_provider.jobs.basemodel import KubeObject, Model
 from t9k_provider.jobs.contract import Leader
-from t9k_provider.jobs.job import T9kJob
+from t9k_provider.jobs.envelope import T9kJob
+from t9k_provider.jobs.podtemplates import Issues
+from t9k_provider.jobs.specparts import ReplicaSpec
 from t9k_provider.jobs.ssh import (
     DEFAULT_SSH_MOUNT_PATH,
     DEFAULT_SSHD_PATH,
@@ -19,7 +20,6 @@ from t9k_provider.jobs.ssh import (
     SSHSettings,
     no_restart,
 )
-from t9k_provider.jobs.templates import Issues
 
 
 def launch_arg_pairs(args: list[str]) -> list[tuple[int, str]]:

@@ -23,8 +23,8 @@ import yaml
 from pydantic import BaseModel
 
 from t9k_provider.jobs.constants import GROUP, VERSION
-from t9k_provider.jobs.job import T9kJob
-from t9k_provider.jobs.manifest import KINDS
+from t9k_provider.jobs.envelope import T9kJob
+from t9k_provider.jobs.loading import KINDS
 
 CATEGORIES = ["t9k-jobs"]
 HEADER = "# Generated from t9k_provider/jobs by `make crds`; do not edit by hand.\n"

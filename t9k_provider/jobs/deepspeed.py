@@ -6,12 +6,18 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from t9k_provider.jobs.base import KubeObject, Model, StringOrList
-from t9k_provider.jobs.common import ElasticConfig, RunMode, RunPolicy, SchedulePolicy, TrainingRestartPolicy
+from t9k_provider.jobs.basemodel import KubeObject, Model, StringOrList
 from t9k_provider.jobs.contract import Leader
-from t9k_provider.jobs.job import JobSpec, T9kJob
-from t9k_provider.jobs.replicas import run_mode_issues
-from t9k_provider.jobs.templates import Issues, mount_issues, template_issues
+from t9k_provider.jobs.envelope import JobSpec, T9kJob
+from t9k_provider.jobs.podtemplates import Issues, mount_issues, template_issues
+from t9k_provider.jobs.replicachecks import run_mode_issues
+from t9k_provider.jobs.specparts import (
+    ElasticConfig,
+    RunMode,
+    RunPolicy,
+    SchedulePolicy,
+    TrainingRestartPolicy,
+)
 
 # Paths the controller mounts into every worker (T9k docs: users must not mount over them).
 DEEPSPEED_RESERVED_PATHS = ("/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env")

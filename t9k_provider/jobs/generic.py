@@ -6,12 +6,12 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from t9k_provider.jobs.base import RankValue
-from t9k_provider.jobs.common import CleanUpPolicy, ReplicaSpec, RunMode, SchedulePolicy, ServiceOption
+from t9k_provider.jobs.basemodel import RankValue
 from t9k_provider.jobs.contract import Leader
-from t9k_provider.jobs.job import JobSpec, T9kJob
-from t9k_provider.jobs.replicas import duplicate_type_issues, run_mode_issues, type_name_issues
-from t9k_provider.jobs.templates import Issues, template_issues
+from t9k_provider.jobs.envelope import JobSpec, T9kJob
+from t9k_provider.jobs.podtemplates import Issues, template_issues
+from t9k_provider.jobs.replicachecks import duplicate_type_issues, run_mode_issues, type_name_issues
+from t9k_provider.jobs.specparts import CleanUpPolicy, ReplicaSpec, RunMode, SchedulePolicy, ServiceOption
 
 # A rule maps replica types to ranks; it holds when every listed replica is in the rule's state.
 FinishedRule = dict[str, list[RankValue]]

@@ -6,9 +6,9 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from t9k_provider.jobs.base import KubeObject, Model
+from t9k_provider.jobs.basemodel import KubeObject, Model
 from t9k_provider.jobs.contract import Leader
-from t9k_provider.jobs.job import T9kJob
+from t9k_provider.jobs.envelope import T9kJob
 from t9k_provider.jobs.ssh import (
     DEFAULT_SSH_MOUNT_PATH,
     DEFAULT_SSHD_PATH,

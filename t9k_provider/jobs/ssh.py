@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import Field
 
-from t9k_provider.jobs.base import Model
-from t9k_provider.jobs.common import ReplicaSpec, RestartPolicy, RunMode, SchedulePolicy, WorkersRunPolicy
-from t9k_provider.jobs.job import JobSpec
-from t9k_provider.jobs.replicas import allowed_type_issues, duplicate_type_issues, run_mode_issues
-from t9k_provider.jobs.templates import Issues, container_index, containers, mount_issues, template_issues
+from t9k_provider.jobs.basemodel import Model
+from t9k_provider.jobs.envelope import JobSpec
+from t9k_provider.jobs.podtemplates import Issues, container_index, containers, mount_issues, template_issues
+from t9k_provider.jobs.replicachecks import allowed_type_issues, duplicate_type_issues, run_mode_issues
+from t9k_provider.jobs.specparts import ReplicaSpec, RestartPolicy, RunMode, SchedulePolicy, WorkersRunPolicy
 
 DEFAULT_SSH_MOUNT_PATH = "/root/.ssh"
 DEFAULT_SSHD_PATH = "/usr/sbin/sshd"

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from t9k_provider.jobs.base import StatusModel
+from t9k_provider.jobs.basemodel import StatusModel
 from t9k_provider.jobs.contract import OLD_CONDITION_TYPES, BeamJobPhase, JobPhase, ReplicaPhase
 
 ConditionStatus = Literal["True", "False", "Unknown"]

@@ -6,8 +6,17 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from t9k_provider.jobs.base import IntOrString, Model
-from t9k_provider.jobs.common import (
+from t9k_provider.jobs.basemodel import IntOrString, Model
+from t9k_provider.jobs.contract import Leader
+from t9k_provider.jobs.envelope import JobSpec, T9kJob
+from t9k_provider.jobs.podtemplates import Issues, template_issues
+from t9k_provider.jobs.replicachecks import (
+    allowed_type_issues,
+    duplicate_type_issues,
+    run_mode_issues,
+    type_name_issues,
+)
+from t9k_provider.jobs.specparts import (
     ElasticConfig,
     PyTorchReplicaSpec,
     RunMode,
@@ -16,15 +25,6 @@ from t9k_provider.jobs.common import (
     TensorBoardSpec,
     TrainingReplicaSpec,
 )
-from t9k_provider.jobs.contract import Leader
-from t9k_provider.jobs.job import JobSpec, T9kJob
-from t9k_provider.jobs.replicas import (
-    allowed_type_issues,
-    duplicate_type_issues,
-    run_mode_issues,
-    type_name_issues,
-)
-from t9k_provider.jobs.templates import Issues, template_issues
 
 
 class TorchrunConfig(Model):

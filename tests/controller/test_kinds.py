@@ -15,7 +15,7 @@ from t9k_provider.controller.kinds.pytorch import elastic_counts
 from t9k_provider.controller.kinds.registry import REGISTRY
 from t9k_provider.controller.kinds.ssh import generate_keypair
 from t9k_provider.jobs import KINDS
-from t9k_provider.jobs.common import PyTorchReplicaSpec
+from t9k_provider.jobs.specparts import PyTorchReplicaSpec
 from tests.controller.engine_sim import Sim, job
 from tests.support.builders import make_container, make_template
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from t9k_provider.controller.engine.initwait import wait_container
 from t9k_provider.controller.engine.plan import ModeOverride, SchedulerPlan
-from t9k_provider.jobs.common import ElasticConfig, RunMode, SchedulePolicy
+from t9k_provider.jobs.specparts import ElasticConfig, RunMode, SchedulePolicy
 
 
 def debug_overrides(run_mode: RunMode | None, types: list[str]) -> dict[str, ModeOverride] | None:

@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from t9k_provider.controller.engine.plan import Plan, ReplicaGroup
-from t9k_provider.jobs.common import PyTorchReplicaSpec
+from t9k_provider.jobs.specparts import PyTorchReplicaSpec
 from t9k_provider.jobs.training import PyTorchTrainingJob, TorchrunConfig
 
 from .common import (

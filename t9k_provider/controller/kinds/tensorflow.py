@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from t9k_provider.controller.engine.plan import Plan, ReplicaGroup
-from t9k_provider.jobs.common import TrainingReplicaSpec
+from t9k_provider.jobs.specparts import TrainingReplicaSpec
 from t9k_provider.jobs.training import TensorFlowTrainingJob
 
 from .common import declared_port, ensure_port, with_env

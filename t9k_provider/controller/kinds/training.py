@@ -6,7 +6,7 @@ from typing import Any
 
 from t9k_provider.controller.engine.decision import ChildType
 from t9k_provider.controller.engine.plan import Companion, Plan, ReplicaGroup
-from t9k_provider.jobs.common import RunMode, RunPolicy, SchedulePolicy, TensorBoardSpec
+from t9k_provider.jobs.specparts import RunMode, RunPolicy, SchedulePolicy, TensorBoardSpec
 
 from .common import mode_fields, scheduler_plan
 from .context import JobContext

@@ -12,9 +12,9 @@ from t9k_provider.jobs.beam import BeamJob
 from t9k_provider.jobs.colossalai import ColossalAIJob
 from t9k_provider.jobs.constants import API_VERSION, KIND_ALIASES
 from t9k_provider.jobs.deepspeed import DeepSpeedJob
+from t9k_provider.jobs.envelope import T9kJob
 from t9k_provider.jobs.errors import ManifestError, from_validation_error
 from t9k_provider.jobs.generic import GenericJob
-from t9k_provider.jobs.job import T9kJob
 from t9k_provider.jobs.mpi import MPIJob
 from t9k_provider.jobs.training import PyTorchTrainingJob, TensorFlowTrainingJob, XGBoostTrainingJob
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from t9k_provider.jobs.common import RunMode
-from t9k_provider.jobs.templates import Issues
+from t9k_provider.jobs.podtemplates import Issues
+from t9k_provider.jobs.specparts import RunMode
 
 _TYPE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from t9k_provider.jobs.base import IntOrString, KubeObject, Model
+from t9k_provider.jobs.basemodel import IntOrString, KubeObject, Model
 
 RestartPolicyName = Literal["Never", "OnFailure", "Always"]
 TrainingRestartPolicy = Literal["Never", "OnFailure", "Always", "ExitCode"]

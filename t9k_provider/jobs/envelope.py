@@ -6,12 +6,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from t9k_provider.jobs.base import KubeObject, Model, dns1035_problem
+from t9k_provider.jobs.basemodel import KubeObject, Model, dns1035_problem
 from t9k_provider.jobs.constants import API_VERSION, KIND_ALIASES, MAX_NAME_LENGTH
 from t9k_provider.jobs.contract import Leader
 from t9k_provider.jobs.errors import semantic_error
+from t9k_provider.jobs.podtemplates import Issues
 from t9k_provider.jobs.status import JobStatus
-from t9k_provider.jobs.templates import Issues
 
 # Length of the random suffix the API server appends to `metadata.generateName`.
 _GENERATED_SUFFIX = 5
