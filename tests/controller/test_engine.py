@@ -650,7 +650,8 @@ def test_debug_mode_replaces_commands_and_never_decides():
     worker = sim.pod("demo-worker-0")["spec"]
     assert worker["containers"][0]["command"] == ["/usr/bin/sshd"]
     assert "initContainers" not in worker
-    assert sim.pod("demo-master-0")["spec"]["containers"][0]["command"] == ["true"]
+    # Not listed: the default debug command, not its training command (debug mode never starts training).
+    assert sim.pod("demo-master-0")["spec"]["containers"][0]["command"] == ["sleep", "inf"]
     sim.run_all()
     sim.step()
     assert sim.status["phase"] == "Running"

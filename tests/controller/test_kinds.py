@@ -938,6 +938,21 @@ def test_every_kind_debug_mode(kind):
     assert sim.status["phase"] == "Running" and not any(isinstance(a, Delete) for a in decision.actions)
 
 
+def test_colossalai_debug_listing_only_the_worker_starts_no_training_on_the_launcher():
+    """The seed's ColossalAIJob debug example 1 (02-colossalaijob.md, 调试模式): only ``worker`` is listed,
+    and debug mode deploys the environment without starting training, so the launcher never runs
+    ``colossalai run``."""
+    debug = {
+        "enabled": True,
+        "replicaSpecs": [{"type": "worker", "skipInitContainer": True, "command": ["/usr/bin/sshd"]}],
+    }
+    sim = Sim(with_spec("ColossalAIJob", runMode={"debug": debug}))
+    run_to_running(sim)
+    assert main(sim.pod("demo-worker-0"), "worker")["command"] == ["/usr/bin/sshd"]
+    launcher = main(sim.pod("demo-launcher"), "launcher")
+    assert launcher["command"] == ["sleep", "inf"] and "args" not in launcher
+
+
 @pytest.mark.parametrize("kind", REPLICA_KINDS)
 def test_every_kind_pause_and_resume(kind):
     sim = Sim(with_spec(kind, runMode={"pause": {"enabled": False}}))

@@ -11,19 +11,18 @@ from t9k_provider.jobs.specparts import ElasticConfig, RunMode, SchedulePolicy
 
 
 def debug_overrides(run_mode: RunMode | None, types: list[str]) -> dict[str, ModeOverride] | None:
-    """None when debug is off. A type with `command=None` uses its group's default debug command."""
+    """None when debug is off. Every type is overridden, listed or not: debug mode deploys the training
+    environment but never starts training (docs/controller.md#debug-mode); a type the debug spec does not
+    list, or lists with `command=None`, runs its group's default debug command."""
     if run_mode is None or not run_mode.debug_enabled:
         return None
     assert run_mode.debug is not None
-    listed = run_mode.debug.replica_specs
-    if listed is None:
-        return {t: ModeOverride() for t in types}
-    return {
-        s.type: ModeOverride(
+    overrides = {t: ModeOverride() for t in types}
+    for s in run_mode.debug.replica_specs or []:
+        overrides[s.type] = ModeOverride(
             command=tuple(s.command) if s.command else None, skip_init_container=s.skip_init_container
         )
-        for s in listed
-    }
+    return overrides
 
 
 def resume_overrides(run_mode: RunMode | None) -> dict[str, ModeOverride]:
