@@ -380,6 +380,38 @@ def test_tf_chief_decides_and_unfinished_cleanup_removes_ps():
     assert sim.kinds("Pod") == ["demo-chief-0", "demo-worker-0", "demo-worker-1"]
 
 
+def never_restarted(manifest: dict) -> dict:
+    for rs in manifest["spec"]["replicaSpecs"]:
+        rs["restartPolicy"] = "Never"
+    return manifest
+
+
+def test_tf_replicas_other_than_the_chief_failing_for_good_do_not_fail_the_job():
+    """04-tensorflowtrainingjob.md, 成功和失败: the chief decides, success and failure alike. A worker and a
+    PS that failed for good leave the job running, and the chief still makes it succeed."""
+    sim = Sim(never_restarted(tensorflow()))
+    run_to_running(sim)
+    sim.finish("demo-worker-1", exit_code=1)
+    sim.finish("demo-ps-0", exit_code=1)
+    sim.step()
+    assert sim.status["phase"] == "Running"
+    sim.finish("demo-chief-0")
+    sim.step()
+    assert sim.status["phase"] == "Succeeded"
+
+
+@pytest.mark.parametrize(("chief", "master"), [(True, "demo-chief-0"), (False, "demo-worker-0")])
+def test_tf_the_master_failing_for_good_fails_the_job(chief: bool, master: str):
+    manifest = never_restarted(tensorflow())
+    if not chief:
+        manifest["spec"]["replicaSpecs"] = manifest["spec"]["replicaSpecs"][1:]
+    sim = Sim(manifest)
+    run_to_running(sim)
+    sim.finish(master, exit_code=1)
+    sim.step()
+    assert sim.status["phase"] == "Failed"
+
+
 def test_tf_without_chief_worker_zero_decides():
     manifest = job(
         "TensorFlowTrainingJob",

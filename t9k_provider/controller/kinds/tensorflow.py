@@ -67,6 +67,7 @@ def compile_tensorflow(typed: TensorFlowTrainingJob, ctx: JobContext) -> Plan:
         spec.run_policy,
         spec.run_mode,
         spec.scheduler,
+        master_decides_failure=True,  # 04-tensorflowtrainingjob.md, 成功和失败: the master fails the job
         companions=tensorboard_companion(ctx, spec.tensorboard_spec),
         tensorboard=name if spec.tensorboard_spec is not None else None,
     )

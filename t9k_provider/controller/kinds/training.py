@@ -26,11 +26,13 @@ def training_plan(
     scheduler: SchedulePolicy | None,
     *,
     elastic_min: int | None = None,
+    master_decides_failure: bool = False,
     companions: tuple[Companion, ...] = (),
     tensorboard: str | None = None,
 ) -> Plan:
     """Success: the master (index 0 of `master`) succeeded. Failure: any replica failed for good (fail-fast,
-    docs/controller.md#r7) - or, when elastic, every replica did (the job may go on at a smaller scale)."""
+    docs/controller.md#r7), or only the master with `master_decides_failure` (TensorFlow's documented rule),
+    or, when elastic, every replica (the job may go on at a smaller scale)."""
     if elastic_min is not None:
         success = each_replica(groups)
         failure: tuple[dict[str, tuple[int, ...]], ...] = (
@@ -38,7 +40,7 @@ def training_plan(
         )
     else:
         success = ({master: (0,)},)
-        failure = each_replica(groups)
+        failure = ({master: (0,)},) if master_decides_failure else each_replica(groups)
     total = sum(g.replicas for g in groups)
     return Plan(
         groups=groups,
