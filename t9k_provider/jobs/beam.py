@@ -10,7 +10,7 @@ from t9k_provider.jobs.basemodel import KubeObject, Model
 from t9k_provider.jobs.contract import BATCH_JOB_SUFFIX, Leader
 from t9k_provider.jobs.envelope import JobSpec, T9kJob
 from t9k_provider.jobs.podtemplates import Issues, template_issues
-from t9k_provider.jobs.specparts import DebugMode, SchedulePolicy
+from t9k_provider.jobs.specparts import DebugMode, PauseMode, SchedulePolicy
 from t9k_provider.jobs.status import BeamJobStatus
 
 
@@ -26,9 +26,22 @@ class BeamRunPolicy(Model):
 
 
 class BeamRunMode(Model):
-    """BeamJob runs immediately; its API also lists debug mode. Pause is not supported."""
+    """BeamJob runs only in immediate mode (the seeds' run-mode table, 00-t9k-job-overview.md): the fields are
+    accepted so that a manifest may spell them out disabled, and enabling either is an error."""
 
     debug: DebugMode | None = None
+    pause: PauseMode | None = None
+
+    def issues(self) -> Issues:
+        enabled = [name for name in ("debug", "pause") if getattr(getattr(self, name), "enabled", False)]
+        return [
+            (
+                f"runMode.{name}.enabled",
+                f"a BeamJob runs only in immediate mode (T9k supports no {name} mode for BeamJob): "
+                f"remove runMode.{name} or set enabled: false",
+            )
+            for name in enabled
+        ]
 
 
 class BeamJobSpec(JobSpec):
@@ -43,10 +56,11 @@ class BeamJobSpec(JobSpec):
         return ["flinkcluster-jobmanager", "flinkcluster-taskmanager", BATCH_JOB_SUFFIX]
 
     def issues(self) -> Issues:
+        found = self.run_mode.issues() if self.run_mode is not None else []
         spec = self.job_template.get("spec")
         if not isinstance(spec, dict) or not isinstance(spec.get("template"), dict):
-            return [("jobTemplate.spec.template", "a batch/v1 JobTemplateSpec needs spec.template")]
-        return template_issues(spec["template"], "jobTemplate.spec.template", "BeamJob")
+            return [*found, ("jobTemplate.spec.template", "a batch/v1 JobTemplateSpec needs spec.template")]
+        return [*found, *template_issues(spec["template"], "jobTemplate.spec.template", "BeamJob")]
 
 
 class BeamJob(T9kJob):

@@ -417,7 +417,7 @@ def beam_jobs() -> st.SearchStrategy[dict]:
             "jobTemplate": template("submit").map(lambda t: {"spec": {"template": t, "backoffLimit": 2}}),
         },
         runPolicy=obj(cleanUpCluster=st.booleans()),
-        runMode=obj(debug=obj(enabled=st.booleans())),
+        runMode=obj(debug=obj(enabled=st.just(False)), pause=obj(enabled=st.just(False))),  # immediate only
         scheduler=scheduler(),
     )
     return manifest("BeamJob", spec, status)

@@ -673,7 +673,19 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.jobTemplate.spec.template.spec.containers",
         "at least one container",
     ),
-    ("BeamJob", {"spec.runMode": {"pause": {"enabled": True}}}, "spec.runMode.pause", "unknown field"),
+    # 00-t9k-job-overview.md, 运行模式: BeamJob has the immediate mode only
+    (
+        "BeamJob",
+        {"spec.runMode": {"pause": {"enabled": True}}},
+        "spec.runMode.pause.enabled",
+        "runs only in immediate mode",
+    ),
+    (
+        "BeamJob",
+        {"spec.runMode": {"debug": {"enabled": True}}},
+        "spec.runMode.debug.enabled",
+        "remove runMode.debug or set enabled: false",
+    ),
     (
         "BeamJob",
         {"spec.runPolicy": {"cleanUpCluster": "yes"}},
