@@ -70,7 +70,7 @@ class DeepSpeedConfig(Model):
 
 class DeepSpeedWorker(Model):
     replicas: int = Field(1, ge=1)
-    restart_policy: TrainingRestartPolicy = "OnFailure"
+    restart_policy: TrainingRestartPolicy = "Never"  # 03-deepspeedjob-api.md, Worker: "Defaults to Never."
     template: KubeObject = Field(default_factory=dict)
 
 

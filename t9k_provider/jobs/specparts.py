@@ -119,7 +119,9 @@ class T9kScheduler(Model):
     RENAMED: ClassVar[dict[str, str]] = {"Queue": "queue"}
 
     queue: str = Field(min_length=1)
-    priority: int = Field(0, ge=0, le=100, description="PodGroup priority, 0..100 (default 0).")
+    # 03-deepspeedjob-api.md, T9kScheduler: "range is [0,100]. Default 10." (the one seed that gives it; the
+    # T9k Scheduler's PodGroup is the same for every kind).
+    priority: int = Field(10, ge=0, le=100, description="PodGroup priority, 0..100 (default 10).")
 
 
 class SchedulePolicy(Model):

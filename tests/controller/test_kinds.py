@@ -221,7 +221,21 @@ def test_an_oom_killed_replica_is_named_in_the_failure_messages():
     assert "Pod demo-worker-1 failed with exit code 137 (OOMKilled)" in sim.cond("ReplicaFailure")["message"]
 
 
-def test_training_default_restart_policy_is_on_failure_and_priority_zero():
+def test_deepspeed_workers_are_not_restarted_by_default():
+    """03-deepspeedjob-api.md, Worker.restartPolicy: "Defaults to Never"."""
+    spec = {
+        "config": {"run": {"python": ["train.py"]}},
+        "worker": {"replicas": 2, "template": make_template(make_container("worker"))},
+    }
+    sim = Sim(job("DeepSpeedJob", spec))
+    run_to_running(sim)
+    sim.finish("demo-worker-1", exit_code=1)
+    sim.step()
+    assert sim.status["phase"] == "Failed" and sim.status.get("backoffCount", 0) == 0
+
+
+def test_training_default_restart_policy_is_on_failure_and_priority_ten():
+    """The T9k Scheduler's default priority is 10 (03-deepspeedjob-api.md, T9kScheduler)."""
     manifest = job(
         "PyTorchTrainingJob",
         {
@@ -233,7 +247,7 @@ def test_training_default_restart_policy_is_on_failure_and_priority_zero():
     )
     sim = Sim(manifest)
     run_to_running(sim)
-    assert sim.objects[("PodGroup", "demo")]["spec"]["priority"] == 0
+    assert sim.objects[("PodGroup", "demo")]["spec"]["priority"] == 10
     sim.finish("demo-worker-0", exit_code=1)
     sim.step()
     assert sim.status["backoffCount"] == 1 and sim.status["phase"] == "Running"
