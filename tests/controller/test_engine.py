@@ -588,6 +588,8 @@ def test_active_deadline_uses_a_timer_and_stops_unfinished_pods():
 
 
 def test_pause_deletes_pods_and_resume_recreates_with_resume_specs():
+    """01-genericjob.md, 暂停模式: pausing deletes the replicas, finished ones too ("所有副本都已删除或正在删除");
+    a replica that succeeded keeps its outcome in the status and is not run again on resume."""
     manifest = generic(
         runMode={
             "pause": {
@@ -603,12 +605,16 @@ def test_pause_deletes_pods_and_resume_recreates_with_resume_specs():
     sim.step()
     sim.job["spec"]["runMode"]["pause"]["enabled"] = True
     decision = sim.step()
-    assert [a.name for a in decision.actions if isinstance(a, Delete)] == ["demo-worker-0"]
+    assert sorted(a.name for a in decision.actions if isinstance(a, Delete)) == [
+        "demo-worker-0",
+        "demo-worker-1",
+    ]
     assert sim.status["phase"] == "Paused"
     assert sim.cond("Paused")["status"] == "True"
     assert sim.cond("Running")["status"] == "False"
     assert sim.replica("demo-worker-0")["phase"] == "Deleted"
     sim.step()
+    assert sim.kinds("Pod") == []
     assert sim.replica("demo-worker-1")["phase"] == "Succeeded"
     sim.advance(50)
     sim.job["spec"]["runMode"]["pause"]["enabled"] = False
@@ -618,11 +624,29 @@ def test_pause_deletes_pods_and_resume_recreates_with_resume_specs():
     assert sim.cond("Paused")["status"] == "False"
     container0 = sim.pod("demo-worker-0")["spec"]["containers"][0]
     assert container0["command"] == ["python", "resume.py"] and container0["args"] == ["--from-checkpoint"]
-    assert ("Pod", "demo-worker-1") in sim.objects  # the succeeded replica was kept, not re-run
+    assert ("Pod", "demo-worker-1") not in sim.objects  # the succeeded replica is not run again
+    assert sim.replica("demo-worker-1")["phase"] == "Succeeded"
     sim.run_all()
     sim.step()
     assert sim.status["phase"] == "Running"
     assert sim.replica("demo-worker-0")["restartCount"] == 0
+
+
+def test_resume_skip_init_container_drops_the_init_containers_of_that_type_only():
+    """01-genericjob.md, 暂停模式: resumeSpecs.skipInitContainer makes the replica's init containers ineffective
+    when it resumes; a type without it keeps them."""
+    manifest = two_types(
+        runMode={"pause": {"enabled": True, "resumeSpecs": [{"type": "worker", "skipInitContainer": True}]}}
+    )
+    for rs in manifest["spec"]["replicaSpecs"]:
+        rs["template"]["spec"]["initContainers"] = [make_container("init")]
+    sim = Sim(manifest)
+    sim.step()
+    assert sim.kinds("Pod") == []
+    sim.job["spec"]["runMode"]["pause"]["enabled"] = False
+    sim.step()
+    assert "initContainers" not in sim.pod("demo-worker-0")["spec"]
+    assert [c["name"] for c in sim.pod("demo-master-0")["spec"]["initContainers"]] == ["init"]
 
 
 def test_paused_at_creation_creates_nothing():

@@ -252,18 +252,17 @@ def _missing(p: _Pass, r: _Replica) -> None:
 
 
 def _paused(p: _Pass, r: _Replica) -> None:
-    """Finished pods hold no resources and keep their logs: a success is never re-run (docs/controller.md#r1),
-    a permanent failure stays one. A failure not yet handled is deleted and retried on resume."""
+    """Pausing deletes every replica's pod, finished ones too (docs/controller.md#pause). A finished replica
+    keeps its outcome in the status, so a success is never re-run (docs/controller.md#r1) and a permanent
+    failure stays one; a failure not yet handled is recorded Deleted and retried on resume."""
     assert r.pod is not None and r.state is not None
     state = r.state
-    if state.phase == "Succeeded" or (state.phase == "Failed" and r.prior.get("phase") == "Failed"):
-        r.record(p, r.uid, state.phase, state.containers, r.replaced)
-        return
+    final = state.phase == "Succeeded" or (state.phase == "Failed" and r.prior.get("phase") == "Failed")
     if not state.terminating:
         p.rnd.actions.append(Delete("v1", "Pod", r.name, uid=r.uid))
     else:
         _force_delete_if_stuck(p.rnd, r.pod, p.now)
-    r.record(p, r.uid, "Deleted", state.containers, r.replaced)
+    r.record(p, r.uid, state.phase if final else "Deleted", state.containers, r.replaced)
 
 
 def _observed(p: _Pass, r: _Replica) -> None:
