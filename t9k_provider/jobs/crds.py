@@ -48,6 +48,7 @@ _KEEP = [
     "additionalProperties",
     "x-kubernetes-preserve-unknown-fields",
     "x-kubernetes-int-or-string",
+    "x-kubernetes-validations",
 ]
 _ORDER = {key: i for i, key in enumerate(_KEEP)}
 

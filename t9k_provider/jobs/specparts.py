@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from t9k_provider.jobs.basemodel import IntOrString, KubeObject, Model
 
@@ -83,20 +83,40 @@ class DebugMode(Model):
     replica_specs: list[DebugReplicaSpec] | None = None
 
 
+#: The bounds of a resume spec keep the immutability rule below within a real API server's CEL cost budget
+#: (a rule's estimated cost grows with the largest list and string the schema allows).
+RESUME_TYPES, RESUME_ARGS, RESUME_ARG_LENGTH = 32, 64, 4096
+ResumeArg = Annotated[str, StringConstraints(max_length=RESUME_ARG_LENGTH)]
+
+
 class ResumeSpec(Model):
     """How one replica type restarts after pause; unset fields keep the template's values."""
 
-    type: str = Field(min_length=1)
+    type: str = Field(min_length=1, max_length=63)
     skip_init_container: bool = False
-    command: list[str] | None = None
-    args: list[str] | None = None
+    command: list[ResumeArg] | None = Field(None, max_length=RESUME_ARGS)
+    args: list[ResumeArg] | None = Field(None, max_length=RESUME_ARGS)
 
 
 class PauseMode(Model):
     RENAMED: ClassVar[dict[str, str]] = {"enable": "enabled"}
 
     enabled: bool = False
-    resume_specs: list[ResumeSpec] | None = None
+    # The seeds (01-genericjob.md, 暂停模式): pause.enabled may change at any time, resumeSpecs never. The CRD
+    # says so as a transition rule, which the API server enforces (a 422 naming the field).
+    resume_specs: list[ResumeSpec] | None = Field(
+        None,
+        max_length=RESUME_TYPES,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self == oldSelf",
+                    "message": "resumeSpecs cannot be changed (only pause.enabled can): set them when the "
+                    "job is created, or create a new job",
+                }
+            ]
+        },
+    )
 
 
 class RunMode(Model):

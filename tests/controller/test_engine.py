@@ -588,8 +588,9 @@ def test_active_deadline_uses_a_timer_and_stops_unfinished_pods():
 
 
 def test_pause_deletes_pods_and_resume_recreates_with_resume_specs():
-    """01-genericjob.md, 暂停模式: pausing deletes the replicas, finished ones too ("所有副本都已删除或正在删除");
-    a replica that succeeded keeps its outcome in the status and is not run again on resume."""
+    """01-genericjob.md, 暂停模式: pausing deletes the replicas, finished ones too
+    ("所有副本都已删除或正在删除"); a replica that succeeded keeps its outcome in the status and is not run
+    again on resume."""
     manifest = generic(
         runMode={
             "pause": {
@@ -633,8 +634,8 @@ def test_pause_deletes_pods_and_resume_recreates_with_resume_specs():
 
 
 def test_resume_skip_init_container_drops_the_init_containers_of_that_type_only():
-    """01-genericjob.md, 暂停模式: resumeSpecs.skipInitContainer makes the replica's init containers ineffective
-    when it resumes; a type without it keeps them."""
+    """01-genericjob.md, 暂停模式: resumeSpecs.skipInitContainer makes the replica's init containers
+    ineffective when it resumes; a type without it keeps them."""
     manifest = two_types(
         runMode={"pause": {"enabled": True, "resumeSpecs": [{"type": "worker", "skipInitContainer": True}]}}
     )

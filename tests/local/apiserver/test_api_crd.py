@@ -347,3 +347,34 @@ def test_companion_crds_are_registered_at_boot(cluster: LocalCluster) -> None:
             group, "v1beta1", "default", plural, f"x-{plural}", {"status": {"free": "form"}}
         )
         assert patched["status"] == {"free": "form"}
+
+
+def test_transition_rule_keeps_a_t9k_jobs_resume_specs_immutable(cluster: LocalCluster, ns: str) -> None:
+    """01-genericjob.md, 暂停模式: ``pause.enabled`` may change at any time, ``resumeSpecs`` never. The CRD's
+    transition rule (``self == oldSelf``) is enforced by the server: a 422 that names the field."""
+    custom = client.CustomObjectsApi(cluster.api_client())
+    group, version, plural = "batch.tensorstack.dev", "v1beta1", "genericjobs"
+    job = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "GenericJob",
+        "metadata": {"name": "paused"},
+        "spec": {
+            "runMode": {"pause": {"enabled": True, "resumeSpecs": [{"type": "worker", "command": ["a"]}]}},
+            "replicaSpecs": [
+                {"type": "worker", "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}
+            ],
+        },
+    }
+    custom.create_namespaced_custom_object(group, version, ns, plural, job)
+    resumed = {"spec": {"runMode": {"pause": {"enabled": False}}}}
+    custom.patch_namespaced_custom_object(group, version, ns, plural, "paused", resumed)  # allowed
+    changed = {"spec": {"runMode": {"pause": {"resumeSpecs": [{"type": "worker", "command": ["b"]}]}}}}
+    with pytest.raises(ApiException) as exc:
+        custom.patch_namespaced_custom_object(group, version, ns, plural, "paused", changed)
+    body = _status(exc.value)
+    assert exc.value.status == 422 and body["reason"] == "Invalid"
+    (cause,) = body["details"]["causes"]
+    assert cause["field"] == "spec.runMode.pause.resumeSpecs" and cause["reason"] == "FieldValueInvalid"
+    assert "resumeSpecs cannot be changed (only pause.enabled can)" in cause["message"]
+    stored = custom.get_namespaced_custom_object(group, version, ns, plural, "paused")
+    assert stored["spec"]["runMode"]["pause"]["resumeSpecs"][0]["command"] == ["a"]

@@ -11,6 +11,7 @@ from t9k_provider.local.machinery.jsonvalues import json_copy
 from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age
 from t9k_provider.local.machinery.schema import apply_defaults, prune
 from t9k_provider.local.machinery.schema import validate as validate_schema
+from t9k_provider.local.machinery.transitions import transition_causes
 from t9k_provider.local.storage.store import Store
 
 
@@ -63,6 +64,11 @@ class CustomResourceStrategy(Strategy):
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
         if self.schema:
             out += validate_schema(self.schema, obj)
+
+    def validate_update(self, old: dict[str, Any], new: dict[str, Any], out: list[Cause]) -> None:
+        """The schema's transition rules (``self == oldSelf``), which only an update can break."""
+        if self.schema:
+            out += transition_causes(self.schema, old, new)
 
     def _columns(self) -> list[dict[str, Any]]:
         if not self.printer_columns:
