@@ -6,7 +6,7 @@ from functools import partial
 from typing import Any
 
 from t9k_provider.controller.engine.plan import Plan, ReplicaGroup
-from t9k_provider.controller.engine.substitution import Variables, substitute_template
+from t9k_provider.controller.engine.substitution import Variables, check_variables, substitute_template
 from t9k_provider.jobs.generic import GenericJob
 
 from .common import mode_fields, pick_container, scheduler_plan
@@ -27,11 +27,15 @@ def compile_generic(typed: GenericJob, ctx: JobContext) -> Plan:
         job=ctx.name, replicas=counts, ports=None if ports is None else {p.name: p.port for p in ports}
     )
     service_ports = tuple(p.dump() for p in ports or [])
+    # Checked once here, over every template: a variable that cannot be expanded is an invalid spec whichever
+    # replica is built (docs/controller.md#genericjob-variable-substitution).
+    check_variables(
+        [(f"spec.replicaSpecs[{i}].template", rs.template) for i, rs in enumerate(spec.replica_specs)],
+        variables,
+    )
     groups = []
     for i, rs in enumerate(spec.replica_specs):
         path = f"spec.replicaSpecs[{i}].template"
-        # Checked once here: an unknown type, rank or port is an invalid spec whichever replica is built.
-        substitute_template(rs.template, variables, rs.type, 0, path)
         groups.append(
             ReplicaGroup(
                 type=rs.type,
