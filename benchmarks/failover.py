@@ -20,6 +20,7 @@ from benchmarks import manifests
 from benchmarks.api import Client, Watch, ensure_namespace, progress
 from benchmarks.stats import Figure
 from t9k_provider.controller.cli import build_parser
+from t9k_provider.jobs.contract import task_replicas
 from t9k_provider.kube.timestamps import parse_timestamp
 from t9k_provider.local.kubelet.poddir import PodDir, read_json
 from t9k_provider.testing import LocalCluster, wait_for
@@ -276,9 +277,7 @@ class JobLoad:
                 for p in pods
                 if any(r.get("name") == name for r in p["metadata"].get("ownerReferences") or [])
             }
-            recorded = {
-                r["uid"]: r.get("phase") for t in status.get("tasks") or [] for r in t.get("replicas") or []
-            }
+            recorded = {r["uid"]: r.get("phase") for t in status.get("tasks") or [] for r in task_replicas(t)}
             agrees = recorded == listed and (status.get("aggregate") or {}).get("succeeded") == REPLICAS
             outcome.add(name, created - REPLICAS, status.get("phase") == "Succeeded", agrees)
             if not agrees:

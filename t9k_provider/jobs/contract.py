@@ -53,6 +53,27 @@ BeamConditionType = Literal["ClusterRunning", "JobRunning", "Completed", "Failed
 OLD_CONDITION_TYPES: dict[str, ConditionType] = {"Initializing": "Initialized"}
 
 
+# The key of a task's replica list in `status.tasks[]`: the guides write `status` (GenericJob, ColossalAIJob),
+# the DeepSpeedJob API reference `replicaStatus`; controllers before 0.2 wrote `replicas`, still read.
+TASK_REPLICAS_KEY = "status"
+TASK_REPLICAS_KEYS: dict[str, str] = {"DeepSpeedJob": "replicaStatus"}
+TASK_REPLICAS_READ = ("status", "replicaStatus", "replicas")
+
+
+def task_replicas_key(kind: str) -> str:
+    """Where the controller writes a `status.tasks[]` entry's replicas for a job of `kind`."""
+    return TASK_REPLICAS_KEYS.get(kind, TASK_REPLICAS_KEY)
+
+
+def task_replicas(task: dict) -> list:
+    """A `status.tasks[]` entry's replicas, under whichever key a controller wrote them."""
+    for key in TASK_REPLICAS_READ:
+        value = task.get(key)
+        if isinstance(value, list):
+            return value
+    return []
+
+
 class Leader(NamedTuple):
     """The replica whose log tells a job's story: the operator follows it unless `log_replicas` says.
 

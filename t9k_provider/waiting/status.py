@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from t9k_provider.jobs.contract import PENDING_PHASES
+from t9k_provider.jobs.contract import PENDING_PHASES, task_replicas
 from t9k_provider.kube.timestamps import parse_time, rfc3339
 
 Outcome = Literal["pending", "running", "paused", "unknown", "succeeded", "failed"]
@@ -82,7 +82,7 @@ def failed_replicas(job: dict[str, Any]) -> list[str]:
     """Names of replica pods that failed or whose container exited non-zero, failed ones first."""
     failed, nonzero = [], []
     for task in (job.get("status") or {}).get("tasks") or []:
-        for replica in task.get("replicas") or []:
+        for replica in task_replicas(task):
             name = replica.get("name")
             if not name:
                 continue
@@ -101,7 +101,7 @@ def replicas_started(job: dict[str, Any]) -> bool:
     """
     if outcome(job) != "running":
         return False
-    replicas = [r for t in (job.get("status") or {}).get("tasks") or [] for r in t.get("replicas") or []]
+    replicas = [r for t in (job.get("status") or {}).get("tasks") or [] for r in task_replicas(t)]
     return bool(replicas) and all(
         r.get("containers") and all(c.get("state") in ("running", "terminated") for c in r["containers"])
         for r in replicas
@@ -112,7 +112,7 @@ def replica_counts(job: dict[str, Any]) -> dict[str, int]:
     """Replicas per type, from the status the controller wrote, else from the spec's replicaSpecs."""
     tasks = (job.get("status") or {}).get("tasks") or []
     if tasks:
-        return {str(t.get("type")): len(t.get("replicas") or []) for t in tasks if t.get("type")}
+        return {str(t.get("type")): len(task_replicas(t)) for t in tasks if t.get("type")}
     specs = (job.get("spec") or {}).get("replicaSpecs") or []
     return {
         str(s.get("type")): int(s.get("replicas", 1)) for s in specs if isinstance(s, dict) and s.get("type")

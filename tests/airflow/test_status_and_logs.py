@@ -41,7 +41,10 @@ def test_outcome_from_phase_and_conditions(phase: str, conditions: tuple, expect
     assert job_status.outcome(with_status(generic_manifest("j"), phase, *conditions)) == expected
 
 
-def test_failure_reason_and_failed_replicas() -> None:
+@pytest.mark.parametrize("key", ["status", "replicaStatus", "replicas"])
+def test_failure_reason_and_failed_replicas(key: str) -> None:
+    """The replicas of a task are read under the key each kind's document gives (``status``; DeepSpeedJob
+    ``replicaStatus``) and under ``replicas``, which controllers before 0.2 wrote."""
     job = with_status(
         generic_manifest("j"),
         "Failed",
@@ -49,7 +52,7 @@ def test_failure_reason_and_failed_replicas() -> None:
         tasks=[
             {
                 "type": "worker",
-                "replicas": [
+                key: [
                     {
                         "name": "j-worker-0",
                         "phase": "Succeeded",

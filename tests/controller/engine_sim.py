@@ -15,6 +15,7 @@ from typing import Any
 from t9k_provider.controller.engine import Create, Decision, Delete, Observed, Patch
 from t9k_provider.controller.reconcile import reconcile
 from t9k_provider.controller.runtime.jobsync import action_runs
+from t9k_provider.jobs.contract import task_replicas
 from tests.support.builders import make_job
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -177,7 +178,7 @@ class Sim:
 
     def replica(self, name: str) -> dict[str, Any]:
         for task in self.status.get("tasks") or []:
-            for rec in task["replicas"]:
+            for rec in task_replicas(task):
                 if rec["name"] == name:
                     return rec
         raise KeyError(name)

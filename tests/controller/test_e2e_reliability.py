@@ -13,6 +13,7 @@ from kubernetes import client
 
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.jobs import GROUP, VERSION
+from t9k_provider.jobs.contract import task_replicas
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs, offline_reconciler
@@ -343,7 +344,7 @@ def test_elastic_scale_down_removes_out_of_range_pods_and_services(
         jobs.patch("PyTorchTrainingJob", "pj-elastic", {"spec": {"elastic": {"expectedReplicas": 1}}})
         wait_for("scaled down to worker-0", lambda: children() == (names[:1], names[:1]), 30)
         tasks = jobs.get("PyTorchTrainingJob", "pj-elastic")["status"]["tasks"]
-        assert [r["name"] for r in tasks[0]["replicas"]] == names[:1]
+        assert [r["name"] for r in task_replicas(tasks[0])] == names[:1]
         jobs.patch("PyTorchTrainingJob", "pj-elastic", {"spec": {"elastic": {"expectedReplicas": 2}}})
         wait_for("scaled up to two workers", lambda: children() == (names[:2], names[:2]), 30)
         assert jobs.phase("PyTorchTrainingJob", "pj-elastic") not in TERMINAL

@@ -299,7 +299,7 @@ def test_phase_pending_then_running_with_conditions():
         "unknown": 0,
         "deleted": 0,
     }
-    assert sim.status["tasks"][0]["replicas"][0]["containers"] == [{"name": "main", "state": "running"}]
+    assert sim.status["tasks"][0]["status"][0]["containers"] == [{"name": "main", "state": "running"}]
 
 
 def test_last_transition_time_changes_only_on_flip():
@@ -843,7 +843,7 @@ def test_podgroup_follows_replica_changes_and_out_of_range_replicas_go():
     decision = sim.step()
     assert sim.objects[("PodGroup", "demo")]["spec"] == {"minMember": 2, "queue": "q", "priority": 9}
     assert [(a.kind, a.name) for a in decision.actions if isinstance(a, Delete)] == [("Pod", "demo-worker-2")]
-    assert [r["name"] for r in sim.status["tasks"][0]["replicas"]] == ["demo-worker-0", "demo-worker-1"]
+    assert [r["name"] for r in sim.status["tasks"][0]["status"]] == ["demo-worker-0", "demo-worker-1"]
 
 
 def test_unfinished_cleanup_removes_a_pod_that_was_being_replaced():
@@ -857,3 +857,31 @@ def test_unfinished_cleanup_removes_a_pod_that_was_being_replaced():
     assert sim.status["phase"] == "Succeeded"
     sim.step()
     assert sorted(sim.pods()) == ["demo-master-0"]
+
+
+# -- status shape ---------------------------------------------------------------------------------------
+
+
+def test_tasks_list_their_replicas_under_status_as_the_guides_write():
+    """01-genericjob.md, 副本的状态: `status.tasks[].status[]` (name, uid, phase, containers)."""
+    sim = started(generic())
+    (task,) = sim.status["tasks"]
+    assert sorted(task) == ["restartCount", "status", "type"]
+    assert [r["name"] for r in task["status"]] == ["demo-worker-0", "demo-worker-1"]
+    assert {"name", "uid", "phase", "containers"} <= set(task["status"][0])
+
+
+def test_a_status_an_older_controller_wrote_under_replicas_is_read_and_rewritten():
+    """Upgrades: the restart bookkeeping of `tasks[].replicas[]` (controllers before 0.2) carries over."""
+    sim = started(generic(limit=2))
+    sim.finish("demo-worker-0", exit_code=1)
+    sim.step()
+    sim.run_all()
+    sim.step()
+    assert sim.replica("demo-worker-0")["restartCount"] == 1
+    for task in sim.job["status"]["tasks"]:
+        task["replicas"] = task.pop("status")  # as the older controller wrote it
+    sim.step()
+    (task,) = sim.status["tasks"]
+    assert "replicas" not in task and sim.replica("demo-worker-0")["restartCount"] == 1
+    assert [a for a in sim.decide().actions if a.obj.get("kind") == "Pod"] == []  # nothing re-run

@@ -11,6 +11,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from t9k_provider.jobs.contract import task_replicas
 from tests.controller.engine_sim import Sim, job
 from tests.support.builders import make_container, make_template
 
@@ -110,13 +111,13 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
         # Budgets are enforced on controller recreations (docs/controller.md#r3).
         if kind == "GenericJob":
             for task in status["tasks"]:
-                for rec in task["replicas"]:
+                for rec in task_replicas(task):
                     assert rec["restartCount"] <= limit_of(kind, rec["name"])
         else:
             assert status["backoffCount"] <= 2
         # A replica recorded Succeeded (not restarted by Always) is never run again (docs/controller.md#r1).
         for task in status["tasks"]:
-            for rec in task["replicas"]:
+            for rec in task_replicas(task):
                 if rec["phase"] == "Succeeded" and rec["uid"]:
                     succeeded_uids.setdefault(rec["name"], rec["uid"])
         if policy != "Always":
@@ -136,7 +137,7 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
             assert sim.cond("Running")["status"] == "False"
         if sim.cond("Failed") is not None and sim.cond("Failed")["status"] == "True":
             assert sim.cond("Running") is None or sim.cond("Running")["status"] == "False"
-        assert sum(status["aggregate"].values()) == sum(len(t["replicas"]) for t in status["tasks"])
+        assert sum(status["aggregate"].values()) == sum(len(task_replicas(t)) for t in status["tasks"])
         # Pause: once a full round ran while paused, no pod is left running and the phase says so.
         paused = ((sim.job["spec"].get("runMode") or {}).get("pause") or {}).get("enabled")
         if paused and not crash and terminal is None:

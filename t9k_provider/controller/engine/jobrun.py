@@ -12,7 +12,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
-from t9k_provider.jobs.contract import REPLICA_PHASES, TERMINAL_PHASES
+from t9k_provider.jobs.contract import REPLICA_PHASES, TERMINAL_PHASES, task_replicas_key
 from t9k_provider.kube.timestamps import parse_time, rfc3339
 
 from .decision import Action, ChildType, Create, Decision, Delete, Event, Patch
@@ -436,7 +436,7 @@ class JobRun:
                 {
                     "type": group.type,
                     "restartCount": sum(int(r.get("restartCount") or 0) for r in records),
-                    "replicas": records,
+                    task_replicas_key(self.job.get("kind", "")): records,
                 }
             )
         status: dict[str, Any] = {

@@ -5,7 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from t9k_provider.jobs.contract import CONDITION_TYPES, OLD_CONDITION_TYPES, REPLICA_PHASES
+from t9k_provider.jobs.contract import (
+    CONDITION_TYPES,
+    OLD_CONDITION_TYPES,
+    REPLICA_PHASES,
+    TASK_REPLICAS_READ,
+    task_replicas,
+)
 from t9k_provider.kube.timestamps import rfc3339
 
 NO_REASON = "-"
@@ -68,12 +74,11 @@ def sanitized(prior: Any) -> dict[str, Any]:
     conditions = out.get("conditions")
     out["conditions"] = [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
     tasks = out.get("tasks")
+    # Each task's replicas as one list whatever key a controller wrote them under (`task_replicas`).
     out["tasks"] = [
         {
-            **t,
-            "replicas": [r for r in t.get("replicas") or [] if isinstance(r, dict)]
-            if isinstance(t.get("replicas"), list)
-            else [],
+            **{k: v for k, v in t.items() if k not in TASK_REPLICAS_READ},
+            "replicas": [r for r in task_replicas(t) if isinstance(r, dict)],
         }
         for t in (tasks if isinstance(tasks, list) else [])
         if isinstance(t, dict)
