@@ -4,8 +4,9 @@ Workers must have a container named ``worker``; the controller replaces its comm
 launcher (``<job>-launcher``) once every worker runs. The launcher runs ``colossalai run --hostfile
 /etc/colossalai/hostfile --nproc_per_node 1 --master_addr <job>-worker-0 framework_env.py --framework
 colossalai``, which logs in to each worker over SSH (fabric), changes to the launcher's working directory,
-exports the launcher's environment (so its ``PATH`` finds the same Python; set training variables on
-``launcher.env``, SSH sessions do not see the worker container's) and starts torchrun there. Each rank
+exports the launcher's environment (so its ``PATH`` finds the same Python) on top of the worker container's
+own (its ``env``, Secrets included: each SSH session sources what the worker wrote at start) and starts
+torchrun there. Each rank
 initialises with ``colossalai.launch_from_torch()`` (gloo on CPU) and the ranks all-reduce. The script lives
 on the workers' volume; the launcher only needs the same working directory. The ranks' output reaches the
 launcher's log, which is the task log. ``colossalai run`` 0.5 exits 1 when torchrun fails on any worker (the

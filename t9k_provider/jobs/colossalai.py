@@ -107,6 +107,7 @@ class ColossalAIJobSpec(SSHJobSpec):
     DOCUMENTED_FIELDS: ClassVar[tuple[str, ...]] = ("worker", "launcher")
     CONFIG_FIELD: ClassVar[str] = "torchConfig"
     DOCUMENTED_WORKER_CONTAINER: ClassVar[str] = "worker"
+    SESSION_ENV: ClassVar[bool] = True
 
     launcher: ColossalAILauncher | None = None
     worker: ColossalAIWorker | None = None

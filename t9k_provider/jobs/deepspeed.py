@@ -18,9 +18,10 @@ from t9k_provider.jobs.specparts import (
     SchedulePolicy,
     TrainingRestartPolicy,
 )
+from t9k_provider.jobs.ssh import SESSION_ENV_DIR
 
 # Paths the controller mounts into every worker (T9k docs: users must not mount over them).
-DEEPSPEED_RESERVED_PATHS = ("/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env")
+DEEPSPEED_RESERVED_PATHS = ("/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env", SESSION_ENV_DIR)
 
 # `otherArgs` that clash with fields of `spec.config` or with how the controller launches.
 FORBIDDEN_OTHER_ARGS = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import Field
@@ -53,6 +54,11 @@ class NormalizedSSHJob(Model):
         return cls(**fields).model_copy(deep=True)
 
 
+#: Where a worker keeps its environment for its SSH sessions (docs/controller.md#session-env): the controller
+#: mounts it, so a template may not.
+SESSION_ENV_DIR = "/t9k/session-env"
+
+
 class SSHJobSpec(JobSpec):
     """What the MPIJob and ColossalAIJob specs do alike: workers from `worker` (documented shape) or from
     `replicaSpecs` with a config field, never both, plus one launcher pod. The subclasses declare `worker`,
@@ -65,6 +71,8 @@ class SSHJobSpec(JobSpec):
     #: The container that runs sshd in the workers of the documented shape and of the `replicaSpecs` one.
     DOCUMENTED_WORKER_CONTAINER: ClassVar[str]
     WORKER_CONTAINER: ClassVar[str] = "worker"
+    #: Whether the workers' SSH sessions get the worker container's environment (`SESSION_ENV_DIR`).
+    SESSION_ENV: ClassVar[bool] = False
 
     if TYPE_CHECKING:
         worker: Any
@@ -88,17 +96,17 @@ class SSHJobSpec(JobSpec):
         issues = field_exclusive_issues(written, self.DOCUMENTED_FIELDS, ("replicaSpecs", self.CONFIG_FIELD))
         if issues:
             return issues
-        ssh_path = self.ssh_settings().auth_mount_path
+        reserved = [self.ssh_settings().auth_mount_path, *([SESSION_ENV_DIR] if self.SESSION_ENV else [])]
         if self.worker is not None:
             where, template = "worker.template", self.worker.template
             issues += template_issues(template, where, self.KIND, self.DOCUMENTED_WORKER_CONTAINER)
-            issues += mount_issues(template, where, [ssh_path], f"{self.KIND} (SSH keys)")
+            issues += mount_issues(template, where, reserved, f"{self.KIND} (SSH)")
         else:
             if not written[self.CONFIG_FIELD]:
                 needs = f"the replicaSpecs shape needs {self.CONFIG_FIELD} with a script"
                 issues.append((self.CONFIG_FIELD, needs))
             workers = self.replica_specs or []
-            issues += replica_specs_issues(workers, self.KIND, self.WORKER_CONTAINER, ssh_path)
+            issues += replica_specs_issues(workers, self.KIND, self.WORKER_CONTAINER, reserved)
         return issues + self.kind_issues() + run_mode_issues(self.run_mode, LAUNCHER_WORKER_TYPES)
 
     def replica_counts(self) -> dict[str, int]:
@@ -149,7 +157,9 @@ def split_replica_specs(specs: list[ReplicaSpec]) -> tuple[ReplicaSpec | None, R
     return by_type.get("worker"), by_type.get("launcher")
 
 
-def replica_specs_issues(specs: list[ReplicaSpec], kind: str, worker_container: str, ssh_path: str) -> Issues:
+def replica_specs_issues(
+    specs: list[ReplicaSpec], kind: str, worker_container: str, reserved: Sequence[str]
+) -> Issues:
     """Checks of the `replicaSpecs` shape: one worker spec, at most one single launcher."""
     types = [r.type for r in specs]
     issues = duplicate_type_issues(types, "replicaSpecs")
@@ -164,7 +174,7 @@ def replica_specs_issues(specs: list[ReplicaSpec], kind: str, worker_container: 
             if replica.replicas != 1:
                 issues.append((f"replicaSpecs[{i}].replicas", "there is exactly 1 launcher"))
             issues += template_issues(replica.template, where, kind, may_be_empty=True)
-        issues += mount_issues(replica.template, where, [ssh_path], f"{kind} (SSH keys)")
+        issues += mount_issues(replica.template, where, reserved, f"{kind} (SSH)")
     return issues
 
 

@@ -129,9 +129,8 @@ def test_colossalaijob_objects_commands_and_files(jobs: Jobs, tools: Path) -> No
     obj = wait_terminal(jobs, "ColossalAIJob", "cai")
     assert obj["status"]["phase"] == "Succeeded", obj["status"]
     assert jobs.pod_names("cai") == ["cai-launcher", "cai-worker-0", "cai-worker-1"]
-    assert jobs.core.read_namespaced_pod("cai-worker-0", NS).spec.containers[0].command[0] == str(
-        tools / "sshd"
-    )
+    worker = jobs.core.read_namespaced_pod("cai-worker-0", NS).spec.containers[0].command
+    assert worker[:2] == ["sh", "-c"] and worker[4:7] == [str(tools / "sshd"), "-D", "-e"]
     report = launcher_report(jobs, "cai-launcher")
     assert report["argv"] == [
         "run", "--hostfile", "/etc/colossalai/hostfile", "--nproc_per_node", "2",
@@ -164,10 +163,10 @@ def test_deepspeedjob_objects_commands_and_files(jobs: Jobs) -> None:
     }, namespace=NS))  # fmt: skip
     pods = wait_for("two DeepSpeed workers", lambda: len(jobs.pods("ds")) == 2 and jobs.pods("ds"), 30)
     launch = pods[0].spec.containers[0].command
-    assert launch[:2] == ["sh", "-c"] and launch[2].startswith("/usr/sbin/sshd && exec deepspeed")
+    assert launch[:2] == ["sh", "-c"] and launch[2].endswith('&& exec deepspeed "$@"')
     assert launch[4:] == ["--hostfile=/t9k/hostfile", "--master_addr=ds-worker-0", "--no_local_rank",
                           "train.py", "--deepspeed"]  # fmt: skip
-    assert pods[1].spec.containers[0].command == ["/usr/sbin/sshd", "-D", "-e"]
+    assert pods[1].spec.containers[0].command[4:7] == ["/usr/sbin/sshd", "-D", "-e"]
     data = jobs.core.read_namespaced_config_map("ds-hostfile", NS).data
     assert data == {
         "hostfile": "ds-worker-0 slots=2\nds-worker-1 slots=2\n",

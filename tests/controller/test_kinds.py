@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 
 import pytest
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
@@ -16,6 +17,7 @@ from t9k_provider.controller.kinds.registry import REGISTRY
 from t9k_provider.controller.kinds.ssh import generate_keypair
 from t9k_provider.jobs import KINDS
 from t9k_provider.jobs.specparts import PyTorchReplicaSpec
+from t9k_provider.local.kubelet.podenv import expand
 from tests.controller.engine_sim import Sim, job
 from tests.support.builders import make_container, make_template
 
@@ -295,7 +297,7 @@ def test_pytorch_elastic_scales_and_reports():
         ("Service", "demo-worker-2"),
         ("Service", "demo-worker-3"),
     ]
-    assert [r["name"] for r in sim.status["tasks"][0]["replicas"]] == ["demo-worker-0", "demo-worker-1"]
+    assert [r["name"] for r in sim.status["tasks"][0]["status"]] == ["demo-worker-0", "demo-worker-1"]
     sim.finish("demo-worker-1")
     sim.step()
     assert sim.status["phase"] == "Succeeded"  # elastic: any worker finishing ends the job
@@ -668,6 +670,64 @@ def test_extra_launch_args_forms():
     assert extra_launch_args([]) == []
 
 
+def session_env_dir(pod: dict, cname: str) -> str:
+    """Where the container mounts a pod-private in-memory emptyDir (the session environment's home)."""
+    memory = {
+        v["name"] for v in pod["spec"]["volumes"] if (v.get("emptyDir") or {}).get("medium") == "Memory"
+    }
+    (path,) = [m["mountPath"] for m in main(pod, cname).get("volumeMounts") or [] if m["name"] in memory]
+    return path
+
+
+def assert_kubelet_keeps(command: list[str]) -> None:
+    """The kubelet expands `$(VAR)` and turns `$$` into `$` in commands: the scripts use neither."""
+    assert all(expand(arg, lambda _: "EXPANDED") == arg for arg in command), command
+
+
+def assert_sshd_sources(args: list[str], env_file: str) -> None:
+    """sshd options that make every session source `env_file`, then run the client's command."""
+    (force,) = [a.removeprefix("ForceCommand=") for a in args if a.startswith("ForceCommand=")]
+    assert force.startswith(f". {env_file};") and 'eval "$SSH_ORIGINAL_COMMAND"' in force
+
+
+@pytest.mark.parametrize("spec", [COLOSSAL_DOCUMENTED, COLOSSAL_NEW], ids=["documented", "replicaSpecs"])
+def test_colossalai_workers_write_their_env_for_ssh_sessions(spec):
+    """`colossalai run` starts the training in SSH sessions, which sshd gives a fresh environment: each
+    worker snapshots its container's env (Kubernetes resolved its valueFrom entries) into a pod-private
+    in-memory volume before sshd starts, and sshd's ForceCommand sources it in every session."""
+    secret_env = {
+        "name": "ENV_REFERENCED",
+        "valueFrom": {"secretKeyRef": {"name": "secret-name", "key": "k"}},
+    }
+    spec = json.loads(json.dumps(spec))
+    workers = spec["worker"] if "worker" in spec else spec["replicaSpecs"][1]
+    workers["template"]["spec"]["containers"][0]["env"] = [{"name": "ENV_DIRECT", "value": "v"}, secret_env]
+    sim = Sim(job("ColossalAIJob", spec))
+    run_to_running(sim)
+    for name in ("demo-worker-0", "demo-worker-1"):
+        pod = sim.pod(name)
+        worker = main(pod, "worker")
+        env_file = f"{session_env_dir(pod, 'worker')}/environment"
+        sh, c, script, _, *sshd = worker["command"]
+        assert (sh, c) == ("sh", "-c") and sshd[:3] == ["/usr/sbin/sshd", "-D", "-e"]
+        assert script.startswith("(umask 077 && awk ") and script.endswith(f'{env_file} && exec "$@"')
+        assert_sshd_sources(sshd[3:], env_file)
+        assert_kubelet_keeps(worker["command"])
+        # the Secret stays a reference for Kubernetes to resolve: its value is never in an object
+        assert worker["env"] == [{"name": "ENV_DIRECT", "value": "v"}, secret_env]
+    launcher = sim.pod("demo-launcher")
+    assert main(launcher, "launcher")["command"][:2] == ["colossalai", "run"]
+    assert not any("emptyDir" in v for v in launcher["spec"]["volumes"])
+
+
+def test_mpi_workers_run_plain_sshd():
+    sim = Sim(job("MPIJob", MPI_DOCUMENTED))
+    run_to_running(sim)
+    worker = sim.pod("demo-worker-0")
+    assert worker["spec"]["containers"][0]["command"][:2] != ["sh", "-c"]
+    assert not any("emptyDir" in v for v in worker["spec"]["volumes"])
+
+
 # -- DeepSpeedJob -----------------------------------------------------------------------------------
 
 
@@ -721,8 +781,9 @@ def test_deepspeed_launcher_command(config, args):
     sim.step()
     sim.step()
     w0 = main(sim.pod("demo-worker-0"), "worker")
-    assert w0["command"] == ["sh", "-c", '/usr/sbin/sshd && exec deepspeed "$@"', "deepspeed", *args]
-    assert main(sim.pod("demo-worker-2"), "worker")["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    assert w0["command"][:2] == ["sh", "-c"] and w0["command"][3:] == ["deepspeed", *args]
+    assert w0["command"][2].endswith('&& exec deepspeed "$@"')
+    assert main(sim.pod("demo-worker-2"), "worker")["command"][4:7] == ["/usr/sbin/sshd", "-D", "-e"]
     mounts = {m["mountPath"] for m in w0["volumeMounts"]}
     assert {"/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env"} <= mounts
     assert init_names(sim.pod("demo-worker-0")) == [WAIT_CONTAINER_NAME]
@@ -736,11 +797,9 @@ def test_deepspeed_files_and_custom_command():
     assert data["hostfile"] == "".join(f"demo-worker-{i} slots=4\n" for i in range(3))
     assert data["deepspeed_env"] == "NCCL_DEBUG=INFO\n"
     sim.step()
-    assert main(sim.pod("demo-worker-0"), "worker")["command"] == [
-        "sh",
-        "-c",
-        "/usr/sbin/sshd && deepspeed --hostfile /t9k/hostfile t.py",
-    ]
+    (sh, c, script) = main(sim.pod("demo-worker-0"), "worker")["command"]
+    assert (sh, c) == ("sh", "-c") and script.endswith("&& deepspeed --hostfile /t9k/hostfile t.py")
+    assert "/usr/sbin/sshd -o 'ForceCommand=" in script
     disabled = Sim(deepspeed({"run": {"python": ["t.py"]}}, disableCustomEnv=True))
     disabled.step()
     assert disabled.objects[("ConfigMap", "demo-hostfile")]["data"]["deepspeed_env"] == ""
@@ -770,6 +829,60 @@ def test_deepspeed_debug_runs_sshd():
     sim.step()
     sim.step()
     assert main(sim.pod("demo-worker-0"), "worker")["command"] == ["/usr/sbin/sshd", "-D"]
+
+
+#: Plain values DeepSpeed's launcher would mangle in .deepspeed_env (stripped, `$` expanded, pdsh's `%h`...).
+MANGLED = {"DOLLAR": "a $b", "QUOTE": 'say "hi"', "PAD": " x ", "PCT": "50%h", "LINES": "a\nb", "B": "a\\b"}
+
+
+def deepspeed_env_job(**spec: object) -> dict:
+    manifest = deepspeed({"run": {"python": ["t.py"]}}, **spec)
+    env = manifest["spec"]["worker"]["template"]["spec"]["containers"][0]["env"]
+    env += [{"name": "OK", "value": "it's a;b"}, {"name": "my.var", "value": "x"}]
+    env += [{"name": k, "value": v} for k, v in MANGLED.items()]
+    env.append({"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    return manifest
+
+
+def test_deepspeed_every_worker_writes_its_env_for_ssh_sessions():
+    """The ranks run in SSH sessions (pdsh from worker-0, to every worker including itself): each worker
+    snapshots its own container's env before its sshd starts, so valueFrom entries (a Secret, the pod's
+    own name) reach its ranks; .deepspeed_env (exported on every node from worker-0's copy) keeps only the
+    plain values it carries unchanged, and never a Secret."""
+    sim = Sim(deepspeed_env_job())
+    sim.step()
+    sim.step()
+    data = sim.objects[("ConfigMap", "demo-hostfile")]["data"]
+    assert data["deepspeed_env"] == "NCCL_DEBUG=INFO\nOK=it's a;b\n"
+    w0_pod = sim.pod("demo-worker-0")
+    w0 = main(w0_pod, "worker")
+    env_file = f"{session_env_dir(w0_pod, 'worker')}/environment"
+    script = w0["command"][2]
+    snapshot, sshd, launch = script.split(" && ")[-3:]
+    assert script.startswith("(umask 077 && awk ") and snapshot.endswith(env_file)
+    assert sshd.startswith("/usr/sbin/sshd -o 'ForceCommand=") and launch == 'exec deepspeed "$@"'
+    assert_sshd_sources(shlex.split(sshd)[1:], env_file)
+    assert_kubelet_keeps(w0["command"])
+    for i in (1, 2):
+        pod = sim.pod(f"demo-worker-{i}")
+        sh, c, script, _, *sshd_argv = main(pod, "worker")["command"]
+        env_file = f"{session_env_dir(pod, 'worker')}/environment"
+        assert (sh, c, sshd_argv[:3]) == ("sh", "-c", ["/usr/sbin/sshd", "-D", "-e"])
+        assert script.endswith(f'{env_file} && exec "$@"')
+        assert_sshd_sources(sshd_argv[3:], env_file)
+        secret = {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+        assert secret in main(pod, "worker")["env"]
+
+
+def test_deepspeed_disable_custom_env_carries_no_env():
+    sim = Sim(deepspeed_env_job(disableCustomEnv=True))
+    sim.step()
+    sim.step()
+    assert sim.objects[("ConfigMap", "demo-hostfile")]["data"]["deepspeed_env"] == ""
+    w0, w1 = sim.pod("demo-worker-0"), sim.pod("demo-worker-1")
+    assert main(w0, "worker")["command"][:3] == ["sh", "-c", '/usr/sbin/sshd && exec deepspeed "$@"']
+    assert main(w1, "worker")["command"] == ["/usr/sbin/sshd", "-D", "-e"]
+    assert not any("emptyDir" in v for v in w0["spec"]["volumes"] + w1["spec"]["volumes"])
 
 
 # -- BeamJob ----------------------------------------------------------------------------------------
@@ -1178,3 +1291,30 @@ def test_beam_failure_names_why_the_cluster_stopped():
     assert sim.status["phase"] == "Failed"
     message = sim.cond("Failed")["message"]
     assert message == f"The Flink cluster stopped before the pipeline was submitted: {why}"
+
+
+def test_deepspeed_tasks_list_their_replicas_under_replica_status():
+    """03-deepspeedjob-api.md, DeepSpeedJobStatus: `tasks[].replicaStatus[]`."""
+    spec = {
+        "config": {"run": {"python": ["train.py"]}},
+        "worker": {"replicas": 2, "template": make_template(make_container("worker"))},
+    }
+    sim = Sim(job("DeepSpeedJob", spec))
+    run_to_running(sim)
+    (task,) = sim.status["tasks"]
+    assert sorted(task) == ["replicaStatus", "restartCount", "type"]
+    assert [r["name"] for r in task["replicaStatus"]] == ["demo-worker-0", "demo-worker-1"]
+
+
+def test_colossalai_replicas_are_never_restarted():
+    """02-colossalaijob.md, 重启机制: `colossalai run` cannot take a restarted pod back into training, so a
+    failed replica is not restarted (the template's restartPolicy notwithstanding) and the job fails."""
+    spec = {**COLOSSAL_DOCUMENTED, "worker": {**COLOSSAL_DOCUMENTED["worker"], "template": make_template(
+        make_container("worker"), restartPolicy="OnFailure")}}  # fmt: skip
+    sim = Sim(job("ColossalAIJob", spec))
+    run_to_running(sim)
+    first = sim.pod("demo-worker-1")["metadata"]["uid"]
+    sim.finish("demo-worker-1", exit_code=1)
+    decision = sim.step()
+    assert not any(isinstance(a, Create) and a.obj["kind"] == "Pod" for a in decision.actions)
+    assert sim.status["phase"] == "Failed" and sim.pod("demo-worker-1")["metadata"]["uid"] == first

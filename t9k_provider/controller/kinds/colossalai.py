@@ -45,4 +45,5 @@ def compile_colossalai(typed: ColossalAIJob, ctx: JobContext) -> Plan:
         slots=None,
         worker_debug=("sleep", "inf"),
         success_message=SUCCESS,
+        worker_session_env=True,
     )

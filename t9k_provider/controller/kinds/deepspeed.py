@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+import shlex
 from typing import Any
 
 from t9k_provider.controller.engine.plan import Plan, ReplicaGroup
@@ -11,13 +13,27 @@ from t9k_provider.jobs.deepspeed import DeepSpeedJob
 
 from .common import container_named, elastic_replicas, pick_container, scheduler_plan
 from .context import JobContext
-from .ssh import SSH_SERVICE_PORTS, hostfile_text, ssh_companions, ssh_node, worker_hosts
+from .ssh import (
+    SSH_SERVICE_PORTS,
+    hostfile_text,
+    session_env_snapshot,
+    session_sshd_options,
+    ssh_companions,
+    ssh_node,
+    sshd_with_session_env,
+    worker_hosts,
+)
 from .training import training_plan
 
 SSHD = "/usr/sbin/sshd"
 SSH_MOUNT = "/root/.ssh"
 HOSTFILE = "/t9k/hostfile"
 ENV_FILE = "/root/.deepspeed_env"
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Values DeepSpeed's launcher exports unchanged: it strips each line, wraps one with other characters than
+#: `[\w@%+=:,./-]` in double quotes (where the remote shell expands `$`, `` ` `` and `\`) and pdsh replaces
+#: `%` sequences in the command; no leading or trailing space, no newline, none of `"$`\%`.
+DEEPSPEED_SAFE_VALUE = re.compile(r'(?:[^\s"$`\\%](?:[^\n\r"$`\\%]*[^\s"$`\\%])?)?')
 
 
 def deepspeed_args(typed: DeepSpeedJob, master: str) -> list[str]:
@@ -45,13 +61,27 @@ def deepspeed_args(typed: DeepSpeedJob, master: str) -> list[str]:
 
 
 def env_file(template: dict[str, Any], container: str) -> str:
-    """`KEY=VALUE` lines of the job's own env values, which the DeepSpeed launcher exports on every node."""
+    """`KEY=VALUE` lines of the job's own plain env values that DeepSpeed's launcher exports on every node
+    unchanged (`DEEPSPEED_SAFE_VALUE`). Every value, `valueFrom` ones included, reaches each worker's ranks
+    from that worker's own container through its SSH sessions (`sshd_with_session_env`); a value this file
+    would mangle is left out of it, so it cannot override the exact one, and no Secret ever lands here."""
     lines = [
         f"{e['name']}={e['value']}"
         for e in (container_named(template, container) or {}).get("env") or []
-        if isinstance(e.get("value"), str) and "\n" not in e["value"]
+        if isinstance(e.get("value"), str)
+        and SHELL_NAME.fullmatch(str(e.get("name", "")))
+        and DEEPSPEED_SAFE_VALUE.fullmatch(e["value"])
     ]
     return "".join(f"{line}\n" for line in lines)
+
+
+def launcher_script(after_sshd: str, session_env: bool) -> str:
+    """worker-0's `sh -c` script: start sshd (a daemon), then `after_sshd`; with `session_env`, snapshot the
+    container's environment first and give sshd the session hook (`sshd_with_session_env`)."""
+    if not session_env:
+        return f"{SSHD} && {after_sshd}"
+    sshd = shlex.join([SSHD, *session_sshd_options()])
+    return f"{session_env_snapshot()} && {sshd} && {after_sshd}"
 
 
 def compile_deepspeed(typed: DeepSpeedJob, ctx: JobContext) -> Plan:
@@ -62,10 +92,16 @@ def compile_deepspeed(typed: DeepSpeedJob, ctx: JobContext) -> Plan:
     hosts = worker_hosts(ctx, count)
     cname = pick_container(worker.template, ("worker",))
     slots = spec.config.slots_per_worker or 1
+    # disableCustomEnv: the controller carries no env of the job to the ranks (an empty .deepspeed_env, and
+    # sessions keep sshd's own environment).
+    session_env = not spec.disable_custom_env
     if spec.config.custom_command is not None:
-        launch = ["sh", "-c", f"{SSHD} && {spec.config.custom_command}"]
+        launch = ["sh", "-c", launcher_script(spec.config.custom_command, session_env)]
     else:
-        launch = ["sh", "-c", f'{SSHD} && exec deepspeed "$@"', "deepspeed", *deepspeed_args(typed, hosts[0])]
+        script = launcher_script('exec deepspeed "$@"', session_env)
+        launch = ["sh", "-c", script, "deepspeed", *deepspeed_args(typed, hosts[0])]
+    sshd = [SSHD, "-D", "-e"]
+    other = sshd_with_session_env(sshd) if session_env else sshd
 
     def build(index: int) -> dict[str, Any]:
         return ssh_node(
@@ -73,10 +109,11 @@ def compile_deepspeed(typed: DeepSpeedJob, ctx: JobContext) -> Plan:
             cname,
             ctx,
             SSH_MOUNT,
-            launch if index == 0 else [SSHD, "-D", "-e"],
+            launch if index == 0 else other,
             env={"PYTHONUNBUFFERED": "1"},
             hostfile_paths={"hostfile": HOSTFILE, "deepspeed_env": ENV_FILE},
             peers=hosts[1:] if index == 0 else (),
+            session_env=session_env,
         )
 
     group = ReplicaGroup(

@@ -8,6 +8,7 @@ running job.
 from __future__ import annotations
 
 import base64
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from t9k_provider.controller.engine.decision import ChildType
 from t9k_provider.controller.engine.plan import Companion, Plan, ReplicaGroup
-from t9k_provider.jobs.ssh import NormalizedSSHJob
+from t9k_provider.jobs.ssh import SESSION_ENV_DIR, NormalizedSSHJob
 
 from .common import add_wait, container_named, mode_fields, scheduler_plan, set_command, with_env
 from .context import JobContext
@@ -28,6 +29,17 @@ SSH_VOLUME = "t9k-ssh"
 HOSTFILE_VOLUME = "t9k-hostfile"
 SSH_PORT = 22
 SSH_SERVICE_PORTS = ({"name": "ssh", "port": SSH_PORT},)
+
+#: The worker container's own environment for its SSH sessions (docs/controller.md#colossalai): written at
+#: start into a pod-private in-memory volume, sourced by every session through sshd's ForceCommand.
+SESSION_ENV_VOLUME = "t9k-session-env"
+SESSION_ENV_FILE = f"{SESSION_ENV_DIR}/environment"
+#: Names a session keeps its own values for: what sshd and the login shell set, IFS (which would change how
+#: the client's command splits) and bash's read-only ones.
+SESSION_OWN_NAMES = (
+    "HOME", "PWD", "OLDPWD", "SHLVL", "_", "TERM", "USER", "LOGNAME", "SHELL", "MAIL", "IFS",
+    "SSH_[A-Za-z0-9_]*", "BASH", "BASH_[A-Za-z0-9_]*", "BASHOPTS", "SHELLOPTS", "EUID", "PPID", "UID",
+)  # fmt: skip
 
 
 def generate_keypair() -> tuple[str, str]:
@@ -54,6 +66,51 @@ def ssh_config(mount_path: str) -> str:
         f"  IdentityFile {mount_path.rstrip('/')}/id_rsa\n"
         "  ConnectionAttempts 10\n"
     )
+
+
+def session_env_snapshot(path: str = SESSION_ENV_FILE) -> str:
+    """sh that writes this process's environment to `path` as `export NAME='value'` lines (mode 0600, written
+    whole then renamed): every valid shell name but `SESSION_OWN_NAMES`, each value single-quoted so that
+    sourcing the file gives it back byte for byte (quotes, `$`, backslashes, newlines). awk's ENVIRON reads
+    the environment itself (no parsing of `env` output); `'` is written as `'"'"'`. Prints nothing: values
+    never reach the log. Contains neither `'` nor `$(`, so it nests in `sh -c '...'` and survives the
+    kubelet's `$(VAR)` expansion."""
+    own = "|".join(SESSION_OWN_NAMES)
+    program = (
+        'BEGIN { q = sprintf("%c", 39); r = q "\\"" q "\\"" q;'
+        f" for (k in ENVIRON) if (k ~ /^[A-Za-z_][A-Za-z0-9_]*$/ && k !~ /^({own})$/)"
+        ' { v = ENVIRON[k]; gsub(q, r, v); printf "export %s=%s%s%s\\n", k, q, v, q } }'
+    )
+    tmp = shlex.quote(f"{path}.tmp")
+    return f"(umask 077 && awk '{program}' > {tmp}) && mv -f {tmp} {shlex.quote(path)}"
+
+
+def session_force_command(path: str = SESSION_ENV_FILE) -> str:
+    """sshd's ForceCommand (run by the user's shell with `-c`): source the worker's environment, then run
+    what the client asked for (`colossalai run`'s and pdsh's command line, which export the launcher's own
+    variables on top), or a login shell when it asked for none."""
+    return (
+        f". {shlex.quote(path)}; "
+        'if [ -n "${SSH_ORIGINAL_COMMAND+x}" ]; then eval "$SSH_ORIGINAL_COMMAND"; else exec "$SHELL" -l; fi'
+    )
+
+
+def session_sshd_options(path: str = SESSION_ENV_FILE) -> list[str]:
+    """sshd arguments that make every session source the worker's environment (given first, they win
+    over the image's sshd_config)."""
+    return ["-o", f"ForceCommand={session_force_command(path)}"]
+
+
+def sshd_with_session_env(sshd: Sequence[str]) -> list[str]:
+    """A worker command: snapshot the container's environment, then exec `sshd` with the session hook."""
+    return [
+        "sh",
+        "-c",
+        f'{session_env_snapshot()} && exec "$@"',
+        "t9k-session-env",
+        *sshd,
+        *session_sshd_options(),
+    ]
 
 
 def ssh_companions(ctx: JobContext, mount_path: str, hostfile_data: dict[str, str]) -> tuple[Companion, ...]:
@@ -99,10 +156,13 @@ def ssh_node(
     env: dict[str, str] | None = None,
     hostfile_paths: dict[str, str] | None = None,
     peers: Sequence[str] = (),
+    session_env: bool = False,
 ) -> dict[str, Any]:
     """A copy of `template` whose `container` runs `command` with the job's keys at `mount_path` (mode 0600:
     id_rsa, id_rsa.pub, authorized_keys, the client config), the hostfile ConfigMap's keys mounted as single
-    files (`hostfile_paths`: key -> absolute path), after a bounded wait for the sshd of `peers`."""
+    files (`hostfile_paths`: key -> absolute path), after a bounded wait for the sshd of `peers`.
+    `session_env` adds the in-memory volume at `SESSION_ENV_DIR` that `command` writes the session
+    environment to (`sshd_with_session_env`)."""
     tpl = with_env(template, env or {})
     set_command(tpl, container, command)
     volumes = tpl.setdefault("spec", {}).setdefault("volumes", [])
@@ -128,6 +188,9 @@ def ssh_node(
             {"name": HOSTFILE_VOLUME, "mountPath": path, "subPath": key, "readOnly": True}
             for key, path in hostfile_paths.items()
         ]
+    if session_env:
+        volumes.append({"name": SESSION_ENV_VOLUME, "emptyDir": {"medium": "Memory"}})
+        mounts.append({"name": SESSION_ENV_VOLUME, "mountPath": SESSION_ENV_DIR})
     target = container_named(tpl, container)
     if target is not None:
         target.setdefault("volumeMounts", []).extend(mounts)
@@ -153,9 +216,11 @@ def launcher_plan(
     slots: int | None,
     worker_debug: tuple[str, ...],
     success_message: str,
+    worker_session_env: bool = False,
 ) -> Plan:
     """MPIJob and ColossalAIJob: workers `<job>-worker-<i>` run sshd; the launcher `<job>-launcher` runs
     `launch` once all workers run (docs/controller.md#r10), with the hostfile at `hostfile_path`.
+    `worker_session_env`: the workers' SSH sessions get their container's env (`sshd_with_session_env`).
 
     Success and failure follow the launcher; a worker failing for good fails the job at once (fail-fast).
     The PodGroup's minMember counts the workers only: the launcher is created after they run, so requiring
@@ -165,8 +230,12 @@ def launcher_plan(
     workers = n.worker.replicas
     hosts = worker_hosts(ctx, workers)
 
+    sshd = [n.ssh.sshd_path, "-D", "-e"]
+    command = sshd_with_session_env(sshd) if worker_session_env else sshd
+
     def worker(_: int) -> dict[str, Any]:
-        return ssh_node(n.worker.template, n.worker_container, ctx, mount, [n.ssh.sshd_path, "-D", "-e"])
+        tpl, name = n.worker.template, n.worker_container
+        return ssh_node(tpl, name, ctx, mount, command, session_env=worker_session_env)
 
     def launcher(_: int) -> dict[str, Any]:
         return ssh_node(
