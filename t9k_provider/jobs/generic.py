@@ -12,6 +12,7 @@ from t9k_provider.jobs.envelope import JobSpec, T9kJob
 from t9k_provider.jobs.podtemplates import Issues, template_issues
 from t9k_provider.jobs.replicachecks import duplicate_type_issues, run_mode_issues, type_name_issues
 from t9k_provider.jobs.specparts import CleanUpPolicy, ReplicaSpec, RunMode, SchedulePolicy, ServiceOption
+from t9k_provider.jobs.variables import Variables, variable_issues
 
 # A rule maps replica types to ranks; it holds when every listed replica is in the rule's state.
 FinishedRule = dict[str, list[RankValue]]
@@ -34,6 +35,11 @@ class GenericJobSpec(JobSpec):
 
     def replica_counts(self) -> dict[str, int]:
         return {r.type: r.replicas for r in self.replica_specs}
+
+    def variables(self, job: str) -> Variables:
+        """What the variables of job `job`'s templates expand from."""
+        ports = None if self.service is None else {p.name: p.port for p in self.service.ports}
+        return Variables(job=job, replicas=self.replica_counts(), ports=ports)
 
     def issues(self) -> Issues:
         types = [r.type for r in self.replica_specs]
@@ -60,6 +66,10 @@ class GenericJobSpec(JobSpec):
                 if port.name in seen:
                     issues.append((f"service.ports[{i}].name", f"duplicate port name {port.name!r}"))
                 seen.add(port.name)
+        # Every template at once: a variable that cannot be expanded is an invalid spec whichever replica uses
+        # it (docs/controller.md#genericjob-variable-substitution). The job's name does not matter here.
+        templates = [(f"replicaSpecs[{i}].template", rs.template) for i, rs in enumerate(self.replica_specs)]
+        issues += variable_issues(templates, self.variables(""))
         return issues + run_mode_issues(self.run_mode, counts)
 
 

@@ -795,3 +795,15 @@ def test_published_xgboost_example_is_rejected_at_the_misplaced_containers() -> 
     with pytest.raises(ManifestError) as caught:
         load(_FIXTURES / "invalid" / "xgboost-docs-as-published.yaml")
     assert caught.value.path == "spec.replicaSpecs[1].template.spec"
+
+
+def test_the_seeds_tf_config_example_is_refused_saying_what_to_add() -> None:
+    """01-genericjob.md, 变量替换: the example's service variables need spec.service, which it lacks; the
+    model refuses it (the operators before they submit, the controller as InvalidSpec) and says what to
+    add."""
+    with pytest.raises(ManifestError) as caught:
+        load(_FIXTURES / "invalid" / "seed-genericjob-variables.yaml")
+    assert caught.value.path == "spec.replicaSpecs[0].template.spec.containers[0].env[0].value"
+    assert "Add to spec: `service: {ports: [{name: http, port: <the port the replicas listen on>}]}`" in str(
+        caught.value
+    )

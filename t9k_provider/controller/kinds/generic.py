@@ -6,7 +6,7 @@ from functools import partial
 from typing import Any
 
 from t9k_provider.controller.engine.plan import Plan, ReplicaGroup
-from t9k_provider.controller.engine.substitution import Variables, check_variables, substitute_template
+from t9k_provider.controller.engine.substitution import substitute_template
 from t9k_provider.jobs.generic import GenericJob
 
 from .common import mode_fields, pick_container, scheduler_plan
@@ -23,24 +23,16 @@ def compile_generic(typed: GenericJob, ctx: JobContext) -> Plan:
     spec = typed.spec
     counts = spec.replica_counts()
     ports = spec.service.ports if spec.service is not None else None
-    variables = Variables(
-        job=ctx.name, replicas=counts, ports=None if ports is None else {p.name: p.port for p in ports}
-    )
+    # The model refused a job whose variables cannot be expanded (jobs/variables.py).
+    variables = spec.variables(ctx.name)
     service_ports = tuple(p.dump() for p in ports or [])
-    # Checked once here, over every template: a variable that cannot be expanded is an invalid spec whichever
-    # replica is built (docs/controller.md#genericjob-variable-substitution).
-    check_variables(
-        [(f"spec.replicaSpecs[{i}].template", rs.template) for i, rs in enumerate(spec.replica_specs)],
-        variables,
-    )
     groups = []
-    for i, rs in enumerate(spec.replica_specs):
-        path = f"spec.replicaSpecs[{i}].template"
+    for rs in spec.replica_specs:
         groups.append(
             ReplicaGroup(
                 type=rs.type,
                 replicas=rs.replicas,
-                template=partial(substitute_template, rs.template, variables, rs.type, path=path),
+                template=partial(substitute_template, rs.template, variables, rs.type),
                 restart_policy=rs.restart_policy.policy,
                 restart_limit=rs.restart_policy.limit,
                 training_container=pick_container(rs.template, ()),
