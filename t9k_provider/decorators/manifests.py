@@ -45,7 +45,7 @@ class JobOptions:
     processor's forked parsing process a ``NamedTuple`` class costs about 0.7 ms to create."""
 
     __slots__ = (
-        "container_resources", "env", "image", "launch", "manifest_override", "python", "run_policy",
+        "container_resources", "env", "gpus", "image", "launch", "manifest_override", "python", "run_policy",
         "scheduler", "size", "volume_mounts", "volumes",
     )  # fmt: skip
 
@@ -62,8 +62,10 @@ class JobOptions:
         run_policy: dict[str, Any] | None = None,
         scheduler: dict[str, Any] | None = None,
         manifest_override: dict[str, Any] | None = None,
+        gpus: int = 0,
     ) -> None:
         self.image, self.size, self.python = image, size, python
+        self.gpus = gpus  #: GPUs per replica: the training container's nvidia.com/gpu request and limit
         self.launch = launch  #: values of the decorator's own options (``Recipe.launch_options``)
         self.container_resources, self.env = container_resources, env
         self.volumes, self.volume_mounts = volumes, volume_mounts
@@ -114,8 +116,9 @@ class Recipe:
         env = [*env, *self.extra_env()]
         if env:
             main["env"] = env
-        if options.container_resources:
-            main["resources"] = options.container_resources
+        resources = gpu_resources(options.container_resources, options.gpus)
+        if resources:
+            main["resources"] = resources
         main["volumeMounts"] = [*(options.volume_mounts or []), _files_mount()]
         unpack = {
             "name": INIT_CONTAINER,
@@ -146,6 +149,20 @@ class Recipe:
                 {"name": "WORLD_SIZE", "value": "$(replicas[worker])"},
             ]
         return []
+
+
+#: The resource the NVIDIA device plugin advertises, and `gpus=` asks for.
+GPU = "nvidia.com/gpu"
+
+
+def gpu_resources(resources: dict[str, Any] | None, gpus: int) -> dict[str, Any] | None:
+    """``resources`` with ``gpus`` GPUs as request and limit (an extended resource: both must be equal)."""
+    if not gpus:
+        return resources
+    out = copy.deepcopy(resources or {})
+    for key in ("limits", "requests"):
+        out[key] = {**(out.get(key) or {}), GPU: str(gpus)}
+    return out
 
 
 def _files_mount() -> dict[str, str]:
@@ -232,6 +249,8 @@ def _generic(template: dict[str, Any], options: JobOptions) -> dict[str, Any]:
 def _pytorch(template: dict[str, Any], options: JobOptions) -> dict[str, Any]:
     spec = {"replicaSpecs": [_replica("worker", options.size, template)], "runPolicy": _run_policy(options)}
     nproc = options.launch.get("nproc_per_node")
+    if nproc is None and options.gpus > 1:  # one process per GPU unless nproc_per_node says otherwise
+        nproc = options.gpus
     if nproc is not None:  # torchrun starts nproc processes per replica and sets their ranks
         spec["torchrunConfig"] = {"enabled": True, "procPerNode": nproc, "maxRestarts": 0}
     return spec
@@ -250,7 +269,8 @@ def _deepspeed(template: dict[str, Any], options: JobOptions) -> dict[str, Any]:
     return {
         "worker": {"replicas": options.size, "restartPolicy": "Never", "template": template},
         "config": {
-            "slotsPerWorker": options.launch.get("slots_per_worker", 1),
+            # One rank per GPU unless slots_per_worker says otherwise.
+            "slotsPerWorker": options.launch.get("slots_per_worker") or max(options.gpus, 1),
             "localRank": False,  # the launcher sets LOCAL_RANK in the environment instead
             "run": {"python": [RUNNER_PATH, CALL_PATH]},
         },
@@ -302,7 +322,7 @@ RECIPES: dict[str, Recipe] = {
             "worker",
             "deepspeed/deepspeed:v072_torch112_cu117",
             "workers",
-            {"slots_per_worker": 1},
+            {"slots_per_worker": None},
             True,
             _deepspeed,
         ),

@@ -42,6 +42,10 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
     :param python: the interpreter command in the image.
     :param container_resources: the training container's ``resources`` (requests/limits); named as in
         ``KubernetesPodOperator``, because ``resources`` is a ``BaseOperator`` argument.
+    :param gpus: GPUs per replica (``nvidia.com/gpu`` request and limit of the training container); with more
+        than one, ``@task.t9k_pytorch`` starts that many processes per replica (torchrun) and
+        ``@task.t9k_deepspeed`` that many ranks per worker, unless ``nproc_per_node`` / ``slots_per_worker``
+        say otherwise.
     :param env: the training container's environment: ``{name: value}`` or a list of EnvVar dicts.
     :param volumes: pod volumes; ``volume_mounts``: the training container's mounts.
     :param run_policy: ``spec.runPolicy`` entries (TrainingJobs and DeepSpeedJob); default
@@ -75,6 +79,7 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         image: str | None = None,
         python: str = "python",
         container_resources: dict[str, Any] | None = None,
+        gpus: int = 0,
         env: dict[str, Any] | list[dict[str, Any]] | None = None,
         volumes: list[dict[str, Any]] | None = None,
         volume_mounts: list[dict[str, Any]] | None = None,
@@ -87,7 +92,13 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         **kwargs: Any,
     ) -> None:
         recipe = self.recipe
-        checked = {"run_policy": run_policy, "serializer": serializer, "on_finish_action": on_finish_action}
+        checked = {
+            "run_policy": run_policy,
+            "serializer": serializer,
+            "on_finish_action": on_finish_action,
+            "gpus": gpus,
+            "container_resources": container_resources,
+        }
         self.check_options({**kwargs, **checked})
         size = kwargs.pop(recipe.size_option, 1)
         launch = {option: kwargs.pop(option, default) for option, default in recipe.launch_options.items()}
@@ -107,6 +118,7 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             scheduler=scheduler,
             manifest_override=manifest_override,
             launch=launch,
+            gpus=gpus,
         )
         super().__init__(
             python_callable=python_callable,
@@ -131,6 +143,7 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             owners = ", ".join(f"@task.{d}" for d in KIND_OPTIONS[foreign[0]])
             raise TypeError(f"{name} has no option {foreign[0]!r} (an option of {owners})")
         _positive(name, recipe.size_option, options.get(recipe.size_option, 1))
+        _gpus(name, options.get("gpus", 0), options.get("container_resources"))
         for option in recipe.launch_options:
             value = options.get(option)
             if value is not None and not (option == "nproc_per_node" and value == "gpu"):
@@ -255,6 +268,17 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             self.finish_action == "delete" or (self.finish_action == "delete_on_success" and succeeded)
         ):
             self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
+
+
+def _gpus(decorator: str, gpus: Any, resources: Any) -> None:
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise ValueError(f"{decorator}: gpus must be a whole number of GPUs per replica, got {gpus!r}")
+    listed = [key for key in ("limits", "requests") if manifests.GPU in ((resources or {}).get(key) or {})]
+    if gpus and listed:
+        raise TypeError(
+            f"{decorator}: gpus={gpus} and container_resources.{listed[0]}[{manifests.GPU}] both ask for "
+            "GPUs: use one of them"
+        )
 
 
 def _positive(decorator: str, option: str, value: Any) -> int:

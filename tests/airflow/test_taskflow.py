@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -240,6 +241,57 @@ def test_kind_layouts(dag: DAG) -> None:
     generic = build("t9k", dag, replicas=2).manifest
     env = generic["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "RANK", "value": "$(rank)"} in env
+
+
+def _training_container(manifest: dict[str, Any]) -> dict[str, Any]:
+    spec = manifest["spec"]
+    template = spec["worker"]["template"] if "worker" in spec else spec["replicaSpecs"][-1]["template"]
+    return template["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("decorator", DECORATORS)
+def test_gpus_are_the_training_containers_request_and_limit(decorator: str, dag: DAG) -> None:
+    op = build(decorator, dag, gpus=2, container_resources={"limits": {"cpu": "4"}})
+    load(manifests.with_call(op.manifest, "r", "c"))  # the job model accepts it
+    resources = _training_container(op.manifest)["resources"]
+    assert resources == {"limits": {"cpu": "4", "nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}
+
+
+def test_several_gpus_start_a_process_each_unless_told_otherwise(dag: DAG) -> None:
+    """One torchrun process (one DeepSpeed rank) per GPU of the replica; nproc_per_node and slots_per_worker
+    still decide when given."""
+
+    def spec(decorator: str, **options: Any) -> dict[str, Any]:
+        return build(decorator, dag, **options).manifest["spec"]
+
+    assert spec("t9k_pytorch", workers=2, gpus=4)["torchrunConfig"] == {
+        "enabled": True,
+        "procPerNode": 4,
+        "maxRestarts": 0,
+    }
+    assert spec("t9k_pytorch", gpus=4, nproc_per_node=1)["torchrunConfig"]["procPerNode"] == 1
+    assert "torchrunConfig" not in spec("t9k_pytorch", gpus=1)
+    assert spec("t9k_deepspeed", gpus=4)["config"]["slotsPerWorker"] == 4
+    assert spec("t9k_deepspeed", gpus=4, slots_per_worker=2)["config"]["slotsPerWorker"] == 2
+    assert spec("t9k_deepspeed")["config"]["slotsPerWorker"] == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [
+        ({"gpus": -1}, ValueError, "gpus must be a whole number"),
+        ({"gpus": 1.5}, ValueError, "gpus must be a whole number"),
+        ({"gpus": True}, ValueError, "gpus must be a whole number"),
+        (
+            {"gpus": 1, "container_resources": {"limits": {"nvidia.com/gpu": "1"}}},
+            TypeError,
+            "container_resources.limits[nvidia.com/gpu] both ask for GPUs",
+        ),
+    ],
+)
+def test_bad_gpus_fail_when_the_decorator_is_applied(options: dict, error: type, words: str) -> None:
+    with pytest.raises(error, match=re.escape(words)):
+        task.t9k_pytorch(**options)
 
 
 def test_manifest_override_is_deep_merged(dag: DAG) -> None:
