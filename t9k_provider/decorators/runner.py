@@ -18,6 +18,7 @@ Protocol, read by the Airflow task from the container log:
 from __future__ import annotations
 import __future__
 
+import atexit
 import base64
 import builtins
 import faulthandler
@@ -192,5 +193,15 @@ def main() -> int:
     return 0
 
 
+def leave(code: int) -> None:
+    """Exit with ``code`` after Python's own exit work (``atexit`` handlers, e.g. a tracker's last upload) but
+    without the C++ teardown after it: a gloo or NCCL thread the function left joinable aborts the process
+    there ("terminate called without an active exception"), failing a rank whose work and result are done."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -615,3 +615,21 @@ def test_the_runner_is_python_3_8_with_the_standard_library_only() -> None:
         for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
     }
     assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+
+
+def registers_a_goodbye() -> int:
+    import atexit
+
+    atexit.register(print, "goodbye from atexit", flush=True)
+    return 7
+
+
+def test_the_runner_runs_atexit_handlers_then_skips_the_interpreters_teardown(tmp_path: Path) -> None:
+    """A rank leaves with ``os._exit`` once Python's exit work is done: atexit handlers still run and the
+    result and exit code stand, but no C++ destructor runs after them (where a joinable gloo thread would
+    abort the process)."""
+    done = run_runner(tmp_path, registers_a_goodbye, env={"RANK": "0"})
+    assert done.returncode == 0, done.stderr
+    assert runner.RESULT_MARKER in done.stdout and done.stdout.rstrip().endswith("goodbye from atexit")
+    text = Path(runner.__file__).read_text()
+    assert "leave(main())" in text and "os._exit(code)" in text
