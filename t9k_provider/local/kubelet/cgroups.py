@@ -25,6 +25,8 @@ from decimal import ROUND_CEILING
 from pathlib import Path
 from typing import Any
 
+from t9k_provider.local.kubelet import tmpfs
+from t9k_provider.local.kubelet.poddir import pods_root
 from t9k_provider.local.machinery.quantity import parse_quantity
 
 CPU_PERIOD_US = 100_000  # the CFS period the kubelet uses
@@ -409,10 +411,13 @@ def detect(
 
 def remove_leftovers(state_dir: Path) -> None:
     """Remove the kubelet cgroup of `state_dir` wherever `detect` may put it, with what is left in it: for a
-    cluster whose kubelet left its pods to a next kubelet that will not come (or was killed)."""
+    cluster whose kubelet left its pods to a next kubelet that will not come (or was killed). Then the
+    memory-backed volumes (`tmpfs`) of its pods, whose pages were charged to those cgroups, are unmounted:
+    nothing stays mounted under the state dir's `pods/`."""
     with contextlib.suppress(OSError):
         places = _places(None, None)
         name = kubelet_cgroup_name(state_dir)
         v1 = [places.v1[c] for c in (*V1_REQUIRED, *V1_OPTIONAL) if c in places.v1]
         for parent in _unique([*(p for _, p in places.v2), *v1]):
             remove_tree(parent / name)
+    tmpfs.unmount_under(pods_root(state_dir))

@@ -24,17 +24,26 @@ from urllib.parse import urlparse
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import NODE_INDEX, Informer, object_key
 from t9k_provider.kube.resources import NODES
-from t9k_provider.local.kubelet import cgroups, hosts, podenv, runtime
+from t9k_provider.local.kubelet import cgroups, hosts, podenv, runtime, tmpfs
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups
 from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork
-from t9k_provider.local.kubelet.poddir import PodDir
+from t9k_provider.local.kubelet.poddir import PodDir, pods_root
 from t9k_provider.local.kubelet.podworker import PodWorker
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES
 from t9k_provider.local.machinery.events import NODE_NAME
+from t9k_provider.local.machinery.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
 
 RESOURCE_LIMITS_ANNOTATION = "t9k-local.tensorstack.dev/resource-limits"
+
+
+def machine_memory() -> int:
+    """The machine's memory in bytes (the Node advertises it unless told otherwise)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
 
 
 class ProcessKubelet:
@@ -53,6 +62,7 @@ class ProcessKubelet:
         self.services = services
         self.workers: dict[str, PodWorker] = {}
         self.cgroups: KubeletCgroups | None = None
+        self.node_memory = machine_memory()  # then the Node's allocatable memory (`_setup_cgroups`)
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._hosts_dirty = asyncio.Event()
         self._host_signatures: dict[tuple[str, str], tuple[Any, ...] | None] = {}
@@ -170,9 +180,14 @@ class ProcessKubelet:
             verdict = f"enforced: {self.cgroups.describe()}"
         try:
             patch = {"metadata": {"annotations": {RESOURCE_LIMITS_ANNOTATION: verdict}}}
-            await self.kube.patch(NODES, None, NODE_NAME, patch)
+            node = await self.kube.patch(NODES, None, NODE_NAME, patch)
         except ApiError as exc:
             log.warning("could not record on the Node whether resource limits are enforced: %s", exc)
+            return
+        status = node.get("status") or {}
+        memory = ((status.get("allocatable") or status.get("capacity") or {}).get("memory")) or ""
+        if (parsed := parse_quantity(memory)) is not None and parsed > 0:
+            self.node_memory = int(parsed)  # what `t9k-local up --memory` advertises, if given
 
     async def _cleanup_orphans(self) -> None:
         """After a crash: pod directories and networks whose pod no longer exists are removed.
@@ -186,6 +201,7 @@ class ProcessKubelet:
             if entry.uid not in live:
                 log.info("removing pod directory %s: the pod no longer exists", entry.path.name)
                 runtime.kill_all(entry)
+                await asyncio.to_thread(tmpfs.unmount_under, entry.path)
                 await asyncio.to_thread(shutil.rmtree, entry.path, True)
         if self.cgroups is not None:
             await asyncio.to_thread(self.cgroups.remove_orphans, self._live_uids())
@@ -195,8 +211,8 @@ class ProcessKubelet:
         return {p["metadata"]["uid"] for p in self.pods.by_index(NODE_INDEX, NODE_NAME)} | set(self.workers)
 
     async def _stop_everything(self) -> None:
-        """Agents stopping: stop every container (SIGTERM, then SIGKILL after a short grace) and the
-        networks."""
+        """Agents stopping: stop every container (SIGTERM, then SIGKILL after a short grace), unmount the
+        memory-backed volumes (a next kubelet mounts them afresh) and remove the networks."""
         dirs = PodDir.all(self.state_dir)
         pending = [f for d in dirs for f in runtime.running(d) if runtime.signal_container(f, signal.SIGTERM)]
         deadline = time.monotonic() + 3.0
@@ -205,6 +221,7 @@ class ProcessKubelet:
             pending = [f for f in pending if not f.finished]
         for d in dirs:
             runtime.kill_all(d)
+        await asyncio.to_thread(tmpfs.unmount_under, pods_root(self.state_dir))  # memory volumes: freed
         if self.cgroups is not None:
             await asyncio.to_thread(self.cgroups.remove)
         for d in dirs:

@@ -13,6 +13,7 @@ share no memory: they talk through these files. This module alone names them:
         etc-hosts, resolv.conf            bind-mounted as the containers' /etc/hosts and /etc/resolv.conf
         network.json                      the pod's IP and network namespace
         volumes/<volume>/                 emptyDir / configMap / secret / projected / downwardAPI contents
+                                          (a memory-backed emptyDir: a tmpfs mounted there, see `tmpfs`)
     STATE/volumes/<ns>/<claim>/           persistentVolumeClaim volumes, shared by the namespace's pods
 
 Readers may run in other processes at any moment, so JSON is written to a temporary file and renamed.
@@ -134,12 +135,12 @@ class PodDir:
     @classmethod
     def of(cls, state_dir: Path, pod: dict[str, Any]) -> PodDir:
         meta = pod["metadata"]
-        return cls(_root(state_dir) / f"{meta.get('namespace', 'default')}_{meta['name']}_{meta['uid']}")
+        return cls(pods_root(state_dir) / f"{meta.get('namespace', 'default')}_{meta['name']}_{meta['uid']}")
 
     @classmethod
     def all(cls, state_dir: Path) -> list[PodDir]:
         """The pod directories on disk."""
-        root = _root(state_dir)
+        root = pods_root(state_dir)
         return [cls(entry) for entry in root.iterdir() if entry.is_dir()] if root.is_dir() else []
 
     @property
@@ -178,5 +179,6 @@ class PodDir:
         ]
 
 
-def _root(state_dir: Path) -> Path:
+def pods_root(state_dir: Path) -> Path:
+    """`STATE/pods`: where the pod directories are."""
     return Path(state_dir) / "pods"

@@ -1,7 +1,7 @@
 """What a pod needs before its containers start: its network, its volumes (ConfigMaps, Secrets, projected
-ServiceAccount tokens) and the context its containers' environment is expanded in. Part of the pod worker
-(`PodWorker` inherits it): a missing object is a FailedMount or a CreateContainerConfigError, retried every
-``CONFIG_RETRY_SECONDS`` as the kubelet retries it."""
+ServiceAccount tokens, memory-backed emptyDirs as tmpfs mounts) and the context its containers' environment is
+expanded in. Part of the pod worker (`PodWorker` inherits it): a missing object is a FailedMount or a
+CreateContainerConfigError, retried every ``CONFIG_RETRY_SECONDS`` as the kubelet retries it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ResourceType
-from t9k_provider.local.kubelet import hosts, poddir, podenv, volumes
+from t9k_provider.local.kubelet import hosts, poddir, podenv, tmpfs, volumes
 from t9k_provider.local.kubelet.network import NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
@@ -34,6 +34,7 @@ class PodSetup:
     config_error: str | None
     mount_error: str | None
     prepare_after: float
+    reported: set[tuple[str, str, int]]
 
     @property
     def namespace(self) -> str:
@@ -65,6 +66,7 @@ class PodSetup:
                 await self._mount_failed(source.volume, f"failed to fetch token: {exc.message}")
                 return
         try:
+            await self._mount_memory_volumes()
             self.volume_paths = await asyncio.to_thread(
                 volumes.materialize, self.pod, self.dir, configmaps, secrets, tokens
             )
@@ -81,6 +83,28 @@ class PodSetup:
         self.config_error = None
         self.dir.resolv_conf.write_text(hosts.RESOLV_CONF)
         self.kubelet.write_hosts(self)
+
+    async def _mount_memory_volumes(self) -> None:
+        """Memory-backed emptyDirs become tmpfs mounts before any container starts; one the kubelet cannot
+        mount stays on disk, which a Warning event says (once per volume)."""
+        node_memory = self.kubelet.node_memory
+        on_disk = await asyncio.to_thread(
+            tmpfs.ensure_memory_volumes, self.pod, self.dir.volumes, node_memory
+        )
+        for volume, why in on_disk.items():
+            if ("MemoryMediumUnavailable", volume, 0) not in self.reported:
+                self.reported.add(("MemoryMediumUnavailable", volume, 0))
+                message = (
+                    f'emptyDir volume "{volume}" (medium: Memory) is a directory on disk, not a tmpfs: '
+                    f"{why}; its sizeLimit is not enforced and what is written there is not counted as memory"
+                )
+                await self._event("MemoryMediumUnavailable", message, warning=True)
+
+    async def release_memory_volumes(self) -> None:
+        """A finished pod's tmpfs volumes are unmounted, as the kubelet tears down a terminated pod's volumes:
+        their memory is freed."""
+        if tmpfs.memory_volumes(self.pod):
+            await asyncio.to_thread(tmpfs.unmount_under, self.dir.volumes)
 
     async def _fetch(self, rt: ResourceType, name: str) -> dict[str, Any] | None:
         try:

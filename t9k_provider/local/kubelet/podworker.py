@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import PODS
 from t9k_provider.kube.timestamps import now_rfc3339
-from t9k_provider.local.kubelet import hosts, podenv, runtime, volumes
+from t9k_provider.local.kubelet import hosts, podenv, runtime, tmpfs, volumes
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups
 from t9k_provider.local.kubelet.identity import container_identity
 from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork, PodNet
@@ -69,6 +69,7 @@ class PodHost(Protocol):
     state_dir: Path
     network: HostNetwork | NetnsNetwork
     cgroups: KubeletCgroups | None
+    node_memory: int  # bytes: what a memory-backed emptyDir may hold at most
 
     def base_env(self, pod: dict[str, Any]) -> dict[str, str]:
         """What every container gets before its own variables."""
@@ -154,13 +155,14 @@ class PodWorker(PodSetup, PodProbing):
 
     async def teardown(self) -> None:
         """The pod object is gone: kill what is left, free the network, remove the pod's cgroups and
-        directory."""
+        directory (its tmpfs volumes unmounted first)."""
         for prober in self.probers.values():
             prober.cancel()
         runtime.kill_all(self.dir)
         if self.kubelet.cgroups is not None:
             await asyncio.to_thread(self.kubelet.cgroups.remove_pod, self.uid)
         await self.kubelet.network.teardown(self.uid)
+        await asyncio.to_thread(tmpfs.unmount_under, self.dir.path)
         await asyncio.to_thread(shutil.rmtree, self.dir.path, True)
 
     def _views(self) -> tuple[list[ContainerView], list[ContainerView]]:
@@ -207,6 +209,7 @@ class PodWorker(PodSetup, PodProbing):
             self._kill_running(inits + mains)
             if meta.get("deletionTimestamp"):
                 await self._final_delete()
+            await self.release_memory_volumes()
             if self.net is not None or self.dir.network.exists():
                 await self.kubelet.network.teardown(self.uid)
                 self.dir.network.unlink(missing_ok=True)

@@ -5,6 +5,7 @@ The tokens come from the API server's TokenRequest (`serviceaccounts/<name>/toke
 calls before materialising (`token_sources` says what to request), so this module does no I/O but files.
 With `fsGroup`, the volumes the kubelet manages are given to that group (setgid directories, group
 read/write, read-only for configMap/secret/projected/downwardAPI content), as its SetVolumeOwnership does.
+An emptyDir with `medium: Memory` is a tmpfs the pod worker mounted at its directory first (`tmpfs`).
 """
 
 from __future__ import annotations
@@ -161,7 +162,8 @@ def materialize(
         target = pod_dir.volumes / name
         if "emptyDir" in vol:
             target.mkdir(parents=True, exist_ok=True)
-            os.chmod(target, EMPTY_DIR_MODE)
+            if not os.path.ismount(target):  # a memory-backed one is a tmpfs of mode 1777 (`tmpfs`)
+                os.chmod(target, EMPTY_DIR_MODE)
         elif "configMap" in vol:
             src = vol["configMap"]
             _object_items(
