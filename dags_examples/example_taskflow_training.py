@@ -5,9 +5,11 @@ What it shows:
 * ``prepare_data`` (``@task.t9k``): a GenericJob runs the function once; it writes a deterministic synthetic
   data set to the shared volume and returns where it is and how large (its XCom).
 * ``train`` (``@task.t9k_pytorch(workers=2)``): the function runs on both replicas of a PyTorchTrainingJob.
-  ``init_process_group("gloo")`` needs no arguments: the controller sets ``RANK``, ``WORLD_SIZE``,
+  ``init_process_group`` needs no arguments: the controller sets ``RANK``, ``WORLD_SIZE``,
   ``MASTER_ADDR``, ``MASTER_PORT`` and the decorator ``LOCAL_RANK``. It trains the pipeline's small MLP with
-  DistributedDataParallel on CPU; rank 0 saves the checkpoint and its return value becomes the XCom.
+  DistributedDataParallel, with NCCL on the replica's GPU when the node has GPUs and the task asks for them
+  (``gpus=1``), else with gloo on the CPU, and says which; rank 0 saves the checkpoint and its return value
+  becomes the XCom.
   ``.partial().expand(lr=...)`` sweeps the learning rate: one job per value.
 * ``evaluate`` (``@task.t9k``), mapped over the sweep's results, scores each checkpoint on the held-out split.
 * ``pick_best``, a plain ``@task``, picks the learning rate with the lowest test error.
@@ -104,30 +106,34 @@ with DAG(
         import torch
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
-        from train_ddp import build_model
+        from train_ddp import build_model, pick_device
 
-        dist.init_process_group("gloo", timeout=timedelta(seconds=120))
+        device, backend = pick_device()  # the replica's GPU with NCCL if it sees one, else the CPU with gloo
+        dist.init_process_group(backend, timeout=timedelta(seconds=120))
         rank, world = dist.get_rank(), dist.get_world_size()
+        print(f"rank {rank}/{world}: training on {device} with {backend}", flush=True)
         try:
             torch.set_num_threads(1)
             torch.manual_seed(0)  # the same initial weights on every rank
             data = np.load(Path(dataset["dir"]) / "train.npz")
-            x, y = torch.from_numpy(data["x"])[rank::world], torch.from_numpy(data["y"])[rank::world]
-            model = DistributedDataParallel(build_model(dataset["features"], 32))
+            x = torch.from_numpy(data["x"])[rank::world].to(device)
+            y = torch.from_numpy(data["y"])[rank::world].to(device)
+            model = DistributedDataParallel(build_model(dataset["features"], 32).to(device))
             optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-            steps = torch.tensor([len(x) // batch_size])
+            steps = torch.tensor([len(x) // batch_size], device=device)
             dist.all_reduce(steps, op=dist.ReduceOp.MIN)  # equal step counts, or the last all-reduce hangs
             losses = []
             for epoch in range(int(epochs)):
-                order = torch.randperm(len(x), generator=torch.Generator().manual_seed(epoch * world + rank))
-                total = torch.zeros(2)
+                generator = torch.Generator().manual_seed(epoch * world + rank)
+                order = torch.randperm(len(x), generator=generator).to(device)
+                total = torch.zeros(2, device=device)
                 for step in range(int(steps)):
                     batch = order[step * batch_size : (step + 1) * batch_size]
                     optimizer.zero_grad()
                     loss = torch.nn.functional.mse_loss(model(x[batch]), y[batch])
                     loss.backward()
                     optimizer.step()
-                    total += torch.tensor([loss.item() * len(batch), len(batch)])
+                    total += torch.tensor([loss.item() * len(batch), len(batch)], device=device)
                 dist.all_reduce(total)
                 losses.append(float(total[0] / total[1]))
                 print(f"lr={lr} epoch {epoch + 1}/{epochs} loss={losses[-1]:.6f} rank={rank}", flush=True)
@@ -135,9 +141,8 @@ with DAG(
             if rank == 0:  # the layout evaluate.py reads
                 model_dir.mkdir(parents=True, exist_ok=True)
                 config = {"features": dataset["features"], "hidden": 32}
-                torch.save(
-                    {"state_dict": model.module.state_dict(), "config": config}, model_dir / "model.pt"
-                )
+                state = {k: v.cpu() for k, v in model.module.state_dict().items()}
+                torch.save({"state_dict": state, "config": config}, model_dir / "model.pt")
             return {"lr": lr, "model_dir": str(model_dir), "first_loss": losses[0], "final_loss": losses[-1]}
         finally:
             dist.destroy_process_group()

@@ -91,6 +91,21 @@ def single_replica_job(name: str, args: list[str]) -> dict[str, Any]:
     }
 
 
+#: GPUs the cluster offers the training (``make demo`` sets it from the node): with two or more, each of the
+#: two workers gets one and trains with NCCL; with one, a single worker does; with none, two workers train on
+#: the CPU with gloo. The training script picks its device from what its replica sees.
+GPUS = int(os.environ.get("T9K_DEMO_GPUS", "0") or 0)
+TRAIN_WORKERS = 1 if GPUS == 1 else 2
+
+
+def training_container() -> dict[str, Any]:
+    main = container("pytorch", TRAIN_ARGS, [FAIL_SWITCH])
+    if GPUS:
+        for key in ("requests", "limits"):
+            main["resources"][key]["nvidia.com/gpu"] = "1"
+    return main
+
+
 TRAIN_ARGS = [
     "train_ddp.py",
     "--data",
@@ -111,11 +126,11 @@ TRAINING_JOB: dict[str, Any] = {
         "replicaSpecs": [
             {
                 "type": "worker",
-                "replicas": 2,
+                "replicas": TRAIN_WORKERS,
                 "restartPolicy": "Never",
                 "template": {
                     "spec": {
-                        "containers": [container("pytorch", TRAIN_ARGS, [FAIL_SWITCH])],
+                        "containers": [training_container()],
                         "volumes": volumes(),
                     }
                 },

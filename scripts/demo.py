@@ -97,6 +97,11 @@ def local_cluster(state_dir: Path, env: dict[str, str]) -> Iterator[Path]:
         subprocess.run([t9k_local, "down", "--state-dir", str(state_dir)], env=env, timeout=120, check=False)
 
 
+def node_gpus(core: client.CoreV1Api) -> int:
+    """The GPUs the local cluster's node offers (``nvidia.com/gpu`` allocatable; none on a CPU machine)."""
+    return sum(int((n.status.allocatable or {}).get("nvidia.com/gpu", 0)) for n in core.list_node().items)
+
+
 # -- watching the T9k Jobs -----------------------------------------------------------------------------
 
 
@@ -439,9 +444,11 @@ def main(argv: list[str] | None = None) -> int:
     logs = home / "logs" / now.strftime("%Y%m%dT%H%M%SZ")
     try:
         with local_cluster(home / "cluster", base) as kubeconfig:
-            env = airflow_env(base, airflow_home, kubeconfig, data_root)
-            migrate_db(env, airflow_home)
             api_client = config.new_client_from_config(config_file=str(kubeconfig))
+            gpus = node_gpus(client.CoreV1Api(api_client))
+            say(f"training on {gpus} GPU(s) with NCCL" if gpus else "training on the CPU with gloo (no GPU)")
+            env = airflow_env({**base, "T9K_DEMO_GPUS": str(gpus)}, airflow_home, kubeconfig, data_root)
+            migrate_db(env, airflow_home)
             with JobWatcher(client.CustomObjectsApi(api_client)) as watcher:
                 rc = run_pipeline(env, now.isoformat(), logs)
             run_id, states, result = task_states(airflow_home)

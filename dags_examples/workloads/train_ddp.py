@@ -1,4 +1,6 @@
-"""Data-parallel training of a tiny MLP with torch.distributed (gloo, CPU), as a PyTorchTrainingJob runs it.
+"""Data-parallel training of a tiny MLP with torch.distributed, as a PyTorchTrainingJob runs it: with NCCL
+on the GPU the replica was given when it sees one (``CUDA_VISIBLE_DEVICES``), else with gloo on the CPU; the
+first line of each rank says which.
 
 The rendezvous comes from the variables the controller injects into every replica: ``MASTER_ADDR``,
 ``MASTER_PORT``, ``RANK`` and ``WORLD_SIZE``. Every epoch prints one line that tools can parse::
@@ -53,10 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29500")
-    print(f"rank {rank}/{world} joining {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}", flush=True)
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=120))
+    device, backend = pick_device()
+    print(
+        f"rank {rank}/{world} joining {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}, "
+        f"training on {device} with {backend}",
+        flush=True,
+    )
+    dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=120))
     try:
-        result = train(args, rank, world)
+        result = train(args, rank, world, device)
         # Leave together: a rank tearing gloo down while its peer still holds the connection can abort
         # the peer at exit ("terminate called without an active exception", seen once in a loaded run).
         dist.barrier()
@@ -65,34 +72,44 @@ def main(argv: list[str] | None = None) -> int:
         dist.destroy_process_group()
 
 
-def train(args: argparse.Namespace, rank: int, world: int) -> int:
+def pick_device() -> tuple[torch.device, str]:
+    """The replica's GPU with NCCL when it sees one (the kubelet shows each replica only the GPUs it was
+    given, as the NVIDIA device plugin does), else the CPU with gloo."""
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local), "nccl"
+    return torch.device("cpu"), "gloo"
+
+
+def train(args: argparse.Namespace, rank: int, world: int, device: torch.device) -> int:
     # A tiny model: one thread per rank beats several threads per rank fighting over the same cores.
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)  # same initial weights on every rank; DDP also broadcasts rank 0's
     data = np.load(Path(args.data) / "train.npz")
-    x = torch.from_numpy(data["x"])[rank::world]
-    y = torch.from_numpy(data["y"])[rank::world]
-    model = DistributedDataParallel(build_model(x.shape[1], args.hidden))
+    x = torch.from_numpy(data["x"])[rank::world].to(device)
+    y = torch.from_numpy(data["y"])[rank::world].to(device)
+    model = DistributedDataParallel(build_model(x.shape[1], args.hidden).to(device))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     loss_fn = nn.MSELoss()
     generator = torch.Generator().manual_seed(args.seed + rank)
     # Equal step counts on every rank, or the gradient all-reduce of the last step would hang.
     steps = len(x) // args.batch_size
-    n = torch.tensor([steps])
+    n = torch.tensor([steps], device=device)
     dist.all_reduce(n, op=dist.ReduceOp.MIN)
     steps = int(n.item())
 
     losses: list[float] = []
     for epoch in range(1, args.epochs + 1):
-        order = torch.randperm(len(x), generator=generator)
-        total = torch.zeros(2)
+        order = torch.randperm(len(x), generator=generator).to(device)
+        total = torch.zeros(2, device=device)
         for step in range(steps):
             idx = order[step * args.batch_size : (step + 1) * args.batch_size]
             optimizer.zero_grad()
             loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             optimizer.step()
-            total += torch.tensor([loss.item() * len(idx), len(idx)])
+            total += torch.tensor([loss.item() * len(idx), len(idx)], device=device)
         dist.all_reduce(total)
         epoch_loss = float(total[0] / total[1])
         losses.append(epoch_loss)
@@ -112,7 +129,8 @@ def train(args: argparse.Namespace, rank: int, world: int) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         config = {"features": int(x.shape[1]), "hidden": args.hidden}
-        torch.save({"state_dict": model.module.state_dict(), "config": config}, out / "model.pt")
+        state = {k: v.cpu() for k, v in model.module.state_dict().items()}
+        torch.save({"state_dict": state, "config": config}, out / "model.pt")
         metrics = {
             "epochs": args.epochs,
             "world_size": world,

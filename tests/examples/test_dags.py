@@ -130,3 +130,25 @@ def test_taskflow_example_shape(dagbag: Any) -> None:
     assert kinds == {"train": "PyTorchTrainingJob", "evaluate": "GenericJob"}
     assert dag.get_task("train").partial_kwargs["workers"] == 2
     assert dag.get_task("prepare_data").custom_operator_name == "@task.t9k"
+
+
+@pytest.mark.parametrize(("gpus", "workers", "each"), [("0", 2, None), ("1", 1, "1"), ("4", 2, "1")])
+def test_the_pipeline_trains_on_the_gpus_the_node_offers(
+    monkeypatch: pytest.MonkeyPatch, gpus: str, workers: int, each: str | None
+) -> None:
+    """``make demo`` passes the node's GPUs (T9K_DEMO_GPUS): a GPU per worker when there are two or more, one
+    worker on the only GPU, two CPU workers without."""
+    import importlib.util
+    from pathlib import Path
+
+    monkeypatch.setenv("T9K_DEMO_GPUS", gpus)
+    path = Path(__file__).resolve().parents[2] / "dags_examples" / "t9k_training_pipeline.py"
+    spec = importlib.util.spec_from_file_location(f"pipeline_with_{gpus}_gpus", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (replica,) = module.TRAINING_JOB["spec"]["replicaSpecs"]
+    resources = replica["template"]["spec"]["containers"][0]["resources"]
+    assert replica["replicas"] == workers
+    assert resources["limits"].get("nvidia.com/gpu") == each == resources["requests"].get("nvidia.com/gpu")
+    load({**module.TRAINING_JOB, "metadata": {"name": "train"}})

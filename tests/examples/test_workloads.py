@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from t9k_provider.testing import free_port
 
@@ -82,8 +83,10 @@ def test_prepare_data_is_deterministic_and_split(dataset: Path, tmp_path: Path) 
 
 def test_two_rank_training_lowers_the_loss_and_evaluates(dataset: Path, tmp_path: Path) -> None:
     results = run_ranks("train_ddp.py", 2, "--data", str(dataset), "--out", str(tmp_path), "--epochs", "6")
-    for rc, _, err in results:
+    for rank, (rc, out, err) in enumerate(results):
         assert rc == 0, err
+        assert f"rank {rank}/2 joining " in out
+        assert ("with nccl" if torch.cuda.is_available() else "training on cpu with gloo") in out
     per_rank = [[(int(m[1]), float(m[3]), int(m[4])) for m in LOSS.finditer(out)] for _, out, _ in results]
     assert [rank for _, _, rank in per_rank[1]] == [1] * 6
     # the loss is averaged over ranks: both print the same numbers
