@@ -23,6 +23,9 @@ from t9k_provider.jobs.ssh import SESSION_ENV_DIR
 # Paths the controller mounts into every worker (T9k docs: users must not mount over them).
 DEEPSPEED_RESERVED_PATHS = ("/root/.ssh", "/t9k/hostfile", "/root/.deepspeed_env", SESSION_ENV_DIR)
 
+# The types runMode.debug.replicaSpecs[] and runMode.pause.resumeSpecs[] may name.
+RUN_MODE_TYPES = ("master", "worker")
+
 # `otherArgs` that clash with fields of `spec.config` or with how the controller launches.
 FORBIDDEN_OTHER_ARGS = {
     "--no_local_rank": "set spec.config.localRank: false instead",
@@ -115,7 +118,9 @@ class DeepSpeedJobSpec(JobSpec):
                 value = arg.split("=", 1)[1] if "=" in arg else _next(config.other_args, i)
                 if value is not None and value.lower() != "pdsh":
                     issues.append((f"config.otherArgs[{i}]", "DeepSpeedJob supports only the pdsh launcher"))
-        return issues + run_mode_issues(self.run_mode, ["worker"])
+        # 03-deepspeedjob-api.md: a debug or resume entry's type is "one of master or worker"; `master` is
+        # worker 0, which runs the launcher (docs/controller.md#run-modes).
+        return issues + run_mode_issues(self.run_mode, RUN_MODE_TYPES)
 
 
 def _next(args: list[str], i: int) -> str | None:

@@ -814,14 +814,18 @@ def test_deepspeed_worker0_decides_and_elastic_resizes_the_hostfile():
     run_to_running(sim)
     assert len(sim.kinds("Pod")) == 4
     assert sim.objects[("PodGroup", "demo")]["spec"]["minMember"] == 2
-    assert "--elastic_training" in main(sim.pod("demo-worker-0"), "worker")["command"]
+    # DeepSpeed 0.19.8 has no --elastic_training (its launcher refuses the flag): resizes relaunch worker-0.
+    command = main(sim.pod("demo-worker-0"), "worker")["command"]
+    assert not [a for a in command if "elastic" in a], command
     sim.job["spec"]["elastic"]["expectedReplicas"] = 3
     sim.step()
     assert sim.objects[("ConfigMap", "demo-hostfile")]["data"]["hostfile"].count("\n") == 3
+    assert len(sim.kinds("Pod")) == 2  # worker-3 removed; worker-0 relaunched on the 3 left
+    run_to_running(sim)
     assert len(sim.kinds("Pod")) == 3
     sim.finish("demo-worker-0")
     sim.step()
-    assert sim.status["phase"] == "Succeeded" and "backoffCount" in sim.status
+    assert sim.status["phase"] == "Succeeded" and sim.status["backoffCount"] == 0
 
 
 def test_deepspeed_debug_runs_sshd():
@@ -829,6 +833,78 @@ def test_deepspeed_debug_runs_sshd():
     sim.step()
     sim.step()
     assert main(sim.pod("demo-worker-0"), "worker")["command"] == ["/usr/sbin/sshd", "-D"]
+
+
+def worker_commands(sim: Sim) -> dict[str, list[str]]:
+    return {name: main(pod, "worker")["command"] for name, pod in sorted(sim.pods().items())}
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        (
+            [{"type": "master", "command": ["m"]}, {"type": "worker", "command": ["w"]}],
+            {"demo-worker-0": ["m"], "demo-worker-1": ["w"], "demo-worker-2": ["w"]},
+        ),
+        (
+            [{"type": "worker", "command": ["w"]}, {"type": "master", "command": ["m"]}],
+            {"demo-worker-0": ["m"], "demo-worker-1": ["w"], "demo-worker-2": ["w"]},
+        ),
+        (
+            [{"type": "master", "command": ["m"]}],
+            {"demo-worker-0": ["m"], "demo-worker-1": ["/usr/sbin/sshd", "-D"]},
+        ),
+        (
+            [{"type": "master"}, {"type": "worker", "command": ["w"]}],
+            {"demo-worker-0": ["/usr/sbin/sshd", "-D"], "demo-worker-1": ["w"]},
+        ),
+        ([{"type": "worker", "command": ["w"]}], {"demo-worker-0": ["w"], "demo-worker-1": ["w"]}),
+    ],
+    ids=["master-and-worker", "worker-then-master", "master-only", "master-default", "worker-only"],
+)
+def test_deepspeed_debug_master_entry_is_worker_0(entries, expected):
+    """03-deepspeedjob-api.md, ReplicaDebugSet.type: "one of master or worker". `master` is worker 0, the
+    worker that runs the launcher: its entry wins over the `worker` entry there; the `worker` entry is the
+    other workers' (worker 0's too without a `master` entry); a worker no entry names runs the default."""
+    run_mode = {"debug": {"enabled": True, "replicaSpecs": entries}}
+    sim = Sim(deepspeed({"run": {"python": ["t.py"]}}, runMode=run_mode))
+    sim.step()
+    sim.step()
+    commands = worker_commands(sim)
+    assert {name: commands[name] for name in expected} == expected
+
+
+def test_deepspeed_resume_master_entry_is_worker_0():
+    """03-deepspeedjob-api.md, ResumeSpec.type: "one of master or worker". After a pause, worker 0 (the
+    launcher) restarts with the `master` entry, the other workers with the `worker` entry."""
+    resume = [
+        {"type": "master", "command": ["deepspeed"], "args": ["--hostfile=/t9k/hostfile", "resume.py"]},
+        {"type": "worker", "skipInitContainer": True, "command": ["/usr/sbin/sshd", "-D"]},
+    ]
+    sim = Sim(
+        deepspeed({"run": {"python": ["t.py"]}}, runMode={"pause": {"enabled": True, "resumeSpecs": resume}})
+    )
+    sim.step()
+    assert sim.kinds("Pod") == []
+    sim.job["spec"]["runMode"]["pause"]["enabled"] = False
+    sim.step()
+    sim.step()
+    w0 = main(sim.pod("demo-worker-0"), "worker")
+    assert (w0["command"], w0["args"]) == (["deepspeed"], ["--hostfile=/t9k/hostfile", "resume.py"])
+    assert init_names(sim.pod("demo-worker-0")) == [WAIT_CONTAINER_NAME]  # the master entry keeps them
+    for name in ("demo-worker-1", "demo-worker-2"):
+        assert main(sim.pod(name), "worker")["command"] == ["/usr/sbin/sshd", "-D"]
+    only_master = Sim(
+        deepspeed(
+            {"run": {"python": ["t.py"]}}, runMode={"pause": {"enabled": True, "resumeSpecs": resume[:1]}}
+        )
+    )
+    only_master.step()
+    only_master.job["spec"]["runMode"]["pause"]["enabled"] = False
+    only_master.step()
+    only_master.step()
+    assert main(only_master.pod("demo-worker-0"), "worker")["command"] == ["deepspeed"]
+    assert main(only_master.pod("demo-worker-1"), "worker")["command"][4:7] == ["/usr/sbin/sshd", "-D", "-e"]
 
 
 #: Plain values DeepSpeed's launcher would mangle in .deepspeed_env (stripped, `$` expanded, pdsh's `%h`...).

@@ -657,6 +657,18 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("DeepSpeedJob", {"spec.elastic": {"enabled": True, "maxReplicas": 3}}, "spec.elastic", "minReplicas"),
     ("DeepSpeedJob", {"spec.worker.restartPolicy": "Retry"}, "spec.worker.restartPolicy", "'ExitCode'"),
     ("DeepSpeedJob", {"spec.config.slotsPerWorker": 0}, "spec.config.slotsPerWorker", "greater"),
+    (
+        "DeepSpeedJob",
+        {"spec.runMode": {"debug": {"enabled": True, "replicaSpecs": [{"type": "launcher"}]}}},
+        "spec.runMode.debug.replicaSpecs[0].type",
+        "no replica type 'launcher'; the job has master, worker",
+    ),
+    (
+        "DeepSpeedJob",
+        {"spec.runMode": {"pause": {"resumeSpecs": [{"type": "master"}, {"type": "chief"}]}}},
+        "spec.runMode.pause.resumeSpecs[1].type",
+        "no replica type 'chief'; the job has master, worker",
+    ),
     # BeamJob
     ("BeamJob", {"spec.jobTemplate": DELETE}, "spec.jobTemplate", "field required"),
     ("BeamJob", {"spec.flinkClusterTemplate": DELETE}, "spec.flinkClusterTemplate", "field required"),
@@ -807,3 +819,16 @@ def test_the_seeds_tf_config_example_is_refused_saying_what_to_add() -> None:
     assert "Add to spec: `service: {ports: [{name: http, port: <the port the replicas listen on>}]}`" in str(
         caught.value
     )
+
+
+def test_deepspeed_run_mode_entries_may_name_master_or_worker() -> None:
+    """03-deepspeedjob-api.md: the type of a ReplicaDebugSet and of a ResumeSpec is "one of master or
+    worker" (master: worker 0, which runs the launcher)."""
+    entries = [{"type": "master", "command": ["sleep", "inf"]}, {"type": "worker"}]
+    manifest = copy.deepcopy(BASES["DeepSpeedJob"])
+    manifest["spec"]["runMode"] = {
+        "debug": {"enabled": True, "replicaSpecs": entries},
+        "pause": {"enabled": False, "resumeSpecs": entries},
+    }
+    loaded = load(manifest)
+    assert loaded.to_manifest() == manifest

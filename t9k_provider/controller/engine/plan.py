@@ -43,6 +43,10 @@ class ReplicaGroup:
     # False: the kind cannot restart this replica at all, not even after an eviction (its peers
     # would not take it back, e.g. ColossalAI/MPI documented shape).
     recreatable: bool = True
+    # The index of the replica that launches the training on every replica of this group (DeepSpeed's
+    # worker-0, elastic): its pod records the group's size when built, and is relaunched once the size
+    # differs and every replica runs (docs/controller.md#elastic-relaunch). None: never relaunched.
+    relaunch_on_resize: int | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,11 @@ class ModeOverride:
     command: tuple[str, ...] | None = None
     args: tuple[str, ...] | None = None
     skip_init_container: bool = False
+
+
+#: What a debug or resume override applies to: a replica type, or one replica `(type, index)` of it, which
+#: takes precedence over its type's entry (DeepSpeed's `master`: worker 0).
+OverrideKey = str | tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -90,9 +99,9 @@ class Plan:
     active_deadline_seconds: int | None = None
     cleanup_policy: str = "None"  # None | Unfinished | All
     cleanup_types: frozenset[str] | None = None  # None: every type (cleanUpWorkers: only workers)
-    debug: dict[str, ModeOverride] | None = None  # None: not in debug mode
+    debug: dict[OverrideKey, ModeOverride] | None = None  # None: not in debug mode
     paused: bool = False
-    resume: dict[str, ModeOverride] = field(default_factory=dict)
+    resume: dict[OverrideKey, ModeOverride] = field(default_factory=dict)
     scheduler: SchedulerPlan | None = None
     companions: tuple[Companion, ...] = ()
     tensorboard: str | None = None  # name of the TensorBoard companion mirrored into status

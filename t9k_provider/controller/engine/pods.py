@@ -15,6 +15,10 @@ from t9k_provider.jobs.contract import (
 from .names import child_metadata, pod_name, replica_labels
 from .plan import ModeOverride, Plan, ReplicaGroup
 
+#: On the pod of a group's launcher (`ReplicaGroup.relaunch_on_resize`): how many replicas of its group (the
+#: workers it starts the training on) it was started with (docs/controller.md#elastic-relaunch).
+ANNOTATION_LAUNCHED_WORKERS = "batch.tensorstack.dev/launched-workers"
+
 
 def training_container(spec: dict[str, Any], name: str) -> dict[str, Any] | None:
     containers = spec.get("containers") or []
@@ -35,13 +39,15 @@ def apply_override(spec: dict[str, Any], container_name: str, override: ModeOver
         spec.pop("initContainers", None)
 
 
-def mode_override(plan: Plan, group: ReplicaGroup, resumed: bool) -> ModeOverride | None:
+def mode_override(plan: Plan, group: ReplicaGroup, index: int, resumed: bool) -> ModeOverride | None:
+    """Replica `index`'s own entry, else its type's: in debug mode (a type not listed, or an entry without a
+    command, runs the group's debug command), else after a resume."""
     if plan.debug is not None:
-        override = plan.debug.get(group.type)
+        override = plan.debug.get((group.type, index), plan.debug.get(group.type))
         if override is not None and override.command is None:
             return ModeOverride(command=group.debug_command, skip_init_container=override.skip_init_container)
         return override
-    return plan.resume.get(group.type) if resumed else None
+    return plan.resume.get((group.type, index), plan.resume.get(group.type)) if resumed else None
 
 
 def build_pod(
@@ -65,9 +71,11 @@ def build_pod(
     # Template labels are kept, but never override the controller's own keys.
     metadata["labels"] = {**(meta.get("labels") or {}), **metadata["labels"], **labels}
     metadata["annotations"] = {**(meta.get("annotations") or {}), ANNOTATION_RESTART_COUNT: str(restarts)}
+    if group.relaunch_on_resize == index:
+        metadata["annotations"][ANNOTATION_LAUNCHED_WORKERS] = str(group.replicas)
     # Restarts are the controller's job (T9k forces Never), so the kubelet never restarts in place.
     spec["restartPolicy"] = "Never"
-    override = mode_override(plan, group, resumed)
+    override = mode_override(plan, group, index, resumed)
     if override is not None:
         apply_override(spec, group.training_container, override)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}

@@ -1,4 +1,5 @@
-"""Per-replica decisions: create, keep, restart (with budgets) or stop (docs/controller.md#restarts).
+"""Per-replica decisions: create, keep, restart (with budgets), relaunch (a launcher whose group was
+resized, docs/controller.md#elastic-relaunch) or stop (docs/controller.md#restarts).
 
 Everything a later reconcile needs to stay restart-safe (docs/controller.md#restart-safety) is in the
 replica record written to status: `restartCount` (per replica), and `replacedUid`, the uid of the pod the
@@ -19,7 +20,7 @@ from t9k_provider.kube.timestamps import parse_time
 from .decision import Action, Create, Delete, Event
 from .names import pod_name
 from .plan import Plan, ReplicaGroup
-from .pods import build_pod
+from .pods import ANNOTATION_LAUNCHED_WORKERS, build_pod
 from .podstate import PodState, classify, telling_exit_reason
 
 # A pod still terminating this long after its deletion deadline is force-deleted (node lost,
@@ -208,6 +209,8 @@ def _decide(p: _Pass, r: _Replica) -> None:
             r.replaced = None  # the replacement exists, so the old pod is gone for good
         if p.mode == PAUSED:
             _paused(p, r)
+        elif _resized(p, r):
+            _relaunch(p, r)
         else:
             _observed(p, r)
 
@@ -224,7 +227,11 @@ def _replacing(p: _Pass, r: _Replica) -> None:
     else:
         _force_delete_if_stuck(p.rnd, r.pod, p.now)
     r.record(p, "", "Deleted" if p.mode == PAUSED else "Creating", containers, r.replaced)
-    p.rnd.failures[r.key] = f"Pod {r.name} is being restarted."
+    launched = _launched_with(r)
+    relaunch = launched is not None and launched != r.group.replicas
+    p.rnd.failures[r.key] = (
+        _relaunch_message(r, launched) if relaunch else f"Pod {r.name} is being restarted."
+    )
 
 
 def _missing(p: _Pass, r: _Replica) -> None:
@@ -263,6 +270,52 @@ def _paused(p: _Pass, r: _Replica) -> None:
     else:
         _force_delete_if_stuck(p.rnd, r.pod, p.now)
     r.record(p, r.uid, state.phase if final else "Deleted", state.containers, r.replaced)
+
+
+def _launched_with(r: _Replica) -> int | None:
+    """How many replicas of its group the launcher's pod started the training on (None: not the group's
+    launcher, or a pod built without the annotation, which is never relaunched)."""
+    if r.group.relaunch_on_resize != r.index or r.pod is None:
+        return None
+    value = (r.pod["metadata"].get("annotations") or {}).get(ANNOTATION_LAUNCHED_WORKERS) or ""
+    return int(value) if value.isdigit() else None
+
+
+def _resized(p: _Pass, r: _Replica) -> bool:
+    """The group's launcher runs on another size than the group's, and may be relaunched now: the job is
+    active and not debugging, the launcher's pod is neither finished nor terminating, and every replica of
+    the group runs (a new one's sshd is up; removed ones are being deleted, docs/controller.md#r12)."""
+    launched = _launched_with(r)
+    if launched is None or launched == r.group.replicas:
+        return False
+    assert r.state is not None
+    return (
+        p.mode == ACTIVE
+        and p.plan.debug is None
+        and r.state.phase not in ("Succeeded", "Failed")
+        and not r.state.terminating
+        and r.group.type in p.running_types
+    )
+
+
+def _relaunch_message(r: _Replica, launched: int | None) -> str:
+    return (
+        f"Pod {r.name} is relaunching on {r.group.replicas} {r.group.type} replicas: "
+        f"the job was resized from {launched}."
+    )
+
+
+def _relaunch(p: _Pass, r: _Replica) -> None:
+    """Replace the launcher so that the new one starts the training on the group's current size (it reads
+    the hostfile at start; the training resumes from its own checkpoint): a delete with the uid
+    precondition, recorded as a replacement (`replacedUid`), so `_replacing` and `_missing` finish it. It
+    charges no restart budget: nothing failed (docs/controller.md#elastic-relaunch)."""
+    assert r.state is not None
+    msg = _relaunch_message(r, _launched_with(r))
+    p.rnd.actions.append(Delete("v1", "Pod", r.name, uid=r.uid))
+    r.record(p, "", "Creating", r.state.containers, r.uid)
+    p.rnd.failures[r.key] = msg
+    p.rnd.events.append(Event("Normal", "Relaunching", msg))
 
 
 def _observed(p: _Pass, r: _Replica) -> None:

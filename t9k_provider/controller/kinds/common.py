@@ -6,30 +6,39 @@ import copy
 from typing import Any
 
 from t9k_provider.controller.engine.initwait import wait_container
-from t9k_provider.controller.engine.plan import ModeOverride, SchedulerPlan
+from t9k_provider.controller.engine.plan import ModeOverride, OverrideKey, SchedulerPlan
 from t9k_provider.jobs.specparts import ElasticConfig, RunMode, SchedulePolicy
 
+#: Run-mode entries whose `type` names one replica, not a type: spec type -> (replica type, index).
+Aliases = dict[str, tuple[str, int]]
 
-def debug_overrides(run_mode: RunMode | None, types: list[str]) -> dict[str, ModeOverride] | None:
+
+def debug_overrides(
+    run_mode: RunMode | None, types: list[str], aliases: Aliases | None = None
+) -> dict[OverrideKey, ModeOverride] | None:
     """None when debug is off. Every type is overridden, listed or not: debug mode deploys the training
     environment but never starts training (docs/controller.md#debug-mode); a type the debug spec does not
-    list, or lists with `command=None`, runs its group's default debug command."""
+    list, or lists with `command=None`, runs its group's default debug command. An entry whose type is one
+    of `aliases` (DeepSpeed's `master`) applies to that one replica, over its type's entry."""
     if run_mode is None or not run_mode.debug_enabled:
         return None
     assert run_mode.debug is not None
-    overrides = {t: ModeOverride() for t in types}
+    overrides: dict[OverrideKey, ModeOverride] = {t: ModeOverride() for t in types}
     for s in run_mode.debug.replica_specs or []:
-        overrides[s.type] = ModeOverride(
+        overrides[(aliases or {}).get(s.type, s.type)] = ModeOverride(
             command=tuple(s.command) if s.command else None, skip_init_container=s.skip_init_container
         )
     return overrides
 
 
-def resume_overrides(run_mode: RunMode | None) -> dict[str, ModeOverride]:
+def resume_overrides(
+    run_mode: RunMode | None, aliases: Aliases | None = None
+) -> dict[OverrideKey, ModeOverride]:
+    """The resume override of each type listed, or of the one replica an alias names (over its type's)."""
     if run_mode is None or run_mode.pause is None:
         return {}
     return {
-        s.type: ModeOverride(
+        (aliases or {}).get(s.type, s.type): ModeOverride(
             command=tuple(s.command) if s.command is not None else None,
             args=tuple(s.args) if s.args is not None else None,
             skip_init_container=s.skip_init_container,
@@ -115,10 +124,10 @@ def set_command(template: dict[str, Any], container: str, command: list[str]) ->
     target.pop("args", None)
 
 
-def mode_fields(run_mode: RunMode | None, types: list[str]) -> dict[str, Any]:
+def mode_fields(run_mode: RunMode | None, types: list[str], aliases: Aliases | None = None) -> dict[str, Any]:
     """The Plan fields every kind takes from `spec.runMode`."""
     return {
-        "debug": debug_overrides(run_mode, types),
+        "debug": debug_overrides(run_mode, types, aliases),
         "paused": run_mode is not None and run_mode.pause_enabled,
-        "resume": resume_overrides(run_mode),
+        "resume": resume_overrides(run_mode, aliases),
     }

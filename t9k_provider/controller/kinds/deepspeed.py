@@ -11,7 +11,7 @@ from typing import Any
 from t9k_provider.controller.engine.plan import Plan, ReplicaGroup
 from t9k_provider.jobs.deepspeed import DeepSpeedJob
 
-from .common import container_named, elastic_replicas, pick_container, scheduler_plan
+from .common import container_named, elastic_replicas, mode_fields, pick_container, scheduler_plan
 from .context import JobContext
 from .ssh import (
     SSH_SERVICE_PORTS,
@@ -34,6 +34,10 @@ SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: `[\w@%+=:,./-]` in double quotes (where the remote shell expands `$`, `` ` `` and `\`) and pdsh replaces
 #: `%` sequences in the command; no leading or trailing space, no newline, none of `"$`\%`.
 DEEPSPEED_SAFE_VALUE = re.compile(r'(?:[^\s"$`\\%](?:[^\n\r"$`\\%]*[^\s"$`\\%])?)?')
+#: runMode debug/resume entries of type `master` (03-deepspeedjob-api.md: "one of master or worker") are
+#: worker 0's, the worker that runs the launcher; a `worker` entry is every other worker's, and worker 0's
+#: too when no `master` entry is given.
+MODE_ALIASES = {"master": ("worker", 0)}
 
 
 def deepspeed_args(typed: DeepSpeedJob, master: str) -> list[str]:
@@ -50,13 +54,9 @@ def deepspeed_args(typed: DeepSpeedJob, master: str) -> list[str]:
         args.append("--module")
     elif config.run.mode == "exec":
         args.append("--no_python")
-    elastic = typed.spec.elastic
-    if elastic is not None and elastic.enabled:
-        args += [
-            "--elastic_training",
-            f"--min_elastic_nodes={elastic.min_replicas}",
-            f"--max_elastic_nodes={elastic.max_replicas}",
-        ]
+    # No --elastic_training (nor --min/max_elastic_nodes), elastic or not: DeepSpeed 0.19.8 has none of them
+    # (its launcher exits with "unrecognized arguments"); a resize relaunches worker-0 on the current hostfile
+    # instead (docs/controller.md#elastic-relaunch, #decisions-on-the-open-questions).
     return [*args, *config.other_args, *config.run.argv()]
 
 
@@ -124,6 +124,8 @@ def compile_deepspeed(typed: DeepSpeedJob, ctx: JobContext) -> Plan:
         training_container=cname,
         service_ports=SSH_SERVICE_PORTS,
         debug_command=(SSHD, "-D"),
+        # worker-0's deepspeed reads the hostfile once, at start: elastic resizes relaunch it.
+        relaunch_on_resize=0 if elastic is not None else None,
     )
     hostfile = {
         "hostfile": hostfile_text(hosts, slots),
@@ -137,6 +139,7 @@ def compile_deepspeed(typed: DeepSpeedJob, ctx: JobContext) -> Plan:
         spec.scheduler,
         companions=ssh_companions(ctx, SSH_MOUNT, hostfile),
     )
+    plan = dataclasses.replace(plan, **mode_fields(spec.run_mode, ["worker"], MODE_ALIASES))
     # worker-0 is the launcher even when elastic; only the gang minimum follows elastic.minReplicas.
     if elastic is not None:
         plan = dataclasses.replace(
