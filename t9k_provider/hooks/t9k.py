@@ -267,6 +267,11 @@ class T9kHook(KubernetesHook):
 
     # -- pods, logs, events -----------------------------------------------------------------------------
 
+    def list_nodes(self) -> list[dict[str, Any]]:
+        """The cluster's nodes (the wait asks which GPUs one node can give: ``waiting.placement``)."""
+        result = self._call("list nodes", lambda: self.core_v1_client.list_node())
+        return [self._to_dict(n) for n in result.items]
+
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         result = self._call(
             f"list pods {label_selector}",

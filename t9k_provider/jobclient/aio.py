@@ -8,10 +8,12 @@ taken earlier. Stopping follows the same ``stopping`` policy as the worker's kil
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from t9k_provider.jobclient.stopping import STOP_ATTEMPTS, Stopped, preconditions, stop_action
-from t9k_provider.kube.resources import PODS, ResourceType
+from t9k_provider.kube.resources import NODES, PODS, ResourceType
+from t9k_provider.waiting.placement import NODES_TTL_SECONDS, largest_allocatable
 
 if TYPE_CHECKING:
     from t9k_provider.kube.api import KubeApi
@@ -23,6 +25,7 @@ class AsyncJobClient:
         self.rt = rt
         self.namespace = namespace
         self.name = name
+        self._largest: tuple[float, dict[str, int] | None] | None = None
 
     async def read(self) -> dict[str, Any]:
         """The job; raises kube's ``ApiError`` (the trigger tells 404, 401 and transient failures apart)."""
@@ -39,6 +42,19 @@ class AsyncJobClient:
         except Exception as exc:
             log.debug("cannot list pods of job %s: %s", self.name, exc)
             return []
+
+    async def largest_node(self, log: logging.Logger | Any) -> dict[str, int] | None:
+        """As ``JobClient.largest_node``: what one node can give at most, read at most once a minute; None
+        when the connection may not list nodes."""
+        if self._largest is None or time.monotonic() - self._largest[0] > NODES_TTL_SECONDS:
+            try:
+                nodes, _ = await self.api.list(NODES, None)
+                largest: dict[str, int] | None = largest_allocatable(nodes)
+            except Exception as exc:
+                log.debug("cannot list nodes (no check of what they can give): %s", exc)
+                largest = None
+            self._largest = (time.monotonic(), largest)
+        return self._largest[1]
 
     async def stop(self, uid: str | None, identity: dict[str, str] | None = None) -> Stopped:
         """Stop the job per ``stopping``; raises what the API raises (the kill path reports it)."""

@@ -21,6 +21,7 @@ from t9k_provider.jobclient.identity import JobRef
 from t9k_provider.jobclient.stopping import STOP_ATTEMPTS, Stopped, preconditions, stop_action
 from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.waiting import status as job_status
+from t9k_provider.waiting.placement import NODES_TTL_SECONDS, largest_allocatable
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
@@ -47,6 +48,7 @@ class JobClient:
     def __init__(self, hook: T9kHook, log: logging.Logger | Any) -> None:
         self.hook = hook
         self.log = log
+        self._largest: tuple[float, dict[str, int] | None] | None = None
 
     def submit_or_adopt(
         self, body: dict[str, Any], plural: str, task_identity: dict[str, str], adoption: Adoption
@@ -143,6 +145,18 @@ class JobClient:
         except Exception as exc:
             self.log.debug("cannot list pods of job %s: %s", ref.name, exc)
             return []
+
+    def largest_node(self) -> dict[str, int] | None:
+        """The most of each extended resource one node can give (``waiting.placement``), read at most once a
+        minute; None when the connection may not list nodes (the wait then leaves that check out)."""
+        if self._largest is None or time.monotonic() - self._largest[0] > NODES_TTL_SECONDS:
+            try:
+                largest: dict[str, int] | None = largest_allocatable(self.hook.list_nodes())
+            except Exception as exc:
+                self.log.debug("cannot list nodes (no check of what they can give): %s", exc)
+                largest = None
+            self._largest = (time.monotonic(), largest)
+        return self._largest[1]
 
     def delete(self, ref: JobRef) -> bool:
         """Delete the job ``ref`` names (its uid guarding against a newer one); False when it was gone."""

@@ -59,8 +59,8 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
     :param paused_timeout: seconds the job may stay Paused before the task fails (None: wait).
     :param unknown_timeout: seconds the job may stay Unknown before the task fails (None: wait).
     :param pod_error_timeout: seconds a replica may be unable to start (ErrImagePull, ImagePullBackOff,
-        InvalidImageName, CreateContainerConfigError) before the job is stopped and the task fails
-        (retryable); None disables the check and its pod reads.
+        InvalidImageName, CreateContainerConfigError, more GPUs than any node has) before the job is stopped
+        and the task fails (retryable); None disables the check and its pod reads.
     :param reattach_policy: when a job from an earlier try of this task instance exists: ``if_unchecked``
         adopts it unless an earlier try already reported its outcome and this try re-runs the task (a user
         cleared it) or retries a reported job failure; ``if_running`` adopts only an unfinished job;

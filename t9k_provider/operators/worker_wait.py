@@ -59,7 +59,8 @@ class WorkerWait:
             now = time.time()
             decided = step(job, self.limits, now, memory, uid=ref.uid)
             if decided.action == "read_pods":
-                decided = step(job, self.limits, now, memory, uid=ref.uid, pods=self.client.pods(ref))
+                pods, largest = self.client.pods(ref), self.client.largest_node()
+                decided = step(job, self.limits, now, memory, uid=ref.uid, pods=pods, largest=largest)
             if decided.note:
                 self.log.info("%s", decided.note)
             if decided.action == "conclude":

@@ -313,7 +313,8 @@ class T9kJobTrigger(BaseTrigger):
         decided = step(job, limits, now, memory, uid=self.uid)
         if decided.action == "read_pods":
             pods = await jobs.pods(self.pod_selector, self.log)
-            decided = step(job, limits, now, memory, uid=self.uid, pods=pods)
+            largest = await jobs.largest_node(self.log) if pods else None
+            decided = step(job, limits, now, memory, uid=self.uid, pods=pods, largest=largest)
         if decided.note:
             self.log.info("%s", decided.note)
         if decided.action == "conclude":

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, NamedTuple
 
 from t9k_provider.waiting import status as job_status
+from t9k_provider.waiting.placement import unplaceable
 
 
 class Verdict(NamedTuple):
@@ -76,10 +77,15 @@ class WaitLimits:
         return True
 
     def check_pods(
-        self, pods: list[dict[str, Any]], now: float, first_seen: dict[str, float]
+        self,
+        pods: list[dict[str, Any]],
+        now: float,
+        first_seen: dict[str, float],
+        largest: dict[str, int] | None = None,
     ) -> Verdict | None:
-        """Fail fast when a replica cannot start (bad image, bad config) for ``pod_error_timeout`` seconds."""
-        problem = blocking_pod_problem(pods)
+        """Fail fast when a replica cannot start (bad image, bad config, a request for more GPUs than any node
+        has, judged from ``largest``: ``placement``) for ``pod_error_timeout`` seconds."""
+        problem = blocking_pod_problem(pods, largest)
         if problem is None or self.pod_error_timeout is None:
             first_seen.pop("pod_error", None)
             return None
@@ -117,8 +123,9 @@ BLOCKING_WAITING_REASONS = frozenset(
 )
 
 
-def blocking_pod_problem(pods: list[dict[str, Any]]) -> str | None:
-    """The first container that cannot start, as ``pod <name> container <c>: <reason>: <message>``."""
+def blocking_pod_problem(pods: list[dict[str, Any]], largest: dict[str, int] | None = None) -> str | None:
+    """The first container that cannot start, as ``pod <name> container <c>: <reason>: <message>``, or the
+    first pod no node can take (``largest``: the most of each extended resource a node has; None: unknown)."""
     for pod in pods:
         status = pod.get("status") or {}
         for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
@@ -126,4 +133,8 @@ def blocking_pod_problem(pods: list[dict[str, Any]]) -> str | None:
             if waiting.get("reason") in BLOCKING_WAITING_REASONS:
                 detail = f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
                 return f"pod {pod['metadata']['name']} container {cs.get('name')}: {detail}"
+    if largest is not None:
+        for pod in pods:
+            if problem := unplaceable(pod, largest):
+                return problem
     return None

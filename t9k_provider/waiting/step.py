@@ -55,9 +55,11 @@ def step(
     *,
     uid: str | None = None,
     pods: list[dict[str, Any]] | None = None,
+    largest: dict[str, int] | None = None,
 ) -> Step:
     """The decision for ``job`` as seen at ``now``; ``uid`` is the job the task waits for, ``pods`` the
-    job's pods when the previous answer for this look was ``read_pods`` (a caller without them gives [])."""
+    job's pods when the previous answer for this look was ``read_pods`` (a caller without them gives []),
+    ``largest`` the most of each extended resource a node has (``placement``; None when unknown)."""
     seen = (job.get("metadata") or {}).get("uid")
     if uid and seen != uid:
         name = (job.get("metadata") or {}).get("name")
@@ -74,7 +76,7 @@ def step(
         if for_limits or (state == "pending" and memory.notes.due(now)):
             return Step("read_pods")
     else:
-        verdict = limits.check_pods(pods, now, memory.first_seen) if for_limits else None
+        verdict = limits.check_pods(pods, now, memory.first_seen, largest) if for_limits else None
         if verdict is not None:
             return Step("conclude", verdict.status, verdict.message)
         note = memory.notes.say(pods, now) if state == "pending" else None

@@ -20,7 +20,7 @@ import pytest
 from t9k_provider.local.flink.dist import flink_home
 from t9k_provider.testing import LocalCluster, require_limits
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
-from tests.airflow.cluster import DAGS, deferrals, result_of, run
+from tests.airflow.cluster import DAGS, deferrals, result_of, run, why_failed
 from tests.airflow.versions import airflow2_only, stored_xcoms
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -171,6 +171,19 @@ def test_failing_job_fails_the_task_with_the_replica_reason(
     assert "T9kJobFailed" in output
     assert "cannot open dataset shard-7: permission denied" in output
     assert "failed" in output.lower()
+
+
+@pytest.mark.parametrize("dag_id", ["it_unplaceable", "it_unplaceable_deferrable"])
+def test_a_job_no_node_can_take_fails_early_with_the_schedulers_reason(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str], dag_id: str
+) -> None:
+    """A replica asking for a GPU on a cluster with none fails the task at pod_error_timeout (2 s here), not
+    at startup_timeout (180 s), with the scheduler's reason."""
+    state, tasks, _ = run(dags, dag_id)
+    output = capfd.readouterr().out
+    assert state == "failed" and tasks == {"job": "failed"}, why_failed(output)
+    assert "can never be scheduled: it asks for 1 nvidia.com/gpu and no node has more than 0" in output
+    assert "Insufficient nvidia.com/gpu" in output and "for pod_error_timeout=2s" in output
 
 
 def test_oom_killed_replica_fails_the_task_naming_oomkilled(

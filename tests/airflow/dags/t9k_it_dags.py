@@ -94,6 +94,21 @@ OOM = {  # past its memory limit: OOMKilled (137), which restartPolicy ExitCode 
         ],
     },
 }
+UNPLACEABLE = {  # asks for a GPU on a node that has none: the scheduler can never place it
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "GenericJob",
+    "spec": {
+        "replicaSpecs": [
+            replica(
+                "worker",
+                "main",
+                "print('never runs')",
+                policy={"policy": "Never"},
+                resources={"limits": {"nvidia.com/gpu": "1"}},
+            )
+        ]
+    },
+}
 SLOW = {
     "apiVersion": "batch.tensorstack.dev/v1beta1",
     "kind": "GenericJob",
@@ -280,6 +295,18 @@ single_task_dag(
     lambda: T9kJobOperator(task_id="job", manifest=FAILING, deferrable=True, wait_before_defer=0, **COMMON),
 )
 single_task_dag("it_oom", lambda: T9kJobOperator(task_id="job", manifest=OOM, deferrable=True, **COMMON))
+for deferrable in (False, True):
+    single_task_dag(
+        f"it_unplaceable{'_deferrable' if deferrable else ''}",
+        lambda deferrable=deferrable: T9kJobOperator(
+            task_id="job",
+            manifest=UNPLACEABLE,
+            deferrable=deferrable,
+            wait_before_defer=0,
+            pod_error_timeout=2,
+            **COMMON,
+        ),
+    )
 single_task_dag(
     "it_adopt",
     lambda: LoseWorkerAfterSubmit(
