@@ -13,9 +13,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs
 from tests.support.builders import make_job
 from tests.support.clusters import cluster_fixture, controller_fixture
+from tests.support.sshd import prepare_sshd
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -55,14 +54,8 @@ def jobs(cluster: LocalCluster, controller: ControllerProcess) -> Jobs:
 
 @pytest.fixture(scope="module")
 def sshd_ready() -> None:
-    """sshd needs host keys and its privilege-separation directory (/run is a tmpfs: recreated here)."""
-    if os.geteuid() != 0:
-        pytest.skip("an sshd per pod needs the pods' own network namespaces (root)")
-    missing = [p for p in ("/usr/sbin/sshd", "ssh", "ssh-keygen") if not shutil.which(p)]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} missing: `make env` installs them (as root)")
-    subprocess.run(["ssh-keygen", "-A"], check=True, capture_output=True, timeout=60)
-    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    """sshd in the workers (the host is their image)."""
+    prepare_sshd()
 
 
 @pytest.fixture(scope="module")

@@ -98,6 +98,12 @@ class Example:
 
         return self.wait(f"pods {names} {phase or 'created'}", probe, timeout)
 
+    def podgroup(self) -> dict[str, Any]:
+        """The T9k Scheduler's PodGroup of the job (named after it)."""
+        return self.custom.get_namespaced_custom_object(
+            "scheduler.tensorstack.dev", "v1beta1", self.ns, "podgroups", self.name
+        )
+
     def log(self, pod: str) -> str:
         return self.core.read_namespaced_pod_log(pod, self.ns, _preload_content=False).data.decode()
 
@@ -216,9 +222,7 @@ def test_genericjob_scheduler(processes: LocalCluster, example: Any) -> None:
     """调度器: the replicas wait in the T9k Scheduler's `default` queue with priority 50."""
     job = example("01-genericjob--scheduler.yaml", processes).create()
     pods = job.wait_pods(workers("generic-example", 4), "Running")
-    group = job.custom.get_namespaced_custom_object(
-        "scheduler.tensorstack.dev", "v1beta1", job.ns, "podgroups", "generic-example"
-    )
+    group = job.podgroup()
     assert group["spec"]["queue"] == "default" and group["spec"]["priority"] == 50
     assert all(p.spec.scheduler_name == "t9k-scheduler" for p in pods.values())
 
@@ -387,9 +391,7 @@ def test_colossalaijob_scheduler(simulated: LocalCluster, example: Any) -> None:
     """调度器: the workers wait in the T9k Scheduler's `default` queue with priority 50."""
     job = example("02-colossalaijob--scheduler.yaml", simulated).create()
     colossal_running(job, 2)
-    group = job.custom.get_namespaced_custom_object(
-        "scheduler.tensorstack.dev", "v1beta1", job.ns, "podgroups", COLOSSAL
-    )
+    group = job.podgroup()
     assert group["spec"]["queue"] == "default" and group["spec"]["priority"] == 50
 
 
@@ -507,9 +509,7 @@ def test_tensorflowtrainingjob_scheduler(simulated: LocalCluster, example: Any) 
     """调度器: the replicas wait in the T9k Scheduler's `default` queue with priority 50."""
     job = example("04-tensorflowtrainingjob--scheduler.yaml", simulated).create()
     job.wait_pods(workers(TENSORFLOW, 4), "Running")
-    group = job.custom.get_namespaced_custom_object(
-        "scheduler.tensorstack.dev", "v1beta1", job.ns, "podgroups", TENSORFLOW
-    )
+    group = job.podgroup()
     assert group["spec"]["queue"] == "default" and group["spec"]["priority"] == 50
 
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import pytest
 
 from t9k_provider.testing import LocalCluster
 from tests.support.clusters import cluster_fixture
+from tests.support.sshd import prepare_sshd
 
 pytestmark = pytest.mark.cluster
 
@@ -162,12 +161,8 @@ def require_programs(*names: str) -> None:
 
 @pytest.fixture
 def sshd_ready() -> None:
-    """sshd needs host keys and its privilege-separation directory (/run is a tmpfs: recreated here)."""
-    if os.geteuid() != 0:
-        pytest.skip("an sshd per pod needs the pods' own network namespaces (root)")
-    require_programs("/usr/sbin/sshd", "ssh", "ssh-keygen")
-    subprocess.run(["ssh-keygen", "-A"], check=True, capture_output=True, timeout=60)
-    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    """sshd in the workers (the host is their image)."""
+    prepare_sshd()
 
 
 def test_mpijob_example_runs_mpirun_over_ssh_on_every_worker(
