@@ -23,8 +23,10 @@ DAGS = Path(__file__).resolve().parent / "dags"
 
 
 @contextmanager
-def airflow_on_cluster(state_dir: Path) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(state_dir, controller=True)
+def airflow_on_cluster(state_dir: Path, **options: Any) -> Iterator[LocalCluster]:
+    """A started cluster with the controller (``options``: more of ``LocalCluster``'s, e.g. ``capacity``) that
+    Airflow's ``kubernetes_default`` connection points at."""
+    cluster = LocalCluster(state_dir, controller=True, **options)
     cluster.start()
     bundle = [
         {

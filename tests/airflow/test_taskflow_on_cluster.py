@@ -11,6 +11,7 @@ import json
 import logging
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 
 from t9k_provider.decorators import manifests, transport
 from t9k_provider.testing import LocalCluster
-from tests.airflow.cluster import DAGS, deferrals, result_of, run, why_failed
+from tests.airflow.cluster import DAGS, airflow_on_cluster, deferrals, result_of, run, why_failed
 from tests.airflow.versions import stored_xcoms
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -29,6 +30,25 @@ needs_deepspeed = pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None or shutil.which("pdsh") is None,
     reason="DeepSpeed or pdsh is not installed",
 )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """This module's cluster advertises two (simulated) GPUs, which the kubelet hands out one per container as
+    the NVIDIA device plugin does; the functions that ask for none see none."""
+    with airflow_on_cluster(tmp_path_factory.mktemp("t9k-it-gpus"), capacity={"gpus": "2"}) as started:
+        yield started
+
+
+@needs_torch
+def test_each_rank_of_a_gpu_function_sees_its_own_gpu(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``@task.t9k_pytorch(workers=2, gpus=1)`` on a node with two GPUs: each replica holds one of its own."""
+    state, tasks, run_id = run(dags, "it_tf_gpus")
+    assert state == "success", f"{tasks}\n{why_failed(capfd.readouterr().out)}"
+    seen = result_of("it_tf_gpus", run_id, "visible_gpus")
+    assert sorted(seen) == [["0", "0"], ["1", "1"]], seen
 
 
 @needs_torch

@@ -8,6 +8,8 @@
 - `runtime`: starts shims and reads containers back from their files; `shim`: the per-container process
   (namespaces, cgroup, log, signals, exit code, OOMKilled); `execute`: `pods/exec` inside a running container;
 - `cgroups`: the kubelet's, pods' and containers' cgroups (v2 or v1) that enforce resource limits;
+- `devices`: the node's GPUs, which containers hold which (recorded in the pod directories), and what
+  the containers see of them (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES);
 - `identity`: the securityContext as the container process's credentials (computed by the pod worker into
   `shim.ShimSpec.identity`, applied by the shim and by exec after they join the cgroup); `probes`: startup,
   liveness and readiness probes, run from `PodWorker.sync`, whose verdicts feed `status` (and so Service

@@ -5,7 +5,8 @@ files current as pods and services change, and after a crash removes what belong
 stopping kubelet stops its containers, unless told to leave them to the next one.
 
 Resource limits are enforced through the kubelet's cgroup (`cgroups`) where one can be created; the Node's
-`RESOURCE_LIMITS_ANNOTATION` says which hierarchy enforces them, or why nothing does.
+`RESOURCE_LIMITS_ANNOTATION` says which hierarchy enforces them, or why nothing does. GPUs are handed out by
+`devices`, which counts them from the Node's allocatable ``nvidia.com/gpu``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from t9k_provider.kube.informer import NODE_INDEX, Informer, object_key
 from t9k_provider.kube.resources import NODES
 from t9k_provider.local.kubelet import cgroups, hosts, podenv, runtime, tmpfs
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups
+from t9k_provider.local.kubelet.devices import NodeDevices, node_gpus
 from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork
 from t9k_provider.local.kubelet.poddir import PodDir, pods_root
 from t9k_provider.local.kubelet.podworker import PodWorker
@@ -63,6 +65,7 @@ class ProcessKubelet:
         self.workers: dict[str, PodWorker] = {}
         self.cgroups: KubeletCgroups | None = None
         self.node_memory = machine_memory()  # then the Node's allocatable memory (`_setup_cgroups`)
+        self.devices = NodeDevices(kube, self.state_dir)  # counted from the Node, too
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._hosts_dirty = asyncio.Event()
         self._host_signatures: dict[tuple[str, str], tuple[Any, ...] | None] = {}
@@ -151,7 +154,8 @@ class ProcessKubelet:
     # -- lifecycle
 
     async def run(self, stop_pods_on_exit: bool) -> None:
-        await self._setup_cgroups()
+        node = await self._setup_cgroups()
+        self.devices.start(node_gpus(node))  # before the first allocation, which waits for it
         await self.pods.synced.wait()
         await self.services.synced.wait()
         await self._cleanup_orphans()
@@ -169,8 +173,9 @@ class ProcessKubelet:
             if stop_pods_on_exit:
                 await self._stop_everything()
 
-    async def _setup_cgroups(self) -> None:
-        """Find where limits can be enforced, say so once (log and Node annotation); runs before any pod."""
+    async def _setup_cgroups(self) -> dict[str, Any]:
+        """Find where limits can be enforced, say so once (log and Node annotation); runs before any pod.
+        Returns the Node ({} if it could not be written)."""
         self.cgroups, why = await asyncio.to_thread(cgroups.detect, self.state_dir)
         if self.cgroups is None:
             log.warning("resource limits are not enforced: %s", why)
@@ -183,11 +188,12 @@ class ProcessKubelet:
             node = await self.kube.patch(NODES, None, NODE_NAME, patch)
         except ApiError as exc:
             log.warning("could not record on the Node whether resource limits are enforced: %s", exc)
-            return
+            return {}
         status = node.get("status") or {}
         memory = ((status.get("allocatable") or status.get("capacity") or {}).get("memory")) or ""
         if (parsed := parse_quantity(memory)) is not None and parsed > 0:
             self.node_memory = int(parsed)  # what `t9k-local up --memory` advertises, if given
+        return node
 
     async def _cleanup_orphans(self) -> None:
         """After a crash: pod directories and networks whose pod no longer exists are removed.
@@ -201,6 +207,7 @@ class ProcessKubelet:
             if entry.uid not in live:
                 log.info("removing pod directory %s: the pod no longer exists", entry.path.name)
                 runtime.kill_all(entry)
+                self.devices.release(entry.uid)
                 await asyncio.to_thread(tmpfs.unmount_under, entry.path)
                 await asyncio.to_thread(shutil.rmtree, entry.path, True)
         if self.cgroups is not None:

@@ -12,6 +12,7 @@ share no memory: they talk through these files. This module alone names them:
         <container>/shim.log              the shims' own output
         etc-hosts, resolv.conf            bind-mounted as the containers' /etc/hosts and /etc/resolv.conf
         network.json                      the pod's IP and network namespace
+        devices.json                      the GPUs its containers hold, while it holds any (`devices`)
         volumes/<volume>/                 emptyDir / configMap / secret / projected / downwardAPI contents
                                           (a memory-backed emptyDir: a tmpfs mounted there, see `tmpfs`)
     STATE/volumes/<ns>/<claim>/           persistentVolumeClaim volumes, shared by the namespace's pods
@@ -158,6 +159,10 @@ class PodDir:
     @property
     def network(self) -> Path:
         return self.path / "network.json"
+
+    @property
+    def devices(self) -> Path:
+        return self.path / "devices.json"
 
     @property
     def volumes(self) -> Path:

@@ -1,7 +1,9 @@
-"""What a pod needs before its containers start: its network, its volumes (ConfigMaps, Secrets, projected
-ServiceAccount tokens, memory-backed emptyDirs as tmpfs mounts) and the context its containers' environment is
-expanded in. Part of the pod worker (`PodWorker` inherits it): a missing object is a FailedMount or a
-CreateContainerConfigError, retried every ``CONFIG_RETRY_SECONDS`` as the kubelet retries it."""
+"""What a pod needs before its containers start: its devices (GPUs, see `devices`), its network, its
+volumes (ConfigMaps, Secrets, projected ServiceAccount tokens, memory-backed emptyDirs as tmpfs mounts) and
+the context its containers' environment is expanded in. Part of the pod worker (`PodWorker` inherits it): a
+missing object is a FailedMount or a CreateContainerConfigError, retried every ``CONFIG_RETRY_SECONDS`` as
+the kubelet retries it; too few free devices keep the pod waiting (`DevicesUnavailable`), retried every
+``DEVICE_RETRY_SECONDS``."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ from typing import Any
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ResourceType
 from t9k_provider.local.kubelet import hosts, poddir, podenv, tmpfs, volumes
+from t9k_provider.local.kubelet.devices import DevicesUnavailable, PodDevices, visible_env
 from t9k_provider.local.kubelet.network import NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
 
 CONFIG_RETRY_SECONDS = 2.0
+DEVICE_RETRY_SECONDS = 1.0
 
 
 class PodSetup:
@@ -35,6 +39,8 @@ class PodSetup:
     mount_error: str | None
     prepare_after: float
     reported: set[tuple[str, str, int]]
+    devices: PodDevices | None = None  # container -> the GPUs it holds, once allocated (`_allocate_devices`)
+    device_error: str | None = None  # the last DevicesUnavailable event recorded
 
     @property
     def namespace(self) -> str:
@@ -54,6 +60,8 @@ class PodSetup:
         return pod_net
 
     async def _prepare(self) -> None:
+        if not await self._allocate_devices():
+            return
         cm_names, secret_names = podenv.referenced_names(self.pod)
         configmaps = {n: o for n in cm_names if (o := await self._fetch(CONFIGMAPS, n))}
         secrets = {n: o for n in secret_names if (o := await self._fetch(SECRETS, n))}
@@ -83,6 +91,32 @@ class PodSetup:
         self.config_error = None
         self.dir.resolv_conf.write_text(hosts.RESOLV_CONF)
         self.kubelet.write_hosts(self)
+
+    async def _allocate_devices(self) -> bool:
+        """The pod's GPUs, chosen (or found, after a kubelet restart) before anything else is prepared, as the
+        device manager allocates them when it admits the pod. Where too few are free (their pods are still
+        ending, or the Node shrank) the containers wait in ContainerCreating, a Warning event says why, and
+        the worker tries again: the pod is not failed, as the kubelet's admission would fail it."""
+        try:
+            self.devices = await self.kubelet.devices.allocate(self.pod, self.dir)
+        except DevicesUnavailable as exc:
+            if self.device_error != str(exc):
+                self.device_error = str(exc)
+                await self._event("DevicesUnavailable", str(exc), warning=True)
+            self.prepare_after = time.monotonic() + DEVICE_RETRY_SECONDS
+            self.kubelet.queue_wakeup(self, DEVICE_RETRY_SECONDS)
+            return False
+        self.device_error = None
+        return True
+
+    def device_env(self, container: dict[str, Any]) -> dict[str, str]:
+        """The container's CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES: they override its own env."""
+        return visible_env((self.devices or {}).get(container["name"], []))
+
+    def release_devices(self) -> None:
+        """The pod ended (or is being deleted) and runs nothing: its GPUs are free for other pods."""
+        self.kubelet.devices.release(self.uid, self.dir)
+        self.devices = None
 
     async def _mount_memory_volumes(self) -> None:
         """Memory-backed emptyDirs become tmpfs mounts before any container starts; one the kubelet cannot

@@ -24,6 +24,7 @@ from t9k_provider.kube.resources import PODS
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.kubelet import hosts, podenv, runtime, tmpfs, volumes
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups
+from t9k_provider.local.kubelet.devices import NodeDevices
 from t9k_provider.local.kubelet.identity import container_identity
 from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork, PodNet
 from t9k_provider.local.kubelet.poddir import AttemptFiles, ContainerDir, PodDir
@@ -70,6 +71,7 @@ class PodHost(Protocol):
     network: HostNetwork | NetnsNetwork
     cgroups: KubeletCgroups | None
     node_memory: int  # bytes: what a memory-backed emptyDir may hold at most
+    devices: NodeDevices  # the node's GPUs and which pods hold them
 
     def base_env(self, pod: dict[str, Any]) -> dict[str, str]:
         """What every container gets before its own variables."""
@@ -154,11 +156,12 @@ class PodWorker(PodSetup, PodProbing):
         await self.teardown()
 
     async def teardown(self) -> None:
-        """The pod object is gone: kill what is left, free the network, remove the pod's cgroups and
-        directory (its tmpfs volumes unmounted first)."""
+        """The pod object is gone: kill what is left, free its devices and network, remove the pod's cgroups
+        and directory (its tmpfs volumes unmounted first)."""
         for prober in self.probers.values():
             prober.cancel()
         runtime.kill_all(self.dir)
+        self.release_devices()
         if self.kubelet.cgroups is not None:
             await asyncio.to_thread(self.kubelet.cgroups.remove_pod, self.uid)
         await self.kubelet.network.teardown(self.uid)
@@ -207,6 +210,7 @@ class PodWorker(PodSetup, PodProbing):
             # Finished (possibly before this kubelet started): make sure nothing runs, release the network.
             inits, mains = self._views() if self.dir.path.exists() else ([], [])
             self._kill_running(inits + mains)
+            self.release_devices()
             if meta.get("deletionTimestamp"):
                 await self._final_delete()
             await self.release_memory_volumes()
@@ -260,6 +264,8 @@ class PodWorker(PodSetup, PodProbing):
             status["phase"], status["reason"], status["message"] = self.final
             if not running:
                 terminate_unfinished(status)
+        if not running and (deleting or status["phase"] in TERMINAL_PHASES):
+            self.release_devices()  # before the API says the pod ended: its room is free only then
         await self._write_status(status)
         if deleting and not running:
             await self._final_delete()
@@ -311,13 +317,8 @@ class PodWorker(PodSetup, PodProbing):
             )
             if ("BackOff", v.name, cur.n) not in self.reported:
                 self.reported.add(("BackOff", v.name, cur.n))
-                await self._event(
-                    "BackOff",
-                    f"Back-off restarting failed container {v.name} in pod "
-                    f"{self.pod['metadata']['name']}_{self.pod['metadata'].get('namespace')}({self.uid})",
-                    v.name,
-                    warning=True,
-                )
+                message = f"Back-off restarting failed container {v.name} in pod {pod_ref}"
+                await self._event("BackOff", message, v.name, warning=True)
             self.kubelet.queue_wakeup(self, wait)
             return
         self.backing_off.pop(v.name, None)
@@ -362,7 +363,7 @@ class PodWorker(PodSetup, PodProbing):
             mounts += [Mount(str(path), target) for target, path in managed.items() if target not in taken]
         return ShimSpec(
             argv=argv,
-            env={**self.kubelet.base_env(self.pod), **k8s_env},
+            env={**self.kubelet.base_env(self.pod), **k8s_env, **self.device_env(c)},
             log_path="",
             working_dir=c.get("workingDir") or None,
             netns=self.net.netns,

@@ -107,6 +107,28 @@ with DAG("it_tf_xgboost", schedule=None, start_date=START, catchup=False):
     rabit_env()
 
 
+with DAG("it_tf_gpus", schedule=None, start_date=START, catchup=False):
+
+    @task.t9k_pytorch(workers=2, gpus=1, **FAST)
+    def visible_gpus() -> list:
+        """Every rank's view of the GPUs: the ones its replica was given, as the device plugin shows them."""
+        import os
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+        try:
+            seen: list = [None] * dist.get_world_size()
+            mine = [os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("NVIDIA_VISIBLE_DEVICES")]
+            dist.all_gather_object(seen, mine)
+            return seen
+        finally:
+            dist.destroy_process_group()
+
+    visible_gpus()
+
+
 with DAG("it_tf_deepspeed", schedule=None, start_date=START, catchup=False):
 
     @task.t9k_deepspeed(workers=2, **FAST)
