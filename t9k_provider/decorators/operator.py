@@ -9,6 +9,7 @@ value of global rank 0 from that replica's log, or turns a failed job into the f
 from __future__ import annotations
 
 import importlib.util
+import re
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -32,6 +33,8 @@ SERIALIZERS = ("json", "cloudpickle", "dill")
 RESULT_TAIL_LINES = 1000
 ERROR_TAIL_LINES = 500
 LOG_READ_BYTES = 4 << 20
+#: Where a failure report's headline names its replica: ``f() on rank 1 (replica <host>) raised ...``.
+REPLICA = re.compile(r"\(replica ([^)\s]+)\)")
 
 
 class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
@@ -226,41 +229,67 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         return self.retry_function_failure
 
     def _failure(self, failed: T9kJobFailed) -> AirflowException:
-        """The earliest remote traceback of the failed job, retryable unless retrying cannot help."""
+        """The function's remote traceback on the replica that failed first (the earliest traceback where no
+        replica's end is known) leads the operator's report, retryable unless retrying cannot help. Where
+        that replica left none (killed, out of memory), its end leads and the earliest traceback follows."""
+        first_pod = getattr(failed, "failed_first", None)
+        errors = self._remote_errors(getattr(failed, "pods", None))
+        self._finish(succeeded=False)
+        if not errors:
+            return failed if not self.retry_function_failure else AirflowException(str(failed))
+        earliest = min((e for _, e in errors), key=lambda e: e.timestamp_ns)
+        lead = (
+            min((e for pod, e in errors if pod == first_pod), key=lambda e: e.timestamp_ns, default=None)
+            if first_pod
+            else earliest
+        )
+        if lead is None:
+            message = (
+                f"{failed}\nthe function's first error, on a replica that failed after it:\n{earliest.text}"
+            )
+        else:
+            message = f"{lead.text}\n{failed}"
+        self.log.error("%s", (lead or earliest).text)
+        if (lead or earliest).retryable and self.retry_function_failure:
+            return AirflowException(message)
+        return AirflowFailException(message)
+
+    def _remote_errors(self, pods: list[dict[str, Any]] | None) -> list[tuple[str, Any]]:
+        """The failure reports in the logs of the job's pods (``pods``: as the conclusion listed them), each
+        with the pod it names (``(replica <host>)``; launchers gather other hosts' reports), else the pod
+        whose log holds it."""
         from t9k_provider.decorators import transport
         from t9k_provider.kube.podlogs import parse_lines
         from t9k_provider.replicalogs.targets import pod_selector
 
         ref = self._job
         assert ref is not None  # set before the job was waited for
+        if pods is None:
+            try:
+                pods = self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
+            except Exception as exc:
+                self.log.warning(
+                    "cannot list the pods of job %s for the function's traceback: %s", ref.name, exc
+                )
+                pods = []
+        names = {pod["metadata"]["name"] for pod in pods}
         errors = []
-        try:
-            pods = self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
-        except Exception as exc:
-            self.log.warning("cannot list the pods of job %s for the function's traceback: %s", ref.name, exc)
-            pods = []
-        for pod in pods:
+        for name in sorted(names):
             try:
                 text = self.hook.read_pod_log(
                     ref.namespace,
-                    pod["metadata"]["name"],
+                    name,
                     self.recipe.container,
                     tail_lines=ERROR_TAIL_LINES,
                     limit_bytes=LOG_READ_BYTES,
                 )
             except Exception as exc:
-                self.log.warning("cannot read the log of %s: %s", pod["metadata"]["name"], exc)
+                self.log.warning("cannot read the log of %s: %s", name, exc)
                 continue
-            errors += transport.remote_errors(parse_lines(text))
-        self._finish(succeeded=False)
-        if not errors:
-            return failed if not self.retry_function_failure else AirflowException(str(failed))
-        first = min(errors, key=lambda e: e.timestamp_ns)
-        self.log.error("%s", first.text)
-        message = f"{first.text}\n{failed}"
-        if first.retryable and self.retry_function_failure:
-            return AirflowException(message)
-        return AirflowFailException(message)
+            for error in transport.remote_errors(parse_lines(text)):
+                named = REPLICA.search(error.text.partition("\n")[0])
+                errors.append((named.group(1) if named and named.group(1) in names else name, error))
+        return errors
 
     def _finish(self, *, succeeded: bool) -> None:
         ref = self._job

@@ -200,7 +200,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         from t9k_provider.replicalogs.targets import targets_for
         from t9k_provider.waiting import status as job_status
 
-        ti = context["ti"]
+        ti = self._ti = context["ti"]
         task_identity = ident.task_identity(ti)
         body = self.build_manifest(task_identity, getattr(ti, "try_number", None))
         kind, name = body["kind"], body["metadata"]["name"]
@@ -262,9 +262,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         from t9k_provider.operators.outcome import Finish
         from t9k_provider.operators.worker_wait import WorkerWait
 
-        finish = Finish(
-            self.on_finish_action, self.on_kill_action, self.retry_on_job_failure, self.failure_log_lines
-        )
+        finish = Finish.of(self)
         return WorkerWait(
             self._client, ref, limits, logs,
             poll_interval=self.poll_interval, finish=finish, kill=self._kill, log=self.log,
@@ -311,6 +309,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         Everything needed here travels in the event (``resume``, and ``log_cursors``: where the trigger's live
         logs stopped), never in operator state or defer kwargs.
         """
+        self._ti = context["ti"]  # where the task's usage goes
         with self._kill.completing(lambda: self._client):
             return self._resume(event)
 

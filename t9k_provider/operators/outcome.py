@@ -1,9 +1,11 @@
 """How a task ends once its wait stopped: decided from a fresh read of the job (an event only says why the
-wait stopped early), with the job kept or deleted as the task's options say."""
+wait stopped early), with the job kept or deleted as the task's options say, and what its replicas used
+(``waiting.usage``) logged and pushed to XCom, whatever the outcome."""
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
@@ -12,7 +14,12 @@ from t9k_provider.jobclient.client import JobClient
 from t9k_provider.jobclient.identity import JobRef
 from t9k_provider.operators.diagnostics import failure_report
 from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout
+from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.waiting import status as job_status
+from t9k_provider.waiting.usage import describe, usage
+
+#: XCom key of what the job's replicas used (``waiting.usage``), pushed when the task ends.
+USAGE_XCOM_KEY = "t9k_usage"
 
 
 class Finish(NamedTuple):
@@ -22,6 +29,20 @@ class Finish(NamedTuple):
     on_kill_action: str
     retry_on_job_failure: bool
     failure_log_lines: int
+    #: The task instance, whose XCom gets the usage (None: the usage is only logged).
+    ti: Any = None
+
+    @classmethod
+    def of(cls, operator: Any) -> Finish:
+        """The options of a ``T9kJobOperator``, and the task instance its ``execute`` or
+        ``execute_complete`` runs for."""
+        return cls(
+            operator.on_finish_action,
+            operator.on_kill_action,
+            operator.retry_on_job_failure,
+            operator.failure_log_lines,
+            getattr(operator, "_ti", None),
+        )
 
 
 def conclude(
@@ -34,8 +55,11 @@ def conclude(
 ) -> dict[str, Any]:
     """The task's result for ``job`` (just read), or the exception that fails it. For a job that has not
     ended, ``why`` says what stopped the wait (``status``: timeout, failed or error; ``message``;
-    ``retryable``)."""
+    ``retryable``). The job's pods are listed once: for the usage (logged, and pushed to XCom ``t9k_usage``)
+    and the failure report."""
     state = job_status.outcome(job)
+    pods = _pods(client, ref, log)
+    report_usage(pods, finish.ti, log)
     if state == "succeeded":
         client.mark_checked(ref)
         if finish.on_finish_action in ("delete", "delete_on_success"):
@@ -43,25 +67,52 @@ def conclude(
         log.info("job %s/%s succeeded", ref.namespace, ref.name)
         return job_status.summary(job)
     report = failure_report(
-        client.hook, ref.kind, ref.namespace, ref.name, job, finish.failure_log_lines, log
+        client.hook, ref.kind, ref.namespace, ref.name, job, finish.failure_log_lines, log, pods
     )
     if state == "failed":
         client.mark_checked(ref)
         if finish.on_finish_action == "delete":
             client.delete(ref)
-        message = f"job {ref.namespace}/{ref.name} failed: {job_status.failure_reason(job)}\n{report}"
+        message = f"job {ref.namespace}/{ref.name} failed: {report.lead or job_status.failure_reason(job)}"
+        message += f"\n{report.text}"
         log.error("%s", message)
-        raise (AirflowException if finish.retry_on_job_failure else T9kJobFailed)(message)
+        failed = (AirflowException if finish.retry_on_job_failure else T9kJobFailed)(message)
+        failed.pods = None if isinstance(pods, Exception) else pods  # the decorated operator's to reuse
+        failed.failed_first = report.first
+        raise failed
     why = why or {}
     status = why.get("status")
     reason = why.get("message") or f"stopped waiting in phase {job_status.phase(job) or 'unset'}"
     if status in ("timeout", "failed") and finish.on_kill_action == "delete":
         client.delete(ref)
         reason += "; the job was deleted (on_kill_action=delete)"
-    message = f"job {ref.namespace}/{ref.name}: {reason}\n{report}"
+    message = "\n".join(
+        line for line in (f"job {ref.namespace}/{ref.name}: {reason}", report.lead, report.text) if line
+    )
     log.error("%s", message)
     if status == "timeout":
         raise T9kJobTimeout(message)
     if status == "failed" or why.get("retryable") is False:
         raise AirflowFailException(message)
     raise AirflowException(message)
+
+
+def _pods(client: JobClient, ref: JobRef, log: logging.Logger | Any) -> list[dict[str, Any]] | Exception:
+    try:
+        return client.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
+    except Exception as exc:
+        log.warning("cannot list the pods of job %s/%s (no usage reported): %s", ref.namespace, ref.name, exc)
+        return exc
+
+
+def report_usage(pods: list[dict[str, Any]] | Exception, ti: Any, log: logging.Logger | Any) -> None:
+    """Log what the pods used and push it to XCom ``t9k_usage``; never fails the task."""
+    if isinstance(pods, Exception):
+        return  # said where the read failed
+    try:
+        used = usage(pods, datetime.now(timezone.utc))
+        log.info("%s", describe(used))
+        if ti is not None:
+            ti.xcom_push(key=USAGE_XCOM_KEY, value={k: used[k] for k in ("replica_seconds", "gpu_seconds")})
+    except Exception as exc:
+        log.warning("cannot report the job's usage: %s", exc)

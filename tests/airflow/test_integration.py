@@ -415,3 +415,40 @@ def test_every_replica_line_reaches_the_task_log_once_while_the_job_runs(
         assert lag < span, (
             f"rank {rank}'s first line was logged {lag:.1f} s late, after its last ({span:.1f} s)"
         )
+
+
+@pytest.mark.parametrize("dag_id", ["it_first_failure", "it_first_failure_deferrable"])
+def test_the_failure_message_leads_with_the_replica_that_failed_first(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str], dag_id: str
+) -> None:
+    """worker-1 fails at once with a distinctive error (exit 3), worker-0 two seconds later with a connection
+    error (exit 1): the message names worker-1 first, with its exit code and last line, then worker-0. The
+    task's usage is logged and in XCom ``t9k_usage``, failed or not."""
+    state, tasks, run_id = run(dags, dag_id)
+    output = capfd.readouterr().out
+    assert state == "failed" and tasks == {"job": "failed"}, why_failed(output)
+    at = output.index("T9kJobFailed: ")
+    failure = output[at:].splitlines()[0]
+    assert re.search(r"failed: [\w-]+-worker-1 failed first, at [\dTZ:-]+: exit code 3$", failure), failure
+    message = output[at:]
+    distinctive = message.index("rank 1: ValueError: shard 7 of the dataset holds no samples")
+    assert distinctive < message.index("connection reset by peer"), why_failed(output)
+    assert re.search(
+        r"then, after it:\n +[\w-]+-worker-0, \d s later: exit code 1; last line: rank 0", message
+    )
+    assert "usage: 2 replicas, " in output
+    (used,) = stored_xcoms(dag_id, run_id, "job", "t9k_usage")
+    assert used["replica_seconds"]["total"] >= 2 and set(used["replica_seconds"]) == {"worker", "total"}
+    assert used["gpu_seconds"] == {"worker": 0.0, "total": 0.0}
+
+
+def test_a_succeeded_task_reports_its_usage_after_deferral(
+    cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The ticker's one worker prints for 8 s: replica-seconds from its pod's own start and finish."""
+    state, _, run_id = run(dags, "it_logging_interval")
+    output = capfd.readouterr().out
+    assert state == "success", why_failed(output)
+    assert re.search(r"usage: 1 replica, [\d.]+ replica-seconds \(worker [\d.]+\), 0 GPU-seconds", output)
+    (used,) = stored_xcoms("it_logging_interval", run_id, "job", "t9k_usage")
+    assert set(used) == {"replica_seconds", "gpu_seconds"} and used["replica_seconds"]["total"] >= 7

@@ -23,6 +23,7 @@ from t9k_provider.operators import (
 from t9k_provider.triggers.job import T9kJobTrigger
 from tests.airflow.builders import FAILED, PENDING, RUNNING, SUCCEEDED, make, our_job
 from tests.airflow.fakes import FakeHook, FakeTI, api_error, generic_manifest, pod
+from tests.airflow.podstates import terminated
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -240,6 +241,58 @@ def test_failed_job_can_be_made_retryable(fake_hook: FakeHook, context: dict[str
     with pytest.raises(AirflowException) as failure:
         make(fake_hook, retry_on_job_failure=True).execute(context)
     assert not isinstance(failure.value, AirflowFailException)
+
+
+RANK_1_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered (shard 7)"
+
+
+def rank_1_fails_first(hook: FakeHook, name: str) -> None:
+    """Rank 1 fails at second 1 with a distinctive error, rank 0 two seconds later with a connection error;
+    the job's status lists worker-0 first, as a controller may."""
+    hook.pods = [
+        terminated(pod(f"{name}-worker-0", "worker", 0, name), 0, 3, 1),
+        terminated(pod(f"{name}-worker-1", "worker", 1, name), 0, 1, 3),
+    ]
+    hook.logs[(f"{name}-worker-0", "main")] = (
+        "2026-01-01T00:00:00Z step 1\n2026-01-01T00:00:03Z RuntimeError: connection reset by peer\n"
+    )
+    hook.logs[(f"{name}-worker-1", "main")] = (
+        f"2026-01-01T00:00:00Z step 1\n2026-01-01T00:00:01Z {RANK_1_ERROR}\n"
+    )
+    original_get = hook.get_job
+
+    def get_with_tasks(*args: Any) -> dict[str, Any]:
+        job = original_get(*args)
+        replicas = [{"name": f"{name}-worker-{i}", "phase": "Failed", "containers": []} for i in range(2)]
+        job.setdefault("status", {})["tasks"] = [{"type": "worker", "replicas": replicas}]
+        return job
+
+    hook.get_job = get_with_tasks  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_a_distributed_failure_leads_with_the_replica_that_failed_first(
+    fake_hook: FakeHook, context: dict[str, Any], deferrable: bool
+) -> None:
+    name = ident.job_name(ident.task_identity(context["ti"]))
+    rank_1_fails_first(fake_hook, name)
+    with pytest.raises(T9kJobFailed) as failure:
+        if deferrable:
+            fake_hook.script = [RUNNING]
+            op, resume = _deferred(fake_hook, context)
+            fake_hook.script = [FAILED]
+            op.execute_complete(context, {"status": "failed", "message": "", "resume": resume})
+        else:
+            fake_hook.script = [RUNNING, FAILED]
+            make(fake_hook).execute(context)
+    message = str(failure.value)
+    assert message.splitlines()[0] == (
+        f"job conn-ns/{name} failed: {name}-worker-1 failed first, at 2026-01-01T00:00:01Z: exit code 3"
+    )
+    assert f"last 50 log lines of {name}-worker-1:\n[{name}-worker-1/main] step 1" in message
+    assert message.index(RANK_1_ERROR) < message.index("connection reset by peer")
+    after = f"  {name}-worker-0, 2 s later: exit code 1; last line: RuntimeError: connection reset by peer"
+    assert f"then, after it:\n{after}\nphase: Failed\ncondition Failed=True: Failed The job" in message
 
 
 @pytest.mark.parametrize(
@@ -696,7 +749,9 @@ def test_replica_that_cannot_start_fails_fast(fake_hook: FakeHook, context: dict
 def test_pod_checks_can_be_disabled(fake_hook: FakeHook, context: dict[str, Any]) -> None:
     fake_hook.script = [RUNNING, RUNNING, SUCCEEDED]
     make(fake_hook, pod_error_timeout=None, get_logs=False).execute(context)
-    assert not [c for c, _ in fake_hook.calls if c == "list_pods"]
+    calls = [c for c, _ in fake_hook.calls]
+    last_read = max(i for i, c in enumerate(calls) if c in ("get", "watch"))
+    assert calls.count("list_pods") == 1 and calls.index("list_pods") > last_read  # the conclusion's
 
 
 def test_waiting_task_logs_why_its_pods_are_not_scheduled(

@@ -27,6 +27,7 @@ from t9k_provider.jobclient import identity as ident
 from t9k_provider.jobs import API_VERSION, load
 from t9k_provider.kube.podlogs import parse_lines
 from tests.airflow.fakes import FakeHook, FakeTI, pod
+from tests.airflow.podstates import terminated
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -541,6 +542,18 @@ def test_the_result_is_rank_zeros_and_the_job_is_deleted_after_reading_it(
     assert fake_hook.deletes() == [name]
 
 
+def test_a_decorated_task_reports_its_usage(fake_hook: FakeHook, dag: DAG) -> None:
+    logs = {0: stamped(runner.encode_result(1, None), 9)}
+    op, context, _ = prepared(fake_hook, dag, logs, SUCCEEDED)
+    terminated(fake_hook.pods[0], 0, 9, 0, gpus=1)
+    terminated(fake_hook.pods[1], 0, 8, 0, gpus=1)
+    assert op.execute(context) == 1
+    assert context["ti"].xcoms["t9k_usage"] == {
+        "replica_seconds": {"worker": 17.0, "total": 17.0},
+        "gpu_seconds": {"worker": 17.0, "total": 17.0},
+    }
+
+
 def test_a_succeeded_job_without_a_result_fails_the_task(fake_hook: FakeHook, dag: DAG) -> None:
     op, context, name = prepared(fake_hook, dag, {0: stamped("no marker", 1)}, SUCCEEDED)
     with pytest.raises(AirflowException) as caught:
@@ -576,6 +589,78 @@ def test_a_failed_job_without_a_traceback_keeps_the_operators_report(fake_hook: 
         op.execute(context)
     assert not isinstance(caught.value, AirflowFailException)
     assert fake_hook.deletes() == [name]
+
+
+def raised(rank: int, pod_name: str, second: int, error: str) -> str:
+    """What the runner of rank ``rank`` on ``pod_name`` wrote when the function raised ``error``."""
+    report = [
+        f"{runner.ERROR_MARKER} {runner.RETRYABLE} f() on rank {rank} (replica {pod_name}) raised "
+        + error.split(":")[0],
+        "Traceback (most recent call last):",
+        error,
+        runner.ERROR_END_MARKER,
+    ]
+    return stamped("\n".join(report), second)
+
+
+def test_the_traceback_of_the_rank_that_failed_first_leads_then_the_ranks_that_failed_after_it(
+    fake_hook: FakeHook, dag: DAG
+) -> None:
+    """Rank 1 raises a distinctive error; rank 0's collective breaks two seconds later."""
+    op, context, name = prepared(fake_hook, dag, {}, FAILED)
+    rank0, rank1 = f"{name}-worker-0", f"{name}-worker-1"
+    fake_hook.logs[(rank1, "main")] = raised(1, rank1, 1, "ValueError: shard 7 holds no samples")
+    fake_hook.logs[(rank0, "main")] = raised(0, rank0, 3, "ConnectionError: connection reset by peer")
+    terminated(fake_hook.pods[0], 0, 3, 1)
+    terminated(fake_hook.pods[1], 0, 1, 1)
+    handed: list[Any] = []
+    remote_errors = op._remote_errors
+
+    def reading(pods: list[dict[str, Any]] | None) -> Any:
+        handed.append([p["metadata"]["name"] for p in pods or []])
+        return remote_errors(pods)
+
+    op._remote_errors = reading
+    with pytest.raises(AirflowException) as caught:
+        op.execute(context)
+    assert not isinstance(caught.value, AirflowFailException)
+    message = str(caught.value)
+    assert message.startswith(
+        f"f() on rank 1 (replica {rank1}) raised ValueError\nTraceback (most recent call last):\n"
+        f"ValueError: shard 7 holds no samples\n"
+        f"job conn-ns/{name} failed: {rank1} failed first, at 2026-01-01T00:00:01Z: exit code 1\n"
+    )
+    assert (
+        f"then, after it:\n  {rank0}, 2 s later: exit code 1; "
+        "last line: ConnectionError: connection reset by peer\n"
+    ) in message
+    assert handed == [[p["metadata"]["name"] for p in fake_hook.pods]]  # the conclusion's list, not another
+
+
+def test_a_rank_that_failed_first_without_a_traceback_leads_with_how_it_ended(
+    fake_hook: FakeHook, dag: DAG
+) -> None:
+    """Rank 1 is killed for its memory (no Python error to report); rank 0 then raises a connection error:
+    the kill leads, not the consequence."""
+    op, context, name = prepared(fake_hook, dag, {}, FAILED)
+    rank0, rank1 = f"{name}-worker-0", f"{name}-worker-1"
+    fake_hook.logs[(rank1, "main")] = stamped("loading shard 7", 1)
+    fake_hook.logs[(rank0, "main")] = raised(0, rank0, 3, "ConnectionError: connection reset by peer")
+    terminated(fake_hook.pods[0], 0, 3, 1)
+    terminated(fake_hook.pods[1], 0, 1, 137, reason="OOMKilled")
+    with pytest.raises(AirflowException) as caught:
+        op.execute(context)
+    message = str(caught.value)
+    assert message.startswith(
+        f"job conn-ns/{name} failed: {rank1} failed first, at 2026-01-01T00:00:01Z: "
+        "OOMKilled (exit code 137)\n"
+        f"last 50 log lines of {rank1}:\n[{rank1}/main] loading shard 7\n"
+    )
+    assert message.endswith(
+        "the function's first error, on a replica that failed after it:\n"
+        f"f() on rank 0 (replica {rank0}) raised ConnectionError\nTraceback (most recent call last):\n"
+        "ConnectionError: connection reset by peer"
+    )
 
 
 def test_a_function_using_module_names_fails_before_its_job_is_created(dag: DAG) -> None:

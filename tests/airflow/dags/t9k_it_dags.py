@@ -421,3 +421,38 @@ for mode, waiting in {
             **waiting,
         ),
     )
+
+#: Rank 1 fails at once with a distinctive error, rank 0 two seconds later with a connection error (as a
+#: collective whose peer died). ``failureRules`` fail the job only once both have, so both are reported.
+RANK_1_FAILS_FIRST = {
+    "apiVersion": "batch.tensorstack.dev/v1beta1",
+    "kind": "GenericJob",
+    "spec": {
+        "failureRules": [{"worker": [0, 1]}],
+        "replicaSpecs": [
+            replica(
+                "worker",
+                "main",
+                "import os, sys, time\nrank = os.environ['HOSTNAME'].rsplit('-', 1)[-1]\n"
+                "if rank == '1':\n"
+                "    print('rank 1: ValueError: shard 7 of the dataset holds no samples', flush=True)\n"
+                "    sys.exit(3)\n"
+                "time.sleep(2)\n"
+                "print('rank 0: RuntimeError: connection reset by peer', flush=True)\n"
+                "sys.exit(1)",
+                replicas=2,
+                policy={"policy": "Never"},
+            )
+        ],
+    },
+}
+for mode, waiting in {
+    "it_first_failure": {"deferrable": False},
+    "it_first_failure_deferrable": {"deferrable": True, "wait_before_defer": 0},
+}.items():
+    single_task_dag(
+        mode,
+        lambda waiting=waiting: GenericJobOperator(
+            task_id="job", manifest=RANK_1_FAILS_FIRST, **COMMON, **waiting
+        ),
+    )
