@@ -31,9 +31,13 @@ LISTED_AFTER_FIRST = 5
 #: Lines read back from each of those, for one that says something.
 LAST_LINE_TAIL = 5
 MARKER = re.compile(r"[A-Z][A-Z0-9_]*")
-#: Termination reasons that say no more than the exit code.
-PLAIN_REASONS = ("", "Error", "Completed")
 LAST_LINE_CHARS = 200
+
+
+def _says_no_more(reason: str) -> bool:
+    """Whether a container's termination reason (Kubernetes' words, not a T9k status) says no more than its
+    exit code."""
+    return reason in ("", "Error", "Completed")
 
 
 class Ended(NamedTuple):
@@ -126,7 +130,7 @@ def how_it_ended(terminated: dict[str, Any]) -> str:
     container's termination message, if it wrote one."""
     code, reason = terminated.get("exitCode"), str(terminated.get("reason") or "")
     number = terminated.get("signal") or (code - 128 if isinstance(code, int) and code > 128 else None)
-    if reason not in PLAIN_REASONS:
+    if not _says_no_more(reason):
         how = f"{reason} (exit code {code})" if code is not None else reason
     elif number:
         how = f"signal {number} ({_signal_name(number)}), exit code {code}"
