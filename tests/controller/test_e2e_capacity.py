@@ -13,7 +13,7 @@ from kubernetes import client
 
 from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.local.machinery.events import NODE_NAME
-from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
+from t9k_provider.testing import wait_for
 from tests.controller.e2e_support import NS, Jobs
 from tests.support.builders import make_job
 from tests.support.clusters import cluster_fixture, controller_fixture
@@ -25,11 +25,6 @@ NO_CPU = "0/1 nodes are available: 1 Insufficient cpu."
 
 cluster = cluster_fixture(kubelet="simulated", flink_operator=False, capacity={"cpus": "2"})
 controller = controller_fixture()
-
-
-@pytest.fixture(scope="module")
-def jobs(cluster: LocalCluster, controller: ControllerProcess) -> Jobs:
-    return Jobs(cluster.api_client())
 
 
 def gang_job(name: str, replicas: int) -> dict[str, Any]:

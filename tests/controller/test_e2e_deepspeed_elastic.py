@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
+from t9k_provider.testing import wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs
 from tests.support.builders import make_job
 from tests.support.clusters import cluster_fixture, controller_fixture
@@ -47,11 +47,6 @@ while not os.path.exists(os.path.join(folder, "stop")):
 
 cluster = cluster_fixture()
 controller = controller_fixture()
-
-
-@pytest.fixture(scope="module")
-def jobs(cluster: LocalCluster, controller: ControllerProcess) -> Jobs:
-    return Jobs(cluster.api_client())
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from t9k_provider.testing import ControllerProcess, LocalCluster, require_limits, wait_for
+from t9k_provider.testing import LocalCluster, require_limits, wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs, PodRecorder
 from tests.support.builders import make_container, make_job, make_template
 from tests.support.clusters import cluster_fixture, controller_fixture
@@ -32,11 +32,6 @@ PY = sys.executable
 
 cluster = cluster_fixture()
 controller = controller_fixture()
-
-
-@pytest.fixture(scope="module")
-def jobs(cluster: LocalCluster, controller: ControllerProcess) -> Jobs:
-    return Jobs(cluster.api_client())
 
 
 def wait_phase(jobs: Jobs, kind: str, name: str, phases: tuple[str, ...], timeout: float = 60) -> dict:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
+from t9k_provider.testing import wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs, fake_tools
 from tests.support.builders import make_job
 from tests.support.clusters import cluster_fixture, controller_fixture
@@ -33,11 +33,6 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
 #: The BeamJob test plays the flink-operator (no Flink processes needed to check the controller).
 cluster = cluster_fixture(flink_operator=False)
 controller = controller_fixture()
-
-
-@pytest.fixture(scope="module")
-def jobs(cluster: LocalCluster, controller: ControllerProcess) -> Jobs:
-    return Jobs(cluster.api_client())
 
 
 def path_env(tools: Path, hostfile: str) -> list[dict[str, str]]:

@@ -257,6 +257,13 @@ def single_task_dag(dag_id: str, factory: Any) -> DAG:
     return dag
 
 
+def in_both_modes(dag_id: str, operator: Any, deferring: dict[str, Any]) -> None:
+    """``dag_id``, whose task waits in the worker, and ``<dag_id>_deferrable``, whose task defers
+    (``deferring``: its other options): ``operator(**mode)`` builds the task."""
+    for suffix, mode in (("", {"deferrable": False}), ("_deferrable", {"deferrable": True, **deferring})):
+        single_task_dag(dag_id + suffix, lambda mode=mode: operator(**mode))
+
+
 single_task_dag(
     "it_generic", lambda: GenericJobOperator(task_id="job", manifest=GENERIC, deferrable=False, **COMMON)
 )
@@ -295,18 +302,11 @@ single_task_dag(
     lambda: T9kJobOperator(task_id="job", manifest=FAILING, deferrable=True, wait_before_defer=0, **COMMON),
 )
 single_task_dag("it_oom", lambda: T9kJobOperator(task_id="job", manifest=OOM, deferrable=True, **COMMON))
-for deferrable in (False, True):
-    single_task_dag(
-        f"it_unplaceable{'_deferrable' if deferrable else ''}",
-        lambda deferrable=deferrable: T9kJobOperator(
-            task_id="job",
-            manifest=UNPLACEABLE,
-            deferrable=deferrable,
-            wait_before_defer=0,
-            pod_error_timeout=2,
-            **COMMON,
-        ),
-    )
+in_both_modes(
+    "it_unplaceable",
+    lambda **mode: T9kJobOperator(task_id="job", manifest=UNPLACEABLE, pod_error_timeout=2, **COMMON, **mode),
+    {"wait_before_defer": 0},
+)
 single_task_dag(
     "it_adopt",
     lambda: LoseWorkerAfterSubmit(
@@ -407,20 +407,17 @@ CHATTY_CLEANED = {
         ],
     },
 }
-for mode, waiting in {
-    "it_live_logs": {"deferrable": False},
-    "it_live_logs_deferrable": {"deferrable": True, "wait_before_defer": 1.5},
-}.items():
-    single_task_dag(
-        mode,
-        lambda waiting=waiting: GenericJobOperator(
-            task_id="job",
-            manifest=CHATTY_CLEANED,
-            log_replicas="worker",
-            **{**COMMON, "poll_interval": 3.0},
-            **waiting,
-        ),
-    )
+in_both_modes(
+    "it_live_logs",
+    lambda **mode: GenericJobOperator(
+        task_id="job",
+        manifest=CHATTY_CLEANED,
+        log_replicas="worker",
+        **{**COMMON, "poll_interval": 3.0},
+        **mode,
+    ),
+    {"wait_before_defer": 1.5},
+)
 
 #: Rank 1 fails at once with a distinctive error, rank 0 two seconds later with a connection error (as a
 #: collective whose peer died). ``failureRules`` fail the job only once both have, so both are reported.
@@ -446,13 +443,8 @@ RANK_1_FAILS_FIRST = {
         ],
     },
 }
-for mode, waiting in {
-    "it_first_failure": {"deferrable": False},
-    "it_first_failure_deferrable": {"deferrable": True, "wait_before_defer": 0},
-}.items():
-    single_task_dag(
-        mode,
-        lambda waiting=waiting: GenericJobOperator(
-            task_id="job", manifest=RANK_1_FAILS_FIRST, **COMMON, **waiting
-        ),
-    )
+in_both_modes(
+    "it_first_failure",
+    lambda **mode: GenericJobOperator(task_id="job", manifest=RANK_1_FAILS_FIRST, **COMMON, **mode),
+    {"wait_before_defer": 0},
+)

@@ -5,7 +5,9 @@ subresources, and the patches a real server refuses (strategic merge: 415; a JSO
 from __future__ import annotations
 
 import json
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -378,3 +380,45 @@ def test_transition_rule_keeps_a_t9k_jobs_resume_specs_immutable(cluster: LocalC
     assert "resumeSpecs cannot be changed (only pause.enabled can)" in cause["message"]
     stored = custom.get_namespaced_custom_object(group, version, ns, plural, "paused")
     assert stored["spec"]["runMode"]["pause"]["resumeSpecs"][0]["command"] == ["a"]
+
+
+@pytest.mark.usefixtures("kubectl_binary")
+async def test_kubectl_and_the_asyncio_client_meet_the_same_transition_rule(
+    cluster: LocalCluster, ns: str, tmp_path: Path
+) -> None:
+    """The 422 of a changed ``resumeSpecs`` reaches kubectl (its message names the field) and
+    kubernetes_asyncio (a Status with the field's cause) as it reaches the ``kubernetes`` client."""
+    from kubernetes_asyncio import client as aclient
+    from kubernetes_asyncio.client.rest import ApiException as AsyncApiException
+
+    job = {
+        "apiVersion": "batch.tensorstack.dev/v1beta1",
+        "kind": "GenericJob",
+        "metadata": {"name": "frozen"},
+        "spec": {
+            "runMode": {"pause": {"enabled": True, "resumeSpecs": [{"type": "worker", "command": ["a"]}]}},
+            "replicaSpecs": [
+                {"type": "worker", "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}
+            ],
+        },
+    }
+    client.CustomObjectsApi(cluster.api_client()).create_namespaced_custom_object(
+        "batch.tensorstack.dev", "v1beta1", ns, "genericjobs", job
+    )
+    changed = {"spec": {"runMode": {"pause": {"resumeSpecs": [{"type": "worker", "command": ["b"]}]}}}}
+    run = subprocess.run(
+        ["kubectl", "--kubeconfig", str(cluster.kubeconfig), "--cache-dir", str(tmp_path), "-n", ns,
+         "patch", "genericjob", "frozen", "--type", "merge", "-p", json.dumps(changed)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout
+    assert "spec.runMode.pause.resumeSpecs: Invalid value" in run.stderr, run.stderr
+    async with cluster.async_api_client() as api:
+        with pytest.raises(AsyncApiException) as exc:
+            await aclient.CustomObjectsApi(api).patch_namespaced_custom_object(
+                "batch.tensorstack.dev", "v1beta1", ns, "genericjobs", "frozen", changed,
+                _content_type="application/merge-patch+json",
+            )  # fmt: skip
+    assert exc.value.status == 422
+    (cause,) = json.loads(exc.value.body)["details"]["causes"]
+    assert cause["field"] == "spec.runMode.pause.resumeSpecs"
