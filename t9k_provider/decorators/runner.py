@@ -29,6 +29,7 @@ import os
 import socket
 import sys
 import traceback
+import types
 import zlib
 from typing import Any
 
@@ -87,6 +88,26 @@ def global_rank() -> int:
     if task.get("type") == "worker":
         return index + len((config.get("cluster") or {}).get("chief") or [])
     return 0 if not task else -1
+
+
+def provide(modules: dict[str, str]) -> None:
+    """Make the shipped modules (``t9k_provider.progress``) importable where the image lacks them; an
+    installed package keeps its own."""
+    for name, source in modules.items():
+        try:
+            importlib.import_module(name)
+            continue
+        except ImportError:
+            pass
+        parent = name.rpartition(".")[0]
+        if parent and parent not in sys.modules:
+            sys.modules[parent] = types.ModuleType(parent)  # no __path__: nothing else of it is importable
+        module = types.ModuleType(name)
+        module.__file__ = f"<shipped {name}>"
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
+        sys.modules[name] = module
+        if parent:
+            setattr(sys.modules[parent], name.rpartition(".")[2], module)
 
 
 def load_codec(name: str) -> Any:
@@ -167,6 +188,7 @@ def main() -> int:
         os.environ.setdefault("LOCAL_WORLD_SIZE", "1")
     rank = global_rank()
     where = f"{call['function']}() on rank {rank} (replica {socket.gethostname()})"
+    provide(call.get("modules") or {})
     try:
         codec = load_codec(call["serializer"])
         args, kwargs = decode_arguments(call, codec)

@@ -55,6 +55,14 @@ def packed_runner() -> str:
     return pack(Path(runner.__file__).read_bytes())
 
 
+@lru_cache(maxsize=1)
+def shipped_modules() -> dict[str, str]:
+    """What the function may import from this package in an image without it: the progress reports."""
+    from t9k_provider import progress
+
+    return {progress.__name__: Path(progress.__file__).read_text()}
+
+
 def encode_call(
     function: ShippedFunction, serializer: str, args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> str:
@@ -87,6 +95,7 @@ def encode_call(
         "source": function.source,
         "serializer": serializer,
         "arguments": arguments,
+        "modules": shipped_modules(),
     }
     text = pack(json.dumps(call).encode())
     if len(text) > MAX_CALL_CHARS:

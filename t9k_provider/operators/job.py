@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseOperator, conf
 
 from t9k_provider.links.job import T9kJobLink
+from t9k_provider.operators.checkpoints import checked_volume
 from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout
 from t9k_provider.operators.kill import KillSwitch
 from t9k_provider.operators.manifest import TemplatedManifest
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from t9k_provider.jobclient.client import JobClient
     from t9k_provider.jobclient.identity import JobRef
     from t9k_provider.operators.worker_wait import WorkerWait
-    from t9k_provider.replicalogs.targets import ReplicaTarget
+    from t9k_provider.replicalogs.targets import Followed
     from t9k_provider.replicalogs.waitlogs import WaitLogs
     from t9k_provider.waiting.limits import WaitLimits
 
@@ -58,6 +59,12 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
     :param running_timeout: seconds the job may run once its Running condition is true.
     :param paused_timeout: seconds the job may stay Paused before the task fails (None: wait).
     :param unknown_timeout: seconds the job may stay Unknown before the task fails (None: wait).
+    :param progress_timeout: seconds the running job may go without a progress report
+        (``t9k_provider.progress``) from its leader (counted from its Running until the first) before it is
+        stopped per ``on_kill_action`` and the task fails (retryable); needs ``get_logs``.
+    :param checkpoint_volume: a volume source (``{"persistentVolumeClaim": {"claimName": "ckpt"}}``) every
+        replica mounts at ``T9K_CHECKPOINT_DIR``: a directory of its own per task instance, the same on
+        every try (``T9K_TRY_NUMBER`` tells which).
     :param pod_error_timeout: seconds a replica may be unable to start (ErrImagePull, ImagePullBackOff,
         InvalidImageName, CreateContainerConfigError, more GPUs than any node has) before the job is stopped
         and the task fails (retryable); None disables the check and its pod reads.
@@ -82,13 +89,8 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "manifest",
-        "namespace",
-        "kubernetes_conn_id",
-        "cluster_context",
-        "config_file",
-        "log_replicas",
-    )
+        "manifest", "namespace", "kubernetes_conn_id", "cluster_context", "config_file", "log_replicas",
+    )  # fmt: skip
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers = {"manifest": "yaml"}
     operator_extra_links = (T9kJobLink(),)
@@ -115,6 +117,8 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         paused_timeout: float | timedelta | None = None,
         unknown_timeout: float | timedelta | None = None,
         pod_error_timeout: float | timedelta | None = 120,
+        progress_timeout: float | timedelta | None = None,
+        checkpoint_volume: dict[str, Any] | None = None,
         reattach_policy: Reattach | str | Callable[[dict[str, Any]], bool] = "if_unchecked",
         on_finish_action: OnFinishAction | str = "keep",
         on_kill_action: OnKillAction | str = "delete",
@@ -145,6 +149,10 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         self.paused_timeout = seconds(paused_timeout, "paused_timeout")
         self.unknown_timeout = seconds(unknown_timeout, "unknown_timeout")
         self.pod_error_timeout = seconds(pod_error_timeout, "pod_error_timeout")
+        self.progress_timeout = seconds(progress_timeout, "progress_timeout")
+        if self.progress_timeout is not None and not get_logs:
+            raise ValueError("progress_timeout: needs get_logs=True (reports are read from the leader's log)")
+        self.checkpoint_volume = checked_volume(checkpoint_volume)
         if not callable(reattach_policy):
             reattach_policy = choose(Reattach, reattach_policy, "reattach_policy")
         self.reattach_policy = reattach_policy
@@ -175,11 +183,9 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         from t9k_provider.hooks.t9k import T9kHook
 
         return T9kHook(
-            conn_id=self.kubernetes_conn_id,
-            cluster_context=self.cluster_context,
-            config_file=self.config_file,
-            in_cluster=self.in_cluster,
-        )
+            conn_id=self.kubernetes_conn_id, cluster_context=self.cluster_context,
+            config_file=self.config_file, in_cluster=self.in_cluster,
+        )  # fmt: skip
 
     @cached_property
     def _client(self) -> JobClient:
@@ -197,12 +203,13 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         from t9k_provider.jobclient.client import Adoption
         from t9k_provider.jobclient.identity import JobRef
         from t9k_provider.jobs import KINDS
-        from t9k_provider.replicalogs.targets import targets_for
         from t9k_provider.waiting import status as job_status
 
-        ti = self._ti = context["ti"]
+        self._context = context  # where the usage and the progress go
+        ti = context["ti"]
         task_identity = ident.task_identity(ti)
         body = self.build_manifest(task_identity, getattr(ti, "try_number", None))
+        followed = self.followed(body)
         kind, name = body["kind"], body["metadata"]["name"]
         plural = KINDS[kind].PLURAL
         namespace = self.namespace or body["metadata"].get("namespace") or self.hook.default_namespace
@@ -220,8 +227,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         if not self.wait_for_completion:
             return job_status.summary(job)
         limits = self._limits(context)
-        targets = targets_for(kind, body, self.log_replicas)
-        logs = self._logs(ref, targets, {}, live=True)
+        logs = self._logs(ref, followed, {}, None, live=True)
         until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
         try:
             result = self._follow(ref, job, limits, logs, until)
@@ -229,7 +235,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
             if logs is not None:  # however the wait ended, the streams stop at once
                 logs.finish(drain=False)
         if result is None:
-            self._defer(ref, limits, targets, logs.cursors if logs else {})
+            self._defer(ref, limits, followed, logs)
         return result
 
     def job_failure_is_retried(self) -> bool:
@@ -240,23 +246,17 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         from t9k_provider.waiting.limits import WaitLimits, execution_deadline
 
         started = getattr(context["ti"], "start_date", None)
-        return WaitLimits(
-            startup_timeout=self.startup_timeout,
-            running_timeout=self.running_timeout,
-            execution_deadline=execution_deadline(started, self.execution_timeout),
-            paused_timeout=self.paused_timeout,
-            unknown_timeout=self.unknown_timeout,
-            pod_error_timeout=self.pod_error_timeout,
-        )
+        return WaitLimits.of(self, execution_deadline(started, self.execution_timeout))
 
     def _logs(
-        self, ref: JobRef, targets: list[ReplicaTarget], cursors: dict[str, list[int]], *, live: bool
+        self, ref: JobRef, followed: Followed, cursors: dict[str, list[int]], progress: Any, *, live: bool
     ) -> WaitLogs | None:
+        """The replica logs of the wait (None: ``get_logs`` is off); ``progress``: what came so far."""
         from t9k_provider.replicalogs.waitlogs import WaitLogs
 
         if not self.get_logs:
             return None
-        return WaitLogs(self.hook, ref.kind, ref.namespace, ref.name, targets, cursors, self.log, live=live)
+        return WaitLogs.for_wait(self.hook, ref, followed, cursors, progress, self.log, live)
 
     def _wait(self, ref: JobRef, limits: WaitLimits, logs: WaitLogs | None) -> WorkerWait:
         from t9k_provider.operators.outcome import Finish
@@ -274,16 +274,15 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         """Wait in the worker (``WorkerWait.follow``): the result, or None once ``until`` passed."""
         return self._wait(ref, limits, logs).follow(job, until)
 
-    def _defer(
-        self, ref: JobRef, limits: WaitLimits, targets: list[ReplicaTarget], cursors: dict[str, list[int]]
-    ) -> None:
-        """Wait in the triggerer, which follows the ``targets``' logs from ``cursors`` into the task log."""
+    def _defer(self, ref: JobRef, limits: WaitLimits, followed: Followed, logs: WaitLogs | None) -> None:
+        """Wait in the triggerer, which follows the logs (and the progress) from where ``logs`` stopped."""
         from t9k_provider.triggers.job import T9kJobTrigger
 
         trigger = T9kJobTrigger.for_operator(
-            ref, self.hook.credentials, limits, targets, cursors,
-            poll_interval=self.poll_interval, logging_interval=self.logging_interval,
-            on_kill_action=self.on_kill_action, follow_logs=self.get_logs,
+            ref, self.hook.credentials, limits, followed, logs.cursors if logs else {},
+            logs.lines.progress.to_json() if logs else None, poll_interval=self.poll_interval,
+            logging_interval=self.logging_interval, on_kill_action=self.on_kill_action,
+            follow_logs=self.get_logs,
         )  # fmt: skip
         timeout = limits.deferral_timeout(time.time(), self.poll_interval)
         self.defer(
@@ -309,29 +308,29 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         Everything needed here travels in the event (``resume``, and ``log_cursors``: where the trigger's live
         logs stopped), never in operator state or defer kwargs.
         """
-        self._ti = context["ti"]  # where the task's usage goes
+        self._context = context  # where the usage and the progress go
         with self._kill.completing(lambda: self._client):
             return self._resume(event)
 
     def _resume(self, event: dict[str, Any]) -> dict[str, Any] | None:
         from t9k_provider.jobclient.identity import JobRef
-        from t9k_provider.replicalogs.targets import ReplicaTarget
+        from t9k_provider.replicalogs.targets import Followed
         from t9k_provider.waiting.limits import WaitLimits
 
         resume = event["resume"]
         ref = JobRef(**resume["job"])
         limits = WaitLimits(**resume["limits"])
-        targets = [ReplicaTarget(*t) for t in resume["log_targets"]]
+        followed = Followed.from_json(resume)
         self._job = ref
         self._kill_aims_at(ref)
         cursors = event.get("log_cursors") or {}
-        logs = self._logs(ref, targets, cursors, live=False)
+        logs = self._logs(ref, followed, cursors, event.get("progress"), live=False)
         wait = self._wait(ref, limits, logs)
         if event.get("status") != "running":
             return wait.conclude(event)
         result = wait.follow(wait.read(), until=time.time())  # a hand-back for logs: print, conclude if ended
         if result is None:
-            self._defer(ref, limits, targets, logs.cursors if logs else cursors)
+            self._defer(ref, limits, followed, logs)
         return result
 
     def _kill_aims_at(self, target: JobRef, identity: dict[str, str] | None = None) -> None:

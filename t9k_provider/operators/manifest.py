@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException
+
+if TYPE_CHECKING:
+    from t9k_provider.replicalogs.targets import Followed
 
 
 class TemplatedManifest:
@@ -19,6 +22,9 @@ class TemplatedManifest:
     manifest: Any
     namespace: str | None
     exact_name: bool
+    checkpoint_volume: dict[str, Any] | None
+    log_replicas: Any
+    progress_timeout: float | None
     job_kind: str | None
     template_ext: Sequence[str]
     dag_id: str
@@ -45,13 +51,25 @@ class TemplatedManifest:
         return super().render_template(content, context, jinja_env, seen_oids)  # type: ignore[misc]
 
     def build_manifest(self, task_identity: dict[str, str] | None, try_number: int | None) -> dict[str, Any]:
-        """Validate with the job models (before any API call) and add name, namespace and annotations;
-        without a ``task_identity`` (a dry run) the name is derived from the dag and task ids."""
+        """Validate with the job models (before any API call) and add name, namespace, annotations and the
+        checkpoint volume; without a ``task_identity`` (a dry run) the name is derived from the dag and task
+        ids."""
         from t9k_provider.jobclient import identity as ident
         from t9k_provider.jobs import ManifestError, load
+        from t9k_provider.operators import checkpoints
 
+        placeholder = {ident.DAG_ID: self.dag_id, ident.TASK_ID: self.task_id, ident.RUN_ID: "dry-run"}
+        key = task_identity or {**placeholder, ident.MAP_INDEX: "-1"}
         try:
             model = load(self.manifest)
+            if self.checkpoint_volume is not None:
+                where = (key[ident.DAG_ID], key[ident.RUN_ID], key[ident.TASK_ID], int(key[ident.MAP_INDEX]))
+                directory = checkpoints.subdirectory(*where)
+                model = load(
+                    checkpoints.with_checkpoints(
+                        model.to_manifest(), self.checkpoint_volume, directory, try_number
+                    )
+                )
         except ManifestError as exc:
             raise AirflowFailException(f"invalid T9k Job manifest:\n{exc}") from exc
         except (OSError, ValueError) as exc:
@@ -69,8 +87,6 @@ class TemplatedManifest:
                 f"metadata.namespace: {stated!r} disagrees with the operator's namespace={self.namespace!r}"
             )
         if not (meta.get("name") and self.exact_name):
-            placeholder = {ident.DAG_ID: self.dag_id, ident.TASK_ID: self.task_id, ident.RUN_ID: "dry-run"}
-            key = task_identity or {**placeholder, ident.MAP_INDEX: "-1"}
             prefix = meta.get("name") or meta.get("generateName")
             meta.pop("generateName", None)
             meta["name"] = ident.job_name(key, prefix=prefix)
@@ -78,6 +94,15 @@ class TemplatedManifest:
             annotations = ident.annotations(task_identity, try_number)
             meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
         return body
+
+    def followed(self, body: dict[str, Any]) -> Followed:
+        """Whose logs the task follows and whose progress reports count; checked before any API call."""
+        from t9k_provider.replicalogs.targets import Followed
+
+        try:
+            return Followed.for_job(body["kind"], body, self.log_replicas, self.progress_timeout is not None)
+        except ValueError as exc:
+            raise AirflowFailException(str(exc)) from exc
 
     def dry_run(self) -> None:
         """Print the manifest that would be submitted; needs neither credentials nor a cluster."""

@@ -1,6 +1,7 @@
 """How a task ends once its wait stopped: decided from a fresh read of the job (an event only says why the
 wait stopped early), with the job kept or deleted as the task's options say, and what its replicas used
-(``waiting.usage``) logged and pushed to XCom, whatever the outcome."""
+(``waiting.usage``) and reported (``waiting.progress``) logged and pushed to XCom, whatever the outcome; the
+metrics of a success also go into its asset events."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from t9k_provider.operators.diagnostics import failure_report
 from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout
 from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.waiting import status as job_status
+from t9k_provider.waiting.progress import Progress
 from t9k_provider.waiting.usage import describe, usage
 
 #: XCom key of what the job's replicas used (``waiting.usage``), pushed when the task ends.
 USAGE_XCOM_KEY = "t9k_usage"
+#: XCom key of the training's progress (``waiting.progress``), pushed when the task ends after a report.
+PROGRESS_XCOM_KEY = "t9k_progress"
 
 
 class Finish(NamedTuple):
@@ -29,20 +33,27 @@ class Finish(NamedTuple):
     on_kill_action: str
     retry_on_job_failure: bool
     failure_log_lines: int
-    #: The task instance, whose XCom gets the usage (None: the usage is only logged).
-    ti: Any = None
+    #: The task's context, whose XCom gets the usage and the progress (None: they are only logged).
+    context: Any = None
+    #: The task's outlets, whose asset events get the final metrics.
+    outlets: tuple[Any, ...] = ()
 
     @classmethod
     def of(cls, operator: Any) -> Finish:
-        """The options of a ``T9kJobOperator``, and the task instance its ``execute`` or
-        ``execute_complete`` runs for."""
+        """The options of a ``T9kJobOperator``, and the context its ``execute`` or ``execute_complete``
+        runs in."""
         return cls(
             operator.on_finish_action,
             operator.on_kill_action,
             operator.retry_on_job_failure,
             operator.failure_log_lines,
-            getattr(operator, "_ti", None),
+            getattr(operator, "_context", None),
+            tuple(getattr(operator, "outlets", None) or ()),
         )
+
+    @property
+    def ti(self) -> Any:
+        return self.context["ti"] if self.context else None
 
 
 def conclude(
@@ -52,14 +63,16 @@ def conclude(
     why: dict[str, Any] | None,
     finish: Finish,
     log: logging.Logger | Any,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """The task's result for ``job`` (just read), or the exception that fails it. For a job that has not
     ended, ``why`` says what stopped the wait (``status``: timeout, failed or error; ``message``;
     ``retryable``). The job's pods are listed once: for the usage (logged, and pushed to XCom ``t9k_usage``)
-    and the failure report."""
+    and the failure report. ``progress``: what the leader reported (XCom ``t9k_progress``)."""
     state = job_status.outcome(job)
     pods = _pods(client, ref, log)
     report_usage(pods, finish.ti, log)
+    report_progress(progress, finish, state == "succeeded", log)
     if state == "succeeded":
         client.mark_checked(ref)
         if finish.on_finish_action in ("delete", "delete_on_success"):
@@ -103,6 +116,25 @@ def _pods(client: JobClient, ref: JobRef, log: logging.Logger | Any) -> list[dic
     except Exception as exc:
         log.warning("cannot list the pods of job %s/%s (no usage reported): %s", ref.namespace, ref.name, exc)
         return exc
+
+
+def report_progress(
+    progress: Progress | None, finish: Finish, succeeded: bool, log: logging.Logger | Any
+) -> None:
+    """Push the progress to XCom ``t9k_progress`` and, after a success, put the final step and metrics into
+    the extra of each outlet's asset event; never fails the task."""
+    data = progress.to_json() if progress is not None else None
+    if data is None or finish.ti is None:
+        return
+    try:
+        data.pop("time")
+        finish.ti.xcom_push(key=PROGRESS_XCOM_KEY, value=data)
+        events = finish.context.get("outlet_events") if succeeded else None
+        final = {"step": data["step"], "total": data["total"], "metrics": data["metrics"]}
+        for outlet in finish.outlets if events is not None else ():
+            events[outlet].extra.update(final)
+    except Exception as exc:
+        log.warning("cannot report the training's progress: %s", exc)
 
 
 def report_usage(pods: list[dict[str, Any]] | Exception, ti: Any, log: logging.Logger | Any) -> None:

@@ -57,10 +57,13 @@ class WorkerWait:
             if logs is not None:
                 logs.look(job)
             now = time.time()
-            decided = step(job, self.limits, now, memory, uid=ref.uid)
+            progress = logs.lines.progress if logs is not None else None
+            decided = step(job, self.limits, now, memory, uid=ref.uid, progress=progress)
             if decided.action == "read_pods":
                 pods, largest = self.client.pods(ref), self.client.largest_node()
-                decided = step(job, self.limits, now, memory, uid=ref.uid, pods=pods, largest=largest)
+                decided = step(
+                    job, self.limits, now, memory, uid=ref.uid, pods=pods, largest=largest, progress=progress
+                )
             if decided.note:
                 self.log.info("%s", decided.note)
             if decided.action == "conclude":
@@ -86,7 +89,8 @@ class WorkerWait:
         job = self.read()
         if self.logs is not None:
             self.logs.print_new()
-        result = conclude(self.client, self.ref, job, why, self.finish, self.log)
+        progress = self.logs.lines.progress if self.logs is not None else None
+        result = conclude(self.client, self.ref, job, why, self.finish, self.log, progress)
         self._check_killed()  # a kill even now is no success
         return result
 

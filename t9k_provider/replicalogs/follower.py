@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from t9k_provider.kube import podlogs as pod_logs
+from t9k_provider.replicalogs.lines import ReplicaLines
 
 #: Bounded reads per container per poll; with 1 MiB reads this caps one poll at a few MiB per container.
 MAX_READS_PER_POLL = 8
@@ -27,13 +28,16 @@ class LogFollower:
         select: Callable[[dict[str, str]], bool],
         cursors: dict[str, list[int]] | None = None,
         log: logging.Logger | None = None,
+        lines: ReplicaLines | None = None,
     ) -> None:
+        """``lines``: where the lines go (default: the task log, no progress)."""
         self.hook = hook
         self.namespace = namespace
         self.label_selector = label_selector
         self.select = select
         self.cursors: dict[str, list[int]] = dict(cursors or {})
         self.log = log or logging.getLogger(__name__)
+        self.lines = lines or ReplicaLines(self.log)
         self._read_limits: dict[str, int] = {}
         self._warned: set[str] = set()
 
@@ -53,6 +57,7 @@ class LogFollower:
 
     def _drain(self, pod: dict[str, Any], container: str) -> int:
         name, uid = pod["metadata"]["name"], pod["metadata"].get("uid", "")
+        labels = pod["metadata"].get("labels") or {}
         key = f"{uid}/{container}"
         printed = 0
         for _ in range(MAX_READS_PER_POLL):
@@ -71,7 +76,7 @@ class LogFollower:
                 return printed
             lines, moved = pod_logs.advance(pod_logs.parse_lines(text), cursor)
             for line in lines:
-                self.log.info("[%s/%s] %s", name, container, line.text)
+                self.lines.take(name, container, labels, line)
             printed += len(lines)
             if moved is not None:
                 self.cursors[key] = moved

@@ -19,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from t9k_provider.kube import podlogs as pod_logs
+from t9k_provider.replicalogs.lines import ReplicaLines
 from t9k_provider.replicalogs.targets import ReplicaTarget
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 
@@ -66,9 +67,12 @@ class ReplicaLogs:
         pod_selector: str,
         targets: list[ReplicaTarget],
         cursors: dict[str, pod_logs.Cursor],
+        lines: ReplicaLines | None = None,
     ) -> None:
+        """``lines``: where the lines go (default: the task log, no progress)."""
         self.api = api
         self.log = log
+        self.lines = lines or ReplicaLines(log)
         self.namespace = namespace
         self.pod_selector = pod_selector
         self.targets = targets
@@ -106,16 +110,17 @@ class ReplicaLogs:
                 continue
             for status in (pod.get("status") or {}).get("containerStatuses") or []:
                 listed = True
-                starting = not self._open(meta["name"], meta.get("uid", ""), status) or starting
+                starting = not self._open(meta, status) or starting
         self.starting = starting or not listed
 
-    def _open(self, pod: str, uid: str, status: dict[str, Any]) -> bool:
-        """Follow this container if it started and is not followed; whether it started."""
+    def _open(self, meta: dict[str, Any], status: dict[str, Any]) -> bool:
+        """Follow this container of the pod (``meta``) if it started and is not followed; whether it
+        started."""
         state = status.get("state") or {}
         if "running" not in state and "terminated" not in state:
             return False  # not started: its log cannot be read yet
         container, restarts = status["name"], int(status.get("restartCount") or 0)
-        key = f"{uid}/{container}"
+        key = f"{meta.get('uid', '')}/{container}"
         stream = self._streams.get(key)
         if stream is not None and not stream.done():
             return True
@@ -124,10 +129,11 @@ class ReplicaLogs:
         if stream is None and sum(not s.done() for s in self._streams.values()) >= MAX_STREAMS:
             return True
         self._opened_at_restart[key] = restarts
-        self._streams[key] = asyncio.ensure_future(self._follow(pod, container, key))
+        labels = meta.get("labels") or {}
+        self._streams[key] = asyncio.ensure_future(self._follow(meta["name"], container, labels, key))
         return True
 
-    async def _follow(self, pod: str, container: str, key: str) -> None:
+    async def _follow(self, pod: str, container: str, labels: dict[str, str], key: str) -> None:
         from t9k_provider.hooks.errors import api_status, backoff_seconds, is_transient
 
         failures = 0
@@ -141,7 +147,7 @@ class ReplicaLogs:
                     line = pod_logs.parse_line(raw, previous_ns)
                     previous_ns = line.timestamp_ns
                     if resume.fresh(line):
-                        self.log.info("[%s/%s] %s", pod, container, line.text)
+                        self.lines.take(pod, container, labels, line)
                         self.cursors[key] = resume.cursor  # type: ignore[assignment]
                 return  # the container stopped, or the pod is gone
             except asyncio.CancelledError:

@@ -44,11 +44,39 @@ def parse_targets(spec: str | Sequence[str]) -> list[ReplicaTarget]:
     return targets
 
 
-def targets_for(
-    kind: str, manifest: dict[str, Any], log_replicas: str | Sequence[str] | None
-) -> list[ReplicaTarget]:
-    """The replicas whose logs a task follows: ``log_replicas`` when given, else the kind's leader."""
-    return parse_targets(log_replicas) if log_replicas is not None else default_targets(kind, manifest)
+class Followed(NamedTuple):
+    """Whose logs a wait follows (``targets``) and whose progress reports count (``leader``: the kind's
+    leader replica, None when it is not followed). Plain JSON inside, as it travels across a deferral."""
+
+    targets: list[ReplicaTarget]
+    leader: ReplicaTarget | None
+
+    @classmethod
+    def for_job(
+        cls, kind: str, manifest: dict[str, Any], log_replicas: str | Sequence[str] | None, needs_leader: bool
+    ) -> Followed:
+        """``log_replicas`` when given, else the kind's leader; ``needs_leader`` (a ``progress_timeout``)
+        fails when ``log_replicas`` leaves the leader out, as its reports would never be read."""
+        leader = default_targets(kind, manifest)[0]
+        targets = parse_targets(log_replicas) if log_replicas is not None else [leader]
+        leader_labels = {LABEL_REPLICA_TYPE: str(leader.type), LABEL_REPLICA_INDEX: str(leader.index or 0)}
+        if any(t.matches(leader_labels) for t in targets):
+            return cls(targets, leader)
+        if needs_leader:
+            raise ValueError(
+                f"log_replicas: progress_timeout reads the progress reports of the leader replica "
+                f"({leader.type}/{leader.index or 0}), which {log_replicas!r} does not follow"
+            )
+        return cls(targets, None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"log_targets": [list(t) for t in self.targets], "leader": list(self.leader or []) or None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Followed:
+        leader = data.get("leader")
+        targets = [ReplicaTarget(*t) for t in data["log_targets"]]
+        return cls(targets, ReplicaTarget(*leader) if leader else None)
 
 
 def default_targets(kind: str, manifest: dict[str, Any]) -> list[ReplicaTarget]:

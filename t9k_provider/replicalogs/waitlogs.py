@@ -1,6 +1,7 @@
 """The replica logs of one wait in the worker: live streams where a client for them can be built, otherwise
 the follower's reads at each change; either way the follower's last pass continues from where the streams
-stopped, so no line is printed twice or lost."""
+stopped, so no line is printed twice or lost. Both hand their lines to one ``ReplicaLines``, which keeps the
+leader's progress reports."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from typing import Any
 
 from t9k_provider.kube import podlogs as pod_logs
 from t9k_provider.replicalogs.follower import LogFollower
+from t9k_provider.replicalogs.lines import ReplicaLines
 from t9k_provider.replicalogs.streams import DRAIN_SECONDS
-from t9k_provider.replicalogs.targets import ReplicaTarget, pod_selector
+from t9k_provider.replicalogs.targets import Followed, ReplicaTarget, pod_selector
 from t9k_provider.replicalogs.worker import WorkerLogStreams
+from t9k_provider.waiting.progress import Progress
 
 
 class WaitLogs:
@@ -26,18 +29,39 @@ class WaitLogs:
         log: logging.Logger | Any,
         *,
         live: bool,
+        lines: ReplicaLines,
     ) -> None:
         selector = pod_selector(kind, name)
+        self.lines = lines
         self.follower = LogFollower(
-            hook, namespace, selector, lambda labels: any(t.matches(labels) for t in targets), cursors, log
-        )
+            hook, namespace, selector, lambda labels: any(t.matches(labels) for t in targets), cursors, log,
+            lines,
+        )  # fmt: skip
         self._streams: WorkerLogStreams | None = None
         if live:
-            streams = WorkerLogStreams(hook.credentials, log, namespace, selector, targets, cursors)
+            streams = WorkerLogStreams(hook.credentials, log, namespace, selector, targets, cursors, lines)
             if streams.live:
                 self._streams = streams
             else:
                 streams.finish(0.0)
+
+    @classmethod
+    def for_wait(
+        cls,
+        hook: Any,
+        ref: Any,
+        followed: Followed,
+        cursors: dict[str, pod_logs.Cursor],
+        progress: dict[str, Any] | None,
+        log: logging.Logger | Any,
+        live: bool,
+    ) -> WaitLogs:
+        """The logs of a wait for the job ``ref`` (a ``JobRef``) from ``cursors``, the leader's progress
+        adding to ``progress`` (what came before: ``Progress.to_json``)."""
+        lines = ReplicaLines(log, followed.leader, Progress.from_json(progress))
+        return cls(
+            hook, ref.kind, ref.namespace, ref.name, followed.targets, cursors, log, live=live, lines=lines
+        )
 
     @property
     def cursors(self) -> dict[str, pod_logs.Cursor]:
@@ -63,5 +87,6 @@ class WaitLogs:
             self.follower.cursors.update(streams.finish(DRAIN_SECONDS if drain else 0.0))
 
     def print_new(self) -> None:
-        """The final pass: every line not printed yet."""
+        """The final pass: every line not printed yet, and the latest progress."""
         self.follower.poll()
+        self.lines.flush()

@@ -19,6 +19,7 @@ from typing import Any
 
 from t9k_provider.hooks.async_t9k import AsyncT9kClient
 from t9k_provider.kube import podlogs as pod_logs
+from t9k_provider.replicalogs.lines import ReplicaLines
 from t9k_provider.replicalogs.streams import ReplicaLogs
 from t9k_provider.replicalogs.targets import ReplicaTarget
 
@@ -40,8 +41,10 @@ class WorkerLogStreams:
         pod_selector: str,
         targets: list[ReplicaTarget],
         cursors: dict[str, pod_logs.Cursor],
+        lines: ReplicaLines,
     ) -> None:
         self.log = log
+        self.lines = lines
         self.cursors: dict[str, pod_logs.Cursor] = dict(cursors)
         self._client = AsyncT9kClient(credentials)
         self._loop = asyncio.new_event_loop()
@@ -55,7 +58,7 @@ class WorkerLogStreams:
 
     async def _open(self, namespace: str, pod_selector: str, targets: list[ReplicaTarget]) -> ReplicaLogs:
         lease = await self._client.__aenter__()
-        return ReplicaLogs(lease.api, self.log, namespace, pod_selector, targets, self.cursors)
+        return ReplicaLogs(lease.api, self.log, namespace, pod_selector, targets, self.cursors, self.lines)
 
     def _call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)

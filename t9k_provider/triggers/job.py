@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the kubernetes client and the job models: not at DAG parse
     from t9k_provider.jobclient.identity import JobRef
     from t9k_provider.kube.resources import ResourceType
     from t9k_provider.replicalogs.streams import ReplicaLogs
-    from t9k_provider.replicalogs.targets import ReplicaTarget
+    from t9k_provider.replicalogs.targets import Followed
 if AIRFLOW_V_3_0_PLUS:
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 else:
@@ -67,6 +67,7 @@ STOPPED = {
 _SERIALIZED = (
     *("credentials", "kind", "plural", "name", "namespace", "uid", "poll_interval", "limits"),
     *("logging_interval", "on_kill_action", "resume", "pod_selector", "log_targets", "log_cursors"),
+    *("leader", "progress"),
 )
 
 
@@ -90,6 +91,8 @@ class T9kJobTrigger(BaseTrigger):
         pod_selector: str | None = None,
         log_targets: list[tuple[str | None, int | None]] | None = None,
         log_cursors: dict[str, list[int]] | None = None,
+        leader: list[Any] | None = None,
+        progress: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.credentials = credentials
@@ -108,6 +111,10 @@ class T9kJobTrigger(BaseTrigger):
         #: replicas (``ReplicaTarget`` fields) whose logs are followed live; None: none
         self.log_targets = [tuple(t) for t in log_targets] if log_targets is not None else None
         self.log_cursors = dict(log_cursors or {})
+        #: the replica (``ReplicaTarget`` fields) whose progress reports count, and what it reported so far
+        #: (``Progress.to_json``): a restarted trigger re-reads the reports after ``log_cursors``
+        self.leader = list(leader) if leader else None
+        self.progress = progress
         self._fired = False
         #: The lease ``on_kill``/``cleanup`` delete with, taken when ``run`` starts.
         self._kill_client: asyncio.Future[Any] | None = None
@@ -118,8 +125,9 @@ class T9kJobTrigger(BaseTrigger):
         ref: JobRef,
         credentials: dict[str, Any],
         limits: WaitLimits,
-        targets: list[ReplicaTarget],
+        followed: Followed,
         cursors: dict[str, list[int]],
+        progress: dict[str, Any] | None,
         *,
         poll_interval: float,
         logging_interval: float | None,
@@ -127,10 +135,11 @@ class T9kJobTrigger(BaseTrigger):
         follow_logs: bool,
     ) -> T9kJobTrigger:
         """The trigger an operator defers to for its job ``ref``: ``resume`` carries what the operator needs
-        when it resumes, the ``targets``' logs are followed from ``cursors`` when ``follow_logs``."""
+        when it resumes, the ``followed`` logs are read from ``cursors`` when ``follow_logs``, the leader's
+        progress reports adding to ``progress``."""
         from t9k_provider.replicalogs.targets import pod_selector
 
-        log_targets = [list(t) for t in targets]
+        log_targets = [list(t) for t in followed.targets]
         return cls(
             credentials=credentials,
             kind=ref.kind,
@@ -142,10 +151,12 @@ class T9kJobTrigger(BaseTrigger):
             limits=limits.to_kwargs(),
             logging_interval=logging_interval if follow_logs else None,
             on_kill_action=on_kill_action,
-            resume={"job": ref._asdict(), "limits": limits.to_kwargs(), "log_targets": log_targets},
+            resume={"job": ref._asdict(), "limits": limits.to_kwargs(), **followed.to_json()},
             pod_selector=pod_selector(ref.kind, ref.name),
             log_targets=log_targets if follow_logs else None,
             log_cursors=cursors,
+            leader=list(followed.leader) if followed.leader and follow_logs else None,
+            progress=progress,
         )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -190,28 +201,40 @@ class T9kJobTrigger(BaseTrigger):
         yield event
 
     async def _wait(self) -> TriggerEvent:
-        """The event, the followed replicas' logs written into the task log meanwhile."""
-        log = self._replica_log()
-        if log is None:
+        """The event, the followed replicas' logs written into the task log meanwhile, and the leader's
+        progress reports read (``progress`` in the event)."""
+        shown = self._replica_log()
+        if shown is None and not (self.leader and self.limits.get("progress_timeout") is not None):
             event = await self._outcome(None)
         else:
+            from t9k_provider.replicalogs.lines import ReplicaLines
             from t9k_provider.replicalogs.streams import DRAIN_SECONDS, ReplicaLogs
             from t9k_provider.replicalogs.targets import ReplicaTarget
+            from t9k_provider.waiting.progress import Progress
 
             targets = [ReplicaTarget(*t) for t in self.log_targets or ()]
+            leader = ReplicaTarget(*self.leader) if self.leader else None
+            progress = Progress.from_json(self.progress)
+            lines = ReplicaLines(shown or self.log, leader, progress, show=shown is not None)
             async with self._client() as lease:  # the streams' client, held until they are stopped
                 logs = ReplicaLogs(
-                    lease.api, log, self.namespace, str(self.pod_selector), targets, self.log_cursors
-                )
+                    lease.api, self.log, self.namespace, str(self.pod_selector), targets, self.log_cursors,
+                    lines,
+                )  # fmt: skip
                 try:
                     event = await self._outcome(logs)
                     if event.payload["status"] in ("succeeded", "failed"):
                         await logs.drain(DRAIN_SECONDS)  # the replicas' last lines, before the final pass
                 finally:
                     await logs.stop()
-            self.log_cursors = logs.cursors
+            if shown is not None:  # else the worker prints the lines, from where they stood
+                self.log_cursors = logs.cursors
+            lines.flush()
+            self.progress = lines.progress.to_json()
         if self.log_targets is not None:
             event.payload["log_cursors"] = self.log_cursors
+        if self.progress is not None:
+            event.payload["progress"] = self.progress
         return event
 
     def _replica_log(self) -> Any:
@@ -276,7 +299,7 @@ class T9kJobTrigger(BaseTrigger):
                             watch.seen(job)
                         if logs is not None:  # a finished job too: a replica that ran between two looks
                             await logs.sync(job)  # lists pods only when the job changed
-                        ending = await self._decide(jobs, job, limits, now, memory)
+                        ending = await self._decide(jobs, job, limits, now, memory, logs)
                         if ending is not None:
                             return ending
                         delay = next_look(now, self.poll_interval, limits, memory)
@@ -306,15 +329,24 @@ class T9kJobTrigger(BaseTrigger):
         return None
 
     async def _decide(
-        self, jobs: AsyncJobClient, job: dict[str, Any], limits: WaitLimits, now: float, memory: WaitMemory
+        self,
+        jobs: AsyncJobClient,
+        job: dict[str, Any],
+        limits: WaitLimits,
+        now: float,
+        memory: WaitMemory,
+        logs: ReplicaLogs | None,
     ) -> TriggerEvent | None:
         """The event that ends the wait in this state of the job, or None to keep waiting: what ``step``
         decides, as the operator's wait in the worker decides it."""
-        decided = step(job, limits, now, memory, uid=self.uid)
+        progress = logs.lines.progress if logs is not None else None
+        decided = step(job, limits, now, memory, uid=self.uid, progress=progress)
         if decided.action == "read_pods":
             pods = await jobs.pods(self.pod_selector, self.log)
             largest = await jobs.largest_node(self.log) if pods else None
-            decided = step(job, limits, now, memory, uid=self.uid, pods=pods, largest=largest)
+            decided = step(
+                job, limits, now, memory, uid=self.uid, pods=pods, largest=largest, progress=progress
+            )
         if decided.note:
             self.log.info("%s", decided.note)
         if decided.action == "conclude":

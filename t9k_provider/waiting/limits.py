@@ -7,12 +7,13 @@ Restarting the triggerer or re-entering the worker therefore never extends a tim
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, NamedTuple
 
 from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.placement import unplaceable
+from t9k_provider.waiting.progress import Progress
 
 
 class Verdict(NamedTuple):
@@ -30,6 +31,14 @@ class WaitLimits:
     paused_timeout: float | None = None
     unknown_timeout: float | None = None
     pod_error_timeout: float | None = None
+    #: Seconds a running job may go without a progress report (``waiting.progress``).
+    progress_timeout: float | None = None
+
+    @classmethod
+    def of(cls, options: Any, execution_deadline: float | None = None) -> WaitLimits:
+        """The limits that ``options`` (an operator) sets in attributes of the same names."""
+        named = {f.name: getattr(options, f.name, None) for f in fields(cls)}
+        return cls(**{**named, "execution_deadline": execution_deadline})
 
     def to_kwargs(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,6 +74,30 @@ class WaitLimits:
             message = f"job phase Unknown for longer than unknown_timeout={self.unknown_timeout:g}s"
             return Verdict("failed", message)
         return None
+
+    def progress_deadline(
+        self, job: dict[str, Any], progress: Progress | None, first_seen: dict[str, float], now: float
+    ) -> float | None:
+        """When a running job without a new report is stalled: ``progress_timeout`` after the latest report,
+        or after the job's Running when none came; None when not running or no limit is set."""
+        if self.progress_timeout is None or job_status.outcome(job) != "running":
+            return None
+        if progress is not None and progress.at is not None:
+            return progress.at + self.progress_timeout
+        since = job_status.running_since(job)
+        return (since.timestamp() if since else first_seen.setdefault("running", now)) + self.progress_timeout
+
+    def check_progress(
+        self, job: dict[str, Any], progress: Progress | None, now: float, first_seen: dict[str, float]
+    ) -> Verdict | None:
+        """Give up on a job whose training reported no progress for ``progress_timeout`` seconds."""
+        deadline = self.progress_deadline(job, progress, first_seen, now)
+        if deadline is None or now < deadline:
+            return None
+        limit = f"progress_timeout={self.progress_timeout:g}s"
+        if progress is None or progress.at is None:
+            return Verdict("timeout", f"no progress report since the job started running ({limit})")
+        return Verdict("timeout", f"no progress report for {limit}; the last: {progress.latest(now)}")
 
     def pods_needed(self, job: dict[str, Any], first_seen: dict[str, float]) -> bool:
         """Whether ``check_pods`` needs the job's pods now: not once every replica has started (a problem

@@ -15,6 +15,7 @@ from typing import Any, Literal, NamedTuple
 from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.limits import WaitLimits
 from t9k_provider.waiting.notes import WaitingNotes
+from t9k_provider.waiting.progress import Progress
 
 #: Shortest pause between two looks, so a deadline that is due this instant cannot make a wait spin.
 MIN_LOOK_SECONDS = 0.05
@@ -41,6 +42,8 @@ class WaitMemory:
     hand_back_at: float | None = None
     #: When each stage without a timestamp of its own (unknown phase, a pod error) was first seen.
     first_seen: dict[str, float] = field(default_factory=dict)
+    #: When the job counts as stalled without a new progress report, as of the last look (None: never).
+    stalled_at: float | None = None
     notes: WaitingNotes = field(init=False)
 
     def __post_init__(self) -> None:
@@ -56,10 +59,12 @@ def step(
     uid: str | None = None,
     pods: list[dict[str, Any]] | None = None,
     largest: dict[str, int] | None = None,
+    progress: Progress | None = None,
 ) -> Step:
     """The decision for ``job`` as seen at ``now``; ``uid`` is the job the task waits for, ``pods`` the
     job's pods when the previous answer for this look was ``read_pods`` (a caller without them gives []),
-    ``largest`` the most of each extended resource a node has (``placement``; None when unknown)."""
+    ``largest`` the most of each extended resource a node has (``placement``; None when unknown),
+    ``progress`` what the leader reported so far (None: its log is not read)."""
     seen = (job.get("metadata") or {}).get("uid")
     if uid and seen != uid:
         name = (job.get("metadata") or {}).get("name")
@@ -67,9 +72,12 @@ def step(
     state = job_status.outcome(job)
     if state in ("succeeded", "failed"):
         return Step("conclude", state, job_status.failure_reason(job) if state == "failed" else "")
-    verdict = limits.check(job, now, memory.first_seen)
+    verdict = limits.check(job, now, memory.first_seen) or limits.check_progress(
+        job, progress, now, memory.first_seen
+    )
     if verdict is not None:
         return Step("conclude", verdict.status, verdict.message)
+    memory.stalled_at = limits.progress_deadline(job, progress, memory.first_seen, now)
     for_limits = limits.pods_needed(job, memory.first_seen)
     note = None
     if pods is None:
@@ -87,9 +95,9 @@ def step(
 
 def next_look(now: float, poll_interval: float, limits: WaitLimits, memory: WaitMemory) -> float:
     """Seconds until the next look when nothing changes: the poll interval jittered by +-20% (so tasks started
-    together spread out), shortened so the execution deadline and the hand-back are met on time."""
+    together spread out), shortened so the execution deadline, a stall and the hand-back are met on time."""
     delay = poll_interval * random.uniform(0.8, 1.2)
-    for bound in (limits.execution_deadline, memory.hand_back_at):
+    for bound in (limits.execution_deadline, memory.stalled_at, memory.hand_back_at):
         if bound is not None:
             delay = min(delay, bound - now)
     return max(MIN_LOOK_SECONDS, delay)

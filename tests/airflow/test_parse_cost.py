@@ -29,6 +29,7 @@ OPERATOR_PARSE_MODULES = [
     "t9k_provider.links",
     "t9k_provider.links.job",
     "t9k_provider.operators",
+    "t9k_provider.operators.checkpoints",
     "t9k_provider.operators.failures",
     "t9k_provider.operators.job",
     "t9k_provider.operators.kill",

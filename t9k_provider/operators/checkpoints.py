@@ -1,0 +1,79 @@
+"""``checkpoint_volume``: a volume every replica of a task's job mounts, at a directory of its own per task
+instance that every try of it finds again, so a retried training resumes from its last checkpoint instead of
+starting over.
+
+The directory is the volume's ``<dag>/<run>/<task>[/<map index>]``, mounted with ``subPath`` (the kubelet
+creates it), so ``T9K_CHECKPOINT_DIR`` is the same path in every replica and on every try, and no task can
+overwrite another's checkpoints. ``T9K_TRY_NUMBER`` says which try runs: a first try starts afresh even when
+an earlier run left files. Applied to the manifest dict before the job models validate it, so a clash with
+the user's own volumes or mounts fails with the models' message naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+VOLUME = "t9k-checkpoints"
+MOUNT_PATH = "/t9k/checkpoints"
+DIR_ENV = "T9K_CHECKPOINT_DIR"
+TRY_ENV = "T9K_TRY_NUMBER"
+#: Volume sources whose data dies with the pod (or that are read-only): a retry would find nothing there.
+NOT_DURABLE = frozenset({"emptyDir", "ephemeral", "configMap", "secret", "downwardAPI", "projected"})
+EXAMPLE = "{'persistentVolumeClaim': {'claimName': 'ckpt'}} or {'hostPath': {'path': '/data/ckpt'}}"
+
+
+def checked_volume(volume: Any) -> dict[str, Any] | None:
+    """``volume`` as the operator keeps it, or ``ValueError`` naming ``checkpoint_volume`` (at DAG parse)."""
+    if volume is None:
+        return None
+    if not isinstance(volume, dict) or len(volume) != 1 or not isinstance(next(iter(volume.values())), dict):
+        raise ValueError(f"checkpoint_volume: one volume source such as {EXAMPLE}, got {volume!r}")
+    source = next(iter(volume))
+    if source == "name":
+        raise ValueError("checkpoint_volume: give the volume source only; the operator names the volume")
+    if source in NOT_DURABLE:
+        raise ValueError(
+            f"checkpoint_volume: a {source} volume does not outlive its pod, so a retry would find no "
+            f"checkpoint; use storage that does, such as {EXAMPLE}"
+        )
+    return dict(volume)
+
+
+def subdirectory(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """``<dag>/<run>/<task>[/<map index>]``, each part reduced to characters safe in a path."""
+    parts = [dag_id, run_id, task_id, *([str(map_index)] if map_index >= 0 else [])]
+    return "/".join(_safe(part) for part in parts)
+
+
+def with_checkpoints(
+    manifest: dict[str, Any], volume: dict[str, Any], directory: str, try_number: int | None
+) -> dict[str, Any]:
+    """``manifest`` (changed in place) with ``volume`` in every pod template, mounted in each container at
+    ``MOUNT_PATH`` (``subPath``: ``directory``), and the two variables set."""
+    env = [{"name": DIR_ENV, "value": MOUNT_PATH}, {"name": TRY_ENV, "value": str(try_number or 1)}]
+    for spec in _pod_specs(manifest.get("spec")):
+        spec["volumes"] = [*(spec.get("volumes") or []), {"name": VOLUME, **volume}]
+        for container in spec.get("containers") or []:
+            mount = {"name": VOLUME, "mountPath": MOUNT_PATH, "subPath": directory}
+            container["volumeMounts"] = [*(container.get("volumeMounts") or []), mount]
+            kept = [e for e in container.get("env") or [] if e.get("name") not in (DIR_ENV, TRY_ENV)]
+            container["env"] = [*kept, *env]
+    return manifest
+
+
+def _pod_specs(node: Any) -> list[dict[str, Any]]:
+    """Every pod spec in a job's spec, whatever the kind nests it under (``replicaSpecs[].template``,
+    ``worker.template``, a Beam job's templates): a dict with a ``containers`` list."""
+    if isinstance(node, list):
+        return [spec for item in node for spec in _pod_specs(item)]
+    if not isinstance(node, dict):
+        return []
+    if isinstance(node.get("containers"), list):
+        return [node]
+    return [spec for value in node.values() for spec in _pod_specs(value)]
+
+
+def _safe(part: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", part)
+    return f"_{safe}" if safe in ("", ".", "..") else safe

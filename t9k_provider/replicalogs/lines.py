@@ -1,0 +1,71 @@
+"""Where the followed replicas' lines go: into the task log with a ``[pod/container]`` prefix, except progress
+reports (``t9k_provider.progress``), which update the wait's ``Progress`` when the leader wrote them and
+show as one progress line every few seconds instead of one line per report.
+
+The streams (``streams``, in the triggerer or on the worker's stream thread) and the batch reads
+(``follower``) both hand their lines here, so the lines a task log shows and the progress a task knows are
+the same whichever way they were read; the lock keeps the worker's stream thread and its wait loop apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from t9k_provider.kube.podlogs import LogLine
+from t9k_provider.progress import parse
+from t9k_provider.replicalogs.targets import ReplicaTarget
+from t9k_provider.waiting.progress import Progress
+
+
+class ReplicaLines:
+    def __init__(
+        self,
+        log: logging.Logger | Any,
+        leader: ReplicaTarget | None = None,
+        progress: Progress | None = None,
+        *,
+        show: bool = True,
+    ) -> None:
+        """``leader``: the replica whose reports count (None: none does); ``show``: write the lines into the
+        task log (False where the triggerer cannot, while the reports still count)."""
+        self.log = log
+        self.leader = leader
+        self.show = show
+        self._progress = progress or Progress()
+        self._pending = False  # a report came since the last progress line
+        self._lock = threading.Lock()
+
+    @property
+    def progress(self) -> Progress:
+        """A copy of what was reported so far."""
+        with self._lock:
+            return Progress.from_json(self._progress.to_json())
+
+    def take(self, pod: str, container: str, labels: dict[str, str], line: LogLine) -> None:
+        report = parse(line.text)
+        if report is None:
+            if self.show:
+                self.log.info("[%s/%s] %s", pod, container, line.text)
+            return
+        if self.leader is None or not self.leader.matches(labels):
+            return  # only the leader's reports count; none is a line of the task log
+        at = line.timestamp_ns / 1e9 if line.timestamp_ns else time.time()
+        with self._lock:
+            self._pending = self._progress.add(report, at) or self._pending
+            if self._pending and self._progress.due(time.time()):
+                self._write()
+
+    def flush(self) -> None:
+        """Write the progress line if a report came since the last one (the wait is ending)."""
+        with self._lock:
+            if self._pending:
+                self._write()
+
+    def _write(self) -> None:
+        self._progress.logged_at = time.time()
+        self._pending = False
+        if self.show:
+            self.log.info("%s", self._progress.line())

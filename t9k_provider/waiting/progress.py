@@ -1,0 +1,114 @@
+"""What a wait knows of a training run's progress (``t9k_provider.progress`` reports from the leader's log):
+the latest report and when it came, a bounded history, the rate and ETA, and the line the task log shows.
+
+Plain JSON (``to_json``/``from_json``), so it travels in the trigger's arguments and events as the log
+cursors do: the task keeps no state across a deferral, and a restarted triggerer re-reads the lines after
+its cursors. When a report came is its log timestamp, so a re-read report counts from when it was written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from t9k_provider.progress import Report
+
+#: Reports kept in the history; when it is full every other one is dropped, so it spans the whole run.
+HISTORY_LIMIT = 100
+#: The rate is measured over the last this many reports (fewer at the start).
+RATE_WINDOW = 10
+#: Least seconds between two progress lines in the task log (reports may come every step).
+LOG_EVERY_SECONDS = 5.0
+
+
+@dataclass
+class Progress:
+    step: float | None = None
+    total: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    #: Epoch seconds of the latest report; None: none came.
+    at: float | None = None
+    #: ``{"step", "time", "metrics"}`` per kept report, oldest first.
+    history: list[dict[str, Any]] = field(default_factory=list)
+    #: When the last progress line was written (not carried: a resumed wait writes its first one at once).
+    logged_at: float | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Progress:
+        if not data:
+            return cls()
+        return cls(
+            data.get("step"), data.get("total"), dict(data.get("metrics") or {}), data.get("time"),
+            [dict(h) for h in data.get("history") or []],
+        )  # fmt: skip
+
+    def to_json(self) -> dict[str, Any] | None:
+        """``{"step", "total", "metrics", "time", "history"}``; None before the first report."""
+        if self.at is None:
+            return None
+        return {
+            "step": self.step, "total": self.total, "metrics": dict(self.metrics), "time": self.at,
+            "history": [dict(h) for h in self.history],
+        }  # fmt: skip
+
+    def add(self, report: Report, at: float) -> bool:
+        """Take ``report``, written at ``at``; False for one older than the latest (a re-read line)."""
+        if self.at is not None and at < self.at:
+            return False
+        self.step, self.total, self.metrics, self.at = report.step, report.total, dict(report.metrics), at
+        self.history.append({"step": report.step, "time": at, "metrics": dict(report.metrics)})
+        if len(self.history) > HISTORY_LIMIT:
+            self.history = [*self.history[-2::-2][::-1], self.history[-1]]
+        return True
+
+    def rate(self) -> float | None:
+        """Steps per second over the recent reports; None until two reports apart in time."""
+        recent = self.history[-RATE_WINDOW:]
+        if len(recent) < 2 or recent[-1]["time"] <= recent[0]["time"]:
+            return None
+        return (recent[-1]["step"] - recent[0]["step"]) / (recent[-1]["time"] - recent[0]["time"])
+
+    def eta(self) -> float | None:
+        """Seconds until ``total`` at the current rate; None when unknown."""
+        rate = self.rate()
+        if self.total is None or self.step is None or not rate or rate <= 0:
+            return None
+        return max(0.0, (self.total - self.step) / rate)
+
+    def line(self) -> str:
+        """``progress: step 30/100 (30.0%), 2.10 steps/s, ETA 0:00:33, loss=0.41 acc=0.9``."""
+        parts = [f"step {_number(self.step)}" + (f"/{_number(self.total)}" if self.total else "")]
+        if self.total and self.step is not None:
+            parts[0] += f" ({100.0 * self.step / self.total:.1f}%)"
+        rate, eta = self.rate(), self.eta()
+        if rate is not None:
+            parts.append(f"{rate:.3g} steps/s")
+        if eta is not None:
+            parts.append(f"ETA {_duration(eta)}")
+        text = "progress: " + ", ".join(parts)
+        if self.metrics:
+            text += ", " + " ".join(f"{name}={_number(value)}" for name, value in self.metrics.items())
+        return text
+
+    def due(self, now: float) -> bool:
+        """Whether a progress line may be written now (one every ``LOG_EVERY_SECONDS``)."""
+        return self.at is not None and (self.logged_at is None or now - self.logged_at >= LOG_EVERY_SECONDS)
+
+    def latest(self, now: float) -> str:
+        """The latest report for a message: ``step 3/10 at 10:00:03 UTC (65s ago)``, or ``no report``."""
+        if self.at is None:
+            return "no report"
+        when = datetime.fromtimestamp(self.at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        ago = f" ({_duration(now - self.at)} ago)"
+        total = f"/{_number(self.total)}" if self.total else ""
+        return f"step {_number(self.step)}{total} at {when}{ago}"
+
+
+def _number(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
