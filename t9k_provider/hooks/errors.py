@@ -42,9 +42,10 @@ def _is_kube_error(exc: BaseException) -> bool:
 
 
 def _is_answer(exc: BaseException) -> bool:
-    """kube's ``ApiError``, or the sync client's ``ApiException`` (matched by name, so the triggerer, which
-    never raises one, need not load that client)."""
-    return _is_kube_error(exc) or type(exc).__name__ == "ApiException"
+    """kube's ``ApiError``, or the sync client's ``ApiException`` or a subclass (``NotFoundException`` and
+    the others the client raises per status), matched by name, so the triggerer, which never raises one, need
+    not load that client."""
+    return _is_kube_error(exc) or any(cls.__name__ == "ApiException" for cls in type(exc).__mro__)
 
 
 def api_status(exc: BaseException) -> int | None:

@@ -165,6 +165,18 @@ def test_failures_below_http_have_no_status() -> None:
     assert errors.api_status(kube_error(404)) == 404
 
 
+@pytest.mark.parametrize("status", [404, 403, 409, 422, 500])
+def test_the_clients_per_status_exceptions_are_answers(status: int) -> None:
+    """The sync client raises ``NotFoundException`` and its siblings, subclasses of ``ApiException``, for
+    these statuses: a 404 read of a deleted job is an answer (the job is gone), not a transient failure."""
+    from kubernetes.client import exceptions
+
+    raised = {404: exceptions.NotFoundException, 403: exceptions.ForbiddenException}.get(status)
+    exc = (raised or exceptions.ApiException)(status=status, reason="x")
+    assert errors.api_status(exc) == status
+    assert errors.is_transient(exc) is (status == 500)
+
+
 def _hook_with_custom_client(monkeypatch: pytest.MonkeyPatch, custom: Any) -> T9kHook:
     connection(monkeypatch, "k6", {"kube_config": json.dumps(kubeconfig())})
     hook = T9kHook(conn_id="k6")
