@@ -58,7 +58,8 @@ def parse(text: str) -> Report | None:
         return None
     try:
         data = json.loads(body)
-        return _checked(data["step"], data.get("total"), data.get("metrics") or {})
+        metrics = data.get("metrics")
+        return _checked(data["step"], data.get("total"), {} if metrics is None else metrics)
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
 

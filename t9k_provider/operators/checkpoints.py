@@ -5,8 +5,8 @@ starting over.
 The directory is the volume's ``<dag>/<run>/<task>[/<map index>]``, mounted with ``subPath`` (the kubelet
 creates it), so ``T9K_CHECKPOINT_DIR`` is the same path in every replica and on every try, and no task can
 overwrite another's checkpoints. ``T9K_TRY_NUMBER`` says which try runs: a first try starts afresh even when
-an earlier run left files. Applied to the manifest dict before the job models validate it, so a clash with
-the user's own volumes or mounts fails with the models' message naming the field.
+an earlier run left files. Applied to the manifest before the job models validate it again; a manifest that
+uses the volume's name, its mount path or the variables itself fails before any API call, naming the field.
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ TRY_ENV = "T9K_TRY_NUMBER"
 #: Volume sources whose data dies with the pod (or that are read-only): a retry would find nothing there.
 NOT_DURABLE = frozenset({"emptyDir", "ephemeral", "configMap", "secret", "downwardAPI", "projected"})
 EXAMPLE = "{'persistentVolumeClaim': {'claimName': 'ckpt'}} or {'hostPath': {'path': '/data/ckpt'}}"
+
+
+class Clash(ValueError):
+    """The manifest already uses the checkpoint volume's name, mount path or variables."""
 
 
 def checked_volume(volume: Any) -> dict[str, Any] | None:
@@ -40,25 +44,36 @@ def checked_volume(volume: Any) -> dict[str, Any] | None:
     return dict(volume)
 
 
-def subdirectory(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
-    """``<dag>/<run>/<task>[/<map index>]``, each part reduced to characters safe in a path."""
-    parts = [dag_id, run_id, task_id, *([str(map_index)] if map_index >= 0 else [])]
-    return "/".join(_safe(part) for part in parts)
+def subdirectory(identity: dict[str, str]) -> str:
+    """``<dag>/<run>/<task>[/<map index>]`` of a task instance (``jobclient.identity``), each part reduced
+    to characters safe in a path."""
+    from t9k_provider.jobclient import identity as ident  # a task's run time only, not the DAG's parse
+
+    map_index = int(identity[ident.MAP_INDEX])
+    parts = [identity[ident.DAG_ID], identity[ident.RUN_ID], identity[ident.TASK_ID]]
+    return "/".join(_safe(part) for part in [*parts, *([str(map_index)] if map_index >= 0 else [])])
 
 
 def with_checkpoints(
-    manifest: dict[str, Any], volume: dict[str, Any], directory: str, try_number: int | None
+    manifest: dict[str, Any], volume: dict[str, Any], identity: dict[str, str], try_number: int | None
 ) -> dict[str, Any]:
     """``manifest`` (changed in place) with ``volume`` in every pod template, mounted in each container at
-    ``MOUNT_PATH`` (``subPath``: ``directory``), and the two variables set."""
+    ``MOUNT_PATH`` (``subPath``: the task instance's ``subdirectory``), and the two variables set; ``Clash``
+    when the manifest already uses any of them."""
     env = [{"name": DIR_ENV, "value": MOUNT_PATH}, {"name": TRY_ENV, "value": str(try_number or 1)}]
+    mount = {"name": VOLUME, "mountPath": MOUNT_PATH, "subPath": subdirectory(identity)}
     for spec in _pod_specs(manifest.get("spec")):
+        if any(v.get("name") == VOLUME for v in spec.get("volumes") or []):
+            raise Clash(f"checkpoint_volume: the manifest has a volume named {VOLUME!r} already")
         spec["volumes"] = [*(spec.get("volumes") or []), {"name": VOLUME, **volume}]
         for container in spec.get("containers") or []:
-            mount = {"name": VOLUME, "mountPath": MOUNT_PATH, "subPath": directory}
+            used = [m for m in container.get("volumeMounts") or [] if m.get("mountPath") == MOUNT_PATH]
+            named = [e["name"] for e in container.get("env") or [] if e.get("name") in (DIR_ENV, TRY_ENV)]
+            if used or named:
+                what = f"mounts {MOUNT_PATH}" if used else f"sets {named[0]}"
+                raise Clash(f"checkpoint_volume: container {container.get('name')!r} {what} itself")
             container["volumeMounts"] = [*(container.get("volumeMounts") or []), mount]
-            kept = [e for e in container.get("env") or [] if e.get("name") not in (DIR_ENV, TRY_ENV)]
-            container["env"] = [*kept, *env]
+            container["env"] = [*(container.get("env") or []), *env]
     return manifest
 
 

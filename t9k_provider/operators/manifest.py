@@ -63,15 +63,12 @@ class TemplatedManifest:
         try:
             model = load(self.manifest)
             if self.checkpoint_volume is not None:
-                where = (key[ident.DAG_ID], key[ident.RUN_ID], key[ident.TASK_ID], int(key[ident.MAP_INDEX]))
-                directory = checkpoints.subdirectory(*where)
-                model = load(
-                    checkpoints.with_checkpoints(
-                        model.to_manifest(), self.checkpoint_volume, directory, try_number
-                    )
-                )
+                body = model.to_manifest()
+                model = load(checkpoints.with_checkpoints(body, self.checkpoint_volume, key, try_number))
         except ManifestError as exc:
             raise AirflowFailException(f"invalid T9k Job manifest:\n{exc}") from exc
+        except checkpoints.Clash as exc:
+            raise AirflowFailException(str(exc)) from exc
         except (OSError, ValueError) as exc:
             raise AirflowFailException(f"cannot read the T9k Job manifest: {exc}") from exc
         if self.job_kind is not None and self.job_kind != model.KIND:

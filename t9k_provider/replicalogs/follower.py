@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from t9k_provider.kube import podlogs as pod_logs
+from t9k_provider.progress import parse as parse_report
 from t9k_provider.replicalogs.lines import ReplicaLines
 
 #: Bounded reads per container per poll; with 1 MiB reads this caps one poll at a few MiB per container.
@@ -108,7 +109,8 @@ class LogFollower:
         self.log.warning("%s", message)
 
     def tail(self, pod_name: str, containers: Sequence[str], lines: int) -> list[str]:
-        """Last ``lines`` lines of each container of one pod, for failure reports."""
+        """Last ``lines`` lines of each container of one pod, for failure reports; progress reports are left
+        out, as from the task log (the latest shows in the progress line)."""
         out: list[str] = []
         for container in containers:
             try:
@@ -116,7 +118,8 @@ class LogFollower:
             except Exception as exc:
                 out.append(f"[{pod_name}/{container}] <log unavailable: {exc}>")
                 continue
-            out.extend(f"[{pod_name}/{container}] {line.text}" for line in pod_logs.parse_lines(text))
+            kept = [line for line in pod_logs.parse_lines(text) if parse_report(line.text) is None]
+            out.extend(f"[{pod_name}/{container}] {line.text}" for line in kept)
         return out
 
 

@@ -59,7 +59,7 @@ class Progress:
         self.step, self.total, self.metrics, self.at = report.step, report.total, dict(report.metrics), at
         self.history.append({"step": report.step, "time": at, "metrics": dict(report.metrics)})
         if len(self.history) > HISTORY_LIMIT:
-            self.history = [*self.history[-2::-2][::-1], self.history[-1]]
+            self.history = [*self.history[:-1:2], self.history[-1]]  # the first and the latest stay
         return True
 
     def rate(self) -> float | None:

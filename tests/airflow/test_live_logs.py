@@ -4,6 +4,7 @@ pods as processes) and the worker's final pass resumes where it stopped."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -17,9 +18,11 @@ import pytest
 import yaml
 
 from t9k_provider.jobs import API_VERSION
+from t9k_provider.kube import podlogs as pod_logs
 from t9k_provider.replicalogs.follower import LogFollower
 from t9k_provider.replicalogs.targets import ReplicaTarget, pod_selector
 from t9k_provider.testing import LocalCluster
+from t9k_provider.testing.polling import wait_for
 from t9k_provider.triggers.job import T9kJobTrigger
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 from tests.airflow.versions import airflow2_only
@@ -76,21 +79,22 @@ def submit(cluster: LocalCluster, kind: str, plural: str, name: str, spec: dict[
 
 
 def trigger(
-    cluster: LocalCluster, kind: str, plural: str, job: dict[str, Any], targets: list[ReplicaTarget]
+    cluster: LocalCluster,
+    kind: str,
+    plural: str,
+    job: dict[str, Any],
+    targets: list[ReplicaTarget],
+    **options: Any,
 ) -> T9kJobTrigger:
+    """The trigger an operator defers to for ``job``, following ``targets``; ``options``: more arguments."""
     name = job["metadata"]["name"]
-    return T9kJobTrigger(
-        credentials={"kubeconfig": yaml.safe_load(cluster.kubeconfig.read_text())},
-        kind=kind,
-        plural=plural,
-        name=name,
-        namespace=NS,
-        uid=job["metadata"]["uid"],
-        poll_interval=1.0,
-        limits={"startup_timeout": 60},
-        pod_selector=pod_selector(kind, name),
-        log_targets=[list(t) for t in targets],  # as the operator serializes them
-    )
+    arguments: dict[str, Any] = {
+        "credentials": {"kubeconfig": yaml.safe_load(cluster.kubeconfig.read_text())},
+        "kind": kind, "plural": plural, "name": name, "namespace": NS, "uid": job["metadata"]["uid"],
+        "poll_interval": 1.0, "limits": {"startup_timeout": 60}, "pod_selector": pod_selector(kind, name),
+        "log_targets": [list(t) for t in targets],  # as the operator serializes them
+    }  # fmt: skip
+    return T9kJobTrigger(**{**arguments, **options})
 
 
 class Lines(logging.Handler):
@@ -210,6 +214,50 @@ def test_lines_are_left_to_the_worker_where_trigger_logs_do_not_reach_the_task_l
     assert final_pass(hook, pod_selector("GenericJob", "unforwarded"), event["log_cursors"]) == [
         "[unforwarded-worker-0/main] only line"
     ]
+
+
+def test_a_restarted_trigger_keeps_the_stall_deadline_its_reports_set(
+    cluster: LocalCluster, in_triggerer: None
+) -> None:
+    """A triggerer restart builds the trigger anew from its stored arguments: it reads the report again from
+    the log, whose timestamp (not the restart) sets the deadline, so the trigger fires when the report is
+    ``progress_timeout`` old, not ``progress_timeout`` after the restart."""
+    timeout, poll_interval = 10.0, 1.0
+    code = "from t9k_provider.progress import report\nimport time\nreport(1, total=10, loss=0.5)\n"
+    code += "time.sleep(600)"
+    spec = {"replicaSpecs": [replica("worker", code, policy={"policy": "Never"})]}
+    job = submit(cluster, "GenericJob", "genericjobs", "stalled", spec)
+    target = ReplicaTarget("worker", 0)
+    limits = {"startup_timeout": 60, "progress_timeout": timeout}
+    stored = trigger(cluster, "GenericJob", "genericjobs", job, [target], limits=limits, leader=list(target))
+    _, arguments = stored.serialize()  # what the triggerer's database holds
+    reported_at = wait_for("the report in the leader's log", lambda: report_time(cluster, "stalled-worker-0"))
+
+    async def first_life() -> None:  # the first triggerer follows the job a while, then stops
+        try:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(run_trigger(stored), 3.0)
+        finally:
+            await stored.cleanup()  # as a triggerer does; it stops no job of a task still deferred
+
+    asyncio.run(first_life())
+    time.sleep(max(0.0, reported_at + timeout * 0.6 - time.time()))
+    restarted_at = time.time()
+    event, fired_at, _ = asyncio.run(run_trigger(T9kJobTrigger(**arguments)))
+    assert event["status"] == "timeout", event
+    assert "no progress report for progress_timeout=10s; the last: step 1/10 at " in event["message"]
+    assert event["progress"]["step"] == 1 and event["progress"]["metrics"] == {"loss": 0.5}
+    assert fired_at - reported_at <= timeout + poll_interval + 1.0, (reported_at, restarted_at, fired_at)
+    assert fired_at - restarted_at < timeout  # not counted afresh from the restart
+
+
+def report_time(cluster: LocalCluster, pod: str) -> float | None:
+    """When the pod's container wrote its progress report (the log's timestamp), or None before."""
+    status, _, text = cluster.request("GET", f"/api/v1/namespaces/{NS}/pods/{pod}/log?timestamps=true")
+    for line in pod_logs.parse_lines(text if status == 200 else ""):
+        if line.text.startswith("T9K_PROGRESS "):
+            return line.timestamp_ns / 1e9
+    return None
 
 
 def final_pass(hook: Any, selector: str, cursors: dict[str, list[int]]) -> list[str]:

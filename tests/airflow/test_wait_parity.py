@@ -42,6 +42,7 @@ CASES: dict[str, tuple[list[Any], dict[str, Any], list[str]]] = {
     "paused-timeout": ([PAUSED], {"paused_timeout": 1}, []),
     "unknown-timeout": ([UNKNOWN], {"unknown_timeout": 0}, []),
     "replica-cannot-start": ([PENDING], {"pod_error_timeout": 0}, ["ErrImagePull"]),
+    "stalled": ([RUNNING_LONG], {"progress_timeout": 1}, []),
     "execution-timeout": ([PENDING], {"execution_timeout": timedelta(microseconds=1)}, []),
 }
 

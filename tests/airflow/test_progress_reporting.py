@@ -1,0 +1,183 @@
+"""How a task reports a training's progress: the leader's reports read from the replica log the task follows
+become XCom ``t9k_progress`` and its asset events' extra at the end, in the worker and after a deferral (the
+trigger carries the progress it read, as it carries the log cursors); ``progress_timeout`` ends a stalled
+job; and a decorated function can report in an image without this package (the runner ships the module)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.providers.common.compat.sdk import DAG, AirflowFailException, TaskDeferred, task
+
+from t9k_provider.decorators import transport
+from t9k_provider.decorators.source import ship
+from t9k_provider.jobclient import identity as ident
+from t9k_provider.operators import T9kJobTimeout
+from tests.airflow.builders import RUNNING, SUCCEEDED, make
+from tests.airflow.fakes import FakeHook, FakeTI, pod
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def written(at: datetime) -> str:
+    """A leader's log: a line, then reports of steps 1 and 2 at ``at`` + 1 s and + 3 s."""
+
+    def stamp(seconds: int) -> str:
+        return (at + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    return "\n".join(
+        [
+            f"{stamp(0)} epoch 1",
+            f'{stamp(1)} T9K_PROGRESS {{"step": 1, "total": 4, "metrics": {{"loss": 0.5}}}}',
+            f'{stamp(3)} T9K_PROGRESS {{"step": 2, "total": 4, "metrics": {{"loss": 0.25}}}}',
+        ]
+    )
+
+
+REPORTS = written(datetime(2026, 1, 1, 0, 0, 1, tzinfo=timezone.utc))
+
+
+def reporting(hook: FakeHook, ti: FakeTI, log: str = REPORTS) -> str:
+    """The task's job has a running leader whose log holds ``log``, and a worker that reports too (not
+    counted: only the leader's reports are)."""
+    name = ident.job_name(ident.task_identity(ti))
+    hook.pods = [pod(f"{name}-worker-0", "worker", 0, name), pod(f"{name}-worker-1", "worker", 1, name)]
+    hook.logs[(f"{name}-worker-0", "main")] = log
+    hook.logs[(f"{name}-worker-1", "main")] = '2026-01-01T00:00:09Z T9K_PROGRESS {"step": 99}'
+    return name
+
+
+class Outlet:
+    """An asset's outlet event accessor: what the task writes into its ``extra``."""
+
+    def __init__(self) -> None:
+        self.extra: dict[str, Any] = {"owner": "ml"}
+
+
+def test_a_task_pushes_the_leaders_progress_and_its_assets_carry_the_metrics(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reporting(fake_hook, ti)
+    fake_hook.script = [RUNNING, SUCCEEDED]
+    events = {"model": Outlet()}
+    make(fake_hook, outlets=["model"], pod_error_timeout=None).execute({**context, "outlet_events": events})
+    pushed = ti.xcoms["t9k_progress"]
+    assert (pushed["step"], pushed["total"], pushed["metrics"]) == (2, 4, {"loss": 0.25})
+    assert [h["step"] for h in pushed["history"]] == [1, 2]
+    assert events["model"].extra == {"owner": "ml", "step": 2, "total": 4, "metrics": {"loss": 0.25}}
+    out = capsys.readouterr().out
+    assert "progress: step 2/4 (50.0%), 0.5 steps/s, ETA 0:00:04, loss=0.25" in out
+    assert "epoch 1" in out and "T9K_PROGRESS" not in out
+
+
+def test_a_failed_task_pushes_its_progress_but_touches_no_asset(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI
+) -> None:
+    reporting(fake_hook, ti)
+    fake_hook.script = [("Failed", (("Failed", "Failed", "The job is failed with rule"),))]
+    events = {"model": Outlet()}
+    with pytest.raises(AirflowFailException):
+        make(fake_hook, outlets=["model"], pod_error_timeout=None).execute(
+            {**context, "outlet_events": events}
+        )
+    assert ti.xcoms["t9k_progress"]["step"] == 2
+    assert events["model"].extra == {"owner": "ml"}
+
+
+def test_no_report_pushes_no_progress(fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI) -> None:
+    reporting(fake_hook, ti, log="2026-01-01T00:00:01Z just training")
+    fake_hook.script = [SUCCEEDED]
+    make(fake_hook, pod_error_timeout=None).execute(context)
+    assert "t9k_progress" not in ti.xcoms
+
+
+def test_the_progress_travels_through_the_deferral(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI
+) -> None:
+    """What the worker read before deferring goes to the trigger; what the trigger read comes back in its
+    event; the task keeps nothing across."""
+    reporting(fake_hook, ti, written(datetime.now(timezone.utc) - timedelta(seconds=5)))
+    fake_hook.script = [RUNNING]
+    op = make(fake_hook, deferrable=True, wait_before_defer=0.3, progress_timeout=600, pod_error_timeout=None)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    trigger = deferred.value.trigger
+    _, kwargs = trigger.serialize()
+    assert kwargs["leader"] == ["worker", 0] and kwargs["progress"]["step"] == 2
+    assert kwargs["limits"]["progress_timeout"] == 600 and trigger.resume["leader"] == ["worker", 0]
+    later = dict(kwargs["progress"], step=3, metrics={"loss": 0.1})
+    later["history"] = [*later["history"], {"step": 3, "time": later["time"] + 2, "metrics": {"loss": 0.1}}]
+    fake_hook.script = [SUCCEEDED]
+    resumed = FakeTI()  # a new process: the operator only has what execute_complete is given
+    event = {"status": "succeeded", "resume": trigger.resume, "log_cursors": kwargs["log_cursors"]}
+    op.execute_complete({"ti": resumed}, {**event, "progress": later})
+    assert resumed.xcoms["t9k_progress"]["step"] == 3
+    assert [h["step"] for h in resumed.xcoms["t9k_progress"]["history"]] == [1, 2, 3]
+
+
+def test_a_stalled_job_is_stopped_and_the_task_may_retry(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI
+) -> None:
+    name = reporting(fake_hook, ti)
+    fake_hook.script = [RUNNING]  # Running since 2026-01-01: its last report is long overdue
+    with pytest.raises(T9kJobTimeout) as stalled:
+        make(fake_hook, progress_timeout=30, pod_error_timeout=None).execute(context)
+    message = str(stalled.value)
+    assert (
+        "no progress report for progress_timeout=30s; the last: step 2/4 at 2026-01-01 00:00:04 UTC"
+        in message
+    )
+    assert "the job was deleted (on_kill_action=delete)" in message
+    assert fake_hook.deletes() == [name]
+
+
+def test_progress_timeout_needs_the_leaders_log(fake_hook: FakeHook, context: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="progress_timeout: needs get_logs=True"):
+        make(fake_hook, progress_timeout=60, get_logs=False)
+    op = make(fake_hook, progress_timeout=60, log_replicas="worker/1")
+    with pytest.raises(AirflowFailException, match="log_replicas: progress_timeout reads"):
+        op.execute(context)
+    assert not [c for c, _ in fake_hook.calls if c == "create"]  # refused before any call
+
+
+def test_every_decorator_takes_the_options() -> None:
+    with DAG("opts", schedule=None):
+        op = task.t9k_pytorch(
+            workers=2, progress_timeout=60, checkpoint_volume={"hostPath": {"path": "/ckpt"}}
+        )(lambda_free)().operator
+    assert op.progress_timeout == 60 and op.checkpoint_volume == {"hostPath": {"path": "/ckpt"}}
+
+
+def lambda_free() -> None:
+    return None
+
+
+def reports_and_returns() -> str:
+    from t9k_provider.progress import report
+
+    report(1, total=2, loss=0.5)
+    return "done"
+
+
+def test_a_function_reports_in_an_image_without_the_package(tmp_path: Path) -> None:
+    """The runner under ``python -I -S`` (no site-packages: no t9k_provider) still gives the function
+    ``t9k_provider.progress``, shipped with the call."""
+    (tmp_path / "runner.py").write_bytes(transport.unpack(transport.packed_runner()))
+    call = transport.encode_call(ship(reports_and_returns), "json", [], {})
+    (tmp_path / "call.json").write_bytes(transport.unpack(call))
+    probe = [sys.executable, "-I", "-S", "-c", "import t9k_provider"]
+    assert subprocess.run(probe, capture_output=True, timeout=30).returncode != 0  # the probe works
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(tmp_path / "runner.py"), str(tmp_path / "call.json")],
+        capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin", "RANK": "0"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    marker, _, body = done.stdout.splitlines()[0].partition(" ")
+    assert marker == "T9K_PROGRESS" and json.loads(body)["step"] == 1
+    assert transport.decode_result(done.stdout.splitlines(), "json") == "done"
