@@ -8,9 +8,14 @@ What it shows:
   ``init_process_group`` needs no arguments: the controller sets ``RANK``, ``WORLD_SIZE``,
   ``MASTER_ADDR``, ``MASTER_PORT`` and the decorator ``LOCAL_RANK``. It trains the pipeline's small MLP with
   DistributedDataParallel, with NCCL on the replica's GPU when the node has GPUs and the task asks for them
-  (``gpus=1``), else with gloo on the CPU, and says which; rank 0 saves the checkpoint and its return value
+  (``gpus=1``), else with gloo on the CPU, and says which; rank 0 saves the model and its return value
   becomes the XCom.
   ``.partial().expand(lr=...)`` sweeps the learning rate: one job per value.
+  It reports its progress every step (``t9k_provider.progress.report``: the task log shows the step, rate,
+  ETA and loss, the task pushes XCom ``t9k_progress``) and checkpoints every epoch to ``T9K_CHECKPOINT_DIR``
+  (``checkpoint_volume``: a directory per mapped task instance, the same on every try). A retry, after a
+  crash or after ``progress_timeout`` stopped a hung job, resumes from the last checkpoint instead of
+  epoch 1 (docs/airflow.md#watching-and-resuming-training-runs).
 * ``evaluate`` (``@task.t9k``), mapped over the sweep's results, scores each checkpoint on the held-out split.
 * ``pick_best``, a plain ``@task``, picks the learning rate with the lowest test error.
 
@@ -19,7 +24,9 @@ so each function imports what it uses. The model and the data generator come fro
 ``dags_examples/workloads`` (``train_ddp.build_model``, ``prepare_data.make_dataset``,
 ``evaluate.evaluate``), mounted at ``/workspace`` and put on ``PYTHONPATH``: on a real cluster bake them into
 ``IMAGE`` instead and replace the ``hostPath`` volumes with a ``ReadWriteMany`` PVC. On the local cluster the
-replicas run Airflow's own interpreter (torch included) and the image is not pulled.
+replicas run Airflow's own interpreter (torch included) and the image is not pulled. The checkpoints go to the
+claim ``t9k-checkpoints`` (``CHECKPOINTS``): on the local cluster a directory of its state, on a real cluster
+a ``ReadWriteMany`` PersistentVolumeClaim of that name to create in the namespace first.
 """
 
 from __future__ import annotations
@@ -54,6 +61,12 @@ JOB = {
         "limits": {"cpu": "1", "memory": "2Gi"},
     },
 }
+#: Where the trainings checkpoint (``checkpoint_volume``): every replica mounts it at ``T9K_CHECKPOINT_DIR``,
+#: with a sub-directory per task instance and map index. On the local cluster a claim is a directory of the
+#: cluster's state (no PersistentVolumeClaim object needed); on a real cluster create a ``ReadWriteMany`` PVC
+#: named ``t9k-checkpoints`` in the namespace (every replica mounts it, across nodes), or use a ``hostPath``
+#: only on a single node.
+CHECKPOINTS = {"persistentVolumeClaim": {"claimName": "t9k-checkpoints"}}
 
 
 def pathsafe(value: str) -> str:
@@ -96,9 +109,20 @@ with DAG(
         np.savez(out / "test.npz", x=x[:n_test], y=y[:n_test])
         return {"dir": str(out), "train": samples - n_test, "test": n_test, "features": x.shape[1]}
 
-    @task.t9k_pytorch(workers=2, execution_timeout=timedelta(minutes=20), **JOB)
+    @task.t9k_pytorch(
+        workers=2,
+        retries=2,  # a crash costs the epoch in flight: the new job resumes from the last checkpoint
+        checkpoint_volume=CHECKPOINTS,
+        # A hung collective prints nothing: with no report for 5 minutes the job is stopped and the task
+        # retried (the first report comes seconds after the replicas start, then one per step).
+        progress_timeout=timedelta(minutes=5),
+        execution_timeout=timedelta(minutes=20),
+        **JOB,
+    )
     def train(dataset: dict, lr: float, run_dir: str, epochs: str, batch_size: int = 64) -> dict:
-        """Data-parallel training: each rank takes every world-th sample; gradients are all-reduced."""
+        """Data-parallel training: each rank takes every world-th sample; gradients are all-reduced. Rank 0
+        checkpoints every epoch; a retry resumes from the latest checkpoint."""
+        import os
         from datetime import timedelta
         from pathlib import Path
 
@@ -107,6 +131,8 @@ with DAG(
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
         from train_ddp import build_model, pick_device
+
+        from t9k_provider.progress import report  # the runner ships it: works in any image
 
         device, backend = pick_device()  # the replica's GPU with NCCL if it sees one, else the CPU with gloo
         dist.init_process_group(backend, timeout=timedelta(seconds=120))
@@ -118,30 +144,48 @@ with DAG(
             data = np.load(Path(dataset["dir"]) / "train.npz")
             x = torch.from_numpy(data["x"])[rank::world].to(device)
             y = torch.from_numpy(data["y"])[rank::world].to(device)
-            model = DistributedDataParallel(build_model(dataset["features"], 32).to(device))
+            model = build_model(dataset["features"], 32).to(device)
             optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+            # The same directory on every try of this mapped instance; the first try starts afresh.
+            checkpoint = Path(os.environ["T9K_CHECKPOINT_DIR"]) / "latest.pt"
+            done, losses = 0, []
+            if os.environ["T9K_TRY_NUMBER"] != "1" and checkpoint.exists():
+                # Every rank reads the same file before the first collective, so all resume at one epoch.
+                state = torch.load(checkpoint, map_location=device)
+                model.load_state_dict(state["model"])
+                optimizer.load_state_dict(state["optimizer"])
+                done, losses = state["epoch"], state["losses"]
+                print(f"rank {rank}: resuming after epoch {done} from {checkpoint}", flush=True)
+            ddp = DistributedDataParallel(model)
             steps = torch.tensor([len(x) // batch_size], device=device)
             dist.all_reduce(steps, op=dist.ReduceOp.MIN)  # equal step counts, or the last all-reduce hangs
-            losses = []
-            for epoch in range(int(epochs)):
+            steps, total_steps = int(steps), int(epochs) * int(steps)
+            for epoch in range(done, int(epochs)):
                 generator = torch.Generator().manual_seed(epoch * world + rank)
                 order = torch.randperm(len(x), generator=generator).to(device)
                 total = torch.zeros(2, device=device)
-                for step in range(int(steps)):
+                for step in range(steps):
                     batch = order[step * batch_size : (step + 1) * batch_size]
                     optimizer.zero_grad()
-                    loss = torch.nn.functional.mse_loss(model(x[batch]), y[batch])
+                    loss = torch.nn.functional.mse_loss(ddp(x[batch]), y[batch])
                     loss.backward()
                     optimizer.step()
-                    total += torch.tensor([loss.item() * len(batch), len(batch)], device=device)
+                    value = loss.item()
+                    total += torch.tensor([value * len(batch), len(batch)], device=device)
+                    # rank 0 writes the line (its own batch's loss); on the other ranks report() returns
+                    report(epoch * steps + step + 1, total=total_steps, epoch=epoch + 1, loss=round(value, 6))
                 dist.all_reduce(total)
                 losses.append(float(total[0] / total[1]))
                 print(f"lr={lr} epoch {epoch + 1}/{epochs} loss={losses[-1]:.6f} rank={rank}", flush=True)
+                if rank == 0:  # written whole, then renamed: a crash mid-write keeps the previous checkpoint
+                    state = {"epoch": epoch + 1, "losses": losses, "model": model.state_dict()}
+                    torch.save({**state, "optimizer": optimizer.state_dict()}, f"{checkpoint}.tmp")
+                    os.replace(f"{checkpoint}.tmp", checkpoint)
             model_dir = Path(run_dir) / f"model-lr{lr}"
             if rank == 0:  # the layout evaluate.py reads
                 model_dir.mkdir(parents=True, exist_ok=True)
                 config = {"features": dataset["features"], "hidden": 32}
-                state = {k: v.cpu() for k, v in model.module.state_dict().items()}
+                state = {k: v.cpu() for k, v in model.state_dict().items()}
                 torch.save({"state_dict": state, "config": config}, model_dir / "model.pt")
             return {"lr": lr, "model_dir": str(model_dir), "first_loss": losses[0], "final_loss": losses[-1]}
         finally:

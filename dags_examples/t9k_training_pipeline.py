@@ -6,7 +6,11 @@ What it shows:
 * ``train``: a PyTorchTrainingJob with two workers trains a small MLP with torch.distributed (gloo, CPU).
   The controller injects ``MASTER_ADDR``/``MASTER_PORT``/``RANK``/``WORLD_SIZE``; rank 0 writes
   ``model.pt`` and ``metrics.json``. The workers' logs (one ``epoch i/n loss=...`` line per epoch) stream
-  into the task log.
+  into the task log. Rank 0 reports every step (``t9k_provider.progress.report``): the task log shows a
+  ``progress: step i/n, rate, ETA, loss`` line every few seconds, the task pushes XCom ``t9k_progress``,
+  and a job without a report for ``progress_timeout`` is stopped and the task retried. Every epoch rank 0
+  checkpoints to ``T9K_CHECKPOINT_DIR`` (``checkpoint_volume``), and a retry resumes from there
+  (docs/airflow.md#watching-and-resuming-training-runs).
 * ``evaluate`` submits a GenericJob without waiting (``wait_for_completion=False``) and
   ``wait_for_evaluation``, a ``T9kJobSensor`` in reschedule mode, waits for it without holding a worker slot.
 * ``report`` reads the evaluation job's ``EVAL {...}`` line through the hook and returns the metrics (XCom).
@@ -14,8 +18,10 @@ What it shows:
 Every job mounts the shared data directory (``params.data_root``, a hostPath by default; use a
 ``persistentVolumeClaim`` on a multi-node cluster) at ``/data`` and the workload scripts at ``/workspace``.
 Job failures are not retried by Airflow (the operator fails the task with the replica's reason and last log
-lines); ``retries`` cover API trouble. Set the param ``fail_training`` (or ``T9K_DEMO_FAIL=1`` in the
-environment that parses this file) to make the training script exit 1 and see a failure end to end.
+lines); ``retries`` cover API trouble, a lost worker (the retry adopts the running job) and a stalled
+training (``progress_timeout``: the retry's new job resumes from the last checkpoint). Set the param
+``fail_training`` (or ``T9K_DEMO_FAIL=1`` in the environment that parses this file) to make the training
+script exit 1 and see a failure end to end.
 """
 
 from __future__ import annotations
@@ -34,9 +40,18 @@ from t9k_provider.operators import GenericJobOperator, PyTorchTrainingJobOperato
 from t9k_provider.sensors import T9kJobSensor
 
 WORKLOADS = str(Path(__file__).resolve().parent / "workloads")
-IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"  # any image with python, torch and numpy
+#: Any image with python, torch and numpy. train_ddp.py reports with t9k_provider.progress where the image has
+#: the package (the local cluster's replicas run the provider's interpreter) and prints the same progress line
+#: itself where it does not.
+IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 RUN_DIR = "/data/runs/{{ run_id | pathsafe }}"
 NAMESPACE = "default"
+#: The training's checkpoints (``checkpoint_volume``): mounted in every replica at ``T9K_CHECKPOINT_DIR``,
+#: a sub-directory per task instance that every try finds again. On the local cluster a claim is a directory
+#: of the cluster's state (``<state dir>/volumes/default/t9k-checkpoints``; no PersistentVolumeClaim object
+#: needed); on a real cluster create a ``ReadWriteMany`` PVC named ``t9k-checkpoints`` in the namespace (both
+#: workers mount it, across nodes).
+CHECKPOINTS = {"persistentVolumeClaim": {"claimName": "t9k-checkpoints"}}
 
 
 def pathsafe(value: str) -> str:
@@ -179,6 +194,9 @@ with DAG(
         get_logs=True,
         log_replicas="worker",  # both ranks, each line prefixed with its pod
         execution_timeout=timedelta(minutes=30),
+        checkpoint_volume=CHECKPOINTS,
+        # Rank 0 reports every step: 5 minutes without one is a hung rank, not a slow epoch.
+        progress_timeout=timedelta(minutes=5),
     )
 
     evaluate = GenericJobOperator(

@@ -8,7 +8,9 @@ succeeded and the training loss fell, 1 when the pipeline failed, 2 when the dem
 
 Everything lives under `.t9k-demo/` (or `--home`): `cluster/` is recreated on every run (state from an
 earlier, possibly killed, run cannot leak into this one); `airflow/` (metadata DB), `logs/` (task logs, one
-directory per run) and `data/` (data sets and checkpoints, one directory per run) are kept.
+directory per run) and `data/` (data sets and trained models, one directory per run) are kept. The training's
+epoch checkpoints (its `checkpoint_volume`, the claim `t9k-checkpoints`) are a directory of the cluster's
+state, so they last until the next run.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ DAG_ID = "t9k_training_pipeline"
 NAMESPACE = "default"
 # Set on every job by the operators (t9k_provider.jobclient.identity; importing it would load Airflow here).
 TASK_ANNOTATION = "airflow.apache.org/task-id"
+#: The training's checkpoint_volume (the DAG's CHECKPOINTS): on the local cluster a claim is a directory of
+#: its state, `volumes/<namespace>/<claim>`, and each task instance's is `<dag>/<run>/<task>` in it.
+CHECKPOINT_CLAIM = "t9k-checkpoints"
 LOSS_LINE = re.compile(r"epoch (\d+)/(\d+) loss=([0-9.eE+-]+)")
 TAIL_LINES = 20
 CLUSTER_START_TIMEOUT = 120
@@ -199,8 +204,10 @@ TASK_STATE = re.compile(r"Task instance state updated .* new_state=(\w+)")
 #: A replica log line copied by the operator: `... [<pod>/<container>] <text>   [airflow.task...`.
 REPLICA_LINE = re.compile(r"\] \[([\w.-]+/[\w.-]+)\] (.*?)\s+\[airflow\.task")
 REPLICA_SHOWN = re.compile(r"epoch \d+/\d+ loss=|^EVAL |^DATASET |^checkpoint|T9K_DEMO_FAIL|Error")
+#: The operator's own lines: the job created or adopted, its end, and the training's progress (its reports
+#: condensed, at most one line every 5 s).
 OPERATOR_LINE = re.compile(
-    r"\[(?:info|error)\s*\] ((?:created|adopted) job \S+|job \S+ (?:succeeded|failed)[^\[]*)"
+    r"\[(?:info|error)\s*\] ((?:created|adopted) job \S+|job \S+ (?:succeeded|failed)[^\[]*|progress: [^\[]*)"
 )
 
 
@@ -378,6 +385,10 @@ def summarize(run: Run, core: client.CoreV1Api) -> bool:
     run_dir = run.data_root / "runs" / re.sub(r"[^A-Za-z0-9._-]", "_", run.run_id)
     if (run_dir / "model" / "model.pt").is_file():
         print(f"  checkpoint    : {run_dir / 'model' / 'model.pt'}  (metrics.json beside it)")
+    claim = run.pods_dir.parent / "volumes" / NAMESPACE / CHECKPOINT_CLAIM
+    epochs = claim / DAG_ID / re.sub(r"[^A-Za-z0-9._-]", "_", run.run_id) / "train" / "latest.pt"
+    if epochs.is_file():
+        print(f"  last epoch    : {epochs}  (a retry of train resumes from it)")
     if (run_dir / "eval" / "eval.json").is_file():
         print(f"  evaluation    : {run_dir / 'eval' / 'eval.json'}")
 

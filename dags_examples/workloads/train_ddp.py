@@ -10,6 +10,16 @@ The rendezvous comes from the variables the controller injects into every replic
 (the loss is averaged over all ranks, so every rank prints the same value). Rank 0 writes ``model.pt`` and
 ``metrics.json`` to ``--out``. ``T9K_DEMO_FAIL=1`` makes every rank exit 1 after the first epoch, to show
 what a failed training job looks like in Airflow.
+
+Progress: rank 0 reports every step with ``t9k_provider.progress.report`` (the waiting task shows step, rate,
+ETA and loss, and stops a job that stops reporting: ``progress_timeout``). The local cluster's replicas run
+the provider's own interpreter, so the package is there; an image without it gets the same
+``T9K_PROGRESS {...}`` line from the fallback below (docs/airflow.md#progress-lines), so the script needs no
+more than torch and numpy.
+
+Checkpoints: with ``--checkpoint-dir`` (default ``$T9K_CHECKPOINT_DIR``, which the operator's
+``checkpoint_volume`` sets) rank 0 saves ``latest.pt`` after every epoch (written whole, then renamed) and
+every rank resumes from it, except on a task's first try (``T9K_TRY_NUMBER=1``), which starts afresh.
 """
 
 from __future__ import annotations
@@ -26,6 +36,16 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+
+try:
+    from t9k_provider.progress import report
+except ImportError:  # an image without the provider: print the documented line itself
+
+    def report(step: int, total: int | None = None, **metrics: float) -> None:
+        if os.environ.get("RANK", "0") in ("", "0"):  # as report(): global rank 0 only
+            line = {"step": step, "total": total, "metrics": metrics}
+            print(f"T9K_PROGRESS {json.dumps(line, separators=(',', ':'))}", flush=True)
+
 
 LOSS_LINE = "epoch {epoch}/{epochs} loss={loss:.6f} rank={rank} world_size={world}"
 
@@ -49,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--checkpoint-dir",
+        default=os.environ.get("T9K_CHECKPOINT_DIR"),
+        help="where rank 0 saves latest.pt every epoch and every rank resumes from (default: "
+        "$T9K_CHECKPOINT_DIR; unset: no checkpoints)",
+    )
     args = parser.parse_args(argv)
 
     rank = int(os.environ.get("RANK", "0"))
@@ -89,18 +115,21 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
     data = np.load(Path(args.data) / "train.npz")
     x = torch.from_numpy(data["x"])[rank::world].to(device)
     y = torch.from_numpy(data["y"])[rank::world].to(device)
-    model = DistributedDataParallel(build_model(x.shape[1], args.hidden).to(device))
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    module = build_model(x.shape[1], args.hidden).to(device)
+    optimizer = torch.optim.Adam(module.parameters(), lr=args.lr)
+    checkpoint = Path(args.checkpoint_dir) / "latest.pt" if args.checkpoint_dir else None
+    done, losses = resume(checkpoint, module, optimizer, rank, device)
+    model = DistributedDataParallel(module)
     loss_fn = nn.MSELoss()
-    generator = torch.Generator().manual_seed(args.seed + rank)
     # Equal step counts on every rank, or the gradient all-reduce of the last step would hang.
     steps = len(x) // args.batch_size
     n = torch.tensor([steps], device=device)
     dist.all_reduce(n, op=dist.ReduceOp.MIN)
     steps = int(n.item())
 
-    losses: list[float] = []
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(done + 1, args.epochs + 1):
+        # Seeded per epoch, so a resumed run shuffles as an uninterrupted one would.
+        generator = torch.Generator().manual_seed(args.seed + epoch * world + rank)
         order = torch.randperm(len(x), generator=generator).to(device)
         total = torch.zeros(2, device=device)
         for step in range(steps):
@@ -109,7 +138,12 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
             loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             optimizer.step()
-            total += torch.tensor([loss.item() * len(idx), len(idx)], device=device)
+            value = loss.item()
+            total += torch.tensor([value * len(idx), len(idx)], device=device)
+            # rank 0's batch loss; on the other ranks report() writes nothing
+            report(
+                (epoch - 1) * steps + step + 1, total=args.epochs * steps, epoch=epoch, loss=round(value, 6)
+            )
         dist.all_reduce(total)
         epoch_loss = float(total[0] / total[1])
         losses.append(epoch_loss)
@@ -117,6 +151,8 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
             LOSS_LINE.format(epoch=epoch, epochs=args.epochs, loss=epoch_loss, rank=rank, world=world),
             flush=True,
         )
+        if checkpoint is not None and rank == 0:
+            save(checkpoint, {"epoch": epoch, "losses": losses, "model": module.state_dict()}, optimizer)
         if demo_failure_requested():
             print(
                 f"rank {rank}: T9K_DEMO_FAIL is set, failing on purpose after epoch {epoch}",
@@ -129,7 +165,7 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         config = {"features": int(x.shape[1]), "hidden": args.hidden}
-        state = {k: v.cpu() for k, v in model.module.state_dict().items()}
+        state = {k: v.cpu() for k, v in module.state_dict().items()}
         torch.save({"state_dict": state, "config": config}, out / "model.pt")
         metrics = {
             "epochs": args.epochs,
@@ -141,6 +177,33 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
         print(f"checkpoint written to {out / 'model.pt'}", flush=True)
     return 0
+
+
+def resume(
+    checkpoint: Path | None,
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    rank: int,
+    device: torch.device,
+) -> tuple[int, list[float]]:
+    """The epochs done and their losses: from ``checkpoint`` when there is one and this is not the task's
+    first try (which starts afresh, whatever an earlier run left), else none. Every rank reads the same file
+    before the first collective, so all resume after the same epoch."""
+    if checkpoint is None or not checkpoint.is_file() or os.environ.get("T9K_TRY_NUMBER") == "1":
+        return 0, []
+    state = torch.load(checkpoint, map_location=device)
+    module.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    print(f"rank {rank}: resuming after epoch {state['epoch']} from {checkpoint}", flush=True)
+    return int(state["epoch"]), list(state["losses"])
+
+
+def save(checkpoint: Path, state: dict, optimizer: torch.optim.Optimizer) -> None:
+    """Write the checkpoint whole, then rename it over the last: a crash mid-write keeps the previous one."""
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    partial = checkpoint.with_name(checkpoint.name + ".tmp")
+    torch.save({**state, "optimizer": optimizer.state_dict()}, partial)
+    os.replace(partial, checkpoint)
 
 
 if __name__ == "__main__":

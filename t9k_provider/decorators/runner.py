@@ -3,7 +3,9 @@
 The ``t9k-taskflow`` init container writes this file and the call (the function's source and arguments, a
 JSON file whose path is the first argument); every replica's training process runs this file. It uses the
 standard library only, so it works in any image with Python 3.8+ (and in the local cluster's own interpreter).
-The Airflow side imports it for the markers and the JSON check, so both ends agree on them.
+The Airflow side imports it for the markers and the JSON check, so both ends agree on them. The call also
+carries the modules a function may import from this package without having it (``provide``): the progress
+reports of ``t9k_provider.progress``.
 
 Protocol, read by the Airflow task from the container log:
 

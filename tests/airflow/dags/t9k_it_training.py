@@ -43,7 +43,10 @@ for suffix, mode in MODES.items():
             dist.init_process_group("gloo", timeout=timedelta(seconds=60))
             try:
                 path = os.path.join(os.environ["T9K_CHECKPOINT_DIR"], "latest.json")
-                started = json.load(open(path))["epoch"] + 1 if os.path.exists(path) else 1
+                started = 1
+                if os.path.exists(path):
+                    with open(path) as saved:
+                        started = json.load(saved)["epoch"] + 1
                 dist.barrier()  # every rank read the checkpoint before rank 0 writes the next
                 for epoch in range(started, epochs + 1):
                     grad = torch.tensor([float(dist.get_rank() + epoch)])
