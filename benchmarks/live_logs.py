@@ -1,14 +1,17 @@
-"""What following replica logs live costs the triggerer, 200 deferred tasks, logs on vs off
-(docs/benchmarks.md#6-live-replica-logs-in-the-triggerer).
+"""What following replica logs live costs the triggerer, 200 deferred tasks: logs off, on, and on with
+progress reports for lines (docs/benchmarks.md#6-live-replica-logs-in-the-triggerer).
 
 An API-only local cluster holds ``tasks`` Running GenericJobs, each with one Running worker pod (created
-through the API, its status set by the benchmark: no kubelet, no controller). The benchmark itself writes
-each pod's container log in the kubelet's CRI format, one line per pod every ``LINE_INTERVAL`` seconds, so the
-API server's ``pods/log`` endpoint serves a growing log exactly as for a real replica. The stand-in triggerer
+through the API, its status set by the benchmark: no kubelet, no controller). The benchmark itself writes each
+pod's container log in the kubelet's CRI format, one line per pod every ``LINE_INTERVAL`` seconds, so the API
+server's ``pods/log`` endpoint serves a growing log exactly as for a real replica. The stand-in triggerer
 (``benchmarks.waiters``) runs ``tasks`` ``T9kJobTrigger``-s with ``log_targets`` (on) or without (off); the
-lines are written in both, so the difference is what following them costs. CPU is the triggerer process's
-user+system time (/proc/PID/stat) over a quiet window while lines flow, RSS its peak in that window; the
-server counts the triggerer's requests (one ``pods/log`` stream per followed replica, none while it runs).
+lines are written in both, so the difference is what following them costs. In ``progress`` the lines are
+``t9k_provider.progress`` reports and the triggers also get the replica as their ``leader`` and a
+``progress_timeout`` that never fires: reading progress must add no request to ``on``, and every trigger's
+event must carry what it read. CPU is the triggerer process's user+system time (/proc/PID/stat) over a quiet
+window while lines flow, RSS its peak in that window; the server counts the triggerer's requests (one
+``pods/log`` stream per followed replica, none while it runs).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from t9k_provider.jobs import GROUP, KINDS, VERSION
 from t9k_provider.jobs.contract import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from t9k_provider.local.kubelet.logs import CriLogWriter
 from t9k_provider.local.kubelet.poddir import PodDir
+from t9k_provider.progress import MARKER
 from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.testing import LocalCluster
 
@@ -40,7 +44,11 @@ JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
 CONTAINER = "main"
 LINE_INTERVAL = 1.0
 WARM_UP = 3.0
-MODES = {"off": "live logs off", "on": "live logs on"}
+MODES = {"off": "live logs off", "on": "live logs on", "progress": "live logs on, reporting progress"}
+#: ``total`` of the reports written in mode progress (never reached: the steps count seconds)
+TOTAL_STEPS = 100_000
+#: ``progress_timeout`` in mode progress: never fires in a run, though each look computes the stall deadline
+PROGRESS_TIMEOUT = 3600.0
 
 METHOD = """\
 One API-only local cluster holds 200 Running GenericJobs in one namespace, each with one Running worker pod
@@ -48,25 +56,35 @@ created through the API (no kubelet: the benchmark sets the pod status and write
 in the kubelet's CRI format, one 60-byte line per pod per second, so `pods/log` serves a growing log as for
 a real replica). The stand-in triggerer of section 3 (`benchmarks/waiters.py`) runs 200 `T9kJobTrigger`-s,
 started spread over one poll interval, without `log_targets` (off) or following each job's `worker/0` (on),
-while the same lines are written in both cases. After a warm-up the triggerer's user+system CPU time
-(/proc/PID/stat) and peak RSS are taken over a 20 s window, and the API server counts the triggerer's
-requests: log streams opened, and requests of any kind during the window. Then every job is set Succeeded
-and its container's exit file written, so the streams end and every trigger fires. The trigger's log lines
-go where Airflow's default logging sends them in that process (formatted, to its standard streams): a real
-triggerer also formats each line once and hands it to the task-log handler."""
+while the same lines are written in both cases. A third mode (reporting progress) follows the same replica,
+writing progress reports as `t9k_provider.progress.report(step, 100000, loss=...)` prints them (about 70
+bytes; the step counts the seconds), and gives each trigger that replica as its `leader` and
+`progress_timeout=3600` s, so every look also computes the stall deadline, which never passes. After a
+warm-up the triggerer's user+system CPU time (/proc/PID/stat) and peak RSS are taken over a 20 s window,
+and the API server counts the triggerer's requests: log streams opened, and requests of any kind during the
+window. Then every job is set Succeeded and its container's exit file written, so the streams end and every
+trigger fires; the run fails unless, with progress reports, every trigger's event carries the progress it
+read (a step above 0) and no report reached the task log as a plain line. The trigger's log lines go where
+Airflow's default logging sends them in that process (formatted, to its standard streams): a real triggerer
+also formats each line once and hands it to the task-log handler."""
 
 ANALYSIS = """\
-Following costs one `follow=true` stream per replica on the triggerer's one shared client (connections are
-not capped, so the 200 streams never queue behind each other or behind the watch), opened when the job's
-watch event says the replica started (the 602 requests before the window: 200 job reads, the shared
-watch's LIST and watch, 200 pod lists and 200 log streams), and no request after that: the window shows no
-request in either mode, and every line written reached the triggers' log (lines in flight at the window's
-edges make the ratio move by a few percent). The CPU added is the triggerer reading, parsing and logging
-the lines as they arrive: about 1.5 % of a core for 200 lines a second here, so it scales with the log
-volume, not with the number of waiting tasks or with time; a replica printing one line per epoch costs
-next to nothing. The memory added, about 230 KiB per followed replica, is each stream's connection (TLS
-state and read buffers); a task following several replicas (`log_replicas="all"`) pays it per replica, at
-most 8 per task."""
+Following costs one `follow=true` stream per replica on the triggerer's one shared client (connections are not
+capped, so the 200 streams never queue behind each other or behind the watch), opened when the job's watch
+event says the replica started (the 602 requests before the window: 200 job reads, the shared watch's LIST and
+watch, 200 pod lists and 200 log streams), and no request after that: the window shows no request in any mode,
+and every line written reached the triggers' log (lines in flight at the window's edges make the ratio move by
+a few percent). The CPU added is the triggerer reading, parsing and logging the lines as they arrive (a few %
+of a core for 200 lines a second here; the table gives it per 1,000), so it scales with the log volume, not
+with the number of waiting tasks or with time; a replica printing one line per epoch costs next to nothing.
+The memory added, about 300 KiB per followed replica, is each stream's connection (TLS state and read
+buffers); a task following several replicas (`log_replicas="all"`) pays it per replica, at most 8 per task.
+Reading progress costs no request: the reports come on the leader's stream the task follows anyway, so the
+requests with progress reports equal those of live logs on, before and during the window, and the stall
+deadline is computed from the state the trigger already holds. Each report is parsed (one small JSON object)
+instead of being logged, and the task log gets one progress line (step, rate, ETA, metrics) every 5-6 s
+per trigger (at most one per 5 s) instead of one line per report, so following reports costs about the CPU of
+following as many plain lines (the two CPU rows per 1,000 lines)."""
 
 
 def create_jobs(
@@ -104,14 +122,29 @@ def create_jobs(
         return dict(pool.map(create, names))
 
 
+def progress_line(step: int) -> str:
+    """The line ``t9k_provider.progress.report(step, TOTAL_STEPS, loss=...)`` writes (built here as it builds
+    it, not by redirecting the process's stdout from a thread; tests/benchmarks compares the two)."""
+    body = {"step": step, "total": TOTAL_STEPS, "metrics": {"loss": round(1.0 / (step + 1), 6)}}
+    return f"{MARKER} {json.dumps(body, separators=(',', ':'), allow_nan=False)}\n"
+
+
 class LogWriters(threading.Thread):
-    """Appends one line to every pod's log every ``interval`` s until ``stop()``; ``finish()`` ends them."""
+    """Appends one line to every pod's log every ``interval`` s until ``stop()``; ``finish()`` ends them.
+    ``progress``: the lines are progress reports (``progress_line``), their step the line's number."""
 
     def __init__(
-        self, cluster: LocalCluster, pods: list[dict[str, Any]], interval: float = LINE_INTERVAL
+        self,
+        cluster: LocalCluster,
+        pods: list[dict[str, Any]],
+        interval: float = LINE_INTERVAL,
+        *,
+        progress: bool = False,
     ) -> None:
         super().__init__(daemon=True)
         self.interval = interval
+        self.progress = progress
+        self.last_step = -1  # the step of the latest line written
         self.attempts = [PodDir.of(cluster.state_dir, p).container(CONTAINER).attempt(0) for p in pods]
         for attempt in self.attempts:
             attempt.directory.mkdir(parents=True, exist_ok=True)
@@ -122,10 +155,14 @@ class LogWriters(threading.Thread):
     def run(self) -> None:
         step = 0
         while not self._stopping.wait(self.interval):
-            for writer in self.writers:
+            if self.progress:
+                line = progress_line(step)
+            else:
                 line = f"epoch {step} loss=0.{step % 1000:06d} rank=0 world_size=1\n"
+            for writer in self.writers:
                 writer.write("stdout", line.encode())
             self.lines += len(self.writers)
+            self.last_step = step
             step += 1
 
     def stop(self) -> None:
@@ -141,10 +178,11 @@ class LogWriters(threading.Thread):
 
 
 class LoggingWaiters(Waiters):
-    """The stand-in triggerer, also counting the replica lines its triggers logged (to its stdout)."""
+    """The stand-in triggerer, also counting the replica lines and the progress lines its triggers logged (to
+    its stdout)."""
 
     def __init__(self, spec_file: Path, log: Path) -> None:
-        self.replica_lines = 0
+        self.replica_lines = self.progress_lines = self.raw_reports = 0
         super().__init__("t9k", spec_file, log)
 
     def _read(self) -> None:
@@ -154,6 +192,10 @@ class LoggingWaiters(Waiters):
                 self.lines.put(json.loads(line))
             elif f"/{CONTAINER}] epoch " in line:
                 self.replica_lines += 1
+            elif "progress: step " in line:
+                self.progress_lines += 1
+            elif f"/{CONTAINER}] {MARKER} " in line:  # a report shown as a plain line: not parsed
+                self.raw_reports += 1
 
 
 def triggerer_requests(counts: dict[tuple[str, str], int]) -> int:
@@ -170,10 +212,13 @@ class Run:
         self.cluster, self.mode, self.poll, self.window = cluster, mode, poll, window
         self.names = [f"{mode}-{run}-{i}" for i in range(tasks)]
         self.pods = create_jobs(cluster, self.names)
+        reporting = mode == "progress"
         spec = {
             "kubeconfig": yaml.safe_load(cluster.kubeconfig.read_text()), "kind": "GenericJob",
             "plural": PLURAL, "namespace": NAMESPACE, "names": self.names, "poll_interval": poll,
-            "max_seconds": window + poll * 6 + 120, "log_targets": [["worker", 0]] if mode == "on" else None,
+            "max_seconds": window + poll * 6 + 120, "log_targets": [["worker", 0]] if mode != "off" else None,
+            "leader": ["worker", 0] if reporting else None,
+            "limits": {"progress_timeout": PROGRESS_TIMEOUT} if reporting else None,
         }  # fmt: skip
         spec_file = work / f"livelogs-{mode}-{run}.json"
         spec_file.write_text(json.dumps(spec))
@@ -181,7 +226,8 @@ class Run:
 
     def measure(self) -> dict[str, float]:
         waiters, client = self.waiters, Client(self.cluster)
-        writers = LogWriters(self.cluster, [self.pods[n] for n in self.names])
+        pods = [self.pods[n] for n in self.names]
+        writers = LogWriters(self.cluster, pods, progress=self.mode == "progress")
         seen: list[dict[str, Any]] = []
         try:
             first = request_counts(client)
@@ -192,6 +238,7 @@ class Run:
             before, cpu_before = request_counts(client), cpu_seconds(waiters.proc.pid)
             began = time.monotonic()
             mark, written, logged = len(seen), writers.lines, waiters.replica_lines
+            progress_logged = waiters.progress_lines
             while time.monotonic() - began < self.window:
                 seen.append(waiters.next(10))
             elapsed = time.monotonic() - began
@@ -200,14 +247,8 @@ class Run:
             rss = max(line["rss"] for line in seen[mark:] if "rss" in line)
             lines_per_second = (writers.lines - written) / elapsed
             delivered = (waiters.replica_lines - logged) / max(1, writers.lines - written)
-            writers.stop()
-            writers.finish()
-            for name in self.names:
-                client.merge_patch(f"{JOBS}/{name}/status", {"status": {"phase": "Succeeded"}})
-            done = waiters.until("done", self.poll * 3 + 60, seen)
-            if done["done"] != len(self.names):
-                fired = f"{done['done']} of {len(self.names)}"
-                raise RuntimeError(f"live logs {self.mode}: {fired} triggers fired")
+            progress_lines = (waiters.progress_lines - progress_logged) / len(self.names) / (elapsed / 60)
+            steps = self.finish(client, writers, seen)
         finally:
             writers.stop()
             client.close()
@@ -219,7 +260,32 @@ class Run:
             "window_requests": triggerer_requests(after) - triggerer_requests(before),
             "lines": lines_per_second,
             "delivered": delivered,
+            "progress_lines": progress_lines,
+            "saw_progress": sum(1 for s in steps if s is not None and s > 0),
+            "saw_last": sum(1 for s in steps if s == writers.last_step),
         }
+
+    def finish(self, client: Client, writers: LogWriters, seen: list[dict[str, Any]]) -> list[Any]:
+        """Ends the logs and the jobs, so every trigger fires; the step each trigger's event carried (None:
+        no progress). Fails unless all fired, and, in mode progress, unless all read reports and none showed
+        a report as a plain line."""
+        writers.stop()
+        writers.finish()
+        for name in self.names:
+            client.merge_patch(f"{JOBS}/{name}/status", {"status": {"phase": "Succeeded"}})
+        done = self.waiters.until("done", self.poll * 3 + 60, seen)
+        if done["done"] != len(self.names):
+            raise RuntimeError(f"live logs {self.mode}: {done['done']} of {len(self.names)} triggers fired")
+        steps = [line.get("step") for line in seen if "event" in line]
+        saw = sum(1 for s in steps if s is not None and s > 0)
+        if self.mode == "progress" and (saw != len(self.names) or self.waiters.raw_reports):
+            raise RuntimeError(
+                f"live logs progress: {saw} of {len(self.names)} events carried a report with step > 0, "
+                f"{self.waiters.raw_reports} report lines were logged as plain lines"
+            )
+        if self.mode != "progress" and saw:
+            raise RuntimeError(f"live logs {self.mode}: {saw} events carried progress (no leader was given)")
+        return steps
 
 
 def measure(
@@ -238,10 +304,15 @@ def measure(
     finally:
         for r in plan:
             r.waiters.close()
-    figures: list[Figure] = []
+    return figures(results, tasks, window)
+
+
+def figures(results: dict[str, list[dict[str, float]]], tasks: int, window: float) -> list[Figure]:
+    """The section's figures from each mode's runs."""
+    out: list[Figure] = []
     for mode, label in MODES.items():
         r = results[mode]
-        figures += [
+        out += [
             Figure(SECTION, f"{label}: triggerer CPU with {tasks} deferred tasks", "% of a core",
                    [x["cpu"] for x in r], digits=1, zero_ok=True),  # a tiny run may not last a clock tick
             Figure(SECTION, f"{label}: triggerer RSS with {tasks} deferred tasks", "MiB",
@@ -249,18 +320,36 @@ def measure(
             Figure(SECTION, f"{label}: triggerer requests during the {window:g} s window", "requests",
                    [x["window_requests"] for x in r], digits=0, zero_ok=True),
         ]  # fmt: skip
-    on, off = results["on"], results["off"]
-    figures += [
-        Figure(SECTION, "live logs on: requests before the window (reads, watch, pod lists, log streams)",
-               "requests", [x["streams"] for x in on], digits=0),
+    for mode in ("on", "progress"):
+        before = f"{MODES[mode]}: requests before the window (reads, watch, pod lists, log streams)"
+        out.append(Figure(SECTION, before, "requests", [x["streams"] for x in results[mode]], digits=0))
+    on, off, progress = results["on"], results["off"], results["progress"]
+
+    def total(run: dict[str, float]) -> float:  # every request of the triggerer until the window's end
+        return run["streams"] + run["window_requests"]
+
+    out += [
+        Figure(SECTION, "reporting progress: triggerer requests over live logs on's, to the window's end",
+               "requests", [total(p) - total(a) for p, a in zip(progress, on, strict=True)],
+               target=("<=", 0.0), digits=0, zero_ok=True),
         Figure(SECTION, "log lines written (all replicas)", "lines/s", [x["lines"] for x in on], digits=0),
         Figure(SECTION, "live logs on: lines logged by the triggers / lines written, in the window", "x",
                [x["delivered"] for x in on], digits=2),
+        Figure(SECTION, f"reporting progress: triggers whose event carried a report (step > 0), of {tasks}",
+               "triggers", [x["saw_progress"] for x in progress], digits=0),
+        Figure(SECTION, f"reporting progress: triggers whose event carried the last report, of {tasks}",
+               "triggers", [x["saw_last"] for x in progress], digits=0, zero_ok=True),
+        Figure(SECTION, "reporting progress: progress lines in the task log per trigger per minute, in the "
+               "window", "lines", [x["progress_lines"] for x in progress], digits=1, zero_ok=True),
         Figure(SECTION, "CPU added by following, per 1,000 log lines a second", "% of a core",
                [(a["cpu"] - b["cpu"]) / (a["lines"] / 1000) for a, b in zip(on, off, strict=True)],
+               digits=1, zero_ok=True),
+        Figure(SECTION, "CPU added by following progress reports, per 1,000 report lines a second",
+               "% of a core",
+               [(a["cpu"] - b["cpu"]) / (a["lines"] / 1000) for a, b in zip(progress, off, strict=True)],
                digits=1, zero_ok=True),
         Figure(SECTION, "RSS added by following, per followed replica", "KiB",
                [(a["rss"] - b["rss"]) / tasks / 1024 for a, b in zip(on, off, strict=True)], digits=0,
                zero_ok=True),
     ]  # fmt: skip
-    return figures
+    return out

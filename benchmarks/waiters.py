@@ -3,8 +3,8 @@
 ``python -m benchmarks.waiters t9k|cncf SPEC_FILE``. The spec file (JSON) holds the kubeconfig, the jobs and
 the poll interval. The process prints JSON lines: ``ready`` (imports done), ``started`` (all triggers
 running, one poll interval later), ``rss`` every second, one ``event`` per trigger (with when that trigger
-began waiting), ``done``. It creates the triggers only after reading ``go`` on stdin, so the benchmark can
-start interpreters early and measure one at a time.
+began waiting, and the step of the last progress report it read, if any), ``done``. It creates the triggers
+only after reading ``go`` on stdin, so the benchmark can start interpreters early and measure one at a time.
 
 ``t9k`` runs ``T9kJobTrigger``. ``cncf`` runs the cncf-kubernetes provider's waiting pattern on the same
 custom objects: ``KubernetesJobTrigger`` / ``AsyncKubernetesHook.wait_until_job_complete`` poll the object
@@ -85,6 +85,9 @@ def build(approach: str, spec: dict[str, Any], name: str) -> BaseTrigger:
             # benchmarks.live_logs: follow each job's replica logs (its pods carry the owner label)
             pod_selector=f"tensorstack.dev/owner-name={name}" if spec.get("log_targets") else None,
             log_targets=spec.get("log_targets"),
+            # benchmarks.live_logs, mode progress: the leader's reports read, a progress_timeout in limits
+            limits=spec.get("limits"),
+            leader=spec.get("leader"),
         )
     if approach == "cncf":
         return CustomObjectPollingTrigger(
@@ -114,7 +117,8 @@ async def serve(approach: str, spec: dict[str, Any]) -> None:
         await asyncio.sleep(delay)
         began = time.time()
         async for event in trigger.run():
-            emit(event=name, status=event.payload.get("status"), t=time.time(), began=began)
+            step = (event.payload.get("progress") or {}).get("step")  # the leader's last report read
+            emit(event=name, status=event.payload.get("status"), step=step, t=time.time(), began=began)
             break
         pending -= 1
 

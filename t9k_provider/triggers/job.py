@@ -204,7 +204,8 @@ class T9kJobTrigger(BaseTrigger):
         """The event, the followed replicas' logs written into the task log meanwhile, and the leader's
         progress reports read (``progress`` in the event)."""
         shown = self._replica_log()
-        if shown is None and not (self.leader and self.limits.get("progress_timeout") is not None):
+        reads_progress = self.leader is not None and self.limits.get("progress_timeout") is not None
+        if not (self.log_targets and self.pod_selector) or (shown is None and not reads_progress):
             event = await self._outcome(None)
         else:
             from t9k_provider.replicalogs.lines import ReplicaLines

@@ -1,4 +1,5 @@
-"""Pieces of the measurements that need no cluster: status states, manifests, /proc readings."""
+"""Pieces of the measurements that need no cluster: status states, manifests, /proc readings, section 6's
+progress lines."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import os
 
 import pytest
 
-from benchmarks import manifests, procstat
+from benchmarks import live_logs, manifests, procstat
 from benchmarks.controller_efficiency import StatusTrail, semantic
 from t9k_provider.jobs import KINDS
+from t9k_provider.progress import parse, report
 
 
 def test_semantic_status_ignores_timestamps_only() -> None:
@@ -58,3 +60,16 @@ def test_proc_readings_of_this_process() -> None:
     before = procstat.cpu_seconds(os.getpid())
     sum(i * i for i in range(2_000_000))
     assert procstat.cpu_seconds(os.getpid()) > before
+
+
+@pytest.mark.parametrize("step", [0, 1, 37, 99_999])
+def test_section_6_writes_progress_lines_as_report_writes_them(
+    step: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("RANK", raising=False)
+    line = live_logs.progress_line(step)
+    capsys.readouterr()
+    report(step, live_logs.TOTAL_STEPS, loss=round(1.0 / (step + 1), 6))
+    assert capsys.readouterr().out == line
+    parsed = parse(line.rstrip("\n"))
+    assert parsed is not None and parsed.step == step and parsed.total == live_logs.TOTAL_STEPS

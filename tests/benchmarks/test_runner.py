@@ -95,6 +95,9 @@ def test_quick_run_of_live_logs_and_the_controller_at_scale(tmp_path: Path) -> N
     text = quick_report(tmp_path, "livelogs", "scale")
     assert "## 6. Live replica logs" in text and "## 8. Controller at scale" in text
     assert "live logs on: triggerer CPU with" in text
+    assert "live logs on, reporting progress: triggerer requests during the 1.5 s window | 0 |" in text
+    assert "reporting progress: triggerer requests over live logs on's, to the window's end | 0 |" in text
+    assert "reporting progress: triggers whose event carried a report (step > 0), of 3 | 3 |" in text
     assert "## 1. Controller efficiency" not in text
 
 
