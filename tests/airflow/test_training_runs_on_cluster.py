@@ -1,7 +1,8 @@
 """Training runs watched and resumed from Airflow, with ``dag.test()`` on the local cluster (real controller,
 replicas as processes), in both wait modes: a training that reports progress, checkpoints each epoch and
-crashes once resumes on the retry from its last checkpoint, with progress lines, ``t9k_progress`` and
-``t9k_usage``; a training that reports once and hangs is stopped within ``progress_timeout`` plus a poll.
+crashes once resumes on the retry from its last checkpoint, with progress lines, ``t9k_progress``, its metrics
+in the asset event and ``t9k_usage``; a training that reports once and hangs is stopped within
+``progress_timeout`` plus a poll.
 
 The DAGs are in ``dags/t9k_it_training.py``.
 """
@@ -23,7 +24,7 @@ from t9k_provider.testing import LocalCluster
 from t9k_provider.testing.polling import wait_for
 from tests.airflow.cluster import run, why_failed
 from tests.airflow.dags.t9k_it_training import CHECKPOINTS, CRASH_AFTER, EPOCHS, STALL_TIMEOUT
-from tests.airflow.versions import stored_xcoms
+from tests.airflow.versions import asset_event_extras, declare_assets, stored_xcoms
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -46,6 +47,7 @@ def test_a_crashed_training_resumes_on_the_retry_from_its_last_checkpoint(
     cluster: LocalCluster, dags: dict[str, Any], capfd: pytest.CaptureFixture[str], mode: str
 ) -> None:
     dag_id = f"it_resume{mode}"
+    declare_assets(f"t9k-it-model{mode}")
     state, tasks, run_id = run(dags, dag_id)
     out = capfd.readouterr().out
     directory = CHECKPOINTS / checkpoints.subdirectory(identity(dag_id, run_id, "train"))
@@ -62,6 +64,8 @@ def test_a_crashed_training_resumes_on_the_retry_from_its_last_checkpoint(
         progress = xcom(dag_id, run_id, "train", "t9k_progress")
         assert (progress["step"], progress["metrics"]) == (EPOCHS, {"loss": round(1.0 / EPOCHS, 4)})
         assert [h["step"] for h in progress["history"]] == list(range(CRASH_AFTER + 1, EPOCHS + 1))
+        final = {"step": EPOCHS, "total": EPOCHS, "metrics": {"loss": round(1.0 / EPOCHS, 4)}}
+        assert [extra for extra in asset_event_extras(dag_id, run_id) if "step" in extra] == [final]
         usage = xcom(dag_id, run_id, "train", "t9k_usage")
         assert usage["replica_seconds"]["total"] > 0 and set(usage["replica_seconds"]) == {"worker", "total"}
     finally:

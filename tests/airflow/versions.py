@@ -55,3 +55,33 @@ def stored_xcoms(dag_id: str, run_id: str, task_id: str, key: str) -> list[Any]:
             return [XCom.deserialize_value(row) for row in session.scalars(XCom.get_many(**where))]
         # a Query bound to the session; rows are deserialized when loaded
         return [row.value for row in XCom.get_many(**where, session=session)]
+
+
+def asset_event_extras(dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    """The ``extra`` of every asset (Airflow 2: dataset) event that the DAG run's tasks emitted."""
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow.models.asset import AssetEvent as Event
+    else:
+        from airflow.models.dataset import DatasetEvent as Event
+    query = select(Event.extra).where(Event.source_dag_id == dag_id, Event.source_run_id == run_id)
+    with create_session() as session:
+        return [dict(extra or {}) for extra in session.scalars(query)]
+
+
+def declare_assets(*names: str) -> None:
+    """Airflow 2: the dataset rows its DAG processor writes for a DAG's outlets and ``dag.test()`` does not
+    (without them a task's dataset events are dropped as "not found"); Airflow 3's ``dag.test()`` writes
+    them."""
+    if AIRFLOW_V_3_0_PLUS:
+        return
+    from airflow.models.dataset import DatasetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        for name in names:
+            if session.scalar(select(DatasetModel).where(DatasetModel.uri == name)) is None:
+                session.add(DatasetModel(uri=name))

@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pendulum
+from airflow.providers.common.compat.assets import Asset
 from airflow.providers.common.compat.sdk import DAG, task
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
@@ -26,7 +27,7 @@ for suffix, mode in MODES.items():
         @task.t9k_pytorch(
             workers=2, retries=1, retry_delay=timedelta(seconds=1), retry_on_job_failure=True,
             checkpoint_volume={"hostPath": {"path": str(CHECKPOINTS), "type": "DirectoryOrCreate"}},
-            progress_timeout=120, poll_interval=1, **mode,
+            progress_timeout=120, poll_interval=1, outlets=[Asset(f"t9k-it-model{suffix}")], **mode,
         )  # fmt: skip
         def train(epochs: int, crash_after: int) -> dict:
             """Resume from the latest checkpoint, report every epoch, crash after ``crash_after`` on try 1."""
