@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from t9k_provider.progress import parse
 from t9k_provider.testing import free_port
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "dags_examples" / "workloads"
@@ -115,6 +116,35 @@ def test_demo_fail_flag_fails_every_rank_after_the_first_epoch(dataset: Path, tm
         assert [m[1] for m in LOSS.finditer(out)] == ["1"]
         assert "T9K_DEMO_FAIL is set, failing on purpose" in err
     assert not (tmp_path / "model.pt").exists()
+
+
+def test_a_crashed_training_resumes_from_its_last_epoch_on_the_next_try(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """The pipeline's training as Airflow's retry runs it: try 1 crashes after epoch 1 with its checkpoint
+    saved, try 2 (``T9K_TRY_NUMBER=2``, the same ``T9K_CHECKPOINT_DIR``) trains epochs 2-4 only, reporting
+    progress from there; an uninterrupted run ends with the same losses."""
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    common = ("--data", str(dataset), "--epochs", "4")
+    first = {"T9K_DEMO_FAIL": "1", "T9K_CHECKPOINT_DIR": str(checkpoints), "T9K_TRY_NUMBER": "1"}
+    assert [rc for rc, _, _ in run_ranks("train_ddp.py", 2, *common, "--out", str(tmp_path), env=first)] == [
+        1,
+        1,
+    ]
+    assert (checkpoints / "latest.pt").is_file()
+    retry = {"T9K_CHECKPOINT_DIR": str(checkpoints), "T9K_TRY_NUMBER": "2"}
+    results = run_ranks("train_ddp.py", 2, *common, "--out", str(tmp_path), env=retry)
+    assert [rc for rc, _, _ in results] == [0, 0], results[0][2]
+    out = results[0][1]
+    assert "rank 0: resuming after epoch 1" in out
+    assert [int(m[1]) for m in LOSS.finditer(out)] == [2, 3, 4]  # not from epoch 1 again
+    reports = [parse(line) for line in out.splitlines() if line.startswith("T9K_PROGRESS ")]
+    assert reports and reports[-1] is not None and reports[-1].step == reports[-1].total
+    resumed = json.loads((tmp_path / "metrics.json").read_text())["losses"]
+    whole = tmp_path / "whole"
+    assert all(rc == 0 for rc, _, _ in run_ranks("train_ddp.py", 2, *common, "--out", str(whole)))
+    assert resumed == pytest.approx(json.loads((whole / "metrics.json").read_text())["losses"], abs=1e-6)
 
 
 def test_framework_env_rank_rendezvous() -> None:
