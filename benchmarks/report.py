@@ -341,7 +341,7 @@ def render(
         "",
         "To regenerate on a quiet machine: `make bench` runs sections 1-5 (14 minutes at a load average "
         "below 2); the heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks "
-        "--only livelogs` (section 6; 4 minutes), `--only overhead` (section 7; 17 minutes at a load "
+        "--only livelogs` (section 6; 5 minutes), `--only overhead` (section 7; 17 minutes at a load "
         "average of 4-8; `--long-tasks` adds 20 s tasks), `--only scale` (section 8; 13 minutes), `--only "
         "scale-full` (section 9; about 35 minutes at that load), `--only failover` (section 10; 4 minutes "
         "at a load average of 4-7), `--only demo` (section 11, `make demo` timed; about 3 minutes, needs "
