@@ -87,6 +87,8 @@ class WaitLogs:
             self.follower.cursors.update(streams.finish(DRAIN_SECONDS if drain else 0.0))
 
     def print_new(self) -> None:
-        """The final pass: every line not printed yet, and the latest progress."""
+        """The final pass: every line not printed yet (from where the streams stopped: they stop first), and
+        the latest progress."""
+        self.finish(drain=False)
         self.follower.poll()
         self.lines.flush()

@@ -53,8 +53,9 @@ class Progress:
         }  # fmt: skip
 
     def add(self, report: Report, at: float) -> bool:
-        """Take ``report``, written at ``at``; False for one older than the latest (a re-read line)."""
-        if self.at is not None and at < self.at:
+        """Take ``report``, written at ``at``; False for one older than the latest or the latest again (a
+        re-read line)."""
+        if self.at is not None and (at < self.at or (at == self.at and report.step == self.step)):
             return False
         self.step, self.total, self.metrics, self.at = report.step, report.total, dict(report.metrics), at
         self.history.append({"step": report.step, "time": at, "metrics": dict(report.metrics)})

@@ -58,9 +58,10 @@ def test_a_first_report_has_no_rate_and_no_total_no_eta() -> None:
     assert no_total.line() == "progress: step 6, 1 steps/s, loss=0.142857"
 
 
-def test_an_older_report_read_again_changes_nothing() -> None:
+def test_a_report_read_again_changes_nothing() -> None:
     state = reported((10, 1000.0), (20, 1005.0))
-    assert state.add(Report(10, 100, {}), 1000.0) is False
+    assert state.add(Report(10, 100, {}), 1000.0) is False  # an older one
+    assert state.add(Report(20, 100, {}), 1005.0) is False  # the latest one
     assert (state.step, state.at, len(state.history)) == (20, 1005.0, 2)
 
 

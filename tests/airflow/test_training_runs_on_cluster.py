@@ -86,6 +86,8 @@ def test_a_hung_training_is_stopped_within_progress_timeout_and_a_poll(
         out,
     )
     assert found, why_failed(out)
+    assert out.count("progress: step 1/10 (10.0%), loss=0.9") == 1  # not again when the wait stops
+    assert len(stored_xcoms(dag_id, run_id, "hang", "t9k_progress")[0]["history"]) == 1
     hours, minutes, seconds = (int(part) for part in found.groups())
     poll_interval = 1
     assert hours * 3600 + minutes * 60 + seconds <= STALL_TIMEOUT + poll_interval + 1  # +1: rounding

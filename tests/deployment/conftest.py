@@ -29,6 +29,9 @@ DAG_IDS = [
     "dep_lost_worker",
     "dep_mapped_same_name",
     "dep_explicit_name",
+    "dep_progress",
+    "dep_stall",
+    "dep_stall_restart",
 ]
 
 

@@ -58,6 +58,30 @@ def named(name: str, code: str) -> dict[str, Any]:
     return {**generic(code), "metadata": {"name": name}}
 
 
+#: Reports steps 1..PROGRESS_STEPS of PROGRESS_STEPS, one every half second (about 12 s), with a loss metric.
+PROGRESS_STEPS = 24
+PROGRESS = f"""
+import time
+from t9k_provider.progress import report
+print("training starts", flush=True)
+for step in range(1, {PROGRESS_STEPS} + 1):
+    time.sleep(0.5)
+    report(step, total={PROGRESS_STEPS}, loss=round(1.0 / step, 4))
+"""
+#: Reports step 1 once, then hangs as a training whose collective never answers.
+STALLED = """
+import time
+from t9k_provider.progress import report
+report(1, total=100, loss=0.9)
+print("step 1 done; hanging", flush=True)
+time.sleep(600)
+"""
+#: progress_timeout of the stalled jobs (dep_stall), and of the one whose triggerer is killed (longer: its
+#: deadline must fall after a new triggerer took the trigger over, TRIGGERER_HEALTH_CHECK_THRESHOLD 15 s).
+STALL_TIMEOUT = 8
+STALL_RESTART_TIMEOUT = 30
+
+
 def ticking(seconds: int) -> dict[str, Any]:
     """A job that prints ``tick i`` every second for ``seconds`` seconds."""
     return generic(
@@ -88,8 +112,37 @@ with DAG(
 with DAG(dag_id="dep_mark_failed", schedule=None, start_date=START):
     GenericJobOperator(task_id="wait", manifest=ticking(300), deferrable=True, poll_interval=2)
 
+# Deferred at once, as dep_stall_restart is: the test kills the triggerer while both wait in it.
 with DAG(dag_id="dep_triggerer_kill", schedule=None, start_date=START):
-    GenericJobOperator(task_id="wait", manifest=ticking(25), deferrable=True, poll_interval=2)
+    GenericJobOperator(
+        task_id="wait", manifest=ticking(25), deferrable=True, wait_before_defer=0, poll_interval=2
+    )
+
+# Progress reports read by the triggerer (deferred at once): progress lines in the task log, XCom
+# t9k_progress.
+with DAG(dag_id="dep_progress", schedule=None, start_date=START):
+    GenericJobOperator(
+        task_id="train", manifest=generic(PROGRESS), deferrable=True, wait_before_defer=0, poll_interval=2,
+        progress_timeout=60,
+    )  # fmt: skip
+
+
+def stalled(task_id: str, progress_timeout: int, **mode: Any) -> GenericJobOperator:
+    """A training that reports once and hangs, waited for as ``mode`` says (deferred at once by default)."""
+    mode = {"deferrable": True, "wait_before_defer": 0, "poll_interval": 2, **mode}
+    return GenericJobOperator(
+        task_id=task_id, manifest=generic(STALLED), progress_timeout=progress_timeout, **mode
+    )
+
+
+# A training that reports once and hangs: progress_timeout stops it, in the triggerer and in the worker.
+with DAG(dag_id="dep_stall", schedule=None, start_date=START, default_args={"retries": 0}):
+    stalled("deferred", STALL_TIMEOUT)
+    stalled("in_worker", STALL_TIMEOUT, deferrable=False, poll_interval=1)
+
+# The same hang, deferred; the test kills the triggerer after the report was read (with dep_triggerer_kill).
+with DAG(dag_id="dep_stall_restart", schedule=None, start_date=START, default_args={"retries": 0}):
+    stalled("deferred", STALL_RESTART_TIMEOUT)
 
 # Waits in the worker; the test kills the task's process while the job runs. The retry starts after the job
 # has succeeded.
