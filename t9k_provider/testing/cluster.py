@@ -60,17 +60,25 @@ LEASED_SUBNETS = range(1, 255)
 
 def lease_pod_subnet(state_dir: Path) -> int:
     """A pod subnet no other running `LocalCluster` on this machine holds, leased to this process until
-    `release_pod_subnet` (a lease whose process is gone is taken back): clusters of parallel test workers
-    get bridges and address ranges of their own."""
+    `release_pod_subnet`: clusters of parallel test workers get bridges and address ranges of their own.
+    Leases whose process is gone (killed before it released them) are taken back, and the others of them
+    swept, so none outlives a crashed run for long."""
+    leased = None
     with _subnet_leases() as directory:
         for index in LEASED_SUBNETS:
             path = directory / str(index)
             holder = _read_int(path)
             if holder is not None and _alive(holder):
                 continue
-            path.write_text(f"{os.getpid()}\n{state_dir}\n")
-            return index
-    raise RuntimeError(f"every pod subnet the harness leases ({LEASED_SUBNETS}) is held by a live process")
+            if leased is None:
+                path.write_text(f"{os.getpid()}\n{state_dir}\n")
+                leased = index
+            elif path.exists():
+                path.unlink()
+    if leased is None:
+        held = f"every pod subnet the harness leases ({LEASED_SUBNETS}) is held by a live process"
+        raise RuntimeError(held)
+    return leased
 
 
 def release_pod_subnet(index: int) -> None:

@@ -37,6 +37,9 @@ def test_the_lease_of_a_process_that_is_gone_is_taken_back(leases: Path) -> None
     for index in harness.LEASED_SUBNETS:
         (leases / str(index)).write_text(f"{gone.stdout.strip()}\n/crashed\n")
     assert harness.lease_pod_subnet(Path("/new")) == harness.LEASED_SUBNETS[0]
+    assert sorted(p.name for p in leases.iterdir() if not p.name.startswith(".")) == [
+        str(harness.LEASED_SUBNETS[0])
+    ], "the other leases of processes that are gone are swept"
 
 
 def test_every_subnet_held_by_a_live_process_is_an_error(leases: Path) -> None:
