@@ -215,6 +215,22 @@ def test_modules_and_functions_stay_within_their_limits() -> None:
     assert len(operator.read_text().splitlines()) <= MAX_OPERATOR_LINES
 
 
+def lossy_timed_waits(root: Path) -> list[str]:
+    """Calls of ``asyncio.wait_for``, which loses a cancellation that arrives as the awaited thing completes
+    (Python < 3.12): ``kube.timeouts.within`` is the package's timed wait."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            is_attribute = isinstance(node, ast.Attribute) and node.attr == "wait_for"
+            if is_attribute and isinstance(node.value, ast.Name) and node.value.id == "asyncio":
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_timed_waits_never_lose_a_cancellation() -> None:
+    assert lossy_timed_waits(PACKAGE) == []
+
+
 # -- the probes can fail -----------------------------------------------------------------------------------
 
 
@@ -232,6 +248,7 @@ def broken(tmp_path: Path) -> Path:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .three import f\n"
     )
     (root / "b" / "two.py").write_text("import pkg.a.four\n" + "x = 1\n" * MAX_MODULE_LINES)
+    (root / "b" / "waits.py").write_text("import asyncio\nasync def h(e):\n    await asyncio.wait_for(e, 9)")
     body = "".join(f"    y{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
     (root / "b" / "long.py").write_text(f"def g():\n{body}")
     return root
@@ -246,3 +263,4 @@ def test_the_probes_find_cycles_arrows_and_sizes(broken: Path) -> None:
         f"function pkg.b.long.g: {MAX_FUNCTION_LINES + 1} lines",
         f"module pkg.b.two: {MAX_MODULE_LINES + 1} lines",
     ]
+    assert lossy_timed_waits(broken) == ["b/waits.py:3"]

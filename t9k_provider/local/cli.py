@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from t9k_provider.kube.timeouts import within
 from t9k_provider.local.machinery.quantity import QUANTITY_ERROR, parse_quantity
 from t9k_provider.local.state import AlreadyRunning, StateDir, default_state_dir, wait_ready
 from t9k_provider.local.tls import ensure_pki
@@ -93,7 +94,7 @@ async def _stop_process(proc: asyncio.subprocess.Process, grace: float = 10.0) -
         return
     proc.terminate()
     try:
-        await asyncio.wait_for(proc.wait(), grace)
+        await within(proc.wait(), grace)
     except asyncio.TimeoutError:
         proc.kill()
         await proc.wait()

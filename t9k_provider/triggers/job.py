@@ -26,6 +26,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
 from t9k_provider.jobclient.aio import AsyncJobClient
+from t9k_provider.kube.timeouts import within
 from t9k_provider.triggers.job_watch import JobWatch
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 from t9k_provider.waiting import status as job_status
@@ -370,7 +371,7 @@ class T9kJobTrigger(BaseTrigger):
             await asyncio.sleep(delay)  # no watch: poll
             return None
         try:
-            await asyncio.wait_for(watch.changed.wait(), delay)
+            await within(watch.changed.wait(), delay)
         except asyncio.TimeoutError:
             return job
         watch.changed.clear()  # what arrives from here on starts the next round

@@ -20,6 +20,7 @@ from typing import Any
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import LEASES
+from t9k_provider.kube.timeouts import within
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class LeaderElector:
             renewed = False
             if remaining > 0:
                 try:
-                    renewed = await asyncio.wait_for(self._try_acquire_or_renew(), timeout=remaining)
+                    renewed = await within(self._try_acquire_or_renew(), remaining)
                 except Exception as exc:  # the API may be down or slow: keep trying until the deadline
                     log.warning("lease renewal failed: %s", exc)
             if not renewed and (not self.is_leader() or self._held_by_other()):

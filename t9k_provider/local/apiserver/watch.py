@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from t9k_provider.kube.timeouts import within
 from t9k_provider.local.apiserver import tables
 from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.apiserver.generic.resources import Resource
@@ -135,7 +136,7 @@ async def _stream(
                 await response.write(frames.bookmark())
             return
         try:
-            frame = await asyncio.wait_for(watcher.queue.get(), min(remaining, BOOKMARK_SECONDS))
+            frame = await within(watcher.queue.get(), min(remaining, BOOKMARK_SECONDS))
         except asyncio.TimeoutError:
             if request.transport is None or request.transport.is_closing():
                 return

@@ -10,6 +10,7 @@ import contextlib
 import logging
 from datetime import datetime, timezone
 
+from t9k_provider.kube.timeouts import within
 from t9k_provider.local.apiserver.objects import Objects
 from t9k_provider.local.apiserver.served import ServedResources
 from t9k_provider.local.controllers.apiservices import ApiServiceController
@@ -62,7 +63,7 @@ class ServerControllers:
         next_expiry = loop.time()
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 1.0)
+                await within(self._wake.wait(), 1.0)
             self._wake.clear()
             self.reconcile()
             if loop.time() >= next_expiry:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import PODS
+from t9k_provider.kube.timeouts import within
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.kubelet import hosts, podenv, runtime, tmpfs, volumes
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups
@@ -152,7 +153,7 @@ class PodWorker(PodSetup, PodProbing):
             if self.gone:
                 break
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.wakeup.wait(), ACTIVE_TICK if busy else IDLE_TICK)
+                await within(self.wakeup.wait(), ACTIVE_TICK if busy else IDLE_TICK)
         await self.teardown()
 
     async def teardown(self) -> None:

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from t9k_provider.kube.timeouts import within
 from t9k_provider.local.kubelet.execute import RunningContainer, helper_argv
 
 KINDS = ("startup", "liveness", "readiness")
@@ -209,7 +210,7 @@ async def _exec(command: list[str], target: ProbeTarget, timeout: float) -> tupl
         os.close(write_fd)
     try:
         try:
-            output, _ = await asyncio.wait_for(proc.communicate(), timeout)
+            output, _ = await within(proc.communicate(), timeout)
         except asyncio.TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -263,7 +264,7 @@ async def _tcp(spec: dict[str, Any], target: ProbeTarget, timeout: float) -> tup
     host = spec.get("host") or target.pod_ip
     port = _port(spec.get("port"), target.container)
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        _, writer = await within(asyncio.open_connection(host, port), timeout)
     except (OSError, asyncio.TimeoutError) as exc:
         return False, _dial_error(exc, host, port)
     writer.close()
