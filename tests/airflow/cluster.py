@@ -27,7 +27,6 @@ def airflow_on_cluster(state_dir: Path, **options: Any) -> Iterator[LocalCluster
     """A started cluster with the controller (``options``: more of ``LocalCluster``'s, e.g. ``capacity``) that
     Airflow's ``kubernetes_default`` connection points at."""
     cluster = LocalCluster(state_dir, controller=True, **options)
-    cluster.start()
     bundle = [
         {
             "name": "dags-folder",
@@ -45,11 +44,12 @@ def airflow_on_cluster(state_dir: Path, **options: Any) -> Iterator[LocalCluster
     if not AIRFLOW_V_3_0_PLUS:
         env["AIRFLOW__CORE__EXECUTOR"] = "SequentialExecutor"  # Airflow 2 runs no other executor on SQLite
     saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    from airflow.utils import db
+    try:  # stopped whatever fails after it started (a database that cannot be set up, say)
+        cluster.start()
+        os.environ.update(env)
+        from airflow.utils import db
 
-    db.initdb()
-    try:
+        db.initdb()
         yield cluster
     finally:
         for key, value in saved.items():
