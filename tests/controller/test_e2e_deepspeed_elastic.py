@@ -38,8 +38,9 @@ def stopped(signum, frame):
     open(name + ".stopped", "w").close()
     sys.exit(128 + signum)
 signal.signal(signal.SIGTERM, stopped)
-with open(name + ".json", "w") as f:
+with open(name + ".part", "w") as f:
     json.dump(report, f)
+os.replace(name + ".part", name + ".json")  # the test polls the folder: never a half-written report
 print("rank", report["rank"], "of", world, "on", host, flush=True)
 while not os.path.exists(os.path.join(folder, "stop")):
     time.sleep(0.2)
