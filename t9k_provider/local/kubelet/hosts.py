@@ -18,7 +18,9 @@ or host name would add an IPv6 answer to its forward lookups).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from t9k_provider.local.machinery.endpoints import is_endpoint, is_ready, publishes_not_ready
@@ -106,13 +108,18 @@ def render(
     return "".join(lines)
 
 
-def write_in_place(path, content: str) -> bool:
+def write_in_place(path: Path, content: str) -> bool:
     """Rewrite the file's content keeping its inode (it is bind-mounted into running containers)."""
     try:
         if path.read_text() == content:
             return False
     except FileNotFoundError:
         pass
-    with open(path, "w") as f:
-        f.write(content)
+    data = content.encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:  # never truncated first: a lookup in a container during the rewrite never finds the file empty
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
     return True

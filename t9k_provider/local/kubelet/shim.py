@@ -193,12 +193,13 @@ def run(spec: ShimSpec) -> int:
     namespace = ContainerNamespace.open(proc.pid)
     for signum in pending:
         forward(signum, None)
-    state["pid"] = proc.pid
-    poddir.write_json(files.state, state)
     # The start time makes (pid, start) name this process only: the kubelet checks it before signalling, so a
-    # pid the kernel has handed to another process since is never hit.
+    # pid the kernel has handed to another process since is never hit. The pid file comes before the state
+    # that says the container runs: whoever sees it running (exec, a test) finds its process.
     ids = {"shim": os.getpid(), "container": proc.pid, "containerStart": process_start_time(proc.pid)}
     poddir.write_json(files.pid, ids)
+    state["pid"] = proc.pid
+    poddir.write_json(files.state, state)
     try:
         _pump(proc, writer, namespace)
     finally:

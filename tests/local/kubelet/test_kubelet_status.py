@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -194,6 +196,38 @@ def test_hosts_file_is_rewritten_in_place(tmp_path: Path) -> None:
     assert not hosts.write_in_place(path, "a\n")
     assert hosts.write_in_place(path, "b\n")
     assert path.stat().st_ino == inode and path.read_text() == "b\n"
+    assert hosts.write_in_place(path, "")
+    assert path.stat().st_ino == inode and path.read_text() == ""
+
+
+def test_a_reader_never_finds_the_hosts_file_empty_while_it_is_rewritten(tmp_path: Path) -> None:
+    # A container resolving a peer reads the file while the kubelet rewrites it for a pod that came or went.
+    path = tmp_path / "hosts"
+    first, second = "10.1.0.7\tworker-0\n", "10.1.0.7\tworker-0\n10.1.0.8\tworker-1\n"
+    hosts.write_in_place(path, first)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READ_UNTIL_STOPPED, str(path), str(tmp_path / "stop")], stdout=subprocess.PIPE
+    )
+    try:
+        for i in range(3000):
+            hosts.write_in_place(path, second if i % 2 == 0 else first)
+    finally:
+        (tmp_path / "stop").touch()
+        out, _ = reader.communicate(timeout=30)
+    reads, empty = map(int, out.split())
+    assert reads > 0 and empty == 0, f"{empty} of {reads} reads found the file empty"
+
+
+READ_UNTIL_STOPPED = """
+import os, sys
+path, stop = sys.argv[1], sys.argv[2]
+reads = empty = 0
+while not os.path.exists(stop):
+    with open(path) as f:
+        empty += f.read() == ""
+    reads += 1
+print(reads, empty)
+"""
 
 
 def test_ipam_leases_are_exclusive_and_reclaimed(tmp_path: Path) -> None:
