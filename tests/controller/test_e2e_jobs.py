@@ -52,6 +52,16 @@ def cond(obj: dict, ctype: str) -> dict:
     return found
 
 
+def replica_phase(jobs: Jobs, job: str, replica_type: str, index: int = 0) -> str | None:
+    """The phase the controller recorded for a replica (``status.tasks[].status[]``)."""
+    for task in (jobs.get("GenericJob", job).get("status") or {}).get("tasks") or []:
+        if task.get("type") == replica_type:
+            for replica in task.get("status") or []:
+                if replica.get("name") == f"{job}-{replica_type}-{index}":
+                    return replica.get("phase")
+    return None
+
+
 def pod_phase(jobs: Jobs, name: str) -> str | None:
     try:
         return jobs.core.read_namespaced_pod(name, NS).status.phase
@@ -81,7 +91,9 @@ def test_genericjob_success_rule_over_two_types(jobs: Jobs) -> None:
     assert pod_phase(jobs, "gj-success-master-0") == "Succeeded"
 
 
-def test_genericjob_failure_rule_needs_every_listed_replica(jobs: Jobs) -> None:
+def test_genericjob_failure_rule_needs_every_listed_replica(jobs: Jobs, tmp_path: Path) -> None:
+    fail = tmp_path / "fail-worker-1"  # worker-1 fails once the test saw the master's failure alone
+    worker = f"test $(rank) = 1 && {{ until test -e {fail}; do sleep 0.1; done; exit 1; }}; sleep 300"
     jobs.create(make_job("GenericJob", "gj-failure", {
         "successRules": [{"worker": [0]}],
         "failureRules": [{"master": [0], "worker": [1]}],
@@ -91,15 +103,20 @@ def test_genericjob_failure_rule_needs_every_listed_replica(jobs: Jobs) -> None:
             {
                 "type": "worker", "replicas": 2, "restartPolicy": {"policy": "Never"},
                 "template": make_template(
-                    make_container("main", sh="test $(rank) = 1 && { sleep 2; exit 1; }; sleep 300")
+                    make_container("main", sh=worker)
                 ),
             },
         ],
     }, namespace=NS))  # fmt: skip
-    wait_for("master fails", lambda: pod_phase(jobs, "gj-failure-master-0") == "Failed", 30)
+    wait_for(
+        "the controller to see the master fail",
+        lambda: replica_phase(jobs, "gj-failure", "master") == "Failed",
+        30,
+    )
     assert jobs.phase("GenericJob", "gj-failure") not in TERMINAL, (
         "one failed replica of the rule is not enough"
     )
+    fail.touch()
     obj = wait_phase(jobs, "GenericJob", "gj-failure", TERMINAL)
     assert obj["status"]["phase"] == "Failed"
     failed = cond(obj, "Failed")

@@ -68,18 +68,21 @@ def ns(core: client.CoreV1Api) -> str:
     return name
 
 
-def test_two_containers_exit_codes_phases_and_logs(core: client.CoreV1Api, ns: str) -> None:
+def test_two_containers_exit_codes_phases_and_logs(core: client.CoreV1Api, ns: str, tmp_path: Path) -> None:
+    go = tmp_path / "go"  # "bad" runs until the test saw the pod Running
     pod = make_pod(
         "two",
         make_container("ok", py="import time; print('out a', flush=True); time.sleep(1); print('bye a')"),
         make_container(
             "bad",
-            py="import sys, time; print('to stderr', file=sys.stderr, flush=True); time.sleep(2); "
+            py="import os, sys, time; print('to stderr', file=sys.stderr, flush=True)\n"
+            f"while not os.path.exists({str(go)!r}): time.sleep(0.1)\n"
             "print('last line'); sys.exit(3)",
         ),
     )
     core.create_namespaced_pod(ns, pod)
     running = wait_for("Running", phase_is(core, "two", ns, "Running"))
+    go.touch()
     conds = {cd.type: cd.status for cd in running.status.conditions}
     assert conds["PodScheduled"] == "True" and conds["Initialized"] == "True"
     assert running.spec.node_name == "t9k-local-node"
