@@ -124,10 +124,28 @@ async def run_trigger(t: T9kJobTrigger) -> tuple[dict[str, Any], float, Lines]:
     raise AssertionError("the trigger ended without an event")
 
 
+class FirstLineSeen(logging.Handler):
+    """Creates ``path`` once the trigger logged ``first``."""
+
+    def __init__(self, path: Path, first: str) -> None:
+        super().__init__(logging.INFO)
+        self.path, self.first = path, first
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() == self.first:
+            self.path.touch()
+
+
 def test_replica_lines_reach_the_log_while_the_job_runs_and_the_final_pass_repeats_none(
-    cluster: LocalCluster, hook: Any, in_triggerer: None
+    cluster: LocalCluster, hook: Any, in_triggerer: None, tmp_path: Path
 ) -> None:
-    code = "import time\nfor i in range(16):\n    print(f'line {i}', flush=True)\n    time.sleep(0.4)"
+    seen = tmp_path / "line-0-logged"  # the worker prints the rest once the trigger logged its first line
+    code = (
+        f"import os, time\nseen, deadline = {str(seen)!r}, time.time() + 30\n"
+        "for i in range(16):\n    print(f'line {i}', flush=True)\n"
+        "    while i == 0 and not os.path.exists(seen) and time.time() < deadline:\n        time.sleep(0.1)\n"
+        "    time.sleep(0.4)"
+    )
     job = submit(
         cluster,
         "GenericJob",
@@ -136,11 +154,17 @@ def test_replica_lines_reach_the_log_while_the_job_runs_and_the_final_pass_repea
         {"replicaSpecs": [replica("worker", code, policy={"policy": "Never"})]},
     )
     t = trigger(cluster, "GenericJob", "genericjobs", job, [ReplicaTarget("worker", 0)])
-    event, fired_at, lines = asyncio.run(run_trigger(t))
+    logger = logging.getLogger(f"test.trigger.{t.name}")  # the one run_trigger gives the trigger
+    first_line_seen = FirstLineSeen(seen, "[live-worker-0/main] line 0")
+    logger.addHandler(first_line_seen)
+    try:
+        event, fired_at, lines = asyncio.run(run_trigger(t))
+    finally:
+        logger.removeHandler(first_line_seen)
     assert event["status"] == "succeeded", event
     assert lines.texts() == [f"[live-worker-0/main] line {i}" for i in range(16)]
-    # written as they happened (over the 6.4 s they took), not in one batch when the job ended; the stream may
-    # open a few seconds after the first line
+    # written as they happened (over the 6 s the lines after the first took once it was logged), not in one
+    # batch when the job ended
     assert lines.lines[-1][0] - lines.lines[0][0] > 3.0, lines.lines
     assert fired_at >= lines.lines[-1][0]
     (key,) = event["log_cursors"]

@@ -22,6 +22,7 @@ from t9k_provider.testing import LocalCluster, require_limits, wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs, PodRecorder
 from tests.support.builders import make_container, make_job, make_template
 from tests.support.clusters import cluster_fixture, controller_fixture
+from tests.support.gates import sh_gate
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -93,7 +94,7 @@ def test_genericjob_success_rule_over_two_types(jobs: Jobs) -> None:
 
 def test_genericjob_failure_rule_needs_every_listed_replica(jobs: Jobs, tmp_path: Path) -> None:
     fail = tmp_path / "fail-worker-1"  # worker-1 fails once the test saw the master's failure alone
-    worker = f"test $(rank) = 1 && {{ until test -e {fail}; do sleep 0.1; done; exit 1; }}; sleep 300"
+    worker = f"test $(rank) = 1 && {{ {sh_gate(fail)}; exit 1; }}; sleep 300"
     jobs.create(make_job("GenericJob", "gj-failure", {
         "successRules": [{"worker": [0]}],
         "failureRules": [{"master": [0], "worker": [1]}],

@@ -419,8 +419,10 @@ in_both_modes(
     {"wait_before_defer": 1.5},
 )
 
-#: Rank 1 fails at once with a distinctive error, rank 0 two seconds later with a connection error (as a
+#: Rank 1 fails at once with a distinctive error, rank 0 two seconds after it with a connection error (as a
 #: collective whose peer died). ``failureRules`` fail the job only once both have, so both are reported.
+#: Rank 0 waits for a file rank 1 creates as it fails (pods are host processes): however late rank 1's pod
+#: starts, it fails first. The file is named after the job and the cluster's API port.
 RANK_1_FAILS_FIRST = {
     "apiVersion": "batch.tensorstack.dev/v1beta1",
     "kind": "GenericJob",
@@ -430,10 +432,17 @@ RANK_1_FAILS_FIRST = {
             replica(
                 "worker",
                 "main",
-                "import os, sys, time\nrank = os.environ['HOSTNAME'].rsplit('-', 1)[-1]\n"
+                "import os, sys, tempfile, time\njob, _, rank = os.environ['HOSTNAME'].rsplit('-', 2)\n"
+                "port = os.environ['KUBERNETES_SERVICE_PORT']\n"
+                "failed = os.path.join(tempfile.gettempdir(), f't9k-it-{job}-{port}-rank-1-failed')\n"
                 "if rank == '1':\n"
                 "    print('rank 1: ValueError: shard 7 of the dataset holds no samples', flush=True)\n"
+                "    open(failed, 'w').close()\n"
                 "    sys.exit(3)\n"
+                "deadline = time.time() + 60\n"
+                "while not os.path.exists(failed) and time.time() < deadline:\n"
+                "    time.sleep(0.1)\n"
+                "os.remove(failed)\n"
                 "time.sleep(2)\n"
                 "print('rank 0: RuntimeError: connection reset by peer', flush=True)\n"
                 "sys.exit(1)",

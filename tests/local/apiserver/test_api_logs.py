@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from t9k_provider.testing import LocalCluster, wait_for
 from tests.support.clusters import cluster_fixture
+from tests.support.gates import sh_gate
 
 pytestmark = pytest.mark.cluster
 
@@ -40,8 +42,9 @@ def phase(core: client.CoreV1Api, ns: str, name: str) -> str:
 
 
 def test_two_containers_exit_codes_phases_and_follow(
-    local_cluster: LocalCluster, core: client.CoreV1Api, ns: str
+    local_cluster: LocalCluster, core: client.CoreV1Api, ns: str, tmp_path: Path
 ) -> None:
+    go = tmp_path / "go"  # "bad" runs until the test saw the pod Running
     core.create_namespaced_pod(
         ns,
         {
@@ -57,13 +60,18 @@ def test_two_containers_exit_codes_phases_and_follow(
                     {
                         "name": "bad",
                         "image": "busybox",
-                        "command": ["sh", "-c", "echo oops >&2; sleep 1.5; exit 3"],
+                        "command": [
+                            "sh",
+                            "-c",
+                            f"echo oops >&2; {sh_gate(go)}; exit 3",
+                        ],
                     },
                 ],
             },
         },
     )
     wait_for("pod two Running", lambda: phase(core, ns, "two") == "Running")
+    go.touch()
     started = time.monotonic()
     status, text = get_log(local_cluster, ns, "two", "?container=ok&follow=true")
     assert status == 200 and text == "one\ntwo\n"

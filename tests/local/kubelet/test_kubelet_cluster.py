@@ -20,6 +20,7 @@ from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.testing import LocalCluster, require_limits, wait_for
 from tests.support.builders import PY, make_container, make_pod
 from tests.support.clusters import cluster_fixture
+from tests.support.gates import py_gate
 
 pytestmark = pytest.mark.cluster
 
@@ -75,9 +76,8 @@ def test_two_containers_exit_codes_phases_and_logs(core: client.CoreV1Api, ns: s
         make_container("ok", py="import time; print('out a', flush=True); time.sleep(1); print('bye a')"),
         make_container(
             "bad",
-            py="import os, sys, time; print('to stderr', file=sys.stderr, flush=True)\n"
-            f"while not os.path.exists({str(go)!r}): time.sleep(0.1)\n"
-            "print('last line'); sys.exit(3)",
+            py="import sys; print('to stderr', file=sys.stderr, flush=True)\n"
+            f"{py_gate(go)}print('last line'); sys.exit(3)",
         ),
     )
     core.create_namespaced_pod(ns, pod)
@@ -411,16 +411,18 @@ def test_host_network_fallback_uses_loopback_pod_ips(
 
 
 def test_kubelet_restart_readopts_running_pod_and_stop_ends_containers(
-    cluster_factory: Callable[..., LocalCluster],
+    cluster_factory: Callable[..., LocalCluster], tmp_path: Path
 ) -> None:
     cluster = cluster_factory()
     core = client.CoreV1Api(cluster.api_client())
-    script = "import time, sys; print('start', flush=True); time.sleep(4); print('end'); sys.exit(4)"
+    go = tmp_path / "go"  # the container runs on until the restarted kubelet is up
+    script = f"import sys; print('start', flush=True)\n{py_gate(go)}print('end'); sys.exit(4)"
     core.create_namespaced_pod("default", make_pod("survivor", make_container("main", py=script)))
     wait_for("running", lambda: pod_log(core, "survivor", "default") == "start\n")
     cluster.kill()  # SIGKILL: agents die, the shim and its process carry on
     time.sleep(0.5)
     cluster.start()
+    go.touch()
     core = client.CoreV1Api(cluster.api_client())
     done = wait_for("Failed", phase_is(core, "survivor", "default", "Failed", "Succeeded"), timeout=30)
     st = done.status.container_statuses[0]

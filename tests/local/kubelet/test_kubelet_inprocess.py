@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
 from t9k_provider.local.machinery.events import NODE_NAME
 from t9k_provider.testing import LocalCluster, wait_for_async
 from tests.support.clusters import cluster_fixture
+from tests.support.gates import py_gate
 
 pytestmark = pytest.mark.cluster
 
@@ -114,7 +116,7 @@ async def test_without_cgroups_the_kubelet_runs_pods_unlimited_and_says_so_once(
 
 
 async def test_cancelled_agents_leave_containers_running_for_the_next_kubelet(
-    bare_cluster: LocalCluster,
+    bare_cluster: LocalCluster, tmp_path: Path
 ) -> None:
     cluster = bare_cluster
 
@@ -134,12 +136,14 @@ async def test_cancelled_agents_leave_containers_running_for_the_next_kubelet(
     api = cluster.async_api_client()
     try:
         core = client.CoreV1Api(api)
-        script = "import sys, time; print('up', flush=True); time.sleep(3); print('down'); sys.exit(6)"
+        go = tmp_path / "go"  # the container runs on until the next agents were started
+        script = f"import sys; print('up', flush=True)\n{py_gate(go)}print('down'); sys.exit(6)"
         await core.create_namespaced_pod("default", _pod("keeper", script))
         await wait_for_async("running", lambda: _log_is(core, "keeper", "up\n"))
         await _stop(agents)
         await asyncio.sleep(0.5)
         agents = start()
+        go.touch()
         pod = await wait_for_async("finished", _finished(core, "keeper"))
         st = pod.status.container_statuses[0]
         assert (pod.status.phase, st.state.terminated.exit_code, st.restart_count) == ("Failed", 6, 0)

@@ -23,6 +23,7 @@ from t9k_provider.local.kubelet.shim import (
     process_start_time,
 )
 from t9k_provider.testing import wait_for
+from tests.support.gates import sh_gate
 
 
 def _start(tmp_path: Path, argv: list[str], **kwargs) -> tuple[subprocess.Popen, Path]:
@@ -100,8 +101,11 @@ def test_sigkill_of_the_process_group_is_reported_as_137(tmp_path: Path) -> None
 def test_shim_survives_its_parent_and_still_records_the_exit(tmp_path: Path) -> None:
     # The shim runs in its own session: killing whoever started it must not matter.
     log = tmp_path / "0.log"
+    go = tmp_path / "go"  # the container runs until its launcher is gone
     ShimSpec(
-        argv=["sh", "-c", "sleep 0.5; echo done"], env={"PATH": os.environ["PATH"]}, log_path=str(log)
+        argv=["sh", "-c", f"{sh_gate(go)}; echo done"],
+        env={"PATH": os.environ["PATH"]},
+        log_path=str(log),
     ).dump(tmp_path / "s.json")
     launcher = subprocess.Popen(
         [
@@ -116,6 +120,7 @@ def test_shim_survives_its_parent_and_still_records_the_exit(tmp_path: Path) -> 
     wait_for(f"{files.pid} to appear", files.pid.exists, 10, 0.05)
     launcher.kill()
     launcher.wait(timeout=10)
+    go.touch()
     wait_for(f"{files.exit} to appear", files.exit.exists, 10, 0.05)
     assert files.exit_code() == 0
     assert _text(log) == [("stdout", "done")]
