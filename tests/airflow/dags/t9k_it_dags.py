@@ -385,7 +385,7 @@ with DAG("it_mapped_names", schedule=None, start_date=START, catchup=False, tags
 with DAG("it_named_daily", schedule="@daily", start_date=START, catchup=False, tags=["t9k-it"]):
     GenericJobOperator(task_id="job", manifest=named("nightly", GENERIC), deferrable=False, **COMMON)
 
-#: Two workers print a numbered line every 0.2 s for 3 s and a last line right before they exit;
+#: Two workers print a numbered line every 0.2 s for 6 s and a last line right before they exit;
 #: ``cleanUpPolicy: All`` deletes their pods, logs included, as soon as the job has succeeded.
 CHATTY_CLEANED = {
     "apiVersion": "batch.tensorstack.dev/v1beta1",
@@ -398,7 +398,7 @@ CHATTY_CLEANED = {
                 "worker",
                 "main",
                 "import os, time\nrank = os.environ.get('HOSTNAME', '?')[-1]\n"
-                "for i in range(15):\n    print(f'rank {rank} line {i} at {time.time():.3f}', flush=True)\n"
+                "for i in range(30):\n    print(f'rank {rank} line {i} at {time.time():.3f}', flush=True)\n"
                 "    time.sleep(0.2)\n"
                 "print(f'rank {rank} last at {time.time():.3f}', flush=True)",
                 replicas=2,
