@@ -329,6 +329,21 @@ class KubeApi:
                 event["object"] = _typed(rt, obj)
                 yield event
 
+    async def read_log(
+        self, namespace: str, pod: str, container: str, *, since_time: str | None, limit_bytes: int
+    ) -> str:
+        """A container's log up to now (``timestamps=true``), from ``since_time`` (RFC 3339), at most
+        ``limit_bytes``."""
+        query = [("container", container), ("timestamps", "true"), ("limitBytes", str(limit_bytes))]
+        if since_time is not None:
+            query.append(("sinceTime", since_time))
+        response = await self._send("log", "GET", PODS, PODS.path(namespace, pod, "log"), query=query)
+        async with response:
+            text = await response.text()
+        if response.status != 200:
+            raise ApiError.from_answer(response.status, text, response.headers)
+        return text
+
     async def follow_log(
         self, namespace: str, pod: str, container: str, *, since_time: str | None = None
     ) -> AsyncIterator[str]:

@@ -59,6 +59,12 @@ class WorkerWait:
             now = time.time()
             progress = logs.lines.progress if logs is not None else None
             decided = step(job, self.limits, now, memory, uid=ref.uid, progress=progress)
+            if decided.action == "read_progress":  # stalled? first read what the streams may not have yet
+                read_at, since = time.time(), self.limits.reports_since(job, progress, memory.first_seen, now)
+                if logs is None or logs.read_recent_reports(since, self.log):
+                    memory.progress_read_at = read_at
+                progress = logs.lines.progress if logs is not None else None
+                decided = step(job, self.limits, now, memory, uid=ref.uid, progress=progress)
             if decided.action == "read_pods":
                 pods, largest = self.client.pods(ref), self.client.largest_node()
                 decided = step(

@@ -52,7 +52,7 @@ class LogFollower:
         printed = 0
         for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
             if self.select((pod.get("metadata") or {}).get("labels") or {}):
-                for container in _started_containers(pod):
+                for container in started_containers(pod):
                     printed += self._drain(pod, container)
         return printed
 
@@ -123,7 +123,7 @@ class LogFollower:
         return out
 
 
-def _started_containers(pod: dict[str, Any]) -> list[str]:
+def started_containers(pod: dict[str, Any]) -> list[str]:
     """Containers that have (or had) a process, so reading their log cannot fail with 'waiting to start'."""
     started = []
     for status in (pod.get("status") or {}).get("containerStatuses") or []:

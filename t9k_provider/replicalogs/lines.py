@@ -58,6 +58,13 @@ class ReplicaLines:
             if self._pending and self._progress.due(time.time()):
                 self._write()
 
+    def take_reports(self, labels: dict[str, str], lines: list[LogLine]) -> None:
+        """The progress reports among ``lines`` (a read of the leader's log besides the streams: ``recent``);
+        its other lines are the streams' to print."""
+        for line in lines:
+            if parse(line.text) is not None:
+                self.take("", "", labels, line)
+
     def flush(self) -> None:
         """Write the progress line if a report came since the last one (the wait is ending)."""
         with self._lock:

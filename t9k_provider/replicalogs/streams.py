@@ -159,6 +159,14 @@ class ReplicaLogs:
                     return
                 await asyncio.sleep(backoff_seconds(failures, exc))
 
+    async def read_recent_reports(self, since: float) -> bool:
+        """The leader's reports since ``since``, read to the present (``recent``); whether that succeeded."""
+        from t9k_provider.replicalogs import recent
+
+        return await recent.read_async(
+            self.api, self.namespace, self.pod_selector, self.lines, since, self.log
+        )
+
     async def drain(self, seconds: float) -> None:
         """Give the open streams ``seconds`` to end by themselves (their containers have stopped)."""
         open_streams = [s for s in self._streams.values() if not s.done()]

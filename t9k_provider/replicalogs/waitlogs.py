@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from t9k_provider.kube import podlogs as pod_logs
+from t9k_provider.replicalogs import recent
 from t9k_provider.replicalogs.follower import LogFollower
 from t9k_provider.replicalogs.lines import ReplicaLines
 from t9k_provider.replicalogs.streams import DRAIN_SECONDS
@@ -85,6 +86,13 @@ class WaitLogs:
         streams, self._streams = self._streams, None
         if streams is not None:
             self.follower.cursors.update(streams.finish(DRAIN_SECONDS if drain else 0.0))
+
+    def read_recent_reports(self, since: float, log: logging.Logger | Any) -> bool:
+        """The leader's reports since ``since``, read to the present (``recent``); whether that succeeded."""
+        follower = self.follower
+        return recent.read_sync(
+            follower.hook, follower.namespace, follower.label_selector, self.lines, since, log
+        )
 
     def print_new(self) -> None:
         """The final pass: every line not printed yet (from where the streams stopped: they stop first), and

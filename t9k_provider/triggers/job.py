@@ -343,6 +343,12 @@ class T9kJobTrigger(BaseTrigger):
         decides, as the operator's wait in the worker decides it."""
         progress = logs.lines.progress if logs is not None else None
         decided = step(job, limits, now, memory, uid=self.uid, progress=progress)
+        if decided.action == "read_progress":  # stalled? first read what the streams may not have yet
+            read_at, since = time.time(), limits.reports_since(job, progress, memory.first_seen, now)
+            if logs is None or await logs.read_recent_reports(since):
+                memory.progress_read_at = read_at
+            progress = logs.lines.progress if logs is not None else None
+            decided = step(job, limits, now, memory, uid=self.uid, progress=progress)
         if decided.action == "read_pods":
             pods = await jobs.pods(self.pod_selector, self.log)
             largest = await jobs.largest_node(self.log) if pods else None

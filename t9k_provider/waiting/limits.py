@@ -87,6 +87,16 @@ class WaitLimits:
         since = job_status.running_since(job)
         return (since.timestamp() if since else first_seen.setdefault("running", now)) + self.progress_timeout
 
+    def reports_since(
+        self, job: dict[str, Any], progress: Progress | None, first_seen: dict[str, float], now: float
+    ) -> float:
+        """Where a read for a stall verdict starts: after the latest report known (or the job's Running), but
+        at most ``progress_timeout`` back, since an older report cannot prevent the stall."""
+        deadline = self.progress_deadline(job, progress, first_seen, now)
+        if deadline is None or self.progress_timeout is None:
+            return now
+        return max(deadline, now) - self.progress_timeout
+
     def check_progress(
         self, job: dict[str, Any], progress: Progress | None, now: float, first_seen: dict[str, float]
     ) -> Verdict | None:

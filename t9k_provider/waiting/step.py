@@ -23,9 +23,12 @@ MIN_LOOK_SECONDS = 0.05
 
 class Step(NamedTuple):
     """What to do after one look. ``conclude`` carries ``status`` (succeeded, failed, timeout or error),
-    ``message`` and, for an error, whether a new try could help; ``note`` is a line to log either way."""
+    ``message`` and, for an error, whether a new try could help; ``note`` is a line to log either way.
+    ``read_pods``: look again with the job's pods. ``read_progress``: the job looks stalled; read the leader's
+    reports to the present (from ``WaitLimits.reports_since``), set ``progress_read_at`` to when that read
+    started, and look again."""
 
-    action: Literal["conclude", "read_pods", "hand_back", "wait"]
+    action: Literal["conclude", "read_pods", "read_progress", "hand_back", "wait"]
     status: str = ""
     message: str = ""
     retryable: bool | None = None
@@ -44,6 +47,9 @@ class WaitMemory:
     first_seen: dict[str, float] = field(default_factory=dict)
     #: When the job counts as stalled without a new progress report, as of the last look (None: never).
     stalled_at: float | None = None
+    #: When the leader's log was last read to the present (``read_progress``): a stall is called only on the
+    #: reports of a read that started after its deadline, never on what a stream may not have delivered yet.
+    progress_read_at: float | None = None
     notes: WaitingNotes = field(init=False)
 
     def __post_init__(self) -> None:
@@ -72,9 +78,13 @@ def step(
     state = job_status.outcome(job)
     if state in ("succeeded", "failed"):
         return Step("conclude", state, job_status.failure_reason(job) if state == "failed" else "")
-    verdict = limits.check(job, now, memory.first_seen) or limits.check_progress(
-        job, progress, now, memory.first_seen
-    )
+    verdict = limits.check(job, now, memory.first_seen)
+    if verdict is None:
+        verdict = limits.check_progress(job, progress, now, memory.first_seen)
+        deadline = limits.progress_deadline(job, progress, memory.first_seen, now)
+        if verdict is not None and (memory.progress_read_at or 0.0) < (deadline or 0.0):
+            memory.stalled_at = None  # a failed read is tried again after a poll interval, not at once
+            return Step("read_progress")
     if verdict is not None:
         return Step("conclude", verdict.status, verdict.message)
     memory.stalled_at = limits.progress_deadline(job, progress, memory.first_seen, now)

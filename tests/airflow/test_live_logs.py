@@ -277,6 +277,79 @@ def test_a_restarted_trigger_keeps_the_stall_deadline_its_reports_set(
     assert fired_at - restarted_at < timeout  # not counted afresh from the restart
 
 
+#: A training that reports every second for 10 minutes.
+REPORTING = (
+    "from t9k_provider.progress import report\nimport time\nfor step in range(1, 601):\n"
+    "    report(step, total=600)\n    time.sleep(1)"
+)
+LATE_TIMEOUT = 4.0
+
+
+def reporting_for_a_while(cluster: LocalCluster, name: str) -> dict[str, Any]:
+    """A job of ``REPORTING`` that has run for twice ``LATE_TIMEOUT`` since its first report."""
+    spec = {"replicaSpecs": [replica("worker", REPORTING, policy={"policy": "Never"})]}
+    job = submit(cluster, "GenericJob", "genericjobs", name, spec)
+    first = wait_for("the first report", lambda: report_time(cluster, f"{name}-worker-0"))
+    time.sleep(max(0.0, first + 2 * LATE_TIMEOUT - time.time()))
+    return job
+
+
+def test_a_trigger_started_late_reads_the_reports_it_missed_before_it_calls_a_stall(
+    cluster: LocalCluster, in_triggerer: None
+) -> None:
+    """A trigger that starts after ``progress_timeout`` of the job's run (a triggerer restart, a slow pick-up
+    after the deferral) holds no report yet: its stream is only opening. The training reports every second,
+    so no stall may be called; the reports it missed are read before any verdict."""
+    timeout = LATE_TIMEOUT
+    job = reporting_for_a_while(cluster, "healthy")
+    target = ReplicaTarget("worker", 0)
+    limits = {"startup_timeout": 60, "progress_timeout": timeout}
+    late = trigger(cluster, "GenericJob", "genericjobs", job, [target], limits=limits, leader=list(target))
+
+    async def follow_a_while() -> dict[str, Any] | None:
+        try:
+            event, _, _ = await asyncio.wait_for(run_trigger(late), 3 * timeout)
+            return event
+        except asyncio.TimeoutError:
+            return None
+        finally:
+            await late.cleanup()
+
+    event = asyncio.run(follow_a_while())
+    assert event is None, event  # still waiting: the training reports
+
+
+def test_a_worker_wait_started_late_reads_the_reports_it_missed_before_it_calls_a_stall(
+    cluster: LocalCluster, hook: Any
+) -> None:
+    """The same in the worker (a new try adopting the running job of an earlier one): its streams open as it
+    starts waiting, and the wait hands back (here: after three timeouts) instead of calling a stall."""
+    from t9k_provider.jobclient.client import JobClient
+    from t9k_provider.jobclient.identity import JobRef
+    from t9k_provider.operators.kill import KillSwitch
+    from t9k_provider.operators.outcome import Finish
+    from t9k_provider.operators.worker_wait import WorkerWait
+    from t9k_provider.replicalogs.targets import Followed
+    from t9k_provider.replicalogs.waitlogs import WaitLogs
+    from t9k_provider.waiting.limits import WaitLimits
+
+    job = reporting_for_a_while(cluster, "healthy-w")
+    log = logging.getLogger("test.worker_wait")
+    ref = JobRef("GenericJob", "genericjobs", "healthy-w", NS, job["metadata"]["uid"])
+    target = ReplicaTarget("worker", 0)
+    logs = WaitLogs.for_wait(hook, ref, Followed([target], target), {}, None, log, live=True)
+    client = JobClient(hook, log)
+    wait = WorkerWait(
+        client, ref, WaitLimits(startup_timeout=60, progress_timeout=LATE_TIMEOUT), logs, poll_interval=1.0,
+        finish=Finish("keep", "keep", False, 20), kill=KillSwitch("keep"), log=log,
+    )  # fmt: skip
+    try:
+        assert wait.follow(client.read(ref), until=time.time() + 3 * LATE_TIMEOUT) is None
+    finally:
+        logs.finish(drain=False)
+    assert logs.lines.progress.step is not None and logs.lines.progress.step > 2 * LATE_TIMEOUT
+
+
 def report_time(cluster: LocalCluster, pod: str) -> float | None:
     """When the pod's container wrote its progress report (the log's timestamp), or None before."""
     status, _, text = cluster.request("GET", f"/api/v1/namespaces/{NS}/pods/{pod}/log?timestamps=true")

@@ -99,6 +99,8 @@ def test_no_report_at_all_counts_from_the_jobs_running() -> None:
     memory = WaitMemory(RUNNING_SINCE)
     assert step(job, limits, RUNNING_SINCE + 59, memory, progress=Progress()).action == "wait"
     assert memory.stalled_at == RUNNING_SINCE + 60
+    assert step(job, limits, RUNNING_SINCE + 60, memory, progress=Progress()).action == "read_progress"
+    memory.progress_read_at = RUNNING_SINCE + 60  # the leader's log, read to the present, held no report
     stalled = step(job, limits, RUNNING_SINCE + 60, memory, progress=Progress())
     assert (stalled.action, stalled.status) == ("conclude", "timeout")
     assert stalled.message == "no progress report since the job started running (progress_timeout=60s)"
@@ -110,12 +112,40 @@ def test_a_report_moves_the_deadline_and_the_message_names_it() -> None:
     state = reported((7, RUNNING_SINCE + 50))
     assert step(job, limits, RUNNING_SINCE + 100, memory, progress=state).action == "wait"
     assert memory.stalled_at == RUNNING_SINCE + 110
-    stalled = step(job, limits, RUNNING_SINCE + 110, memory, progress=state)
+    memory.progress_read_at = RUNNING_SINCE + 111
+    stalled = step(job, limits, RUNNING_SINCE + 111, memory, progress=state)
     assert stalled.status == "timeout"
     assert stalled.message == (
         "no progress report for progress_timeout=60s; the last: step 7/100 at 2026-01-01 10:00:50 UTC "
-        "(0:01:00 ago)"
+        "(0:01:01 ago)"
     )
+
+
+def test_a_stall_is_called_only_on_a_read_of_the_leaders_log_that_started_after_its_deadline() -> None:
+    """What the streams delivered may lag (a trigger that has just started has nothing yet): at the deadline
+    the wait asks for a read to the present; a read from before the deadline does not count, and a failed
+    read is tried again after a poll interval, not at once."""
+    limits = WaitLimits(progress_timeout=60)
+    job, memory = running_job(), WaitMemory(RUNNING_SINCE)
+    state = reported((7, RUNNING_SINCE + 50))
+    memory.progress_read_at = RUNNING_SINCE + 109  # read before the deadline (RUNNING_SINCE + 110)
+    assert step(job, limits, RUNNING_SINCE + 120, memory, progress=state).action == "read_progress"
+    assert memory.stalled_at is None
+    assert 0.8 * 30 <= next_look(RUNNING_SINCE + 120, 30.0, limits, memory) <= 1.2 * 30
+    assert limits.reports_since(job, state, memory.first_seen, RUNNING_SINCE + 120) == RUNNING_SINCE + 60
+    memory.progress_read_at = RUNNING_SINCE + 120
+    fresh = reported((7, RUNNING_SINCE + 50), (8, RUNNING_SINCE + 118))  # the read found a newer report
+    assert step(job, limits, RUNNING_SINCE + 120, memory, progress=fresh).action == "wait"
+    assert memory.stalled_at == RUNNING_SINCE + 178
+
+
+def test_a_read_for_a_stall_reaches_back_to_the_latest_report_at_most_the_timeout() -> None:
+    limits = WaitLimits(progress_timeout=60)
+    job, first_seen = running_job(), {}
+    recent = reported((7, RUNNING_SINCE + 50))
+    assert limits.reports_since(job, recent, first_seen, RUNNING_SINCE + 100) == RUNNING_SINCE + 50
+    assert limits.reports_since(job, Progress(), first_seen, RUNNING_SINCE + 1000) == RUNNING_SINCE + 940
+    assert WaitLimits().reports_since(job, recent, first_seen, RUNNING_SINCE + 1000) == RUNNING_SINCE + 1000
 
 
 def test_the_next_look_comes_at_the_stall_deadline() -> None:
