@@ -30,12 +30,12 @@ from t9k_provider.progress import MARKER
 from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.testing import LocalCluster, wait_for
 from t9k_provider.waiting import status as job_status
-from tests.deployment.dags.deployment_dags import PROGRESS_STEPS, STALL_RESTART_TIMEOUT, STALL_TIMEOUT
+from tests.deployment.dags.deployment_dags import EPOCHS, PROGRESS_STEPS, STALL_RESTART_TIMEOUT, STALL_TIMEOUT
 
 pytestmark = [pytest.mark.deployment, pytest.mark.cluster, pytest.mark.timeout(480)]
 
 JOBS = "/apis/batch.tensorstack.dev/v1beta1/namespaces/default"
-EPOCH = re.compile(r"\[([\w.-]+)/main\] epoch (\d+)/10 loss=")
+EPOCH = re.compile(rf"\[([\w.-]+)/main\] epoch (\d+)/{EPOCHS} loss=")
 #: Bounds of the waits below, generous for a loaded 2-core machine.
 RUN_TIMEOUT = 240
 START_TIMEOUT = 120
@@ -254,8 +254,8 @@ def test_pipeline_runs_every_task_on_try_1(airflow: AirflowDeployment, runs: dic
 def test_train_log_holds_every_replica_line_once(
     airflow: AirflowDeployment, cluster: LocalCluster, runs: dict[str, str]
 ) -> None:
-    """The final log of the train task, from the REST API: each rank's ten epoch lines, once each, prefixed
-    with their pod."""
+    """The final log of the train task, from the REST API: each rank's epoch lines, once each, prefixed with
+    their pod."""
     run_id = runs["dep_pipeline"]
     airflow.wait_for_run("dep_pipeline", run_id, RUN_TIMEOUT)
     job = job_of(cluster, "pytorchtrainingjobs", "dep_pipeline", run_id, "train")
@@ -267,7 +267,7 @@ def test_train_log_holds_every_replica_line_once(
         for line in airflow.task_log("dep_pipeline", run_id, "train", ti["try_number"])
         if (m := EPOCH.search(line.text))
     ]
-    expected = [(f"{name}-worker-{rank}", epoch) for rank in (0, 1) for epoch in range(1, 11)]
+    expected = [(f"{name}-worker-{rank}", epoch) for rank in (0, 1) for epoch in range(1, EPOCHS + 1)]
     assert sorted(lines) == expected
 
 
@@ -332,7 +332,7 @@ def test_an_explicit_name_serves_every_run_of_the_dag(
 def test_progress_reports_show_as_progress_lines_and_end_in_xcom(
     airflow: AirflowDeployment, cluster: LocalCluster, runs: dict[str, str]
 ) -> None:
-    """A training deferred at once reports a step every half second for about 12 s: the triggerer writes a
+    """A training deferred at once reports a step every half second for about 24 s: the triggerer writes a
     progress line (rate, ETA, loss) at most every 5 s while the job runs, never a raw report line, and the
     task pushes the last report and the history to XCom ``t9k_progress``."""
     run_id = runs["dep_progress"]
@@ -437,8 +437,9 @@ class TriggererRestart:
 def triggerer_restart(
     airflow: AirflowDeployment, cluster: LocalCluster, runs: dict[str, str]
 ) -> TriggererRestart:
-    """``dep_triggerer_kill`` (a job of 25 s) and ``dep_stall_restart`` (a report, then a hang) both deferred;
-    once the triggerer has read the report it is SIGKILLed, and a new one starts 5 s later."""
+    """``dep_triggerer_kill`` (a job of 40 s, which outlasts the kill) and ``dep_stall_restart`` (a report,
+    then a hang) both deferred; once the triggerer has read the report it is SIGKILLed, and a new one starts
+    5 s later."""
     for key, run_id in runs.items():  # the triggerer dies alone: earlier runs must not be caught in it
         if key != "dep_mark_failed":
             airflow.wait_for_run(key.split("/")[0], run_id, RUN_TIMEOUT)
@@ -491,7 +492,7 @@ def test_a_new_triggerer_keeps_the_stall_deadline_of_the_reports(
     airflow: AirflowDeployment, cluster: LocalCluster, triggerer_restart: TriggererRestart
 ) -> None:
     """The triggerer that read the report dies; the new one re-reads it from the log with its own timestamp,
-    so the task fails progress_timeout (30 s) after the report, not 30 s after the new triggerer took over
+    so the task fails progress_timeout (45 s) after the report, not 45 s after the new triggerer took over
     (some 10 s after the kill), nor with the report's time taken from when it was read again."""
     restart = triggerer_restart
     assert restart.stall_job_after_kill is not None, "the killed triggerer's job must be left running"

@@ -16,7 +16,7 @@ from t9k_provider.operators import GenericJobOperator, PyTorchTrainingJobOperato
 
 PY = sys.executable
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
-EPOCHS = 10
+EPOCHS = 20  # 60 s: the live-log test starts after the lost-worker test, while this still runs
 #: Each rank prints one ``epoch i/n loss=`` line per epoch, like dags_examples/t9k_training_pipeline.py.
 TRAIN = f"""
 import os, time
@@ -58,8 +58,9 @@ def named(name: str, code: str) -> dict[str, Any]:
     return {**generic(code), "metadata": {"name": name}}
 
 
-#: Reports steps 1..PROGRESS_STEPS of PROGRESS_STEPS, one every half second (about 12 s), with a loss metric.
-PROGRESS_STEPS = 24
+#: Reports steps 1..PROGRESS_STEPS of PROGRESS_STEPS, one every half second (about 24 s), with a loss metric:
+#: long enough for a progress line with a rate after a trigger that started streaming late.
+PROGRESS_STEPS = 48
 PROGRESS = f"""
 import time
 from t9k_provider.progress import report
@@ -77,9 +78,10 @@ print("step 1 done; hanging", flush=True)
 time.sleep(600)
 """
 #: progress_timeout of the stalled jobs (dep_stall), and of the one whose triggerer is killed (longer: its
-#: deadline must fall after a new triggerer took the trigger over, TRIGGERER_HEALTH_CHECK_THRESHOLD 15 s).
+#: deadline must fall after a new triggerer took the trigger over, TRIGGERER_HEALTH_CHECK_THRESHOLD 15 s after
+#: the last heartbeat, plus its start on a loaded machine: some 20-30 s after the report).
 STALL_TIMEOUT = 8
-STALL_RESTART_TIMEOUT = 30
+STALL_RESTART_TIMEOUT = 45
 
 
 def ticking(seconds: int) -> dict[str, Any]:
@@ -115,7 +117,7 @@ with DAG(dag_id="dep_mark_failed", schedule=None, start_date=START):
 # Deferred at once, as dep_stall_restart is: the test kills the triggerer while both wait in it.
 with DAG(dag_id="dep_triggerer_kill", schedule=None, start_date=START):
     GenericJobOperator(
-        task_id="wait", manifest=ticking(25), deferrable=True, wait_before_defer=0, poll_interval=2
+        task_id="wait", manifest=ticking(40), deferrable=True, wait_before_defer=0, poll_interval=2
     )
 
 # Progress reports read by the triggerer (deferred at once): progress lines in the task log, XCom
