@@ -132,6 +132,10 @@ class Component:
             return ""
 
 
+#: Tries of a REST read answered with 5xx (0.5 s, 1 s, 2 s apart).
+READ_ATTEMPTS = 4
+
+
 class ApiError(RuntimeError):
     def __init__(self, method: str, path: str, status: int, body: str) -> None:
         super().__init__(f"{method} {path}: HTTP {status}: {body[:500]}")
@@ -345,18 +349,28 @@ class AirflowDeployment:
         accept: str = "application/json",
         timeout: float = 30,
     ) -> Any:
-        """One call of the REST API (``path`` below ``/api/v2`` or ``/api/v1``): the decoded answer."""
+        """One call of the REST API (``path`` below ``/api/v2`` or ``/api/v1``): the decoded answer.
+
+        A read the server answers with 5xx (its SQLite database locked by another component, a loaded
+        machine) is tried again, a few times; a write never is (it could happen twice).
+        """
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": accept}
         if data is not None:
             headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(self.api + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                text = resp.read().decode(errors="replace")
-        except urllib.error.HTTPError as exc:
-            raise ApiError(method, path, exc.code, exc.read().decode(errors="replace")) from None
-        return json.loads(text) if accept == "application/json" and text else text
+        attempts = 0
+        while True:
+            req = urllib.request.Request(self.api + path, data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=timeout) as resp:
+                    text = resp.read().decode(errors="replace")
+                return json.loads(text) if accept == "application/json" and text else text
+            except urllib.error.HTTPError as exc:
+                error = ApiError(method, path, exc.code, exc.read().decode(errors="replace"))
+                attempts += 1
+                if method != "GET" or exc.code < 500 or attempts == READ_ATTEMPTS:
+                    raise error from None
+            time.sleep(0.5 * 2 ** (attempts - 1))
 
     def wait_for_dags(self, dag_ids: list[str], timeout: float = 120) -> None:
         """Until the DAG processor has stored every DAG (the scheduler can then run them)."""

@@ -3,16 +3,18 @@ and the pipeline report (the deployment itself runs in tests/deployment)."""
 
 from __future__ import annotations
 
+import http.server
 import importlib
 import os
 import signal
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from benchmarks.airflow_deployment import AirflowDeployment, Component, LogLine
+from benchmarks.airflow_deployment import AirflowDeployment, ApiError, Component, LogLine
 from benchmarks.pipeline_deployment import RunFigures, TaskFigures, report
 
 pytestmark = pytest.mark.slow
@@ -103,3 +105,48 @@ def test_pipeline_report_counts_failed_tries_and_task_overhead() -> None:
     assert "median 100.0 s, min 90.0 s, max 110.0 s; failed tries in all: 3." in text
     assert "| prepare_data | 12.0, 12.0, 12.0 | 1.0, 1.0, 1.0 | 11.0 |" in text
     assert "| report | 3.0, 3.0, 3.0 | -, -, - | - |" in text
+
+
+class Flaky(http.server.BaseHTTPRequestHandler):
+    """Answers 500 ("database is locked") to the first ``failures`` requests, then 200 ``{"ok": true}``."""
+
+    failures = 0
+    seen: list[str] = []
+
+    def _answer(self) -> None:
+        Flaky.seen.append(self.command)
+        failing = len(Flaky.seen) <= Flaky.failures
+        body = b'{"detail": "database is locked"}' if failing else b'{"ok": true}'
+        self.send_response(500 if failing else 200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("method", "failures", "answered"), [("GET", 2, True), ("GET", 9, False), ("POST", 1, False)]
+)
+def test_a_rest_read_answered_5xx_is_tried_again_a_write_never(
+    method: str, failures: int, answered: bool
+) -> None:
+    Flaky.failures, Flaky.seen = failures, []
+    server = http.server.HTTPServer(("127.0.0.1", 0), Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    harness = AirflowDeployment.__new__(AirflowDeployment)
+    harness.api = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        if answered:
+            assert harness.request(method, "/dags") == {"ok": True}
+            assert Flaky.seen == [method] * (failures + 1)
+        else:
+            with pytest.raises(ApiError, match="HTTP 500"):
+                harness.request(method, "/dags", body={} if method == "POST" else None)
+            assert Flaky.seen == [method] * (4 if method == "GET" else 1)
+    finally:
+        server.shutdown()
+        server.server_close()
