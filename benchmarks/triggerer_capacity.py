@@ -292,8 +292,16 @@ class Session:
     def detect(self, run_id: str, names: list[str], spread: float, timeout: float) -> dict[str, Any]:
         sent = finish(self.cluster, names, spread)
         wait_for(f"{run_id} to leave DEFERRED", lambda: self.triggerer.pending(run_id) == 0, timeout, 0.5)
-        time.sleep(2)  # the last trigger-log records reach their files
-        events, lines = self.triggerer.trigger_records(run_id)
+
+        def recorded() -> tuple[dict[int, float], int] | None:
+            """The records once every trigger's fired one reached its file (its replica lines came before)."""
+            events, lines = self.triggerer.trigger_records(run_id)
+            return (events, lines) if all(i in events for i in range(len(names))) else None
+
+        try:
+            events, lines = wait_for(f"{run_id}: every trigger's fired record", recorded, 30, 0.5)
+        except TimeoutError:
+            events, lines = self.triggerer.trigger_records(run_id)  # the missing index is named below
         db = self.triggerer.rescheduled(run_id)
         fired, written = [], []
         for i, name in enumerate(names):
