@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -61,12 +62,24 @@ def quick_report(tmp_path: Path, *only: str) -> str:
     """The report of ``python -m benchmarks --quick [--only NAME...]``, run as a user would."""
     output = tmp_path / "report.md"
     selected = [arg for name in only for arg in ("--only", name)]
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "benchmarks", "--quick", *selected, "--output", str(output), "--work-dir",
          str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=840,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    try:
+        out, err = proc.communicate(timeout=840)
+    except subprocess.TimeoutExpired:
+        # SIGINT: its with-blocks stop the clusters and Airflow components it started (a SIGKILL would leave
+        # them running, loading the other tests), then SIGKILL if it does not end
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        raise AssertionError(f"the quick run took over 840 s:\n{out[-3000:]}{err[-3000:]}") from None
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
     return output.read_text()
 
 
