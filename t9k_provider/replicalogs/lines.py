@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from t9k_provider.kube.podlogs import LogLine
-from t9k_provider.progress import parse
+from t9k_provider.progress import Report, parse
 from t9k_provider.replicalogs.targets import ReplicaTarget
 from t9k_provider.waiting.progress import Progress
 
@@ -50,6 +50,16 @@ class ReplicaLines:
             if self.show:
                 self.log.info("[%s/%s] %s", pod, container, line.text)
             return
+        self._take_report(labels, report, line)
+
+    def take_reports(self, labels: dict[str, str], lines: list[LogLine]) -> None:
+        """The progress reports among ``lines`` (a read of the leader's log besides the streams: ``recent``);
+        its other lines are the streams' to print."""
+        for line in lines:
+            if (report := parse(line.text)) is not None:
+                self._take_report(labels, report, line)
+
+    def _take_report(self, labels: dict[str, str], report: Report, line: LogLine) -> None:
         if self.leader is None or not self.leader.matches(labels):
             return  # only the leader's reports count; none is a line of the task log
         at = line.timestamp_ns / 1e9 if line.timestamp_ns else time.time()
@@ -57,13 +67,6 @@ class ReplicaLines:
             self._pending = self._progress.add(report, at) or self._pending
             if self._pending and self._progress.due(time.time()):
                 self._write()
-
-    def take_reports(self, labels: dict[str, str], lines: list[LogLine]) -> None:
-        """The progress reports among ``lines`` (a read of the leader's log besides the streams: ``recent``);
-        its other lines are the streams' to print."""
-        for line in lines:
-            if parse(line.text) is not None:
-                self.take("", "", labels, line)
 
     def flush(self) -> None:
         """Write the progress line if a report came since the last one (the wait is ending)."""
