@@ -7,9 +7,12 @@ and `capabilities.drop` from the bounding, ambient, effective, permitted and inh
 
 The local cluster has no images: the "image's filesystem" is the host's. A numeric `runAsUser` gets the
 primary group and groups the host's passwd/group files give it (gid 0 when it has no entry, as a runtime does
-for a uid missing from the image). The host's interpreter may live where that user cannot reach it (e.g. a
-python under root's 0700 home): `expose` then lays a read-only view of exactly the directories the container
-needs over the unreachable ancestor, in the container's private mount namespace only.
+for a uid missing from the image). The host's interpreter, the project's environment and the package it
+imports (an editable install's source tree) may live where that user cannot reach them (a python under
+root's 0700 home, a checkout under a 0700 directory): `expose` then lays a read-only view of exactly the
+directories the container needs over the unreachable ancestor, in the container's private mount namespace
+only, so no directory of the host is opened to anyone else. A directory the user cannot read even then (a
+checkout made with umask 077) refuses the container with CreateContainerConfigError naming it and the fix.
 
 Without root the credentials cannot change: the kubelet then runs the container as itself and says so in a
 Warning event (`fallback_reason`); `no_new_privs` still applies, and dropping capabilities is moot.
@@ -24,6 +27,7 @@ import pwd
 import stat
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from t9k_provider.local.kubelet.podenv import ContainerConfigError
@@ -117,8 +121,19 @@ def _last_capability() -> int:
 
 
 def runtime_paths() -> list[str]:
-    """What every container runs from: the cluster's interpreter and its environment (the pod PATH's head)."""
-    return [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable)]
+    """What every container runs from, as an image would hold it: the interpreter's installation, the
+    environment (the pod PATH's head), the directory this package is imported from (site-packages, or an
+    editable install's tree) and the rest of the import path (what `.pth` files and PYTHONPATH add).
+    `sys.path[0]` is left out: it is the kubelet's own script or working directory, not part of the
+    environment. A directory inside another listed one is left out."""
+    package_root = str(Path(__file__).resolve().parents[3])
+    candidates = [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable), package_root, *sys.path[1:]]
+    found = [os.path.realpath(p) for p in candidates if p and os.path.isdir(p)]
+    kept: list[str] = []
+    for path in sorted(dict.fromkeys(found), key=len):
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
 
 
 def container_identity(pod: dict[str, Any], container: dict[str, Any]) -> tuple[Identity | None, str | None]:
@@ -158,7 +173,23 @@ def container_identity(pod: dict[str, Any], container: dict[str, Any]) -> tuple[
     identity.groups = list(dict.fromkeys(base_groups + extra))
     if uid != 0:
         identity.exposed = runtime_paths()
+        _check_readable(identity, container["name"])
     return identity, None
+
+
+def _check_readable(identity: Identity, container: str) -> None:
+    """Raises ContainerConfigError when the identity could not read a directory the container runs from
+    even once `expose` made its ancestors reachable: the container would only die with an ImportError."""
+    for path in identity.exposed:
+        st = os.stat(path)
+        if not _permits(st, identity, stat.S_IRUSR | stat.S_IXUSR):
+            raise ContainerConfigError(
+                f"container {container} runs as uid {identity.uid} (gid {identity.gid}), which cannot read "
+                f"{path} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}): the local cluster "
+                "has no images, its containers run the host's Python environment. Make it readable for that "
+                f"user (e.g. chmod -R go+rX {path}; its parent directories may stay private) or run the "
+                f"container as uid {st.st_uid}"
+            )
 
 
 def _host_groups(uid: int, gid: int | None) -> list[int]:
@@ -208,13 +239,21 @@ def _drop_from_process(libc: ctypes.CDLL, caps: list[int]) -> None:
     _check(libc.capset(ctypes.byref(header), data), "capset")
 
 
-def _searchable(path: str, identity: Identity) -> bool:
-    st = os.stat(path)
+def _permits(st: os.stat_result, identity: Identity, owner_bits: int) -> bool:
+    """Whether the identity has all of `owner_bits` (given as the owner's: S_IRUSR...) on a file, by the
+    class the file puts it in (owner, group or other), as the kernel decides without capabilities."""
     if st.st_uid == identity.uid:
-        return bool(st.st_mode & stat.S_IXUSR)
-    if st.st_gid in (identity.groups or []) or st.st_gid == identity.gid:
-        return bool(st.st_mode & stat.S_IXGRP)
-    return bool(st.st_mode & stat.S_IXOTH)
+        shift = 0
+    elif st.st_gid in (identity.groups or []) or st.st_gid == identity.gid:
+        shift = 3
+    else:
+        shift = 6
+    wanted = owner_bits >> shift
+    return st.st_mode & wanted == wanted
+
+
+def _searchable(path: str, identity: Identity) -> bool:
+    return _permits(os.stat(path), identity, stat.S_IXUSR)
 
 
 def _hidden_behind(path: str, identity: Identity) -> str | None:
