@@ -103,13 +103,15 @@ class Install:
         """``kubectl apply -k deploy/`` and wait until both replicas are ready and one holds the Lease."""
         applied = self.kubectl("apply", "-k", str(DEPLOY))
         if applied.returncode != 0:
-            raise RuntimeError(f"kubectl apply -k deploy/: {applied.stderr}")
+            raise RuntimeError(f"kubectl apply -k deploy/: {applied.stderr}\n{self.cluster.report(SYSTEM)}")
         rollout = self.kubectl(
             "-n", SYSTEM, "rollout", "status", f"deploy/{NAME}", f"--timeout={ROLLOUT_TIMEOUT:.0f}s",
             timeout=ROLLOUT_TIMEOUT + 10,
         )  # fmt: skip
         if rollout.returncode != 0:
-            raise RuntimeError(f"rollout status: {rollout.stdout}{rollout.stderr}")
+            raise RuntimeError(
+                f"rollout status: {rollout.stdout}{rollout.stderr}{self.cluster.report(SYSTEM)}"
+            )
         self.wait_replicas()
         wait_for("a leader", self.holder, HANDOVER_TIMEOUT, 0.05)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.testing import LocalCluster
+from t9k_provider.testing import LocalCluster, polling
 from tests.support.clusters import cluster_factory
 
 __all__ = ["cluster_factory"]  # a fixture every test may take
@@ -72,3 +72,15 @@ def _clusters_only_in_cluster_tests() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(LocalCluster, "start", checked)
         yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test's report carries what its running clusters looked like (`LocalCluster.report`),
+    unless its failure is a wait that gave up and said so already."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or call.excinfo is None or call.excinfo.errisinstance(TimeoutError):
+        return
+    if said := polling.reports():
+        report.sections.append(("clusters when the test failed", said))

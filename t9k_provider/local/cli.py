@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from t9k_provider.kube.timeouts import within
+from t9k_provider.local.components import Component, Supervisor, log_tail, read_status
 from t9k_provider.local.machinery.quantity import QUANTITY_ERROR, parse_quantity
 from t9k_provider.local.state import AlreadyRunning, StateDir, default_state_dir, wait_ready
 from t9k_provider.local.tls import ensure_pki
@@ -89,29 +89,21 @@ def _pick_port(state: StateDir, requested: int | None) -> int:
     return 0
 
 
-async def _stop_process(proc: asyncio.subprocess.Process, grace: float = 10.0) -> None:
-    if proc.returncode is not None:
-        return
-    proc.terminate()
-    try:
-        await within(proc.wait(), grace)
-    except asyncio.TimeoutError:
-        proc.kill()
-        await proc.wait()
-
-
-async def _start_node_agents(
-    state: StateDir, kubelet: str, network: str, subnet: int, flink_operator: bool
-) -> asyncio.subprocess.Process:
+def _node_agents(state: StateDir, kubelet: str, network: str, subnet: int, flink_operator: bool) -> Component:
     """The node agents run in their own process, so the API server's event loop serves only the API (and a
     second core can run them); their output goes to the server's log."""
-    return await asyncio.create_subprocess_exec(
+    argv = [
         sys.executable, "-m", "t9k_provider.local.cli", "node-agents",
         "--state-dir", str(state.path), "--kubelet", kubelet, "--network", network,
         "--pod-subnet", str(subnet), "--server-pid", str(os.getpid()),
         *([] if flink_operator else ["--no-flink-operator"]),
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    ]  # fmt: skip
+    return Component("node agents", argv, grace=AGENTS_STOP_SECONDS)
+
+
+def _controller(kubeconfig: Path) -> Component:
+    argv = [sys.executable, "-m", "t9k_provider.controller", "--kubeconfig", str(kubeconfig)]
+    return Component("T9k controller", argv, log_name="controller.log")
 
 
 async def serve(
@@ -146,8 +138,7 @@ async def serve(
         capacity,
         pod_network_host=gateway,
     )
-    agents: asyncio.subprocess.Process | None = None
-    child: asyncio.subprocess.Process | None = None
+    components = Supervisor(state)
     try:
         bound = await server.start()
         names = server.register_crds(crd_documents())
@@ -157,40 +148,20 @@ async def serve(
             "t9k-local API server on https://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
         )
         if kubelet is not None:
-            agents = await _start_node_agents(state, kubelet, network, subnet, flink_operator)
+            agents = await components.start(_node_agents(state, kubelet, network, subnet, flink_operator))
             log.info("node agents started (pid %d, kubelet %s)", agents.pid, kubelet)
         if controller:
-            with state.open_log("controller.log") as out:
-                child = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "t9k_provider.controller",
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                )
+            child = await components.start(_controller(kubeconfig))
             log.info("T9k controller started (pid %d, log %s)", child.pid, state.path / "controller.log")
         state.publish_port(lock, bound)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        waiters = [asyncio.create_task(stop.wait())]
-        if agents is not None:
-            waiters.append(asyncio.create_task(agents.wait()))
-        done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        for waiter in pending:
-            waiter.cancel()
-        if waiters[0] not in done:
-            assert agents is not None
-            raise RuntimeError(f"node agents stopped (exit code {agents.returncode}); see the log above")
+        await stop.wait()
         log.info("shutting down")
     finally:
-        if agents is not None:
-            await _stop_process(agents, AGENTS_STOP_SECONDS)
-        if child is not None:
-            await _stop_process(child)
+        await components.stop()
         await server.stop()
         state.release(lock)
 
@@ -297,7 +268,8 @@ def cmd_up(args: argparse.Namespace, state: StateDir) -> int:
     except (RuntimeError, TimeoutError) as exc:
         if proc.poll() is None:
             proc.kill()
-        print(f"t9k-local: {exc}", file=sys.stderr)
+        tail = "\n".join(f"  | {line}" for line in log_tail(state.log_file))
+        print(f"t9k-local: {exc}; its last lines:\n{tail}", file=sys.stderr)
         return 1
     print(state.kubeconfig)
     return 0
@@ -332,7 +304,17 @@ def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
     print(f"  server:     https://127.0.0.1:{info.port}" if info.port else "  server:     starting")
     print(f"  ready:      {'yes' if healthy else 'no'}")
     print(f"  kubeconfig: {state.kubeconfig}")
-    return 0 if healthy else 1
+    components = read_status(state)
+    for name, component in components.items():
+        restarts = component.get("restarts", 0)
+        print(f"  {name}: {component.get('state')} (pid {component.get('pid')}, restarts {restarts})")
+        last = component.get("lastExit")
+        if last:
+            ran = f"{last['status']} after {last['ranSeconds']}s"
+            print(f"    last exit: {ran}; last lines of {last['log']}:")
+            print("\n".join(f"      | {line}" for line in last.get("logTail") or []))
+    failing = any(c.get("state") != "running" for c in components.values())
+    return 0 if healthy and not failing else 1
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,9 +21,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn
 
+from t9k_provider.local.components import describe_exit, read_status
 from t9k_provider.local.kubelet import cgroups
 from t9k_provider.local.kubelet import network as pod_network
 from t9k_provider.local.state import StateDir, wait_ready
+from t9k_provider.testing import diagnose, polling
 
 # CI sets CI=true (as GitHub Actions and most CI services do) and runs the suite as root.
 CI_ENV = "CI"
@@ -180,12 +182,17 @@ class LocalCluster:
 
     def node_agents_pid(self) -> int | None:
         """The server's ``node-agents`` child process (Linux /proc), if it runs."""
+        return self.child_pid("node-agents")
+
+    def child_pid(self, argument: str) -> int | None:
+        """The server's child process with ``argument`` in its command line (``node-agents``,
+        ``t9k_provider.controller``), if it runs."""
         if self.pid is None:
             return None
         for task in Path(f"/proc/{self.pid}/task").glob("*/children"):
             for child in task.read_text().split():
                 with contextlib.suppress(OSError):
-                    if b"node-agents" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0"):
+                    if argument.encode() in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0"):
                         return int(child)
         return None
 
@@ -221,6 +228,7 @@ class LocalCluster:
             self.kill()
             raise RuntimeError(f"{exc}\n--- server log tail ---\n{self.log_tail()}") from None
         self.token = self.state.token()
+        polling.add_reporter(self, self.report)
         return self
 
     def stop(self, timeout: float = 20) -> list[str]:
@@ -229,6 +237,7 @@ class LocalCluster:
         next one (``stop_pods_on_exit=False``) or a killed one left behind: also after ``kill()``; its pod
         subnet lease ends. Returns the pod network namespaces the kubelet had left, so a test can tell its
         teardown from this one."""
+        polling.remove_reporter(self)
         self._terminate(timeout)
         cgroups.remove_leftovers(self.state_dir)
         removed = pod_network.remove_leftovers(self.state_dir, self.subnet if self.subnet.index else None)
@@ -262,6 +271,32 @@ class LocalCluster:
         """Stop and start again on the same pod subnet: pods a kubelet left to the next one stay reachable."""
         self._terminate(20)
         return self.start(timeout)
+
+    def report(self, namespace: str | None = None) -> str:
+        """What this cluster looks like, in words (`diagnose`): its server and components (how a dead one
+        ended, its last log lines) and the pods that tell, of ``namespace`` or all."""
+        head = f"cluster {self.state_dir}:"
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            code = "never started" if proc is None else describe_exit(proc.returncode)
+            tail = "\n".join(f"  | {line}" for line in self.log_tail(15).splitlines())
+            return (
+                f"{head} the server is not running ({code}); the last lines of {self.state.log_file}:\n{tail}"
+            )
+        lines = [head]
+        for name, component in read_status(self.state).items():
+            last = component.get("lastExit")
+            if component.get("state") != "running" or last:
+                lines.append(f"  {name}: {component.get('state')}, restarts {component.get('restarts')}")
+                if last:
+                    lines.append(f"    last exit: {last['status']} after {last['ranSeconds']}s; last lines:")
+                    lines += [f"      | {line}" for line in last.get("logTail") or []]
+
+        def request(method: str, path: str) -> tuple[int, dict[str, str], Any]:
+            return self.request(method, path, timeout=5)
+
+        lines += [f"  {line}" for line in diagnose.cluster_report(request, namespace).splitlines()]
+        return "\n".join(lines)
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -1,5 +1,7 @@
 """The one way tests and benchmarks wait for what a cluster does asynchronously: every wait names what it
-waits for and, when it times out, says what it last saw."""
+waits for and, when it times out, says what it last saw, and what each running cluster of this process
+looked like then (the reporters `LocalCluster` registers while it runs: its components, pods, their
+containers' states and last log lines)."""
 
 from __future__ import annotations
 
@@ -33,8 +35,35 @@ def _not_yet() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+#: What each running cluster says of itself when a wait gives up, by a key of its owner's.
+_reporters: dict[object, Callable[[], str]] = {}
+
+
+def add_reporter(key: object, report: Callable[[], str]) -> None:
+    """Have ``report()`` said in the message of every wait that gives up, until ``remove_reporter(key)``."""
+    _reporters[key] = report
+
+
+def remove_reporter(key: object) -> None:
+    _reporters.pop(key, None)
+
+
+def reports() -> str:
+    """What the running clusters say of themselves (a report that fails says why instead)."""
+    said = []
+    for report in list(_reporters.values()):
+        try:
+            said.append(report())
+        except Exception as exc:  # the report of a failure must never hide the failure itself
+            said.append(f"(the cluster's report failed: {exc!r})")
+    return "\n".join(said)
+
+
 def _timed_out(what: str, timeout: float, last: Any) -> TimeoutError:
-    return TimeoutError(f"timed out after {timeout:g}s waiting for {what}; last: {last!r}")
+    message = f"timed out after {timeout:g}s waiting for {what}; last: {last!r}"
+    if state := reports():
+        message += f"\n{state}"
+    return TimeoutError(message)
 
 
 def wait_for(what: str, probe: Callable[[], T], timeout: float = 30, interval: float = 0.1) -> T:

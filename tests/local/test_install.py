@@ -130,7 +130,7 @@ def test_rolling_restart_keeps_a_leader_and_jobs_run(install: Install) -> None:
     status = install.kubectl(
         "-n", SYSTEM, "rollout", "status", f"deploy/{NAME}", "--timeout=180s", timeout=190
     )
-    assert status.returncode == 0, status.stdout + status.stderr
+    assert status.returncode == 0, status.stdout + status.stderr + install.cluster.report(SYSTEM)
     install.wait_replicas()
     after = {p["metadata"]["name"] for p in install.pods() if not p["metadata"].get("deletionTimestamp")}
     assert not before & after

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from kubernetes import client
 from t9k_provider.testing import LocalCluster, wait_for
 
 pytestmark = pytest.mark.cluster
+CONTROLLER = "t9k_provider.controller"  # its module, in the child's command line
 
 
 def alive(pid: int) -> bool:
@@ -52,11 +55,50 @@ def test_agents_die_with_a_killed_server(cluster_factory: Callable[..., LocalClu
     assert restarted is not None and restarted != agents
 
 
-def test_server_exits_when_its_agents_die(cluster_factory: Callable[..., LocalCluster]) -> None:
-    cluster = cluster_factory(kubelet="none")
+def test_agents_that_die_are_said_and_restarted(cluster_factory: Callable[..., LocalCluster]) -> None:
+    """A crashed kubelet is restarted as systemd would (it re-adopts its containers); the server's log and
+    `t9k-local status` say which component died, how, and its last log lines."""
+    cluster = cluster_factory(kubelet="simulated")
     agents = cluster.node_agents_pid()
     assert agents is not None and cluster.pid is not None
-    server = cluster.pid
     os.kill(agents, signal.SIGKILL)
-    wait_for("the server to exit", lambda: not alive(server), 20)
-    assert "node agents stopped (exit code -9)" in cluster.log_tail()
+    restarted = wait_for("the agents restarted", lambda: (pid := cluster.node_agents_pid()) != agents and pid)
+    assert alive(cluster.pid) and alive(restarted)
+    assert f"node agents (pid {agents}) exited: killed by SIGKILL" in cluster.log_tail(100)
+    status = _status(cluster)
+    assert "node agents: running" in status and "restarts 1" in status, status
+    assert "last exit: killed by SIGKILL" in status, status
+    core = client.CoreV1Api(cluster.api_client())  # the restarted agents run pods
+    core.create_namespaced_pod(
+        "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    )
+    wait_for("a Running pod", lambda: core.read_namespaced_pod("p", "default").status.phase == "Running", 30)
+
+
+def test_a_controller_that_dies_is_said_with_its_last_lines_and_restarted(
+    cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    cluster = cluster_factory(kubelet="none", controller=True)
+    first = wait_for("the controller running", lambda: cluster.child_pid(CONTROLLER))
+    with open(cluster.state_dir / "controller.log", "a") as log:
+        log.write("the line before the crash\n")
+    os.kill(first, signal.SIGKILL)
+    wait_for(
+        "the controller restarted",
+        lambda: (pid := cluster.child_pid(CONTROLLER)) != first and pid,
+    )
+    said = cluster.log_tail(100)
+    assert f"T9k controller (pid {first}) exited: killed by SIGKILL" in said, said
+    assert "| the line before the crash" in said, said
+    status = _status(cluster)
+    assert "T9k controller: running" in status and "the line before the crash" in status, status
+
+
+def _status(cluster: LocalCluster) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "t9k_provider.local.cli", "status", "--state-dir", str(cluster.state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return done.stdout + done.stderr
