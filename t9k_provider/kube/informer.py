@@ -2,7 +2,9 @@
 
 One informer lists once, then follows a watch from the list's resourceVersion, resuming from the last seen
 resourceVersion (bookmarks included) when the server ends the stream, and relisting only when the server says
-that version is unavailable (410 Gone, or 504 too large after the store was wiped). There is no polling;
+that version is unavailable (410 Gone, or 504 too large after the store was wiped): the fresh list replaces
+the cache, and handlers get every change it shows, deletes (cached keys the list lacks) included, as
+client-go's DeltaFIFO ``Replace`` does. There is no polling;
 errors are retried with bounded, jittered exponential backoff, so an informer never dies.
 
 The cache can also be written through by its owner's own successful writes (``observe``), so a reconcile that
@@ -11,6 +13,10 @@ itself. Events older than what the cache holds are dropped (``versions.compare``
 use one global counter); tombstones keep a late event from resurrecting a deleted object.
 
 Handlers get ``(old, new)``: ``old`` is None for an object that appeared, ``new`` None for one that went away.
+A handler that raises is logged with the object's key and called again after a backoff (0.5 s doubling to
+30 s) with what the cache holds for that key by then, until a call for the key succeeds: a handler's bug or
+a passing failure never makes its owner forget an object.
+
 Indexes map an index value to the keys of the objects whose index function yields it (client-go's Indexer).
 """
 
@@ -20,6 +26,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from t9k_provider.kube.api import ApiError, KubeApi
@@ -35,6 +42,7 @@ IndexFunc = Callable[[dict[str, Any]], Iterable[str]]
 WATCH_TIMEOUT_SECONDS = 300
 MAX_BACKOFF = 30.0
 MIN_WATCH_SECONDS = 1.0
+HANDLER_RETRY_BASE = 0.5
 
 OWNER_INDEX = "owner"  # by the uid of the controlling owner
 NODE_INDEX = "node"  # pods by spec.nodeName
@@ -73,6 +81,15 @@ def by_label(label: str) -> IndexFunc:
     return index
 
 
+@dataclass
+class _Undelivered:
+    """A change one handler failed to take: what it last took for the key, and the retry pending."""
+
+    old: dict[str, Any] | None
+    failures: int = 0
+    timer: asyncio.TimerHandle | None = None
+
+
 class Informer:
     """Cache of one resource type in one namespace (or all namespaces when ``namespace`` is None)."""
 
@@ -98,6 +115,7 @@ class Informer:
         self._tombstones: dict[Key, int] = {}
         self._indexes: dict[str, dict[str, set[Key]]] = {name: {} for name in self._indexers}
         self._resource_version = ""
+        self._undelivered: dict[tuple[int, Key], _Undelivered] = {}  # (handler index, key)
         self.last_error: str | None = None
 
     def add_handler(self, handler: Handler) -> None:
@@ -141,27 +159,33 @@ class Informer:
         """List, then watch; a broken watch resumes from the last version, only an unavailable one relists."""
         backoff = 0.5
         cause: str | None = "start"  # why the next round must list first; None: resume the watch
-        while True:
-            try:
-                if cause is not None:
-                    await self._relist(cause)
-                    cause = None
-                await self._watch_once()
-                backoff = 0.5
-            except asyncio.CancelledError:
-                raise
-            except ApiError as exc:
-                if exc.resource_version_unavailable:
-                    cause = "expired" if exc.expired else "too_large"
-                    continue
-                if exc.not_found and not self._store:
-                    # The type is not served (an optional CRD such as FlinkCluster is not installed): there is
-                    # nothing to cache, so count as synced and look again later.
-                    self.synced.set()
-                    cause = cause or "error"
-                backoff = await self._back_off(exc, backoff)
-            except Exception as exc:  # network errors, server restarts: retry with backoff, never die
-                backoff = await self._back_off(exc, backoff)
+        try:
+            while True:
+                try:
+                    if cause is not None:
+                        await self._relist(cause)
+                        cause = None
+                    await self._watch_once()
+                    backoff = 0.5
+                except asyncio.CancelledError:
+                    raise
+                except ApiError as exc:
+                    if exc.resource_version_unavailable:
+                        cause = "expired" if exc.expired else "too_large"
+                        continue
+                    if exc.not_found and not self._store:
+                        # The type is not served (an optional CRD such as FlinkCluster is not installed):
+                        # there is nothing to cache, so count as synced and look again later.
+                        self.synced.set()
+                        cause = cause or "error"
+                    backoff = await self._back_off(exc, backoff)
+                except Exception as exc:  # network errors, server restarts: retry with backoff, never die
+                    backoff = await self._back_off(exc, backoff)
+        finally:
+            for pending in self._undelivered.values():
+                if pending.timer is not None:
+                    pending.timer.cancel()
+            self._undelivered.clear()
 
     async def _back_off(self, exc: BaseException, backoff: float) -> float:
         """Sleep about ``backoff`` seconds after an error; returns the next backoff."""
@@ -255,8 +279,43 @@ class Informer:
                             del index[value]
 
     def _notify(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        for handler in self._handlers:
-            try:
-                handler(old, new)
-            except Exception:  # a handler's bug must not stop the cache
-                log.exception("informer %s: a change handler failed", self.rt.plural)
+        key = object_key(new or old or {})
+        for index in range(len(self._handlers)):
+            self._deliver(index, key, old, new)
+
+    def _deliver(self, index: int, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """Call one handler; a failure must neither stop the cache nor be forgotten: retry with backoff."""
+        pending = self._undelivered.get((index, key))
+        try:
+            self._handlers[index](old, new)
+        except Exception:
+            if pending is None:
+                pending = self._undelivered[(index, key)] = _Undelivered(old)
+            pending.failures += 1
+            delay = min(HANDLER_RETRY_BASE * 2 ** (pending.failures - 1), MAX_BACKOFF)
+            if pending.timer is None:
+                loop = asyncio.get_running_loop()
+                pending.timer = loop.call_later(delay, self._redeliver, index, key)
+            log.exception(
+                "informer %s: a change handler failed for %s; retrying in %.1fs",
+                self.rt.plural,
+                "/".join(filter(None, key)),
+                delay,
+            )
+            return
+        if pending is not None:  # the handler is up to date with the key again
+            del self._undelivered[(index, key)]
+            if pending.timer is not None:
+                pending.timer.cancel()
+
+    def _redeliver(self, index: int, key: Key) -> None:
+        """Tell the handler what changed since what it last took: its old object, and the cache's now."""
+        pending = self._undelivered.get((index, key))
+        if pending is None:
+            return
+        pending.timer = None
+        current = self._store.get(key)
+        if pending.old is None and current is None:  # it came and went: nothing to tell
+            del self._undelivered[(index, key)]
+            return
+        self._deliver(index, key, pending.old, current)
