@@ -4,13 +4,14 @@ cleanup finalizer is dropped."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.strategies.crds import CRD_CLEANUP, CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.custom import resources_from_crd
-from t9k_provider.local.controllers.serverside import ServerSide
+from t9k_provider.local.controllers.serverside import Retries, ServerSide
 from t9k_provider.local.machinery.jsonvalues import json_copy
 
 # The conditions of a CRD whose names were accepted: (type, reason, message).
@@ -34,6 +35,7 @@ class CrdController:
     def __init__(self, side: ServerSide) -> None:
         self.side = side
         self._revisions: dict[str, str] = {}  # the revision each CRD was last served at
+        self.retries = Retries("crd controller")
 
     def _crd_resource(self) -> Resource:
         res = self.side.registry.lookup(CRD_GROUP, "v1", CRD_PLURAL)
@@ -46,29 +48,32 @@ class CrdController:
         for crd in side.store.list(CRD_GROUP, CRD_PLURAL):
             name = crd["metadata"]["name"]
             live.add(name)
-            if crd["metadata"].get("deletionTimestamp"):
-                self._clean_up(crd_res, crd)
-                continue
-            status = crd.get("status") or {}
-            established = any(
-                c.get("type") == "Established" and c.get("status") == "True"
-                for c in status.get("conditions") or ()
-            )
-            if established and self._revisions.get(name) == crd["metadata"]["resourceVersion"]:
-                continue
-            new_status, clash = self._status(name, crd)
-            if new_status != status:
-                crd = (
-                    side.attempt(f"crd {name} status", side.objects.write_status, crd_res, crd, new_status)
-                    or crd
-                )
-            if not clash:
-                side.registry.set_crd(name, resources_from_crd(crd))
-            self._revisions[name] = crd["metadata"]["resourceVersion"]
+            self.retries.run(name, partial(self._sync_crd, crd_res, crd))
         for name in side.registry.crd_names():
             if name not in live:
                 side.registry.drop_crd(name)
                 self._revisions.pop(name, None)
+
+    def _sync_crd(self, crd_res: Resource, crd: dict[str, Any]) -> None:
+        side, name = self.side, crd["metadata"]["name"]
+        if crd["metadata"].get("deletionTimestamp"):
+            self._clean_up(crd_res, crd)
+            return
+        status = crd.get("status") or {}
+        established = any(
+            c.get("type") == "Established" and c.get("status") == "True"
+            for c in status.get("conditions") or ()
+        )
+        if established and self._revisions.get(name) == crd["metadata"]["resourceVersion"]:
+            return
+        new_status, clash = self._status(name, crd)
+        if new_status != status:
+            crd = (
+                side.attempt(f"crd {name} status", side.objects.write_status, crd_res, crd, new_status) or crd
+            )
+        if not clash:
+            side.registry.set_crd(name, resources_from_crd(crd))
+        self._revisions[name] = crd["metadata"]["resourceVersion"]
 
     def _status(self, name: str, crd: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """The CRD's status (conditions, stored and accepted names), and the name clash if there is one."""

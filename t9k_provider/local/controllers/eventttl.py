@@ -4,10 +4,10 @@ one hour, which etcd leases enforce upstream)."""
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 
 from t9k_provider.kube.timestamps import parse_time
-from t9k_provider.local.apiserver.objects import DeleteOptions
-from t9k_provider.local.controllers.serverside import ServerSide
+from t9k_provider.local.controllers.serverside import Retries, ServerSide
 
 EVENT_TTL_SECONDS = 3600
 
@@ -15,6 +15,7 @@ EVENT_TTL_SECONDS = 3600
 class EventExpiry:
     def __init__(self, side: ServerSide) -> None:
         self.side = side
+        self.retries = Retries("event expiry")
 
     def expire(self, now: datetime) -> int:
         """Delete the events expired at ``now``; how many."""
@@ -33,6 +34,7 @@ class EventExpiry:
             last = max((t for t in map(parse_time, stamps) if t), default=None)
             if last is not None and (now - last).total_seconds() > EVENT_TTL_SECONDS:
                 meta = event["metadata"]
-                side.objects.delete(res, meta.get("namespace", ""), meta["name"], DeleteOptions())
-                expired += 1
+                namespace, name = meta.get("namespace", ""), meta["name"]
+                delete = partial(side.delete, f"expire event {namespace}/{name}", res, namespace, name)
+                expired += self.retries.run(("", "events", namespace, name), delete)
         return expired

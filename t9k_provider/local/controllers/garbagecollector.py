@@ -4,10 +4,11 @@ dependents, one deleted with orphaning releases them first (kube-controller-mana
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from t9k_provider.local.apiserver.objects import FOREGROUND, ORPHAN
-from t9k_provider.local.controllers.serverside import ServerSide
+from t9k_provider.local.controllers.serverside import Retries, ServerSide
 from t9k_provider.local.machinery.jsonvalues import json_copy
 from t9k_provider.local.storage.store import Event, Key
 
@@ -15,10 +16,16 @@ from t9k_provider.local.storage.store import Event, Key
 class GarbageCollector:
     def __init__(self, side: ServerSide) -> None:
         self.side = side
-        store = side.store
         # Dependents whose owners must be checked: every one at start, then those a write concerns.
-        self._candidates: set[Key] = {key for uid in store.owner_uids() for key in store.dependents(uid)}
-        self._deleting: set[Key] = set()
+        self._candidates: set[Key] = set()
+        self._deleting: set[Key] = set()  # objects being deleted: their finalizers may be the collector's
+        self.retries = Retries("garbage collector")
+        self.check_all()
+
+    def check_all(self) -> None:
+        """Look at everything again (at start, and when a write could not be noted)."""
+        store = self.side.store
+        self._candidates.update(key for uid in store.owner_uids() for key in store.dependents(uid))
         for group, resource in store.resources():
             for obj in store.list(group, resource):
                 meta = obj["metadata"]
@@ -41,26 +48,33 @@ class GarbageCollector:
 
     def sync(self) -> None:
         """Checks only the dependents that a write may have orphaned (an owner deleted, references changed):
-        a pass costs what changed, not what is stored."""
-        store = self.side.store
+        a pass costs what changed, not what is stored. A candidate whose check failed (or is backing off)
+        stays a candidate."""
         candidates, self._candidates = self._candidates, set()
         for key in sorted(candidates):
-            obj = store.get(key)
-            if obj is None:
-                continue
-            refs = obj["metadata"].get("ownerReferences") or ()
-            if not all(self._owner_alive(obj, ref) for ref in refs):
-                self._orphan_or_delete(key, obj)
+            if not self.retries.run(key, partial(self._check, key)):
+                self._candidates.add(key)
         for key in sorted(self._deleting):
-            obj = store.get(key)
-            if obj is None:
-                self._deleting.discard(key)
-                continue
-            finalizers = obj["metadata"].get("finalizers") or ()
-            if FOREGROUND in finalizers:
-                self._foreground(key, obj)
-            elif ORPHAN in finalizers:
-                self._orphan(key, obj)
+            self.retries.run(key, partial(self._finish_deleting, key))
+
+    def _check(self, key: Key) -> None:
+        obj = self.side.store.get(key)
+        if obj is None:
+            return
+        refs = obj["metadata"].get("ownerReferences") or ()
+        if not all(self._owner_alive(obj, ref) for ref in refs):
+            self._orphan_or_delete(key, obj)
+
+    def _finish_deleting(self, key: Key) -> None:
+        obj = self.side.store.get(key)
+        if obj is None:
+            self._deleting.discard(key)
+            return
+        finalizers = obj["metadata"].get("finalizers") or ()
+        if FOREGROUND in finalizers:
+            self._foreground(key, obj)
+        elif ORPHAN in finalizers:
+            self._orphan(key, obj)
 
     def _owner_alive(self, dependent: dict[str, Any], ref: dict[str, Any]) -> bool:
         key = self.side.store.key_of_uid(ref.get("uid", ""))

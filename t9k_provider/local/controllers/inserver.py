@@ -1,7 +1,11 @@
 """The API server's own controllers, as kube-apiserver's post-start hooks and kube-controller-manager's
 namespace, garbage-collector and root-CA publisher run against its storage: `ServerControllers` runs them
 (`crds`, `namespaces`, `garbagecollector`, `apiservices`, `clusterroles`, `eventttl`) in the server's process
-as one task woken by store events (and every second); the wiring hands it to the server."""
+as one task woken by store events (and every second); the wiring hands it to the server.
+
+Nothing stops that task: each controller handles each object apart (`serverside.Retries`: a failure is logged
+with the object's key and backed off), a controller whose pass fails is logged and runs again at the next
+pass, and so does the event expiry."""
 
 from __future__ import annotations
 
@@ -47,7 +51,12 @@ class ServerControllers:
         objects.store.subscribe(self._on_event)
 
     def _on_event(self, event: Event) -> None:
-        self.garbage.note(event)
+        """Called inside the store's commit: a failure here must not fail the client's write."""
+        try:
+            self.garbage.note(event)
+        except Exception:
+            log.exception("garbage collector: noting %s failed; checking every dependent", event.key)
+            self.garbage.check_all()
         self._wake.set()
 
     def reconcile(self) -> None:

@@ -4,10 +4,14 @@ objects are deleted before its ``kubernetes`` finalizer is dropped (the namespac
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
+from t9k_provider.local.apiserver.generic.resources import Resource
 from t9k_provider.local.apiserver.strategies.configdata import ROOT_CA_CONFIG_MAP, root_ca_config_map
 from t9k_provider.local.apiserver.strategies.namespaces import KUBERNETES_FINALIZER
 from t9k_provider.local.apiserver.strategies.serviceaccounts import default_service_account
-from t9k_provider.local.controllers.serverside import ServerSide
+from t9k_provider.local.controllers.serverside import Retries, ServerSide
 from t9k_provider.local.machinery.jsonvalues import json_copy
 
 
@@ -15,6 +19,7 @@ class NamespaceController:
     def __init__(self, side: ServerSide, root_ca: str = "") -> None:
         self.side = side
         self.root_ca = root_ca  # the CA bundle published in every namespace; none when empty
+        self.retries = Retries("namespace controller")
 
     def sync(self) -> None:
         side = self.side
@@ -22,21 +27,22 @@ class NamespaceController:
         sa_res = side.registry.lookup("", "v1", "serviceaccounts")
         assert ns_res is not None and sa_res is not None
         for ns in side.store.list("", "namespaces"):
-            name = ns["metadata"]["name"]
-            if not ns["metadata"].get("deletionTimestamp"):
-                if side.store.get(("", "serviceaccounts", name, "default")) is None:
-                    sa = default_service_account(name)
-                    side.attempt("default service account", side.objects.create, sa_res, name, sa)
-                self._publish_root_ca(name)
-                continue
-            if self._delete_contents(name) == 0 and KUBERNETES_FINALIZER in (
-                (ns.get("spec") or {}).get("finalizers") or ()
-            ):
-                new = json_copy(ns)
-                new["spec"]["finalizers"] = [
-                    f for f in new["spec"]["finalizers"] if f != KUBERNETES_FINALIZER
-                ]
-                side.attempt(f"finalize namespace {name}", side.objects.write, ns_res, ns, new)
+            self.retries.run(ns["metadata"]["name"], partial(self._sync_namespace, ns_res, sa_res, ns))
+
+    def _sync_namespace(self, ns_res: Resource, sa_res: Resource, ns: dict[str, Any]) -> None:
+        side, name = self.side, ns["metadata"]["name"]
+        if not ns["metadata"].get("deletionTimestamp"):
+            if side.store.get(("", "serviceaccounts", name, "default")) is None:
+                sa = default_service_account(name)
+                side.attempt("default service account", side.objects.create, sa_res, name, sa)
+            self._publish_root_ca(name)
+            return
+        if self._delete_contents(name) == 0 and KUBERNETES_FINALIZER in (
+            (ns.get("spec") or {}).get("finalizers") or ()
+        ):
+            new = json_copy(ns)
+            new["spec"]["finalizers"] = [f for f in new["spec"]["finalizers"] if f != KUBERNETES_FINALIZER]
+            side.attempt(f"finalize namespace {name}", side.objects.write, ns_res, ns, new)
 
     def _delete_contents(self, namespace: str) -> int:
         """Delete what the namespace holds; how many objects are left in it."""

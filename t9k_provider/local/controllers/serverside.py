@@ -1,10 +1,14 @@
 """What the API server's own controllers share: they run in the server's process, on its store, and write
-through the same pipeline as clients (finalizers, watch events and validation apply to their writes too)."""
+through the same pipeline as clients (finalizers, watch events and validation apply to their writes too).
+
+A pass handles each object on its own (`Retries.run`): an object whose step raises is logged with its key and
+left out of the passes until its backoff has passed, and the pass goes on with the others."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from t9k_provider.local.apiserver.generic import errors
@@ -48,3 +52,43 @@ class ServerController(Protocol):
     def sync(self) -> None:
         """One pass; it may raise, and the next pass tries again."""
         ...
+
+
+#: An object whose step failed is tried again after this long, doubling up to RETRY_MAX_DELAY.
+RETRY_BASE_DELAY = 0.5
+RETRY_MAX_DELAY = 60.0
+
+
+class Retries:
+    """Per-object failure isolation and backoff for a controller's passes (the pass-based counterpart of
+    `WorkQueue.add_rate_limited`): ``run(key, step)`` runs ``step`` unless the key is backing off."""
+
+    def __init__(self, controller: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.controller = controller
+        self._clock = clock
+        self._failures: dict[Hashable, tuple[int, float]] = {}  # key -> (failures, not before)
+
+    def run(self, key: Hashable, step: Callable[[], Any]) -> bool:
+        """Whether ``step`` ran and succeeded: False when it raised (logged with the key; tried again after
+        the backoff) or the key is still backing off. The next pass calls ``run`` again for what is due."""
+        failures, not_before = self._failures.get(key, (0, 0.0))
+        now = self._clock()
+        if now < not_before:
+            return False
+        try:
+            step()
+        except Exception:
+            delay = min(RETRY_BASE_DELAY * 2**failures, RETRY_MAX_DELAY)
+            self._failures[key] = (failures + 1, now + delay)
+            log.exception("%s %s: failed, retrying in %.1fs", self.controller, _describe(key), delay)
+            return False
+        self._failures.pop(key, None)
+        return True
+
+
+def _describe(key: Hashable) -> str:
+    """A store key ``(group, resource, namespace, name)`` as ``resource namespace/name``, others as is."""
+    if isinstance(key, tuple) and len(key) == 4:
+        _group, resource, namespace, name = key
+        return f"{resource} {namespace}/{name}" if namespace else f"{resource} {name}"
+    return str(key)
