@@ -1,39 +1,40 @@
-"""A pod's probes, as the kubelet's prober workers run them: each running main container's startup, liveness
-and readiness probes (`probes.ContainerProber`), their Unhealthy events, and the restart a failed startup or
-liveness probe asks for. Part of the pod worker (`PodWorker` inherits it)."""
+"""A pod's probes, as the kubelet's prober manager runs them: each running main container's startup, liveness
+and readiness probes (`probes.ContainerProber`), their Unhealthy events, and the kill a failed startup or
+liveness probe asks for (the pod worker restarts the container per its restartPolicy)."""
 
 from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from t9k_provider.local.kubelet import execute, runtime
-from t9k_provider.local.kubelet.network import PodNet
 from t9k_provider.local.kubelet.poddir import AttemptFiles
-from t9k_provider.local.kubelet.podenv import PodContext
+from t9k_provider.local.kubelet.podsetup import EventRecorder
 from t9k_provider.local.kubelet.probes import ContainerProber, Probe, ProbeTarget
 from t9k_provider.local.kubelet.status import ContainerView, parse_time
 
 
-class PodProbing:
-    """The pod worker's probes (its attributes are the worker's)."""
+class PodProbes:
+    """The probers of one pod's running containers, and the attempts a probe is killing."""
 
-    pod: dict[str, Any]
-    kubelet: Any  # PodHost
-    net: PodNet | None
-    ctx: PodContext | None
-    probers: dict[str, ContainerProber]
-    probe_kills: dict[tuple[str, int], float]
+    def __init__(self, state_dir: Path, record: EventRecorder, wake: Callable[[float], None]) -> None:
+        self.state_dir = state_dir
+        self.record = record
+        self.wake = wake
+        self.probers: dict[str, ContainerProber] = {}  # container -> the probes of its running attempt
+        self.kills: dict[tuple[str, int], float] = {}  # attempt killed by a probe -> SIGKILL deadline
 
-    async def _event(self, reason: str, message: str, container: str = "", *, warning: bool = False) -> None:
-        raise NotImplementedError  # the worker's
-
-    def _current_files(self, v: ContainerView) -> AttemptFiles:
-        raise NotImplementedError  # the worker's
-
-    async def _probe(self, mains: list[ContainerView]) -> None:
-        """Run the main containers' probes (see `probes`), and report and act on what they find."""
+    async def run(
+        self,
+        pod: dict[str, Any],
+        pod_ip: str,
+        mains: list[ContainerView],
+        files: Callable[[ContainerView], AttemptFiles],
+    ) -> None:
+        """Run the main containers' probes that are due, and report and act on what they find."""
         for v in mains:
             cur = v.current
             prober = self.probers.get(v.name)
@@ -42,7 +43,9 @@ class PodProbing:
                     prober.cancel()
                     del self.probers[v.name]
                 continue
-            self._enforce_probe_kill(v, cur.n)
+            deadline = self.kills.get((v.name, cur.n))
+            if deadline is not None and time.time() >= deadline:
+                runtime.signal_container(files(v), signal.SIGKILL)
             if prober is None or prober.attempt != cur.n:
                 if prober is not None:
                     prober.cancel()
@@ -51,28 +54,34 @@ class PodProbing:
                 if not prober.states:
                     continue
                 self.probers[v.name] = prober
-            assert self.net is not None
-            running = execute.locate(self.kubelet.state_dir, self.pod, v.name, cur.n)
-            verdict = prober.due(ProbeTarget(self.net.ip, v.spec, running))
+            running = execute.locate(self.state_dir, pod, v.name, cur.n)
+            verdict = prober.due(ProbeTarget(pod_ip, v.spec, running))
             for probe, message in verdict.failures:
-                await self._event("Unhealthy", f"{probe.label} probe failed: {message}", v.name, warning=True)
+                await self.record("Unhealthy", f"{probe.label} probe failed: {message}", v.name, warning=True)
             if verdict.kill is not None:
-                await self._kill_for_probe(v, cur.n, verdict.kill)
+                await self._kill(pod, v, cur.n, verdict.kill, files(v))
 
-    async def _kill_for_probe(self, v: ContainerView, n: int, probe: Probe) -> None:
-        """A failed startup or liveness probe: stop the container (SIGTERM, SIGKILL after the grace period);
-        `_advance` restarts it per restartPolicy."""
-        await self._event(
+    async def _kill(
+        self, pod: dict[str, Any], v: ContainerView, n: int, probe: Probe, files: AttemptFiles
+    ) -> None:
+        """A failed startup or liveness probe: stop the container (SIGTERM, SIGKILL after its grace)."""
+        await self.record(
             "Killing", f"Container {v.name} failed {probe.kind} probe, will be restarted", v.name
         )
         grace = probe.grace_period
         if grace is None:
-            grace = self.pod["spec"].get("terminationGracePeriodSeconds", 30)
-        self.probe_kills[(v.name, n)] = time.time() + float(grace)
-        runtime.signal_container(self._current_files(v), signal.SIGTERM)
-        self.kubelet.queue_wakeup(self, float(grace))
+            grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+        self.kills[(v.name, n)] = time.time() + float(grace)
+        runtime.signal_container(files, signal.SIGTERM)
+        self.wake(float(grace))
 
-    def _enforce_probe_kill(self, v: ContainerView, n: int) -> None:
-        deadline = self.probe_kills.get((v.name, n))
-        if deadline is not None and time.time() >= deadline:
-            runtime.signal_container(self._current_files(v), signal.SIGKILL)
+    def show(self, mains: list[ContainerView]) -> None:
+        """What the probes said last, onto the views the status is written from (also while deleting)."""
+        for v in mains:
+            prober = self.probers.get(v.name)
+            if prober is not None and v.current is not None and prober.attempt == v.current.n:
+                v.probe_started, v.probe_ready = prober.started, prober.ready
+
+    def cancel(self) -> None:
+        for prober in self.probers.values():
+            prober.cancel()

@@ -19,20 +19,18 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.api import ApiError
 from t9k_provider.kube.resources import PODS
 from t9k_provider.kube.timeouts import within
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.kubelet import hosts, podenv, runtime, tmpfs, volumes
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups
-from t9k_provider.local.kubelet.devices import NodeDevices
 from t9k_provider.local.kubelet.identity import container_identity
-from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork, PodNet
+from t9k_provider.local.kubelet.network import PodNet
 from t9k_provider.local.kubelet.poddir import AttemptFiles, ContainerDir, PodDir
-from t9k_provider.local.kubelet.podenv import ContainerConfigError, PodContext
-from t9k_provider.local.kubelet.podprobing import PodProbing
-from t9k_provider.local.kubelet.podsetup import PodSetup
-from t9k_provider.local.kubelet.probes import ContainerProber
+from t9k_provider.local.kubelet.podenv import ContainerConfigError
+from t9k_provider.local.kubelet.podprobing import PodProbes
+from t9k_provider.local.kubelet.podsetup import PodSetup, SetupHost
 from t9k_provider.local.kubelet.shim import Mount, ShimSpec
 from t9k_provider.local.kubelet.status import (
     TERMINAL_PHASES,
@@ -63,16 +61,13 @@ def restart_backoff(finished_restarts: int) -> float:
     return min(BACKOFF_CAP, base * 2 ** (finished_restarts - 2))
 
 
-class PodHost(Protocol):
-    """What a pod worker needs of its kubelet: declared here, where it is used, as Kubernetes' pod workers
-    declare the ``podSyncer`` they drive, so that the worker depends on no kubelet class."""
+class PodHost(SetupHost, Protocol):
+    """What a pod worker needs of its kubelet (beyond what its `PodSetup` needs): declared here, where it is
+    used, as Kubernetes' pod workers declare the ``podSyncer`` they drive, so that the worker depends on no
+    kubelet class."""
 
-    kube: KubeApi
     state_dir: Path
-    network: HostNetwork | NetnsNetwork
     cgroups: KubeletCgroups | None
-    node_memory: int  # bytes: what a memory-backed emptyDir may hold at most
-    devices: NodeDevices  # the node's GPUs and which pods hold them
 
     def base_env(self, pod: dict[str, Any]) -> dict[str, str]:
         """What every container gets before its own variables."""
@@ -82,16 +77,16 @@ class PodHost(Protocol):
         """Sync ``worker`` again after ``delay`` seconds."""
         ...
 
-    def hosts_changed(self) -> None:
-        """Pod addresses changed: rewrite the hosts files."""
-        ...
-
     def write_hosts(self, worker: PodWorker) -> None:
         """Write ``worker``'s pod's hosts file now."""
         ...
 
 
-class PodWorker(PodSetup, PodProbing):
+class PodWorker:
+    """Drives one pod: composes its preparation (`PodSetup`: network, volumes, devices) and its probes
+    (`PodProbes`), as the kubelet composes its volume, device and prober managers, and owns the containers'
+    lifecycle and the status written from them."""
+
     def __init__(self, kubelet: PodHost, pod: dict[str, Any]) -> None:
         self.kubelet = kubelet
         self.kube = kubelet.kube
@@ -100,11 +95,8 @@ class PodWorker(PodSetup, PodProbing):
         self.dir = PodDir.of(kubelet.state_dir, pod)
         self.wakeup = asyncio.Event()
         self.gone = False
-        self.net: PodNet | None = None
-        self.volume_paths: dict[str, Path] = {}
-        self.ctx: PodContext | None = None
-        self.config_error: str | None = None
-        self.mount_error: str | None = None  # the last FailedMount event recorded
+        self.setup = PodSetup(kubelet, self.dir, self._event)
+        self.probes = PodProbes(kubelet.state_dir, self._event, self._wake)
         self.create_errors: dict[str, str] = {}
         self.backing_off: dict[str, str] = {}  # container -> CrashLoopBackOff message until it restarts
         self.launched: dict[tuple[str, int], float] = {}
@@ -115,10 +107,7 @@ class PodWorker(PodSetup, PodProbing):
         # (event reason, container, attempt) already recorded
         self.reported: set[tuple[str, str, int]] = set()
         self.deleted = False
-        self.prepare_after = 0.0
         self.kill_deadline: float | None = None
-        self.probers: dict[str, ContainerProber] = {}  # container -> the probes of its running attempt
-        self.probe_kills: dict[tuple[str, int], float] = {}  # attempt killed by a probe -> SIGKILL deadline
         self.seen_grace: int | None = None
 
     @property
@@ -129,6 +118,14 @@ class PodWorker(PodSetup, PodProbing):
     @property
     def namespace(self) -> str:
         return str(self.pod["metadata"].get("namespace", "default"))
+
+    @property
+    def net(self) -> PodNet | None:
+        """The pod's address and network namespace, once set up (the kubelet writes hosts files from it)."""
+        return self.setup.net
+
+    def _wake(self, delay: float) -> None:
+        self.kubelet.queue_wakeup(self, delay)
 
     def update(self, pod: dict[str, Any]) -> None:
         self.pod = pod
@@ -159,10 +156,9 @@ class PodWorker(PodSetup, PodProbing):
     async def teardown(self) -> None:
         """The pod object is gone: kill what is left, free its devices and network, remove the pod's cgroups
         and directory (its tmpfs volumes unmounted first)."""
-        for prober in self.probers.values():
-            prober.cancel()
+        self.probes.cancel()
         runtime.kill_all(self.dir)
-        self.release_devices()
+        self.setup.release_devices(self.uid)
         if self.kubelet.cgroups is not None:
             await asyncio.to_thread(self.kubelet.cgroups.remove_pod, self.uid)
         await self.kubelet.network.teardown(self.uid)
@@ -177,11 +173,11 @@ class PodWorker(PodSetup, PodProbing):
             items = runtime.attempts(container)
             if items and not items[-1].finished:
                 items[-1] = self._check_lost(container, items[-1])
-            msg = self.create_errors.get(c["name"]) or self.config_error
+            msg = self.create_errors.get(c["name"]) or self.setup.config_error
             reason = waiting
             if c["name"] in self.create_errors:
                 reason = "CreateContainerError"
-            elif self.config_error:
+            elif self.setup.config_error:
                 reason = "CreateContainerConfigError"
             elif c["name"] in self.backing_off:
                 reason, msg = "CrashLoopBackOff", self.backing_off[c["name"]]
@@ -211,22 +207,24 @@ class PodWorker(PodSetup, PodProbing):
             # Finished (possibly before this kubelet started): make sure nothing runs, release the network.
             inits, mains = self._views() if self.dir.path.exists() else ([], [])
             self._kill_running(inits + mains)
-            self.release_devices()
+            self.setup.release_devices(self.uid)
             if meta.get("deletionTimestamp"):
                 await self._final_delete()
-            await self.release_memory_volumes()
-            if self.net is not None or self.dir.network.exists():
+            await self.setup.release_memory_volumes(pod)
+            if self.setup.net is not None or self.dir.network.exists():
                 await self.kubelet.network.teardown(self.uid)
                 self.dir.network.unlink(missing_ok=True)
-                self.net = None
+                self.setup.net = None
                 self.kubelet.hosts_changed()
             return False
         self.dir.path.mkdir(parents=True, exist_ok=True)
-        if self.net is None:
-            self.net = await self._setup_network()
+        net = await self.setup.network(pod, self.uid)
         deleting = bool(meta.get("deletionTimestamp"))
-        if self.ctx is None and not deleting and not terminal and time.monotonic() >= self.prepare_after:
-            await self._prepare()
+        if not deleting and not terminal and self.setup.due():
+            if (retry := await self.setup.prepare(pod, self.uid)) is not None:
+                self._wake(retry)
+            else:
+                self.kubelet.write_hosts(self)
 
         runtime.reap_children()
         inits, mains = self._views()
@@ -237,23 +235,20 @@ class PodWorker(PodSetup, PodProbing):
             restart_pending = set(self.backing_off)  # a restart count never goes back (Job backoffLimit)
         elif self.final is None:
             await self._check_deadline(inits + mains)
-            if self.final is None and self.ctx is not None:
+            if self.final is None and self.setup.ctx is not None:
                 restart_pending = await self._advance(inits, mains)
             inits, mains = self._views()
-            await self._probe(mains)
+            await self.probes.run(pod, net.ip, mains, self._current_files)
         else:
             self._kill_running(inits + mains)
-        for v in mains:  # what the probes said last, also while the pod is being deleted
-            prober = self.probers.get(v.name)
-            if prober is not None and v.current is not None and prober.attempt == v.current.n:
-                v.probe_started, v.probe_ready = prober.started, prober.ready
+        self.probes.show(mains)
 
         status = pod_status(
             pod,
             inits,
             mains,
             now=now_rfc3339(),
-            pod_ip=self.net.ip if self.net else "",
+            pod_ip=net.ip,
             host_ip=self.kubelet.network.host_ip,
             start_time=self.start_time,
             restart_pending=restart_pending,
@@ -266,7 +261,9 @@ class PodWorker(PodSetup, PodProbing):
             if not running:
                 terminate_unfinished(status)
         if not running and (deleting or status["phase"] in TERMINAL_PHASES):
-            self.release_devices()  # before the API says the pod ended: its room is free only then
+            self.setup.release_devices(
+                self.uid
+            )  # before the API says the pod ended: its room is free only then
         await self._write_status(status)
         if deleting and not running:
             await self._final_delete()
@@ -345,8 +342,9 @@ class PodWorker(PodSetup, PodProbing):
         """What the shim runs for container `c` (the container's runtime spec), and which part of its
         securityContext cannot be applied (see `identity`); raises ContainerConfigError or _CreateError when
         the container cannot be set up."""
-        assert self.ctx is not None and self.net is not None
-        k8s_env = podenv.container_env(self.pod, c, self.ctx)
+        net, ctx = self.setup.net, self.setup.ctx
+        assert ctx is not None and net is not None
+        k8s_env = podenv.container_env(self.pod, c, ctx)
         if not c.get("command"):
             # args alone would run with the image's entrypoint, which the local cluster cannot know.
             raise _CreateError(
@@ -355,8 +353,8 @@ class PodWorker(PodSetup, PodProbing):
             )
         argv = podenv.container_argv(c, k8s_env)
         identity, not_applied = container_identity(self.pod, c)
-        mounts = volumes.container_mounts(c, self.volume_paths, k8s_env.get) if self.net.isolate else []
-        if self.net.isolate:
+        mounts = volumes.container_mounts(c, self.setup.volume_paths, k8s_env.get) if net.isolate else []
+        if net.isolate:
             # The kubelet's hosts file, and a resolv.conf without nameservers: DNS lookups can only go to the
             # loopback address, never to the host's resolver (pod traffic stays local).
             managed = {"/etc/hosts": self.dir.etc_hosts, "/etc/resolv.conf": self.dir.resolv_conf}
@@ -364,11 +362,11 @@ class PodWorker(PodSetup, PodProbing):
             mounts += [Mount(str(path), target) for target, path in managed.items() if target not in taken]
         return ShimSpec(
             argv=argv,
-            env={**self.kubelet.base_env(self.pod), **k8s_env, **self.device_env(c)},
+            env={**self.kubelet.base_env(self.pod), **k8s_env, **self.setup.device_env(c)},
             log_path="",
             working_dir=c.get("workingDir") or None,
-            netns=self.net.netns,
-            hostname=hosts.pod_hostname(self.pod) if self.net.isolate else None,
+            netns=net.netns,
+            hostname=hosts.pod_hostname(self.pod) if net.isolate else None,
             mounts=mounts,
             identity=identity,
         ), not_applied
@@ -378,7 +376,7 @@ class PodWorker(PodSetup, PodProbing):
             spec, not_applied = self._shim_spec(v.spec)
             spec.cgroups = await asyncio.to_thread(self._container_cgroup, v.spec, n)
         except ContainerConfigError as exc:
-            await self._config_failed(str(exc))
+            self._wake(await self.setup.config_failed(str(exc)))
             return
         except _CreateError as exc:
             if v.name not in self.create_errors:
