@@ -185,6 +185,7 @@ def test_a_boundary_is_not_crossed(graph: Graph, source: str, target: str) -> No
 WAITING_MAY_IMPORT = {
     *("__future__", "dataclasses", "datetime", "random", "typing"),
     *("t9k_provider.waiting", "t9k_provider.jobs.contract", "t9k_provider.kube.timestamps"),
+    "t9k_provider.kube.resources",  # the GPU resource name and how an extended resource is counted
     "t9k_provider.progress",  # the report line's parser: the standard library only
 }
 

@@ -14,6 +14,8 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from t9k_provider.kube.resources import GPU
+
 #: How the call reaches the replicas (see ``transport``): an init container writes the runner and the call
 #: into an ``emptyDir`` that the training container mounts. Files, not variables: DeepSpeed's launcher starts
 #: the processes of the other workers over SSH.
@@ -149,10 +151,6 @@ class Recipe:
                 {"name": "WORLD_SIZE", "value": "$(replicas[worker])"},
             ]
         return []
-
-
-#: The resource the NVIDIA device plugin advertises, and `gpus=` asks for.
-GPU = "nvidia.com/gpu"
 
 
 def gpu_resources(resources: dict[str, Any] | None, gpus: int) -> dict[str, Any] | None:

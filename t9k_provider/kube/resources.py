@@ -45,3 +45,16 @@ STATEFULSETS = ResourceType("apps/v1", "StatefulSet", "statefulsets")
 DAEMONSETS = ResourceType("apps/v1", "DaemonSet", "daemonsets")
 LEASES = ResourceType("coordination.k8s.io/v1", "Lease", "leases")
 PODGROUPS = ResourceType("scheduler.tensorstack.dev/v1beta1", "PodGroup", "podgroups")
+
+#: The extended resource the NVIDIA device plugin advertises: what a replica asks for, a node gives, the
+#: kubelet hands out and the provider counts, spelled once.
+GPU = "nvidia.com/gpu"
+
+
+def whole_units(value: object) -> int | None:
+    """An extended resource's quantity (``2``, ``"2"``) as its count; None when it is not a whole number
+    (extended resources are counted in whole units only)."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return None

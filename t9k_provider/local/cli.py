@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from t9k_provider.kube.resources import GPU
 from t9k_provider.local.components import Component, Supervisor, log_tail, read_status
 from t9k_provider.local.machinery.quantity import QUANTITY_ERROR, parse_quantity
 from t9k_provider.local.state import AlreadyRunning, StateDir, default_state_dir, wait_ready
@@ -43,7 +44,7 @@ COMPANION_CRDS = Path(__file__).resolve().parent / "crds"
 CAPACITY_FLAGS = {
     "cpus": ("cpu", "CPUs the node advertises (default: the machine's), e.g. 2 or 1500m"),
     "memory": ("memory", "memory the node advertises (default: the machine's), e.g. 4Gi"),
-    "gpus": ("nvidia.com/gpu", "nvidia.com/gpu count the node advertises (default: /dev/nvidiaN devices)"),
+    "gpus": (GPU, f"{GPU} count the node advertises (default: /dev/nvidiaN devices)"),
     "max_pods": ("pods", "pods the node takes (default 110)"),
 }
 

@@ -22,9 +22,8 @@ from t9k_provider.operators.checkpoints import checked_volume
 from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout
 from t9k_provider.operators.kill import KillSwitch
 from t9k_provider.operators.manifest import TemplatedManifest
-from t9k_provider.operators.options import OnFinishAction, OnKillAction, choose
+from t9k_provider.operators.options import OnFinishAction, OnKillAction, choose, seconds
 from t9k_provider.operators.options import ReattachPolicy as Reattach
-from t9k_provider.waiting.durations import seconds
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook

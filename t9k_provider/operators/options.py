@@ -1,8 +1,10 @@
 """The operators' choices as types, as cncf's ``OnFinishAction``: a DAG passes the member or its string,
-and a wrong string fails at DAG parse, naming the field and what it allows."""
+and a wrong string fails at DAG parse, naming the field and what it allows; and the durations the operators
+and the sensor take (seconds or ``timedelta``), checked then too. Imports nothing of the provider."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import Enum
 
 
@@ -36,3 +38,13 @@ def choose(options: type[Enum], value: object, field: str) -> str:
     except ValueError:
         allowed = ", ".join(str(member.value) for member in options)
         raise ValueError(f"{field}: {value!r} is not one of {allowed}") from None
+
+
+def seconds(value: float | timedelta | None, field: str) -> float | None:
+    """A user-supplied duration (number of seconds or timedelta) as seconds, rejecting negatives."""
+    if value is None:
+        return None
+    result = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if result < 0:
+        raise ValueError(f"{field}: must not be negative, got {value!r}")
+    return result

@@ -1,6 +1,6 @@
 """How a task ends once its wait stopped: decided from a fresh read of the job (an event only says why the
 wait stopped early), with the job kept or deleted as the task's options say, and what its replicas used
-(``waiting.usage``) and reported (``waiting.progress``) logged and pushed to XCom, whatever the outcome; the
+(``operators.usage``) and reported (``waiting.reported``) logged and pushed to XCom, whatever the outcome; the
 metrics of a success also go into its asset events."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from t9k_provider.jobclient.client import JobClient
 from t9k_provider.jobclient.identity import JobRef
 from t9k_provider.operators.diagnostics import failure_report
 from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout
+from t9k_provider.operators.usage import describe, usage
 from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.waiting import status as job_status
-from t9k_provider.waiting.progress import Progress
-from t9k_provider.waiting.usage import describe, usage
+from t9k_provider.waiting.reported import ReportedProgress
 
-#: XCom key of what the job's replicas used (``waiting.usage``), pushed when the task ends.
+#: XCom key of what the job's replicas used (``operators.usage``), pushed when the task ends.
 USAGE_XCOM_KEY = "t9k_usage"
-#: XCom key of the training's progress (``waiting.progress``), pushed when the task ends after a report.
+#: XCom key of the training's progress (``waiting.reported``), pushed when the task ends after a report.
 PROGRESS_XCOM_KEY = "t9k_progress"
 
 
@@ -63,7 +63,7 @@ def conclude(
     why: dict[str, Any] | None,
     finish: Finish,
     log: logging.Logger | Any,
-    progress: Progress | None = None,
+    progress: ReportedProgress | None = None,
 ) -> dict[str, Any]:
     """The task's result for ``job`` (just read), or the exception that fails it. For a job that has not
     ended, ``why`` says what stopped the wait (``status``: timeout, failed or error; ``message``;
@@ -119,7 +119,7 @@ def _pods(client: JobClient, ref: JobRef, log: logging.Logger | Any) -> list[dic
 
 
 def report_progress(
-    progress: Progress | None, finish: Finish, succeeded: bool, log: logging.Logger | Any
+    progress: ReportedProgress | None, finish: Finish, succeeded: bool, log: logging.Logger | Any
 ) -> None:
     """Push the progress to XCom ``t9k_progress`` and, after a success, put the final step and metrics into
     the extra of each outlet's asset event; never fails the task."""

@@ -2,9 +2,9 @@
 
 A pod ran from its containers' earliest start (``startedAt`` of the running or terminated state, or of the
 last terminated one) to their latest finish (``finishedAt``), or until ``now`` while one still runs; its
-GPU-seconds are that time times the ``nvidia.com/gpu`` limits of its containers. Only the pods that exist
-when the task ends count: pods deleted before (replaced replicas, ``cleanUpPolicy`` that removed them) are
-not seen. Pure functions over plain dicts, shared by both wait modes' conclusion.
+GPU-seconds are that time times the GPU (``kube.resources.GPU``) limits of its containers. Only the pods that
+exist when the task ends count: pods deleted before (replaced replicas, ``cleanUpPolicy`` that removed them)
+are not seen. Pure functions over plain dicts, for the task's conclusion.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from t9k_provider.jobs.contract import LABEL_REPLICA_TYPE
+from t9k_provider.kube.resources import GPU, whole_units
 from t9k_provider.kube.timestamps import parse_time
 
-GPU = "nvidia.com/gpu"
 #: The replica type of a pod without the controller's label.
 UNLABELLED = "other"
 TOTAL = "total"
@@ -53,10 +53,7 @@ def gpus(pod: dict[str, Any]) -> int:
     for container in (pod.get("spec") or {}).get("containers") or []:
         resources = container.get("resources") or {}
         value = (resources.get("limits") or {}).get(GPU, (resources.get("requests") or {}).get(GPU))
-        try:
-            total += int(float(str(value))) if value is not None else 0
-        except ValueError:
-            continue
+        total += (whole_units(value) or 0) if value is not None else 0
     return total
 
 

@@ -1,6 +1,6 @@
 """Where the followed replicas' lines go: into the task log with a ``[pod/container]`` prefix, except progress
-reports (``t9k_provider.progress``), which update the wait's ``Progress`` when the leader wrote them and
-show as one progress line every few seconds instead of one line per report.
+reports (``t9k_provider.progress``), which update the wait's ``ReportedProgress`` when the leader wrote them
+and show as one progress line every few seconds instead of one line per report.
 
 The streams (``streams``, in the triggerer or on the worker's stream thread) and the batch reads
 (``follower``) both hand their lines here, so the lines a task log shows and the progress a task knows are
@@ -17,7 +17,7 @@ from typing import Any
 from t9k_provider.kube.podlogs import LogLine
 from t9k_provider.progress import Report, parse
 from t9k_provider.replicalogs.targets import ReplicaTarget
-from t9k_provider.waiting.progress import Progress
+from t9k_provider.waiting.reported import ReportedProgress
 
 
 class ReplicaLines:
@@ -25,7 +25,7 @@ class ReplicaLines:
         self,
         log: logging.Logger | Any,
         leader: ReplicaTarget | None = None,
-        progress: Progress | None = None,
+        progress: ReportedProgress | None = None,
         *,
         show: bool = True,
     ) -> None:
@@ -34,15 +34,15 @@ class ReplicaLines:
         self.log = log
         self.leader = leader
         self.show = show
-        self._progress = progress or Progress()
+        self._progress = progress or ReportedProgress()
         self._pending = False  # a report came since the last progress line
         self._lock = threading.Lock()
 
     @property
-    def progress(self) -> Progress:
+    def progress(self) -> ReportedProgress:
         """A copy of what was reported so far."""
         with self._lock:
-            return Progress.from_json(self._progress.to_json())
+            return ReportedProgress.from_json(self._progress.to_json())
 
     def take(self, pod: str, container: str, labels: dict[str, str], line: LogLine) -> None:
         report = parse(line.text)

@@ -15,7 +15,7 @@ from t9k_provider.replicalogs.lines import ReplicaLines
 from t9k_provider.replicalogs.streams import DRAIN_SECONDS
 from t9k_provider.replicalogs.targets import Followed, ReplicaTarget, pod_selector
 from t9k_provider.replicalogs.worker import WorkerLogStreams
-from t9k_provider.waiting.progress import Progress
+from t9k_provider.waiting.reported import ReportedProgress
 
 
 class WaitLogs:
@@ -58,8 +58,8 @@ class WaitLogs:
         live: bool,
     ) -> WaitLogs:
         """The logs of a wait for the job ``ref`` (a ``JobRef``) from ``cursors``, the leader's progress
-        adding to ``progress`` (what came before: ``Progress.to_json``)."""
-        lines = ReplicaLines(log, followed.leader, Progress.from_json(progress))
+        adding to ``progress`` (what came before: ``ReportedProgress.to_json``)."""
+        lines = ReplicaLines(log, followed.leader, ReportedProgress.from_json(progress))
         return cls(
             hook, ref.kind, ref.namespace, ref.name, followed.targets, cursors, log, live=live, lines=lines
         )

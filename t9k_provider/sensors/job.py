@@ -25,7 +25,7 @@ from airflow.providers.common.compat.sdk import (
     conf,
 )
 
-from t9k_provider.waiting.durations import seconds
+from t9k_provider.operators.options import seconds
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook

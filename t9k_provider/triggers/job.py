@@ -113,7 +113,7 @@ class T9kJobTrigger(BaseTrigger):
         self.log_targets = [tuple(t) for t in log_targets] if log_targets is not None else None
         self.log_cursors = dict(log_cursors or {})
         #: the replica (``ReplicaTarget`` fields) whose progress reports count, and what it reported so far
-        #: (``Progress.to_json``): a restarted trigger re-reads the reports after ``log_cursors``
+        #: (``ReportedProgress.to_json``): a restarted trigger re-reads the reports after ``log_cursors``
         self.leader = list(leader) if leader else None
         self.progress = progress
         self._fired = False
@@ -212,11 +212,11 @@ class T9kJobTrigger(BaseTrigger):
             from t9k_provider.replicalogs.lines import ReplicaLines
             from t9k_provider.replicalogs.streams import DRAIN_SECONDS, ReplicaLogs
             from t9k_provider.replicalogs.targets import ReplicaTarget
-            from t9k_provider.waiting.progress import Progress
+            from t9k_provider.waiting.reported import ReportedProgress
 
             targets = [ReplicaTarget(*t) for t in self.log_targets or ()]
             leader = ReplicaTarget(*self.leader) if self.leader else None
-            progress = Progress.from_json(self.progress)
+            progress = ReportedProgress.from_json(self.progress)
             lines = ReplicaLines(shown or self.log, leader, progress, show=shown is not None)
             async with self._client() as lease:  # the streams' client, held until they are stopped
                 logs = ReplicaLogs(

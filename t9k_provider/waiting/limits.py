@@ -13,7 +13,7 @@ from typing import Any, Literal, NamedTuple
 
 from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.placement import unplaceable
-from t9k_provider.waiting.progress import Progress
+from t9k_provider.waiting.reported import ReportedProgress
 
 
 class Verdict(NamedTuple):
@@ -31,7 +31,7 @@ class WaitLimits:
     paused_timeout: float | None = None
     unknown_timeout: float | None = None
     pod_error_timeout: float | None = None
-    #: Seconds a running job may go without a progress report (``waiting.progress``).
+    #: Seconds a running job may go without a progress report (``waiting.reported``).
     progress_timeout: float | None = None
 
     @classmethod
@@ -76,7 +76,7 @@ class WaitLimits:
         return None
 
     def progress_deadline(
-        self, job: dict[str, Any], progress: Progress | None, first_seen: dict[str, float], now: float
+        self, job: dict[str, Any], progress: ReportedProgress | None, first_seen: dict[str, float], now: float
     ) -> float | None:
         """When a running job without a new report is stalled: ``progress_timeout`` after the latest report,
         or after the job's Running when none came; None when not running or no limit is set."""
@@ -88,7 +88,7 @@ class WaitLimits:
         return (since.timestamp() if since else first_seen.setdefault("running", now)) + self.progress_timeout
 
     def reports_since(
-        self, job: dict[str, Any], progress: Progress | None, first_seen: dict[str, float], now: float
+        self, job: dict[str, Any], progress: ReportedProgress | None, first_seen: dict[str, float], now: float
     ) -> float:
         """Where a read for a stall verdict starts: after the latest report known (or the job's Running), but
         at most ``progress_timeout`` back, since an older report cannot prevent the stall."""
@@ -98,7 +98,7 @@ class WaitLimits:
         return max(deadline, now) - self.progress_timeout
 
     def check_progress(
-        self, job: dict[str, Any], progress: Progress | None, now: float, first_seen: dict[str, float]
+        self, job: dict[str, Any], progress: ReportedProgress | None, now: float, first_seen: dict[str, float]
     ) -> Verdict | None:
         """Give up on a job whose training reported no progress for ``progress_timeout`` seconds."""
         deadline = self.progress_deadline(job, progress, first_seen, now)

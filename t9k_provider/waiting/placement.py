@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from t9k_provider.kube.resources import whole_units
+
 #: How long what the nodes can give is trusted before the wait reads it again (nodes join and leave).
 NODES_TTL_SECONDS = 60.0
 
@@ -19,19 +21,12 @@ def _extended(name: str) -> bool:
     return "/" in name and not name.startswith(("hugepages-", "requests.", "limits."))
 
 
-def _count(value: Any) -> int | None:
-    try:
-        return int(str(value))
-    except ValueError:
-        return None
-
-
 def largest_allocatable(nodes: list[dict[str, Any]]) -> dict[str, int]:
     """The most of each extended resource one node can give (its ``status.allocatable``)."""
     largest: dict[str, int] = {}
     for node in nodes:
         for name, value in ((node.get("status") or {}).get("allocatable") or {}).items():
-            count = _count(value)
+            count = whole_units(value)
             if _extended(name) and count is not None:
                 largest[name] = max(largest.get(name, 0), count)
     return largest
@@ -44,7 +39,7 @@ def _requests(pod: dict[str, Any]) -> dict[str, int]:
     def of(container: dict[str, Any]) -> dict[str, int]:
         resources = container.get("resources") or {}
         wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        return {n: c for n, v in wanted.items() if _extended(n) and (c := _count(v)) is not None}
+        return {n: c for n, v in wanted.items() if _extended(n) and (c := whole_units(v)) is not None}
 
     spec = pod.get("spec") or {}
     total: dict[str, int] = {}

@@ -23,7 +23,7 @@ LOG_EVERY_SECONDS = 5.0
 
 
 @dataclass
-class Progress:
+class ReportedProgress:
     step: float | None = None
     total: float | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -35,7 +35,7 @@ class Progress:
     logged_at: float | None = field(default=None, compare=False)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> Progress:
+    def from_json(cls, data: dict[str, Any] | None) -> ReportedProgress:
         if not data:
             return cls()
         return cls(

@@ -15,7 +15,7 @@ from typing import Any, Literal, NamedTuple
 from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.limits import WaitLimits
 from t9k_provider.waiting.notes import WaitingNotes
-from t9k_provider.waiting.progress import Progress
+from t9k_provider.waiting.reported import ReportedProgress
 
 #: Shortest pause between two looks, so a deadline that is due this instant cannot make a wait spin.
 MIN_LOOK_SECONDS = 0.05
@@ -65,7 +65,7 @@ def step(
     uid: str | None = None,
     pods: list[dict[str, Any]] | None = None,
     largest: dict[str, int] | None = None,
-    progress: Progress | None = None,
+    progress: ReportedProgress | None = None,
 ) -> Step:
     """The decision for ``job`` as seen at ``now``; ``uid`` is the job the task waits for, ``pods`` the
     job's pods when the previous answer for this look was ``read_pods`` (a caller without them gives []),

@@ -37,8 +37,6 @@ OPERATOR_PARSE_MODULES = [
     "t9k_provider.operators.manifest",
     "t9k_provider.operators.options",
     "t9k_provider.version_compat",
-    "t9k_provider.waiting",
-    "t9k_provider.waiting.durations",
 ]
 #: ... and a DAG of `@task.t9k*` tasks: the base operator without the kind operators, so no kind names either.
 DECORATOR_PARSE_MODULES = sorted(
@@ -49,6 +47,8 @@ DECORATOR_PARSE_MODULES = sorted(
         "t9k_provider.decorators.operator",
         "t9k_provider.decorators.source",
         "t9k_provider.decorators.tasks",
+        "t9k_provider.kube",
+        "t9k_provider.kube.resources",
     ]
 )
 
@@ -135,10 +135,10 @@ def test_operators_parse_without_kubernetes_clients_models_or_run_time_helpers()
 @pytest.mark.timeout(300)
 def test_sensor_parses_without_kubernetes_clients_models_or_status_helpers() -> None:
     assert probe(WITH_SENSOR)["loaded"] == [
+        "t9k_provider.operators",
+        "t9k_provider.operators.options",
         "t9k_provider.sensors",
         "t9k_provider.sensors.job",
-        "t9k_provider.waiting",
-        "t9k_provider.waiting.durations",
     ]
 
 

@@ -1,7 +1,7 @@
-"""What a wait makes of the leader's progress reports: the ``Progress`` state (history, rate, ETA, the task
-log's line, JSON across deferrals), the stall verdict ``waiting.step`` gives for ``progress_timeout``, and
-``ReplicaLines``, which routes the followed lines (reports of the leader only, one progress line every few
-seconds, never the report lines themselves)."""
+"""What a wait makes of the leader's progress reports: the ``ReportedProgress`` state (history, rate, ETA, the
+task log's line, JSON across deferrals), the stall verdict ``waiting.step`` gives for ``progress_timeout``,
+and ``ReplicaLines``, which routes the followed lines (reports of the leader only, one progress line every
+few seconds, never the report lines themselves)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from t9k_provider.progress import Report
 from t9k_provider.replicalogs import lines as lines_module
 from t9k_provider.replicalogs.lines import ReplicaLines
 from t9k_provider.replicalogs.targets import Followed, ReplicaTarget
-from t9k_provider.waiting import progress as progress_module
+from t9k_provider.waiting import reported as progress_module
 from t9k_provider.waiting.limits import WaitLimits
-from t9k_provider.waiting.progress import HISTORY_LIMIT, Progress
+from t9k_provider.waiting.reported import HISTORY_LIMIT, ReportedProgress
 from t9k_provider.waiting.step import WaitMemory, next_look, step
 from tests.airflow.fakes import generic_manifest, with_status
 
@@ -34,15 +34,15 @@ def running_job() -> dict[str, Any]:
     return job
 
 
-def reported(*steps: tuple[float, float], total: float | None = 100) -> Progress:
+def reported(*steps: tuple[float, float], total: float | None = 100) -> ReportedProgress:
     """A progress with a report at each ``(step, time)``."""
-    state = Progress()
+    state = ReportedProgress()
     for number, at in steps:
         state.add(Report(number, total, {"loss": 1.0 / (number + 1)}), at)
     return state
 
 
-# -- Progress -----------------------------------------------------------------------------------------------
+# -- ReportedProgress -------------------------------------------------------------------------------------
 
 
 def test_rate_eta_and_the_task_log_line() -> None:
@@ -79,15 +79,15 @@ def test_json_round_trip_keeps_everything_but_when_it_was_last_logged() -> None:
     state.logged_at = 1234.0
     data = state.to_json()
     assert data is not None and set(data) == {"step", "total", "metrics", "time", "history"}
-    again = Progress.from_json(data)
+    again = ReportedProgress.from_json(data)
     assert again == state and again.logged_at is None
-    assert Progress().to_json() is None and Progress.from_json(None) == Progress()
+    assert ReportedProgress().to_json() is None and ReportedProgress.from_json(None) == ReportedProgress()
 
 
 def test_latest_names_step_time_and_age() -> None:
     state = reported((42, RUNNING_SINCE + 3))
     assert state.latest(RUNNING_SINCE + 68) == "step 42/100 at 2026-01-01 10:00:03 UTC (0:01:05 ago)"
-    assert Progress().latest(0.0) == "no report"
+    assert ReportedProgress().latest(0.0) == "no report"
 
 
 # -- the stall verdict ------------------------------------------------------------------------------------
@@ -97,11 +97,13 @@ def test_no_report_at_all_counts_from_the_jobs_running() -> None:
     limits = WaitLimits(progress_timeout=60)
     job = running_job()
     memory = WaitMemory(RUNNING_SINCE)
-    assert step(job, limits, RUNNING_SINCE + 59, memory, progress=Progress()).action == "wait"
+    assert step(job, limits, RUNNING_SINCE + 59, memory, progress=ReportedProgress()).action == "wait"
     assert memory.stalled_at == RUNNING_SINCE + 60
-    assert step(job, limits, RUNNING_SINCE + 60, memory, progress=Progress()).action == "read_progress"
+    assert (
+        step(job, limits, RUNNING_SINCE + 60, memory, progress=ReportedProgress()).action == "read_progress"
+    )
     memory.progress_read_at = RUNNING_SINCE + 60  # the leader's log, read to the present, held no report
-    stalled = step(job, limits, RUNNING_SINCE + 60, memory, progress=Progress())
+    stalled = step(job, limits, RUNNING_SINCE + 60, memory, progress=ReportedProgress())
     assert (stalled.action, stalled.status) == ("conclude", "timeout")
     assert stalled.message == "no progress report since the job started running (progress_timeout=60s)"
 
@@ -144,7 +146,9 @@ def test_a_read_for_a_stall_reaches_back_to_the_latest_report_at_most_the_timeou
     job, first_seen = running_job(), {}
     recent = reported((7, RUNNING_SINCE + 50))
     assert limits.reports_since(job, recent, first_seen, RUNNING_SINCE + 100) == RUNNING_SINCE + 50
-    assert limits.reports_since(job, Progress(), first_seen, RUNNING_SINCE + 1000) == RUNNING_SINCE + 940
+    assert (
+        limits.reports_since(job, ReportedProgress(), first_seen, RUNNING_SINCE + 1000) == RUNNING_SINCE + 940
+    )
     assert WaitLimits().reports_since(job, recent, first_seen, RUNNING_SINCE + 1000) == RUNNING_SINCE + 1000
 
 
@@ -158,13 +162,13 @@ def test_the_next_look_comes_at_the_stall_deadline() -> None:
 @pytest.mark.parametrize(
     ("limits", "phase", "progress"),
     [
-        (WaitLimits(), "Running", Progress()),  # no progress_timeout
-        (WaitLimits(progress_timeout=1), "Pending", Progress()),  # not running yet
-        (WaitLimits(progress_timeout=1), "Paused", Progress()),  # paused: nothing to report
+        (WaitLimits(), "Running", ReportedProgress()),  # no progress_timeout
+        (WaitLimits(progress_timeout=1), "Pending", ReportedProgress()),  # not running yet
+        (WaitLimits(progress_timeout=1), "Paused", ReportedProgress()),  # paused: nothing to report
     ],
 )
 def test_no_stall_verdict_outside_a_running_job_with_a_limit(
-    limits: WaitLimits, phase: str, progress: Progress
+    limits: WaitLimits, phase: str, progress: ReportedProgress
 ) -> None:
     job = with_status(generic_manifest("j", namespace="ns"), phase)
     memory = WaitMemory(RUNNING_SINCE)

@@ -9,10 +9,10 @@ import pytest
 
 from t9k_provider.jobclient import identity as ident
 from t9k_provider.kube import podlogs as pod_logs
+from t9k_provider.operators.options import seconds
 from t9k_provider.replicalogs.follower import LogFollower
 from t9k_provider.replicalogs.targets import ReplicaTarget, default_targets, parse_targets, pod_selector
 from t9k_provider.waiting import status as job_status
-from t9k_provider.waiting.durations import seconds
 from t9k_provider.waiting.limits import WaitLimits
 from tests.airflow.fakes import FakeHook, generic_manifest, pod, with_status
 

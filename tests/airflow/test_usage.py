@@ -1,5 +1,5 @@
-"""What a job's replicas used (``waiting.usage``) and how every task end reports it: one line in the task log
-and XCom ``t9k_usage``, in both wait modes, on success and failure, from one list of the job's pods."""
+"""What a job's replicas used (``operators.usage``) and how every task end reports it: one line in the task
+log and XCom ``t9k_usage``, in both wait modes, on success and failure, from one list of the job's pods."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
 
 from t9k_provider.jobclient import identity as ident
 from t9k_provider.operators import T9kJobFailed
-from t9k_provider.waiting.usage import describe, gpus, ran, usage
+from t9k_provider.operators.usage import describe, gpus, ran, usage
 from tests.airflow.builders import FAILED, RUNNING, SUCCEEDED, make
 from tests.airflow.fakes import FakeHook, FakeTI, pod
 from tests.airflow.podstates import running, stamp, terminated

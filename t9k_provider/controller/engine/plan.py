@@ -1,4 +1,4 @@
-"""The internal model the kinds hand to the engine: a `Plan` (replica kinds) or a `Progress` (BeamJob).
+"""The internal model the kinds hand to the engine: a `Plan` (replica kinds) or a `Standing` (BeamJob).
 
 A kind compiler turns a typed job into a `Plan`; the engine never looks at kind-specific spec fields.
 """
@@ -113,7 +113,7 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class Progress:
+class Standing:
     """Where a job that drives companion resources itself (BeamJob) stands, as its kind reads them this round.
 
     `conditions` maps type -> (status, reason, message); `fields` are the kind's own status fields;

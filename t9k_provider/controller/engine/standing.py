@@ -1,6 +1,6 @@
-"""The Decision of a job that drives companion resources itself (BeamJob), from the `Progress` its kind reads.
+"""The Decision of a job that drives companion resources itself (BeamJob), from the `Standing` its kind reads.
 
-What JobRun does for a Plan's status envelope, here for a Progress: the terminal phase is final, nothing is
+What JobRun does for a Plan's status envelope, here for a Standing: the terminal phase is final, nothing is
 created in the round that ends the job, and cleanup follows only once that phase is in the observed status.
 """
 
@@ -14,24 +14,24 @@ from t9k_provider.kube.timestamps import rfc3339
 
 from .decision import Create, Decision, Event
 from .jobrun import CLEANUP_REQUEUE_SECONDS
-from .plan import Progress
+from .plan import Standing
 from .status import merge_conditions, sanitized
 
 
-def progress_decision(job: dict[str, Any], progress: Progress, now: datetime) -> Decision:
+def standing_decision(job: dict[str, Any], standing: Standing, now: datetime) -> Decision:
     prior = sanitized(job.get("status"))
     if prior.get("phase") in TERMINAL_PHASES:
-        return Decision(status=job.get("status") or {}, actions=list(progress.cleanup))
-    phase = progress.phase
+        return Decision(status=job.get("status") or {}, actions=list(standing.cleanup))
+    phase = standing.phase
     ending = phase in TERMINAL_PHASES
     status: dict[str, Any] = {
         "phase": phase,
-        "conditions": merge_conditions(prior.get("conditions"), progress.conditions, now),
+        "conditions": merge_conditions(prior.get("conditions"), standing.conditions, now),
         "startTime": prior.get("startTime") or rfc3339(now),
     }
     if ending:
         status["completionTime"] = rfc3339(now)
-    status.update(progress.fields)
+    status.update(standing.fields)
     generation = job["metadata"].get("generation")
     if generation is not None:
         status["observedGeneration"] = generation
@@ -40,7 +40,7 @@ def progress_decision(job: dict[str, Any], progress: Progress, now: datetime) ->
         events.append(Event("Warning" if phase == "Failed" else "Normal", phase, f"The job is {phase}."))
     return Decision(
         status=status,
-        actions=[] if ending else [Create(obj) for obj in progress.creates],
+        actions=[] if ending else [Create(obj) for obj in standing.creates],
         events=events,
-        requeue_after=CLEANUP_REQUEUE_SECONDS if ending and progress.cleanup else None,
+        requeue_after=CLEANUP_REQUEUE_SECONDS if ending and standing.cleanup else None,
     )

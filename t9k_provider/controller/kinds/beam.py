@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 from t9k_provider.controller.engine.decision import ChildType, Delete
-from t9k_provider.controller.engine.plan import Progress
+from t9k_provider.controller.engine.plan import Standing
 from t9k_provider.jobs.beam import BeamJob
 from t9k_provider.jobs.contract import batch_job_name
 
@@ -87,7 +87,7 @@ def _batch_outcome(batch: dict[str, Any] | None) -> str | None:
     return None
 
 
-def drive_beam(typed: BeamJob, ctx: JobContext, children: list[dict[str, Any]]) -> Progress:
+def drive_beam(typed: BeamJob, ctx: JobContext, children: list[dict[str, Any]]) -> Standing:
     """Where the job stands, read from its FlinkCluster and submit Job; cleanUpCluster deletes the cluster."""
     name = ctx.name
     by_key = {(c.get("kind"), (c.get("metadata") or {}).get("name")): c for c in children}
@@ -156,4 +156,4 @@ def drive_beam(typed: BeamJob, ctx: JobContext, children: list[dict[str, Any]]) 
             cleanup = (
                 Delete(FLINKCLUSTERS.api_version, FLINKCLUSTERS.kind, meta["name"], uid=meta.get("uid")),
             )
-    return Progress(phase, desired, tuple(creates), fields, cleanup)
+    return Standing(phase, desired, tuple(creates), fields, cleanup)

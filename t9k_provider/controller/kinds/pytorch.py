@@ -9,6 +9,7 @@ from typing import Any
 from t9k_provider.controller.engine.plan import Plan, ReplicaGroup
 from t9k_provider.jobs.specparts import PyTorchReplicaSpec
 from t9k_provider.jobs.training import PyTorchTrainingJob, TorchrunConfig
+from t9k_provider.kube.resources import GPU
 
 from .common import (
     add_wait,
@@ -56,7 +57,7 @@ def elastic_counts(specs: list[PyTorchReplicaSpec], total: int) -> list[int]:
 
 def _gpu_count(container: dict[str, Any] | None) -> int:
     limits = ((container or {}).get("resources") or {}).get("limits") or {}
-    value = limits.get("nvidia.com/gpu")
+    value = limits.get(GPU)
     return int(value) if value is not None and str(value).isdigit() else 1
 
 

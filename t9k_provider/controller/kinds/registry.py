@@ -14,8 +14,8 @@ from typing import Any
 from t9k_provider import jobs
 from t9k_provider.controller.engine import jobrun
 from t9k_provider.controller.engine.decision import ChildType, Decision
-from t9k_provider.controller.engine.plan import Plan, Progress
-from t9k_provider.controller.engine.progress import progress_decision
+from t9k_provider.controller.engine.plan import Plan, Standing
+from t9k_provider.controller.engine.standing import standing_decision
 from t9k_provider.jobs import T9kJob
 
 from . import beam, colossalai, deepspeed, generic, mpi, pytorch, ssh, tensorflow, xgboost
@@ -43,15 +43,15 @@ class ReplicaKind:
 
 @dataclass(frozen=True)
 class CompanionKind:
-    """A kind without replicas that drives companion resources itself and reads its Progress from them."""
+    """A kind without replicas that drives companion resources itself and reads its Standing from them."""
 
-    drive: Callable[[Any, JobContext, list[dict[str, Any]]], Progress]
+    drive: Callable[[Any, JobContext, list[dict[str, Any]]], Standing]
     children: tuple[ChildType, ...]
 
     def decide(
         self, typed: T9kJob, ctx: JobContext, children: list[dict[str, Any]], now: datetime
     ) -> Decision:
-        return progress_decision(ctx.job, self.drive(typed, ctx, children), now)
+        return standing_decision(ctx.job, self.drive(typed, ctx, children), now)
 
 
 REGISTRY: dict[type[T9kJob], ReplicaKind | CompanionKind] = {

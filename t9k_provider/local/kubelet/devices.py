@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from t9k_provider.kube.api import ApiError, KubeApi
-from t9k_provider.kube.resources import NODES
+from t9k_provider.kube.resources import GPU, NODES
 from t9k_provider.local.kubelet import poddir
 from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.local.machinery.events import NODE_NAME
@@ -40,7 +40,6 @@ from t9k_provider.local.machinery.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
 
-GPU = "nvidia.com/gpu"
 # What a container without GPUs gets: CUDA sees no device; for the NVIDIA container toolkit, "void" (like
 # unset or empty) means "not a GPU container": it injects neither devices nor driver libraries. ("none"
 # would still inject the driver's libraries and nvidia-smi, with no device.)

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from t9k_provider.kube.resources import GPU
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
 from t9k_provider.local.machinery.events import NODE_NAME
 from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
 from t9k_provider.local.machinery.strategicpatch import CONDITIONS, MergeField
 
-GPU = "nvidia.com/gpu"
 _GPU_DEVICE = re.compile(r"nvidia[0-9]+\Z")
 
 
