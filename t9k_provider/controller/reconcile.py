@@ -36,6 +36,10 @@ def reconcile(observed: Observed, *, ssh_keygen: Keygen | None = None) -> Decisi
         return invalid(job, exc, observed)
 
 
+# What an invalid spec's status keeps of the controller's earlier bookkeeping.
+KEPT_WHEN_INVALID = ("tasks", "aggregate", "backoffCount", "startTime", "restarts", "disruptions")
+
+
 def invalid(job: dict[str, Any], exc: ValueError, observed: Observed) -> Decision:
     """A spec the controller cannot run ends the job Failed with the field path, and is not retried."""
     prior = sanitized(job.get("status"))
@@ -46,7 +50,7 @@ def invalid(job: dict[str, Any], exc: ValueError, observed: Observed) -> Decisio
     if any(c.get("type") == "Running" for c in prior.get("conditions") or []):
         desired["Running"] = ("False", "Failed", message)
     status: dict[str, Any] = {
-        **{k: v for k, v in prior.items() if k in ("tasks", "aggregate", "backoffCount", "startTime") and v},
+        **{k: v for k, v in prior.items() if k in KEPT_WHEN_INVALID and v},
         "phase": "Failed",
         "conditions": merge_conditions(prior.get("conditions"), desired, observed.now),
         "completionTime": rfc3339(observed.now),

@@ -54,6 +54,7 @@ _MODULE_OF = {
     "Condition": "status",
     "ContainerStatus": "status",
     "DependentStatus": "status",
+    "Disruption": "status",
     "JobStatus": "status",
     "ReplicaStatus": "status",
     "TaskStatus": "status",

@@ -21,6 +21,9 @@ LABEL_REPLICA_INDEX = "batch.tensorstack.dev/replica-index"
 LABEL_GENERICJOB = "genericjob"
 LABEL_GENERICJOB_REPLICA = "genericjob-replica"
 ANNOTATION_RESTART_COUNT = "batch.tensorstack.dev/restart-count"
+# On the pods of a job that restarts as a whole after a disruption: the job's restart (`status.restarts`) the
+# pod belongs to; a pod of an earlier one is deleted (docs/controller.md#disruptions).
+ANNOTATION_JOB_RESTARTS = "batch.tensorstack.dev/job-restarts"
 # With `spec.scheduler.t9kScheduler`: the PodGroup a pod belongs to, its queue and its replica type.
 LABEL_GROUP_NAME = "scheduler.tensorstack.dev/group-name"
 LABEL_QUEUE = "scheduler.tensorstack.dev/queue"
@@ -36,6 +39,13 @@ def batch_job_name(job_name: str) -> str:
     """The batch/v1 Job that submits a BeamJob's pipeline."""
     return f"{job_name}-{BATCH_JOB_SUFFIX}"
 
+
+#: How many `status.disruptions` entries the controller keeps (the latest).
+DISRUPTIONS_KEPT = 20
+#: What the controller did about a disruption: restart every replica, or recreate only the lost one.
+DisruptionAction = Literal["RestartJob", "RecreateReplica"]
+RESTART_JOB: DisruptionAction = "RestartJob"
+RECREATE_REPLICA: DisruptionAction = "RecreateReplica"
 
 JobPhase = Literal["Pending", "Running", "Paused", "Resuming", "Succeeded", "Failed", "Unknown"]
 BeamJobPhase = Literal["Initializing", "Running", "Succeeded", "Failed", "Unknown"]

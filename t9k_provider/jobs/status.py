@@ -7,7 +7,14 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from t9k_provider.jobs.basemodel import StatusModel
-from t9k_provider.jobs.contract import OLD_CONDITION_TYPES, BeamJobPhase, JobPhase, ReplicaPhase
+from t9k_provider.jobs.contract import (
+    DISRUPTIONS_KEPT,
+    OLD_CONDITION_TYPES,
+    BeamJobPhase,
+    DisruptionAction,
+    JobPhase,
+    ReplicaPhase,
+)
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -42,6 +49,9 @@ class ReplicaStatus(StatusModel):
     containers: list[ContainerStatus] | None = None
     # uid of the pod the controller is replacing: a failure is counted once however often it is observed.
     replaced_uid: str | None = None
+    # The node the replica's pod was placed on (this project's extension): a pod deleted outright still
+    # names its node in the disruption it causes.
+    node_name: str | None = None
 
 
 class TaskStatus(StatusModel):
@@ -65,6 +75,28 @@ class Aggregate(StatusModel):
     failed: int = 0
     unknown: int = 0
     deleted: int = 0
+
+
+class Disruption(StatusModel):
+    """A replica lost to something outside its program: an extension (docs/controller.md#disruptions)."""
+
+    # An eviction, a preemption, its node's loss or shutdown, a deletion from outside, as the pod's own
+    # Kubernetes signals said it.
+
+    replica_type: str
+    replica_index: int = Field(ge=0)
+    pod: str
+    uid: str | None = None
+    node: str | None = None
+    # The DisruptionTarget condition's reason (EvictionByEvictionAPI, PreemptionByScheduler,
+    # DeletionByTaintManager, TerminationByKubelet), else the pod's (Evicted, Shutdown...), NoExitCode or
+    # DeletedFromOutside.
+    reason: str
+    message: str | None = None
+    time: str | None = None
+    action: DisruptionAction
+    # RestartJob: the job's restart (`restarts`) it caused or was part of.
+    restart: int | None = Field(None, ge=0)
 
 
 class ObjectReference(StatusModel):
@@ -106,6 +138,10 @@ class JobStatus(_KindStatus):
     aggregate: Aggregate | None = None
     backoff_count: int | None = Field(None, ge=0)
     tensorboard: DependentStatus | None = None
+    # This project's extension (docs/controller.md#disruptions): how often the job restarted as a whole after
+    # a disruption (JobSet's `restarts`), charged to no restart budget, and the latest disruptions.
+    restarts: int | None = Field(None, ge=0)
+    disruptions: list[Disruption] | None = Field(None, max_length=DISRUPTIONS_KEPT)
 
 
 class PodReference(StatusModel):

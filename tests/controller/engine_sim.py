@@ -153,13 +153,46 @@ class Sim:
             status["reason"] = reason
         pod["status"] = status
 
+    def disrupt(
+        self,
+        name: str,
+        reason: str = "EvictionByEvictionAPI",
+        message: str = "Eviction API: evicting",
+        *,
+        delete: bool = True,
+        grace: int = 30,
+        node: str | None = "node-1",
+    ) -> None:
+        """What Kubernetes does to a pod it disrupts: the `DisruptionTarget` condition, then (``delete``) a
+        graceful deletion, which leaves the object terminating until `finish_deletes` (or a force delete)."""
+        pod = self.pod(name)
+        if node is not None:
+            pod["spec"]["nodeName"] = node
+        at = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        pod["status"].setdefault("conditions", []).append(
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": at,
+            }
+        )
+        if delete:
+            deadline = (self.now + timedelta(seconds=grace)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            pod["metadata"].update(deletionTimestamp=deadline, deletionGracePeriodSeconds=grace)
+
     def run_all(self, names: list[str] | None = None) -> None:
         for name in names or list(self.pods()):
             if self.pod(name)["status"].get("phase") == "Pending":
                 self.set_pod(name, "Running")
 
-    def finish(self, name: str, exit_code: int = 0) -> None:
+    def finish(self, name: str, exit_code: int = 0, finished_at: datetime | None = None) -> None:
+        """The pod's container ended with ``exit_code``; ``finished_at``: the kubelet's `finishedAt`."""
         self.set_pod(name, "Succeeded" if exit_code == 0 else "Failed", exit_code=exit_code)
+        if finished_at is not None:
+            terminated = self.pod(name)["status"]["containerStatuses"][0]["state"]["terminated"]
+            terminated["finishedAt"] = finished_at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)

@@ -446,7 +446,10 @@ def test_eviction_is_recreated_without_using_the_budget():
     sim.step()
     assert sim.pod("demo-worker-0")["status"]["phase"] == "Pending"
     assert sim.status["phase"] == "Running"
-    assert any(e.reason == "ReplicaRecreated" for e in sim.events)
+    (event,) = [e for e in sim.events if e.reason == "Disrupted"]
+    assert event.type == "Warning"
+    assert event.message.startswith("worker-0 (pod demo-worker-0) on an unknown node was evicted by its node's")
+    assert event.message.endswith("(Evicted): recreating this replica, charged to no budget")
 
 
 def test_failure_without_exit_code_is_retryable():
@@ -464,7 +467,8 @@ def test_pod_deleted_from_outside_is_recreated_without_using_the_budget():
     assert ("Pod", "demo-worker-1") in sim.objects
     assert sim.replica("demo-worker-1")["restartCount"] == 0
     assert "deleted from outside" in sim.cond("ReplicaFailure")["message"]
-    assert any(e.reason == "PodDeleted" for e in sim.events)
+    (event,) = [e for e in sim.events if e.reason == "Disrupted"]
+    assert "worker-1 (pod demo-worker-1)" in event.message and "deleted from outside" in event.message
 
 
 def test_finished_replica_is_never_rerun_when_its_pod_disappears():

@@ -1,9 +1,11 @@
-"""Random worlds: pods fail, succeed, get evicted or deleted, the controller crashes mid-decision (after
-any subset of a run of concurrent actions).
+"""Random worlds: pods fail, succeed, get evicted, disrupted (DisruptionTarget, then a graceful deletion, the
+taint manager's among them) or deleted, the controller crashes mid-decision (after any subset of a run of
+concurrent actions).
 
-Whatever happens, the engine must keep its invariants: no duplicate creates, budgets never exceeded, a
-finished replica never re-run, terminal phases sticky, conditions consistent (docs/controller.md#r1, #r2,
-#r3, #r11).
+Whatever happens, the engine must keep its invariants: no duplicate creates, budgets never exceeded and
+charged only for the program's failures, a finished replica never re-run but by a whole restart, no pod
+created while one of an earlier whole restart is left, terminal phases sticky, conditions consistent
+(docs/controller.md#r1, #r2, #r3, #r11, #disruptions).
 """
 
 from __future__ import annotations
@@ -11,11 +13,15 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from t9k_provider.controller.engine.disruptions import job_restart_of
 from t9k_provider.jobs.contract import task_replicas
 from tests.controller.engine_sim import Sim, job
 from tests.support.builders import make_container, make_template
 
-WORLD_EVENTS = ("start", "succeed", "fail1", "fail137", "evict", "delete", "crash", "tick", "pause")
+WORLD_EVENTS = (
+    "start", "succeed", "fail1", "fail137", "evict", "disrupt", "taint", "gone", "delete", "crash", "tick",
+    "pause",
+)  # fmt: skip
 
 
 def manifest(kind: str, policy: str) -> dict:
@@ -77,24 +83,38 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
     if kind == "GenericJob" and policy == "ExitCode":
         policy = "OnFailure"
     sim = Sim(manifest(kind, policy))
+    sim.graceful = True  # a disrupted pod stays terminating until "gone" (or a force delete)
     sim.step()
-    succeeded_uids: dict[str, str] = {}
+    sim.finish_deletes()
+    succeeded: dict[str, tuple[str, int]] = {}  # replica -> (uid, the job's restart) when it succeeded
+    program_ends = 0  # fail1, fail137 and succeed events: what may be charged to a budget
     terminal: str | None = None
     for event, which, prefix, subset in script:
         pods = sorted(sim.pods())
         name = pods[which % len(pods)] if pods else None
         phase = sim.pod(name)["status"]["phase"] if name else None
-        live = phase in ("Pending", "Running")
+        live = phase in ("Pending", "Running") and not sim.pod(name)["metadata"].get("deletionTimestamp")
+        # Half the failures carry the kubelet's finishedAt, so they wait out the attribution window.
+        finished_at = sim.now if subset % 2 else None
         if event == "start" and phase == "Pending":
             sim.set_pod(name, "Running")
         elif event == "succeed" and live:
             sim.finish(name)
+            program_ends += 1
         elif event == "fail1" and live:
-            sim.finish(name, exit_code=1)
+            sim.finish(name, exit_code=1, finished_at=finished_at)
+            program_ends += 1
         elif event == "fail137" and live:
-            sim.finish(name, exit_code=137)
-        elif event == "evict" and phase in ("Pending", "Running"):
+            sim.finish(name, exit_code=137, finished_at=finished_at)
+            program_ends += 1
+        elif event == "evict" and live:
             sim.set_pod(name, "Failed", reason="Evicted")
+        elif event == "disrupt" and live:
+            sim.disrupt(name, "PreemptionByScheduler", delete=subset % 2 == 0)
+        elif event == "taint" and live:
+            sim.disrupt(name, "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")
+        elif event == "gone":
+            sim.finish_deletes()
         elif event == "delete" and name:
             sim.delete_object("Pod", name)
         elif event == "tick":
@@ -108,22 +128,29 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
         status = sim.status
         # The engine never asks to create what already exists (docs/controller.md#r2).
         assert sim.already_exists == []
-        # Budgets are enforced on controller recreations (docs/controller.md#r3).
+        # Budgets are enforced on controller recreations (docs/controller.md#r3), and charged only for what
+        # the program did: disruptions and the failures they cause are free (docs/controller.md#disruptions).
+        charged = sum(rec["restartCount"] for task in status["tasks"] for rec in task_replicas(task))
+        assert charged <= program_ends
         if kind == "GenericJob":
             for task in status["tasks"]:
                 for rec in task_replicas(task):
                     assert rec["restartCount"] <= limit_of(kind, rec["name"])
         else:
-            assert status["backoffCount"] <= 2
-        # A replica recorded Succeeded (not restarted by Always) is never run again (docs/controller.md#r1).
+            assert status["backoffCount"] <= min(2, program_ends)
+        # A replica recorded Succeeded (not restarted by Always) is never run again (docs/controller.md#r1),
+        # but by a whole restart, which re-forms the collective from its checkpoint.
         for task in status["tasks"]:
             for rec in task_replicas(task):
                 if rec["phase"] == "Succeeded" and rec["uid"]:
-                    succeeded_uids.setdefault(rec["name"], rec["uid"])
+                    succeeded.setdefault(rec["name"], (rec["uid"], status.get("restarts", 0)))
         if policy != "Always":
-            for rec_name, uid in succeeded_uids.items():
+            for rec_name, (uid, restart) in succeeded.items():
                 pod = sim.pods().get(rec_name)
-                assert pod is None or pod["metadata"]["uid"] == uid
+                assert pod is None or pod["metadata"]["uid"] == uid or job_restart_of(pod) > restart
+        # No pod is created while a pod of an earlier whole restart is left.
+        assert len({job_restart_of(pod) for pod in sim.pods().values()}) <= 1
+        assert all(job_restart_of(pod) <= status.get("restarts", 0) for pod in sim.pods().values())
         # Terminal phases are sticky.
         if terminal is not None:
             assert status["phase"] == terminal
@@ -142,4 +169,7 @@ def test_invariants_hold_in_random_worlds(kind, policy, script):
         paused = ((sim.job["spec"].get("runMode") or {}).get("pause") or {}).get("enabled")
         if paused and not crash and terminal is None:
             assert status["phase"] == "Paused"
-            assert all(p["status"]["phase"] in ("Succeeded", "Failed") for p in sim.pods().values())
+            assert all(
+                p["status"]["phase"] in ("Succeeded", "Failed") or p["metadata"].get("deletionTimestamp")
+                for p in sim.pods().values()
+            )

@@ -31,6 +31,8 @@ CHILD_TYPES = (
     ChildType(PODGROUP_API_VERSION, PODGROUP_KIND, "podgroups"),
 )
 NO_FAILURE = "No replica is failing or restarting."
+# The Running condition's reason while the job restarts as a whole (docs/controller.md#disruptions).
+RESTARTING = "Restarting"
 # After a terminal decision, come back soon to run cleanup once the status is written.
 CLEANUP_REQUEUE_SECONDS = 1.0
 
@@ -123,6 +125,8 @@ class JobRun:
             mode,
             resumed=condition(self.prior, "Paused") is not None,
             may_create=may_create,
+            prior_restarts=int(self.prior.get("restarts") or 0),
+            prior_disruptions=self.prior.get("disruptions") or [],
         )
 
     def _delete_podgroup(self) -> None:
@@ -215,7 +219,8 @@ class JobRun:
         aux_ready = self._ensure_companions() and pods_allowed
         self._ensure_services()
         rnd = self._evaluate(ACTIVE, may_create=pods_allowed)
-        outcome = None if plan.debug is not None else decide_outcome(plan, rnd)
+        # A failure waiting out the attribution window may still turn out a disruption's: no outcome yet.
+        outcome = None if plan.debug is not None or rnd.held else decide_outcome(plan, rnd)
         if outcome is not None:
             phase, message, reason = outcome
             return self._finish(phase, message, reason, start, rnd)
@@ -243,7 +248,9 @@ class JobRun:
             if initialized
             else ("False", "Creating", "Creating the job's resources.")
         )
-        if phase == "Running":
+        if phase == "Running" and self._restarting(rnd, live):
+            desired["Running"] = ("True", RESTARTING, self._restarting_message(rnd, live))
+        elif phase == "Running":
             desired["Running"] = ("True", NO_REASON, running_message(live))
         elif phase == "Resuming":
             desired["Running"] = ("False", "Resuming", "The job is resuming from pause.")
@@ -255,6 +262,19 @@ class JobRun:
         after = None if requeue_at is None else max((requeue_at - self.now).total_seconds(), 0.0)
         return self._decision(rnd, phase, conditions, start=start, requeue_after=after)
 
+    def _restarting(self, rnd: Round, live: list[str]) -> bool:
+        """A whole restart is under way (pods of an earlier one are being deleted), or was, and not every
+        replica runs again yet (docs/controller.md#disruptions)."""
+        was = (condition(self.prior, "Running") or {}).get("reason") == RESTARTING
+        return rnd.restarting or (was and not all(p in ("Running", "Succeeded") for p in live))
+
+    @staticmethod
+    def _restarting_message(rnd: Round, live: list[str]) -> str:
+        return (
+            f"The job is restarting as a whole after a disruption (restart {rnd.restarts}, charged to no "
+            f"restart budget; status.disruptions says what happened): {running_message(live)}"
+        )
+
     def _finish(
         self, phase: str, message: str, reason: str, start: str, rnd: Round | None = None
     ) -> Decision:
@@ -263,6 +283,7 @@ class JobRun:
             self.events.extend(e for e in rnd.events if e.reason == "BackoffLimitExceeded")
         stopped = self._evaluate(STOPPED)
         if rnd is not None:
+            stopped.disruptions, stopped.restarts = rnd.disruptions, rnd.restarts
             # Keep the first pass's words (e.g. "budget exhausted") where its verdict stands.
             for key in stopped.failures:
                 if key in rnd.failures and rnd.records[key]["phase"] == stopped.records[key]["phase"]:
@@ -380,6 +401,10 @@ class JobRun:
             status["completionTime"] = completion
         if self.plan.reports_backoff:
             status["backoffCount"] = rnd.backoff_count
+        if rnd.restarts:
+            status["restarts"] = rnd.restarts
+        if rnd.disruptions:
+            status["disruptions"] = rnd.disruptions
         if self.plan.tensorboard is not None:
             status["tensorboard"] = self._tensorboard_status(self.plan.tensorboard)
         generation = (self.job.get("metadata") or {}).get("generation")

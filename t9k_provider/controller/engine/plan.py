@@ -40,9 +40,6 @@ class ReplicaGroup:
     after_running: str | None = None
     # Command used in debug mode when the debug spec names none.
     debug_command: tuple[str, ...] = ("sleep", "inf")
-    # False: the kind cannot restart this replica at all, not even after an eviction (its peers
-    # would not take it back, e.g. ColossalAI/MPI documented shape).
-    recreatable: bool = True
     # The index of the replica that launches the training on every replica of this group (DeepSpeed's
     # worker-0, elastic): its pod records the group's size when built, and is relaunched once the size
     # differs and every replica runs (docs/controller.md#elastic-relaunch). None: never relaunched.
@@ -106,6 +103,9 @@ class Plan:
     companions: tuple[Companion, ...] = ()
     tensorboard: str | None = None  # name of the TensorBoard companion mirrored into status
     reports_backoff: bool = False  # write status.backoffCount (TrainingJobs, DeepSpeed)
+    # The replicas form one collective: a disruption of any restarts them all, charging no budget; False:
+    # only the lost replica is recreated (docs/controller.md#disruptions).
+    whole_restart: bool = False
     rule_messages: bool = False  # GenericJob: name the deciding rule in the condition message
 
     def group(self, replica_type: str) -> ReplicaGroup | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from t9k_provider.jobs.contract import (
+    ANNOTATION_JOB_RESTARTS,
     ANNOTATION_RESTART_COUNT,
     LABEL_GROUP_NAME,
     LABEL_QUEUE,
@@ -51,8 +52,16 @@ def mode_override(plan: Plan, group: ReplicaGroup, index: int, resumed: bool) ->
 
 
 def build_pod(
-    job: dict[str, Any], plan: Plan, group: ReplicaGroup, index: int, restarts: int, resumed: bool
+    job: dict[str, Any],
+    plan: Plan,
+    group: ReplicaGroup,
+    index: int,
+    restarts: int,
+    resumed: bool,
+    job_restarts: int | None = None,
 ) -> dict[str, Any]:
+    """Replica `index`'s pod; `restarts` are its own (budgeted) ones, `job_restarts` the job's whole restart
+    it belongs to (None: the job never restarts as a whole)."""
     name = pod_name(job["metadata"]["name"], group.type, index, group.indexed)
     template = group.template(index)
     meta = template.get("metadata") or {}
@@ -71,6 +80,8 @@ def build_pod(
     # Template labels are kept, but never override the controller's own keys.
     metadata["labels"] = {**(meta.get("labels") or {}), **metadata["labels"], **labels}
     metadata["annotations"] = {**(meta.get("annotations") or {}), ANNOTATION_RESTART_COUNT: str(restarts)}
+    if job_restarts is not None:
+        metadata["annotations"][ANNOTATION_JOB_RESTARTS] = str(job_restarts)
     if group.relaunch_on_resize == index:
         metadata["annotations"][ANNOTATION_LAUNCHED_WORKERS] = str(group.replicas)
     # Restarts are the controller's job (T9k forces Never), so the kubelet never restarts in place.

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from t9k_provider.kube.timestamps import parse_time
 
 # Pod failure reasons set by the node or the control plane, not by the user's program.
 INFRA_REASONS = frozenset(
@@ -34,6 +37,7 @@ class PodState:
     terminating: bool
     containers: list[dict[str, Any]]
     reason: str
+    finished_at: datetime | None = None  # when the training container terminated, as the kubelet says
 
 
 def container_summaries(pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -52,19 +56,20 @@ def container_summaries(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _training_termination(pod: dict[str, Any], container: str) -> tuple[int | None, str]:
-    """The training container's exit code and termination reason, once it terminated."""
+def _training_termination(pod: dict[str, Any], container: str) -> tuple[int | None, str, datetime | None]:
+    """The training container's exit code, termination reason and end, once it terminated."""
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     chosen = next((cs for cs in statuses if cs.get("name") == container), None)
     if chosen is None and statuses and not container:
         chosen = statuses[0]
     if chosen is None:
-        return None, ""
+        return None, "", None
     terminated = (chosen.get("state") or {}).get("terminated")
     if terminated is None:
-        return None, ""
+        return None, "", None
     code = terminated.get("exitCode")
-    return (int(code) if code is not None else None), str(terminated.get("reason") or "")
+    reason = str(terminated.get("reason") or "")
+    return (int(code) if code is not None else None), reason, parse_time(terminated.get("finishedAt"))
 
 
 def telling_exit_reason(reason: str) -> bool:
@@ -81,7 +86,7 @@ def classify(pod: dict[str, Any], training_container: str) -> PodState:
     disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions)
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     has_ready_condition = any(c.get("type") == "Ready" for c in conditions)
-    exit_code, exit_reason = _training_termination(pod, training_container)
+    exit_code, exit_reason, finished_at = _training_termination(pod, training_container)
     infra = phase == "Failed" and (reason in INFRA_REASONS or disrupted or exit_code is None)
     return PodState(
         phase=phase,
@@ -93,4 +98,5 @@ def classify(pod: dict[str, Any], training_container: str) -> PodState:
         terminating=bool((pod.get("metadata") or {}).get("deletionTimestamp")),
         containers=container_summaries(pod),
         reason=reason,
+        finished_at=finished_at,
     )

@@ -1,10 +1,12 @@
 """Per-replica decisions: create, keep, restart (with budgets), relaunch (a launcher whose group was
-resized, docs/controller.md#elastic-relaunch) or stop (docs/controller.md#restarts).
+resized, docs/controller.md#elastic-relaunch) or stop (docs/controller.md#restarts); and what a disruption
+changes: the whole job restarts, or the one replica is recreated (docs/controller.md#disruptions).
 
 Everything a later reconcile needs to stay restart-safe (docs/controller.md#restart-safety) is in the
 replica record written to status: `restartCount` (per replica), and `replacedUid`, the uid of the pod the
 controller is replacing, so a failure is counted exactly once however many times the same observation is
-reconciled.
+reconciled. A whole restart lives in `status.restarts` and each pod's `ANNOTATION_JOB_RESTARTS`: a pod of an
+earlier restart is deleted, and no replica is created while one is left.
 """
 
 from __future__ import annotations
@@ -14,10 +16,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from t9k_provider.jobs.constants import RETRYABLE_EXIT_CODES
-from t9k_provider.jobs.contract import ANNOTATION_RESTART_COUNT
-from t9k_provider.kube.timestamps import parse_time
+from t9k_provider.jobs.contract import ANNOTATION_RESTART_COUNT, RECREATE_REPLICA, RESTART_JOB
+from t9k_provider.kube.timestamps import parse_time, rfc3339
 
 from .decision import Action, Create, Delete, Event
+from .disruptions import (
+    ATTRIBUTION_WINDOW_SECONDS,
+    Disruption,
+    deleted_by_taint_manager,
+    job_restart_of,
+    kept,
+    of_lost_pod,
+    of_pod,
+)
 from .names import pod_name
 from .plan import Plan, ReplicaGroup
 from .pods import ANNOTATION_LAUNCHED_WORKERS, build_pod
@@ -42,6 +53,10 @@ class Round:
     terminations: dict[str, str] = field(default_factory=dict)
     backoff_count: int = 0
     requeue_at: datetime | None = None
+    restarts: int = 0  # the job's whole restarts (status.restarts)
+    disruptions: list[dict[str, Any]] = field(default_factory=list)  # status.disruptions, the latest kept
+    restarting: bool = False  # a whole restart is under way: pods of an earlier restart are being deleted
+    held: bool = False  # a program failure waits out the attribution window: no outcome yet
 
     @property
     def all_created(self) -> bool:
@@ -53,7 +68,13 @@ class Round:
 
 
 def _record(
-    name: str, uid: str, phase: str, containers: list[dict[str, Any]], restarts: int, replaced_uid: str | None
+    name: str,
+    uid: str,
+    phase: str,
+    containers: list[dict[str, Any]],
+    restarts: int,
+    replaced_uid: str | None,
+    node: str | None,
 ) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "name": name,
@@ -64,6 +85,8 @@ def _record(
     }
     if replaced_uid:
         rec["replacedUid"] = replaced_uid
+    if node:
+        rec["nodeName"] = node
     return rec
 
 
@@ -87,18 +110,26 @@ def _describe(name: str, state: PodState) -> str:
 
 
 def _force_delete_if_stuck(rnd: Round, pod: dict[str, Any], now: datetime) -> None:
-    deleting = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+    """A terminating pod whose node will never confirm the kill blocks its replica's name: the taint
+    manager's at once (its node stopped reporting, as the out-of-service taint would), any other 300 s past
+    its deletion deadline (docs/controller.md#r8, #disruptions)."""
+    meta = pod.get("metadata") or {}
+    deleting = parse_time(meta.get("deletionTimestamp"))
     if deleting is None:
         return
     limit = deleting + timedelta(seconds=STUCK_TERMINATING_SECONDS)
-    if now >= limit:
-        meta = pod["metadata"]
-        rnd.actions.append(Delete("v1", "Pod", meta["name"], uid=meta.get("uid"), grace_period_seconds=0))
-        rnd.events.append(
-            Event("Warning", "ForceDelete", f"Pod {meta['name']} was stuck terminating; force-deleting it")
+    if deleted_by_taint_manager(pod):
+        why = (
+            "was deleted by the taint manager (its node is unreachable or not ready, so no kubelet will "
+            "confirm the kill); force-deleting it, as the node.kubernetes.io/out-of-service taint would"
         )
+    elif now >= limit:
+        why = "was stuck terminating; force-deleting it"
     else:
         rnd.wake_at(limit)
+        return
+    rnd.actions.append(Delete("v1", "Pod", meta["name"], uid=meta.get("uid"), grace_period_seconds=0))
+    rnd.events.append(Event("Warning", "ForceDelete", f"Pod {meta['name']} {why}"))
 
 
 @dataclass
@@ -134,10 +165,19 @@ class _Replica:
     def uid(self) -> str:
         return (self.pod or {}).get("metadata", {}).get("uid", "")
 
+    @property
+    def label(self) -> str:
+        """How the job names the replica: `worker-1`, or `launcher` for a single pod."""
+        return f"{self.group.type}-{self.index}" if self.group.indexed else self.group.type
+
     def record(
         self, p: _Pass, uid: str, phase: str, containers: list[dict[str, Any]], replaced: str | None
     ) -> None:
-        p.rnd.records[self.key] = _record(self.name, uid, phase, containers, self.restarts, replaced)
+        if uid and self.pod is not None and uid == self.uid:
+            node = (self.pod.get("spec") or {}).get("nodeName")
+        else:
+            node = self.prior.get("nodeName") if uid and uid == self.prior.get("uid") else None
+        p.rnd.records[self.key] = _record(self.name, uid, phase, containers, self.restarts, replaced, node)
 
 
 def evaluate(
@@ -150,10 +190,18 @@ def evaluate(
     mode: str,
     resumed: bool,
     may_create: bool,
+    prior_restarts: int = 0,
+    prior_disruptions: list[dict[str, Any]] | None = None,
 ) -> Round:
     """Decide every replica. `mode` is ACTIVE (create and restart), PAUSED (delete, keep outcomes) or
-    STOPPED (terminal: observe only; cleanup is separate)."""
-    rnd = Round(backoff_count=prior_backoff)
+    STOPPED (terminal: observe only; cleanup is separate). A disruption of an active job restarts it as a
+    whole or recreates the one replica (docs/controller.md#disruptions)."""
+    rnd = Round(
+        backoff_count=prior_backoff,
+        # A pod never belongs to a later restart than the job's; a lost status write cannot undo one.
+        restarts=max([prior_restarts, *(job_restart_of(pod) for pod in pods.values())]),
+        disruptions=list(prior_disruptions or []),
+    )
     states = {
         (g.type, i): classify(pods[(g.type, i)], g.training_container)
         for g in plan.groups
@@ -171,9 +219,19 @@ def evaluate(
         if all((s := states.get((g.type, i))) is not None and s.ready for i in range(g.replicas))
     }
     p = _Pass(job, plan, now, mode, resumed, may_create, running_types, rnd)
-    for group in plan.groups:
-        for index in range(group.replicas):
-            _decide(p, _replica(job, group, index, pods, states, prior_records))
+    replicas = [
+        _replica(job, group, index, pods, states, prior_records)
+        for group in plan.groups
+        for index in range(group.replicas)
+    ]
+    if mode == ACTIVE and plan.debug is None:
+        if plan.whole_restart:
+            if _restart_whole(p, replicas):
+                return rnd
+        else:
+            _note_disruptions(p, replicas)
+    for r in replicas:
+        _decide(p, r)
     return rnd
 
 
@@ -250,11 +308,15 @@ def _missing(p: _Pass, r: _Replica) -> None:
         r.record(p, "", "Creating", [], r.replaced)
         return
     if prior_phase in ("Pending", "Running", "Unknown") and not r.replaced:
-        # Deleted from outside (preemption, manual delete): recreate, never charge the budget.
+        # Deleted from outside (preemption, manual delete): recreate, never charge the budget. Its
+        # disruption was reported already (`_note_disruptions`), except in debug mode.
         msg = f"Pod {r.name} was deleted from outside the controller; recreating it."
         p.rnd.failures[r.key] = msg
-        p.rnd.events.append(Event("Warning", "PodDeleted", msg))
-    p.rnd.actions.append(Create(build_pod(p.job, p.plan, r.group, r.index, r.restarts, p.resumed)))
+        if not any(e.get("uid") == r.prior.get("uid") for e in p.rnd.disruptions):
+            p.rnd.events.append(Event("Warning", "PodDeleted", msg))
+    job_restarts = p.rnd.restarts if p.plan.whole_restart else None
+    pod = build_pod(p.job, p.plan, r.group, r.index, r.restarts, p.resumed, job_restarts)
+    p.rnd.actions.append(Create(pod))
     r.record(p, "", "Creating", [], r.replaced)
 
 
@@ -331,7 +393,36 @@ def _observed(p: _Pass, r: _Replica) -> None:
         if state.phase == "Failed":
             p.rnd.failures[r.key] = _describe(r.name, state) + "."
         return
-    _finished(p, r)
+    if not _held(p, r):
+        _finished(p, r)
+
+
+def _held(p: _Pass, r: _Replica) -> bool:
+    """A replica of a job that restarts as a whole failed for its program's reasons just now: it is judged
+    ATTRIBUTION_WINDOW_SECONDS after its container finished, so that a peer's disruption that shows by then
+    restarts the job instead, charging nothing (the kubelet may kill a pod before its status says why). Until
+    then the replica keeps its recorded phase and the job's outcome waits (docs/controller.md#disruptions)."""
+    state = r.state
+    assert state is not None
+    if (
+        not p.plan.whole_restart
+        or state.phase != "Failed"
+        or state.infra_failure
+        or state.terminating
+        or state.finished_at is None
+    ):
+        return False
+    until = state.finished_at + timedelta(seconds=ATTRIBUTION_WINDOW_SECONDS)
+    if p.now >= until:
+        return False
+    same = r.prior.get("uid") == r.uid
+    r.record(p, r.uid, str(r.prior.get("phase")) if same else "Pending", state.containers, r.replaced)
+    p.rnd.failures[r.key] = (
+        f"{_describe(r.name, state)}; judging it at {rfc3339(until)} unless a disruption explains it first."
+    )
+    p.rnd.held = True
+    p.rnd.wake_at(until)
+    return True
 
 
 def _finished(p: _Pass, r: _Replica) -> None:
@@ -340,14 +431,12 @@ def _finished(p: _Pass, r: _Replica) -> None:
     assert r.state is not None
     state, uid, rnd = r.state, r.uid, p.rnd
     what = _describe(r.name, state)
-    if state.phase == "Failed" and state.infra_failure and r.group.recreatable:
-        # Evictions, node shutdown, no exit code: retryable without charging the budget
-        # (docs/controller.md#r9).
+    if state.phase == "Failed" and (state.infra_failure or state.terminating):
+        # Evictions, node shutdown, no exit code, a deletion from outside: retryable without charging the
+        # budget (docs/controller.md#r9); the disruption was reported when first seen (`_note_disruptions`).
         rnd.actions.append(Delete("v1", "Pod", r.name, uid=uid))
         r.record(p, "", "Creating", state.containers, uid)
-        msg = f"{what}; recreating it without charging the restart budget."
-        rnd.failures[r.key] = msg
-        rnd.events.append(Event("Warning", "ReplicaRecreated", msg))
+        rnd.failures[r.key] = f"{what}; recreating it without charging the restart budget."
         return
     if _restart_wanted(r.group, state):
         budget = _budget_left(r.group, p.plan, r.restarts, rnd.backoff_count)
@@ -380,3 +469,111 @@ def _budget_left(group: ReplicaGroup, plan: Plan, restarts: int, backoff_count: 
             return f"backoff {backoff_count + 1} of {plan.backoff_limit}"
         return ""
     return f"restart {restarts + 1}"
+
+
+# -- disruptions (docs/controller.md#disruptions) ----------------------------------------------------------
+
+
+def _disruption(p: _Pass, r: _Replica) -> Disruption | None:
+    """What the replica's pod says of a disruption, or None: its pod gone while it ran, or disrupted
+    (`disruptions.of_pod`). Pods the controller replaces, and outcomes it has judged, say nothing more."""
+    if r.pod is None:
+        if r.prior.get("phase") in ("Pending", "Running", "Unknown") and not r.replaced:
+            return of_lost_pod(r.key, r.label, r.name, r.prior, p.now)
+        return None
+    assert r.state is not None
+    if r.replaced == r.uid:
+        return None
+    if r.prior.get("uid") == r.uid and r.prior.get("phase") in ("Succeeded", "Failed", "Deleted"):
+        return None
+    # Any deletion of a pod of an active job that the controller is not replacing is someone else's.
+    return of_pod(r.key, r.label, r.pod, r.state, True, p.now)
+
+
+def _note_disruptions(p: _Pass, replicas: list[_Replica]) -> None:
+    """A kind whose replicas recover alone: each disruption is reported once (by pod uid); the replica is
+    recreated when its pod is gone or failed (`_missing`, `_finished`), charging no budget."""
+    known = {e.get("uid") for e in p.rnd.disruptions}
+    for r in replicas:
+        found = _disruption(p, r)
+        if found is None or found.uid in known:
+            continue
+        p.rnd.disruptions = kept([*p.rnd.disruptions, found.entry(RECREATE_REPLICA, None)])
+        msg = f"{found.sentence()}: recreating this replica, charged to no budget"
+        p.rnd.events.append(Event("Warning", "Disrupted", msg))
+
+
+def _of_earlier_restart(p: _Pass, r: _Replica) -> bool:
+    return r.pod is not None and job_restart_of(r.pod) < p.rnd.restarts
+
+
+def _success_met(p: _Pass, replicas: list[_Replica]) -> bool:
+    """A success rule is met already: the training is done, and a disruption now changes nothing."""
+    phases = {r.key: r.state.phase if r.state is not None else r.prior.get("phase") for r in replicas}
+    return any(
+        rule and all(phases.get((t, i)) == "Succeeded" for t, idx in rule.items() for i in idx)
+        for rule in p.plan.success_rules
+    )
+
+
+def _restart_whole(p: _Pass, replicas: list[_Replica]) -> bool:
+    """A job whose replicas form one collective: a disruption of any replica of the current restart restarts
+    every replica, and the failures its peers have then are its own, charged to nothing. The restart is
+    counted (`restarts`) in the round that decides it; then every pod of an earlier restart is deleted, and
+    no replica is created until all are gone. True while that is under way (this round decides every
+    replica)."""
+    found = [
+        d
+        for r in replicas
+        if r.pod is None or not _of_earlier_restart(p, r)
+        if (d := _disruption(p, r)) is not None
+    ]
+    causes: dict[tuple[str, int], Disruption] = {}
+    if found and not _success_met(p, replicas):
+        p.rnd.restarts += 1
+        n = p.rnd.restarts
+        for d in found:
+            causes[(d.replica_type, d.replica_index)] = d
+            msg = f"{d.sentence()}: restarting the job as a whole"
+            p.rnd.events.append(Event("Warning", "Disrupted", msg))
+        p.rnd.disruptions = kept([*p.rnd.disruptions, *(d.entry(RESTART_JOB, n) for d in found)])
+        p.rnd.events.append(
+            Event(
+                "Normal",
+                "RestartingJob",
+                f"Restarting the job as a whole (restart {n}, charged to no restart budget): every replica's "
+                "pod is deleted, and created again once all are gone.",
+            )
+        )
+    elif not any(_of_earlier_restart(p, r) for r in replicas):
+        return False
+    p.rnd.restarting = True
+    for r in replicas:
+        _restarting(p, r, causes.get(r.key))
+    return True
+
+
+def _restarting(p: _Pass, r: _Replica, cause: Disruption | None) -> None:
+    """One replica while the job restarts as a whole: its pod of an earlier restart is deleted (or
+    force-deleted when stuck); it is created again once no such pod is left (`_missing`)."""
+    n = p.rnd.restarts
+    if r.pod is not None and not _of_earlier_restart(p, r):
+        # Created for this restart while older pods of others were still going: leave it be.
+        assert r.state is not None
+        r.record(p, r.uid, r.state.phase, r.state.containers, None)
+        return
+    if r.pod is not None:
+        assert r.state is not None
+        if r.state.terminating:
+            _force_delete_if_stuck(p.rnd, r.pod, p.now)
+        else:
+            p.rnd.actions.append(Delete("v1", "Pod", r.name, uid=r.uid))
+        containers = r.state.containers
+    else:
+        containers = r.prior.get("containers") or []
+    r.record(p, "", "Creating", containers, None)
+    p.rnd.failures[r.key] = (
+        f"{cause.sentence()}; restarting the job as a whole (restart {n})."
+        if cause is not None
+        else f"Pod {r.name} is restarting with the job (restart {n})."
+    )

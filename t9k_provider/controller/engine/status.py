@@ -83,8 +83,13 @@ def sanitized(prior: Any) -> dict[str, Any]:
         for t in (tasks if isinstance(tasks, list) else [])
         if isinstance(t, dict)
     ]
-    if not isinstance(out.get("backoffCount"), int):
-        out.pop("backoffCount", None)
+    for key in ("backoffCount", "restarts"):
+        if not isinstance(out.get(key), int) or isinstance(out.get(key), bool) or out[key] < 0:
+            out.pop(key, None)
+    disruptions = out.get("disruptions")
+    out["disruptions"] = (
+        [d for d in disruptions if isinstance(d, dict)] if isinstance(disruptions, list) else []
+    )
     for key in ("phase", "startTime", "completionTime"):
         if not isinstance(out.get(key), str):
             out.pop(key, None)

@@ -222,7 +222,9 @@ def launcher_plan(
     `launch` once all workers run (docs/controller.md#r10), with the hostfile at `hostfile_path`.
     `worker_session_env`: the workers' SSH sessions get their container's env (`sshd_with_session_env`).
 
-    Success and failure follow the launcher; a worker failing for good fails the job at once (fail-fast).
+    Success and failure follow the launcher; a worker failing for good fails the job at once (fail-fast). A
+    disruption restarts every replica, the launcher with its workers: a new worker's sshd cannot join a
+    running mpirun (docs/controller.md#disruptions).
     The PodGroup's minMember counts the workers only: the launcher is created after they run, so requiring
     it in the gang would deadlock (decision, docs/controller.md).
     """
@@ -261,7 +263,6 @@ def launcher_plan(
             training_container=n.worker_container,
             service_ports=SSH_SERVICE_PORTS,
             debug_command=worker_debug,
-            recreatable=worker_policy.policy != "Never",
         ),
         ReplicaGroup(
             type="launcher",
@@ -283,5 +284,6 @@ def launcher_plan(
         cleanup_types=frozenset({"worker"}),
         scheduler=scheduler_plan(n.scheduler, workers),
         companions=ssh_companions(ctx, mount, {"hostfile": hostfile_text(hosts, slots)}),
+        whole_restart=True,
         **mode_fields(n.run_mode, ["worker", "launcher"]),
     )

@@ -32,7 +32,8 @@ def training_plan(
 ) -> Plan:
     """Success: the master (index 0 of `master`) succeeded. Failure: any replica failed for good (fail-fast,
     docs/controller.md#r7), or only the master with `master_decides_failure` (TensorFlow's documented rule),
-    or, when elastic, every replica (the job may go on at a smaller scale)."""
+    or, when elastic, every replica (the job may go on at a smaller scale). A disruption restarts every
+    replica, unless elastic (docs/controller.md#disruptions)."""
     if elastic_min is not None:
         success = each_replica(groups)
         failure: tuple[dict[str, tuple[int, ...]], ...] = (
@@ -53,6 +54,9 @@ def training_plan(
         companions=companions,
         tensorboard=tensorboard,
         reports_backoff=True,
+        # One collective (torch.distributed, TF's cluster, Rabit, DeepSpeed's pdsh ranks): a lost replica
+        # breaks every peer. An elastic PyTorch job's agents re-form the group around a new pod instead.
+        whole_restart=elastic_min is None,
         **mode_fields(run_mode, [g.type for g in groups]),
     )
 
