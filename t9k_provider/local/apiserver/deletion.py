@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from t9k_provider.local.apiserver.generic import errors
@@ -15,6 +17,20 @@ async def delete_options(request: web.Request) -> DeleteOptions:
     if body is not None and not isinstance(body, dict):
         raise errors.bad_request("the body of a DELETE must be a DeleteOptions object")
     body = body or {}
+    opts = body_delete_options(body)
+    if opts.grace_period is None:
+        opts.grace_period = parse_int(request, "gracePeriodSeconds")
+    if opts.orphan_dependents is None and "orphanDependents" in request.query:
+        opts.orphan_dependents = parse_bool(request, "orphanDependents")
+    opts.propagation = opts.propagation or request.query.get("propagationPolicy") or None
+    if not body.get("dryRun"):
+        opts.dry_run = "All" in request.query.getall("dryRun", [])
+    return opts
+
+
+def body_delete_options(body: dict[str, Any]) -> DeleteOptions:
+    """The options a DeleteOptions object holds (a DELETE's body, an Eviction's ``deleteOptions``); a field
+    of the wrong type is a 400, as Go's decoding of the body would answer."""
     pre = body.get("preconditions") or {}
     grace = body.get("gracePeriodSeconds")
     expected = [
@@ -28,16 +44,11 @@ async def delete_options(request: web.Request) -> DeleteOptions:
             raise errors.bad_request(
                 f"json: cannot unmarshal {type(value).__name__} into Go struct field DeleteOptions.{field}"
             )
-    if grace is None:
-        grace = parse_int(request, "gracePeriodSeconds")
-    orphan = body.get("orphanDependents")
-    if orphan is None and "orphanDependents" in request.query:
-        orphan = parse_bool(request, "orphanDependents")
-    dry = body.get("dryRun") or request.query.getall("dryRun", [])
+    dry = body.get("dryRun") or []
     return DeleteOptions(
-        grace_period=int(grace) if grace is not None else None,
-        propagation=body.get("propagationPolicy") or request.query.get("propagationPolicy") or None,
-        orphan_dependents=orphan,
+        grace_period=grace,
+        propagation=body.get("propagationPolicy") or None,
+        orphan_dependents=body.get("orphanDependents"),
         uid=pre.get("uid"),
         resource_version=pre.get("resourceVersion"),
         dry_run="All" in (dry if isinstance(dry, list) else [dry]),

@@ -29,6 +29,7 @@ SUBRESOURCE_VERBS = {
     "attach": ["create", "get"],
     "portforward": ["create", "get"],
     "binding": ["create"],
+    "eviction": ["create"],
     "finalize": ["update"],
     "token": ["create"],
 }
@@ -85,9 +86,13 @@ def _resource_entries(res: Resource) -> list[dict[str, Any]]:
         main["categories"] = list(res.categories)
     entries = [main]
     for sub in res.subresources:
-        kind = {"log": "Pod", "binding": "Binding", "scale": "Scale", "token": "TokenRequest"}.get(
-            sub, res.kind
-        )
+        kind = {
+            "log": "Pod",
+            "binding": "Binding",
+            "eviction": "Eviction",
+            "scale": "Scale",
+            "token": "TokenRequest",
+        }.get(sub, res.kind)
         entry: dict[str, Any] = {
             "name": f"{res.plural}/{sub}",
             "singularName": "",
@@ -99,6 +104,8 @@ def _resource_entries(res: Resource) -> list[dict[str, Any]]:
             entry["group"], entry["version"] = "autoscaling", "v1"
         if sub == "token":
             entry["group"], entry["version"] = "authentication.k8s.io", "v1"
+        if sub == "eviction":  # kubectl drain evicts only where discovery names the Eviction's version
+            entry["group"], entry["version"] = "policy", "v1"
         entries.append(entry)
     return entries
 

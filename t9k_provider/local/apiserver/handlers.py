@@ -11,6 +11,7 @@ from aiohttp import web
 
 from t9k_provider.local.apiserver import (
     discovery,
+    eviction,
     openapi,
     podstreams,
     portforward,
@@ -47,7 +48,7 @@ BOOKMARK_SECONDS = 1.0
 MAX_CHUNK_FRAMES = 256  # frames written to a watch stream at once
 NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 #: Subresources that are no view of the object: streams, and actions with a body of their own.
-STREAMED_OR_ACTIONS = {"log", "exec", "attach", "portforward", "binding", "token", "scale"}
+STREAMED_OR_ACTIONS = {"log", "exec", "attach", "portforward", "binding", "eviction", "token", "scale"}
 USER = "t9k-local.user"  # the request key the server's middleware keeps the authenticated user under
 
 
@@ -176,9 +177,16 @@ class Handlers:
         raise errors.method_not_allowed()
 
     async def _serve_subresource(self, request: web.Request, route: Route) -> web.StreamResponse:
-        """The subresources that are no view of the object: logs, exec, attach, port-forward, binding..."""
+        """The subresources that are no view of the object: logs, exec, attach, port-forward, binding,
+        eviction..."""
         method, sub = request.method, route.subresource
-        allowed = {"log": ("GET",), "binding": ("POST",), "token": ("POST",), "scale": (method,)}
+        allowed = {
+            "log": ("GET",),
+            "binding": ("POST",),
+            "eviction": ("POST",),
+            "token": ("POST",),
+            "scale": (method,),
+        }
         if method not in allowed.get(sub, ("GET", "POST")):
             raise errors.method_not_allowed()
         if sub == "log":
@@ -190,6 +198,8 @@ class Handlers:
             return await portforward.pod_portforward(self.objects, request, route)
         if sub == "binding":
             return subresources.bind(self.objects, route, await read_body(request))
+        if sub == "eviction":
+            return await eviction.pod_eviction(self.objects, request, route)
         if sub == "token":
             return respond(token_request(self.objects, self.signer, route, await read_body(request)), 201)
         return await subresources.scale(self.objects, request, route)

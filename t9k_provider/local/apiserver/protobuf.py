@@ -1,11 +1,12 @@
 """Decode the Kubernetes protobuf request bodies kubectl's ``create <kind>`` generators send.
 
 kubectl 1.32 posts the objects of ``kubectl create namespace|configmap|secret|serviceaccount|deployment|job|
-service|role|clusterrole|rolebinding|clusterrolebinding|token`` (and the access review of ``kubectl auth
-can-i``) as ``application/vnd.kubernetes.protobuf``: the magic ``k8s\\0`` followed by a ``runtime.Unknown``
-envelope whose ``raw`` field is the object's message (field numbers from k8s.io/api ``generated.proto``). Only
-those kinds are decoded (the generators' other kinds, cronjob, priorityclass, quota, poddisruptionbudget and
-ingress, are not served here); any other protobuf body gets 415, as JSON and YAML are the server's formats.
+service|role|clusterrole|rolebinding|clusterrolebinding|poddisruptionbudget|token`` (the access review of
+``kubectl auth can-i``, the Eviction of ``kubectl drain``) as ``application/vnd.kubernetes.protobuf``: the
+magic ``k8s\\0`` followed by a ``runtime.Unknown`` envelope whose ``raw`` field is the object's message (field
+numbers from k8s.io/api ``generated.proto``). Only those kinds are decoded (the generators' other kinds,
+cronjob, priorityclass, quota and ingress, are not served here); any other protobuf body gets 415, as JSON and
+YAML are the server's formats.
 Empty strings, zero timestamps and the zero values of Go's non-pointer numbers and booleans (kinds ending in
 ``?``), which Go encodes but the JSON form omits, are dropped.
 """
@@ -69,6 +70,13 @@ _LABEL_SELECTOR: Schema = {
         {1: ("key", "string", False), 2: ("operator", "string", False), 3: ("values", "string", True)},
         True,
     ),
+}
+_DELETE_OPTIONS: Schema = {
+    1: ("gracePeriodSeconds", "int", False),  # a pointer: 0 (delete now) is sent, and kept
+    2: ("preconditions", {1: ("uid", "string", False), 2: ("resourceVersion", "string", False)}, False),
+    3: ("orphanDependents", "bool", False),
+    4: ("propagationPolicy", "string", False),
+    5: ("dryRun", "string", True),
 }
 _ENV_VAR: Schema = {1: ("name", "string", False), 2: ("value", "string", False)}
 _CONTAINER: Schema = {
@@ -284,6 +292,20 @@ KINDS: dict[str, Schema] = {
                     False,
                 ),
                 4: ("expirationSeconds", "int", False),
+            },
+            False,
+        ),
+    },
+    "Eviction": {1: ("metadata", _OBJECT_META, False), 2: ("deleteOptions", _DELETE_OPTIONS, False)},
+    "PodDisruptionBudget": {
+        1: ("metadata", _OBJECT_META, False),
+        2: (
+            "spec",
+            {
+                1: ("minAvailable", _INT_OR_STRING, False),
+                2: ("selector", _LABEL_SELECTOR, False),
+                3: ("maxUnavailable", _INT_OR_STRING, False),
+                4: ("unhealthyPodEvictionPolicy", "string", False),
             },
             False,
         ),

@@ -74,7 +74,12 @@ def respond_text(text: str, status: int = 200) -> web.Response:
 
 
 def error_response(exc: errors.ApiError) -> web.Response:
-    return respond(exc.status(), exc.code)
+    """The error's Status; one that says when to retry says so in ``Retry-After`` (``ErrorNegotiated``)."""
+    response = respond(exc.status(), exc.code)
+    retry_after = (exc.details or {}).get("retryAfterSeconds")
+    if retry_after:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
 
 
 def check_accept(request: web.Request) -> bool:

@@ -1,7 +1,8 @@
 """The API server's own controllers, as kube-apiserver's post-start hooks and kube-controller-manager's
-namespace, garbage-collector and root-CA publisher run against its storage: `ServerControllers` runs them
-(`crds`, `namespaces`, `garbagecollector`, `apiservices`, `clusterroles`, `eventttl`) in the server's process
-as one task woken by store events (and every second); the wiring hands it to the server.
+namespace, garbage-collector, disruption and root-CA publisher run against its storage: `ServerControllers`
+runs them (`crds`, `namespaces`, `garbagecollector`, `apiservices`, `clusterroles`, `disruption`, `eventttl`)
+in the server's process as one task woken by store events (and every second); the wiring hands it to the
+server.
 
 Nothing stops that task: each controller handles each object apart (`serverside.Retries`: a failure is logged
 with the object's key and backed off), a controller whose pass fails is logged and runs again at the next
@@ -20,6 +21,7 @@ from t9k_provider.local.apiserver.served import ServedResources
 from t9k_provider.local.controllers.apiservices import ApiServiceController
 from t9k_provider.local.controllers.clusterroles import ClusterRoleAggregator
 from t9k_provider.local.controllers.crds import CrdController
+from t9k_provider.local.controllers.disruption import DisruptionController
 from t9k_provider.local.controllers.eventttl import EventExpiry
 from t9k_provider.local.controllers.garbagecollector import GarbageCollector
 from t9k_provider.local.controllers.namespaces import NamespaceController
@@ -39,12 +41,14 @@ class ServerControllers:
     def __init__(self, objects: Objects, registry: ServedResources, root_ca: str = "") -> None:
         side = ServerSide(objects, registry)
         self.garbage = GarbageCollector(side)
+        self.disruption = DisruptionController(side)
         self.controllers: list[ServerController] = [
             CrdController(side),
             NamespaceController(side, root_ca),
             self.garbage,
             ApiServiceController(side),
             ClusterRoleAggregator(side),
+            self.disruption,
         ]
         self.events = EventExpiry(side)
         self._wake = asyncio.Event()
@@ -52,6 +56,7 @@ class ServerControllers:
 
     def _on_event(self, event: Event) -> None:
         """Called inside the store's commit: a failure here must not fail the client's write."""
+        self.disruption.note(event)
         try:
             self.garbage.note(event)
         except Exception:

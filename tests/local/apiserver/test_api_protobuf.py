@@ -155,3 +155,45 @@ def test_unsupported_kinds_and_garbage() -> None:
     for bad in (b"{}", MAGIC + b"\xff", MAGIC + field(2, b"x")[:-1] + b"", MAGIC + bytes([0x0B])):
         with pytest.raises(ProtobufError):
             decode_object(bad)
+
+
+def test_eviction_of_kubectl_drain_with_its_delete_options() -> None:
+    """``kubectl drain --grace-period=0 --dry-run=server``'s Eviction: a set pointer keeps its zero."""
+    preconditions = field(1, "u-1") + field(2, "42")
+    options = field(1, 0) + field(2, preconditions) + field(3, 0) + field(4, "Background") + field(5, "All")
+    raw = field(1, field(1, "web-1") + field(3, "team")) + field(2, options)
+    assert decode_object(envelope("policy/v1", "Eviction", raw)) == {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "web-1", "namespace": "team"},
+        "deleteOptions": {
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": "u-1", "resourceVersion": "42"},
+            "orphanDependents": False,
+            "propagationPolicy": "Background",
+            "dryRun": ["All"],
+        },
+    }
+    # what kubectl sends without flags: an empty DeleteOptions
+    bare = field(1, field(1, "web-1")) + field(2, b"")
+    assert decode_object(envelope("policy/v1", "Eviction", bare))["deleteOptions"] == {}
+
+
+def test_pod_disruption_budget_of_kubectl_create_pdb() -> None:
+    selector = field(1, field(1, "app") + field(2, "web"))
+    spec = field(1, int_or_string(0)) + field(2, selector) + field(4, "AlwaysAllow")
+    assert decode_object(
+        envelope("policy/v1", "PodDisruptionBudget", field(1, field(1, "b")) + field(2, spec))
+    ) == {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "b"},
+        "spec": {
+            "minAvailable": 0,
+            "selector": {"matchLabels": {"app": "web"}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+    spec = field(3, int_or_string("20%"))
+    decoded = decode_object(envelope("policy/v1", "PodDisruptionBudget", field(2, spec)))
+    assert decoded["spec"] == {"maxUnavailable": "20%"}

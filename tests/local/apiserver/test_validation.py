@@ -406,6 +406,85 @@ def test_job_rules_and_template_immutability() -> None:
     assert fields(validate_update("jobs", job, changed)) == ["spec.template"]
 
 
+def pdb(**spec: Any) -> dict:
+    return {"metadata": meta("budget"), "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec}}
+
+
+def test_pod_disruption_budget_counts_selector_and_policy() -> None:
+    for spec in ({"minAvailable": 2}, {"minAvailable": "100%"}, {"maxUnavailable": 0}, {}):
+        assert validate_create("poddisruptionbudgets", pdb(**spec)) == []
+    assert validate_create("poddisruptionbudgets", {"metadata": meta("b"), "spec": {"selector": {}}}) == []
+    assert only(validate_create("poddisruptionbudgets", pdb(minAvailable=-1))) == Cause(
+        "FieldValueInvalid", "Invalid value: -1: must be greater than or equal to 0", "spec.minAvailable"
+    )
+    assert only(validate_create("poddisruptionbudgets", pdb(maxUnavailable="150%"))) == Cause(
+        "FieldValueInvalid", 'Invalid value: "150%": must not be greater than 100%', "spec.maxUnavailable"
+    )
+    assert only(validate_create("poddisruptionbudgets", pdb(minAvailable="half"))).message.startswith(
+        "Invalid value: \"half\": a valid percent string must be a numeric string followed by an ending '%'"
+    )
+    assert only(validate_create("poddisruptionbudgets", pdb(minAvailable=2**31))) == Cause(
+        "FieldValueTypeInvalid", "Invalid value: 2147483648: must be of type int32", "spec.minAvailable"
+    )
+    both = only(validate_create("poddisruptionbudgets", pdb(minAvailable=1, maxUnavailable=1)))
+    assert (both.field, both.message.endswith(": minAvailable and maxUnavailable cannot be both set")) == (
+        "spec",
+        True,
+    )
+    assert only(validate_create("poddisruptionbudgets", pdb(unhealthyPodEvictionPolicy="Never"))) == Cause(
+        "FieldValueNotSupported",
+        'Unsupported value: "Never": supported values: "AlwaysAllow", "IfHealthyBudget"',
+        "spec.unhealthyPodEvictionPolicy",
+    )
+
+
+def test_pod_disruption_budget_selector_is_a_valid_label_selector() -> None:
+    expressions = [
+        {"key": "a", "operator": "In"},
+        {"key": "b", "operator": "Exists", "values": ["x"]},
+        {"key": "-c", "operator": "Bogus"},
+        {"key": "d", "operator": "NotIn", "values": ["bad value"]},
+    ]
+    causes = validate_create("poddisruptionbudgets", pdb(selector={"matchExpressions": expressions}))
+    path = "spec.selector.matchExpressions"
+    assert [(c.field, c.message.split(":")[0]) for c in causes] == [
+        (f"{path}[0].values", "Required value"),
+        (f"{path}[1].values", "Forbidden"),
+        (f"{path}[2].operator", "Invalid value"),
+        (f"{path}[2].key", "Invalid value"),
+        (f"{path}[3].values[0]", "Invalid value"),
+    ]
+    labels = validate_create("poddisruptionbudgets", pdb(selector={"matchLabels": {"a/b/c": "x"}}))
+    assert fields(labels) == ["spec.selector.matchLabels"]
+    assert fields(validate_create("poddisruptionbudgets", pdb(selector=["app"]))) == ["spec.selector"]
+
+
+def test_pod_disruption_budget_status_counters_and_conditions() -> None:
+    good = {
+        "type": "DisruptionAllowed",
+        "status": "True",
+        "reason": "SufficientPods",
+        "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    budget = {**pdb(minAvailable=1), "status": {"disruptionsAllowed": 1, "conditions": [good]}}
+    assert validate_create("poddisruptionbudgets", budget) == []
+    bad_condition = {"type": "Other", "status": "Maybe", "reason": "no spaces allowed"}
+    budget["status"] = {
+        "currentHealthy": -1,
+        "disruptedPods": {"p": "yesterday"},
+        "conditions": [bad_condition, good, good],
+    }
+    assert fields(validate_create("poddisruptionbudgets", budget)) == [
+        "status.currentHealthy",
+        "status.disruptedPods[p]",
+        "status.conditions[0].status",
+        "status.conditions[0].lastTransitionTime",
+        "status.conditions[0].reason",
+        "status.conditions[2].type",
+    ]
+
+
 def crd(scope: str = "Namespaced") -> dict:
     return {
         "metadata": {"name": "widgets.example.com"},
@@ -451,7 +530,18 @@ def test_invalid_message_single_and_multiple_causes() -> None:
 
 @pytest.mark.parametrize(
     "resource",
-    ["pods", "services", "namespaces", "configmaps", "secrets", "events", "leases", "jobs", "nodes"],
+    [
+        "pods",
+        "services",
+        "namespaces",
+        "configmaps",
+        "secrets",
+        "events",
+        "leases",
+        "jobs",
+        "nodes",
+        "poddisruptionbudgets",
+    ],
 )
 def test_every_resource_accepts_empty_garbage_without_crashing(resource: str) -> None:
     for body in (
@@ -491,6 +581,13 @@ _keys = st.sampled_from(
         "uid",
         "generateName",
         "tolerations",
+        "minAvailable",
+        "maxUnavailable",
+        "selector",
+        "matchExpressions",
+        "status",
+        "conditions",
+        "disruptedPods",
     ]
 )
 _json = st.recursive(
@@ -513,6 +610,7 @@ _bodies = st.dictionaries(_keys, _json, max_size=5)
             "events",
             "leases",
             "jobs",
+            "poddisruptionbudgets",
             "widgets",
             "customresourcedefinitions",
         ]

@@ -108,8 +108,9 @@ def validate_counts(spec: dict[str, Any], keys: tuple[str, ...], out: list[Cause
             out.append(fe.invalid(f"spec.{key}", value, "must be greater than or equal to 0"))
 
 
-def _int_or_percent(parent: dict[str, Any], key: str, path: str, out: list[Cause]) -> int | None:
-    """``maxSurge``/``maxUnavailable``: a count >= 0 or a percentage (returned as 0 or 1: zero or not)."""
+def int_or_percent(parent: dict[str, Any], key: str, path: str, out: list[Cause]) -> int | None:
+    """An IntOrString count (``maxSurge``, ``maxUnavailable``, a PodDisruptionBudget's ``minAvailable``): a
+    count >= 0 or a percentage; returns the count or the percentage's number, None when absent or invalid."""
     value = parent.get(key)
     if value is None:
         return None
@@ -276,8 +277,8 @@ class DeploymentStrategy(WorkloadStrategy):
             out.append(fe.forbidden("spec.strategy.rollingUpdate", detail))
         elif kind == "RollingUpdate":
             path = "spec.strategy.rollingUpdate"
-            unavailable = _int_or_percent(rolling, "maxUnavailable", f"{path}.maxUnavailable", out)
-            surge = _int_or_percent(rolling, "maxSurge", f"{path}.maxSurge", out)
+            unavailable = int_or_percent(rolling, "maxUnavailable", f"{path}.maxUnavailable", out)
+            surge = int_or_percent(rolling, "maxSurge", f"{path}.maxSurge", out)
             field, value = f"{path}.maxUnavailable", rolling.get("maxUnavailable")
             if isinstance(value, str) and (unavailable or 0) > 100:
                 out.append(fe.invalid(field, value, "must not be greater than 100%"))

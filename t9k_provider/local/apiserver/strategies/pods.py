@@ -67,7 +67,7 @@ def _qos_class(spec: dict[str, Any]) -> str:
 
 
 class PodStrategy(Strategy):
-    subresources = ("status", "log", "binding", "exec", "attach", "portforward")
+    subresources = ("status", "log", "binding", "eviction", "exec", "attach", "portforward")
     return_deleted_object = True
     merge_fields = {
         "spec": MergeField(node=POD_SPEC_FIELDS),
