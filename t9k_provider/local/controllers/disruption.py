@@ -198,7 +198,6 @@ class DisruptionController:
                 key = (budgets.GROUP, _PLURAL, namespace, pdb["metadata"]["name"])
                 if not self.retries.run(key, partial(self._sync_budget, res, pdb, pods, now)):
                     self._marked.add(namespace)  # backing off or failed: looked at again in a later pass
-        self.retries.forget(lambda key: isinstance(key, tuple) and self.side.store.get(key) is not None)
 
     def _sync_budget(
         self, res: Resource, pdb: dict[str, Any], pods: list[dict[str, Any]], now: float
