@@ -3,14 +3,17 @@ ReplicaSet, Deployment, StatefulSet and DaemonSet controllers, the Endpoints con
 kubelet, the local flink-operator (`t9k_provider.local.flink`).
 
 They are ordinary API clients of the local cluster: one `kubernetes_asyncio` ApiClient bound to its
-kubeconfig, and the shared informers (`t9k_provider.kube`) for pods, services and jobs.
+kubeconfig, and the shared informers (`t9k_provider.kube`) for pods, services and jobs. Each informer and
+each agent runs supervised (`workloop.supervise`): one that fails is logged by name and started again, and
+the others carry on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -93,27 +96,27 @@ async def run_node_agents(
     endpoints = EndpointsController(kube, services, pods)
     pods.add_handler(endpoints.on_pod)
     services.add_handler(endpoints.on_service)
-    runners: list[Coroutine[Any, Any, None]] = [
-        pod_scheduler.run(),
-        endpoints.run(),
-        *(c.run() for c in controllers),
-    ]
+    runners: dict[str, Callable[[], Awaitable[None]]] = {
+        "scheduler": pod_scheduler.run,
+        "endpoints controller": endpoints.run,
+        **{f"{c.resource.kind} controller": c.run for c in controllers},
+    }
     informers = [pods, services, nodes, podgroups, replicasets, *owners.values()]
     if net is not None:
         kubelet = ProcessKubelet(kube, Path(state_dir), net, pods, services)
         pods.add_handler(kubelet.on_pod)
         services.add_handler(kubelet.on_service)
-        runners.append(kubelet.run(stop_pods_on_exit))
+        runners["kubelet"] = partial(kubelet.run, stop_pods_on_exit)
         if flink_operator:
             informers += _add_flink_operator(kube, pods, services, runners)
     elif mode == "simulated":
         sim = SimulatedKubelet(kube, pods)
         pods.add_handler(sim.on_pod)
-        runners.append(sim.run())
+        runners["simulated kubelet"] = sim.run
     # Every handler is registered before the informers start, so none misses the initial list.
     loop = asyncio.get_running_loop()
-    tasks = [loop.create_task(i.run(), name=f"informer {i.rt.plural}") for i in informers]
-    tasks += [loop.create_task(r) for r in runners]
+    supervised = {f"informer {i.rt.plural}": i.run for i in informers} | runners
+    tasks = [loop.create_task(workloop.supervise(name, run), name=name) for name, run in supervised.items()]
     try:
         await asyncio.gather(*tasks)
     finally:
@@ -123,7 +126,7 @@ async def run_node_agents(
 
 
 def _add_flink_operator(
-    kube: KubeApi, pods: Informer, services: Informer, runners: list[Coroutine[Any, Any, None]]
+    kube: KubeApi, pods: Informer, services: Informer, runners: dict[str, Callable[[], Awaitable[None]]]
 ) -> list[Informer]:
     """The local flink-operator (FlinkClusters run as Flink processes); returns the informers it adds."""
     clusters = Informer(kube, FLINKCLUSTERS)
@@ -132,7 +135,7 @@ def _add_flink_operator(
     clusters.add_handler(operator.on_cluster)
     for owned in (pods, services, configmaps):
         owned.add_handler(operator.on_owned)
-    runners.append(operator.run())
+    runners["flink-operator"] = operator.run
     return [clusters, configmaps]
 
 

@@ -4,6 +4,10 @@ It gives every pod bound to the node a `PodWorker` (one task each, see `podworke
 files current as pods and services change, and after a crash removes what belongs to pods that are gone. A
 stopping kubelet stops its containers, unless told to leave them to the next one.
 
+No failure ends a loop of the kubelet: a pod worker that fails (its teardown, say) is started again for the
+same pod, a hosts file that could not be written is written again after a backoff, and a start that failed
+(the Node unreachable) is retried by the agents' supervisor, which runs ``run`` again.
+
 Resource limits are enforced through the kubelet's cgroup (`cgroups`) where one can be created; the Node's
 `RESOURCE_LIMITS_ANNOTATION` says which hierarchy enforces them, or why nothing does. GPUs are handed out by
 `devices`, which counts them from the Node's allocatable ``nvidia.com/gpu``.
@@ -32,12 +36,16 @@ from t9k_provider.local.kubelet.network import HostNetwork, NetnsNetwork
 from t9k_provider.local.kubelet.poddir import PodDir, pods_root
 from t9k_provider.local.kubelet.podworker import PodWorker
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES
+from t9k_provider.local.machinery import workloop
 from t9k_provider.local.machinery.events import NODE_NAME
 from t9k_provider.local.machinery.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
 
 RESOURCE_LIMITS_ANNOTATION = "t9k-local.tensorstack.dev/resource-limits"
+#: A hosts file that could not be written is tried again after this long, doubling up to HOSTS_RETRY_MAX.
+HOSTS_RETRY_BASE = 0.5
+HOSTS_RETRY_MAX = 30.0
 
 
 def machine_memory() -> int:
@@ -67,7 +75,9 @@ class ProcessKubelet:
         self.node_memory = machine_memory()  # then the Node's allocatable memory (`_setup_cgroups`)
         self.devices = NodeDevices(kube, self.state_dir)  # counted from the Node, too
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        self._started = False  # the start (`_start`) is done: a run after a failure skips it
         self._hosts_dirty = asyncio.Event()
+        self._hosts_failures = 0
         self._host_signatures: dict[tuple[str, str], tuple[Any, ...] | None] = {}
         server = urlparse(kube.host)
         self._api_host = server.hostname or "127.0.0.1"
@@ -111,7 +121,7 @@ class ProcessKubelet:
 
     async def _run_worker(self, worker: PodWorker) -> None:
         try:
-            await worker.run()
+            await workloop.supervise(f"pod worker {worker.name}", worker.run, ends=True)
         finally:
             self.workers.pop(worker.uid, None)
             self.tasks.pop(worker.uid, None)
@@ -148,22 +158,33 @@ class ProcessKubelet:
             await asyncio.sleep(0.05)  # coalesce bursts
             self._hosts_dirty.clear()
             pod_ips = self._pod_ips()
+            failed = False
             for worker in list(self.workers.values()):
-                self.write_hosts(worker, pod_ips)
+                try:
+                    self.write_hosts(worker, pod_ips)
+                except Exception:
+                    failed = True
+                    log.exception("pod %s: writing its hosts file failed", worker.name)
+            if failed:  # every file is rewritten from the current pods and services, after a backoff
+                delay = min(HOSTS_RETRY_BASE * 2**self._hosts_failures, HOSTS_RETRY_MAX)
+                self._hosts_failures += 1
+                log.warning("hosts files: writing again in %.1fs", delay)
+                asyncio.get_running_loop().call_later(delay, self.hosts_changed)
+            else:
+                self._hosts_failures = 0
 
     # -- lifecycle
 
     async def run(self, stop_pods_on_exit: bool) -> None:
-        node = await self._setup_cgroups()
-        self.devices.start(node_gpus(node))  # before the first allocation, which waits for it
-        await self.pods.synced.wait()
-        await self.services.synced.wait()
-        await self._cleanup_orphans()
-        hosts_task = asyncio.get_running_loop().create_task(self._hosts_loop())
+        """Start (once: a run after a failure skips a start that was done), then keep the hosts files
+        current until cancelled; only cancellation (the agents stopping) stops the pods' workers, and their
+        containers with ``stop_pods_on_exit``."""
         try:
-            await asyncio.Event().wait()
-        finally:
-            hosts_task.cancel()
+            if not self._started:
+                await self._start()
+                self._started = True
+            await self._hosts_loop()
+        except asyncio.CancelledError:
             tasks = list(self.tasks.values())
             for t in tasks:
                 t.cancel()
@@ -172,6 +193,14 @@ class ProcessKubelet:
                     await t
             if stop_pods_on_exit:
                 await self._stop_everything()
+            raise
+
+    async def _start(self) -> None:
+        node = await self._setup_cgroups()
+        self.devices.start(node_gpus(node))  # before the first allocation, which waits for it
+        await self.pods.synced.wait()
+        await self.services.synced.wait()
+        await self._cleanup_orphans()
 
     async def _setup_cgroups(self) -> dict[str, Any]:
         """Find where limits can be enforced, say so once (log and Node annotation); runs before any pod.

@@ -2,14 +2,17 @@
 flink-operator), and the shape of a workload controller.
 
 Level-triggered like a controller-runtime reconciler: the queue holds keys, never events, and a sync reads
-the object's current state from an informer. A failed sync is retried with per-key exponential backoff
-(`WorkQueue.add_rate_limited`), and one object's failure never stops the agent for the others.
+the object's current state from an informer. A failed sync, whatever it raised, is logged with the object's
+key and retried with per-key exponential backoff (`WorkQueue.add_rate_limited`), and one object's failure
+never stops the agent for the others. `supervise` keeps each of the agents' long-running loops going: one
+that fails (or ends) is logged by name and started again with backoff, instead of ending the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,6 +25,11 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name)
 
+#: A supervised loop that failed is started again after this long, doubling up to RESTART_MAX_DELAY; the
+#: delay starts over once the loop has run that long.
+RESTART_BASE_DELAY = 0.5
+RESTART_MAX_DELAY = 30.0
+
 
 async def run(queue: WorkQueue[Key], sync: Callable[[Key], Awaitable[None]], what: str) -> None:
     """Sync keys until the queue shuts down; `what` names the objects in log messages."""
@@ -29,15 +37,42 @@ async def run(queue: WorkQueue[Key], sync: Callable[[Key], Awaitable[None]], wha
         try:
             await sync(key)
         except (ApiError, OSError, asyncio.TimeoutError) as exc:
-            log.warning("%s %s/%s: sync failed: %s", what, *key, exc)
-            queue.add_rate_limited(key)
+            delay = queue.add_rate_limited(key)
+            log.warning("%s %s/%s: sync failed, retrying in %.2fs: %s", what, *key, delay, exc)
         except Exception:
-            log.exception("%s %s/%s: sync failed", what, *key)
-            queue.add_rate_limited(key)
+            delay = queue.add_rate_limited(key)
+            log.exception("%s %s/%s: sync failed, retrying in %.2fs", what, *key, delay)
         else:
             queue.forget(key)
         finally:
             queue.done(key)
+
+
+async def supervise(name: str, start: Callable[[], Awaitable[None]], *, ends: bool = False) -> None:
+    """Run ``start()`` until cancelled; a failure is logged with ``name`` and ``start()`` is called again
+    after a backoff. A return is a failure too (an agent's loop must not stop), unless ``ends``: then it is
+    the loop's own end (a pod worker whose pod is gone)."""
+    loop = asyncio.get_running_loop()
+    delay = RESTART_BASE_DELAY
+    while True:
+        began = loop.time()
+        error: Exception | None = None
+        try:
+            await start()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = exc
+        else:
+            if ends:
+                return
+        if loop.time() - began >= RESTART_MAX_DELAY:
+            delay = RESTART_BASE_DELAY
+        pause = delay * (0.5 + random.random())
+        how = "failed" if error is not None else "stopped"
+        log.error("%s %s; starting it again in %.1fs", name, how, pause, exc_info=error)
+        await asyncio.sleep(pause)
+        delay = min(delay * 2, RESTART_MAX_DELAY)
 
 
 class OwnerController:
