@@ -1,5 +1,5 @@
 """The ``pods/eviction`` subresource (``pkg/registry/core/pod/storage/eviction.go``): a pod deleted with the
-consent of the PodDisruptionBudget that covers it.
+consent of the PodDisruptionBudget that covers it (docs/local-cluster.md#eviction-and-poddisruptionbudgets).
 
 A POST of a policy/v1 (or v1beta1) Eviction, JSON or protobuf. A pod that is finished, Pending or already
 being deleted is deleted without asking a budget; otherwise the budgets of the pod's namespace whose selector

@@ -1,7 +1,7 @@
-"""The disruption controller (kube-controller-manager's ``pkg/controller/disruption``): each
-PodDisruptionBudget's status says how many of the pods it selects are healthy (Ready, not being deleted, not
-just evicted), how many must be, and so how many may be disrupted now; the eviction subresource spends that
-(``apiserver/eviction.py``).
+"""The disruption controller (kube-controller-manager's ``pkg/controller/disruption``;
+docs/local-cluster.md#eviction-and-poddisruptionbudgets): each PodDisruptionBudget's status says how many of
+the pods it selects are healthy (Ready, not being deleted, not just evicted), how many must be, and so how
+many may be disrupted now; the eviction subresource spends that (``apiserver/eviction.py``).
 
 ``expectedPods`` is the pods' controllers' scale where the budget is a percentage or ``maxUnavailable`` (a
 ReplicationController's, a Deployment's through its ReplicaSet, a ReplicaSet's, a StatefulSet's, else the
