@@ -293,9 +293,9 @@ class Informer:
                 pending = self._undelivered[(index, key)] = _Undelivered(old)
             pending.failures += 1
             delay = min(HANDLER_RETRY_BASE * 2 ** (pending.failures - 1), MAX_BACKOFF)
-            if pending.timer is None:
-                loop = asyncio.get_running_loop()
-                pending.timer = loop.call_later(delay, self._redeliver, index, key)
+            if pending.timer is not None:
+                pending.timer.cancel()
+            pending.timer = asyncio.get_running_loop().call_later(delay, self._redeliver, index, key)
             log.exception(
                 "informer %s: a change handler failed for %s; retrying in %.1fs",
                 self.rt.plural,
