@@ -193,8 +193,9 @@ class DisruptionController:
         res = self.side.registry.lookup(budgets.GROUP, "v1", _PLURAL)
         assert res is not None
         for namespace in sorted(marked):
-            pods = self.side.store.list("", "pods", namespace)
-            for pdb in self.side.store.list(budgets.GROUP, _PLURAL, namespace):
+            found = self.side.store.list(budgets.GROUP, _PLURAL, namespace)
+            pods = self.side.store.list("", "pods", namespace) if found else []
+            for pdb in found:
                 key = (budgets.GROUP, _PLURAL, namespace, pdb["metadata"]["name"])
                 if not self.retries.run(key, partial(self._sync_budget, res, pdb, pods, now)):
                     self._marked.add(namespace)  # backing off or failed: looked at again in a later pass

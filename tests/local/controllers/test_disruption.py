@@ -371,3 +371,10 @@ def test_a_pass_looks_only_at_namespaces_written_to(
     cluster.pod("b")
     cluster.controller.sync()
     assert ("", "pods", NS) in listed and cluster.status()["currentHealthy"] == 2
+    cluster.controller.sync()  # after its own status write
+    listed.clear()
+    cluster.objects.create(cluster.res("", "namespaces"), "", {"metadata": {"name": "other"}})
+    pod = {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "b"}]}}
+    cluster.objects.create(cluster.res("", "pods"), "other", pod)
+    cluster.controller.sync()
+    assert listed == [("policy", "poddisruptionbudgets", "other")]  # no budget there: its pods are not read
