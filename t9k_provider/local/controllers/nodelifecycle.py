@@ -1,5 +1,5 @@
 """The node lifecycle controller and its taint-based eviction, as kube-controller-manager runs them
-(pkg/controller/nodelifecycle, pkg/controller/tainteviction; docs/local-cluster.md#nodes-that-stop-reporting).
+(pkg/controller/nodelifecycle, pkg/controller/tainteviction).
 
 Every ``MONITOR_PERIOD`` it looks at each Node: one whose kubelet neither renewed its Lease
 (``kube-node-lease/<node>``) nor posted its status for ``grace`` seconds (``--node-monitor-grace-period``,
