@@ -21,7 +21,8 @@ from .plan import Plan
 from .podgroups import PODGROUP_API_VERSION, PODGROUP_KIND, build_podgroup, podgroup_drift
 from .pods import build_service
 from .podstate import classify
-from .replicas import ACTIVE, PAUSED, STOPPED, Round, evaluate
+from .replicas import evaluate
+from .rounds import ACTIVE, PAUSED, STOPPED, Round
 from .status import NO_REASON, aggregate, condition, condition_true, merge_conditions, sanitized
 
 # What a JobRun creates for every Plan; a kind declares its companions' types on top.

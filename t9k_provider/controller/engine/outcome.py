@@ -8,7 +8,7 @@ from collections import Counter
 from t9k_provider.jobs.contract import REPLICA_PHASES
 
 from .plan import Plan
-from .replicas import Round
+from .rounds import Round
 
 ALL_RUNNING = "All pods are running normally."
 # Failed reason of a job whose replicas all finished for good without meeting any rule.

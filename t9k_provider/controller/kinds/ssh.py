@@ -222,9 +222,8 @@ def launcher_plan(
     `launch` once all workers run (docs/controller.md#r10), with the hostfile at `hostfile_path`.
     `worker_session_env`: the workers' SSH sessions get their container's env (`sshd_with_session_env`).
 
-    Success and failure follow the launcher; a worker failing for good fails the job at once (fail-fast). A
-    disruption restarts every replica, the launcher with its workers: a new worker's sshd cannot join a
-    running mpirun (docs/controller.md#disruptions).
+    Success and failure follow the launcher; a worker failing for good fails the job at once (fail-fast); a
+    disruption restarts the launcher with its workers (docs/controller.md#disruptions).
     The PodGroup's minMember counts the workers only: the launcher is created after they run, so requiring
     it in the gang would deadlock (decision, docs/controller.md).
     """
