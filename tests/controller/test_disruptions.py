@@ -272,6 +272,20 @@ def test_a_program_failure_is_no_disruption():
     assert "disruptions" not in sim.status
 
 
+def test_a_failed_init_container_is_the_programs_failure_not_a_disruption():
+    """The training never started, but the job's own init container exited 1: not "no exit code"."""
+    sim = running(two_workers())
+    pod = sim.pod("demo-worker-1")
+    pod["status"] = {
+        "phase": "Failed",
+        "initContainerStatuses": [{"name": "setup", "state": {"terminated": {"exitCode": 1}}}],
+        "containerStatuses": [{"name": "pytorch", "state": {"waiting": {"reason": "PodInitializing"}}}],
+    }
+    sim.step()
+    assert sim.status["phase"] == "Failed" and "restarts" not in sim.status
+    assert "demo-worker-1 failed with exit code 1" in sim.cond("ReplicaFailure")["message"]
+
+
 def test_debug_mode_recreates_a_lost_pod_but_restarts_nothing():
     sim = running(two_workers(runMode={"debug": {"enabled": True}}))
     sim.delete_object("Pod", "demo-worker-1")

@@ -56,20 +56,33 @@ def container_summaries(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _training_termination(pod: dict[str, Any], container: str) -> tuple[int | None, str, datetime | None]:
-    """The training container's exit code, termination reason and end, once it terminated."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    chosen = next((cs for cs in statuses if cs.get("name") == container), None)
-    if chosen is None and statuses and not container:
-        chosen = statuses[0]
-    if chosen is None:
-        return None, "", None
-    terminated = (chosen.get("state") or {}).get("terminated")
+def _terminated(status: dict[str, Any] | None) -> tuple[int | None, str, datetime | None] | None:
+    """A container status's exit code, reason and end, once it terminated."""
+    terminated = ((status or {}).get("state") or {}).get("terminated")
     if terminated is None:
-        return None, "", None
+        return None
     code = terminated.get("exitCode")
     reason = str(terminated.get("reason") or "")
     return (int(code) if code is not None else None), reason, parse_time(terminated.get("finishedAt"))
+
+
+def _training_termination(pod: dict[str, Any], container: str) -> tuple[int | None, str, datetime | None]:
+    """The training container's exit code, termination reason and end, once it terminated; else those of an
+    init container that failed with an exit code: the job's own program failed before the training started
+    (a pod without any exit code is an infrastructure failure, docs/controller.md#disruptions)."""
+    status = pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    chosen = next((cs for cs in statuses if cs.get("name") == container), None)
+    if chosen is None and statuses and not container:
+        chosen = statuses[0]
+    found = _terminated(chosen)
+    if found is not None:
+        return found
+    for init in status.get("initContainerStatuses") or []:
+        failed = _terminated(init)
+        if failed is not None and failed[0]:
+            return failed
+    return None, "", None
 
 
 def telling_exit_reason(reason: str) -> bool:
