@@ -95,7 +95,7 @@ ANALYSIS = """\
 Waiting is cheap and flat: with live logs off, 1,000 deferred tasks cost the whole triggerer about 3 % of a
 core and 530 MiB (three Airflow processes of about 175 MiB each; the runner grows from 187 MiB with 5
 triggers to 230 MiB with 1,000, about 45 KiB per trigger) and make no request at all: the triggers share one
-client and one watch per namespace and kind (`triggers/job_watch.py`), so the runner holds one connection
+client and one watch per namespace and kind (`jobclient/watch.py`), so the runner holds one connection
 at the end of the window. The connections seen right after the start (14-51) are the first job reads made
 concurrently on the shared client's unlimited pool; they close after aiohttp's keep-alive timeout. Each
 trigger does not open its own watch, so a further shared informer per triggerer would save nothing here: the

@@ -2,8 +2,10 @@
 
 It builds the job's manifest when the DAG is parsed, adds the call (source and resolved arguments) when the
 task renders its templates, so the Rendered Template shows what is submitted, and lets the typed operator do
-the rest (validation, naming, submission, reattach, deferral, logs, links, kill). Then it reads the return
-value of global rank 0 from that replica's log, or turns a failed job into the function's remote traceback.
+the rest (validation, naming, submission, reattach, deferral, logs, links, kill, retry and finish actions).
+It overrides two of that operator's hook points: the task's result is the return value of global rank 0,
+read from that replica's log (``job_result``), and a failed job's message leads with the function's remote
+traceback (``failure_lead``).
 """
 
 from __future__ import annotations
@@ -12,15 +14,20 @@ import importlib.util
 import re
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, DecoratedOperator
 
 from t9k_provider.decorators import manifests
 from t9k_provider.decorators.manifests import JobOptions, Recipe
 from t9k_provider.decorators.source import check, ship
-from t9k_provider.operators.job import T9kJobFailed, T9kJobOperator
+from t9k_provider.kube.resources import GPU
+from t9k_provider.operators.job import T9kJobOperator
 from t9k_provider.operators.options import OnFinishAction, choose
+
+if TYPE_CHECKING:
+    from t9k_provider.decorators.transport import RemoteError
+    from t9k_provider.operators.outcome import FailureLead, Outcome
 
 #: Options some decorator takes: any other decorator names them in its error.
 KIND_OPTIONS = {
@@ -107,8 +114,6 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         launch = {option: kwargs.pop(option, default) for option, default in recipe.launch_options.items()}
         check(python_callable)
         self.serializer = serializer
-        self.retry_function_failure = retry_on_job_failure
-        self.finish_action = on_finish_action
         options = JobOptions(
             image=image or recipe.image,
             size=size,
@@ -126,8 +131,8 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         super().__init__(
             python_callable=python_callable,
             manifest=recipe.manifest(options),
-            retry_on_job_failure=False,  # a failed job raises T9kJobFailed, which _failure() interprets
-            on_finish_action="keep",  # rank 0's pod holds the result: finish only once it is read
+            retry_on_job_failure=retry_on_job_failure,
+            on_finish_action=on_finish_action,
             **kwargs,
         )
 
@@ -184,105 +189,64 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             raise AirflowFailException(str(exc)) from exc
         self.manifest = manifests.with_call(self.manifest, transport.packed_runner(), call)
 
-    # -- running ------------------------------------------------------------------------------------------
+    # -- the result ---------------------------------------------------------------------------------------
 
-    def execute(self, context: Any) -> Any:
-        try:
-            summary = super().execute(context)
-        except T9kJobFailed as exc:
-            raise self._failure(exc) from exc
-        return self._result(summary)
-
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        try:
-            summary = super().execute_complete(context, event)
-        except T9kJobFailed as exc:
-            raise self._failure(exc) from exc
-        return self._result(summary)
-
-    def _result(self, summary: dict[str, Any]) -> Any:
+    def job_result(self, outcome: Outcome) -> Any:
+        """The function's return value on global rank 0, from that replica's log (read before the finish
+        action may delete the job's pods)."""
         from t9k_provider.decorators import transport
         from t9k_provider.kube.podlogs import parse_lines
 
-        namespace, name = summary["namespace"], summary["name"]
-        pod = f"{name}-{self.recipe.leader}-0"
+        ref = outcome.ref
+        pod = f"{ref.name}-{self.recipe.leader}-0"
         try:
-            text = self.hook.read_pod_log(
-                namespace,
-                pod,
-                self.recipe.container,
-                tail_lines=RESULT_TAIL_LINES,
-                limit_bytes=LOG_READ_BYTES,
+            text = self._client.replica_log(
+                ref, pod, self.recipe.container, tail_lines=RESULT_TAIL_LINES, limit_bytes=LOG_READ_BYTES
             )
-            value = transport.decode_result((line.text for line in parse_lines(text)), self.serializer)
+            return transport.decode_result((line.text for line in parse_lines(text)), self.serializer)
         except Exception as exc:
+            function = self.python_callable.__name__
             raise AirflowException(
-                f"job {namespace}/{name} succeeded, but the result of {self.python_callable.__name__}() "
-                f"cannot be read from the log of {pod} (rank 0): {exc}"
+                f"job {ref.namespace}/{ref.name} succeeded, but the result of {function}() cannot be read "
+                f"from the log of {pod} (rank 0): {exc}"
             ) from exc
-        self._finish(succeeded=True)
-        return value
 
-    def job_failure_is_retried(self) -> bool:
-        """The function's failures decide (``_failure``), not the base operator's ``retry_on_job_failure``,
-        which is off here so that a failed job reaches ``_failure``."""
-        return self.retry_function_failure
-
-    def _failure(self, failed: T9kJobFailed) -> AirflowException:
+    def failure_lead(self, outcome: Outcome) -> FailureLead | None:
         """The function's remote traceback on the replica that failed first (the earliest traceback where no
-        replica's end is known) leads the operator's report, retryable unless retrying cannot help. Where
-        that replica left none (killed, out of memory), its end leads and the earliest traceback follows."""
-        first_pod = getattr(failed, "failed_first", None)
-        errors = self._remote_errors(getattr(failed, "pods", None))
-        self._finish(succeeded=False)
+        replica's end is known), retryable unless retrying cannot help. Where that replica left none (killed,
+        out of memory), its end leads and the earliest traceback follows."""
+        from t9k_provider.operators.outcome import FailureLead
+
+        errors = self._remote_errors(outcome)
         if not errors:
-            return failed if not self.retry_function_failure else AirflowException(str(failed))
+            return None
         earliest = min((e for _, e in errors), key=lambda e: e.timestamp_ns)
+        first = outcome.failed_first
         lead = (
-            min((e for pod, e in errors if pod == first_pod), key=lambda e: e.timestamp_ns, default=None)
-            if first_pod
+            min((e for pod, e in errors if pod == first), key=lambda e: e.timestamp_ns, default=None)
+            if first
             else earliest
         )
         if lead is None:
-            message = (
-                f"{failed}\nthe function's first error, on a replica that failed after it:\n{earliest.text}"
-            )
-        else:
-            message = f"{lead.text}\n{failed}"
-        self.log.error("%s", (lead or earliest).text)
-        if (lead or earliest).retryable and self.retry_function_failure:
-            return AirflowException(message)
-        return AirflowFailException(message)
+            text = f"the function's first error, on a replica that failed after it:\n{earliest.text}"
+            return FailureLead(text, earliest.retryable, after=True)
+        return FailureLead(lead.text, lead.retryable)
 
-    def _remote_errors(self, pods: list[dict[str, Any]] | None) -> list[tuple[str, Any]]:
-        """The failure reports in the logs of the job's pods (``pods``: as the conclusion listed them), each
-        with the pod it names (``(replica <host>)``; launchers gather other hosts' reports), else the pod
-        whose log holds it."""
+    def _remote_errors(self, outcome: Outcome) -> list[tuple[str, RemoteError]]:
+        """The failure reports in the logs of the job's pods (as the conclusion listed them), each with the
+        pod it names (``(replica <host>)``; launchers gather other hosts' reports), else the pod whose log
+        holds it."""
         from t9k_provider.decorators import transport
         from t9k_provider.kube.podlogs import parse_lines
-        from t9k_provider.replicalogs.targets import pod_selector
 
-        ref = self._job
-        assert ref is not None  # set before the job was waited for
-        if pods is None:
-            try:
-                pods = self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
-            except Exception as exc:
-                self.log.warning(
-                    "cannot list the pods of job %s for the function's traceback: %s", ref.name, exc
-                )
-                pods = []
-        names = {pod["metadata"]["name"] for pod in pods}
+        names = {pod["metadata"]["name"] for pod in outcome.pods or ()}
         errors = []
         for name in sorted(names):
             try:
-                text = self.hook.read_pod_log(
-                    ref.namespace,
-                    name,
-                    self.recipe.container,
-                    tail_lines=ERROR_TAIL_LINES,
+                text = self._client.replica_log(
+                    outcome.ref, name, self.recipe.container, tail_lines=ERROR_TAIL_LINES,
                     limit_bytes=LOG_READ_BYTES,
-                )
+                )  # fmt: skip
             except Exception as exc:
                 self.log.warning("cannot read the log of %s: %s", name, exc)
                 continue
@@ -291,21 +255,14 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
                 errors.append((named.group(1) if named and named.group(1) in names else name, error))
         return errors
 
-    def _finish(self, *, succeeded: bool) -> None:
-        ref = self._job
-        if ref and (
-            self.finish_action == "delete" or (self.finish_action == "delete_on_success" and succeeded)
-        ):
-            self.hook.delete_job(ref.plural, ref.namespace, ref.name, uid=ref.uid)
-
 
 def _gpus(decorator: str, gpus: Any, resources: Any) -> None:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise ValueError(f"{decorator}: gpus must be a whole number of GPUs per replica, got {gpus!r}")
-    listed = [key for key in ("limits", "requests") if manifests.GPU in ((resources or {}).get(key) or {})]
+    listed = [key for key in ("limits", "requests") if GPU in ((resources or {}).get(key) or {})]
     if gpus and listed:
         raise TypeError(
-            f"{decorator}: gpus={gpus} and container_resources.{listed[0]}[{manifests.GPU}] both ask for "
+            f"{decorator}: gpus={gpus} and container_resources.{listed[0]}[{GPU}] both ask for "
             "GPUs: use one of them"
         )
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
@@ -24,6 +24,9 @@ from kubernetes import client, config
 from t9k_provider.hooks.errors import T9kFatalApiError, call_with_retry, classify, describe
 from t9k_provider.jobs.constants import GROUP, VERSION
 from t9k_provider.kube import podlogs as pod_logs
+
+if TYPE_CHECKING:
+    from t9k_provider.hooks.async_t9k import AsyncT9kClient
 
 #: Connection extras this hook reads; the ``t9k`` connection type declares exactly these.
 CONNECTION_FIELDS = (
@@ -116,6 +119,13 @@ class T9kHook(KubernetesHook):
             return {**base, "in_cluster": True}
         default = os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
         return {**base, "in_cluster": False, "kubeconfig": _read_kubeconfig(default)}
+
+    def async_client(self) -> AsyncT9kClient:
+        """A lease on the shared async client for these credentials, on the running event loop (the
+        worker's wait and its log streams; the triggers lease it from their credentials alike)."""
+        from t9k_provider.hooks.async_t9k import AsyncT9kClient
+
+        return AsyncT9kClient(self.credentials)
 
     def get_conn(self) -> client.ApiClient:
         self._is_in_cluster = bool(self.credentials.get("in_cluster"))

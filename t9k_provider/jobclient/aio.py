@@ -1,7 +1,8 @@
-"""The async twin of ``client`` for the triggers: read the job, list its pods, stop it, over a ``KubeApi``.
+"""The job over a ``KubeApi``, async: read it, list its pods and what the largest node gives (for a wait's
+``feed``), and stop it (the trigger's kill path).
 
-It holds no connection of its own: the trigger gives it the API of the client lease it holds (leases are
-shared by every trigger of the triggerer), so the kill path, which must build nothing, only needs a lease
+It holds no connection of its own: its user gives it the API of the client lease it holds (leases are
+shared by every wait on the event loop), so the kill path, which must build nothing, only needs a lease
 taken earlier. Stopping follows the same ``stopping`` policy as the worker's kill path.
 """
 
@@ -44,8 +45,8 @@ class AsyncJobClient:
             return []
 
     async def largest_node(self, log: logging.Logger | Any) -> dict[str, int] | None:
-        """As ``JobClient.largest_node``: what one node can give at most, read at most once a minute; None
-        when the connection may not list nodes."""
+        """The most of each extended resource one node can give (``waiting.placement``), read at most once a
+        minute; None when the connection may not list nodes (the wait then leaves that check out)."""
         if self._largest is None or time.monotonic() - self._largest[0] > NODES_TTL_SECONDS:
             try:
                 nodes, _ = await self.api.list(NODES, None)

@@ -1,9 +1,11 @@
 """The Kubernetes mechanics of a task's job in the worker, over the sync ``T9kHook``: submit it or adopt the
-one an earlier try left, read it, wait until a deleted one is gone, list its pods, mark it reported, stop it.
+one an earlier try left, read it, wait until a deleted one is gone, list its pods and read their logs for
+the conclusion, mark it reported, delete it, stop it (the kill path, which runs in a signal handler).
 
 The operator keeps the Airflow lifecycle and asks this client for everything it does to the cluster, as the
-cncf provider's operators ask their ``PodManager``; the triggers use the async twin (``aio``) with the same
-stop policy (``stopping``). Errors are Airflow's: they decide whether the task may retry.
+cncf provider's operators ask their ``PodManager``; the waits go through ``feed`` (async, in the worker and
+the triggerer alike) and the trigger's kill path through ``aio``, with the same stop policy (``stopping``).
+Errors are Airflow's: they decide whether the task may retry.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from t9k_provider.jobclient.identity import JobRef
 from t9k_provider.jobclient.stopping import STOP_ATTEMPTS, Stopped, preconditions, stop_action
 from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.waiting import status as job_status
-from t9k_provider.waiting.placement import NODES_TTL_SECONDS, largest_allocatable
+from t9k_provider.waiting.result import WaitResult, deleted, replaced
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
@@ -30,10 +32,6 @@ if TYPE_CHECKING:
 DELETION_WAIT_SECONDS = 300.0
 #: Creates tried while the name keeps holding a job being replaced or deleted.
 SUBMIT_ATTEMPTS = 3
-
-
-class JobGone(AirflowException):
-    """The job was deleted while the task waited for it."""
 
 
 class Adoption(NamedTuple):
@@ -48,7 +46,6 @@ class JobClient:
     def __init__(self, hook: T9kHook, log: logging.Logger | Any) -> None:
         self.hook = hook
         self.log = log
-        self._largest: tuple[float, dict[str, int] | None] | None = None
 
     def submit_or_adopt(
         self, body: dict[str, Any], plural: str, task_identity: dict[str, str], adoption: Adoption
@@ -123,9 +120,9 @@ class JobClient:
                 return None
             raise
 
-    def read(self, ref: JobRef) -> dict[str, Any]:
-        """The job ``ref`` names; raises ``JobGone`` when it was deleted, and when its name now holds another
-        object (a retry adopts or replaces that one)."""
+    def read(self, ref: JobRef) -> dict[str, Any] | WaitResult:
+        """The job ``ref`` names, or the verdict when it is gone: deleted, or its name holds another object
+        now (``waiting.result``, as a wait decides it); raises what the API raises otherwise."""
         try:
             job = self._get(ref.plural, ref.namespace, ref.name)
         except Exception as exc:
@@ -133,30 +130,21 @@ class JobClient:
                 raise  # no answer from the API server: the hook's retries are spent
             raise classify(exc, f"read job {ref.name}") from exc
         if job is None:
-            raise JobGone(f"job {ref.namespace}/{ref.name} was deleted while the task waited")
+            return deleted(ref.namespace, ref.name, owned=ref.uid is not None)
         if ref.uid and job["metadata"].get("uid") != ref.uid:
-            raise AirflowException(f"job {ref.namespace}/{ref.name} was replaced by another object")
+            return replaced(ref.namespace, ref.name, job["metadata"].get("uid"))
         return job
 
     def pods(self, ref: JobRef) -> list[dict[str, Any]]:
-        """The job's pods for the wait's checks; a failed read only skips this look."""
-        try:
-            return self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
-        except Exception as exc:
-            self.log.debug("cannot list pods of job %s: %s", ref.name, exc)
-            return []
+        """The job's pods as they are now (the conclusion's); raises what the API raises."""
+        return self.hook.list_pods(ref.namespace, pod_selector(ref.kind, ref.name))
 
-    def largest_node(self) -> dict[str, int] | None:
-        """The most of each extended resource one node can give (``waiting.placement``), read at most once a
-        minute; None when the connection may not list nodes (the wait then leaves that check out)."""
-        if self._largest is None or time.monotonic() - self._largest[0] > NODES_TTL_SECONDS:
-            try:
-                largest: dict[str, int] | None = largest_allocatable(self.hook.list_nodes())
-            except Exception as exc:
-                self.log.debug("cannot list nodes (no check of what they can give): %s", exc)
-                largest = None
-            self._largest = (time.monotonic(), largest)
-        return self._largest[1]
+    def replica_log(self, ref: JobRef, pod: str, container: str, *, tail_lines: int, limit_bytes: int) -> str:
+        """The last ``tail_lines`` lines (at most ``limit_bytes``) of a container of the job's pod ``pod``,
+        timestamped; raises what the API raises."""
+        return self.hook.read_pod_log(
+            ref.namespace, pod, container, tail_lines=tail_lines, limit_bytes=limit_bytes
+        )
 
     def delete(self, ref: JobRef) -> bool:
         """Delete the job ``ref`` names (its uid guarding against a newer one); False when it was gone."""

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from t9k_provider.kube.resources import ResourceType
 
 ANNOTATION_PREFIX = "airflow.apache.org/"
 DAG_ID = ANNOTATION_PREFIX + "dag-id"
@@ -33,6 +36,14 @@ class JobRef(NamedTuple):
     name: str
     namespace: str
     uid: str | None
+
+    @property
+    def resource(self) -> ResourceType:
+        """The job's resource type, for the async client."""
+        from t9k_provider.jobs.constants import API_VERSION
+        from t9k_provider.kube.resources import ResourceType
+
+        return ResourceType(API_VERSION, self.kind, self.plural)
 
 
 def task_identity(ti: Any) -> dict[str, str]:

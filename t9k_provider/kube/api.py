@@ -227,6 +227,7 @@ class KubeApi:
         namespace: str | None,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         limit: int | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         """The objects (built-in list items lack apiVersion/kind: they are filled in) and the list's RV.
@@ -235,6 +236,8 @@ class KubeApi:
         which a watch misses no later change (``limit=1`` is the cheapest way to get it).
         """
         query = [("labelSelector", label_selector)] if label_selector else []
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         if limit is not None:
             query.append(("limit", str(limit)))
         data = await self._call("list", "GET", rt, rt.path(namespace), query=query)
@@ -295,9 +298,16 @@ class KubeApi:
         return await self._call("delete", "DELETE", rt, rt.path(namespace, name), body=options)
 
     async def watch(
-        self, rt: ResourceType, namespace: str | None, resource_version: str, timeout_seconds: int
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        resource_version: str,
+        timeout_seconds: int,
+        *,
+        field_selector: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Watch events from ``resource_version``; raises ApiError(410) when it is too old.
+        """Watch events from ``resource_version`` (of the objects ``field_selector`` selects, when given);
+        raises ApiError(410) when it is too old.
 
         The server ends the stream after ``timeout_seconds``; the read timeout leaves it slack so a silent
         connection is noticed instead of hanging forever.
@@ -308,6 +318,8 @@ class KubeApi:
             ("resourceVersion", resource_version),
             ("timeoutSeconds", str(timeout_seconds)),
         ]
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=REQUEST_TIMEOUT, sock_read=timeout_seconds + 30
         )

@@ -1,8 +1,9 @@
 """``T9kJobOperator``: submit a T9k Job, wait for it (in the worker or deferred), stream its logs, clean up.
 
-The operator is the Airflow lifecycle only: what it does to the cluster is ``jobclient``'s, what ends a wait
-is ``waiting.step`` (the trigger decides with the same function), how the task ends is ``outcome``'s, and a
-kill is a ``KillSwitch``. The job's status is the only source of truth for the task's outcome. Parsing a DAG
+The operator is the Airflow lifecycle only: what it does to the cluster is ``jobclient``'s, how it waits is
+``waiting.loop`` (the trigger runs the same loop), how the task ends is ``outcome``'s, and a kill is a
+``KillSwitch``. The job's status is the only source of truth for the task's outcome; what the task returns
+and what a failure's message leads with are hook points (``job_result``, ``failure_lead``). Parsing a DAG
 file builds the operator, so this module imports only what its constructor and class attributes need (the
 link, the duration check, the failure types); the rest loads inside ``execute``.
 """
@@ -29,10 +30,11 @@ if TYPE_CHECKING:
     from t9k_provider.hooks.t9k import T9kHook
     from t9k_provider.jobclient.client import JobClient
     from t9k_provider.jobclient.identity import JobRef
-    from t9k_provider.operators.worker_wait import WorkerWait
+    from t9k_provider.operators.outcome import FailureLead, Outcome
     from t9k_provider.replicalogs.targets import Followed
     from t9k_provider.replicalogs.waitlogs import WaitLogs
     from t9k_provider.waiting.limits import WaitLimits
+    from t9k_provider.waiting.result import WaitResult
 
 __all__ = ["T9kJobFailed", "T9kJobOperator", "T9kJobTimeout"]
 
@@ -192,11 +194,11 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
 
         return JobClient(self.hook, self.log)
 
-    def execute(self, context: Any) -> dict[str, Any] | None:
+    def execute(self, context: Any) -> Any:
         with self._kill.completing(lambda: self._client):
             return self._execute(context)
 
-    def _execute(self, context: Any) -> dict[str, Any] | None:
+    def _execute(self, context: Any) -> Any:
         from t9k_provider.jobclient import identity as ident
         from t9k_provider.jobclient import reattach
         from t9k_provider.jobclient.client import Adoption
@@ -204,7 +206,6 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         from t9k_provider.jobs import KINDS
         from t9k_provider.waiting import status as job_status
 
-        self._context = context  # where the usage and the progress go
         ti = context["ti"]
         task_identity = ident.task_identity(ti)
         body = self.build_manifest(task_identity, getattr(ti, "try_number", None))
@@ -216,7 +217,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         self._kill_aims_at(JobRef(kind, plural, name, namespace, None), task_identity)
         self.log.info("T9k %s %s/%s (connection %s)", kind, namespace, name, self.kubernetes_conn_id)
         starts_run = reattach.starts_a_run(ti, int(self.retries or 0))
-        adoption = Adoption(self.reattach_policy, starts_run, self.job_failure_is_retried())
+        adoption = Adoption(self.reattach_policy, starts_run, self.retry_on_job_failure)
         job = self._client.submit_or_adopt(body, plural, task_identity, adoption)
         ref = JobRef(kind, plural, job["metadata"]["name"], namespace, job["metadata"].get("uid"))
         self._job = ref
@@ -228,18 +229,18 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         limits = self._limits(context)
         logs = self._logs(ref, followed, {}, None, live=True)
         until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
-        try:
-            result = self._follow(ref, job, limits, logs, until)
-        finally:
-            if logs is not None:  # however the wait ended, the streams stop at once
-                logs.finish(drain=False)
-        if result is None:
+        result = self._wait_in_worker(ref, limits, logs, job, until)
+        if result.status == "running":
             self._defer(ref, limits, followed, logs)
-        return result
+        return self._conclude(ref, result, logs, context)
 
-    def job_failure_is_retried(self) -> bool:
-        """Whether a failed job fails the task retryably, so that Airflow's retry replaces the job."""
-        return self.retry_on_job_failure
+    def job_result(self, outcome: Outcome) -> Any:
+        """Hook point: what the task returns for a job that succeeded (XCom ``return_value``)."""
+        return outcome.summary
+
+    def failure_lead(self, outcome: Outcome) -> FailureLead | None:
+        """Hook point: what a failed job's message leads with besides its report (None: nothing to add)."""
+        return None
 
     def _limits(self, context: Any) -> WaitLimits:
         from t9k_provider.waiting.limits import WaitLimits, execution_deadline
@@ -251,27 +252,32 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         self, ref: JobRef, followed: Followed, cursors: dict[str, list[int]], progress: Any, *, live: bool
     ) -> WaitLogs | None:
         """The replica logs of the wait (None: ``get_logs`` is off); ``progress``: what came so far."""
-        from t9k_provider.replicalogs.waitlogs import WaitLogs
-
         if not self.get_logs:
             return None
-        return WaitLogs.for_wait(self.hook, ref, followed, cursors, progress, self.log, live)
+        from t9k_provider.replicalogs.targets import pod_selector
+        from t9k_provider.replicalogs.waitlogs import WaitLogs
 
-    def _wait(self, ref: JobRef, limits: WaitLimits, logs: WaitLogs | None) -> WorkerWait:
-        from t9k_provider.operators.outcome import Finish
+        selector = pod_selector(ref.kind, ref.name)
+        return WaitLogs(self.hook, ref.namespace, selector, followed, cursors, progress, self.log, live=live)
+
+    def _wait_in_worker(
+        self, ref: JobRef, limits: WaitLimits, logs: WaitLogs | None, job: Any, until: float | None
+    ) -> WaitResult:
+        """The wait in the worker (``WorkerWait``) from ``job`` (as read: a ``WaitResult`` when gone): its
+        result, ``running`` once ``until`` passed."""
         from t9k_provider.operators.worker_wait import WorkerWait
+        from t9k_provider.waiting.result import WaitResult
 
-        finish = Finish.of(self)
+        if isinstance(job, WaitResult):
+            return job
         return WorkerWait(
-            self._client, ref, limits, logs,
-            poll_interval=self.poll_interval, finish=finish, kill=self._kill, log=self.log,
-        )  # fmt: skip
+            self._client, ref, limits, logs, poll_interval=self.poll_interval, kill=self._kill, log=self.log
+        ).run(job, until)
 
-    def _follow(
-        self, ref: JobRef, job: dict[str, Any], limits: WaitLimits, logs: WaitLogs | None, until: float | None
-    ) -> dict[str, Any] | None:
-        """Wait in the worker (``WorkerWait.follow``): the result, or None once ``until`` passed."""
-        return self._wait(ref, limits, logs).follow(job, until)
+    def _conclude(self, ref: JobRef, result: WaitResult, logs: WaitLogs | None, context: Any) -> Any:
+        from t9k_provider.operators.outcome import conclude
+
+        return conclude(self, self._client, ref, result, context, logs, self._kill, self.log)
 
     def _defer(self, ref: JobRef, limits: WaitLimits, followed: Followed, logs: WaitLogs | None) -> None:
         """Wait in the triggerer, which follows the logs (and the progress) from where ``logs`` stopped."""
@@ -301,20 +307,18 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
                 self._job = JobRef(**stored)
         return super().resume_execution(next_method, next_kwargs, context)
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any] | None:
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         """Resume after the trigger fired: print new logs, then re-read the job before deciding anything.
-
-        Everything needed here travels in the event (``resume``, and ``log_cursors``: where the trigger's live
-        logs stopped), never in operator state or defer kwargs.
-        """
-        self._context = context  # where the usage and the progress go
+        Everything needed travels in the event (``resume``; ``log_cursors``: where the trigger's live logs
+        stopped), never in operator state or defer kwargs."""
         with self._kill.completing(lambda: self._client):
-            return self._resume(event)
+            return self._resume(event, context)
 
-    def _resume(self, event: dict[str, Any]) -> dict[str, Any] | None:
+    def _resume(self, event: dict[str, Any], context: Any) -> Any:
         from t9k_provider.jobclient.identity import JobRef
         from t9k_provider.replicalogs.targets import Followed
         from t9k_provider.waiting.limits import WaitLimits
+        from t9k_provider.waiting.result import WaitResult
 
         resume = event["resume"]
         ref = JobRef(**resume["job"])
@@ -322,15 +326,13 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         followed = Followed.from_json(resume)
         self._job = ref
         self._kill_aims_at(ref)
-        cursors = event.get("log_cursors") or {}
-        logs = self._logs(ref, followed, cursors, event.get("progress"), live=False)
-        wait = self._wait(ref, limits, logs)
-        if event.get("status") != "running":
-            return wait.conclude(event)
-        result = wait.follow(wait.read(), until=time.time())  # a hand-back for logs: print, conclude if ended
-        if result is None:
-            self._defer(ref, limits, followed, logs)
-        return result
+        logs = self._logs(ref, followed, event.get("log_cursors") or {}, event.get("progress"), live=False)
+        result = WaitResult.from_event(event)
+        if result.status == "running":  # a hand-back for logs: print, conclude if it ended meanwhile
+            result = self._wait_in_worker(ref, limits, logs, self._client.read(ref), time.time())
+            if result.status == "running":
+                self._defer(ref, limits, followed, logs)
+        return self._conclude(ref, result, logs, context)
 
     def _kill_aims_at(self, target: JobRef, identity: dict[str, str] | None = None) -> None:
         """Aim the kill switch at the job, before it exists (or is waited for); it builds its own client now,

@@ -1,23 +1,39 @@
-"""The wait for a job in the worker: each state the watch brings goes through ``waiting.step``, the decision
-the trigger takes too; the replica logs are printed meanwhile, and the task ends by ``outcome.conclude`` on
-a fresh read. A kill is checked before every look, so a killed task never reports a success."""
+"""The wait for a job in the worker: the one wait (``waiting.loop``), the trigger's, run on an event loop
+thread of the task's own, which also carries the replica logs' live streams. Its seam is the trigger's too
+(the job's states from ``jobclient.feed``, on a watch of this one job), plus the task's kill: checked before
+and after every state, so a killed task never reports a success."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
+import threading
 import time
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
-from t9k_provider.jobclient.changes import JobChanges
-from t9k_provider.jobclient.client import JobClient, JobGone
+from t9k_provider.jobclient.client import JobClient
+from t9k_provider.jobclient.feed import JobFeed
 from t9k_provider.jobclient.identity import JobRef
 from t9k_provider.operators.kill import KillSwitch
-from t9k_provider.operators.outcome import Finish, conclude
+from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.replicalogs.waitlogs import WaitLogs
-from t9k_provider.replicalogs.worker import STARTING_LOOK_SECONDS
-from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.limits import WaitLimits
-from t9k_provider.waiting.step import WaitMemory, next_look, step
+from t9k_provider.waiting.loop import wait
+from t9k_provider.waiting.reported import ReportedProgress
+from t9k_provider.waiting.result import WaitResult
+from t9k_provider.waiting.step import WaitMemory
+
+T = TypeVar("T")
+
+#: While a followed container has not started, the worker looks at the pods this often (the job's status
+#: may not change when a container starts).
+STARTING_LOOK_SECONDS = 0.5
+#: How long the wait's event loop may take to wind down (streams, watch, client) once the wait is over.
+CLOSE_TIMEOUT_SECONDS = 30.0
+#: The event loop thread's name: it lives for one wait in the worker.
+THREAD_NAME = "t9k-wait"
 
 
 class WorkerWait:
@@ -29,7 +45,6 @@ class WorkerWait:
         logs: WaitLogs | None,
         *,
         poll_interval: float,
-        finish: Finish,
         kill: KillSwitch,
         log: logging.Logger | Any,
     ) -> None:
@@ -38,67 +53,122 @@ class WorkerWait:
         self.limits = limits
         self.logs = logs
         self.poll_interval = poll_interval
-        self.finish = finish
         self.kill = kill
         self.log = log
 
-    def follow(self, job: dict[str, Any], until: float | None) -> dict[str, Any] | None:
-        """Follow the job until ``step`` concludes, then conclude (return the result or raise); None once
-        ``until`` (epoch seconds: the wait before deferring) passed.
-
-        ``job`` is a fresh state (the create or read answer); later ones come from a watch per poll interval.
-        Replica lines are printed as they are written, every line of a finished replica before the verdict.
-        """
-        ref, logs = self.ref, self.logs
-        changes = JobChanges(self.client.hook, ref.plural, ref.namespace, ref.name, ref.uid, self.log)
-        memory = WaitMemory(time.time(), hand_back_at=until)
-        while True:
-            self._check_killed()
-            if logs is not None:
-                logs.look(job)
-            now = time.time()
-            progress = logs.lines.progress if logs is not None else None
-            decided = step(job, self.limits, now, memory, uid=ref.uid, progress=progress)
-            if decided.action == "read_progress":  # stalled? first read what the streams may not have yet
-                read_at, since = time.time(), self.limits.reports_since(job, progress, memory.first_seen, now)
-                if logs is None or logs.read_recent_reports(since, self.log):
-                    memory.progress_read_at = read_at
-                progress = logs.lines.progress if logs is not None else None
-                decided = step(job, self.limits, now, memory, uid=ref.uid, progress=progress)
-            if decided.action == "read_pods":
-                pods, largest = self.client.pods(ref), self.client.largest_node()
-                decided = step(
-                    job, self.limits, now, memory, uid=ref.uid, pods=pods, largest=largest, progress=progress
-                )
-            if decided.note:
-                self.log.info("%s", decided.note)
-            if decided.action == "conclude":
-                if logs is not None and job_status.outcome(job) in ("succeeded", "failed"):
-                    logs.finish(drain=True)  # every line of the ended replicas before the verdict
-                return self.conclude(decided._asdict())
-            if decided.action == "hand_back":
-                return None
-            window = next_look(now, self.poll_interval, self.limits, memory)
-            if logs is not None and logs.starting:
-                window = min(window, STARTING_LOOK_SECONDS)
-            job = changes.next_state(job, window, lambda: self.kill.killed) or self.read()
-
-    def read(self) -> dict[str, Any]:
+    def run(self, job: dict[str, Any], until: float | None) -> WaitResult:
+        """Wait from ``job`` (a fresh state) until the wait ends, or hands back (``running``) once ``until``
+        (epoch seconds) passed; the replicas' live streams stop with it, after the last lines of a job that
+        ended."""
+        loop = _LoopThread()
         try:
-            return self.client.read(self.ref)
-        except JobGone:
-            self._check_killed()  # deleted by the kill's own stop: report the kill
-            raise
+            return loop.run(self._wait(job, until))
+        finally:
+            loop.close()
 
-    def conclude(self, why: dict[str, Any] | None) -> dict[str, Any]:
-        """Decide from a fresh read of the job; ``why`` only explains why waiting stopped early."""
-        job = self.read()
-        if self.logs is not None:
-            self.logs.print_new()
-        progress = self.logs.lines.progress if self.logs is not None else None
-        result = conclude(self.client, self.ref, job, why, self.finish, self.log, progress)
-        self._check_killed()  # a kill even now is no success
-        return result
+    async def _wait(self, job: dict[str, Any], until: float | None) -> WaitResult:
+        hook, ref = self.client.hook, self.ref
+        feed = JobFeed(
+            hook.async_client, hook.credentials, ref.resource, ref.namespace, ref.name, uid=ref.uid,
+            pod_selector=pod_selector(ref.kind, ref.name), poll_interval=self.poll_interval,
+            execution_deadline=self.limits.execution_deadline, log=self.log, alone=True,
+        )  # fmt: skip
+        seam = _WorkerSeam(feed, self.logs, job, self._check_killed)
+        ended = False
+        try:
+            async with hook.async_client() as lease:  # the streams' and the reports' reads
+                seam.api = lease.api
+                if self.logs is not None:
+                    self.logs.open_streams(lease.api)
+                try:
+                    memory = WaitMemory(time.time(), hand_back_at=until)
+                    result = await wait(
+                        seam, self.limits, memory, uid=ref.uid, poll_interval=self.poll_interval, log=self.log
+                    )
+                    ended = result.job_ended
+                    return result
+                finally:
+                    if self.logs is not None:  # every line of the ended replicas before the verdict
+                        await self.logs.close_streams(drain=ended)
+        finally:
+            await feed.close()
 
     def _check_killed(self) -> None:
         self.kill.check(lambda: self.client)
+
+
+class _WorkerSeam:
+    """The worker's side of the wait (``waiting.loop.WaitSeam``): ``first`` is the state to start from, the
+    feed brings the next ones; the replica logs catch up with each."""
+
+    def __init__(
+        self, feed: JobFeed, logs: WaitLogs | None, first: dict[str, Any], check_killed: Any
+    ) -> None:
+        self.feed = feed
+        self.logs = logs
+        self.api: Any = None
+        self._first: dict[str, Any] | None = first
+        self._check_killed = check_killed
+
+    async def next_state(self, job: dict[str, Any] | None, window: float) -> dict[str, Any] | WaitResult:
+        self._check_killed()
+        if job is None and self._first is not None:
+            state: dict[str, Any] | WaitResult = self._first
+            self._first = None
+        else:
+            if self.logs is not None and self.logs.starting:
+                window = min(window, STARTING_LOOK_SECONDS)
+            state = await self.feed.next_state(job, window)
+        self._check_killed()  # a job the kill deleted is the kill's to report
+        if self.logs is not None and not isinstance(state, WaitResult):
+            await self.logs.look(state)
+        return state
+
+    async def pods(self) -> list[dict[str, Any]]:
+        return await self.feed.pods()
+
+    async def largest_node(self) -> dict[str, int] | None:
+        return await self.feed.largest_node()
+
+    async def recent_reports(self, since: float) -> bool:
+        return await self.logs.recent_reports(self.api, since) if self.logs is not None else True
+
+    def progress(self) -> ReportedProgress | None:
+        return self.logs.lines.progress if self.logs is not None else None
+
+
+class _LoopThread:
+    """An event loop on a thread of its own: the wait runs there while the task's thread waits for its
+    result (and takes a kill's signal, which stops the job at once)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=THREAD_NAME, daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # Airflow 2's SIGTERM handler raised here: the wait winds down in ``close``
+            raise
+
+    def close(self) -> None:
+        """Let what the wait leaves (a cancelled wait's clean-up, a client closing) finish, bounded, then stop
+        the loop and its thread."""
+        settled = asyncio.run_coroutine_threadsafe(_settle(CLOSE_TIMEOUT_SECONDS), self.loop)
+        try:
+            settled.result(CLOSE_TIMEOUT_SECONDS + 1)
+        except Exception as exc:
+            logging.getLogger(__name__).debug("winding down the wait's event loop: %s", exc)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(CLOSE_TIMEOUT_SECONDS)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+async def _settle(timeout: float) -> None:
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    if others:
+        await asyncio.wait(others, timeout=timeout)

@@ -10,7 +10,6 @@ verdict (``waiting.step``'s ``read_progress``) the leader's log is read once, up
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from t9k_provider.kube import podlogs as pod_logs
@@ -42,7 +41,7 @@ def _take(lines: ReplicaLines, pod: dict[str, Any], text: str) -> bool:
     return len(text.encode()) < LIMIT_BYTES
 
 
-async def read_async(
+async def read(
     api: KubeApi, namespace: str, selector: str, lines: ReplicaLines, since: float, log: logging.Logger | Any
 ) -> bool:
     """Read the leader's reports since ``since`` (epoch seconds) into ``lines``; whether every read reached
@@ -56,28 +55,6 @@ async def read_async(
             name = pod["metadata"]["name"]
             text = await api.read_log(
                 namespace, name, container, since_time=rfc3339(int(since)), limit_bytes=LIMIT_BYTES
-            )
-            whole = _take(lines, pod, text) and whole
-        return whole
-    except Exception as exc:
-        log.warning("cannot read the leader's log to confirm a stall: %s", exc)
-        return False
-
-
-def read_sync(
-    hook: Any, namespace: str, selector: str, lines: ReplicaLines, since: float, log: logging.Logger | Any
-) -> bool:
-    """``read_async`` with the hook (the worker's wait)."""
-    now = time.time()
-    try:
-        whole = True
-        for pod, container in _leader_containers(hook.list_pods(namespace, selector), lines):
-            text = hook.read_pod_log(
-                namespace,
-                pod["metadata"]["name"],
-                container,
-                since_seconds=max(1, int(now - since) + 1),
-                limit_bytes=LIMIT_BYTES,
             )
             whole = _take(lines, pod, text) and whole
         return whole

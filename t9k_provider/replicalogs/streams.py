@@ -163,9 +163,7 @@ class ReplicaLogs:
         """The leader's reports since ``since``, read to the present (``recent``); whether that succeeded."""
         from t9k_provider.replicalogs import recent
 
-        return await recent.read_async(
-            self.api, self.namespace, self.pod_selector, self.lines, since, self.log
-        )
+        return await recent.read(self.api, self.namespace, self.pod_selector, self.lines, since, self.log)
 
     async def drain(self, seconds: float) -> None:
         """Give the open streams ``seconds`` to end by themselves (their containers have stopped)."""

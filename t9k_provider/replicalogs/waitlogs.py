@@ -1,68 +1,54 @@
-"""The replica logs of one wait in the worker: live streams where a client for them can be built, otherwise
-the follower's reads at each change; either way the follower's last pass continues from where the streams
-stopped, so no line is printed twice or lost. Both hand their lines to one ``ReplicaLines``, which keeps the
-leader's progress reports."""
+"""The replica logs of one wait in the worker: live streams (the trigger's ``ReplicaLogs``) on the wait's
+event loop while it waits, or else the follower's reads at each look; either way the follower's last pass
+continues from where the streams stopped, so no line is printed twice or lost. Both hand their lines to one
+``ReplicaLines``, which keeps the leader's progress reports."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from t9k_provider.kube import podlogs as pod_logs
 from t9k_provider.replicalogs import recent
 from t9k_provider.replicalogs.follower import LogFollower
 from t9k_provider.replicalogs.lines import ReplicaLines
-from t9k_provider.replicalogs.streams import DRAIN_SECONDS
-from t9k_provider.replicalogs.targets import Followed, ReplicaTarget, pod_selector
-from t9k_provider.replicalogs.worker import WorkerLogStreams
+from t9k_provider.replicalogs.streams import DRAIN_SECONDS, ReplicaLogs
+from t9k_provider.replicalogs.targets import Followed
 from t9k_provider.waiting.reported import ReportedProgress
+
+if TYPE_CHECKING:
+    from t9k_provider.kube.api import KubeApi
 
 
 class WaitLogs:
     def __init__(
         self,
         hook: Any,
-        kind: str,
         namespace: str,
-        name: str,
-        targets: list[ReplicaTarget],
-        cursors: dict[str, pod_logs.Cursor],
-        log: logging.Logger | Any,
-        *,
-        live: bool,
-        lines: ReplicaLines,
-    ) -> None:
-        selector = pod_selector(kind, name)
-        self.lines = lines
-        self.follower = LogFollower(
-            hook, namespace, selector, lambda labels: any(t.matches(labels) for t in targets), cursors, log,
-            lines,
-        )  # fmt: skip
-        self._streams: WorkerLogStreams | None = None
-        if live:
-            streams = WorkerLogStreams(hook.credentials, log, namespace, selector, targets, cursors, lines)
-            if streams.live:
-                self._streams = streams
-            else:
-                streams.finish(0.0)
-
-    @classmethod
-    def for_wait(
-        cls,
-        hook: Any,
-        ref: Any,
+        selector: str,
         followed: Followed,
         cursors: dict[str, pod_logs.Cursor],
         progress: dict[str, Any] | None,
         log: logging.Logger | Any,
+        *,
         live: bool,
-    ) -> WaitLogs:
-        """The logs of a wait for the job ``ref`` (a ``JobRef``) from ``cursors``, the leader's progress
-        adding to ``progress`` (what came before: ``ReportedProgress.to_json``)."""
-        lines = ReplicaLines(log, followed.leader, ReportedProgress.from_json(progress))
-        return cls(
-            hook, ref.kind, ref.namespace, ref.name, followed.targets, cursors, log, live=live, lines=lines
-        )
+    ) -> None:
+        """The logs of a wait for the job whose pods ``selector`` selects (``targets.pod_selector``) from
+        ``cursors``, the leader's progress adding to ``progress`` (what came before:
+        ``ReportedProgress.to_json``); ``live``: follow them with streams while the wait runs (a wait that
+        only looks once reads them instead)."""
+        self.namespace = namespace
+        self.selector = selector
+        self.targets = followed.targets
+        self.live = live
+        self.log = log
+        self.lines = ReplicaLines(log, followed.leader, ReportedProgress.from_json(progress))
+        self.follower = LogFollower(
+            hook, namespace, selector, lambda labels: any(t.matches(labels) for t in self.targets),
+            cursors, log, self.lines,
+        )  # fmt: skip
+        self._streams: ReplicaLogs | None = None
 
     @property
     def cursors(self) -> dict[str, pod_logs.Cursor]:
@@ -73,30 +59,39 @@ class WaitLogs:
         """A followed container has not started yet: look again soon, its stream opens when it does."""
         return self._streams is not None and self._streams.starting
 
-    def look(self, job: dict[str, Any]) -> None:
+    def open_streams(self, api: KubeApi) -> None:
+        """Follow the replicas live over ``api`` (on the wait's event loop) from the cursors, if ``live``."""
+        if self.live:
+            self._streams = ReplicaLogs(
+                api, self.log, self.namespace, self.selector, self.targets, self.cursors, self.lines
+            )
+
+    async def look(self, job: dict[str, Any]) -> None:
         """Print what the replicas wrote since the last look (streams print on their own: they only learn
         which containers started)."""
         if self._streams is not None:
-            self._streams.sync(job)
+            await self._streams.sync(job, force=self._streams.starting)
         else:
-            self.follower.poll()
+            await asyncio.to_thread(self.follower.poll)
 
-    def finish(self, *, drain: bool) -> None:
-        """Stop the streams, after their last lines (bounded) when ``drain``; idempotent."""
+    async def close_streams(self, *, drain: bool) -> None:
+        """Stop the streams, after their last lines (bounded) when ``drain``; the follower continues from
+        where they stopped."""
         streams, self._streams = self._streams, None
-        if streams is not None:
-            self.follower.cursors.update(streams.finish(DRAIN_SECONDS if drain else 0.0))
+        if streams is None:
+            return
+        try:
+            if drain:
+                await streams.drain(DRAIN_SECONDS)
+        finally:
+            await streams.stop()
+            self.follower.cursors.update(streams.cursors)
 
-    def read_recent_reports(self, since: float, log: logging.Logger | Any) -> bool:
+    async def recent_reports(self, api: KubeApi, since: float) -> bool:
         """The leader's reports since ``since``, read to the present (``recent``); whether that succeeded."""
-        follower = self.follower
-        return recent.read_sync(
-            follower.hook, follower.namespace, follower.label_selector, self.lines, since, log
-        )
+        return await recent.read(api, self.namespace, self.selector, self.lines, since, self.log)
 
     def print_new(self) -> None:
-        """The final pass: every line not printed yet (from where the streams stopped: they stop first), and
-        the latest progress."""
-        self.finish(drain=False)
+        """The final pass, after the wait: every line not printed yet, and the latest progress."""
         self.follower.poll()
         self.lines.flush()

@@ -12,6 +12,7 @@ reporting a success it read after the kill (Airflow 3's SIGTERM handler returns 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -138,24 +139,25 @@ class T9kJobSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         from t9k_provider.hooks.errors import T9kFatalApiError
-        from t9k_provider.jobclient.client import JobClient, JobGone
+        from t9k_provider.jobclient.client import JobClient
         from t9k_provider.jobclient.identity import JobRef
         from t9k_provider.waiting import status as job_status
-        from t9k_provider.waiting.step import step
+        from t9k_provider.waiting.loop import look
+        from t9k_provider.waiting.result import WaitResult
 
         self._raise_if_killed()
         ref = JobRef(self.kind, self.plural, self.name, self._namespace(), None)
-        try:
-            job = JobClient(self.hook, self.log).read(ref)
-        except JobGone as exc:
-            raise T9kFatalApiError(f"read {self.kind} {self.name}: not found") from exc
+        job = JobClient(self.hook, self.log).read(ref)
+        if isinstance(job, WaitResult):
+            raise T9kFatalApiError(f"read {self.kind} {self.name}: not found")
         self._raise_if_killed()  # killed while it read: what it read no longer decides
         self.log.info("job %s/%s phase %s", ref.namespace, self.name, job_status.phase(job) or "unset")
-        # The wait step the operators use, without pods (the sensor does not own the job's replicas). A
-        # rescheduled sensor is a new instance: the Paused condition's timestamp still bounds Paused, while
+        # One look of the wait the operators run, without pods (the sensor does not own the job's replicas).
+        # A rescheduled sensor is a new instance: the Paused condition's timestamp still bounds Paused, while
         # Unknown (no condition) is bounded per sensor run.
-        decided = step(job, self._limits(), time.time(), self._memory, pods=[])
-        if decided.action != "conclude":
+        decided = asyncio.run(look(_NoPods(), job, self._limits(), self._memory, time.time(), None))
+        self._memory = decided.memory
+        if decided.action != "end":
             return False
         if decided.status == "succeeded":
             return True
@@ -174,3 +176,19 @@ class T9kJobSensor(BaseSensorOperator):
         if status in ("failed", "timeout") or event.get("retryable") is False:
             raise AirflowFailException(message)
         raise AirflowException(message)
+
+
+class _NoPods:
+    """The sensor's side of a look (``waiting.loop.LookSeam``): it reads no pods, nodes or reports."""
+
+    async def pods(self) -> list[dict[str, Any]]:
+        return []
+
+    async def largest_node(self) -> dict[str, int] | None:
+        return None
+
+    async def recent_reports(self, since: float) -> bool:
+        return True
+
+    def progress(self) -> None:
+        return None

@@ -1,18 +1,17 @@
 """``T9kJobTrigger``: wait for a T9k Job in the triggerer without holding a worker slot.
 
-It subscribes to the long watch on its job's namespace that all triggers of the triggerer share
-(``job_watch``), reads the job once, then acts on each event for its job as soon as the server sends it; a
-quiet job costs no request at all, and the shared watch one renewal every few minutes per namespace. Every
-``poll_interval`` it re-checks the absolute deadlines of ``WaitLimits`` on the state it holds (and the job's
-pods when ``pod_error_timeout`` is set and a replica has not started); while no watch is possible it reads
-the job every ``poll_interval`` instead. It fires exactly one event: ``succeeded``, ``failed``,
-``timeout``, ``error`` or ``running`` (a periodic hand-back so the worker can print new log lines). With
-``log_targets`` it follows those replicas' logs into the task log while it waits (``replica_logs``) and every
+It runs the one wait (``waiting.loop``) through a small seam: the job's states from ``jobclient.feed`` (the
+long watch on its job's namespace that all triggers of the triggerer share: a quiet job costs no request at
+all), and the live log streams of the replicas it follows. Every ``poll_interval`` the wait re-checks the
+absolute deadlines of ``WaitLimits`` on the state it holds (and the job's pods when ``pod_error_timeout`` is
+set and a replica has not started). It fires exactly one event, the wait's ``WaitResult``: ``succeeded``,
+``failed``, ``timeout``, ``error`` or ``running`` (a periodic hand-back so the worker can print new log
+lines). With ``log_targets`` it follows those replicas' logs into the task log while it waits and every
 event carries ``log_cursors``: where the worker's final log pass starts. It never buffers logs, and it
 deletes the job only when a user kills the task (``on_kill``), never when the triggerer restarts. The
-triggers of one triggerer also share one API client (a ``KubeApi`` leased through ``AsyncT9kClient``); its
-failures are judged by ``hooks.errors``. What the kill path needs (a client lease, the imports) is taken
-when ``run`` starts: ``on_kill`` and ``cleanup`` build nothing.
+triggers of one triggerer also share one API client (a ``KubeApi`` leased through ``AsyncT9kClient``). What
+the kill path needs (a client lease, the imports) is taken when ``run`` starts: ``on_kill`` and ``cleanup``
+build nothing.
 """
 
 from __future__ import annotations
@@ -20,18 +19,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
 from t9k_provider.jobclient.aio import AsyncJobClient
-from t9k_provider.kube.timeouts import within
-from t9k_provider.triggers.job_watch import JobWatch
+from t9k_provider.jobclient.feed import JobFeed
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
-from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.limits import WaitLimits
-from t9k_provider.waiting.step import WaitMemory, next_look, step
+from t9k_provider.waiting.loop import wait
+from t9k_provider.waiting.reported import ReportedProgress
+from t9k_provider.waiting.result import WaitResult
+from t9k_provider.waiting.step import WaitMemory
 
 if TYPE_CHECKING:  # the kubernetes client and the job models: not at DAG parse
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
@@ -48,15 +49,6 @@ else:
 
 #: Airflow 3.3 calls ``BaseTrigger.on_kill`` on user kills; before that only ``cleanup`` runs, on every exit.
 TRIGGER_ON_KILL = AIRFLOW_V_3_3_PLUS
-#: Consecutive transient API failures tolerated before the trigger hands a retryable error to the task.
-MAX_CONSECUTIVE_ERRORS = 20
-#: Shortest gap between two looks at the job (a read or a watched change) when changes stream in quickly.
-MIN_READ_SPACING_SECONDS = 0.5
-#: Fresh clients opened after a 401, so expiring exec-plugin tokens are reloaded.
-MAX_REAUTHENTICATIONS = 3
-#: Failed watches in a row (no event, no long-lived watch between them) after which the trigger polls for one
-#: watch period before it tries again.
-MAX_WATCH_FAILURES = 5
 #: What the kill path did with the job, as the log says it.
 STOPPED = {
     "gone": "already gone",
@@ -166,20 +158,13 @@ class T9kJobTrigger(BaseTrigger):
             kwargs["log_targets"] = [list(t) for t in self.log_targets]
         return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
-    def _event(
-        self, status: str, message: str, job: dict[str, Any] | None = None, **extra: Any
-    ) -> TriggerEvent:
+    def _event(self, result: WaitResult) -> TriggerEvent:
         identity = {"name": self.name, "namespace": self.namespace, "uid": self.uid, "kind": self.kind}
         self._fired = True  # the task resumes on a worker: nothing left for on_kill/cleanup to stop
-        return TriggerEvent(
-            {
-                "status": status,
-                "message": message,
-                "job": job_status.summary(job) if job else identity,
-                "resume": self.resume,
-                **extra,
-            }
-        )
+        payload = {**result.to_event(identity), "resume": self.resume}
+        if self.log_targets is not None:
+            payload["log_cursors"] = self.log_cursors
+        return TriggerEvent(payload)
 
     def _client(self) -> AsyncT9kClient:
         from t9k_provider.hooks.async_t9k import AsyncT9kClient
@@ -206,38 +191,55 @@ class T9kJobTrigger(BaseTrigger):
         progress reports read (``progress`` in the event)."""
         shown = self._replica_log()
         reads_progress = self.leader is not None and self.limits.get("progress_timeout") is not None
-        if not (self.log_targets and self.pod_selector) or (shown is None and not reads_progress):
-            event = await self._outcome(None)
-        else:
-            from t9k_provider.replicalogs.lines import ReplicaLines
-            from t9k_provider.replicalogs.streams import DRAIN_SECONDS, ReplicaLogs
-            from t9k_provider.replicalogs.targets import ReplicaTarget
-            from t9k_provider.waiting.reported import ReportedProgress
+        limits = WaitLimits(**self.limits)
+        feed = JobFeed(
+            self._client, self.credentials, self._resource(), self.namespace, self.name, uid=self.uid,
+            pod_selector=self.pod_selector, poll_interval=self.poll_interval,
+            execution_deadline=limits.execution_deadline, log=self.log,
+        )  # fmt: skip
+        try:
+            if not (self.log_targets and self.pod_selector) or (shown is None and not reads_progress):
+                result = await self._run(_TriggerSeam(feed, None), limits)
+                progress = ReportedProgress.from_json(self.progress) if self.progress else None
+            else:
+                result, progress = await self._run_following(feed, limits, shown)
+        finally:
+            await feed.close()
+        return self._event(replace(result, progress=progress))
 
-            targets = [ReplicaTarget(*t) for t in self.log_targets or ()]
-            leader = ReplicaTarget(*self.leader) if self.leader else None
-            progress = ReportedProgress.from_json(self.progress)
-            lines = ReplicaLines(shown or self.log, leader, progress, show=shown is not None)
-            async with self._client() as lease:  # the streams' client, held until they are stopped
-                logs = ReplicaLogs(
-                    lease.api, self.log, self.namespace, str(self.pod_selector), targets, self.log_cursors,
-                    lines,
-                )  # fmt: skip
-                try:
-                    event = await self._outcome(logs)
-                    if event.payload["status"] in ("succeeded", "failed"):
-                        await logs.drain(DRAIN_SECONDS)  # the replicas' last lines, before the final pass
-                finally:
-                    await logs.stop()
-            if shown is not None:  # else the worker prints the lines, from where they stood
-                self.log_cursors = logs.cursors
-            lines.flush()
-            self.progress = lines.progress.to_json()
-        if self.log_targets is not None:
-            event.payload["log_cursors"] = self.log_cursors
-        if self.progress is not None:
-            event.payload["progress"] = self.progress
-        return event
+    async def _run_following(
+        self, feed: JobFeed, limits: WaitLimits, shown: Any
+    ) -> tuple[WaitResult, ReportedProgress]:
+        """The wait with the followed replicas' live streams (into ``shown``: the task log; None: the
+        reports only, the worker prints the lines)."""
+        from t9k_provider.replicalogs.lines import ReplicaLines
+        from t9k_provider.replicalogs.streams import DRAIN_SECONDS, ReplicaLogs
+        from t9k_provider.replicalogs.targets import ReplicaTarget
+
+        targets = [ReplicaTarget(*t) for t in self.log_targets or ()]
+        leader = ReplicaTarget(*self.leader) if self.leader else None
+        progress = ReportedProgress.from_json(self.progress)
+        lines = ReplicaLines(shown or self.log, leader, progress, show=shown is not None)
+        async with self._client() as lease:  # the streams' client, held until they are stopped
+            logs = ReplicaLogs(
+                lease.api, self.log, self.namespace, str(self.pod_selector), targets, self.log_cursors, lines
+            )
+            try:
+                result = await self._run(_TriggerSeam(feed, logs), limits)
+                if result.job_ended:
+                    await logs.drain(DRAIN_SECONDS)  # the replicas' last lines, before the final pass
+            finally:
+                await logs.stop()
+        if shown is not None:  # else the worker prints the lines, from where they stood
+            self.log_cursors = logs.cursors
+        lines.flush()
+        self.progress = lines.progress.to_json()
+        return result, lines.progress
+
+    async def _run(self, seam: _TriggerSeam, limits: WaitLimits) -> WaitResult:
+        started = time.time()
+        memory = WaitMemory(started, started + self.logging_interval if self.logging_interval else None)
+        return await wait(seam, limits, memory, uid=self.uid, poll_interval=self.poll_interval, log=self.log)
 
     def _replica_log(self) -> Any:
         """Where followed replica lines reach the task log; None: no replica to follow, or they would not
@@ -263,144 +265,6 @@ class T9kJobTrigger(BaseTrigger):
         except Exception:
             return  # never built: nothing to release
         await api.__aexit__(None, None, None)
-
-    async def _outcome(self, logs: ReplicaLogs | None) -> TriggerEvent:
-        from t9k_provider.hooks.errors import api_status, backoff_seconds
-
-        rt = self._resource()
-        limits = WaitLimits(**self.limits)
-        started = time.time()
-        memory = WaitMemory(started, started + self.logging_interval if self.logging_interval else None)
-        errors = reauthentications = 0
-        while True:
-            async with self._client() as lease:
-                jobs = AsyncJobClient(lease.api, rt, self.namespace, self.name)
-                watch = JobWatch(self._client, self.credentials, rt, self.namespace, self.name)
-                try:
-                    job: dict[str, Any] | None = None  # the state last seen; None: read the job
-                    while True:
-                        now = time.time()
-                        if job is None:
-                            if not watch.running and not watch.disabled:
-                                await watch.subscribe()  # before the read: no change after it is missed
-                            try:
-                                job = await jobs.read()
-                            except Exception as exc:
-                                if api_status(exc) == 401 and reauthentications < MAX_REAUTHENTICATIONS:
-                                    reauthentications += 1
-                                    lease.reauthenticate()
-                                    break  # lease a new client: reloads (exec-plugin) credentials
-                                ending = self._read_failed(exc, errors, limits, now)
-                                if ending is not None:
-                                    return ending
-                                errors += 1
-                                await asyncio.sleep(backoff_seconds(errors, exc))
-                                continue
-                            errors = reauthentications = 0
-                            watch.looked_at = time.monotonic()
-                            watch.seen(job)
-                        if logs is not None:  # a finished job too: a replica that ran between two looks
-                            await logs.sync(job)  # lists pods only when the job changed
-                        ending = await self._decide(jobs, job, limits, now, memory, logs)
-                        if ending is not None:
-                            return ending
-                        delay = next_look(now, self.poll_interval, limits, memory)
-                        job = await self._next_state(watch, job, delay)
-                finally:
-                    await watch.stop()
-
-    def _read_failed(
-        self, exc: BaseException, errors: int, limits: WaitLimits, now: float
-    ) -> TriggerEvent | None:
-        """The event that ends the wait after a failed read, or None to retry it (``errors`` so far)."""
-        from t9k_provider.hooks.errors import api_status, describe, is_transient
-
-        status = api_status(exc)
-        if status == 404:
-            return self._event("error", f"job {self.namespace}/{self.name} was deleted", retryable=False)
-        if not is_transient(exc) or errors >= MAX_CONSECUTIVE_ERRORS:
-            return self._event(
-                "error",
-                f"reading job {self.name}: {describe(exc)}",
-                # 401: a new try resolves the connection afresh on a worker
-                retryable=is_transient(exc) or status == 401,
-            )
-        self.log.warning("transient error reading job %s (%s): %s", self.name, errors + 1, exc)
-        if limits.execution_deadline is not None and now >= limits.execution_deadline:
-            return self._event("timeout", "execution_timeout reached while the API was unreachable")
-        return None
-
-    async def _decide(
-        self,
-        jobs: AsyncJobClient,
-        job: dict[str, Any],
-        limits: WaitLimits,
-        now: float,
-        memory: WaitMemory,
-        logs: ReplicaLogs | None,
-    ) -> TriggerEvent | None:
-        """The event that ends the wait in this state of the job, or None to keep waiting: what ``step``
-        decides, as the operator's wait in the worker decides it."""
-        progress = logs.lines.progress if logs is not None else None
-        decided = step(job, limits, now, memory, uid=self.uid, progress=progress)
-        if decided.action == "read_progress":  # stalled? first read what the streams may not have yet
-            read_at, since = time.time(), limits.reports_since(job, progress, memory.first_seen, now)
-            if logs is None or await logs.read_recent_reports(since):
-                memory.progress_read_at = read_at
-            progress = logs.lines.progress if logs is not None else None
-            decided = step(job, limits, now, memory, uid=self.uid, progress=progress)
-        if decided.action == "read_pods":
-            pods = await jobs.pods(self.pod_selector, self.log)
-            largest = await jobs.largest_node(self.log) if pods else None
-            decided = step(
-                job, limits, now, memory, uid=self.uid, pods=pods, largest=largest, progress=progress
-            )
-        if decided.note:
-            self.log.info("%s", decided.note)
-        if decided.action == "conclude":
-            extra = {} if decided.retryable is None else {"retryable": decided.retryable}
-            return self._event(decided.status, decided.message, job, **extra)
-        if decided.action == "hand_back":
-            return self._event("running", "", job)
-        return None
-
-    async def _next_state(self, watch: JobWatch, job: dict[str, Any], delay: float) -> dict[str, Any] | None:
-        """The job's next state to check: what the watch brought, ``job`` again after ``delay`` (nothing
-        changed: only the deadlines moved), or None when the job must be read (no watch, or it failed).
-
-        A new state never comes sooner than a short pause after the previous one, so a flood of changes
-        cannot spin.
-        """
-        from t9k_provider.hooks.errors import api_status, backoff_seconds, is_transient
-
-        if not watch.running and not watch.changed.is_set():
-            await asyncio.sleep(delay)  # no watch: poll
-            return None
-        try:
-            await within(watch.changed.wait(), delay)
-        except asyncio.TimeoutError:
-            return job
-        watch.changed.clear()  # what arrives from here on starts the next round
-        pause = MIN_READ_SPACING_SECONDS - (time.monotonic() - watch.looked_at)
-        failure = watch.failure
-        if failure is not None:
-            status = api_status(failure)
-            self.log.debug("watch on job %s ended: %s", self.name, failure)
-            failures = watch.count_failure()
-            if (status not in (401, 410) and not is_transient(failure)) or failures >= MAX_WATCH_FAILURES:
-                watch.disable()  # no watch permission or support, or it keeps failing: poll for a while
-                self.log.warning(
-                    "cannot watch job %s (%s); reading it every %gs instead", self.name, failure,
-                    self.poll_interval,
-                )  # fmt: skip
-            else:  # jittered: every trigger on a failed shared watch reads its job, not all at once
-                pause = max(pause, min(delay, backoff_seconds(failures, failure)))
-        if pause > 0:
-            await asyncio.sleep(pause)
-        if watch.failure is not None or watch.deleted or watch.latest is None:
-            return None  # read it: a failed watch restarts from that read; a deletion shows as 404
-        watch.looked_at = time.monotonic()
-        return watch.latest
 
     async def on_kill(self) -> None:
         """A user killed the deferred task (Airflow >= 3.3): stop the job unless told to keep it."""
@@ -467,3 +331,31 @@ def _task_state_from_db(ti: Any) -> Any:
                 TaskInstance.map_index == ti.map_index,
             )
         )
+
+
+class _TriggerSeam:
+    """The trigger's side of the wait (``waiting.loop.WaitSeam``): the feed's states, each synced to the live
+    log streams (which open a stream for every followed container that started), and the leader's reports
+    they carry."""
+
+    def __init__(self, feed: JobFeed, logs: ReplicaLogs | None) -> None:
+        self.feed = feed
+        self.logs = logs
+
+    async def next_state(self, job: dict[str, Any] | None, window: float) -> dict[str, Any] | WaitResult:
+        state = await self.feed.next_state(job, window)
+        if self.logs is not None and not isinstance(state, WaitResult):
+            await self.logs.sync(state)  # a finished job too: a replica that ran between two looks
+        return state
+
+    async def pods(self) -> list[dict[str, Any]]:
+        return await self.feed.pods()
+
+    async def largest_node(self) -> dict[str, int] | None:
+        return await self.feed.largest_node()
+
+    async def recent_reports(self, since: float) -> bool:
+        return await self.logs.read_recent_reports(since) if self.logs is not None else True
+
+    def progress(self) -> ReportedProgress | None:
+        return self.logs.lines.progress if self.logs is not None else None

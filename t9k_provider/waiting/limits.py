@@ -1,12 +1,15 @@
-"""Deadlines for waiting on a job, checked the same way by the sync wait loop and by the trigger.
+"""Deadlines for waiting on a job, checked by the wait's ``step`` in the worker and in the triggerer alike.
 
 Every limit is anchored to an absolute instant: the job's creation time (admission/scheduling), the moment its
 Running condition turned true (running), or an epoch deadline fixed when the task started (execution_timeout).
-Restarting the triggerer or re-entering the worker therefore never extends a timeout.
+Restarting the triggerer or re-entering the worker therefore never extends a timeout. What has no timestamp
+of its own (an Unknown phase, a replica that cannot start) is anchored in ``first_seen``, which
+``stages_seen`` and ``pods_seen`` return anew and the checks only read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, NamedTuple
@@ -43,14 +46,55 @@ class WaitLimits:
     def to_kwargs(self) -> dict[str, Any]:
         return asdict(self)
 
-    def check(self, job: dict[str, Any], now: float, first_seen: dict[str, float]) -> Verdict | None:
-        """Return why waiting must stop now, or None. ``first_seen`` remembers locally observed stages."""
+    def stages_seen(
+        self, job: dict[str, Any], now: float, first_seen: Mapping[str, float]
+    ) -> dict[str, float]:
+        """``first_seen`` after a look at ``job`` at ``now``: a stage without a timestamp of its own starts
+        now, one the job left is forgotten. The checks below only read what this returns."""
+        seen = dict(first_seen)
+        state = job_status.outcome(job)
+        if state == "pending":
+            if job_status.created_at(job) is None:
+                seen.setdefault("pending", now)
+            return seen
+        if state == "running" and job_status.running_since(job) is None:
+            seen.setdefault("running", now)
+        if state != "paused":
+            seen.pop("paused", None)
+        elif job_status.paused_since(job) is None:
+            seen.setdefault("paused", now)
+        if state != "unknown":
+            seen.pop("unknown", None)
+        else:
+            seen.setdefault("unknown", now)
+        if job_status.replicas_started(job):
+            seen.pop("pod_error", None)  # a problem seen before is over
+        return seen
+
+    def pods_seen(
+        self,
+        pods: list[dict[str, Any]],
+        now: float,
+        first_seen: Mapping[str, float],
+        largest: dict[str, int] | None = None,
+    ) -> dict[str, float]:
+        """``first_seen`` after a look at the job's pods: when a replica first could not start, or nothing
+        once none is stuck."""
+        seen = dict(first_seen)
+        if blocking_pod_problem(pods, largest) is None or self.pod_error_timeout is None:
+            seen.pop("pod_error", None)
+        else:
+            seen.setdefault("pod_error", now)
+        return seen
+
+    def check(self, job: dict[str, Any], now: float, first_seen: Mapping[str, float]) -> Verdict | None:
+        """Why waiting must stop now, or None; ``first_seen`` as ``stages_seen`` returned it for this look."""
         if self.execution_deadline is not None and now >= self.execution_deadline:
             return Verdict("timeout", "execution_timeout reached while waiting for the job")
 
         def over(limit: float | None, since: datetime | None, stage: str) -> bool:
             """Whether ``limit`` passed since the cluster's ``since``, else since ``stage`` was first seen."""
-            start = since.timestamp() if since else first_seen.setdefault(stage, now)
+            start = since.timestamp() if since else first_seen.get(stage, now)
             return limit is not None and now - start >= limit
 
         state = job_status.outcome(job)
@@ -64,19 +108,19 @@ class WaitLimits:
             return None
         if state == "running" and over(self.running_timeout, job_status.running_since(job), "running"):
             return Verdict("timeout", f"job still running after running_timeout={self.running_timeout:g}s")
-        if state != "paused":
-            first_seen.pop("paused", None)
-        elif over(self.paused_timeout, job_status.paused_since(job), "paused"):
+        if state == "paused" and over(self.paused_timeout, job_status.paused_since(job), "paused"):
             return Verdict("failed", f"job paused for longer than paused_timeout={self.paused_timeout:g}s")
-        if state != "unknown":
-            first_seen.pop("unknown", None)
-        elif over(self.unknown_timeout, None, "unknown"):
+        if state == "unknown" and over(self.unknown_timeout, None, "unknown"):
             message = f"job phase Unknown for longer than unknown_timeout={self.unknown_timeout:g}s"
             return Verdict("failed", message)
         return None
 
     def progress_deadline(
-        self, job: dict[str, Any], progress: ReportedProgress | None, first_seen: dict[str, float], now: float
+        self,
+        job: dict[str, Any],
+        progress: ReportedProgress | None,
+        first_seen: Mapping[str, float],
+        now: float,
     ) -> float | None:
         """When a running job without a new report is stalled: ``progress_timeout`` after the latest report,
         or after the job's Running when none came; None when not running or no limit is set."""
@@ -85,10 +129,14 @@ class WaitLimits:
         if progress is not None and progress.at is not None:
             return progress.at + self.progress_timeout
         since = job_status.running_since(job)
-        return (since.timestamp() if since else first_seen.setdefault("running", now)) + self.progress_timeout
+        return (since.timestamp() if since else first_seen.get("running", now)) + self.progress_timeout
 
     def reports_since(
-        self, job: dict[str, Any], progress: ReportedProgress | None, first_seen: dict[str, float], now: float
+        self,
+        job: dict[str, Any],
+        progress: ReportedProgress | None,
+        first_seen: Mapping[str, float],
+        now: float,
     ) -> float:
         """Where a read for a stall verdict starts: after the latest report known (or the job's Running), but
         at most ``progress_timeout`` back, since an older report cannot prevent the stall."""
@@ -98,7 +146,11 @@ class WaitLimits:
         return max(deadline, now) - self.progress_timeout
 
     def check_progress(
-        self, job: dict[str, Any], progress: ReportedProgress | None, now: float, first_seen: dict[str, float]
+        self,
+        job: dict[str, Any],
+        progress: ReportedProgress | None,
+        now: float,
+        first_seen: Mapping[str, float],
     ) -> Verdict | None:
         """Give up on a job whose training reported no progress for ``progress_timeout`` seconds."""
         deadline = self.progress_deadline(job, progress, first_seen, now)
@@ -109,31 +161,24 @@ class WaitLimits:
             return Verdict("timeout", f"no progress report since the job started running ({limit})")
         return Verdict("timeout", f"no progress report for {limit}; the last: {progress.latest(now)}")
 
-    def pods_needed(self, job: dict[str, Any], first_seen: dict[str, float]) -> bool:
-        """Whether ``check_pods`` needs the job's pods now: not once every replica has started (a problem
-        seen before is then over)."""
-        if self.pod_error_timeout is None:
-            return False
-        if job_status.replicas_started(job):
-            first_seen.pop("pod_error", None)
-            return False
-        return True
+    def pods_needed(self, job: dict[str, Any]) -> bool:
+        """Whether ``check_pods`` needs the job's pods now: not once every replica has started."""
+        return self.pod_error_timeout is not None and not job_status.replicas_started(job)
 
     def check_pods(
         self,
         pods: list[dict[str, Any]],
         now: float,
-        first_seen: dict[str, float],
+        first_seen: Mapping[str, float],
         largest: dict[str, int] | None = None,
     ) -> Verdict | None:
         """Fail fast when a replica cannot start (bad image, bad config, a request for more GPUs than any node
-        has, judged from ``largest``: ``placement``) for ``pod_error_timeout`` seconds."""
+        has, judged from ``largest``: ``placement``) for ``pod_error_timeout`` seconds; ``first_seen`` as
+        ``pods_seen`` returned it for these pods."""
         problem = blocking_pod_problem(pods, largest)
         if problem is None or self.pod_error_timeout is None:
-            first_seen.pop("pod_error", None)
             return None
-        start = first_seen.setdefault("pod_error", now)
-        if now - start >= self.pod_error_timeout:
+        if now - first_seen.get("pod_error", now) >= self.pod_error_timeout:
             return Verdict("timeout", f"{problem} for pod_error_timeout={self.pod_error_timeout:g}s")
         return None
 

@@ -1,41 +1,30 @@
-"""One look at a waited-for job, decided the same way in the worker and in the triggerer.
+"""One look at a waited-for job: the decision the wait's loop (``loop``) takes on every state of the job it
+sees, in the worker and in the triggerer alike.
 
-The operator's follow loop and the trigger call ``step`` on every state of the job they see, so what ends a
-wait (the job's outcome, a limit, a replica that cannot start, a hand-back) cannot differ between a deferrable
-and a non-deferrable task. It reads nothing: when the answer depends on the job's pods it asks for them
-(``read_pods``) and is called again, at the same instant, with them.
+It reads nothing: when the answer depends on the job's pods it asks for them (``read_pods``), when the job
+looks stalled for a read of the leader's reports (``read_progress``), and is called again, at the same
+instant, with what was read. It changes nothing either: every answer carries the wait's memory as it is
+after that look, and the loop keeps it.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.limits import WaitLimits
 from t9k_provider.waiting.notes import WaitingNotes
 from t9k_provider.waiting.reported import ReportedProgress
+from t9k_provider.waiting.result import replaced
 
 #: Shortest pause between two looks, so a deadline that is due this instant cannot make a wait spin.
 MIN_LOOK_SECONDS = 0.05
 
 
-class Step(NamedTuple):
-    """What to do after one look. ``conclude`` carries ``status`` (succeeded, failed, timeout or error),
-    ``message`` and, for an error, whether a new try could help; ``note`` is a line to log either way.
-    ``read_pods``: look again with the job's pods. ``read_progress``: the job looks stalled; read the leader's
-    reports to the present (from ``WaitLimits.reports_since``), set ``progress_read_at`` to when that read
-    started, and look again."""
-
-    action: Literal["conclude", "read_pods", "read_progress", "hand_back", "wait"]
-    status: str = ""
-    message: str = ""
-    retryable: bool | None = None
-    note: str | None = None
-
-
-@dataclass
+@dataclass(frozen=True)
 class WaitMemory:
     """What one wait remembers between looks; nothing survives a deferral (the limits' anchors are the
     job's own timestamps or absolute deadlines), so a new wait starts a new memory."""
@@ -44,16 +33,34 @@ class WaitMemory:
     #: When to hand the wait back (to the worker, to print logs or to defer); None: never.
     hand_back_at: float | None = None
     #: When each stage without a timestamp of its own (unknown phase, a pod error) was first seen.
-    first_seen: dict[str, float] = field(default_factory=dict)
+    first_seen: Mapping[str, float] = field(default_factory=dict)
     #: When the job counts as stalled without a new progress report, as of the last look (None: never).
     stalled_at: float | None = None
     #: When the leader's log was last read to the present (``read_progress``): a stall is called only on the
     #: reports of a read that started after its deadline, never on what a stream may not have delivered yet.
     progress_read_at: float | None = None
-    notes: WaitingNotes = field(init=False)
+    #: Why a pending job waits, as last said (a new wait: none yet, its pods first read ``READ_INTERVAL`` in).
+    notes: WaitingNotes = None  # type: ignore[assignment]  # set from ``started``
 
     def __post_init__(self) -> None:
-        self.notes = WaitingNotes(self.started)
+        if self.notes is None:
+            object.__setattr__(self, "notes", WaitingNotes(self.started))
+
+
+class Step(NamedTuple):
+    """What to do after one look, and the wait's ``memory`` after it. ``end`` carries ``status``
+    (succeeded, failed, timeout or error), ``message`` and, for an error, whether a new try could help;
+    ``note`` is a line to log either way. ``read_pods``: look again with the job's pods. ``read_progress``:
+    read the leader's reports to the present from ``since``, and look again with when that read started,
+    if it reached the present."""
+
+    action: Literal["end", "read_pods", "read_progress", "hand_back", "wait"]
+    memory: WaitMemory
+    status: str = ""
+    message: str = ""
+    retryable: bool | None = None
+    note: str | None = None
+    since: float | None = None
 
 
 def step(
@@ -66,41 +73,54 @@ def step(
     pods: list[dict[str, Any]] | None = None,
     largest: dict[str, int] | None = None,
     progress: ReportedProgress | None = None,
+    read_at: float | None = None,
 ) -> Step:
     """The decision for ``job`` as seen at ``now``; ``uid`` is the job the task waits for, ``pods`` the
     job's pods when the previous answer for this look was ``read_pods`` (a caller without them gives []),
     ``largest`` the most of each extended resource a node has (``placement``; None when unknown),
-    ``progress`` what the leader reported so far (None: its log is not read)."""
-    seen = (job.get("metadata") or {}).get("uid")
-    if uid and seen != uid:
-        name = (job.get("metadata") or {}).get("name")
-        return Step("conclude", "error", f"job {name} was replaced by another object (uid {seen})", False)
+    ``progress`` what the leader reported so far (None: its log is not read), ``read_at`` when the read a
+    ``read_progress`` asked for started, if it reached the present."""
+    meta = job.get("metadata") or {}
+    if uid and meta.get("uid") != uid:
+        gone = replaced(str(meta.get("namespace")), str(meta.get("name")), meta.get("uid"))
+        return Step("end", memory, gone.status, gone.message, gone.retryable)
     state = job_status.outcome(job)
     if state in ("succeeded", "failed"):
-        return Step("conclude", state, job_status.failure_reason(job) if state == "failed" else "")
-    verdict = limits.check(job, now, memory.first_seen)
+        return Step("end", memory, state, job_status.failure_reason(job) if state == "failed" else "")
+    first_seen = limits.stages_seen(job, now, memory.first_seen)
+    if read_at is not None:
+        memory = replace(memory, progress_read_at=read_at)
+    memory = replace(memory, first_seen=first_seen)
+    verdict = limits.check(job, now, first_seen)
     if verdict is None:
-        verdict = limits.check_progress(job, progress, now, memory.first_seen)
-        deadline = limits.progress_deadline(job, progress, memory.first_seen, now)
+        verdict = limits.check_progress(job, progress, now, first_seen)
+        deadline = limits.progress_deadline(job, progress, first_seen, now)
         if verdict is not None and (memory.progress_read_at or 0.0) < (deadline or 0.0):
-            memory.stalled_at = None  # a failed read is tried again after a poll interval, not at once
-            return Step("read_progress")
+            since = limits.reports_since(job, progress, first_seen, now)
+            # stalled_at None: a read that fails is tried again after a poll interval, not at once
+            return Step("read_progress", replace(memory, stalled_at=None), since=since)
     if verdict is not None:
-        return Step("conclude", verdict.status, verdict.message)
-    memory.stalled_at = limits.progress_deadline(job, progress, memory.first_seen, now)
-    for_limits = limits.pods_needed(job, memory.first_seen)
+        return Step("end", memory, verdict.status, verdict.message)
+    memory = replace(memory, stalled_at=limits.progress_deadline(job, progress, first_seen, now))
+    for_limits = limits.pods_needed(job)
     note = None
     if pods is None:
-        if for_limits or (state == "pending" and memory.notes.due(now)):
-            return Step("read_pods")
+        if for_limits:
+            return Step("read_pods", memory)
+        if state == "pending" and memory.notes.due(now):
+            return Step("read_pods", replace(memory, notes=memory.notes.read(now)))
     else:
-        verdict = limits.check_pods(pods, now, memory.first_seen, largest) if for_limits else None
-        if verdict is not None:
-            return Step("conclude", verdict.status, verdict.message)
-        note = memory.notes.say(pods, now) if state == "pending" else None
+        if for_limits:
+            memory = replace(memory, first_seen=limits.pods_seen(pods, now, memory.first_seen, largest))
+            verdict = limits.check_pods(pods, now, memory.first_seen, largest)
+            if verdict is not None:
+                return Step("end", memory, verdict.status, verdict.message)
+        if state == "pending":
+            note, notes = memory.notes.say(pods, now)
+            memory = replace(memory, notes=notes)
     if memory.hand_back_at is not None and now >= memory.hand_back_at:
-        return Step("hand_back", note=note)
-    return Step("wait", note=note)
+        return Step("hand_back", memory, note=note)
+    return Step("wait", memory, note=note)
 
 
 def next_look(now: float, poll_interval: float, limits: WaitLimits, memory: WaitMemory) -> float:

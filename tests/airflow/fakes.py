@@ -108,6 +108,7 @@ class FakeHook:
         self.pods: list[dict[str, Any]] = []
         self.logs: dict[tuple[str, str], str] = {}
         self.events: dict[str, list[dict[str, Any]]] = {}
+        self.nodes: list[dict[str, Any]] = []
         self.default_namespace = "conn-ns"
         self.credentials = {"in_cluster": False, "kubeconfig": {"clusters": []}, "context": None}
         self._uid = 0
@@ -164,6 +165,9 @@ class FakeHook:
     def detached(self) -> FakeHook:
         return self
 
+    def async_client(self) -> StoreApi:
+        return StoreApi(self)
+
     def patch_job_annotations(
         self, plural: str, namespace: str, name: str, annotations: dict[str, str]
     ) -> None:
@@ -195,6 +199,10 @@ class FakeHook:
     def list_events(self, namespace: str, involved_name: str) -> list[dict[str, Any]]:
         return self.events.get(involved_name, [])
 
+    def list_nodes(self) -> list[dict[str, Any]]:
+        self.calls.append(("list_nodes", None))
+        return copy.deepcopy(self.nodes)
+
     def deletes(self) -> list[str]:
         return [arg for call, arg in self.calls if call == "delete"]
 
@@ -215,3 +223,61 @@ def pod(
         "spec": {"containers": [{"name": c} for c in containers]},
         "status": {"containerStatuses": [{"name": c, "state": {"running": {}}} for c in containers]},
     }
+
+
+class StoreApi:
+    """``FakeHook.async_client()``: the client lease and ``KubeApi`` a wait reads through (in the worker and
+    in the trigger), over the hook's store, scripts and failures; its calls are the hook's, so a test that
+    wraps a hook method sees them. It refuses watches (as a proxy that cannot stream): a wait then reads its
+    job every poll, so a script plays out one state per read. ``follow_log`` streams what the store holds
+    of a container's log, then ends (as when the container stopped)."""
+
+    def __init__(self, hook: FakeHook) -> None:
+        self.hook = hook
+        self.api = self
+
+    async def __aenter__(self) -> StoreApi:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def reauthenticate(self) -> None:
+        self.hook.calls.append(("reauthenticate", None))
+
+    async def get(self, rt: Any, namespace: str, name: str) -> dict[str, Any]:
+        return _answered(lambda: self.hook.get_job(rt.plural, namespace, name))
+
+    async def list(self, rt: Any, namespace: str | None, **kwargs: Any) -> tuple[list[dict[str, Any]], str]:
+        if rt.plural == "pods":
+            return _answered(lambda: self.hook.list_pods(str(namespace), kwargs["label_selector"])), "1"
+        if rt.plural == "nodes":
+            return _answered(self.hook.list_nodes), "1"
+        return [], "1"  # a watch's starting version
+
+    async def watch(self, rt: Any, namespace: str, version: str, timeout: int, **kwargs: Any) -> Any:
+        self.hook.calls.append(("watch", kwargs.get("field_selector")))
+        _answered(lambda: self.hook._maybe_fail("watch_job"))
+        raise kube_error(405, "watch is not supported")
+        yield  # an async generator, as KubeApi.watch is
+
+    async def delete(self, rt: Any, namespace: str, name: str, **kwargs: Any) -> dict[str, Any]:
+        self.hook.delete_job(rt.plural, namespace, name, uid=kwargs.get("uid"))
+        return {}
+
+    async def read_log(self, namespace: str, pod: str, container: str, **kwargs: Any) -> str:
+        limit = kwargs.get("limit_bytes")
+        return _answered(lambda: self.hook.read_pod_log(namespace, pod, container, limit_bytes=limit))
+
+    async def follow_log(self, namespace: str, pod: str, container: str, **kwargs: Any) -> Any:
+        self.hook.calls.append(("follow", (pod, container)))
+        for line in self.hook.logs.get((pod, container), "").splitlines():
+            yield line
+
+
+def _answered(call: Any) -> Any:
+    """``call()``, an API server's answer raised as ``KubeApi`` raises it."""
+    try:
+        return call()
+    except ApiException as exc:
+        raise kube_error(exc.status, str(exc.reason)) from exc

@@ -32,7 +32,7 @@ DAG_ID = "airflow.apache.org/dag-id"
 def streams_stopped() -> Any:
     """However a task's wait ended, its live log streams stopped: no thread (nor its client) outlives it."""
     yield
-    from t9k_provider.replicalogs.worker import THREAD_NAME
+    from t9k_provider.operators.worker_wait import THREAD_NAME
 
     assert [t for t in threading.enumerate() if t.name == THREAD_NAME] == []
 

@@ -327,9 +327,8 @@ def test_a_worker_wait_started_late_reads_the_reports_it_missed_before_it_calls_
     from t9k_provider.jobclient.client import JobClient
     from t9k_provider.jobclient.identity import JobRef
     from t9k_provider.operators.kill import KillSwitch
-    from t9k_provider.operators.outcome import Finish
     from t9k_provider.operators.worker_wait import WorkerWait
-    from t9k_provider.replicalogs.targets import Followed
+    from t9k_provider.replicalogs.targets import Followed, pod_selector
     from t9k_provider.replicalogs.waitlogs import WaitLogs
     from t9k_provider.waiting.limits import WaitLimits
 
@@ -337,16 +336,16 @@ def test_a_worker_wait_started_late_reads_the_reports_it_missed_before_it_calls_
     log = logging.getLogger("test.worker_wait")
     ref = JobRef("GenericJob", "genericjobs", "healthy-w", NS, job["metadata"]["uid"])
     target = ReplicaTarget("worker", 0)
-    logs = WaitLogs.for_wait(hook, ref, Followed([target], target), {}, None, log, live=True)
+    selector = pod_selector(ref.kind, ref.name)
+    logs = WaitLogs(hook, NS, selector, Followed([target], target), {}, None, log, live=True)
     client = JobClient(hook, log)
     wait = WorkerWait(
         client, ref, WaitLimits(startup_timeout=60, progress_timeout=LATE_TIMEOUT), logs, poll_interval=1.0,
-        finish=Finish("keep", "keep", False, 20), kill=KillSwitch("keep"), log=log,
+        kill=KillSwitch("keep"), log=log,
     )  # fmt: skip
-    try:
-        assert wait.follow(client.read(ref), until=time.time() + 3 * LATE_TIMEOUT) is None
-    finally:
-        logs.finish(drain=False)
+    first = client.read(ref)
+    assert isinstance(first, dict)
+    assert wait.run(first, until=time.time() + 3 * LATE_TIMEOUT).status == "running"
     assert logs.lines.progress.step is not None and logs.lines.progress.step > 2 * LATE_TIMEOUT
 
 

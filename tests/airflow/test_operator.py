@@ -359,15 +359,17 @@ def test_success_is_decided_on_a_fresh_read(fake_hook: FakeHook, context: dict[s
     assert fake_hook.deletes() == []
 
 
-def test_transient_read_errors_surface_as_retryable(fake_hook: FakeHook, context: dict[str, Any]) -> None:
-    from t9k_provider.hooks.errors import T9kApiError
-
+def test_transient_read_errors_surface_as_retryable(
+    fake_hook: FakeHook, context: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("t9k_provider.jobclient.feed.MAX_CONSECUTIVE_ERRORS", 2)
+    monkeypatch.setattr("t9k_provider.hooks.errors.BACKOFF_BASE_SECONDS", 0.001)
     fake_hook.script = [RUNNING]
-    fake_hook.failures["watch_job"] = [api_error(503)]  # the watch breaks, and the read that follows fails
-    fake_hook.failures["get_job"] = [T9kApiError("get genericjobs/x: Kubernetes API unavailable")]
+    fake_hook.failures["get_job"] = [api_error(503)] * 4  # the wait's reads, then the conclusion's, fail
     with pytest.raises(AirflowException) as failure:
         make(fake_hook).execute(context)
     assert not isinstance(failure.value, AirflowFailException)
+    assert "503" in str(failure.value)
 
 
 def test_job_deleted_while_waiting(fake_hook: FakeHook, context: dict[str, Any]) -> None:

@@ -62,14 +62,14 @@ def test_the_wait_fails_on_it_after_pod_error_timeout_and_not_before() -> None:
     job = with_status(generic_manifest("j"), "Pending")
     job["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
     limits = WaitLimits(startup_timeout=None, pod_error_timeout=30, execution_deadline=None)
-    memory = WaitMemory(0.0)
     now = 1_800_000_000.0
     pods, largest = [pending("4")], {"nvidia.com/gpu": 2}
-    assert step(job, limits, now, memory, pods=pods, largest=largest).action == "wait"
-    late = step(job, limits, now + 31, memory, pods=pods, largest=largest)
-    assert late.action == "conclude" and late.status == "timeout"
+    first = step(job, limits, now, WaitMemory(0.0), pods=pods, largest=largest)
+    assert first.action == "wait"
+    late = step(job, limits, now + 31, first.memory, pods=pods, largest=largest)
+    assert late.action == "end" and late.status == "timeout"
     assert "can never be scheduled" in late.message and "pod_error_timeout=30s" in late.message
     # Where the connection may not list nodes, nothing is known: only startup_timeout applies.
-    blind = WaitMemory(0.0)
-    assert step(job, limits, now, blind, pods=pods, largest=None).action == "wait"
-    assert step(job, limits, now + 31, blind, pods=pods, largest=None).action == "wait"
+    blind = step(job, limits, now, WaitMemory(0.0), pods=pods, largest=None)
+    assert blind.action == "wait"
+    assert step(job, limits, now + 31, blind.memory, pods=pods, largest=None).action == "wait"

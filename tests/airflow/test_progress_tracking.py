@@ -96,15 +96,15 @@ def test_latest_names_step_time_and_age() -> None:
 def test_no_report_at_all_counts_from_the_jobs_running() -> None:
     limits = WaitLimits(progress_timeout=60)
     job = running_job()
-    memory = WaitMemory(RUNNING_SINCE)
-    assert step(job, limits, RUNNING_SINCE + 59, memory, progress=ReportedProgress()).action == "wait"
-    assert memory.stalled_at == RUNNING_SINCE + 60
-    assert (
-        step(job, limits, RUNNING_SINCE + 60, memory, progress=ReportedProgress()).action == "read_progress"
+    waiting = step(job, limits, RUNNING_SINCE + 59, WaitMemory(RUNNING_SINCE), progress=ReportedProgress())
+    assert waiting.action == "wait" and waiting.memory.stalled_at == RUNNING_SINCE + 60
+    asked = step(job, limits, RUNNING_SINCE + 60, waiting.memory, progress=ReportedProgress())
+    assert asked.action == "read_progress" and asked.since == RUNNING_SINCE
+    # the leader's log, read to the present from RUNNING_SINCE + 60, held no report
+    stalled = step(
+        job, limits, RUNNING_SINCE + 60, asked.memory, progress=ReportedProgress(), read_at=RUNNING_SINCE + 60
     )
-    memory.progress_read_at = RUNNING_SINCE + 60  # the leader's log, read to the present, held no report
-    stalled = step(job, limits, RUNNING_SINCE + 60, memory, progress=ReportedProgress())
-    assert (stalled.action, stalled.status) == ("conclude", "timeout")
+    assert (stalled.action, stalled.status) == ("end", "timeout")
     assert stalled.message == "no progress report since the job started running (progress_timeout=60s)"
 
 
@@ -112,10 +112,11 @@ def test_a_report_moves_the_deadline_and_the_message_names_it() -> None:
     limits = WaitLimits(progress_timeout=60)
     job, memory = running_job(), WaitMemory(RUNNING_SINCE)
     state = reported((7, RUNNING_SINCE + 50))
-    assert step(job, limits, RUNNING_SINCE + 100, memory, progress=state).action == "wait"
-    assert memory.stalled_at == RUNNING_SINCE + 110
-    memory.progress_read_at = RUNNING_SINCE + 111
-    stalled = step(job, limits, RUNNING_SINCE + 111, memory, progress=state)
+    waiting = step(job, limits, RUNNING_SINCE + 100, memory, progress=state)
+    assert waiting.action == "wait" and waiting.memory.stalled_at == RUNNING_SINCE + 110
+    stalled = step(
+        job, limits, RUNNING_SINCE + 111, waiting.memory, progress=state, read_at=RUNNING_SINCE + 111
+    )
     assert stalled.status == "timeout"
     assert stalled.message == (
         "no progress report for progress_timeout=60s; the last: step 7/100 at 2026-01-01 10:00:50 UTC "
@@ -128,17 +129,19 @@ def test_a_stall_is_called_only_on_a_read_of_the_leaders_log_that_started_after_
     the wait asks for a read to the present; a read from before the deadline does not count, and a failed
     read is tried again after a poll interval, not at once."""
     limits = WaitLimits(progress_timeout=60)
-    job, memory = running_job(), WaitMemory(RUNNING_SINCE)
+    job = running_job()
     state = reported((7, RUNNING_SINCE + 50))
-    memory.progress_read_at = RUNNING_SINCE + 109  # read before the deadline (RUNNING_SINCE + 110)
-    assert step(job, limits, RUNNING_SINCE + 120, memory, progress=state).action == "read_progress"
-    assert memory.stalled_at is None
-    assert 0.8 * 30 <= next_look(RUNNING_SINCE + 120, 30.0, limits, memory) <= 1.2 * 30
-    assert limits.reports_since(job, state, memory.first_seen, RUNNING_SINCE + 120) == RUNNING_SINCE + 60
-    memory.progress_read_at = RUNNING_SINCE + 120
+    early = WaitMemory(RUNNING_SINCE, progress_read_at=RUNNING_SINCE + 109)  # before the deadline (+110)
+    asked = step(job, limits, RUNNING_SINCE + 120, early, progress=state)
+    assert asked.action == "read_progress" and asked.memory.stalled_at is None
+    assert asked.since == RUNNING_SINCE + 60  # after the latest report known, at most the timeout back
+    assert 0.8 * 30 <= next_look(RUNNING_SINCE + 120, 30.0, limits, asked.memory) <= 1.2 * 30
+    failed = step(job, limits, RUNNING_SINCE + 120, asked.memory, progress=state)  # the read failed
+    assert failed.action == "read_progress"  # no verdict: the loop waits a poll interval and asks again
     fresh = reported((7, RUNNING_SINCE + 50), (8, RUNNING_SINCE + 118))  # the read found a newer report
-    assert step(job, limits, RUNNING_SINCE + 120, memory, progress=fresh).action == "wait"
-    assert memory.stalled_at == RUNNING_SINCE + 178
+    found = step(job, limits, RUNNING_SINCE + 120, asked.memory, progress=fresh, read_at=RUNNING_SINCE + 120)
+    assert found.action == "wait" and found.memory.stalled_at == RUNNING_SINCE + 178
+    assert found.memory.progress_read_at == RUNNING_SINCE + 120
 
 
 def test_a_read_for_a_stall_reaches_back_to_the_latest_report_at_most_the_timeout() -> None:
@@ -155,8 +158,8 @@ def test_a_read_for_a_stall_reaches_back_to_the_latest_report_at_most_the_timeou
 def test_the_next_look_comes_at_the_stall_deadline() -> None:
     limits = WaitLimits(progress_timeout=60)
     memory = WaitMemory(RUNNING_SINCE)
-    step(running_job(), limits, RUNNING_SINCE + 58, memory, progress=reported((1, RUNNING_SINCE)))
-    assert next_look(RUNNING_SINCE + 58, 30.0, limits, memory) == pytest.approx(2.0)
+    decided = step(running_job(), limits, RUNNING_SINCE + 58, memory, progress=reported((1, RUNNING_SINCE)))
+    assert next_look(RUNNING_SINCE + 58, 30.0, limits, decided.memory) == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(
@@ -171,16 +174,15 @@ def test_no_stall_verdict_outside_a_running_job_with_a_limit(
     limits: WaitLimits, phase: str, progress: ReportedProgress
 ) -> None:
     job = with_status(generic_manifest("j", namespace="ns"), phase)
-    memory = WaitMemory(RUNNING_SINCE)
-    decided = step(job, limits, RUNNING_SINCE + 10_000, memory, progress=progress)
+    decided = step(job, limits, RUNNING_SINCE + 10_000, WaitMemory(RUNNING_SINCE), progress=progress)
     assert decided.action in ("wait", "read_pods")
-    assert memory.stalled_at is None
+    assert decided.memory.stalled_at is None
 
 
 def test_a_job_that_ended_concludes_with_its_outcome_not_a_stall() -> None:
     job = with_status(generic_manifest("j", namespace="ns"), "Succeeded", ("Completed", "Succeeded", "done"))
     decided = step(job, WaitLimits(progress_timeout=1), RUNNING_SINCE + 10_000, WaitMemory(0), progress=None)
-    assert (decided.action, decided.status) == ("conclude", "succeeded")
+    assert (decided.action, decided.status) == ("end", "succeeded")
 
 
 def test_limits_of_an_operator_take_its_attributes() -> None:

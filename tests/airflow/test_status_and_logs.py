@@ -101,14 +101,19 @@ def test_wait_limits_execution_deadline_first() -> None:
 
 def test_wait_limits_unknown_tracked_locally_and_reset() -> None:
     limits = WaitLimits(unknown_timeout=5)
+    unknown, running = (
+        with_status(generic_manifest("j"), "Unknown"),
+        with_status(generic_manifest("j"), "Running"),
+    )
     seen: dict[str, float] = {}
-    unknown = with_status(generic_manifest("j"), "Unknown")
-    assert limits.check(unknown, 1000, seen) is None
-    assert limits.check(unknown, 1004, seen) is None
-    assert limits.check(with_status(generic_manifest("j"), "Running"), 1004.5, seen) is None
-    assert limits.check(unknown, 1006, seen) is None  # the clock restarted when it left Unknown
-    verdict = limits.check(unknown, 1011, seen)
-    assert verdict is not None and verdict.status == "failed"
+    for job, now, ends in [(unknown, 1000, False), (unknown, 1004, False), (running, 1004.5, False),
+                           (unknown, 1006, False), (unknown, 1011, True)]:  # fmt: skip
+        before = dict(seen)
+        after = limits.stages_seen(job, now, seen)
+        assert seen == before  # it returns the stages, it changes nothing
+        seen = after
+        verdict = limits.check(job, now, seen)
+        assert (verdict is not None and verdict.status == "failed") is ends  # restarted when it left Unknown
 
 
 def test_wait_limits_paused_uses_condition_time() -> None:
@@ -232,10 +237,13 @@ def test_blocking_pod_problems_fail_after_their_grace() -> None:
     )
     limits = WaitLimits(pod_error_timeout=30)
     seen: dict[str, float] = {}
-    assert limits.check_pods([_pod_waiting("ErrImagePull")], 100, seen) is None
-    assert limits.check_pods([], 120, seen) is None  # recovered: the clock restarts
-    assert limits.check_pods([_pod_waiting("ErrImagePull")], 125, seen) is None
-    verdict = limits.check_pods([_pod_waiting("ImagePullBackOff")], 155, seen)
+    verdicts = []
+    for pods, now in [([_pod_waiting("ErrImagePull")], 100), ([], 120), ([_pod_waiting("ErrImagePull")], 125),
+                      ([_pod_waiting("ImagePullBackOff")], 155)]:  # fmt: skip
+        seen = limits.pods_seen(pods, now, seen)  # recovered at 120: the clock restarts
+        verdicts.append(limits.check_pods(pods, now, seen))
+    *early, verdict = verdicts
+    assert early == [None, None, None]
     assert verdict is not None and verdict.status == "timeout" and "pod_error_timeout=30s" in verdict.message
 
 
@@ -247,12 +255,13 @@ def test_pods_are_read_only_while_a_replica_may_not_have_started() -> None:
 
     limits = WaitLimits(pod_error_timeout=30)
     seen = {"pod_error": 100.0}
-    assert not WaitLimits().pods_needed(running("waiting"), {})  # no fail-fast check: never
-    assert limits.pods_needed(with_status(generic_manifest("j"), "Pending"), seen)
-    assert limits.pods_needed(with_status(generic_manifest("j"), "Running"), seen)  # no replicas listed
-    assert limits.pods_needed(running("running", "waiting"), seen) and seen == {"pod_error": 100.0}
-    assert not limits.pods_needed(running("running", "terminated"), seen)
-    assert seen == {}  # every replica started: a problem seen before is over
+    assert not WaitLimits().pods_needed(running("waiting"))  # no fail-fast check: never
+    assert limits.pods_needed(with_status(generic_manifest("j"), "Pending"))
+    assert limits.pods_needed(with_status(generic_manifest("j"), "Running"))  # no replicas listed
+    assert limits.pods_needed(running("running", "waiting"))
+    assert limits.stages_seen(running("running", "waiting"), 120, seen)["pod_error"] == 100.0
+    assert not limits.pods_needed(running("running", "terminated"))
+    assert "pod_error" not in limits.stages_seen(running("running", "terminated"), 120, seen)  # it is over
 
 
 def test_log_follower_reads_past_a_burst_of_already_seen_lines(monkeypatch: pytest.MonkeyPatch) -> None:

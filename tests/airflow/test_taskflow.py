@@ -616,9 +616,9 @@ def test_the_traceback_of_the_rank_that_failed_first_leads_then_the_ranks_that_f
     handed: list[Any] = []
     remote_errors = op._remote_errors
 
-    def reading(pods: list[dict[str, Any]] | None) -> Any:
-        handed.append([p["metadata"]["name"] for p in pods or []])
-        return remote_errors(pods)
+    def reading(outcome: Any) -> Any:
+        handed.append([p["metadata"]["name"] for p in outcome.pods or []])
+        return remote_errors(outcome)
 
     op._remote_errors = reading
     with pytest.raises(AirflowException) as caught:

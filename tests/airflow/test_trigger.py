@@ -238,7 +238,7 @@ async def test_transient_errors_are_retried(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 async def test_persistent_transient_errors_become_retryable_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("t9k_provider.triggers.job.MAX_CONSECUTIVE_ERRORS", 3)
+    monkeypatch.setattr("t9k_provider.jobclient.feed.MAX_CONSECUTIVE_ERRORS", 3)
     use_script(monkeypatch, [kube_error(503)])
     event = await first_event(trigger())
     assert event["status"] == "error" and event["retryable"] is True
@@ -507,7 +507,7 @@ async def test_expired_watch_reads_again_and_watches_again(
     )
     monkeypatch.setattr(FakeAsyncClient, "watch_mode", "expired")
     monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
-    monkeypatch.setattr("t9k_provider.triggers.job.MIN_READ_SPACING_SECONDS", 0.01)
+    monkeypatch.setattr("t9k_provider.jobclient.feed.MIN_READ_SPACING_SECONDS", 0.01)
     monkeypatch.setattr(FakeAsyncClient, "gets", 0)
     event = await first_event(trigger(poll_interval=30))
     assert event["status"] == "succeeded"
@@ -572,7 +572,7 @@ async def test_watches_cut_short_fall_back_to_polling(monkeypatch: pytest.Monkey
     monkeypatch.setattr(FakeAsyncClient, "watch_mode", "short")
     monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
     monkeypatch.setattr(FakeAsyncClient, "gets", 0)
-    monkeypatch.setattr("t9k_provider.triggers.job.MIN_READ_SPACING_SECONDS", 0.01)
+    monkeypatch.setattr("t9k_provider.jobclient.feed.MIN_READ_SPACING_SECONDS", 0.01)
     task = asyncio.ensure_future(first_event(trigger(poll_interval=0.1)))
     await asyncio.sleep(1.5)
     task.cancel()
@@ -583,7 +583,7 @@ async def test_watches_cut_short_fall_back_to_polling(monkeypatch: pytest.Monkey
 
 
 async def test_an_event_older_than_the_read_is_not_news() -> None:
-    from t9k_provider.triggers.job_watch import JobWatch
+    from t9k_provider.jobclient.watch import JobWatch
 
     watch = JobWatch(FakeAsyncClient, {"in_cluster": True}, JOBS, "ns", "j")  # type: ignore[arg-type]
     watch.deliver("MODIFIED", _versioned("Pending", "8"))  # arrived between subscribing and the read
@@ -626,8 +626,8 @@ async def test_leases_share_one_client_until_a_401_retires_it() -> None:
 async def test_a_refused_watch_is_tried_again_after_a_watch_period(monkeypatch: pytest.MonkeyPatch) -> None:
     use_script(monkeypatch, [_versioned("Running", "7")])
     monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
-    monkeypatch.setattr("t9k_provider.triggers.job_watch.WATCH_SECONDS", 0.4)
-    monkeypatch.setattr("t9k_provider.triggers.job.MIN_READ_SPACING_SECONDS", 0.01)
+    monkeypatch.setattr("t9k_provider.jobclient.watch.WATCH_SECONDS", 0.4)
+    monkeypatch.setattr("t9k_provider.jobclient.feed.MIN_READ_SPACING_SECONDS", 0.01)
     task = asyncio.ensure_future(first_event(trigger(poll_interval=0.05)))
     await asyncio.sleep(1.5)
     task.cancel()
@@ -654,7 +654,7 @@ async def test_trigger_logs_why_a_pending_job_waits(
 async def test_a_watch_failure_during_the_read_spacing_pause_is_acted_on_at_once() -> None:
     """The shared watch can fail while a trigger spaces its reads: the trigger must read the job (and
     watch again) now, not keep the state it had and fall back to polling for a whole interval."""
-    from t9k_provider.triggers import job as job_module
+    from t9k_provider.jobclient import feed as feed_module
 
     class Watch:
         running = True
@@ -673,8 +673,13 @@ async def test_a_watch_failure_during_the_read_spacing_pause_is_acted_on_at_once
 
     watch = Watch()
     asyncio.get_running_loop().call_later(
-        job_module.MIN_READ_SPACING_SECONDS / 2, watch.fail, ConnectionResetError("stream dropped")
+        feed_module.MIN_READ_SPACING_SECONDS / 2, watch.fail, ConnectionResetError("stream dropped")
     )
-    state = await trigger()._next_state(watch, job("Running"), delay=30)  # type: ignore[arg-type]
+    feed = feed_module.JobFeed(
+        FakeAsyncClient, {}, JOBS, "ns", "j", uid="uid-1", pod_selector=None, poll_interval=0.01,
+        execution_deadline=None, log=logging.getLogger(__name__),
+    )  # type: ignore[arg-type]  # fmt: skip
+    feed._watch = watch  # type: ignore[assignment]
+    state = await feed._watched(job("Running"), delay=30)
     assert state is None  # read it
     assert watch.changed.is_set()  # and the failure is still news for the next round

@@ -128,8 +128,8 @@ async def test_a_change_arrives_through_the_watch_without_a_read(cluster: LocalC
 async def test_a_quiet_job_renews_its_watch_without_reading(
     cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("t9k_provider.triggers.job_watch.WATCH_SECONDS", 1.0)
-    monkeypatch.setattr("t9k_provider.triggers.job_watch.WATCH_JITTER_SECONDS", 0.0)
+    monkeypatch.setattr("t9k_provider.jobclient.watch.WATCH_SECONDS", 1.0)
+    monkeypatch.setattr("t9k_provider.jobclient.watch.WATCH_JITTER_SECONDS", 0.0)
     create_job(cluster, "quiet")
     before = trigger_requests(cluster)
     # deadlines are checked every 0.2 s on the state held, without a request

@@ -1,5 +1,5 @@
-"""Why a pending job waits, in the task log: the scheduler's message, rate-limited, in the sync wait loop
-and in the trigger."""
+"""Why a pending job waits, in the task log: the scheduler's message, rate-limited; the notes are values,
+each answer returning them as they are after it."""
 
 from __future__ import annotations
 
@@ -29,18 +29,23 @@ def test_note_names_the_first_unscheduled_pod() -> None:
 
 def test_notes_are_rate_limited() -> None:
     read = waiting_notes.READ_INTERVAL
-    notes = WaitingNotes(-read)
     pods = [unscheduled("p")]
     changed = [unscheduled("p", "changed")]
     assert not WaitingNotes(0.0).due(1.0)  # a job scheduled at once costs no pod list
-    assert notes.due(0.0)
-    assert notes.say(pods, 0.0) == f"job waits: pod p is not scheduled: {MESSAGE}"
+    notes = WaitingNotes(-read)
+    assert notes.due(0.0) and notes.due(0.0)  # asking changes nothing
+    notes = notes.read(0.0)
+    said, notes = notes.say(pods, 0.0)
+    assert said == f"job waits: pod p is not scheduled: {MESSAGE}"
     assert not notes.due(1.0)  # pods are not read again before READ_INTERVAL
     assert notes.due(read)
-    assert notes.say(pods, read) is None  # unchanged: not repeated yet
-    assert notes.say(changed, read + 1) == "job waits: pod p is not scheduled: changed"  # changed: at once
-    assert notes.say(changed, read + 2) is None
-    assert notes.say(changed, read + 1 + waiting_notes.REPEAT_INTERVAL) == (
-        "job waits: pod p is not scheduled: changed"  # unchanged for REPEAT_INTERVAL: said again
-    )
-    assert notes.say([], read + 2 + waiting_notes.REPEAT_INTERVAL) is None  # scheduled: nothing to say
+    said, notes = notes.say(pods, read)
+    assert said is None  # unchanged: not repeated yet
+    said, notes = notes.say(changed, read + 1)
+    assert said == "job waits: pod p is not scheduled: changed"  # changed: at once
+    said, notes = notes.say(changed, read + 2)
+    assert said is None
+    said, notes = notes.say(changed, read + 1 + waiting_notes.REPEAT_INTERVAL)
+    assert said == "job waits: pod p is not scheduled: changed"  # unchanged for REPEAT_INTERVAL: said again
+    said, notes = notes.say([], read + 2 + waiting_notes.REPEAT_INTERVAL)
+    assert said is None  # scheduled: nothing to say

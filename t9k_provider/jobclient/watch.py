@@ -1,11 +1,12 @@
-"""One long watch per event loop, credentials, namespace and kind, shared by every trigger waiting there.
+"""One long watch per event loop, credentials, namespace and kind, shared by every wait there.
 
-A triggerer runs all its triggers in one event loop. Each ``JobWatch`` (one per trigger) subscribes to the
+A triggerer runs all its triggers in one event loop. Each ``JobWatch`` (one per wait) subscribes to the
 ``_Hub`` of its job's namespace and kind, which holds a single watch on that collection, renews it from the
 last version seen (bookmarks keep that version fresh) and hands each event to the subscribers of the job it
-names. N waiting tasks in a namespace thus cost one watch and one connection, not N. A hub that fails hands
-the failure to all its subscribers and goes away; each of them reads its job and subscribes again. The watch
-itself is ``KubeApi.watch`` on a lease of the triggerer's shared client (``AsyncT9kClient``).
+names. N waiting tasks in a namespace thus cost one watch and one connection, not N. A wait in the worker is
+``alone`` on its event loop: its hub watches its one job (a field selector), not every job of the namespace.
+A hub that fails hands the failure to all its subscribers and goes away; each of them reads its job and
+subscribes again. The watch itself is ``KubeApi.watch`` on a lease of the shared client (``AsyncT9kClient``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ if TYPE_CHECKING:  # the kubernetes client: not at DAG parse
 WATCH_SECONDS = 290.0
 WATCH_JITTER_SECONDS = 30.0
 
-_HubKey = tuple[str, str, str]
+#: credentials' fingerprint, namespace, plural, and the one job's name of a hub that watches only that job
+_HubKey = tuple[str, str, str, str]
 _HUBS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_HubKey, _Hub]] = weakref.WeakKeyDictionary()
 
 
@@ -42,6 +44,8 @@ class _Hub:
         self._key = key
         self._client = client
         self._where = (rt, namespace)
+        #: the one job's field selector, for a hub of one job
+        self._only: dict[str, str] = {"field_selector": f"metadata.name={key[3]}"} if key[3] else {}
         self.subscribers: dict[str, set[JobWatch]] = {}
         #: resolved once the watch's starting version is known: a read after it misses no later change
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -70,7 +74,7 @@ class _Hub:
     async def _run(self) -> None:
         try:
             async with self._client() as lease:
-                _, version = await lease.api.list(*self._where, limit=1)  # the collection's current RV
+                _, version = await lease.api.list(*self._where, limit=1, **self._only)  # the current RV
                 self.ready.set_result(None)
                 while True:
                     version = await self._follow(lease.api, version)
@@ -89,7 +93,7 @@ class _Hub:
         """One watch until the server ends it; returns the version to renew from."""
         seconds = max(1, round(WATCH_SECONDS + random.uniform(0, WATCH_JITTER_SECONDS)))
         opened = time.monotonic()
-        async for event in api.watch(*self._where, version, seconds):
+        async for event in api.watch(*self._where, version, seconds, **self._only):
             obj = event["object"]
             meta = obj.get("metadata") or {}
             version = str(meta.get("resourceVersion") or version)
@@ -104,31 +108,31 @@ class _Hub:
 
 
 class JobWatch:
-    """What one trigger knows from the shared watch about its job.
+    """What one wait knows from the shared watch about its job.
 
     ``changed`` is set when an event brought a newer state (``latest``) or the shared watch failed
-    (``failure``); the trigger then evaluates the new state, or reads the job and subscribes again.
+    (``failure``); the wait then looks at the new state, or reads the job and subscribes again.
     """
 
     def __init__(self, client: Callable[[], AsyncT9kClient], credentials: dict[str, Any], rt: ResourceType,
-                 namespace: str, name: str) -> None:  # fmt: skip
+                 namespace: str, name: str, *, alone: bool = False) -> None:  # fmt: skip
         from t9k_provider.hooks.async_t9k import fingerprint  # the kubernetes client: not at DAG parse
 
         self._client = client
         self._rt = rt
-        self._key: _HubKey = (fingerprint(credentials), namespace, rt.plural)
+        self._key: _HubKey = (fingerprint(credentials), namespace, rt.plural, name if alone else "")
         self.name = name
         self.changed = asyncio.Event()
         self.latest: dict[str, Any] | None = None
         self.deleted = False
         self.failure: BaseException | None = None
-        #: failed subscriptions in a row, counted by the trigger (none lived long or brought an event)
+        #: failed subscriptions in a row, counted by the wait (none lived long or brought an event)
         self.failures = 0
         self._disabled_until = float("-inf")
         self._version: int | None = None
         self._hub: _Hub | None = None
         self._since = 0.0
-        #: monotonic time the trigger last took a new state (a read or an event), for its spacing rule
+        #: monotonic time the wait last took a new state (a read or an event), for its spacing rule
         self.looked_at = float("-inf")
 
     @property
@@ -137,7 +141,7 @@ class JobWatch:
 
     @property
     def disabled(self) -> bool:
-        """While true the trigger polls; the watch is tried again after one watch period."""
+        """While true the wait polls; the watch is tried again after one watch period."""
         return time.monotonic() < self._disabled_until
 
     def disable(self) -> None:
@@ -159,7 +163,7 @@ class JobWatch:
             await asyncio.shield(hub.ready)
 
     def seen(self, job: dict[str, Any]) -> None:
-        """The trigger read ``job``: events up to its version are not news, even one already delivered."""
+        """The wait read ``job``: events up to its version are not news, even one already delivered."""
         self._version = resource_version(job)
         if self.latest is not None and compare(self.latest, self._version) in (-1, 0):
             self.latest = None
@@ -169,7 +173,7 @@ class JobWatch:
 
     def deliver(self, kind: str, obj: dict[str, Any]) -> None:
         if compare(obj, self._version) in (-1, 0):
-            return  # not newer than what the trigger already holds
+            return  # not newer than what the wait already holds
         self._version = resource_version(obj)
         self.latest = obj
         self.deleted = kind == "DELETED"
@@ -182,7 +186,7 @@ class JobWatch:
         self.changed.set()
 
     def count_failure(self) -> int:
-        """Counts the failure the trigger is handling (it had reads working meanwhile); returns the count."""
+        """Counts the failure the wait is handling (it had reads working meanwhile); returns the count."""
         if time.monotonic() - self._since >= WATCH_SECONDS / 2:
             self.failures = 0  # the subscription served for long: this failure starts a new count
         self.failures += 1
