@@ -323,6 +323,20 @@ def test_tensorboard_companion_and_status():
     assert tb["spec"] == {"image": "tb:1", "trainingLogFilesets": ["t9k://pvc/p/log"]}
     sim.step()
     assert sim.status["tensorboard"]["ready"] is False
+    assert sim.status["tensorboard"]["note"] == "TensorBoard [demo] is not ready yet"
+    # Why it is not ready, as its Ready condition says: a bad file set fails it (a Warning)...
+    bad = 'persistentvolumeclaim "p" not found (file set t9k://pvc/p/log)'
+    tb["status"] = {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False", "message": bad}]}
+    sim.step()
+    assert sim.status["tensorboard"]["note"] == f"TensorBoard [demo] is not ready yet: {bad}"
+    assert (sim.status["tensorboard"]["ready"], sim.status["tensorboard"]["type"]) == (False, "Warning")
+    # ... a pod on its way does not.
+    starting = "pod demo-tensorboard: ContainerCreating"
+    waiting = {"type": "Ready", "status": "False", "message": starting}
+    tb["status"] = {"phase": "Pending", "conditions": [waiting]}
+    sim.step()
+    assert sim.status["tensorboard"]["note"] == f"TensorBoard [demo] is not ready yet: {starting}"
+    assert sim.status["tensorboard"]["type"] == "Normal"
     tb["status"] = {"phase": "Running"}
     sim.step()
     assert sim.status["tensorboard"] == {

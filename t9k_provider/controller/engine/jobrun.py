@@ -438,9 +438,9 @@ class JobRun:
                 "type": "Normal",
             }
         tb_status = tb.get("status") or {}
-        ready = tb_status.get("phase") == "Running" or any(
-            c.get("type") == "Ready" and c.get("status") == "True" for c in tb_status.get("conditions") or []
-        )
+        condition = next((c for c in tb_status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        ready = tb_status.get("phase") == "Running" or condition.get("status") == "True"
+        why = f": {condition['message']}" if not ready and condition.get("message") else ""
         meta = tb["metadata"]
         return {
             "dependent": {
@@ -453,6 +453,7 @@ class JobRun:
             "ready": ready,
             "reason": "DependentReady" if ready else "DependentNotReady",
             "action": "NOP",
-            "note": f"TensorBoard [{name}] is {'ready' if ready else 'not ready yet'}",
-            "type": "Normal",
+            "note": f"TensorBoard [{name}] is {'ready' if ready else 'not ready yet'}{why}",
+            # A TensorBoard that cannot run as specified (a file set naming an unsupported storage) Failed.
+            "type": "Warning" if tb_status.get("phase") == "Failed" else "Normal",
         }
