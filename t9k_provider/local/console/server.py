@@ -1,0 +1,135 @@
+"""The console's HTTP server on 127.0.0.1, and ``STATE/console.json``, which says where it answers.
+
+``console.json`` holds ``url`` (the base URL), ``jobUrlTemplate`` (``<url>/jobs/{namespace}/{kind}/{name}``,
+the format of ``[t9k] job_url_template``) and ``pid``. A restarted console keeps its port when it is free,
+so links already handed out keep working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from kubernetes_asyncio.client import CoreV1Api
+
+from t9k_provider.kube.api import ApiError, KubeApi, api_client
+from t9k_provider.local.console import gather, pages
+
+log = logging.getLogger(__name__)
+CONSOLE_FILE = "console.json"
+HOST = "127.0.0.1"
+JOB_PATH_TEMPLATE = "/jobs/{namespace}/{kind}/{name}"
+KUBE: web.AppKey[KubeApi] = web.AppKey("kube", KubeApi)
+CORE: web.AppKey[CoreV1Api] = web.AppKey("core", CoreV1Api)
+
+
+def read_console(state_dir: Path) -> dict[str, Any]:
+    """What the console last wrote of itself (``url``, ``jobUrlTemplate``, ``pid``); empty if nothing."""
+    try:
+        data = json.loads((Path(state_dir) / CONSOLE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
+
+
+async def _index(request: web.Request) -> web.Response:
+    return _html(pages.index_page(await gather.list_jobs(request.app[KUBE])))
+
+
+async def _job(request: web.Request) -> web.Response:
+    namespace, kind, name = (request.match_info[k] for k in ("namespace", "kind", "name"))
+    rt = gather.job_type(kind)
+    if rt is None:
+        return _html(pages.not_found_page(f"{kind} is not a T9k Job kind"), 404)
+    try:
+        page = await gather.job_page(request.app[KUBE], request.app[CORE], rt, namespace, name)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        return _html(pages.not_found_page(f"{rt.kind} {namespace}/{name} does not exist"), 404)
+    return _html(pages.job_page(page))
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+def make_app(kube: KubeApi, core: CoreV1Api) -> web.Application:
+    app = web.Application()
+    app[KUBE], app[CORE] = kube, core
+    app.router.add_get("/", _index)
+    app.router.add_get(JOB_PATH_TEMPLATE, _job)
+    app.router.add_get("/healthz", _healthz)
+    return app
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_port(state_dir: Path, requested: int | None) -> int:
+    """The requested port; else the previous console's if it is free; else any (0)."""
+    if requested is not None:
+        return requested
+    previous = read_console(state_dir).get("url", "").rpartition(":")[2]
+    return int(previous) if previous.isdigit() and _free(int(previous)) else 0
+
+
+def _publish(state_dir: Path, info: dict[str, Any]) -> None:
+    """Replace ``console.json`` in one step: a reader sees the old file or the new one."""
+    path = Path(state_dir) / CONSOLE_FILE
+    tmp = path.with_name(f".{CONSOLE_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(info, indent=1))
+    os.replace(tmp, path)
+
+
+async def serve(
+    kubeconfig: Path, state_dir: Path, port: int | None = None, ready: asyncio.Event | None = None
+) -> None:
+    """Serve until cancelled, as a client of the API server of ``kubeconfig``; ``console.json`` goes to the
+    cluster's ``state_dir``."""
+    client = await api_client(kubeconfig)
+    runner = web.AppRunner(make_app(KubeApi(client), CoreV1Api(client)), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, HOST, pick_port(state_dir, port))
+        await site.start()
+        bound = runner.addresses[0][1]
+        url = f"http://{HOST}:{bound}"
+        info = {"url": url, "jobUrlTemplate": url + JOB_PATH_TEMPLATE, "pid": os.getpid()}
+        _publish(state_dir, info)
+        log.info("t9k-local console on %s (pages: %s)", url, info["jobUrlTemplate"])
+        if ready is not None:
+            ready.set()
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+        await client.close()
+
+
+async def run_until_signalled(kubeconfig: Path, state_dir: Path, port: int | None) -> None:
+    """The console's process: until SIGTERM/SIGINT."""
+    task = asyncio.create_task(serve(kubeconfig, state_dir, port))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

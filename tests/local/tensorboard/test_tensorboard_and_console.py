@@ -1,0 +1,296 @@
+"""A PyTorchTrainingJob with ``tensorboardSpec`` on the process-kubelet cluster with the T9k controller: the
+training writes scalars into its claim, the local TensorBoard operator serves them with the real
+``tensorboard``, the job's ``status.tensorboard`` says so, and the console's page for the job shows its
+phase, replicas, events, last log lines (escaped) and the TensorBoard link. File sets the operator cannot
+serve leave the TensorBoard not Ready with a reason that names them.
+
+The operator and the console run in this process (``in_process``), against the cluster's API, as the
+cluster's own components would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from t9k_provider.kube.api import KubeApi, api_client
+from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
+from t9k_provider.kube.resources import PODS, SERVICES
+from t9k_provider.local.console import server
+from t9k_provider.local.tensorboard.board import TENSORBOARDS, UID_LABEL
+from t9k_provider.local.tensorboard.operator import TensorBoardOperator
+from t9k_provider.testing import LocalCluster, wait_for
+from tests.controller.e2e_support import NS, Jobs
+from tests.support.builders import make_container, make_job, make_template
+from tests.support.clusters import cluster_fixture
+from tests.support.gates import py_gate
+
+pytestmark = pytest.mark.cluster
+
+cluster = cluster_fixture(controller=True)
+JOB = "tb-train"
+CLAIM = "tb-logs"
+HOSTILE_LINE = '<script>alert("tb")</script> & done'
+TRAIN = """
+from torch.utils.tensorboard import SummaryWriter
+writer = SummaryWriter("/logs/runs")
+for step in range(5):
+    writer.add_scalar("loss", 1.0 / (step + 1), step)
+writer.close()
+print("epoch 5 loss 0.2", flush=True)
+print({hostile!r}, flush=True)
+"""
+
+
+class InProcess:
+    """The TensorBoard operator and the console on an event loop of their own, in a thread."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.task: asyncio.Task[None] | None = None
+
+    def _run(self) -> None:
+        self.task = self.loop.create_task(self._main())
+        with contextlib.suppress(asyncio.CancelledError):
+            self.loop.run_until_complete(self.task)
+        self.loop.close()
+
+    async def _main(self) -> None:
+        api = await api_client(self.cluster.kubeconfig)
+        kube = KubeApi(api)
+        boards, services = Informer(kube, TENSORBOARDS), Informer(kube, SERVICES)
+        pods = Informer(kube, PODS, indexers={OWNER_INDEX: by_owner})
+        operator = TensorBoardOperator(kube, boards, pods, services, self.cluster.state_dir)
+        boards.add_handler(operator.on_board)
+        pods.add_handler(operator.on_owned)
+        services.add_handler(operator.on_owned)
+        console_ready = asyncio.Event()
+        runs = [boards.run(), pods.run(), services.run(), operator.run()]
+        runs.append(server.serve(self.cluster.kubeconfig, self.cluster.state_dir, None, console_ready))
+        tasks = [asyncio.ensure_future(run) for run in runs]
+        try:
+            await console_ready.wait()
+            self.ready.set()
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await api.close()
+
+    def __enter__(self) -> InProcess:
+        self.thread.start()
+        assert self.ready.wait(30), "the console did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.task is not None:
+            self.loop.call_soon_threadsafe(self.task.cancel)
+        self.thread.join(15)
+
+
+@pytest.fixture(scope="module")
+def in_process(cluster: LocalCluster) -> Iterator[InProcess]:
+    with InProcess(cluster) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def jobs(cluster: LocalCluster) -> Jobs:
+    return Jobs(cluster.api_client())
+
+
+@pytest.fixture(scope="module")
+def custom(cluster: LocalCluster) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(cluster.api_client())
+
+
+def tensorboard(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
+    return custom.get_namespaced_custom_object("tensorstack.dev", "v1beta1", NS, "tensorboards", name)
+
+
+def ready_condition(tb: dict[str, Any]) -> dict[str, Any]:
+    conditions = (tb.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Ready"), {})
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture(scope="module")
+def training(jobs: Jobs, in_process: InProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A worker that writes scalars into claim ``tb-logs`` (file set ``t9k://pvc/tb-logs/runs``), logs two
+    lines, then waits at a gate (opened at the end) so that the job runs while the tests look at it."""
+    gate = tmp_path_factory.mktemp("gate") / "open"
+    script = TRAIN.format(hostile=HOSTILE_LINE) + py_gate(gate, 120)
+    container = make_container("pytorch", py=script, volumeMounts=[{"name": "logs", "mountPath": "/logs"}])
+    template = make_template(
+        container, volumes=[{"name": "logs", "persistentVolumeClaim": {"claimName": CLAIM}}]
+    )
+    jobs.create(make_job("PyTorchTrainingJob", JOB, {
+        "tensorboardSpec": {"trainingLogFilesets": [f"t9k://pvc/{CLAIM}/runs"]},
+        "replicaSpecs": [{"type": "worker", "replicas": 1, "restartPolicy": "Never", "template": template}],
+    }, namespace=NS))  # fmt: skip
+    try:
+        yield JOB
+    finally:
+        gate.touch()
+
+
+def test_tensorboard_serves_the_scalars_the_training_wrote(
+    training: str, jobs: Jobs, custom: client.CustomObjectsApi
+) -> None:
+    def served() -> str | None:
+        tb = tensorboard(custom, training)
+        return (tb.get("status") or {}).get("url") if ready_condition(tb).get("status") == "True" else None
+
+    url = wait_for(f"TensorBoard {training} Ready with a URL", served, timeout=90)
+    tb = tensorboard(custom, training)
+    assert tb["status"]["phase"] == "Running"
+    assert tb["status"]["pod"]["reference"]["name"] == f"{training}-tensorboard"
+    run = f"{CLAIM}/runs"  # the file set's claim and path, under the pod's log root
+
+    def tags() -> dict[str, Any] | None:
+        found = json.loads(get(url + "data/plugin/scalars/tags")[1])
+        return found if "loss" in found.get(run, {}) else None
+
+    wait_for(f"the loss scalar of run {run} served", tags, timeout=30)
+    query = urllib.parse.urlencode({"run": run, "tag": "loss"})
+    status, body = get(f"{url}data/plugin/scalars/scalars?{query}")
+    assert status == 200
+    points = [(step, round(value, 4)) for _, step, value in json.loads(body)]
+    assert points == [(0, 1.0), (1, 0.5), (2, 0.3333), (3, 0.25), (4, 0.2)]
+
+    def mirrored() -> dict[str, Any] | None:
+        mirror = (jobs.get("PyTorchTrainingJob", training).get("status") or {}).get("tensorboard") or {}
+        return mirror if mirror.get("ready") else None
+
+    mirror = wait_for("the job's status.tensorboard ready", mirrored, timeout=30)
+    assert mirror["note"] == f"TensorBoard [{training}] is ready"
+    assert mirror["dependent"]["uid"] == tb["metadata"]["uid"]
+
+
+def test_job_page_shows_phase_replicas_events_logs_and_tensorboard(
+    training: str, cluster: LocalCluster, custom: client.CustomObjectsApi
+) -> None:
+    info = server.read_console(cluster.state_dir)
+    assert info["url"].startswith("http://127.0.0.1:")
+    page_url = info["jobUrlTemplate"].format(namespace=NS, kind="PyTorchTrainingJob", name=training)
+
+    def complete() -> str | None:
+        status, page = get(page_url)
+        assert status == 200, page
+        wanted = ('href="http://', "epoch 5 loss 0.2", "Started")
+        return page if all(w in page for w in wanted) else None
+
+    page = wait_for("the job's page with its TensorBoard link, log lines and events", complete, timeout=90)
+    tb_url = tensorboard(custom, training)["status"]["url"]
+    assert f'<a href="{tb_url}">' in page
+    assert "<td>Phase</td><td>Running</td>" in page
+    assert (
+        f"<td>worker-0</td><td>{training}-worker-0</td><td>Running</td><td>t9k-local-node</td><td>0</td>"
+        in page
+    )
+    assert "<td>Scheduled</td>" in page and f"<td>Pod/{training}-worker-0</td>" in page
+    assert f"<td>PyTorchTrainingJob/{training}</td>" in page  # the job's own events
+    # A log line is text, never markup.
+    assert "&lt;script&gt;alert(&quot;tb&quot;)&lt;/script&gt; &amp; done" in page
+    assert "<script>" not in page
+    # The index links the page; a missing job or kind is a 404 that does not echo markup.
+    status, index = get(info["url"] + "/")
+    assert status == 200 and f'href="/jobs/{NS}/PyTorchTrainingJob/{training}"' in index
+    status, missing = get(info["url"] + "/jobs/default/pytorchtrainingjobs/%3Cscript%3Ex")
+    assert status == 404
+    assert (
+        "PyTorchTrainingJob default/&lt;script&gt;x does not exist" in missing and "<script>" not in missing
+    )
+    assert get(info["url"] + "/jobs/default/NoSuchKind/x")[0] == 404
+
+
+@pytest.mark.parametrize(
+    ("fileset", "phase", "reason", "named"),
+    [
+        ("t9k://pvc/no-such-claim/logs", "Pending", "ClaimNotFound", 'persistentvolumeclaim "no-such-claim"'),
+        ("s3://bucket/logs", "Failed", "UnsupportedFileset", "s3://bucket/logs: unsupported file set scheme"),
+    ],
+)
+def test_a_fileset_it_cannot_serve_leaves_the_tensorboard_not_ready(
+    in_process: InProcess, custom: client.CustomObjectsApi, fileset: str, phase: str, reason: str, named: str
+) -> None:
+    name = f"bad-{reason.lower()}"
+    board = {
+        "apiVersion": "tensorstack.dev/v1beta1",
+        "kind": "TensorBoard",
+        "metadata": {"name": name},
+        "spec": {"trainingLogFilesets": [fileset]},
+    }
+    custom.create_namespaced_custom_object("tensorstack.dev", "v1beta1", NS, "tensorboards", board)
+    tb = wait_for(
+        f"TensorBoard {name} judged", lambda: (t := tensorboard(custom, name)).get("status") and t, timeout=30
+    )
+    condition = ready_condition(tb)
+    assert (tb["status"]["phase"], condition["status"], condition["reason"]) == (phase, "False", reason)
+    assert named in condition["message"]
+    assert "url" not in tb["status"] and "pod" not in tb["status"]
+    core = client.CoreV1Api(custom.api_client)
+    owned = f"{UID_LABEL}={tb['metadata']['uid']}"
+    assert core.list_namespaced_pod(NS, label_selector=owned).items == []
+
+    def warned() -> list[tuple[str, str]]:
+        found = core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
+        return [(e.type, e.reason) for e in found]
+
+    assert wait_for(f"an event about {name}", warned, timeout=10) == [("Warning", reason)]
+
+
+def test_console_process_answers_on_loopback_only_and_keeps_its_port(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    argv = [sys.executable, "-m", "t9k_provider.local.console", "--kubeconfig", str(cluster.kubeconfig)]
+    argv += ["--state-dir", str(tmp_path)]
+    log = tmp_path / "console.log"
+
+    def start() -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+        with log.open("ab") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        info = wait_for(
+            "the console's console.json",
+            lambda: (i := server.read_console(tmp_path)).get("pid") == proc.pid and i,
+        )
+        return proc, info
+
+    urls = []
+    for _ in range(2):
+        proc, info = start()
+        try:
+            urls.append(info["url"])
+            assert get(info["url"] + "/healthz") == (200, "ok")
+            port = int(info["url"].rpartition(":")[2])
+            with pytest.raises(ConnectionRefusedError):  # bound to 127.0.0.1, not to every address
+                socket.create_connection(("127.0.0.2", port), timeout=5).close()
+        finally:
+            proc.terminate()
+            assert proc.wait(15) == 0, log.read_text()
+    assert urls[0] == urls[1]  # a restarted console keeps its port
