@@ -81,19 +81,19 @@ class Burst:
     latencies: list[float]  # job created -> its last pod seen
     controller_cpu: float  # CPU seconds from the first create until the controller is idle again
     server_cpu: float  # the same for the `t9k-local run` process (API server and its internal controllers)
-    agents_cpu: float  # the same for its node agents process (scheduler, simulated kubelet, Job controller)
+    agents_cpu: float  # the same for its node agents (controllers: scheduler, Job controller...; kubelet)
     reconciles: float
     busy: float  # seconds from the first create until the controller is idle again
 
 
 def burst(cluster: LocalCluster, controller: ControllerProcess, pods: PodTimes, jobs: int, tag: str) -> Burst:
     """Create ``jobs`` jobs at once and wait until their pods exist and the controller is idle again."""
-    agents = cluster.node_agents_pid()
-    assert cluster.pid is not None and agents is not None
+    agents = cluster.agent_pids()
+    assert cluster.pid is not None and agents
     names = [f"{tag}-{i}" for i in range(jobs)]
     idle = settle(controller, quiet=1.0, timeout=300)
     cpu, server_cpu = procstat.cpu_seconds(controller.pid), procstat.cpu_seconds(cluster.pid)
-    agents_cpu = procstat.cpu_seconds(agents)
+    agents_cpu = sum(procstat.cpu_seconds(pid) for pid in agents)
     started = time.perf_counter()
     acked = create_jobs(cluster, NAMESPACE, names)
     wait_for(f"the pods of {jobs} jobs", lambda: pods.complete(names), 60 + jobs, 0.1)
@@ -104,7 +104,7 @@ def burst(cluster: LocalCluster, controller: ControllerProcess, pods: PodTimes, 
         latencies,
         procstat.cpu_seconds(controller.pid) - cpu,
         procstat.cpu_seconds(cluster.pid) - server_cpu,
-        procstat.cpu_seconds(agents) - agents_cpu,
+        sum(procstat.cpu_seconds(pid) for pid in agents) - agents_cpu,
         reconciles(done) - reconciles(idle),
         busy,
     )

@@ -19,6 +19,11 @@ def rfc3339(moment: datetime | float) -> str:
     return time.strftime(_TIME, time.gmtime(seconds))
 
 
+def micro_rfc3339(moment: datetime) -> str:
+    """``metav1.MicroTime`` (a Lease's times): UTC, microseconds."""
+    return moment.astimezone(timezone.utc).strftime(_MICRO_TIME)
+
+
 def now_rfc3339(after: float = 0) -> str:
     """Now, or ``after`` seconds from now."""
     return rfc3339(time.time() + after)

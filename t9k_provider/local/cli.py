@@ -1,8 +1,9 @@
 """``t9k-local``: start, stop and inspect the embedded local cluster.
 
-``run`` serves in the foreground (API server; node agents and T9k controller as child processes); ``up``
-starts ``run`` in the background and returns once the API answers; ``down`` stops it; ``status`` reports it.
-``node-agents`` is the agents' child process, started by ``run``.
+``run`` serves in the foreground (API server; the controllers, a kubelet per node and the T9k controller as
+child processes); ``up`` starts ``run`` in the background and returns once the API answers; ``down`` stops
+it; ``status`` reports it; ``node stop|start NAME`` stops a node's kubelet or starts it again.
+``controllers`` and ``kubelet`` are the child processes ``run`` starts.
 """
 
 from __future__ import annotations
@@ -18,13 +19,18 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from t9k_provider.kube.resources import GPU
-from t9k_provider.local.components import Component, Supervisor, log_tail, read_status
+from t9k_provider.local.apiserver.strategies.nodes import first_devices, node_capacities
+from t9k_provider.local.components import Component, Supervisor, log_tail, read_status, request_hold
+from t9k_provider.local.controllers.nodelifecycle import DEFAULT_GRACE
+from t9k_provider.local.kubelet.heartbeat import RENEW_INTERVAL
+from t9k_provider.local.machinery.nodes import node_names
 from t9k_provider.local.machinery.quantity import QUANTITY_ERROR, parse_quantity
 from t9k_provider.local.state import AlreadyRunning, StateDir, default_state_dir, wait_ready
 from t9k_provider.local.tls import ensure_pki
@@ -40,6 +46,12 @@ AGENTS_STOP_SECONDS = 15.0  # the kubelet stops containers (3 s grace) and tears
 PR_SET_PDEATHSIG = 1
 FLINK_OPERATOR_OFF = "do not run the local flink-operator (FlinkClusters then stay as written)"
 COMPANION_CRDS = Path(__file__).resolve().parent / "crds"
+NODES_HELP = (
+    "how many nodes: a kubelet each, as t9k-local-node, t9k-local-node-1, ...; each advertises its share of "
+    "the machine's CPUs, memory and GPUs, or what --cpus, --memory, --gpus, --max-pods set (per node)"
+)
+GRACE_HELP = "seconds a node's kubelet may stay silent before the node is called Unknown (default 50)"
+TOLERATION_HELP = "seconds a pod stays on a node whose Ready condition is False or Unknown (default 300)"
 # `up`/`run` flags that set the Node's capacity (and allocatable): flag -> (resource, help)
 CAPACITY_FLAGS = {
     "cpus": ("cpu", "CPUs the node advertises (default: the machine's), e.g. 2 or 1500m"),
@@ -62,6 +74,27 @@ def _pod_subnet(text: str) -> int:
     if not 0 <= index <= 255:
         raise argparse.ArgumentTypeError(f"must be 0-255 (got {index})")
     return index
+
+
+def _node_count(text: str) -> int:
+    count = int(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"a cluster has at least one node (got {count})")
+    return count
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (got {text})")
+    return value
+
+
+def _whole_seconds(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds (got {text})")
+    return value
 
 
 def _quantity(value: str) -> str:
@@ -90,54 +123,74 @@ def _pick_port(state: StateDir, requested: int | None) -> int:
     return 0
 
 
-def _node_agents(state: StateDir, kubelet: str, network: str, subnet: int, flink_operator: bool) -> Component:
-    """The node agents run in their own process, so the API server's event loop serves only the API (and a
-    second core can run them); their output goes to the server's log."""
-    argv = [
-        sys.executable, "-m", "t9k_provider.local.cli", "node-agents",
-        "--state-dir", str(state.path), "--kubelet", kubelet, "--network", network,
-        "--pod-subnet", str(subnet), "--server-pid", str(os.getpid()),
-        *([] if flink_operator else ["--no-flink-operator"]),
+def _internal(command: str, state: StateDir, *args: str) -> list[str]:
+    """The command line of one of the server's internal child processes."""
+    return [
+        sys.executable, "-m", "t9k_provider.local.cli", command,
+        "--state-dir", str(state.path), "--server-pid", str(os.getpid()), *args,
     ]  # fmt: skip
-    return Component("node agents", argv, grace=AGENTS_STOP_SECONDS)
 
 
-def _controller(kubeconfig: Path) -> Component:
-    argv = [sys.executable, "-m", "t9k_provider.controller", "--kubeconfig", str(kubeconfig)]
-    return Component("T9k controller", argv, log_name="controller.log")
+def _components(state: StateDir, args: argparse.Namespace, kubeconfig: Path) -> list[Component]:
+    """What the server runs beside itself: the controllers and a kubelet per node (unless
+    ``--no-node-agents``), and the T9k controller (unless ``--no-controller``). Each is a process of its own,
+    so that the API server's event loop serves only the API, another core runs the rest, and one node's
+    kubelet can stop while the others run on; their output goes to the server's log."""
+    out = []
+    if not args.no_node_agents:
+        flink = [] if args.no_flink_operator else ["--flink-operator"]
+        grace = ["--node-monitor-grace-period", str(args.node_monitor_grace_period)]
+        controllers = _internal("controllers", state, "--kubelet", args.kubelet, *grace, *flink)
+        out.append(Component("controllers", controllers))
+        if args.kubelet != "none":
+            firsts = first_devices(node_capacities(args.nodes, capacity_overrides(args)))
+            for index, (name, first) in enumerate(zip(node_names(args.nodes), firsts, strict=True)):
+                heartbeat = min(RENEW_INTERVAL, args.node_monitor_grace_period / 4)
+                where = ["--node", name, "--index", str(index), "--first-device", str(first)]
+                where += ["--heartbeat", str(heartbeat)]
+                how = [
+                    "--kubelet",
+                    args.kubelet,
+                    "--network",
+                    args.network,
+                    "--pod-subnet",
+                    str(args.pod_subnet),
+                ]
+                argv = _internal("kubelet", state, *where, *how)
+                out.append(Component(f"kubelet {name}", argv, grace=AGENTS_STOP_SECONDS))
+    if not args.no_controller:
+        argv = [sys.executable, "-m", "t9k_provider.controller", "--kubeconfig", str(kubeconfig)]
+        out.append(Component("T9k controller", argv, log_name="controller.log"))
+    return out
 
 
-async def serve(
-    state: StateDir,
-    port: int | None,
-    controller: bool,
-    kubelet: str | None,
-    network: str,
-    flink_operator: bool = True,
-    capacity: dict[str, str] | None = None,
-    subnet: int = 0,
-) -> None:
-    """Serve until SIGTERM/SIGINT. ``kubelet`` None runs no node agents at all (API server alone);
-    ``capacity`` overrides what the Node advertises (`CAPACITY_FLAGS`); ``subnet``: the pods' `PodSubnet`."""
+async def serve(state: StateDir, args: argparse.Namespace) -> None:
+    """Serve until SIGTERM/SIGINT, as ``t9k-local run``'s ``args`` say."""
     from t9k_provider.local.apiserver.server import ApiServer
     from t9k_provider.local.controllers.inserver import ServerControllers
     from t9k_provider.local.kubelet.network import PodSubnet, namespaces_available
     from t9k_provider.local.kubelet.streaming import ContainerStreams
 
     lock = state.acquire()
-    netns = kubelet == "process" and network != "host" and namespaces_available()  # as the kubelet decides
-    gateway = PodSubnet(subnet).gateway if netns else None
+    process = not args.no_node_agents and args.kubelet == "process"
+    netns = process and args.network != "host" and namespaces_available()  # as the kubelet decides
+    gateway = PodSubnet(args.pod_subnet).gateway if netns else None
     pki = ensure_pki(state.path, gateway)
     state.private_file("store.db")
+    capacities = node_capacities(args.nodes, capacity_overrides(args))
     server = ApiServer(
         state.path,
         state.token(),
         pki.server_context(),
-        ContainerStreams(state.path),  # the kubelet's streaming endpoints, in this process
+        ContainerStreams(state.path),  # the kubelets' streaming endpoints, in this process
         ServerControllers,
-        _pick_port(state, port),
-        capacity,
+        _pick_port(state, args.port),
+        dict(zip(node_names(args.nodes), capacities, strict=True)),
         pod_network_host=gateway,
+        toleration_seconds=(
+            args.default_not_ready_toleration_seconds,
+            args.default_unreachable_toleration_seconds,
+        ),
     )
     components = Supervisor(state)
     try:
@@ -148,17 +201,15 @@ async def serve(
         log.info(
             "t9k-local API server on https://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
         )
-        if kubelet is not None:
-            agents = await components.start(_node_agents(state, kubelet, network, subnet, flink_operator))
-            log.info("node agents started (pid %d, kubelet %s)", agents.pid, kubelet)
-        if controller:
-            child = await components.start(_controller(kubeconfig))
-            log.info("T9k controller started (pid %d, log %s)", child.pid, state.path / "controller.log")
+        for component in _components(state, args, kubeconfig):
+            proc = await components.start(component)
+            log.info("%s started (pid %d)", component.name, proc.pid)
         state.publish_port(lock, bound)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, components.apply_holds)
         await stop.wait()
         log.info("shutting down")
     finally:
@@ -180,22 +231,20 @@ def _die_with(server_pid: int) -> None:
         os._exit(1)
 
 
-async def run_agents(
-    state: StateDir, kubelet: str, network: str, subnet: int = 0, flink_operator: bool = True
-) -> None:
-    """The ``node-agents`` process: until SIGTERM/SIGINT, which stop the kubelet's containers first."""
-    from t9k_provider.local.agents import run_node_agents
+def _run_child(server_pid: int, work: Coroutine[Any, Any, None]) -> int:
+    """An internal child process: until SIGTERM/SIGINT (a kubelet then stops its containers first)."""
+    _die_with(server_pid)
 
-    agents = asyncio.create_task(
-        run_node_agents(
-            state.kubeconfig, state.path, kubelet, network, subnet=subnet, flink_operator=flink_operator
-        )
-    )
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, agents.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await agents
+    async def main() -> None:
+        task = asyncio.ensure_future(work)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    return 0
 
 
 # -- commands ---------------------------------------------------------------------------------------------
@@ -203,7 +252,10 @@ async def run_agents(
 
 def _server_args(args: argparse.Namespace, state: StateDir) -> list[str]:
     argv = ["run", "--state-dir", str(state.path), "--kubelet", args.kubelet, "--network", args.network]
-    argv += ["--pod-subnet", str(args.pod_subnet)]
+    argv += ["--pod-subnet", str(args.pod_subnet), "--nodes", str(args.nodes)]
+    argv += ["--node-monitor-grace-period", str(args.node_monitor_grace_period)]
+    argv += ["--default-not-ready-toleration-seconds", str(args.default_not_ready_toleration_seconds)]
+    argv += ["--default-unreachable-toleration-seconds", str(args.default_unreachable_toleration_seconds)]
     if args.port is not None:
         argv += ["--port", str(args.port)]
     if args.no_controller:
@@ -220,31 +272,61 @@ def _server_args(args: argparse.Namespace, state: StateDir) -> list[str]:
 
 def cmd_run(args: argparse.Namespace, state: StateDir) -> int:
     try:
-        kubelet = None if args.no_node_agents else args.kubelet
-        flink = not args.no_flink_operator
-        capacity = capacity_overrides(args)
-        asyncio.run(
-            serve(
-                state,
-                args.port,
-                not args.no_controller,
-                kubelet,
-                args.network,
-                flink,
-                capacity,
-                args.pod_subnet,
-            )
-        )
+        asyncio.run(serve(state, args))
     except AlreadyRunning as exc:
         print(f"t9k-local: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
-def cmd_node_agents(args: argparse.Namespace, state: StateDir) -> int:
-    _die_with(args.server_pid)
-    asyncio.run(run_agents(state, args.kubelet, args.network, args.pod_subnet, not args.no_flink_operator))
-    return 0
+def cmd_controllers(args: argparse.Namespace, state: StateDir) -> int:
+    from t9k_provider.local.agents import run_controllers
+
+    work = run_controllers(
+        state.kubeconfig,
+        mode=args.kubelet,
+        flink_operator=args.flink_operator,
+        node_grace=args.node_monitor_grace_period,
+    )
+    return _run_child(args.server_pid, work)
+
+
+def cmd_kubelet(args: argparse.Namespace, state: StateDir) -> int:
+    from t9k_provider.local.agents import run_kubelet
+
+    work = run_kubelet(
+        state.kubeconfig, state.path, args.node, args.kubelet, args.network,
+        subnet=args.pod_subnet, index=args.index, first_device=args.first_device, heartbeat=args.heartbeat,
+    )  # fmt: skip
+    return _run_child(args.server_pid, work)
+
+
+def cmd_node(args: argparse.Namespace, state: StateDir) -> int:
+    """``node stop|start NAME``: hold a node's kubelet stopped (SIGKILLed, as a crashed kubelet or a node cut
+    off from the cluster: its containers run on, nobody reports them) or start it again."""
+    component = f"kubelet {args.name}"
+    stop = args.action == "stop"
+    try:
+        request_hold(state, component, held=stop)
+    except RuntimeError as exc:
+        print(f"t9k-local: {exc}", file=sys.stderr)
+        return 1
+    except LookupError:
+        nodes = sorted(n.removeprefix("kubelet ") for n in read_status(state) if n.startswith("kubelet "))
+        print(f"t9k-local: no node named {args.name!r}; nodes: {', '.join(nodes) or 'none'}", file=sys.stderr)
+        return 2
+    wanted = "stopped" if stop else "running"
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if read_status(state).get(component, {}).get("state") == wanted:
+            said = (
+                "its kubelet was SIGKILLed; its containers run on unreported" if stop else "its kubelet runs"
+            )
+            print(f"t9k-local: node {args.name} {wanted} ({said})")
+            return 0
+        time.sleep(0.05)
+    print(f"t9k-local: node {args.name} not {wanted} after {args.timeout:g}s", file=sys.stderr)
+    return 1
 
 
 def cmd_up(args: argparse.Namespace, state: StateDir) -> int:
@@ -364,15 +446,40 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-flink-operator", action="store_true", help=FLINK_OPERATOR_OFF)
         for flag, (_, help_text) in CAPACITY_FLAGS.items():
             p.add_argument(f"--{flag.replace('_', '-')}", type=_quantity, default=None, help=help_text)
+        p.add_argument("--nodes", type=_node_count, default=1, help=NODES_HELP)
+        p.add_argument("--node-monitor-grace-period", type=_seconds, default=DEFAULT_GRACE, help=GRACE_HELP)
+        for which in ("not-ready", "unreachable"):
+            p.add_argument(
+                f"--default-{which}-toleration-seconds",
+                type=_whole_seconds,
+                default=300,
+                help=TOLERATION_HELP,
+            )
         if name == "up":
             p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
-    p = sub.add_parser("node-agents", help="(internal) the node agents' process, started by run")
+    p = sub.add_parser("node", help="stop a node's kubelet (as if the node were lost) or start it again")
     common(p)
+    p.add_argument("action", choices=("stop", "start"))
+    p.add_argument("name", help="the node, as `kubectl get nodes` names it")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it to happen")
+    p = sub.add_parser("controllers", help="(internal) the controllers' process, started by run")
+    common(p)
+    p.add_argument("--kubelet", choices=KUBELET_MODES, required=True)
+    p.add_argument("--server-pid", type=int, required=True, help="the API server's process (its parent)")
+    p.add_argument("--flink-operator", action="store_true", help="run the local flink-operator")
+    p.add_argument("--node-monitor-grace-period", type=_seconds, default=DEFAULT_GRACE, help=GRACE_HELP)
+    p = sub.add_parser("kubelet", help="(internal) a node's kubelet process, started by run")
+    common(p)
+    p.add_argument("--node", required=True)
+    p.add_argument("--index", type=int, default=0, help="the node's place in the cluster")
+    p.add_argument("--first-device", type=int, default=0, help="the node's first GPU on the machine")
+    p.add_argument(
+        "--heartbeat", type=_seconds, default=RENEW_INTERVAL, help="seconds between Lease renewals"
+    )
     p.add_argument("--kubelet", choices=KUBELET_MODES, required=True)
     p.add_argument("--network", choices=NETWORK_MODES, required=True)
     p.add_argument("--pod-subnet", type=_pod_subnet, default=0, help=POD_SUBNET_HELP)
     p.add_argument("--server-pid", type=int, required=True, help="the API server's process (its parent)")
-    p.add_argument("--no-flink-operator", action="store_true", help=FLINK_OPERATOR_OFF)
     p = sub.add_parser("down", help="stop the background cluster")
     common(p)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait before SIGKILL")
@@ -389,7 +496,9 @@ def main(argv: list[str] | None = None) -> int:
         "run": cmd_run,
         "down": cmd_down,
         "status": cmd_status,
-        "node-agents": cmd_node_agents,
+        "node": cmd_node,
+        "controllers": cmd_controllers,
+        "kubelet": cmd_kubelet,
     }
     return commands[args.command](args, state)
 

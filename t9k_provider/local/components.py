@@ -5,6 +5,10 @@ then started again after a backoff (1 s doubling to 30 s; back to 1 s once it ra
 kubelet restart a crashed daemon: the kubelet re-adopts the containers its predecessor left, the controller
 derives everything from the cluster. `STATE/components.json` holds each component's state, restarts and
 last exit, for `t9k-local status`, so a dead component never goes unsaid.
+
+A component can be held stopped (`t9k-local node stop NAME` holds that node's kubelet): it is SIGKILLed, as
+a crash would end it, and not restarted until it is released (`node start`). The request travels as
+`STATE/components-held.json` plus SIGUSR1 to the server.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import subprocess
 import time
@@ -25,6 +30,7 @@ from t9k_provider.local.state import StateDir, write_atomic
 
 log = logging.getLogger("t9k_provider.local")
 STATUS_FILE = "components.json"
+HELD_FILE = "components-held.json"
 FIRST_BACKOFF, MAX_BACKOFF, HEALTHY_AFTER = 1.0, 30.0, 60.0
 TAIL_LINES = 15
 
@@ -45,6 +51,8 @@ class Component:
     last_exit: dict[str, Any] | None = None
     state: str = "starting"
     watcher: asyncio.Task[None] | None = field(default=None, repr=False)
+    held: bool = False
+    released: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
 
 def describe_exit(code: int) -> str:
@@ -76,6 +84,7 @@ class Supervisor:
         self.state = state
         self.components: dict[str, Component] = {}
         self.stopping = False
+        (state.path / HELD_FILE).unlink(missing_ok=True)  # a new run starts every component
 
     async def start(self, component: Component) -> asyncio.subprocess.Process:
         self.components[component.name] = component
@@ -103,17 +112,16 @@ class Supervisor:
         self._write_status()
 
     async def _watch(self, component: Component) -> None:
-        """Until the cluster stops: wait for the component to exit, say why, start it again."""
+        """Until the cluster stops: wait for the component to exit, say why, start it again (a held one once
+        it is released)."""
         while True:
             assert component.proc is not None
             code = await component.proc.wait()
             if self.stopping:
                 return
             ran = time.monotonic() - component.started_at
-            if ran >= HEALTHY_AFTER:
-                component.backoff = FIRST_BACKOFF
             log_path = self.state.path / (component.log_name or self.state.log_file.name)
-            tail = log_tail(log_path)
+            tail = [] if component.held else log_tail(log_path)
             component.last_exit = {
                 "status": describe_exit(code),
                 "code": code,
@@ -121,7 +129,25 @@ class Supervisor:
                 "ranSeconds": round(ran, 1),
                 "log": str(log_path),
                 "logTail": tail,
+                "held": component.held,
             }
+            if component.held:
+                component.state = "stopped"
+                self._write_status()
+                log.warning(
+                    "%s (pid %d) stopped on request: %s",
+                    component.name,
+                    component.proc.pid,
+                    describe_exit(code),
+                )
+                component.released.clear()
+                await component.released.wait()
+                component.backoff = FIRST_BACKOFF
+                await self._spawn(component)
+                log.info("%s started again on request (pid %d)", component.name, component.proc.pid)
+                continue
+            if ran >= HEALTHY_AFTER:
+                component.backoff = FIRST_BACKOFF
             component.state = "restarting"
             self._write_status()
             log.error(
@@ -150,6 +176,18 @@ class Supervisor:
             log.info("%s restarted (pid %d, restart %d)", component.name, pid, restarts)
             return
 
+    def apply_holds(self) -> None:
+        """Hold or release components as `STATE/components-held.json` asks (a SIGUSR1 says it changed)."""
+        held = set(read_held(self.state))
+        for component in self.components.values():
+            if component.name in held and not component.held:
+                component.held = True
+                if component.proc is not None and component.proc.returncode is None:
+                    component.proc.kill()
+            elif component.name not in held and component.held:
+                component.held = False
+                component.released.set()
+
     async def stop(self) -> None:
         self.stopping = True
         for component in reversed(list(self.components.values())):
@@ -174,6 +212,28 @@ class Supervisor:
             for c in self.components.values()
         }
         write_atomic(self.state.path / STATUS_FILE, json.dumps(status, indent=1).encode())
+
+
+def read_held(state: StateDir) -> list[str]:
+    try:
+        return list(json.loads((state.path / HELD_FILE).read_text()))
+    except (OSError, ValueError):
+        return []
+
+
+def request_hold(state: StateDir, name: str, held: bool) -> None:
+    """Ask the running server to hold ``name`` stopped (or release it); raises LookupError naming the
+    components when there is none of that name, RuntimeError when no server runs."""
+    running = state.running()
+    if running is None:
+        raise RuntimeError(f"no t9k-local server runs on {state.path}")
+    known = read_status(state)
+    if name not in known:
+        raise LookupError(", ".join(sorted(known)))
+    names = set(read_held(state))
+    names = names | {name} if held else names - {name}
+    write_atomic(state.path / HELD_FILE, json.dumps(sorted(names)).encode())
+    os.kill(running.pid, signal.SIGUSR1)
 
 
 def read_status(state: StateDir) -> dict[str, Any]:

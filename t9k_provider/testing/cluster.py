@@ -21,9 +21,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn
 
-from t9k_provider.local.components import describe_exit, read_status
+from t9k_provider.local.components import describe_exit, read_status, request_hold
 from t9k_provider.local.kubelet import cgroups
 from t9k_provider.local.kubelet import network as pod_network
+from t9k_provider.local.machinery.nodes import FIRST_NODE, node_roots
 from t9k_provider.local.state import StateDir, wait_ready
 from t9k_provider.testing import diagnose, polling
 
@@ -124,7 +125,9 @@ class LocalCluster:
 
     ``node_agents=False`` serves the API alone (no scheduler, kubelet or Job controller);
     ``flink_operator=False`` leaves FlinkClusters to the test (no local flink-operator);
-    ``capacity`` sets what the Node advertises, by ``t9k-local run`` flag: ``{"cpus": "2", "memory": "1Gi"}``;
+    ``capacity`` sets what each Node advertises, by ``t9k-local run`` flag (``{"cpus": "2"}``);
+    ``nodes``: how many nodes (a kubelet each); ``node_grace`` and ``toleration_seconds``: how soon a silent
+    node is called Unknown and its pods go (``--node-monitor-grace-period``, DefaultTolerationSeconds);
     ``pod_subnet`` (`PodSubnet` index) defaults to one leased from start to ``stop()``, so that clusters
     started side by side (parallel test workers) never share a bridge or an address range; ``env`` adds
     to the environment of the cluster's processes (``T9K_LOCAL_RESTART_BACKOFF``, say).
@@ -143,6 +146,9 @@ class LocalCluster:
         capacity: dict[str, str] | None = None,
         pod_subnet: int | None = None,
         env: dict[str, str] | None = None,
+        nodes: int = 1,
+        node_grace: float | None = None,
+        toleration_seconds: int | None = None,
     ) -> None:
         self.state = StateDir(Path(state_dir))
         self.pod_subnet = pod_subnet
@@ -155,6 +161,9 @@ class LocalCluster:
         self.node_agents = node_agents
         self.flink_operator = flink_operator
         self.capacity = dict(capacity or {})
+        self.nodes = nodes
+        self.node_grace = node_grace
+        self.toleration_seconds = toleration_seconds
         self.token = ""
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -180,21 +189,42 @@ class LocalCluster:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def node_agents_pid(self) -> int | None:
-        """The server's ``node-agents`` child process (Linux /proc), if it runs."""
-        return self.child_pid("node-agents")
+    def agent_pids(self) -> list[int]:
+        """The server's node agents (Linux /proc): its ``controllers`` process and every node's kubelet."""
+        return self.child_pids("controllers") + self.child_pids("kubelet")
+
+    def kubelet_pid(self, node: str = FIRST_NODE) -> int | None:
+        """The pid of ``node``'s kubelet, if it runs."""
+        return next((pid for pid in self.child_pids("kubelet") if node in _cmdline(pid)), None)
 
     def child_pid(self, argument: str) -> int | None:
-        """The server's child process with ``argument`` in its command line (``node-agents``,
+        """The server's child process with ``argument`` in its command line (``controllers``,
         ``t9k_provider.controller``), if it runs."""
+        return next(iter(self.child_pids(argument)), None)
+
+    def child_pids(self, argument: str) -> list[int]:
         if self.pid is None:
-            return None
+            return []
+        found = []
         for task in Path(f"/proc/{self.pid}/task").glob("*/children"):
-            for child in task.read_text().split():
-                with contextlib.suppress(OSError):
-                    if argument.encode() in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0"):
-                        return int(child)
-        return None
+            with contextlib.suppress(OSError):
+                found += [int(c) for c in task.read_text().split() if argument in _cmdline(int(c))]
+        return found
+
+    def stop_node(self, node: str, timeout: float = 30) -> None:
+        """``t9k-local node stop``: ``node``'s kubelet SIGKILLed and held stopped (its containers run on)."""
+        self._hold(node, True, "stopped", timeout)
+
+    def start_node(self, node: str, timeout: float = 30) -> None:
+        """``t9k-local node start``: ``node``'s kubelet runs again."""
+        self._hold(node, False, "running", timeout)
+
+    def _hold(self, node: str, held: bool, wanted: str, timeout: float) -> None:
+        component = f"kubelet {node}"
+        request_hold(self.state, component, held)
+        polling.wait_for(
+            f"{component} {wanted}", lambda: read_status(self.state)[component]["state"] == wanted, timeout
+        )
 
     def start(self, timeout: float = 30) -> LocalCluster:
         if self._proc is not None and self._proc.poll() is None:
@@ -204,7 +234,12 @@ class LocalCluster:
             self._leased = lease_pod_subnet(self.state.path)
         argv = [sys.executable, "-m", "t9k_provider.local.cli", "run", "--state-dir", str(self.state.path)]
         argv += ["--port", str(self.port), "--kubelet", self.kubelet, "--network", self.network]
-        argv += ["--pod-subnet", str(self.subnet.index)]
+        argv += ["--pod-subnet", str(self.subnet.index), "--nodes", str(self.nodes)]
+        if self.node_grace is not None:
+            argv += ["--node-monitor-grace-period", str(self.node_grace)]
+        if self.toleration_seconds is not None:
+            for which in ("not-ready", "unreachable"):
+                argv += [f"--default-{which}-toleration-seconds", str(self.toleration_seconds)]
         if not self.controller:
             argv.append("--no-controller")
         if not self.node_agents:
@@ -239,8 +274,10 @@ class LocalCluster:
         teardown from this one."""
         polling.remove_reporter(self)
         self._terminate(timeout)
-        cgroups.remove_leftovers(self.state_dir)
-        removed = pod_network.remove_leftovers(self.state_dir, self.subnet if self.subnet.index else None)
+        removed = []
+        for root in node_roots(self.state_dir):
+            cgroups.remove_leftovers(root)
+            removed += pod_network.remove_leftovers(root, self.subnet if self.subnet.index else None)
         if self._leased is not None:
             release_pod_subnet(self._leased)
             self._leased = None
@@ -316,11 +353,10 @@ class LocalCluster:
         """The kubelet's verdict on resource limits, from the Node once the kubelet has recorded it (None if
         it has not within ``timeout``): pass it to ``require_limits``."""
         from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
-        from t9k_provider.local.machinery.events import NODE_NAME
 
         deadline = time.monotonic() + timeout
         while True:
-            status, _, node = self.request("GET", f"/api/v1/nodes/{NODE_NAME}")
+            status, _, node = self.request("GET", f"/api/v1/nodes/{FIRST_NODE}")
             metadata = (node.get("metadata") or {}) if status == 200 and isinstance(node, dict) else {}
             verdict = (metadata.get("annotations") or {}).get(RESOURCE_LIMITS_ANNOTATION)
             if verdict is not None or time.monotonic() > deadline:
@@ -395,3 +431,10 @@ class LocalCluster:
         config.api_key_prefix = {"BearerToken": "Bearer"}
         config.ssl_ca_cert = str(self.state.ca_cert)
         return config
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []

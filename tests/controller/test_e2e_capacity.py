@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from t9k_provider.jobs import GROUP, VERSION
-from t9k_provider.local.machinery.events import NODE_NAME
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.testing import wait_for
 from tests.controller.e2e_support import NS, Jobs
 from tests.support.builders import make_job
@@ -44,7 +44,7 @@ def bound(jobs: Jobs, name: str) -> int:
 
 def set_node_cpus(jobs: Jobs, cpus: str) -> None:
     jobs.core.patch_node_status(
-        NODE_NAME, {"status": {"capacity": {"cpu": cpus}, "allocatable": {"cpu": cpus}}}
+        FIRST_NODE, {"status": {"capacity": {"cpu": cpus}, "allocatable": {"cpu": cpus}}}
     )
 
 

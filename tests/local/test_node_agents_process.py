@@ -1,4 +1,5 @@
-"""The node agents run as the server's child process: they work, stop with it, and die with it."""
+"""The node agents (the controllers, a kubelet per node) run as the server's child processes: they work,
+stop with it, die with it, and are restarted, said, when they die on their own."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def test_agents_run_apart_from_the_server_and_stop_with_it(
     cluster_factory: Callable[..., LocalCluster],
 ) -> None:
     cluster = cluster_factory(kubelet="simulated")
-    agents = cluster.node_agents_pid()
-    assert agents is not None and agents != cluster.pid
+    agents = cluster.agent_pids()
+    assert len(agents) == 2 and cluster.pid not in agents  # the controllers and the node's kubelet
     core = client.CoreV1Api(cluster.api_client())
     core.create_namespaced_pod(
         "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
@@ -40,33 +41,33 @@ def test_agents_run_apart_from_the_server_and_stop_with_it(
     wait_for("a Running pod", lambda: core.read_namespaced_pod("p", "default").status.phase == "Running", 30)
     assert core.read_namespaced_pod("p", "default").spec.node_name  # the scheduler bound it
     cluster.stop()
-    assert not alive(agents)
+    assert not any(alive(pid) for pid in agents)
 
 
 def test_agents_die_with_a_killed_server(cluster_factory: Callable[..., LocalCluster]) -> None:
     """Else a restarted server would start a second kubelet beside the orphaned one."""
     cluster = cluster_factory(kubelet="simulated")
-    agents = cluster.node_agents_pid()
-    assert agents is not None
+    agents = cluster.agent_pids()
+    assert len(agents) == 2
     cluster.kill()
-    wait_for("the orphaned agents to die", lambda: not alive(agents), 5)
+    wait_for("the orphaned agents to die", lambda: not any(alive(pid) for pid in agents), 5)
     cluster.start()
-    restarted = cluster.node_agents_pid()
-    assert restarted is not None and restarted != agents
+    restarted = cluster.agent_pids()
+    assert len(restarted) == 2 and not set(restarted) & set(agents)
 
 
 def test_agents_that_die_are_said_and_restarted(cluster_factory: Callable[..., LocalCluster]) -> None:
     """A crashed kubelet is restarted as systemd would (it re-adopts its containers); the server's log and
     `t9k-local status` say which component died, how, and its last log lines."""
     cluster = cluster_factory(kubelet="simulated")
-    agents = cluster.node_agents_pid()
-    assert agents is not None and cluster.pid is not None
-    os.kill(agents, signal.SIGKILL)
-    restarted = wait_for("the agents restarted", lambda: (pid := cluster.node_agents_pid()) != agents and pid)
+    kubelet = cluster.kubelet_pid()
+    assert kubelet is not None and cluster.pid is not None
+    os.kill(kubelet, signal.SIGKILL)
+    restarted = wait_for("the kubelet restarted", lambda: (pid := cluster.kubelet_pid()) != kubelet and pid)
     assert alive(cluster.pid) and alive(restarted)
-    assert f"node agents (pid {agents}) exited: killed by SIGKILL" in cluster.log_tail(100)
+    assert f"kubelet t9k-local-node (pid {kubelet}) exited: killed by SIGKILL" in cluster.log_tail(100)
     status = _status(cluster)
-    assert "node agents: running" in status and "restarts 1" in status, status
+    assert "kubelet t9k-local-node: running" in status and "restarts 1" in status, status
     assert "last exit: killed by SIGKILL" in status, status
     core = client.CoreV1Api(cluster.api_client())  # the restarted agents run pods
     core.create_namespaced_pod(

@@ -21,12 +21,9 @@ from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import LEASES
 from t9k_provider.kube.timeouts import within
+from t9k_provider.kube.timestamps import micro_rfc3339
 
 log = logging.getLogger(__name__)
-
-
-def _micro_time(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -102,7 +99,7 @@ class LeaderElector:
             spec = lease.get("spec") or {}
             if spec.get("holderIdentity") != self.identity:
                 return
-            now = _micro_time(datetime.now(timezone.utc))
+            now = micro_rfc3339(datetime.now(timezone.utc))
             lease["spec"] = {**spec, "holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": now}
             await self._api.replace(LEASES, self._namespace, self._name, lease)
         except Exception as exc:
@@ -113,7 +110,7 @@ class LeaderElector:
 
     async def _try_acquire_or_renew(self) -> bool:
         started = time.monotonic()
-        now = _micro_time(datetime.now(timezone.utc))
+        now = micro_rfc3339(datetime.now(timezone.utc))
         try:
             lease = await self._api.get(LEASES, self._namespace, self._name)
         except ApiError as exc:

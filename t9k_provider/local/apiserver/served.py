@@ -18,6 +18,7 @@ from t9k_provider.local.apiserver.strategies import (
     poddisruptionbudgets,
     pods,
     podtemplates,
+    priorityclasses,
     rbac,
     replicationcontrollers,
     serviceaccounts,
@@ -53,6 +54,7 @@ BUILTIN: list[Resource] = [
     rbac.ROLE_BINDINGS,
     rbac.CLUSTER_ROLE_BINDINGS,
     leases.RESOURCE,
+    priorityclasses.RESOURCE,
     crds.RESOURCE,
     apiservices.RESOURCE,
 ]

@@ -18,16 +18,17 @@ from t9k_provider.local.apiserver.generic.authz import forbidden, request_attrib
 from t9k_provider.local.apiserver.handlers import USER, Handlers
 from t9k_provider.local.apiserver.hub import Hub
 from t9k_provider.local.apiserver.node import NodeStreams
-from t9k_provider.local.apiserver.objects import Objects
+from t9k_provider.local.apiserver.objects import DeleteOptions, Objects
 from t9k_provider.local.apiserver.served import ServedResources
-from t9k_provider.local.apiserver.strategies import rbac
+from t9k_provider.local.apiserver.strategies import priorityclasses, rbac
 from t9k_provider.local.apiserver.strategies.crds import CRD_GROUP, CRD_PLURAL
 from t9k_provider.local.apiserver.strategies.endpoints import kubernetes_endpoints
 from t9k_provider.local.apiserver.strategies.namespaces import BOOT_NAMESPACES, boot_namespace
-from t9k_provider.local.apiserver.strategies.nodes import NODE_NAME, local_node, node_capacity
+from t9k_provider.local.apiserver.strategies.nodes import local_node, node_capacity
 from t9k_provider.local.apiserver.strategies.services import kubernetes_service
 from t9k_provider.local.apiserver.wire import error_response, respond
 from t9k_provider.local.machinery.jsonvalues import json_copy
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.local.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -64,13 +65,15 @@ class ApiServer:
         node: NodeStreams,
         controllers: ControllersFactory,
         port: int = 0,
-        capacity: Mapping[str, str] | None = None,
+        nodes: Mapping[str, Mapping[str, str]] | None = None,
         pod_network_host: str | None = None,
+        toleration_seconds: tuple[int, int] = (300, 300),
     ) -> None:
         """``node``: where logs, exec and attach reach the node's containers (the kubelet's streams);
         ``controllers``: builds the controllers that run beside the server on its store."""
         self.state_dir = state_dir
-        self.capacity = node_capacity(capacity)  # the Node's, advertised afresh by every run
+        #: the Nodes (name -> capacity), advertised afresh by every run
+        self.nodes = {k: dict(v) for k, v in (nodes or {FIRST_NODE: node_capacity()}).items()}
         #: the host's address on the pods' bridge (netns pod network), served too: pods cannot reach 127.0.0.1
         self.pod_network_host = pod_network_host
         self.token = token
@@ -78,6 +81,9 @@ class ApiServer:
         self.ssl_context = ssl_context
         self.store = Store(state_dir / "store.db")
         self.registry = ServedResources()
+        pods = self.registry.lookup("", "v1", "pods")
+        assert pods is not None
+        pods.strategy.toleration_seconds = toleration_seconds  # type: ignore[attr-defined]
         self.objects = Objects(self.store, self.registry)
         self.hub = Hub(self.store)
         self.handlers = Handlers(self.objects, self.hub, self.registry, state_dir, node)
@@ -168,23 +174,30 @@ class ApiServer:
         self.store.close()
 
     def boot(self) -> None:
-        """Create the namespaces, the Node and the bootstrap RBAC policy every fresh cluster has (idempotent
-        across restarts); the Node advertises this run's capacity."""
+        """Create the namespaces, the Nodes and the bootstrap RBAC policy every fresh cluster has (idempotent
+        across restarts); the Nodes advertise this run's capacity, and a Node of an earlier run with more
+        nodes (``t9k-local-node-<i>``) that this one does not have is deleted."""
         ns_res = self.registry.lookup("", "v1", "namespaces")
         node_res = self.registry.lookup("", "v1", "nodes")
         assert ns_res is not None and node_res is not None
         for name in BOOT_NAMESPACES:
             if self.store.get(("", "namespaces", "", name)) is None:
                 self.objects.create(ns_res, "", boot_namespace(name))
-        current = self.store.get(("", "nodes", "", NODE_NAME))
-        if current is None:
-            self.objects.create(node_res, "", local_node(self.capacity))
-        elif (current.get("status") or {}).get("capacity") != self.capacity:
-            status = {**current.get("status", {}), "capacity": self.capacity, "allocatable": self.capacity}
-            self.objects.write_status(node_res, current, json_copy(status))
+        for name, capacity in self.nodes.items():
+            current = self.store.get(("", "nodes", "", name))
+            if current is None:
+                self.objects.create(node_res, "", local_node(capacity, name))
+            elif (current.get("status") or {}).get("capacity") != capacity:
+                status = {**current.get("status", {}), "capacity": capacity, "allocatable": capacity}
+                self.objects.write_status(node_res, current, json_copy(status))
+        for stale in self.store.list("", "nodes"):
+            name = stale["metadata"]["name"]
+            if name.startswith(f"{FIRST_NODE}-") and name not in self.nodes:
+                self.objects.delete(node_res, "", name, DeleteOptions())
         for res, docs in (
             (rbac.CLUSTER_ROLES, rbac.BOOTSTRAP_CLUSTER_ROLES),
             (rbac.CLUSTER_ROLE_BINDINGS, rbac.BOOTSTRAP_CLUSTER_ROLE_BINDINGS),
+            (priorityclasses.RESOURCE, priorityclasses.system_classes()),
         ):
             for doc in docs:
                 if self.store.get((res.group, res.plural, "", doc["metadata"]["name"])) is None:

@@ -25,6 +25,7 @@ from t9k_provider.kube.informer import NODE_INDEX, Informer
 from t9k_provider.kube.resources import NODES, PODS
 from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
 from t9k_provider.local.machinery import events
+from t9k_provider.local.machinery.taints import tolerates
 
 log = logging.getLogger(__name__)
 
@@ -111,18 +112,6 @@ def wanted_taints(node: dict[str, Any], now: str) -> list[dict[str, Any]]:
         for key, effect in sorted(want - have)
     ]
     return kept + added
-
-
-def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
-    """core/v1 Toleration.ToleratesTaint."""
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    if toleration.get("key") and toleration["key"] != taint.get("key"):
-        return False
-    if toleration.get("operator", "Equal") == "Exists":
-        return not toleration.get("key") or toleration["key"] == taint.get("key")
-    same_key = toleration.get("key", "") == taint.get("key")
-    return same_key and toleration.get("value", "") == taint.get("value", "")
 
 
 def eviction_time(pod: dict[str, Any], taints: list[dict[str, Any]], now: float) -> float | None:

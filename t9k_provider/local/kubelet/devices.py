@@ -35,7 +35,7 @@ from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import GPU, NODES
 from t9k_provider.local.kubelet import poddir
 from t9k_provider.local.kubelet.poddir import PodDir
-from t9k_provider.local.machinery.events import NODE_NAME
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.local.machinery.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -123,10 +123,11 @@ def visible_env(devices: list[int]) -> dict[str, str]:
 
 
 class DeviceInventory:
-    """The node's devices ``0..count-1`` and the pods holding some (pure: no files, no API)."""
+    """The node's devices ``first..first+count-1`` and the pods holding some (pure: no files, no API)."""
 
-    def __init__(self, count: int = 0, held: Mapping[str, PodDevices] | None = None) -> None:
+    def __init__(self, count: int = 0, held: Mapping[str, PodDevices] | None = None, first: int = 0) -> None:
         self.count = count
+        self.first = first
         self.held: dict[str, PodDevices] = {uid: dict(devices) for uid, devices in (held or {}).items()}
 
     def in_use(self) -> set[int]:
@@ -134,7 +135,7 @@ class DeviceInventory:
 
     def free(self) -> list[int]:
         """Free devices; one a pod holds beyond ``count`` (the Node shrank) stays held, never handed out."""
-        return sorted(set(range(self.count)) - self.in_use())
+        return sorted(set(range(self.first, self.first + self.count)) - self.in_use())
 
     def allocate(self, uid: str, pod: Mapping[str, Any]) -> PodDevices:
         """The pod's devices: those it holds already, else new ones (DevicesUnavailable if too few)."""
@@ -170,17 +171,21 @@ class NodeDevices:
     """The process kubelet's device manager: the inventory, its records in the pod directories, and the
     Node it counts from. Allocation waits until `start` has rebuilt the inventory from the records."""
 
-    def __init__(self, kube: KubeApi, state_dir: Path) -> None:
+    def __init__(self, kube: KubeApi, state_dir: Path, node: str = FIRST_NODE, first: int = 0) -> None:
+        """``node``: the Node it counts from; ``first``: its first device's index on the machine (the nodes of
+        a cluster hold disjoint shares of the machine's GPUs)."""
         self.kube = kube
         self.state_dir = Path(state_dir)
-        self.inventory = DeviceInventory()
+        self.node = node
+        self.first = first
+        self.inventory = DeviceInventory(first=first)
         self.ready = asyncio.Event()
 
     def start(self, count: int) -> None:
         """Before any pod gets a device: every record on disk holds its devices (a record whose pod is gone
         is freed by the orphan cleanup; one of a finished pod by its worker)."""
         records = {d.uid: rec for d in PodDir.all(self.state_dir) if (rec := read_record(d)) is not None}
-        self.inventory = DeviceInventory(count, records)
+        self.inventory = DeviceInventory(count, records, self.first)
         if records:
             log.info("devices held by the pods found on disk: %s", records)
         self.ready.set()
@@ -221,7 +226,7 @@ class NodeDevices:
 
     async def _node_count(self) -> int | None:
         try:
-            return node_gpus(await self.kube.get(NODES, None, NODE_NAME))
+            return node_gpus(await self.kube.get(NODES, None, self.node))
         except ApiError as exc:
             log.warning("could not read the Node's %s: %s", GPU, exc)
             return None

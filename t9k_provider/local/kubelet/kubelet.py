@@ -37,7 +37,7 @@ from t9k_provider.local.kubelet.poddir import PodDir, pods_root
 from t9k_provider.local.kubelet.podworker import PodWorker
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES
 from t9k_provider.local.machinery import workloop
-from t9k_provider.local.machinery.events import NODE_NAME
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.local.machinery.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,9 @@ def machine_memory() -> int:
 
 
 class ProcessKubelet:
+    """The kubelet of node ``node``: ``state_dir`` is that node's own directory (`nodes.node_root`), where its
+    pods live; its devices are the machine's GPUs ``first_device`` on (a node's share of them)."""
+
     def __init__(
         self,
         kube: KubeApi,
@@ -64,16 +67,19 @@ class ProcessKubelet:
         network: HostNetwork | NetnsNetwork,
         pods: Informer,
         services: Informer,
+        node: str = FIRST_NODE,
+        first_device: int = 0,
     ) -> None:
         self.kube = kube
         self.state_dir = Path(state_dir)
+        self.node = node
         self.network = network
         self.pods = pods
         self.services = services
         self.workers: dict[str, PodWorker] = {}
         self.cgroups: KubeletCgroups | None = None
         self.node_memory = machine_memory()  # then the Node's allocatable memory (`_setup_cgroups`)
-        self.devices = NodeDevices(kube, self.state_dir)  # counted from the Node, too
+        self.devices = NodeDevices(kube, self.state_dir, node, first_device)  # counted from the Node, too
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._started = False  # the start (`_start`) is done: a run after a failure skips it
         self._hosts_dirty = asyncio.Event()
@@ -108,7 +114,7 @@ class ProcessKubelet:
         if self._host_signatures.get(key) != signature:  # most pod updates do not change any hosts file
             self._host_signatures[key] = signature
             self.hosts_changed()
-        if pod is None or pod["spec"].get("nodeName") != NODE_NAME:
+        if pod is None or pod["spec"].get("nodeName") != self.node:
             return
         uid = pod["metadata"]["uid"]
         if uid in self.workers:
@@ -214,7 +220,7 @@ class ProcessKubelet:
             verdict = f"enforced: {self.cgroups.describe()}"
         try:
             patch = {"metadata": {"annotations": {RESOURCE_LIMITS_ANNOTATION: verdict}}}
-            node = await self.kube.patch(NODES, None, NODE_NAME, patch)
+            node = await self.kube.patch(NODES, None, self.node, patch)
         except ApiError as exc:
             log.warning("could not record on the Node whether resource limits are enforced: %s", exc)
             return {}
@@ -244,7 +250,7 @@ class ProcessKubelet:
         await self.network.cleanup_stale(self._live_uids())
 
     def _live_uids(self) -> set[str]:
-        return {p["metadata"]["uid"] for p in self.pods.by_index(NODE_INDEX, NODE_NAME)} | set(self.workers)
+        return {p["metadata"]["uid"] for p in self.pods.by_index(NODE_INDEX, self.node)} | set(self.workers)
 
     async def _stop_everything(self) -> None:
         """Agents stopping: stop every container (SIGTERM, then SIGKILL after a short grace), unmount the

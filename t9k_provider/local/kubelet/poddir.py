@@ -16,6 +16,7 @@ share no memory: they talk through these files. This module alone names them:
         volumes/<volume>/                 emptyDir / configMap / secret / projected / downwardAPI contents
                                           (a memory-backed emptyDir: a tmpfs mounted there, see `tmpfs`)
     STATE/volumes/<ns>/<claim>/           persistentVolumeClaim volumes, shared by the namespace's pods
+    STATE/nodes/<node>/pods/...           the pods of a cluster's second, third... node (`nodes.node_root`)
 
 Readers may run in other processes at any moment, so JSON is written to a temporary file and renamed.
 """
@@ -27,6 +28,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from t9k_provider.local.machinery.nodes import cluster_root
 
 VOLUMES = "volumes"  # the pod's volumes; the state dir's claims too
 # An attempt's files: `<n><suffix>`.
@@ -169,8 +172,9 @@ class PodDir:
         return self.path / VOLUMES
 
     def claim(self, namespace: str, claim: str) -> Path:
-        """A persistentVolumeClaim's directory: in the state dir, shared by the namespace's pods."""
-        return self.path.parent.parent / VOLUMES / namespace / claim
+        """A persistentVolumeClaim's directory: in the cluster's state dir, shared by the namespace's pods on
+        every node (`nodes.cluster_root` of the node root this pod directory is in)."""
+        return cluster_root(self.path.parent.parent) / VOLUMES / namespace / claim
 
     def container(self, name: str) -> ContainerDir:
         return ContainerDir(self.path / name)

@@ -66,7 +66,8 @@ class PodHost(SetupHost, Protocol):
     used, as Kubernetes' pod workers declare the ``podSyncer`` they drive, so that the worker depends on no
     kubelet class."""
 
-    state_dir: Path
+    state_dir: Path  # the node's own directory, where its pods live
+    node: str
     cgroups: KubeletCgroups | None
 
     def base_env(self, pod: dict[str, Any]) -> dict[str, str]:
@@ -336,6 +337,7 @@ class PodWorker:
             component="kubelet",
             event_type="Warning" if warning else "Normal",
             field_path=field_path,
+            host=self.kubelet.node,
         )
 
     def _shim_spec(self, c: dict[str, Any]) -> tuple[ShimSpec, str | None]:

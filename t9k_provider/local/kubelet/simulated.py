@@ -17,7 +17,8 @@ from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp, rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.kubelet.runtime import Attempt
 from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status
-from t9k_provider.local.machinery import events, workloop
+from t9k_provider.local.machinery import workloop
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 
 EXIT_CODE_ANNOTATION = "t9k.local/simulate-exit-code"
 AFTER_ANNOTATION = "t9k.local/simulate-after"
@@ -25,20 +26,24 @@ HOST_IP = "127.0.0.1"
 
 
 class SimulatedKubelet:
-    def __init__(self, kube: KubeApi, pods: Informer) -> None:
+    """Simulates node ``node`` (the ``index``-th of the cluster: its pods' addresses are 10.252.<index>.x)."""
+
+    def __init__(self, kube: KubeApi, pods: Informer, node: str = FIRST_NODE, index: int = 0) -> None:
         self.kube = kube
         self.pods = pods
+        self.node = node
+        self.index = index
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self.ips: dict[str, str] = {}
 
     def on_pod(self, _old: dict[str, Any] | None, pod: dict[str, Any] | None) -> None:
-        if pod is not None and pod["spec"].get("nodeName") == events.NODE_NAME:
+        if pod is not None and pod["spec"].get("nodeName") == self.node:
             self.queue.add(object_key(pod))
 
     def _ip(self, uid: str) -> str:
         if uid not in self.ips:
             n = len(self.ips) + 2
-            self.ips[uid] = f"10.252.{n // 250}.{n % 250 + 2}"
+            self.ips[uid] = f"10.{252 + n // 250}.{self.index}.{n % 250 + 2}"
         return self.ips[uid]
 
     async def run(self) -> None:

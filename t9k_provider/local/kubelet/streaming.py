@@ -28,6 +28,7 @@ from typing import Any
 
 from t9k_provider.local.kubelet import execute, logs
 from t9k_provider.local.kubelet.poddir import AttemptFiles, PodDir
+from t9k_provider.local.machinery.nodes import FIRST_NODE, node_root
 from t9k_provider.local.machinery.streams import (
     STDERR,
     STDOUT,
@@ -43,13 +44,17 @@ DRAIN_SECONDS = 2.0
 
 
 class ContainerStreams:
-    """The streaming endpoints of the node whose pods live under ``state_dir``."""
+    """The streaming endpoints of the cluster's nodes: a pod's are its node's (``spec.nodeName``), whose pods
+    live under that node's root in the cluster's ``state_dir`` (`nodes.node_root`)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = Path(state_dir)
 
+    def _root(self, pod: dict[str, Any]) -> Path:
+        return node_root(self.state_dir, (pod.get("spec") or {}).get("nodeName") or FIRST_NODE)
+
     def is_running(self, pod: dict[str, Any], container: str, restart_count: int) -> bool:
-        return execute.locate(self.state_dir, pod, container, restart_count) is not None
+        return execute.locate(self._root(pod), pod, container, restart_count) is not None
 
     async def exec(
         self,
@@ -59,7 +64,7 @@ class ContainerStreams:
         opts: StreamOptions,
         client: StreamClient,
     ) -> ExecResult:
-        running = execute.locate(self.state_dir, pod, container, restart_count)
+        running = execute.locate(self._root(pod), pod, container, restart_count)
         if running is None:
             return ExecResult(start_error=f'container not found ("{container}")')
         return await _Session(client, opts).run(running)
@@ -72,7 +77,7 @@ class ContainerStreams:
         opts: StreamOptions,
         client: StreamClient,
     ) -> bool:
-        running = execute.locate(self.state_dir, pod, container, restart_count)
+        running = execute.locate(self._root(pod), pod, container, restart_count)
         if running is None:
             return True  # it ended before the stream began: nothing more to forward
         return await _attach(client, opts, running.files)
@@ -90,7 +95,7 @@ class ContainerStreams:
         limit_bytes: int | None,
         pod_gone: Callable[[], Awaitable[bool]],
     ) -> AsyncIterator[bytes]:
-        files = PodDir.of(self.state_dir, pod).container(container).attempt(restart_count)
+        files = PodDir.of(self._root(pod), pod).container(container).attempt(restart_count)
 
         async def finished() -> bool:
             return await pod_gone() or files.finished

@@ -10,9 +10,9 @@ from typing import Any
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.resources import EVENTS
 from t9k_provider.kube.timestamps import now_rfc3339
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 
 log = logging.getLogger(__name__)
-NODE_NAME = "t9k-local-node"
 
 
 async def record(
@@ -24,8 +24,10 @@ async def record(
     component: str,
     event_type: str = "Normal",
     field_path: str | None = None,
+    host: str = FIRST_NODE,
 ) -> None:
-    """Post one event about `obj`; failures are logged, never raised (events are best effort, as upstream)."""
+    """Post one event about `obj`; failures are logged, never raised (events are best effort, as upstream).
+    ``host``: the node a kubelet's event comes from (the control plane's components run on the first)."""
     meta = obj["metadata"]
     ns = meta.get("namespace", "default")
     involved: dict[str, Any] = {
@@ -47,14 +49,12 @@ async def record(
         "reason": reason,
         "message": message,
         "type": event_type,
-        "source": {"component": component, "host": NODE_NAME}
-        if component == "kubelet"
-        else {"component": component},
+        "source": {"component": component, **({"host": host} if component == "kubelet" else {})},
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,
         "reportingComponent": component,
-        "reportingInstance": NODE_NAME if component == "kubelet" else f"{component}-{NODE_NAME}",
+        "reportingInstance": host if component == "kubelet" else f"{component}-{host}",
     }
     try:
         await kube.create(EVENTS, ns, body)

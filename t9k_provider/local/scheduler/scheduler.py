@@ -1,14 +1,21 @@
-"""Binds unscheduled pods to the single node (default-scheduler, and the T9k scheduler simulated by it).
+"""Binds unscheduled pods to the cluster's nodes (default-scheduler, and the T9k scheduler simulated by it).
 
-A pod is bound only where its requests fit the Node's allocatable (`fit`); otherwise it stays Pending with
-``PodScheduled=False`` (reason Unschedulable) and a ``FailedScheduling`` event in kube-scheduler's words, and
-is tried again when room frees (a pod on the node ends or goes) or the Node or a PodGroup changes, higher
-priority first.
+A pod is bound to a node that passes the filters (`filters`: cordon, taints, node selector and affinity) and
+has room (`fit`), the least allocated one first (`placement`); otherwise it stays Pending with
+``PodScheduled=False`` (reason Unschedulable) and a ``FailedScheduling`` event in kube-scheduler's words,
+and is tried again when room frees (a pod ends or goes) or a Node or PodGroup changes, higher priority first.
 
-Pods of a T9k PodGroup (label `scheduler.tensorstack.dev/group-name`) are placed all together: nothing is
-bound until `minMember` of them exist and that many fit at once (the T9k scheduler's gang rule), so two gangs
-that do not both fit never interleave. Syncs run one at a time, and pods bound but not yet seen bound by the
-informer are counted as placed (kube-scheduler's assumed pods), so room is never handed out twice.
+Pods of a T9k PodGroup (label `scheduler.tensorstack.dev/group-name`) are placed all together, across nodes
+if need be: nothing is bound until `minMember` of them exist and that many fit at once (the T9k scheduler's
+gang rule), so two gangs that do not both fit never interleave. Syncs run one at a time, and pods bound but
+not yet seen bound by the informer are counted as placed (kube-scheduler's assumed pods), so room is never
+handed out twice.
+
+A pod or gang that fits nowhere preempts pods of lower priority (`Scheduler.priority`) whose going lets
+it fit, whole gangs at a time, never half of one (`placement.preempt`): each victim gets
+``DisruptionTarget=True`` (reason PreemptionByScheduler) and a ``Preempted`` event, and is deleted
+gracefully; the preemptor's ``status.nominatedNodeName`` says where it will go, and the room it waits for
+is kept from pods of lower priority. No second preemption is decided while victims still terminate.
 """
 
 from __future__ import annotations
@@ -22,21 +29,28 @@ from t9k_provider.kube.resources import PODGROUPS, PODS
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.machinery import events, workloop
-from t9k_provider.local.scheduler import fit
+from t9k_provider.local.scheduler import fit, placement
 
-SCHEDULERS = ("default-scheduler", T9K_SCHEDULER_NAME)
+SCHEDULER = "default-scheduler"
+SCHEDULERS = (SCHEDULER, T9K_SCHEDULER_NAME)
 GROUP_INDEX = "pod-group"  # pods by "<namespace>/<PodGroup name>"
 POD_INDEXERS = {GROUP_INDEX: by_label(LABEL_GROUP_NAME)}  # what the pod informer must index for the scheduler
+PREEMPTED = "PreemptionByScheduler"
 
 
 def schedulable(pod: dict[str, Any]) -> bool:
     spec = pod.get("spec") or {}
     return (
         not spec.get("nodeName")
-        and spec.get("schedulerName", "default-scheduler") in SCHEDULERS
+        and spec.get("schedulerName", SCHEDULER) in SCHEDULERS
         and not pod["metadata"].get("deletionTimestamp")
         and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
     )
+
+
+def _preempted(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "DisruptionTarget" and c.get("reason") == PREEMPTED for c in conditions)
 
 
 class Scheduler:
@@ -46,7 +60,7 @@ class Scheduler:
         self.nodes = nodes
         self.podgroups = podgroups
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
-        self.assumed: dict[str, dict[str, Any]] = {}  # uid -> pod bound here, not yet seen bound
+        self.assumed: dict[str, dict[str, Any]] = {}  # uid -> pod bound here (its nodeName set), not yet seen
 
     def on_pod(self, old: dict[str, Any] | None, pod: dict[str, Any] | None) -> None:
         if pod is not None and schedulable(pod):
@@ -57,21 +71,26 @@ class Scheduler:
             self._retry_pending()  # room freed
 
     def on_node_or_group(self, _old: dict[str, Any] | None, _new: dict[str, Any] | None) -> None:
-        self._retry_pending()  # allocatable, or a PodGroup's minMember or priority, may have changed
+        self._retry_pending()  # allocatable, taints, a PodGroup's minMember or priority may have changed
 
     def _retry_pending(self) -> None:
         for pod in sorted((p for p in self.pods.items() if schedulable(p)), key=self._queue_order):
             self.queue.add(object_key(pod))
 
-    def _queue_order(self, pod: dict[str, Any]) -> tuple[int, str]:
-        """Higher priority first (the pod's ``spec.priority``, else its PodGroup's, the T9k job's
-        ``t9kScheduler.priority``), then older first, as kube-scheduler's active queue orders pods."""
-        priority = (pod.get("spec") or {}).get("priority")
+    def priority(self, pod: dict[str, Any]) -> int:
+        """The pod's priority: its PriorityClass's (``spec.priority``, which admission sets) when it names
+        one, else its PodGroup's (the T9k job's ``t9kScheduler.priority``), else ``spec.priority``."""
+        spec = pod.get("spec") or {}
         group = (pod["metadata"].get("labels") or {}).get(LABEL_GROUP_NAME)
-        if priority is None and group:
+        if group and not spec.get("priorityClassName"):
             pg = self.podgroups.get(pod["metadata"].get("namespace", "default"), group) or {}
-            priority = (pg.get("spec") or {}).get("priority")
-        return (-int(priority or 0), pod["metadata"].get("creationTimestamp", ""))
+            if (pg.get("spec") or {}).get("priority") is not None:
+                return int(pg["spec"]["priority"])
+        return int(spec.get("priority") or 0)
+
+    def _queue_order(self, pod: dict[str, Any]) -> tuple[int, str]:
+        """Higher priority first, then older first, as kube-scheduler's active queue orders pods."""
+        return (-self.priority(pod), pod["metadata"].get("creationTimestamp", ""))
 
     async def run(self) -> None:
         await self.nodes.synced.wait()
@@ -82,8 +101,8 @@ class Scheduler:
         pod = self.pods.get(*key)
         if pod is None or not schedulable(pod) or pod["metadata"].get("uid") in self.assumed:
             return
-        node = self.nodes.get("", events.NODE_NAME)
-        if node is None:  # not registered yet: its arrival retries every pending pod
+        nodes = sorted(self.nodes.items(), key=lambda n: n["metadata"]["name"])
+        if not nodes:  # none registered yet: a Node's arrival retries every pending pod
             return
         group = (pod["metadata"].get("labels") or {}).get(LABEL_GROUP_NAME)
         if group:
@@ -93,37 +112,64 @@ class Scheduler:
             batch, needed = gang
         else:
             batch, needed = [pod], 1
-        room = fit.free_room(node, self._occupying())
-        placed: list[dict[str, Any]] = []
-        reasons: list[str] = []
-        for member in batch:
-            requests = fit.pod_requests(member)
-            why = fit.insufficient(requests, room)
-            if why:
-                reasons = reasons or why
-                continue
-            room.subtract(requests)
-            placed.append(member)
-        if len(placed) < needed:
-            message = fit.unschedulable_message(reasons)
-            if group:
-                message += f" PodGroup {group}: {len(placed)} of {needed} pods fit together."
-            for member in batch:
-                await self._unschedulable(member, message)
+        occupying = self._occupying(self.priority(pod), {placement.uid(p) for p in batch})
+        plan = placement.place(batch, nodes, occupying)
+        if len(plan.nodes) < needed:
+            await self._unplaced(batch, needed, group, nodes, occupying, plan)
             return
-        for member in placed:
-            await self.bind(member)
+        for member in batch:
+            if (node := plan.nodes.get(placement.uid(member))) is not None:
+                await self.bind(member, node)
         for member in batch:  # a gang already at its minimum places what fits, one pod at a time
-            if all(member is not p for p in placed):
-                why = fit.insufficient(fit.pod_requests(member), room)
-                await self._unschedulable(member, fit.unschedulable_message(why))
+            if placement.uid(member) not in plan.nodes:
+                await self._unschedulable(member, fit.unschedulable_message(plan.reasons, len(nodes)))
 
-    def _occupying(self) -> list[dict[str, Any]]:
-        seen = self.pods.by_index(NODE_INDEX, events.NODE_NAME)
-        uids = {p["metadata"].get("uid") for p in seen}
-        return [p for p in seen if fit.occupies_node(p)] + [
-            p for uid, p in self.assumed.items() if uid not in uids
-        ]
+    async def _unplaced(
+        self,
+        batch: list[dict[str, Any]],
+        needed: int,
+        group: str | None,
+        nodes: list[dict[str, Any]],
+        occupying: dict[str, list[dict[str, Any]]],
+        plan: placement.Placement,
+    ) -> None:
+        """Too few of the batch fit: preempt where lower-priority pods hold the room; say why it waits."""
+        message = fit.unschedulable_message(plan.reasons, len(nodes))
+        if group:
+            message += f" PodGroup {group}: {len(plan.nodes)} of {needed} pods fit together."
+        if any(_preempted(p) for pods in occupying.values() for p in pods):
+            message += " Waiting for preempted pods to terminate."
+        else:
+            preemption = placement.preempt(batch, needed, nodes, occupying, self.priority)
+            if preemption is not None:
+                await self._preempt(batch, preemption)
+                message += f" Preempting {len(preemption.victims)} pod(s) of lower priority."
+        for member in batch:
+            await self._unschedulable(member, message)
+
+    def _occupying(self, priority: int, batch: set[str]) -> dict[str, list[dict[str, Any]]]:
+        """The pods that use each node's room: bound ones that have not ended, assumed ones, and pending ones
+        nominated there by a preemption and not of lower priority (their room is kept for them)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        seen: set[str] = set()
+        for node in self.nodes.items():
+            name = node["metadata"]["name"]
+            bound = self.pods.by_index(NODE_INDEX, name)
+            seen |= {placement.uid(p) for p in bound}
+            out[name] = [p for p in bound if fit.occupies_node(p)]
+        for uid, pod in self.assumed.items():
+            if uid not in seen:
+                out.setdefault(pod["spec"]["nodeName"], []).append(pod)
+        for pod in self.pods.items():
+            nominated = (pod.get("status") or {}).get("nominatedNodeName")
+            if (
+                nominated
+                and schedulable(pod)
+                and placement.uid(pod) not in batch
+                and self.priority(pod) >= priority
+            ):
+                out.setdefault(nominated, []).append(pod)
+        return out
 
     async def _gang(self, pod: dict[str, Any], group: str) -> tuple[list[dict[str, Any]], int] | None:
         """The group's pods waiting to be placed and how many must fit at once; None while fewer than
@@ -138,12 +184,12 @@ class Scheduler:
         ]
         if len(members) < min_member:
             return None
-        placed = {p["metadata"].get("uid") for p in members if fit.occupies_node(p)} | self.assumed.keys()
+        placed = {placement.uid(p) for p in members if fit.occupies_node(p)} | self.assumed.keys()
         waiting = sorted(
-            (p for p in members if schedulable(p) and p["metadata"].get("uid") not in placed),
+            (p for p in members if schedulable(p) and placement.uid(p) not in placed),
             key=lambda p: p["metadata"]["name"],
         )
-        running = sum(1 for p in members if p["metadata"].get("uid") in placed)
+        running = sum(1 for p in members if placement.uid(p) in placed)
         return waiting, max(1, min_member - running)
 
     async def _read_podgroup(self, ns: str, group: str) -> dict[str, Any]:
@@ -154,6 +200,43 @@ class Scheduler:
             if exc.status == 404:
                 return {}
             raise
+
+    async def _preempt(self, batch: list[dict[str, Any]], preemption: placement.Preemption) -> None:
+        """Evict the victims (DisruptionTarget, then a graceful delete) and nominate the batch's nodes."""
+        first = batch[0]
+        own = self.priority(first)
+        group = (first["metadata"].get("labels") or {}).get(LABEL_GROUP_NAME)
+        ns = first["metadata"].get("namespace", "default")
+        who = f"PodGroup {ns}/{group}" if group else f"pod {ns}/{first['metadata']['name']}"
+        for victim in preemption.victims:
+            why = f"{SCHEDULER}: preempting to accommodate a higher priority pod ({who}, priority {own} > "
+            why += f"{self.priority(victim)})"
+            condition = {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": PREEMPTED,
+                "message": why,
+                "lastTransitionTime": now_rfc3339(),
+            }
+            if not await self._patch_status(
+                victim, {"conditions": [*_other_conditions(victim, "DisruptionTarget"), condition]}
+            ):
+                continue
+            meta = victim["metadata"]
+            try:
+                await self.kube.delete(
+                    PODS, meta.get("namespace", "default"), meta["name"], uid=meta.get("uid")
+                )
+            except ApiError as exc:
+                if exc.status not in (404, 409):
+                    raise
+            node = (victim.get("spec") or {}).get("nodeName", "")
+            message = f"Preempted by {who} on node {node} (priority {own} > {self.priority(victim)})"
+            await events.record(self.kube, victim, "Preempted", message, component=SCHEDULER)
+        for member in batch:
+            nominated = preemption.placement.nodes.get(placement.uid(member))
+            if nominated and (member.get("status") or {}).get("nominatedNodeName") != nominated:
+                await self._patch_status(member, {"nominatedNodeName": nominated})
 
     async def _unschedulable(self, pod: dict[str, Any], message: str) -> None:
         """Say why the pod waits: its PodScheduled condition, and an event whenever the reason changes."""
@@ -169,33 +252,36 @@ class Scheduler:
             "lastProbeTime": None,
             "lastTransitionTime": now_rfc3339(),
         }
-        others = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
+        if not await self._patch_status(
+            pod, {"conditions": [*_other_conditions(pod, "PodScheduled"), condition]}
+        ):
+            return
+        await events.record(
+            self.kube, pod, "FailedScheduling", message, component=SCHEDULER, event_type="Warning"
+        )
+
+    async def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> bool:
+        """Merge-patch the pod's status (seen by the informer at once); False when the pod is gone."""
         meta = pod["metadata"]
         try:
             written = await self.kube.patch(
-                PODS,
-                meta.get("namespace", "default"),
-                meta["name"],
-                {"status": {"conditions": [*others, condition]}},
-                subresource="status",
+                PODS, meta.get("namespace", "default"), meta["name"], {"status": status}, subresource="status"
             )
         except ApiError as exc:
             if exc.status == 404:
-                return
+                return False
             raise
         self.pods.observe(written)
-        await events.record(
-            self.kube, pod, "FailedScheduling", message, component="default-scheduler", event_type="Warning"
-        )
+        return True
 
-    async def bind(self, pod: dict[str, Any]) -> None:
+    async def bind(self, pod: dict[str, Any], node: str) -> None:
         meta = pod["metadata"]
         ns, name = meta.get("namespace", "default"), meta["name"]
         binding = {
             "apiVersion": "v1",
             "kind": "Binding",
             "metadata": {"name": name, "namespace": ns, "uid": meta.get("uid")},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": events.NODE_NAME},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
             await self.kube.create(PODS, ns, binding, name=name, subresource="binding")
@@ -205,11 +291,11 @@ class Scheduler:
             raise
         seen = self.pods.get(ns, name)
         if seen is not None and not seen["spec"].get("nodeName"):  # else the informer is already ahead
-            self.assumed[meta.get("uid", "")] = pod
+            self.assumed[meta.get("uid", "")] = {**pod, "spec": {**pod["spec"], "nodeName": node}}
         await events.record(
-            self.kube,
-            pod,
-            "Scheduled",
-            f"Successfully assigned {ns}/{name} to {events.NODE_NAME}",
-            component="default-scheduler",
+            self.kube, pod, "Scheduled", f"Successfully assigned {ns}/{name} to {node}", component=SCHEDULER
         )
+
+
+def _other_conditions(pod: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != kind]

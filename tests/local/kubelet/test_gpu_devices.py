@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from t9k_provider.local.machinery.events import NODE_NAME
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.testing import LocalCluster, wait_for
 from tests.support.builders import make_container, make_pod
 from tests.support.clusters import cluster_fixture
@@ -145,7 +145,7 @@ def test_describe_node_shows_the_gpus_allocated(
     core.create_namespaced_pod(ns, make_pod("held", shows(gpus=1)))
     wait_for("held running", phase_is(core, "held", ns, "Running"))
     described = subprocess.run(
-        ["kubectl", "--kubeconfig", str(cluster.kubeconfig), "describe", "node", NODE_NAME],
+        ["kubectl", "--kubeconfig", str(cluster.kubeconfig), "describe", "node", FIRST_NODE],
         capture_output=True,
         text=True,
         timeout=60,
@@ -191,7 +191,7 @@ def test_a_restarted_kubelet_keeps_the_devices_of_running_pods(
         lambda: "Insufficient nvidia.com/gpu" in scheduling_message(core, "third", "default"),
     )
     # Past the scheduler (spec.nodeName set at creation), only the kubelet's inventory stands in the way.
-    core.create_namespaced_pod("default", make_pod("bound", shows(gpus=1), nodeName=NODE_NAME))
+    core.create_namespaced_pod("default", make_pod("bound", shows(gpus=1), nodeName=FIRST_NODE))
     unavailable = wait_for("bound refused a device", lambda: _events(core, "bound", "DevicesUnavailable"))
     assert "Requested: 1, Available: 0" in unavailable[0].message
     for name in ("one", "two"):

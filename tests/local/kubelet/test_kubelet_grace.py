@@ -27,6 +27,7 @@ class FakeKubelet:
     def __init__(self, state_dir: Path) -> None:
         self.kube: Any = None
         self.state_dir = state_dir
+        self.node = "n1"
         self.wakeups: list[float] = []
 
     def queue_wakeup(self, worker: Any, delay: float) -> None:

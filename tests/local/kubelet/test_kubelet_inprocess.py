@@ -16,7 +16,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from t9k_provider.local.agents import run_node_agents
 from t9k_provider.local.kubelet import cgroups, network
 from t9k_provider.local.kubelet.kubelet import RESOURCE_LIMITS_ANNOTATION
-from t9k_provider.local.machinery.events import NODE_NAME
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.testing import LocalCluster, wait_for_async
 from tests.support.clusters import cluster_fixture
 from tests.support.gates import py_gate
@@ -106,7 +106,7 @@ async def test_without_cgroups_the_kubelet_runs_pods_unlimited_and_says_so_once(
         await core.create_namespaced_pod("default", hog)
         pod = await wait_for_async("unlimited finished", _finished(core, "unlimited"))
         assert pod.status.phase == "Succeeded", "a limit nothing enforces does not stop the pod"
-        node = await core.read_node(NODE_NAME)
+        node = await core.read_node(FIRST_NODE)
         assert node.metadata.annotations[RESOURCE_LIMITS_ANNOTATION] == f"not enforced: {why}"
         said = [r for r in caplog.records if "resource limits are not enforced" in r.getMessage()]
         assert len(said) == 1

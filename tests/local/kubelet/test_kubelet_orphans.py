@@ -13,7 +13,7 @@ from t9k_provider.kube.informer import NODE_INDEX
 from t9k_provider.local.kubelet import runtime
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
 from t9k_provider.local.kubelet.poddir import PodDir
-from t9k_provider.local.machinery.events import NODE_NAME
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 
 
 class _Pods:
@@ -23,7 +23,7 @@ class _Pods:
         self.pods: list[dict[str, Any]] = []
 
     def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
-        assert (index, value) == (NODE_INDEX, NODE_NAME)
+        assert (index, value) == (NODE_INDEX, FIRST_NODE)
         return list(self.pods)
 
 

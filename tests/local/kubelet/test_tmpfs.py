@@ -133,7 +133,7 @@ async def test_a_volume_left_on_disk_gets_one_warning_event(
 
     monkeypatch.setattr(events, "record", record)
     monkeypatch.setattr(tmpfs, "ensure_memory_volumes", lambda *args: {"shm": "the kubelet is not root"})
-    kubelet = SimpleNamespace(kube=None, state_dir=tmp_path, node_memory=NODE)
+    kubelet = SimpleNamespace(kube=None, state_dir=tmp_path, node_memory=NODE, node="n1")
     p = pod(container("a"), size_limit="64Mi")
     worker = podworker.PodWorker(kubelet, p)  # type: ignore[arg-type]
     await worker.setup._mount_memory_volumes(p)

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
-from t9k_provider.local.machinery.events import NODE_NAME
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.testing import LocalCluster, wait_for
 from tests.support.clusters import cluster_fixture
 
@@ -39,11 +39,21 @@ def ns(core: client.CoreV1Api) -> Iterator[str]:
     wait_for("namespace gone", lambda: not core.list_namespaced_pod(name).items)
 
 
-def pod(name: str, cpu: str, group: str | None = None) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def untouchable(cluster: LocalCluster) -> str:
+    """A PriorityClass above every gang here: its pods are never preempted by them."""
+    scheduling = client.SchedulingV1Api(cluster.api_client())
+    scheduling.create_priority_class({"metadata": {"name": "untouchable"}, "value": 1000})
+    return "untouchable"
+
+
+def pod(name: str, cpu: str, group: str | None = None, priority_class: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [{"name": "c", "image": "busybox:1", "resources": {"requests": {"cpu": cpu}}}],
         "terminationGracePeriodSeconds": 0,
     }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
     meta: dict[str, Any] = {"name": name}
     if group:
         spec["schedulerName"] = T9K_SCHEDULER_NAME
@@ -62,11 +72,11 @@ def scheduled_condition(core: client.CoreV1Api, ns: str, name: str) -> client.V1
 
 def set_node_cpus(core: client.CoreV1Api, cpus: str) -> None:
     body = {"status": {"capacity": {"cpu": cpus}, "allocatable": {"cpu": cpus}}}
-    core.patch_node_status(NODE_NAME, body)
+    core.patch_node_status(FIRST_NODE, body)
 
 
 def test_node_advertises_the_capacity_it_was_given(core: client.CoreV1Api) -> None:
-    status = core.read_node(NODE_NAME).status
+    status = core.read_node(FIRST_NODE).status
     assert status.capacity["cpu"] == "2" and status.allocatable["memory"] == "4Gi"
     assert status.allocatable["pods"] == "110"
 
@@ -136,9 +146,9 @@ def test_two_gangs_that_do_not_both_fit_never_interleave(
 
 
 def test_freed_room_goes_to_the_higher_priority_gang(
-    core: client.CoreV1Api, custom: client.CustomObjectsApi, ns: str
+    core: client.CoreV1Api, custom: client.CustomObjectsApi, ns: str, untouchable: str
 ) -> None:
-    core.create_namespaced_pod(ns, pod("hog", "2"))
+    core.create_namespaced_pod(ns, pod("hog", "2", priority_class=untouchable))
     wait_for("hog bound", lambda: bound(core, ns) == {"hog"})
     create_podgroup(custom, ns, "low", priority=10)
     create_podgroup(custom, ns, "high", priority=90)

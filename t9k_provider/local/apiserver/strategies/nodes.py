@@ -1,4 +1,4 @@
-"""Nodes: cluster-scoped, status through /status; and the one Node the local cluster has."""
+"""Nodes: cluster-scoped, status through /status; and the Nodes the local cluster boots with."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 from t9k_provider.kube.resources import GPU
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
-from t9k_provider.local.machinery.events import NODE_NAME
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age, column
+from t9k_provider.local.machinery.quantity import parse_quantity
 from t9k_provider.local.machinery.strategicpatch import CONDITIONS, MergeField
 
 _GPU_DEVICE = re.compile(r"nvidia[0-9]+\Z")
@@ -37,9 +38,12 @@ class NodeStrategy(Strategy):
         roles = sorted(
             k.rsplit("/", 1)[1] for k in meta.get("labels") or {} if k.startswith("node-role.kubernetes.io/")
         )
+        state = "Ready" if ready.get("status") == "True" else "NotReady"
+        if (node.get("spec") or {}).get("unschedulable"):
+            state += ",SchedulingDisabled"  # kubectl's printer, for a cordoned node
         return [
             meta["name"],
-            "Ready" if ready.get("status") == "True" else "NotReady",
+            state,
             ",".join(roles) or "<none>",
             age(meta.get("creationTimestamp")),
             (status.get("nodeInfo") or {}).get("kubeletVersion", ""),
@@ -71,13 +75,34 @@ def _gpu_count() -> int:
 def node_capacity(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """The machine's CPUs, memory and GPUs (110 pods, the kubelet's default), with `overrides` on top;
     ``nvidia.com/gpu`` appears only where there are GPUs or it is set, as the device plugin advertises it."""
-    capacity = {"cpu": str(os.cpu_count() or 1), "memory": f"{_memory_bytes() // 1024}Ki", "pods": "110"}
-    if gpus := _gpu_count():
-        capacity[GPU] = str(gpus)
-    return {**capacity, **(overrides or {})}
+    return node_capacities(1, overrides)[0]
 
 
-def local_node(capacity: Mapping[str, str]) -> dict[str, Any]:
+def node_capacities(count: int, overrides: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    """What each of ``count`` nodes advertises: its share of the machine's CPUs, memory and GPUs (the GPUs
+    whole, the first nodes taking the remainder), 110 pods each, with `overrides` (per node) on top."""
+    cpu_milli = (os.cpu_count() or 1) * 1000 // count
+    cpu = str(cpu_milli // 1000) if cpu_milli % 1000 == 0 else f"{cpu_milli}m"
+    shares = []
+    gpus = _gpu_count()
+    for index in range(count):
+        capacity = {"cpu": cpu, "memory": f"{_memory_bytes() // 1024 // count}Ki", "pods": "110"}
+        if own := gpus // count + (1 if index < gpus % count else 0):
+            capacity[GPU] = str(own)
+        shares.append({**capacity, **(overrides or {})})
+    return shares
+
+
+def first_devices(capacities: list[Mapping[str, str]]) -> list[int]:
+    """Each node's first GPU index on the machine: the nodes hold consecutive, disjoint shares."""
+    firsts, at = [], 0
+    for capacity in capacities:
+        firsts.append(at)
+        at += int(parse_quantity(capacity.get(GPU, "0")) or 0)
+    return firsts
+
+
+def local_node(capacity: Mapping[str, str], name: str = FIRST_NODE) -> dict[str, Any]:
     now = now_rfc3339()
     conditions = [
         {
@@ -108,11 +133,11 @@ def local_node(capacity: Mapping[str, str]) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
-            "name": NODE_NAME,
+            "name": name,
             "labels": {
-                "kubernetes.io/hostname": NODE_NAME,
+                "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
-                "node-role.kubernetes.io/control-plane": "",
+                **({"node-role.kubernetes.io/control-plane": ""} if name == FIRST_NODE else {}),
             },
         },
         "spec": {},
@@ -122,7 +147,7 @@ def local_node(capacity: Mapping[str, str]) -> dict[str, Any]:
             "conditions": conditions,
             "addresses": [
                 {"type": "InternalIP", "address": "127.0.0.1"},
-                {"type": "Hostname", "address": NODE_NAME},
+                {"type": "Hostname", "address": name},
             ],
             "nodeInfo": {
                 "machineID": _read_id("/etc/machine-id"),

@@ -12,6 +12,7 @@ from t9k_provider.local.apiserver.strategies.podspec import (
     items,
     validate_pod_spec,
 )
+from t9k_provider.local.apiserver.strategies.priorityclasses import admit_priority
 from t9k_provider.local.apiserver.strategies.serviceaccountadmission import admit_pod
 from t9k_provider.local.machinery import decoding
 from t9k_provider.local.machinery import fielderrors as fe
@@ -66,8 +67,39 @@ def _qos_class(spec: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+#: The taints DefaultTolerationSeconds tolerates for a while: the node lifecycle controller's.
+NOT_READY_TAINT, UNREACHABLE_TAINT = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
+
+
+def default_tolerations(spec: dict[str, Any], not_ready: int, unreachable: int) -> None:
+    """The DefaultTolerationSeconds admission plugin: a pod that does not tolerate the not-ready and
+    unreachable NoExecute taints already tolerates them for ``not_ready`` / ``unreachable`` seconds (300 in
+    Kubernetes), so its pods leave a node that stopped reporting after that long."""
+    tolerations = spec.get("tolerations")
+    if tolerations is not None and not isinstance(tolerations, list):
+        return  # validation says why
+    tolerations = list(tolerations or [])
+
+    def tolerated(key: str) -> bool:
+        return any(
+            isinstance(t, dict)
+            and t.get("effect") in (None, "", "NoExecute")
+            and (t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists"))
+            for t in tolerations
+        )
+
+    for key, seconds in ((NOT_READY_TAINT, not_ready), (UNREACHABLE_TAINT, unreachable)):
+        if not tolerated(key):
+            tolerations.append(
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+            )
+    spec["tolerations"] = tolerations
+
+
 class PodStrategy(Strategy):
     subresources = ("status", "log", "binding", "eviction", "exec", "attach", "portforward")
+    #: DefaultTolerationSeconds (kube-apiserver's --default-not-ready/unreachable-toleration-seconds)
+    toleration_seconds = (300, 300)
     return_deleted_object = True
     merge_fields = {
         "spec": MergeField(node=POD_SPEC_FIELDS),
@@ -104,6 +136,8 @@ class PodStrategy(Strategy):
         if isinstance(spec, dict):
             default_pod_spec(spec)
             admit_pod(obj, store)
+            admit_priority(obj, store)
+            default_tolerations(spec, *self.toleration_seconds)
             obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
 
     def validate(self, obj: dict[str, Any], out: list[Cause]) -> None:
