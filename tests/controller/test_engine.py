@@ -448,7 +448,9 @@ def test_eviction_is_recreated_without_using_the_budget():
     assert sim.status["phase"] == "Running"
     (event,) = [e for e in sim.events if e.reason == "Disrupted"]
     assert event.type == "Warning"
-    assert event.message.startswith("worker-0 (pod demo-worker-0) on an unknown node was evicted by its node's")
+    assert event.message.startswith(
+        "worker-0 (pod demo-worker-0) on an unknown node was evicted by its node's"
+    )
     assert event.message.endswith("(Evicted): recreating this replica, charged to no budget")
 
 
