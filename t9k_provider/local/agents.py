@@ -55,6 +55,8 @@ from t9k_provider.local.kubelet.simulated import SimulatedKubelet
 from t9k_provider.local.machinery import workloop
 from t9k_provider.local.machinery.nodes import FIRST_NODE, node_root
 from t9k_provider.local.scheduler import scheduler
+from t9k_provider.local.tensorboard.board import TENSORBOARDS
+from t9k_provider.local.tensorboard.operator import TensorBoardOperator
 
 MODES = ("process", "simulated", "none")
 Runners = dict[str, Callable[[], Awaitable[None]]]
@@ -62,6 +64,7 @@ Runners = dict[str, Callable[[], Awaitable[None]]]
 
 async def run_controllers(
     kubeconfig_path: Path,
+    state_dir: Path,
     *,
     mode: str = "process",
     flink_operator: bool = True,
@@ -69,7 +72,8 @@ async def run_controllers(
 ) -> None:
     """The cluster's controllers until cancelled: scheduler, workload and Endpoints controllers, the node
     lifecycle controller (when kubelets run, ``mode`` process or simulated: nothing else says a node is
-    alive; its grace is ``node_grace`` seconds) and, with process kubelets, the local flink-operator."""
+    alive; its grace is ``node_grace`` seconds) and, with process kubelets, the local flink-operator and the
+    local TensorBoard operator (which finds claims in ``state_dir``)."""
     _check_mode(mode)
     client = await api_client(Path(kubeconfig_path))
     kube = KubeApi(client)
@@ -114,6 +118,8 @@ async def run_controllers(
         informers.append(leases)
     if mode == "process" and flink_operator:
         informers += _add_flink_operator(kube, pods, services, runners)
+    if mode == "process":
+        informers += _add_tensorboard_operator(kube, pods, services, runners, Path(state_dir))
     await _run_supervised(client, informers, runners)
 
 
@@ -175,7 +181,7 @@ async def run_node_agents(
     """The controllers and the first node's kubelet in this process, until cancelled (what `t9k-local` runs
     as separate processes: for tests that drive them in-process). `mode` none runs the controllers only."""
     _check_mode(mode)
-    parts = [run_controllers(kubeconfig_path, mode=mode, flink_operator=flink_operator)]
+    parts = [run_controllers(kubeconfig_path, state_dir, mode=mode, flink_operator=flink_operator)]
     if mode != "none":
         kubelet = run_kubelet(
             kubeconfig_path,
@@ -225,6 +231,19 @@ def _add_flink_operator(
         owned.add_handler(operator.on_owned)
     runners["flink-operator"] = operator.run
     return [clusters, configmaps]
+
+
+def _add_tensorboard_operator(
+    kube: KubeApi, pods: Informer, services: Informer, runners: Runners, state_dir: Path
+) -> list[Informer]:
+    """The local TensorBoard operator (TensorBoards as `tensorboard` pods); returns the informer it adds."""
+    boards = Informer(kube, TENSORBOARDS)
+    operator = TensorBoardOperator(kube, boards, pods, services, state_dir)
+    boards.add_handler(operator.on_board)
+    for owned in (pods, services):
+        owned.add_handler(operator.on_owned)
+    runners["tensorboard-operator"] = operator.run
+    return [boards]
 
 
 async def _cancel_all(tasks: list[asyncio.Task[Any]]) -> None:

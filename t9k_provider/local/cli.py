@@ -284,6 +284,7 @@ def cmd_controllers(args: argparse.Namespace, state: StateDir) -> int:
 
     work = run_controllers(
         state.kubeconfig,
+        state.path,
         mode=args.kubelet,
         flink_operator=args.flink_operator,
         node_grace=args.node_monitor_grace_period,
