@@ -3,7 +3,7 @@
 ``run`` serves in the foreground (API server; the controllers, a kubelet per node and the T9k controller as
 child processes); ``up`` starts ``run`` in the background and returns once the API answers; ``down`` stops
 it; ``status`` reports it; ``node stop|start NAME`` stops a node's kubelet or starts it again.
-``controllers`` and ``kubelet`` are the child processes ``run`` starts.
+``controllers``, ``kubelet`` and ``console`` are the child processes ``run`` starts.
 """
 
 from __future__ import annotations
@@ -133,9 +133,9 @@ def _internal(command: str, state: StateDir, *args: str) -> list[str]:
 
 def _components(state: StateDir, args: argparse.Namespace, kubeconfig: Path) -> list[Component]:
     """What the server runs beside itself: the controllers and a kubelet per node (unless
-    ``--no-node-agents``), and the T9k controller (unless ``--no-controller``). Each is a process of its own,
-    so that the API server's event loop serves only the API, another core runs the rest, and one node's
-    kubelet can stop while the others run on; their output goes to the server's log."""
+    ``--no-node-agents``), and the T9k controller and the console (unless ``--no-controller``). Each is a
+    process of its own, so that the API server's event loop serves only the API, another core runs the rest,
+    and one node's kubelet can stop while the others run on; their output goes to the server's log."""
     out = []
     if not args.no_node_agents:
         flink = [] if args.no_flink_operator else ["--flink-operator"]
@@ -161,6 +161,7 @@ def _components(state: StateDir, args: argparse.Namespace, kubeconfig: Path) -> 
     if not args.no_controller:
         argv = [sys.executable, "-m", "t9k_provider.controller", "--kubeconfig", str(kubeconfig)]
         out.append(Component("T9k controller", argv, log_name="controller.log"))
+        out.append(Component("console", _internal("console", state), log_name="console.log"))
     return out
 
 
@@ -290,6 +291,12 @@ def cmd_controllers(args: argparse.Namespace, state: StateDir) -> int:
         node_grace=args.node_monitor_grace_period,
     )
     return _run_child(args.server_pid, work)
+
+
+def cmd_console(args: argparse.Namespace, state: StateDir) -> int:
+    from t9k_provider.local.console.server import serve
+
+    return _run_child(args.server_pid, serve(state.kubeconfig, state.path))
 
 
 def cmd_kubelet(args: argparse.Namespace, state: StateDir) -> int:
@@ -481,6 +488,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--network", choices=NETWORK_MODES, required=True)
     p.add_argument("--pod-subnet", type=_pod_subnet, default=0, help=POD_SUBNET_HELP)
     p.add_argument("--server-pid", type=int, required=True, help="the API server's process (its parent)")
+    p = sub.add_parser("console", help="(internal) the console's process, started by run")
+    common(p)
+    p.add_argument("--server-pid", type=int, required=True, help="the API server's process (its parent)")
     p = sub.add_parser("down", help="stop the background cluster")
     common(p)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait before SIGKILL")
@@ -500,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         "node": cmd_node,
         "controllers": cmd_controllers,
         "kubelet": cmd_kubelet,
+        "console": cmd_console,
     }
     return commands[args.command](args, state)
 

@@ -8,11 +8,9 @@ so links already handed out keep working.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
-import signal
 import socket
 from pathlib import Path
 from typing import Any
@@ -85,10 +83,8 @@ def _free(port: int) -> bool:
     return True
 
 
-def pick_port(state_dir: Path, requested: int | None) -> int:
-    """The requested port; else the previous console's if it is free; else any (0)."""
-    if requested is not None:
-        return requested
+def pick_port(state_dir: Path) -> int:
+    """The previous console's port if it is free, else any (0)."""
     previous = read_console(state_dir).get("url", "").rpartition(":")[2]
     return int(previous) if previous.isdigit() and _free(int(previous)) else 0
 
@@ -101,35 +97,21 @@ def _publish(state_dir: Path, info: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-async def serve(
-    kubeconfig: Path, state_dir: Path, port: int | None = None, ready: asyncio.Event | None = None
-) -> None:
-    """Serve until cancelled, as a client of the API server of ``kubeconfig``; ``console.json`` goes to the
-    cluster's ``state_dir``."""
+async def serve(kubeconfig: Path, state_dir: Path) -> None:
+    """Serve until cancelled (``t9k-local console``, which ``run`` starts), as a client of the API server of
+    ``kubeconfig``; ``console.json`` goes to the cluster's ``state_dir``."""
     client = await api_client(kubeconfig)
     runner = web.AppRunner(make_app(KubeApi(client), CoreV1Api(client)), access_log=None)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, HOST, pick_port(state_dir, port))
+        site = web.TCPSite(runner, HOST, pick_port(state_dir))
         await site.start()
         bound = runner.addresses[0][1]
         url = f"http://{HOST}:{bound}"
         info = {"url": url, "jobUrlTemplate": url + JOB_PATH_TEMPLATE, "pid": os.getpid()}
         _publish(state_dir, info)
         log.info("t9k-local console on %s (pages: %s)", url, info["jobUrlTemplate"])
-        if ready is not None:
-            ready.set()
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
         await client.close()
-
-
-async def run_until_signalled(kubeconfig: Path, state_dir: Path, port: int | None) -> None:
-    """The console's process: until SIGTERM/SIGINT."""
-    task = asyncio.create_task(serve(kubeconfig, state_dir, port))
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await task

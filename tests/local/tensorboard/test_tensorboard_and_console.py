@@ -4,19 +4,17 @@ training writes scalars into its claim, the local TensorBoard operator serves th
 phase, replicas, events, last log lines (escaped) and the TensorBoard link. File sets the operator cannot
 serve leave the TensorBoard not Ready with a reason that names them.
 
-The operator and the console run in this process (``in_process``), against the cluster's API, as the
-cluster's own components would.
+The operator runs in the cluster's controllers process, the console as a component of its own.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,12 +25,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from t9k_provider.kube.api import KubeApi, api_client
-from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner
-from t9k_provider.kube.resources import PODS, SERVICES
 from t9k_provider.local.console import server
-from t9k_provider.local.tensorboard.board import TENSORBOARDS, UID_LABEL
-from t9k_provider.local.tensorboard.operator import TensorBoardOperator
+from t9k_provider.local.tensorboard.board import UID_LABEL
 from t9k_provider.testing import LocalCluster, wait_for
 from tests.controller.e2e_support import NS, Jobs
 from tests.support.builders import make_container, make_job, make_template
@@ -56,60 +50,10 @@ print({hostile!r}, flush=True)
 """
 
 
-class InProcess:
-    """The TensorBoard operator and the console on an event loop of their own, in a thread."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.task: asyncio.Task[None] | None = None
-
-    def _run(self) -> None:
-        self.task = self.loop.create_task(self._main())
-        with contextlib.suppress(asyncio.CancelledError):
-            self.loop.run_until_complete(self.task)
-        self.loop.close()
-
-    async def _main(self) -> None:
-        api = await api_client(self.cluster.kubeconfig)
-        kube = KubeApi(api)
-        boards, services = Informer(kube, TENSORBOARDS), Informer(kube, SERVICES)
-        pods = Informer(kube, PODS, indexers={OWNER_INDEX: by_owner})
-        operator = TensorBoardOperator(kube, boards, pods, services, self.cluster.state_dir)
-        boards.add_handler(operator.on_board)
-        pods.add_handler(operator.on_owned)
-        services.add_handler(operator.on_owned)
-        console_ready = asyncio.Event()
-        runs = [boards.run(), pods.run(), services.run(), operator.run()]
-        runs.append(server.serve(self.cluster.kubeconfig, self.cluster.state_dir, None, console_ready))
-        tasks = [asyncio.ensure_future(run) for run in runs]
-        try:
-            await console_ready.wait()
-            self.ready.set()
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await api.close()
-
-    def __enter__(self) -> InProcess:
-        self.thread.start()
-        assert self.ready.wait(30), "the console did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.task is not None:
-            self.loop.call_soon_threadsafe(self.task.cancel)
-        self.thread.join(15)
-
-
 @pytest.fixture(scope="module")
-def in_process(cluster: LocalCluster) -> Iterator[InProcess]:
-    with InProcess(cluster) as running:
-        yield running
+def console(cluster: LocalCluster) -> dict[str, Any]:
+    """Where the cluster's console answers (``STATE/console.json``, written once it listens)."""
+    return wait_for("the console's console.json", lambda: server.read_console(cluster.state_dir), timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +84,7 @@ def get(url: str) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def training(jobs: Jobs, in_process: InProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def training(jobs: Jobs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A worker that writes scalars into claim ``tb-logs`` (file set ``t9k://pvc/tb-logs/runs``), logs two
     lines, then waits at a gate (opened at the end) so that the job runs while the tests look at it."""
     gate = tmp_path_factory.mktemp("gate") / "open"
@@ -193,9 +137,9 @@ def test_tensorboard_serves_the_scalars_the_training_wrote(
 
 
 def test_job_page_shows_phase_replicas_events_logs_and_tensorboard(
-    training: str, cluster: LocalCluster, custom: client.CustomObjectsApi
+    training: str, console: dict[str, Any], custom: client.CustomObjectsApi
 ) -> None:
-    info = server.read_console(cluster.state_dir)
+    info = console
     assert info["url"].startswith("http://127.0.0.1:")
     page_url = info["jobUrlTemplate"].format(namespace=NS, kind="PyTorchTrainingJob", name=training)
 
@@ -237,7 +181,7 @@ def test_job_page_shows_phase_replicas_events_logs_and_tensorboard(
     ],
 )
 def test_a_fileset_it_cannot_serve_leaves_the_tensorboard_not_ready(
-    in_process: InProcess, custom: client.CustomObjectsApi, fileset: str, phase: str, reason: str, named: str
+    custom: client.CustomObjectsApi, fileset: str, phase: str, reason: str, named: str
 ) -> None:
     name = f"bad-{reason.lower()}"
     board = {
@@ -268,18 +212,21 @@ def test_a_fileset_it_cannot_serve_leaves_the_tensorboard_not_ready(
 def test_console_process_answers_on_loopback_only_and_keeps_its_port(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    argv = [sys.executable, "-m", "t9k_provider.local.console", "--kubeconfig", str(cluster.kubeconfig)]
-    argv += ["--state-dir", str(tmp_path)]
+    """``t9k-local console`` (what ``run`` starts) on a state directory of its own, for this cluster."""
+    shutil.copy(cluster.kubeconfig, tmp_path / "kubeconfig")
+    argv = [sys.executable, "-m", "t9k_provider.local.cli", "console", "--state-dir", str(tmp_path)]
+    argv += ["--server-pid", str(os.getpid())]
     log = tmp_path / "console.log"
 
     def start() -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
         with log.open("ab") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        info = wait_for(
-            "the console's console.json",
-            lambda: (i := server.read_console(tmp_path)).get("pid") == proc.pid and i,
-        )
-        return proc, info
+
+        def published() -> dict[str, Any] | None:
+            info = server.read_console(tmp_path)
+            return info if info.get("pid") == proc.pid else None
+
+        return proc, wait_for("the console's console.json", published)
 
     urls = []
     for _ in range(2):
