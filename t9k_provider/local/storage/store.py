@@ -325,6 +325,10 @@ class Checkpointer:
         self._wake.set()
         self._thread.join()
 
+    @staticmethod
+    def checkpoint(db: sqlite3.Connection) -> None:
+        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def _run(self) -> None:
         db = sqlite3.connect(str(self._path), isolation_level=None, check_same_thread=False)
         try:
@@ -334,8 +338,8 @@ class Checkpointer:
                 if self._writes:
                     self._writes = 0
                     try:
-                        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    except sqlite3.Error:
+                        self.checkpoint(db)
+                    except Exception:  # whatever it was: a thread that ended would let the WAL grow unbounded
                         log.exception("checkpoint of %s failed (retried after the next writes)", self._path)
         finally:
             db.close()

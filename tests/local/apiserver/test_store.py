@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
+from t9k_provider.local.storage import store as store_module
 from t9k_provider.local.storage.store import ADDED, DELETED, MODIFIED, Compacted, Conflict, Store
+from t9k_provider.testing import wait_for
 
 
 def _obj(name: str, ns: str = "default", **extra: object) -> dict:
@@ -168,3 +171,30 @@ def test_checkpoints_run_in_the_background(tmp_path: Path) -> None:
     store.close()
     reopened = Store(tmp_path / "s.db")
     assert reopened.revision == 300 and len(reopened.list("", "configmaps")) == 300
+
+
+def test_the_checkpointer_survives_a_failed_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any exception in one checkpoint is logged and the next writes are checkpointed again: a thread that
+    ended would let the WAL grow without bound."""
+    calls: list[str] = []
+
+    def flaky(db: sqlite3.Connection) -> None:
+        calls.append("called")
+        if len(calls) == 1:
+            raise RuntimeError("injected")
+        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.01)
+    monkeypatch.setattr(store_module.Checkpointer, "checkpoint", staticmethod(flaky))
+    path = tmp_path / "store.db"
+    sqlite3.connect(str(path)).execute("PRAGMA journal_mode=WAL").fetchall()
+    checkpointer = store_module.Checkpointer(path)
+    try:
+        for _ in range(2):
+            checkpointer.wrote()
+            wait_for("a checkpoint after the writes", lambda n=len(calls): len(calls) > n, 5)
+    finally:
+        checkpointer.stop()
+    assert calls == ["called", "called"]
