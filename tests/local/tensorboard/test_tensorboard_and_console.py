@@ -139,9 +139,8 @@ def test_tensorboard_serves_the_scalars_the_training_wrote(
 def test_job_page_shows_phase_replicas_events_logs_and_tensorboard(
     training: str, console: dict[str, Any], custom: client.CustomObjectsApi
 ) -> None:
-    info = console
-    assert info["url"].startswith("http://127.0.0.1:")
-    page_url = info["jobUrlTemplate"].format(namespace=NS, kind="PyTorchTrainingJob", name=training)
+    assert console["url"].startswith("http://127.0.0.1:")
+    page_url = console["jobUrlTemplate"].format(namespace=NS, kind="PyTorchTrainingJob", name=training)
 
     def complete() -> str | None:
         status, page = get(page_url)
@@ -163,14 +162,14 @@ def test_job_page_shows_phase_replicas_events_logs_and_tensorboard(
     assert "&lt;script&gt;alert(&quot;tb&quot;)&lt;/script&gt; &amp; done" in page
     assert "<script>" not in page
     # The index links the page; a missing job or kind is a 404 that does not echo markup.
-    status, index = get(info["url"] + "/")
+    status, index = get(console["url"] + "/")
     assert status == 200 and f'href="/jobs/{NS}/PyTorchTrainingJob/{training}"' in index
-    status, missing = get(info["url"] + "/jobs/default/pytorchtrainingjobs/%3Cscript%3Ex")
+    status, missing = get(console["url"] + "/jobs/default/pytorchtrainingjobs/%3Cscript%3Ex")
     assert status == 404
     assert (
         "PyTorchTrainingJob default/&lt;script&gt;x does not exist" in missing and "<script>" not in missing
     )
-    assert get(info["url"] + "/jobs/default/NoSuchKind/x")[0] == 404
+    assert get(console["url"] + "/jobs/default/NoSuchKind/x")[0] == 404
 
 
 @pytest.mark.parametrize(
