@@ -34,13 +34,14 @@ class ServerSide:
 
     def attempt(self, what: str, action: Callable[..., Any], *args: Any) -> Any:
         """``action(*args)``, or None when the object has gone or changed meanwhile (the next pass sees it
-        again); other refusals are logged."""
+        again). Any other refusal raises, naming ``what``: the step's `Retries` logs it with the object's key
+        and backs off, where a refusal tried again on every pass would be a hot loop."""
         try:
             return action(*args)
         except errors.ApiError as exc:
-            if exc.code not in (404, 409):
-                log.warning("%s: %s", what, exc.message)
-            return None
+            if exc.code in (404, 409):
+                return None
+            raise RuntimeError(f"{what}: {exc.code} {exc.message}") from exc
 
     def delete(self, what: str, res: Resource, namespace: str, name: str, **options: Any) -> None:
         self.attempt(what, self.objects.delete, res, namespace, name, DeleteOptions(**options))
