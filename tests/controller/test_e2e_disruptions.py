@@ -1,10 +1,12 @@
 """End to end on the local cluster: a distributed training whose replica is disrupted restarts as a whole and
 succeeds, charging no restart budget (docs/controller.md#disruptions).
 
-Two workers train with torch.distributed (gloo) and rank 0 checkpoints its step; worker-1's pod is then
+Two workers train with torch.distributed (gloo) and rank 0 checkpoints its step. Then worker-1's pod is
 disrupted as the Eviction API does it, through the real client: the `DisruptionTarget` condition on the pod's
-status subresource, then a graceful delete. Its peer's collective breaks ("connection reset by peer", exit 1),
-which must not be charged: with `backoffLimit: 0` a charged failure would fail the job.
+status subresource, then a graceful delete; or its node stops reporting, and the taint manager deletes its
+pods, which stay terminating (no kubelet confirms) until the controller force-deletes them. A peer's broken
+collective ("connection reset by peer", exit 1) must not be charged: with `backoffLimit: 0` a charged failure
+would fail the job.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from t9k_provider.jobs.contract import task_replicas
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs, PodRecorder
 from tests.support.builders import make_container, make_job, make_template
-from tests.support.clusters import cluster_fixture, controller_fixture
+from tests.support.clusters import ClusterFactory, cluster_fixture, controller_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -57,6 +59,26 @@ print(f"rank {{rank}} done at step {{step}}", flush=True)
 """
 
 
+def create_training(jobs: Jobs, name: str, ckpt: Path, gate: Path) -> None:
+    script = TRAIN.format(ckpt=str(ckpt), gate=str(gate))
+    jobs.create(make_job("PyTorchTrainingJob", name, {
+        "runPolicy": {"backoffLimit": 0},
+        "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "OnFailure", "template":
+            make_template(make_container("pytorch", command=[sys.executable, "-c", script]))}],
+    }, namespace=NS))  # fmt: skip
+
+
+def restarted_and_running(jobs: Jobs, name: str, first: dict[str, str]) -> bool:
+    """The job restarted as a whole once, and both workers run again in new pods."""
+    pods = jobs.pods(name)
+    return (
+        (jobs.get("PyTorchTrainingJob", name).get("status") or {}).get("restarts") == 1
+        and len(pods) == 2
+        and all(p.metadata.uid != first.get(p.metadata.name) for p in pods)
+        and all(p.status.phase == "Running" and p.metadata.deletion_timestamp is None for p in pods)
+    )
+
+
 def test_an_evicted_worker_restarts_the_training_as_a_whole_without_charging_a_budget(
     cluster: LocalCluster, controller: ControllerProcess, tmp_path: Path
 ) -> None:
@@ -64,14 +86,8 @@ def test_an_evicted_worker_restarts_the_training_as_a_whole_without_charging_a_b
     recorder = PodRecorder(cluster.api_client())
     recorder.start()
     assert recorder.started_watching.wait(10)
-    ckpt, gate = tmp_path / "step", tmp_path / "gate"
-    script = TRAIN.format(ckpt=str(ckpt), gate=str(gate))
-    name = "pj-disrupted"
-    jobs.create(make_job("PyTorchTrainingJob", name, {
-        "runPolicy": {"backoffLimit": 0},
-        "replicaSpecs": [{"type": "worker", "replicas": 2, "restartPolicy": "OnFailure", "template":
-            make_template(make_container("pytorch", command=[sys.executable, "-c", script]))}],
-    }, namespace=NS))  # fmt: skip
+    ckpt, gate, name = tmp_path / "step", tmp_path / "gate", "pj-disrupted"
+    create_training(jobs, name, ckpt, gate)
 
     def status() -> dict:
         return jobs.get("PyTorchTrainingJob", name).get("status") or {}
@@ -95,16 +111,12 @@ def test_an_evicted_worker_restarts_the_training_as_a_whole_without_charging_a_b
         except ApiException as exc:  # the controller, restarting the job, may have deleted it first
             assert exc.status == 404, exc
 
-        def restarted() -> bool:
-            pods = jobs.pods(name)
-            return (
-                status().get("restarts") == 1
-                and len(pods) == 2
-                and all(p.metadata.uid != first[p.metadata.name].metadata.uid for p in pods)
-                and all(p.status.phase == "Running" for p in pods)
-            )
-
-        wait_for("the job restarted as a whole, both workers running again", restarted, 90)
+        uids = {n: p.metadata.uid for n, p in first.items()}
+        wait_for(
+            "the job restarted as a whole, both workers running again",
+            lambda: restarted_and_running(jobs, name, uids),
+            90,
+        )
         assert status()["phase"] == "Running"
         gate.touch()
         wait_for("the job to end", lambda: status().get("phase") in TERMINAL, 120)
@@ -142,3 +154,42 @@ def test_an_evicted_worker_restarts_the_training_as_a_whole_without_charging_a_b
         "evicting): restarting the job as a whole"
     )
     assert ("Normal", "RestartingJob") in said
+
+
+def test_a_worker_whose_node_stops_reporting_is_force_deleted_and_the_training_restarts(
+    cluster_factory: ClusterFactory, tmp_path: Path
+) -> None:
+    """Two nodes; worker-1's node's kubelet is SIGKILLed and held stopped. The node goes Unknown, is tainted
+    unreachable, and once the pods' toleration (2 s here) runs out the taint manager deletes them: they stay
+    terminating, which would block recreating `<job>-worker-1`. The controller force-deletes them and restarts
+    the job on the node that is left."""
+    cluster = cluster_factory(nodes=2, node_grace=3, toleration_seconds=2)
+    jobs = Jobs(cluster.api_client())
+    ckpt, gate, name = tmp_path / "step", tmp_path / "gate", "pj-node-lost"
+    with ControllerProcess(cluster.kubeconfig, tmp_path / "controller.log") as controller:
+        controller.wait_ready(60)
+        create_training(jobs, name, ckpt, gate)
+        wait_for(
+            "the training to checkpoint a few steps", lambda: ckpt.exists() and int(ckpt.read_text()) >= 3, 90
+        )
+        first = {p.metadata.name: p for p in jobs.pods(name)}
+        lost = first[f"{name}-worker-1"].spec.node_name
+        cluster.stop_node(lost)
+        wait_for(
+            "the job restarted as a whole, both workers running again",
+            lambda: restarted_and_running(jobs, name, {n: p.metadata.uid for n, p in first.items()}),
+            120,
+        )
+        assert {p.spec.node_name for p in jobs.pods(name)} != {lost}
+        gate.touch()
+        wait_for("the job to end", lambda: jobs.phase("PyTorchTrainingJob", name) in TERMINAL, 120)
+        final = jobs.get("PyTorchTrainingJob", name)["status"]
+        context = f"status: {json.dumps(final, indent=1)}\n{controller.log_tail(40)}"
+        assert final["phase"] == "Succeeded", context
+        assert final.get("backoffCount", 0) == 0, context
+        assert final["restarts"] == 1, context
+        lost_entries = [e for e in final["disruptions"] if e["node"] == lost]
+        assert lost_entries and {e["reason"] for e in lost_entries} == {"DeletionByTaintManager"}, context
+        events = jobs.core.list_namespaced_event(NS, field_selector=f"involvedObject.name={name}").items
+        forced = [e.message for e in events if e.reason == "ForceDelete"]
+        assert any("taint manager" in m and "out-of-service" in m for m in forced), context
