@@ -22,6 +22,9 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from t9k_provider.kube.resources import PODS, ResourceType
 
 MERGE_PATCH = "application/merge-patch+json"
+#: built-in kinds only: lists with a merge key (a pod's or node's ``conditions``, by ``type``) are merged
+#: item by item, so a writer sends only its own entries and never drops another writer's
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REQUEST_TIMEOUT = 30.0
 #: Longest log line passed on; the rest of a longer line is dropped (a runaway line cannot exhaust memory).
 MAX_LOG_LINE_BYTES = 64 * 1024
@@ -268,9 +271,12 @@ class KubeApi:
         patch: dict[str, Any],
         *,
         subresource: str | None = None,
+        strategic: bool = False,
     ) -> dict[str, Any]:
+        """A JSON merge patch; ``strategic``: a strategic merge patch (`STRATEGIC_MERGE_PATCH`)."""
         path = rt.path(namespace, name, subresource)
-        return _typed(rt, await self._call("patch", "PATCH", rt, path, body=patch, content_type=MERGE_PATCH))
+        kind = STRATEGIC_MERGE_PATCH if strategic else MERGE_PATCH
+        return _typed(rt, await self._call("patch", "PATCH", rt, path, body=patch, content_type=kind))
 
     async def delete(
         self,

@@ -179,7 +179,7 @@ class NodeLifecycleController:
         log.warning("node %s: %s", name, STATUS_UNKNOWN)
         now = now_rfc3339()
         patch = {"status": {"conditions": unknown_conditions(node, now)}}
-        written = await self.kube.patch(NODES, None, name, patch, subresource="status")
+        written = await self.kube.patch(NODES, None, name, patch, subresource="status", strategic=True)
         self.nodes.observe(written)
         node_ref = {**written, "apiVersion": "v1", "kind": "Node"}
         await events.record(
@@ -197,9 +197,8 @@ class NodeLifecycleController:
         ready = condition(pod, "Ready")
         if ready.get("status") == "False":
             return
-        others = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
         mark = {"type": "Ready", "status": "False", "lastProbeTime": None, "lastTransitionTime": now}
-        await self._patch_pod_status(pod, {"conditions": [*others, mark]})
+        await self._patch_pod_status(pod, {"conditions": [mark]})
 
     async def _evict(self, node: dict[str, Any], taints: list[dict[str, Any]], now: float) -> None:
         for pod in self.pods.by_index(NODE_INDEX, node["metadata"]["name"]):
@@ -223,9 +222,7 @@ class NodeLifecycleController:
             "message": "Taint manager: deleting due to NoExecute taint",
             "lastTransitionTime": now_rfc3339(),
         }
-        conditions = (pod.get("status") or {}).get("conditions") or ()
-        others = [c for c in conditions if c.get("type") != mark["type"]]
-        if not await self._patch_pod_status(pod, {"conditions": [*others, mark]}):
+        if not await self._patch_pod_status(pod, {"conditions": [mark]}):
             return
         try:
             await self.kube.delete(PODS, ns, name, uid=meta.get("uid"))
@@ -239,10 +236,12 @@ class NodeLifecycleController:
         await events.record(self.kube, pod, "TaintManagerEviction", message, component=component)
 
     async def _patch_pod_status(self, pod: dict[str, Any], status: dict[str, Any]) -> bool:
+        """A strategic merge patch: a condition is merged by its type, never dropping another writer's."""
         meta = pod["metadata"]
+        ns = meta.get("namespace", "default")
         try:
             written = await self.kube.patch(
-                PODS, meta.get("namespace", "default"), meta["name"], {"status": status}, subresource="status"
+                PODS, ns, meta["name"], {"status": status}, subresource="status", strategic=True
             )
         except ApiError as exc:
             if exc.status == 404:

@@ -81,7 +81,7 @@ class NodeHeartbeat:
     async def post_status(self) -> None:
         node = await self.kube.get(NODES, None, self.node)
         patch = {"status": {"conditions": ready_conditions(node, now_rfc3339())}}
-        await self.kube.patch(NODES, None, self.node, patch, subresource="status")
+        await self.kube.patch(NODES, None, self.node, patch, subresource="status", strategic=True)
 
     async def renew_lease(self) -> None:
         renew = {

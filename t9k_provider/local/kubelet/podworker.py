@@ -470,11 +470,14 @@ class PodWorker:
         self._kill_running(views)
 
     async def _write_status(self, status: dict[str, Any]) -> None:
+        """A strategic merge patch: the conditions the kubelet owns replace theirs by type, and those others
+        own (DisruptionTarget, the scheduler's) stay, as the kubelet's status manager patches."""
         if status == self.last_status:
             return
+        name = self.pod["metadata"]["name"]
         try:
             await self.kube.patch(
-                PODS, self.namespace, self.pod["metadata"]["name"], {"status": status}, subresource="status"
+                PODS, self.namespace, name, {"status": status}, subresource="status", strategic=True
             )
         except ApiError as exc:
             if exc.status != 404:

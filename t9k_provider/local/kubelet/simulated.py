@@ -99,4 +99,6 @@ class SimulatedKubelet:
         if done and status["phase"] not in TERMINAL_PHASES:
             status["phase"] = "Succeeded" if int(code or 0) == 0 else "Failed"
         if any(current.get(k) != v for k, v in status.items()):
-            await self.kube.patch(PODS, ns, meta["name"], {"status": status}, subresource="status")
+            await self.kube.patch(
+                PODS, ns, meta["name"], {"status": status}, subresource="status", strategic=True
+            )

@@ -218,9 +218,7 @@ class Scheduler:
                 "message": why,
                 "lastTransitionTime": now_rfc3339(),
             }
-            if not await self._patch_status(
-                victim, {"conditions": [*_other_conditions(victim, "DisruptionTarget"), condition]}
-            ):
+            if not await self._patch_status(victim, {"conditions": [condition]}):
                 continue
             meta = victim["metadata"]
             try:
@@ -252,20 +250,20 @@ class Scheduler:
             "lastProbeTime": None,
             "lastTransitionTime": now_rfc3339(),
         }
-        if not await self._patch_status(
-            pod, {"conditions": [*_other_conditions(pod, "PodScheduled"), condition]}
-        ):
+        if not await self._patch_status(pod, {"conditions": [condition]}):
             return
         await events.record(
             self.kube, pod, "FailedScheduling", message, component=SCHEDULER, event_type="Warning"
         )
 
     async def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> bool:
-        """Merge-patch the pod's status (seen by the informer at once); False when the pod is gone."""
+        """Strategic-merge-patch the pod's status (a condition merged by type, never dropping another
+        writer's; seen by the informer at once); False when the pod is gone."""
         meta = pod["metadata"]
+        ns = meta.get("namespace", "default")
         try:
             written = await self.kube.patch(
-                PODS, meta.get("namespace", "default"), meta["name"], {"status": status}, subresource="status"
+                PODS, ns, meta["name"], {"status": status}, subresource="status", strategic=True
             )
         except ApiError as exc:
             if exc.status == 404:
@@ -295,7 +293,3 @@ class Scheduler:
         await events.record(
             self.kube, pod, "Scheduled", f"Successfully assigned {ns}/{name} to {node}", component=SCHEDULER
         )
-
-
-def _other_conditions(pod: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != kind]

@@ -1194,3 +1194,18 @@ def test_non_root_container_and_its_exec_run_in_the_attempts_cgroup(
         lambda: _ready_condition(core, "limited", ns) == "True",
     )
     core.delete_namespaced_pod("limited", ns, grace_period_seconds=0)
+
+
+def test_the_kubelet_keeps_the_conditions_others_own(core: client.CoreV1Api, ns: str, tmp_path: Path) -> None:
+    """Its status writes merge its own conditions by type, as the kubelet's status manager patches them: a
+    DisruptionTarget the eviction API or the scheduler set survives the kubelet's next write."""
+    go = tmp_path / "go"
+    core.create_namespaced_pod(ns, make_pod("marked", make_container(py=f"{py_gate(go)}print('bye')")))
+    wait_for("marked running", phase_is(core, "marked", ns, "Running"))
+    mark = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI", "message": "m"}
+    core.patch_namespaced_pod_status("marked", ns, {"status": {"conditions": [mark]}})
+    go.touch()  # the container ends: the kubelet writes the pod's status again
+    done = wait_for("marked ended", phase_is(core, "marked", ns, "Succeeded"))
+    kinds = {c.type: c.reason for c in done.status.conditions}
+    assert kinds.get("DisruptionTarget") == "EvictionByEvictionAPI", kinds
+    assert {"PodScheduled", "Initialized", "ContainersReady", "Ready"} <= kinds.keys()
