@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -22,6 +21,7 @@ import yaml
 from t9k_provider.kube.resources import GPU
 from t9k_provider.local.apiserver.strategies.nodes import first_devices, node_capacities
 from t9k_provider.local.components import Component, Supervisor
+from t9k_provider.local.diewith import command, die_with
 from t9k_provider.local.kubelet.heartbeat import RENEW_INTERVAL
 from t9k_provider.local.machinery.nodes import node_names
 from t9k_provider.local.state import StateDir
@@ -29,7 +29,6 @@ from t9k_provider.local.tls import ensure_pki
 
 log = logging.getLogger("t9k_provider.local")
 AGENTS_STOP_SECONDS = 15.0  # the kubelet stops containers (3 s grace) and tears down pod networks
-PR_SET_PDEATHSIG = 1
 COMPANION_CRDS = Path(__file__).resolve().parent / "crds"
 
 # `up`/`run` flags that set the Node's capacity (and allocatable): flag -> (resource, help)
@@ -106,7 +105,7 @@ def _components(state: StateDir, args: argparse.Namespace, kubeconfig: Path) -> 
                 out.append(Component(f"kubelet {name}", argv, grace=AGENTS_STOP_SECONDS))
     if not args.no_controller:
         argv = [sys.executable, "-m", "t9k_provider.controller", "--kubeconfig", str(kubeconfig)]
-        out.append(Component("T9k controller", argv, log_name="controller.log"))
+        out.append(Component("T9k controller", command(os.getpid(), argv), log_name="controller.log"))
         out.append(Component("console", internal("console", state), log_name="console.log"))
     return out
 
@@ -165,22 +164,9 @@ async def serve(state: StateDir, args: argparse.Namespace) -> None:
         state.release(lock)
 
 
-def _die_with(server_pid: int) -> None:
-    """Linux: the kernel SIGKILLs this process when the server dies, as in-process agents would die with it
-    (a restarted server starts new agents, and two kubelets must never run at once). Elsewhere: nothing."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
-            return
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != server_pid:  # it died before prctl took effect
-        os._exit(1)
-
-
 def run_child(server_pid: int, work: Coroutine[Any, Any, None]) -> int:
     """An internal child process: until SIGTERM/SIGINT (a kubelet then stops its containers first)."""
-    _die_with(server_pid)
+    die_with(server_pid)
 
     async def main() -> None:
         task = asyncio.ensure_future(work)

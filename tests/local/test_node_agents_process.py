@@ -56,6 +56,23 @@ def test_agents_die_with_a_killed_server(cluster_factory: Callable[..., LocalClu
     assert len(restarted) == 2 and not set(restarted) & set(agents)
 
 
+def test_the_t9k_controller_dies_with_a_killed_server(cluster_factory: Callable[..., LocalCluster]) -> None:
+    """It runs a program of its own (not an internal `t9k-local` command), yet dies with the server as the
+    agents do: else every SIGKILLed server left a controller behind, and the restarted server started a
+    second one beside it, both reconciling without leader election (found by `make soak`)."""
+    cluster = cluster_factory(kubelet="none", controller=True)
+    first = wait_for("the controller running", lambda: cluster.child_pid(CONTROLLER))
+    cluster.kill()
+    try:
+        wait_for("the orphaned controller to die", lambda: not alive(first), 5)
+    finally:
+        if alive(first):  # this test's own leftover: do not leave it to the other tests
+            os.kill(first, signal.SIGKILL)
+    cluster.start()
+    restarted = wait_for("the controller running again", lambda: cluster.child_pids(CONTROLLER))
+    assert len(restarted) == 1 and first not in restarted
+
+
 def test_agents_that_die_are_said_and_restarted(cluster_factory: Callable[..., LocalCluster]) -> None:
     """A crashed kubelet is restarted as systemd would (it re-adopts its containers); the server's log and
     `t9k-local status` say which component died, how, and its last log lines."""
