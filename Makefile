@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 AF2_VENV := .venv-airflow2
 AF2_STAMP := $(AF2_VENV)/.installed
 
-.PHONY: env test test-fast test-airflow2 lint crds demo clean lock bench
+.PHONY: env test test-fast test-airflow2 lint crds demo clean lock bench soak
 
 # torch comes from pip: the machine's pip configuration points at a local CPU wheel (see README). DeepSpeed (the
 # DeepSpeedJob example's launcher) stays out of the lock, like torch: its sdist declares torch, which the lock would
@@ -96,6 +96,14 @@ demo: env
 # failover | demo | triggerer.
 bench: env
 	$(PY) -m benchmarks
+
+# The embedded cluster under faults (docs/benchmarks.md section 13): 3 rounds, each on a fresh 2-node cluster with
+# the T9k controller, under a CPU hog, creating and changing about 100 objects of every workload kind while the
+# API server restarts, watches are cut and expire, kubelets, the controllers and the T9k controller are
+# SIGKILLed; fails when an object misses its desired state, a replica runs twice at once or anything is left
+# behind. Bounded (minutes); stops everything it starts. `make test` runs a one-round quick version.
+soak: env
+	$(PY) -m benchmarks --only soak
 
 lint: env
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from benchmarks import demo_pipeline, failover, live_logs, triggerer_capacity
+from benchmarks import demo_pipeline, failover, live_logs, soak, triggerer_capacity
 from benchmarks.stats import Figure
 
 HEADING = re.compile(r"^## (\d+)\. ", re.MULTILINE)
@@ -123,6 +123,7 @@ Section 8's procedure with 10,000 GenericJobs x 4 pods held (40,000 pods), arriv
 over the `make bench` budget, so it runs only when named: `.venv/bin/python -m benchmarks --only scale-full`
 (its figures are kept in this report otherwise).""",
     failover.SECTION: failover.METHOD,
+    soak.SECTION: soak.METHOD,
 }
 
 ANALYSIS = {
@@ -264,6 +265,7 @@ reconciles (no request per job), on a machine whose other sessions kept the load
 reads and the writes a new job needs); their p99 and the creation-to-pods latency follow the API server and
 node agents, which share the same cores (section 2).""",
     failover.SECTION: failover.ANALYSIS,
+    soak.SECTION: soak.ANALYSIS,
 }
 
 
@@ -345,8 +347,9 @@ def render(
         "average of 4-8; `--long-tasks` adds 20 s tasks), `--only scale` (section 8; 13 minutes), `--only "
         "scale-full` (section 9; about 35 minutes at that load), `--only failover` (section 10; 4 minutes "
         "at a load average of 4-7), `--only demo` (section 11, `make demo` timed; about 3 minutes, needs "
-        "root) and `--only triggerer` (section 12; about 21 minutes). Any section can be re-run alone with "
-        "`--only NAME`: the others keep their figures.",
+        "root), `--only triggerer` (section 12; about 21 minutes) and `--only soak` (section 13, `make "
+        f"soak`; {soak.MINUTES}). Any section can be re-run alone with `--only NAME`: the others keep their "
+        "figures.",
     ]
     if kept:
         lines.append(

@@ -2,13 +2,14 @@
 
 By default every section but the opt-in ones (``OPT_IN``: the per-task overhead against the cncf operators,
 the controller at 2,000 and at 10,000 jobs and the triggerer's capacity, each over ten minutes, live logs
-with 200 deferred tasks, leader failover, which kills 20 leaders, and the timing of ``make demo``, which
-needs root) runs, so that ``make bench`` stays under 15 minutes; ``--only NAME`` runs just the named
-ones.
+with 200 deferred tasks, leader failover, which kills 20 leaders, the timing of ``make demo``, which
+needs root, and the soak, ``make soak``) runs, so that ``make bench`` stays under 15 minutes; ``--only NAME``
+runs just the named ones.
 A section not run keeps its last figures: it is copied from the report being replaced, with its own date,
 commit and load. ``--quick`` runs each benchmark in a tiny configuration (the smoke test of ``make test``);
 it writes its report elsewhere (``--output``) and its figures mean nothing. The run fails (exit 1) when a
-measurement is implausible (see ``stats.check``); a missed target is reported, not failed.
+measurement is implausible (see ``stats.check``) or a section finds a broken invariant (the soak); a missed
+target is reported, not failed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from benchmarks import (
     local_cluster,
     machine,
     report,
+    soak,
     task_overhead,
     triggerer_capacity,
     waiting_cost,
@@ -71,6 +73,7 @@ class Profile:
     parse_sizes: dag_parse.Sizes  # how much section 5 samples per run
     triggerer_pace: triggerer_capacity.Pace  # section 12's log lines and quiet time
     cncf_poll: float | None  # section 7's cncf operators poll this often (None: their defaults)
+    soak: soak.Plan  # one round of section 13 (``runs`` rounds, a fresh cluster each)
 
 
 FULL = Profile(
@@ -79,7 +82,7 @@ FULL = Profile(
     log_writes=100_000, overhead_rounds={"pass": 10, "sleep20": 3}, works=("pass",), scale_jobs=2000,
     arrival_seconds=15.0, failover_kills=10,
     triggerer_tasks=1000, triggerer_window=60.0, triggerer_spread=30.0, parse_sizes=dag_parse.Sizes(),
-    triggerer_pace=triggerer_capacity.Pace(), cncf_poll=None,
+    triggerer_pace=triggerer_capacity.Pace(), cncf_poll=None, soak=soak.FULL_PLAN,
 )  # fmt: skip
 QUICK = Profile(
     runs=1, kinds=("GenericJob",), job_seconds=0.2, durations=(1.0, 2.0), bursts=(1, 3), resident_jobs=4,
@@ -87,6 +90,7 @@ QUICK = Profile(
     overhead_rounds={"pass": 1, "sleep20": 1}, works=("pass",), scale_jobs=20, arrival_seconds=1.0,
     failover_kills=1, triggerer_tasks=3, triggerer_window=1.5, triggerer_spread=1.0,
     parse_sizes=dag_parse.QUICK_SIZES, triggerer_pace=triggerer_capacity.QUICK_PACE, cncf_poll=1.0,
+    soak=soak.QUICK_PLAN,
 )  # fmt: skip
 FULL_SCALE_JOBS = 10_000
 
@@ -139,10 +143,11 @@ SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
     "failover": lambda p, work: failover.measure(work, p.failover_kills),
     "demo": lambda p, work: demo_pipeline.measure(p.runs, work),
     "triggerer": triggerer_benchmark,
+    "soak": lambda p, work: soak.measure(work, p.soak, p.runs),
 }
 #: Heavy sections: run only when named with --only (their last figures stay in the report otherwise). The
-#: demo's runs take only about 3 minutes but need root (its pods' namespaces).
-OPT_IN = {"livelogs", "overhead", "scale", "scale-full", "failover", "demo", "triggerer"}
+#: demo's runs take only about 3 minutes but need root (its pods' namespaces); the soak is `make soak`.
+OPT_IN = {"livelogs", "overhead", "scale", "scale-full", "failover", "demo", "triggerer", "soak"}
 
 
 def cache_bytecode(work: Path) -> None:
@@ -173,8 +178,8 @@ def run_sections(
         began = time.perf_counter()
         load_before = machine.load_average()
         print(f"[bench] {name} ...", flush=True)
-        section_figures = section(profile, work)
         try:
+            section_figures = section(profile, work)
             check(section_figures, profile.runs)
         except MeasurementError as exc:
             print(f"[bench] {name}: {exc}", file=sys.stderr)

@@ -154,3 +154,21 @@ def test_quick_run_of_the_triggerer_capacity(tmp_path: Path) -> None:
         assert f"live logs {mode}: all 3 at once: job Succeeded -> trigger event, p99" in text
         assert f"live logs {mode}: 3 over 1 s: job Succeeded -> task instance rescheduled in the DB" in text
     assert "live logs on: replica lines in the trigger logs / lines written (burst phase) | 1.00 |" in text
+
+
+@pytest.mark.timeout(900)
+def test_quick_run_of_the_soak(tmp_path: Path) -> None:
+    """One small round of `make soak` through the real command: every workload kind, every fault, under a CPU
+    hog; the run fails (and so this test) when any object misses its desired state, a replica runs twice at
+    once or anything is left behind."""
+    text = quick_report(tmp_path, "soak")
+    assert "## 13. Fault injection (soak)" in text
+    for figure in (
+        "objects that missed their desired state (missed)",
+        "replicas that ran twice at once",
+        "left behind after deletion and stop",
+        "writes never seen by a watch",
+    ):
+        assert f"| {figure} | 0 | 0-0 |" in text
+    assert "| faults: API server SIGKILLed and started again | 1 |" in text
+    assert "write -> the soak's watch sees it, p99" in text

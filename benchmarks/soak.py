@@ -1,0 +1,403 @@
+"""The embedded cluster under faults (``make soak``, ``python -m benchmarks --only soak``; ``METHOD`` says
+what it does). Unlike the other sections it fails the run when an invariant breaks: every object that missed
+its desired state, every replica that ran twice at once, everything left behind is named in the error.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from benchmarks import machine
+from benchmarks.api import ApiError, progress
+from benchmarks.soak_api import Api, Watcher
+from benchmarks.soak_checks import Key, Observations, overlaps, pod_directories, processes, read_runs
+from benchmarks.soak_faults import KINDS as FAULT_KINDS
+from benchmarks.soak_faults import Hog, Injector, schedule
+from benchmarks.soak_workloads import RUN_LABEL, WORKLOADS, Recorder, Workload, new_workload, update_patch
+from benchmarks.stats import Figure, MeasurementError, percentile
+from t9k_provider.local.machinery.nodes import node_names
+from t9k_provider.testing import LocalCluster
+
+SECTION = "13. Fault injection (soak)"
+MINUTES = "about 8 minutes"  # the full run's, for the report's header
+METHOD = """\
+(draft)"""
+ANALYSIS = """\
+(draft)"""
+NAMESPACES = ("soak-a", "soak-b", "soak-c")
+#: How long a client rides out an API server that does not answer (a restart under the hog takes seconds).
+PATIENCE = 120.0
+START_TIMEOUT = 90.0
+GONE_TIMEOUT = 180.0  # namespaces deleted -> every object and pod gone
+OBSERVE_TIMEOUT = 30.0  # every write seen by the watches, once the cluster has settled
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One round: ``objects`` of each kind created and ``updates`` changes made at seeded random instants of
+    a ``window`` of seconds, ``faults`` of each kind among them, on ``nodes`` nodes; then ``settle``
+    seconds at most for every object to reach its desired state."""
+
+    objects: dict[str, int]
+    updates: int
+    faults: dict[str, int]
+    window: float
+    settle: float
+    nodes: int = 2
+    writers: int = 4  # client threads
+
+
+FULL_PLAN = Plan(
+    objects={"Pod": 30, "Job": 16, "Deployment": 10, "ReplicaSet": 8, "StatefulSet": 8, "DaemonSet": 3,
+             "GenericJob": 12, "PyTorchTrainingJob": 8, "TensorFlowTrainingJob": 5, "XGBoostTrainingJob": 5},
+    updates=50, faults=dict(zip(FAULT_KINDS, (2, 2, 2, 3, 2, 2, 1), strict=True)), window=60.0, settle=240.0,
+)  # fmt: skip
+QUICK_PLAN = Plan(
+    objects={"Pod": 3, "Job": 2, "Deployment": 2, "ReplicaSet": 1, "StatefulSet": 2, "DaemonSet": 1,
+             "GenericJob": 2, "PyTorchTrainingJob": 2, "TensorFlowTrainingJob": 1, "XGBoostTrainingJob": 1},
+    updates=8, faults=dict.fromkeys(FAULT_KINDS, 1), window=20.0, settle=120.0,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Write:
+    key: Key
+    rv: int
+    generation: int  # 0: a change its controller does not observe (metadata, or a kind without status)
+    sent: float
+
+
+@dataclass
+class Round:
+    """What one round did and found."""
+
+    objects: int = 0
+    updates: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    missed: int = 0
+    twice: int = 0
+    left: int = 0
+    unobserved: int = 0
+    to_watch: list[float] = field(default_factory=list)
+    to_controller: list[float] = field(default_factory=list)
+    to_bound: list[float] = field(default_factory=list)
+    to_running: list[float] = field(default_factory=list)
+    resumes: int = 0
+    relists: int = 0
+    seconds: float = 0.0
+    hog_share: float = 0.0  # CPU seconds the hogs got per core and wall second
+
+
+class Soak:
+    """One round on a fresh cluster: the load, the faults, the checks."""
+
+    def __init__(self, work: Path, plan: Plan, seed: int) -> None:
+        self.plan = plan
+        self.rng = random.Random(seed)
+        self.records = work / "records"
+        self.records.mkdir(parents=True)
+        self.recorder = Recorder(self.records, f"{os.getpid()}-{seed}")
+        self.cluster = LocalCluster(work / "cluster", controller=True, nodes=plan.nodes)
+        self.api = Api(self.cluster, PATIENCE)
+        self.observed = Observations()
+        self.watchers: list[Watcher] = []
+        self.writes: list[Write] = []
+        self.workloads: list[Workload] = []
+        self.result = Round()
+        self._lock = threading.Lock()
+
+    def run(self) -> Round:
+        began = time.monotonic()
+        self.cluster.start(START_TIMEOUT)
+        hog = None
+        try:
+            for ns in NAMESPACES:
+                self.api.json("POST", "/api/v1/namespaces", {"metadata": {"name": ns}}, expect=(201,))
+            self._watch()
+            hog = Hog(os.cpu_count() or 1, self.plan.window + self.plan.settle + 120)
+            self._load()
+            self._settle()
+            cpu, wall = hog.stop()
+            hog = None
+            self.result.hog_share = cpu / wall / (os.cpu_count() or 1)
+            self._observations()
+            self._delete()
+        finally:
+            if hog is not None:
+                hog.stop()
+            for watcher in self.watchers:
+                watcher.stop()
+            self.api.close()
+            self._stop()
+        self.result.seconds = time.monotonic() - began
+        return self.result
+
+    def problem(self, what: str) -> None:
+        progress(f"PROBLEM {what}")
+        self.result.problems.append(what)
+
+    def _watch(self) -> None:
+        for kind in WORKLOADS.values():
+            watcher = Watcher(self.cluster, kind.collection(), self.observed.handler(kind.name), PATIENCE)
+            watcher.start()
+            self.watchers.append(watcher)
+        for watcher in self.watchers:
+            if not watcher.ready.wait(60) or watcher.error is not None:
+                raise RuntimeError(f"{watcher.name} did not start: {watcher.error}")
+
+    # -- the load ----------------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Creates and changes from a pool of writers, each at its instant, while the faults are injected
+        here one after another at theirs."""
+        plan, rng = self.plan, self.rng
+        creates = []
+        for name, count in plan.objects.items():
+            kind = WORKLOADS[name]
+            for i in range(count):
+                ns = NAMESPACES[i % len(NAMESPACES)]
+                workload = new_workload(kind, ns, f"{name.lower()[:12]}-{i}", self.recorder, rng)
+                creates.append((rng.uniform(0, 0.8 * plan.window), workload))
+        creates.sort(key=lambda c: c[0])
+        self.workloads = [w for _, w in creates]
+        updates = []
+        for step in range(plan.updates):
+            at = rng.uniform(0.1 * plan.window, plan.window)
+            earlier = [w for t, w in creates if t < at - 1.0] or [creates[0][1]]
+            workload = rng.choice(earlier)
+            update = rng.choice(workload.kind.updates)
+            updates.append((at, workload, update, step))
+        faults = schedule(plan.faults, plan.window, node_names(plan.nodes), rng)
+        progress(f"{len(creates)} objects, {len(updates)} changes, {len(faults)} faults in {plan.window:g} s")
+        start = time.monotonic()
+
+        def at(offset: float) -> None:
+            if (delay := start + offset - time.monotonic()) > 0:
+                time.sleep(delay)
+
+        def write(slot: tuple[float, Any]) -> None:
+            at(slot[0])
+            slot[1]()
+
+        actions = [(t, partial(self._create, w)) for t, w in creates]
+        actions += [(t, partial(self._change, w, update, step)) for t, w, update, step in updates]
+        injector = Injector(self.cluster)
+        with ThreadPoolExecutor(plan.writers) as pool:
+            futures = [pool.submit(write, action) for action in sorted(actions, key=lambda a: a[0])]
+            for fault in faults:
+                at(fault.at)
+                injector.inject(fault)
+                progress(f"fault at {time.monotonic() - start:.1f} s: {fault.kind}: {injector.done[-1][1]}")
+            for future in futures:
+                future.result()
+        self.result.objects = len(creates)
+        self.result.updates = len(updates)
+        self.result.faults = {kind: sum(f.kind == kind for f, _ in injector.done) for kind in FAULT_KINDS}
+
+    def _create(self, workload: Workload) -> None:
+        status, obj, sent = self.api.request("POST", workload.kind.collection(workload.namespace),
+                                             workload.manifest)  # fmt: skip
+        if status == 409:  # an earlier try was committed, its answer lost to a fault
+            status, obj, sent = self.api.request("GET", workload.path)
+        if status not in (200, 201):
+            raise ApiError(f"create {workload}: HTTP {status}: {str(obj)[:300]}")
+        workload.uid = obj["metadata"]["uid"]
+        self._wrote(workload, obj, sent, controlled=True)
+
+    def _change(self, workload: Workload, update: str, step: int) -> None:
+        with self._lock:
+            patch = update_patch(workload, update, step, self.rng)
+        status, obj, sent = self.api.request(
+            "PATCH", workload.path, patch, content_type="application/merge-patch+json"
+        )
+        if status != 200:
+            raise ApiError(f"{update} {workload}: HTTP {status}: {str(obj)[:300]}")
+        self._wrote(workload, obj, sent, controlled=update != "annotate")
+
+    def _wrote(self, workload: Workload, obj: dict[str, Any], sent: float, controlled: bool) -> None:
+        meta = obj["metadata"]
+        has_status = "generation" in meta and workload.kind.name not in ("Pod", "Job")
+        generation = meta["generation"] if controlled and has_status else 0
+        with self._lock:
+            self.writes.append(Write(workload.key, int(meta["resourceVersion"]), generation, sent))
+
+    # -- the checks --------------------------------------------------------------------------------------
+
+    def _unsettled(self) -> dict[str, str]:
+        """Each object not in its desired state, and why."""
+        found = {}
+        by_key = {w.key: w for w in self.workloads}
+        for kind in WORKLOADS.values():
+            listed = self.api.json(
+                "GET", f"{kind.collection()}?labelSelector={RUN_LABEL}%3D{self.recorder.run}"
+            )
+            present = set()
+            for obj in listed["items"]:
+                key = (kind.name, obj["metadata"]["namespace"], obj["metadata"]["name"])
+                present.add(key)
+                if key in by_key and (why := kind.settled(obj, self.plan.nodes)):
+                    found[str(by_key[key])] = why
+            for key, workload in by_key.items():
+                if key[0] == kind.name and key not in present:
+                    found[str(workload)] = "gone"
+        return found
+
+    def _settle(self) -> None:
+        deadline = time.monotonic() + self.plan.settle
+        began = time.monotonic()
+        while (unsettled := self._unsettled()) and time.monotonic() < deadline:
+            time.sleep(1.0)
+        if not unsettled:
+            progress(f"every object in its desired state {time.monotonic() - began:.1f} s after the load")
+        for what, why in sorted(unsettled.items()):
+            self.problem(f"missed its desired state within {self.plan.settle:g} s: {what}: {why}")
+        self.result.missed = len(unsettled)
+
+    def _observations(self) -> None:
+        """Each write's first observation by the watches (waiting for the stragglers), each spec change's
+        by its controller (observedGeneration), each pod's binding and start."""
+        result, observed = self.result, self.observed
+        deadline = time.monotonic() + OBSERVE_TIMEOUT
+        while (unseen := [w for w in self.writes if observed.first(w.key, w.rv) is None]) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.5)
+        for write in unseen:
+            self.problem(f"write never seen by a watch: {write.key} at resourceVersion {write.rv}")
+        result.unobserved = len(unseen)
+        for write in self.writes:
+            if (seen := observed.first(write.key, write.rv)) is not None:
+                result.to_watch.append(seen - write.sent)
+            if write.generation and (seen := observed.first(write.key, generation=write.generation)):
+                result.to_controller.append(seen - write.sent)
+        with observed.lock:
+            lives = list(observed.pods.values())
+        result.to_bound = [p.bound - p.seen for p in lives if p.bound is not None]
+        result.to_running = [p.running - p.seen for p in lives if p.running is not None]
+        result.resumes = sum(w.resumes for w in self.watchers)
+        result.relists = sum(w.relists for w in self.watchers)
+
+    def _delete(self) -> None:
+        """Everything deleted the way a user would (its namespaces); then nothing of it may remain."""
+        for ns in NAMESPACES:
+            self.api.json("DELETE", f"/api/v1/namespaces/{ns}", expect=(200, 202))
+        deadline = time.monotonic() + GONE_TIMEOUT
+        while (left := self._namespaces_left()) and time.monotonic() < deadline:
+            time.sleep(1.0)
+        for what in left:
+            self.leftover(f"not deleted within {GONE_TIMEOUT:g} s: {what}")
+        deadline = time.monotonic() + 60
+        while (dirs := pod_directories(self.cluster.state_dir)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for path in dirs:
+            self.leftover(f"pod directory after its pod was deleted: {path}")
+
+    def _namespaces_left(self) -> list[str]:
+        left = []
+        for ns in NAMESPACES:
+            status, obj, _ = self.api.request("GET", f"/api/v1/namespaces/{ns}")
+            if status != 404:
+                left.append(f"namespace {ns} ({(obj or {}).get('status', {}).get('phase')})")
+        pods = self.api.json("GET", f"/api/v1/pods?labelSelector={RUN_LABEL}%3D{self.recorder.run}")
+        left += [f"pod {p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods["items"]]
+        return left
+
+    def leftover(self, what: str) -> None:
+        self.problem(f"left behind: {what}")
+        self.result.left += 1
+
+    def _stop(self) -> None:
+        """Every container's run against the others of its identity; then the cluster stopped, and what it
+        had to clean up and what still runs counted as left behind."""
+        for watcher in self.watchers:
+            if watcher.error is not None:
+                self.problem(f"{watcher.name} failed: {watcher.error!r}")
+        runs = read_runs(self.records)
+        with self.observed.lock:
+            pods = dict(self.observed.pods)
+        found = overlaps(runs, pods)
+        for what in found:
+            self.problem(f"ran twice at once: {what}")
+        self.result.twice = len(found)
+        for what in processes(self.recorder.run, self.cluster.state_dir, stopped=False):
+            self.leftover(f"process after every pod was deleted: {what}")
+        for netns in self.cluster.stop():
+            self.leftover(f"pod network namespace the cluster's stop removed: {netns}")
+        for what in processes(self.recorder.run, self.cluster.state_dir, stopped=True):
+            self.leftover(f"process after the cluster stopped: {what}")
+
+
+def _p(samples: list[float], p: float) -> float:
+    return percentile(samples, p) if samples else float("nan")
+
+
+def figures(rounds: list[Round], plan: Plan) -> list[Figure]:
+    """A sample per round for every figure."""
+
+    def fig(name: str, unit: str, values: list[float], **kw: Any) -> Figure:
+        return Figure(SECTION, name, unit, values, **kw)
+
+    zero = {"target": ("<=", 0), "zero_ok": True, "digits": 0}
+    kinds = len(plan.objects)
+    out = [
+        fig("objects created", "objects", [r.objects for r in rounds], digits=0,
+            note=f"{kinds} kinds, {sum(r.objects for r in rounds)} in all"),
+        fig("changes made (scale, rollout, annotation)", "changes", [r.updates for r in rounds], digits=0),
+    ]  # fmt: skip
+    for kind in FAULT_KINDS:
+        counts = [r.faults.get(kind, 0) for r in rounds]
+        out.append(fig(f"faults: {kind}", "faults", counts, digits=0, zero_ok=True))
+    out += [
+        fig(
+            "objects that missed their desired state (missed)", "objects", [r.missed for r in rounds], **zero
+        ),
+        fig("replicas that ran twice at once", "replicas", [r.twice for r in rounds], **zero),
+        fig("left behind after deletion and stop", "things", [r.left for r in rounds], **zero),
+        fig("writes never seen by a watch", "writes", [r.unobserved for r in rounds], **zero),
+    ]
+    for label, attr in (
+        ("write -> the soak's watch sees it", "to_watch"),
+        ("spec change -> its controller's observedGeneration", "to_controller"),
+        ("pod first seen -> bound to a node", "to_bound"),
+        ("pod first seen -> Running", "to_running"),
+    ):
+        samples = [getattr(r, attr) for r in rounds]
+        count = sum(len(s) for s in samples)
+        for p in (50, 99):
+            out.append(fig(f"{label}, p{p}", "s", [_p(s, p) for s in samples], digits=3,
+                           zero_ok=True, note=f"{count} in all"))  # fmt: skip
+    out += [
+        fig("watch streams resumed / relisted after a 410", "streams", [r.resumes for r in rounds], digits=0,
+            note=f"relists: {', '.join(str(r.relists) for r in rounds)} per round"),
+        fig("round wall time", "s", [r.seconds for r in rounds], digits=0),
+        fig("CPU hog: CPU seconds per core per second", "share", [r.hog_share for r in rounds], digits=2),
+    ]  # fmt: skip
+    return out
+
+
+def measure(work: Path, plan: Plan, runs: int, seed: int = 30) -> list[Figure]:
+    """``runs`` rounds, each on a fresh cluster with seed ``seed + round``; raises MeasurementError naming
+    every broken invariant of every round, after all of them ran."""
+    rounds = []
+    for index in range(runs):
+        progress(f"soak round {index + 1}/{runs} (seed {seed + index}), load {machine.load_average()}")
+        rounds.append(Soak(work / f"soak-{index}", plan, seed + index).run())
+        r = rounds[-1]
+        progress(
+            f"round {index + 1}: {r.objects} objects, {sum(r.faults.values())} faults, missed {r.missed}, "
+            f"twice {r.twice}, left {r.left}, {len(r.problems)} problems, {r.seconds:.0f} s; write -> watch "
+            f"p50 {_p(r.to_watch, 50):.3f} s p99 {_p(r.to_watch, 99):.3f} s"
+        )
+    problems = [f"round {i + 1}: {p}" for i, r in enumerate(rounds) for p in r.problems]
+    if problems:
+        raise MeasurementError(f"the soak found {len(problems)} problems:\n  " + "\n  ".join(problems))
+    return figures(rounds, plan)
