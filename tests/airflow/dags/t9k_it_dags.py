@@ -230,10 +230,10 @@ class LoseWorkerAfterSubmit(GenericJobOperator):
         self.first_try = context["ti"].try_number == 1
         return super().execute(context)
 
-    def _follow(self, *args: Any, **kwargs: Any) -> Any:
+    def _wait_in_worker(self, *args: Any, **kwargs: Any) -> Any:
         if self.first_try:
             raise AirflowException("simulated worker loss after submission")
-        return super()._follow(*args, **kwargs)
+        return super()._wait_in_worker(*args, **kwargs)
 
 
 class LoseResultAfterSuccess(GenericJobOperator):
