@@ -38,6 +38,7 @@ SECRETS = ResourceType("v1", "Secret", "secrets")
 SERVICEACCOUNTS = ResourceType("v1", "ServiceAccount", "serviceaccounts")
 EVENTS = ResourceType("v1", "Event", "events")
 NODES = ResourceType("v1", "Node", "nodes", namespaced=False)
+NAMESPACES = ResourceType("v1", "Namespace", "namespaces", namespaced=False)
 JOBS = ResourceType("batch/v1", "Job", "jobs")
 DEPLOYMENTS = ResourceType("apps/v1", "Deployment", "deployments")
 REPLICASETS = ResourceType("apps/v1", "ReplicaSet", "replicasets")
@@ -45,6 +46,7 @@ STATEFULSETS = ResourceType("apps/v1", "StatefulSet", "statefulsets")
 DAEMONSETS = ResourceType("apps/v1", "DaemonSet", "daemonsets")
 LEASES = ResourceType("coordination.k8s.io/v1", "Lease", "leases")
 PODGROUPS = ResourceType("scheduler.tensorstack.dev/v1beta1", "PodGroup", "podgroups")
+QUEUES = ResourceType("scheduler.tensorstack.dev/v1beta1", "Queue", "queues", namespaced=False)
 
 #: The extended resource the NVIDIA device plugin advertises: what a replica asks for, a node gives, the
 #: kubelet hands out and the provider counts, spelled once.

@@ -28,9 +28,11 @@ from t9k_provider.kube.resources import (
     DEPLOYMENTS,
     JOBS,
     LEASES,
+    NAMESPACES,
     NODES,
     PODGROUPS,
     PODS,
+    QUEUES,
     REPLICASETS,
     SERVICES,
     STATEFULSETS,
@@ -82,10 +84,11 @@ async def run_controllers(
     )
     services = Informer(kube, SERVICES)
     nodes, podgroups = Informer(kube, NODES), Informer(kube, PODGROUPS)
-    pod_scheduler = scheduler.Scheduler(kube, pods, nodes, podgroups)
+    queues, namespaces = Informer(kube, QUEUES), Informer(kube, NAMESPACES)
+    pod_scheduler = scheduler.Scheduler(kube, pods, nodes, podgroups, queues, namespaces)
     pods.add_handler(pod_scheduler.on_pod)
-    nodes.add_handler(pod_scheduler.on_node_or_group)
-    podgroups.add_handler(pod_scheduler.on_node_or_group)
+    for changes in (nodes, podgroups, queues, namespaces):  # room, a gang, a quota or a namespace's labels
+        changes.add_handler(pod_scheduler.on_node_or_group)
     replicasets = Informer(kube, REPLICASETS, indexers={OWNER_INDEX: by_owner})
     owners = {rt: Informer(kube, rt) for rt in (JOBS, DEPLOYMENTS, STATEFULSETS, DAEMONSETS)}
     deployment_controller = DeploymentController(kube, owners[DEPLOYMENTS], replicasets, pods)
@@ -105,12 +108,14 @@ async def run_controllers(
     endpoints = EndpointsController(kube, services, pods)
     pods.add_handler(endpoints.on_pod)
     services.add_handler(endpoints.on_service)
+    assert pod_scheduler.admission is not None
     runners: Runners = {
         "scheduler": pod_scheduler.run,
+        "queue maxDuration check": pod_scheduler.admission.check_durations,
         "endpoints controller": endpoints.run,
         **{f"{c.resource.kind} controller": c.run for c in controllers},
     }
-    informers = [pods, services, nodes, podgroups, replicasets, *owners.values()]
+    informers = [pods, services, nodes, podgroups, queues, namespaces, replicasets, *owners.values()]
     if mode != "none":
         leases = Informer(kube, LEASES, namespace=LEASE_NAMESPACE)
         lifecycle = NodeLifecycleController(kube, nodes, leases, pods, node_grace)

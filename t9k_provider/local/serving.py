@@ -30,6 +30,18 @@ from t9k_provider.local.tls import ensure_pki
 log = logging.getLogger("t9k_provider.local")
 AGENTS_STOP_SECONDS = 15.0  # the kubelet stops containers (3 s grace) and tears down pod networks
 COMPANION_CRDS = Path(__file__).resolve().parent / "crds"
+#: The Queue the cluster boots with, as a T9k installation's: open, no quota (docs/local-cluster.md#queues).
+DEFAULT_QUEUE = (
+    "scheduler.tensorstack.dev",
+    "v1beta1",
+    "queues",
+    {
+        "apiVersion": "scheduler.tensorstack.dev/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "default"},
+        "spec": {"priority": 0, "closed": False, "preemptible": True},
+    },
+)
 
 # `up`/`run` flags that set the Node's capacity (and allocatable): flag -> (resource, help)
 CAPACITY_FLAGS = {
@@ -142,6 +154,7 @@ async def serve(state: StateDir, args: argparse.Namespace) -> None:
     try:
         bound = await server.start()
         names = server.register_crds(crd_documents())
+        server.ensure(*DEFAULT_QUEUE)
         kubeconfig = state.write_kubeconfig(bound, server.token)
         server.ready = True
         log.info(

@@ -240,3 +240,11 @@ class ApiServer:
                 log.error("CRD %s was rejected: %s", name, exc.message)
         self.controllers.reconcile()
         return names
+
+    def ensure(self, group: str, version: str, plural: str, doc: dict[str, Any]) -> None:
+        """Create a cluster-scoped object once (a custom resource the cluster boots with: its CRD must be
+        registered); one that exists, or was deleted by a user and so recreated only at the next start, is
+        left as it is."""
+        res = self.registry.lookup(group, version, plural)
+        if res is not None and self.store.get((group, plural, "", doc["metadata"]["name"])) is None:
+            self.objects.create(res, "", json_copy(doc))

@@ -66,13 +66,18 @@ def occupies_node(pod: dict[str, Any]) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName")) and phase not in ("Succeeded", "Failed")
 
 
-def allocatable(node: dict[str, Any]) -> Requests:
+def parse_requests(quantities: dict[str, Any]) -> Requests:
+    """A resource list (``{"cpu": "500m", ...}``) as exact amounts; what does not parse counts as absent."""
     out: Requests = Counter()
-    for name, value in ((node.get("status") or {}).get("allocatable") or {}).items():
+    for name, value in quantities.items():
         amount = parse_quantity(value)
         if amount is not None:
             out[name] = amount
     return out
+
+
+def allocatable(node: dict[str, Any]) -> Requests:
+    return parse_requests((node.get("status") or {}).get("allocatable") or {})
 
 
 def free_room(node: dict[str, Any], pods: Iterable[dict[str, Any]]) -> Requests:

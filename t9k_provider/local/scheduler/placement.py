@@ -81,16 +81,18 @@ def preempt(
     nodes: list[Node],
     occupying: dict[str, list[Pod]],
     priority: Callable[[Pod], int],
+    preemptible: Callable[[Pod], bool] = lambda _pod: True,
 ) -> Preemption | None:
     """The victims for ``batch`` (of whose pods ``needed`` must fit), among pods of lower priority than the
     batch's; None when even evicting all of them would not make it fit, or the batch may not preempt
-    (``preemptionPolicy: Never``). Victims go in units: a pod, or every pod of its gang. Units are taken
+    (``preemptionPolicy: Never``); pods ``preemptible`` refuses (their Queue says so) are never victims.
+    Victims go in units: a pod, or every pod of its gang. Units are taken
     lowest priority (then youngest) first until the batch fits, then given back, highest first, where it
     still fits without them, so that as few as possible go."""
     own = priority(batch[0])
     if (batch[0].get("spec") or {}).get("preemptionPolicy") == "Never":
         return None
-    units = _units([p for pods in occupying.values() for p in pods], own, priority)
+    units = _units([p for pods in occupying.values() for p in pods if preemptible(p)], own, priority)
     taken: list[list[Pod]] = []
     for unit in units:
         taken.append(unit)

@@ -30,10 +30,10 @@ from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.machinery import events, workloop
 from t9k_provider.local.scheduler import fit, placement
+from t9k_provider.local.scheduler.admission import GROUP_INDEX, Admission, queue_name
 
 SCHEDULER = "default-scheduler"
 SCHEDULERS = (SCHEDULER, T9K_SCHEDULER_NAME)
-GROUP_INDEX = "pod-group"  # pods by "<namespace>/<PodGroup name>"
 POD_INDEXERS = {GROUP_INDEX: by_label(LABEL_GROUP_NAME)}  # what the pod informer must index for the scheduler
 PREEMPTED = "PreemptionByScheduler"
 
@@ -54,11 +54,27 @@ def _preempted(pod: dict[str, Any]) -> bool:
 
 
 class Scheduler:
-    def __init__(self, kube: KubeApi, pods: Informer, nodes: Informer, podgroups: Informer) -> None:
+    """``queues`` and ``namespaces`` (informers of Queues and Namespaces): PodGroups are admitted by their
+    Queue before any pod of theirs is placed (`admission`); without them, Queues are not enforced."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        pods: Informer,
+        nodes: Informer,
+        podgroups: Informer,
+        queues: Informer | None = None,
+        namespaces: Informer | None = None,
+    ) -> None:
         self.kube = kube
         self.pods = pods
         self.nodes = nodes
         self.podgroups = podgroups
+        self.admission = (
+            Admission(kube, pods, podgroups, queues, namespaces)
+            if queues is not None and namespaces is not None
+            else None
+        )
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self.assumed: dict[str, dict[str, Any]] = {}  # uid -> pod bound here (its nodeName set), not yet seen
 
@@ -92,9 +108,19 @@ class Scheduler:
         """Higher priority first, then older first, as kube-scheduler's active queue orders pods."""
         return (-self.priority(pod), pod["metadata"].get("creationTimestamp", ""))
 
+    def preemptible(self, pod: dict[str, Any]) -> bool:
+        """Whether the pod may be a victim: not when its PodGroup's Queue says ``preemptible: false``."""
+        group = (pod["metadata"].get("labels") or {}).get(LABEL_GROUP_NAME)
+        pg = self.podgroups.get(pod["metadata"].get("namespace", "default"), group) if group else None
+        queue = self.admission.queue(queue_name(pg)) if self.admission is not None and pg else None
+        return queue is None or queue.preemptible
+
     async def run(self) -> None:
         await self.nodes.synced.wait()
         await self.podgroups.synced.wait()
+        if self.admission is not None:
+            await self.admission.queues.synced.wait()
+            await self.admission.namespaces.synced.wait()
         await workloop.run(self.queue, self._sync, "scheduling pod")
 
     async def _sync(self, key: workloop.Key) -> None:
@@ -109,7 +135,15 @@ class Scheduler:
             gang = await self._gang(pod, group)
             if gang is None:
                 return
-            batch, needed = gang
+            batch, needed, pg = gang
+            if self.admission is not None and queue_name(pg):
+                verdict = await self.admission.admit(pg)
+                if not verdict.admitted:  # waits whole in its Queue: no pod of it is placed
+                    for member in batch:
+                        await self._unschedulable(member, verdict.message)
+                    return
+                queue = self.admission.queue(queue_name(pg))
+                nodes = [n for n in nodes if queue is None or queue.allows_node(n)]
         else:
             batch, needed = [pod], 1
         occupying = self._occupying(self.priority(pod), {placement.uid(p) for p in batch})
@@ -140,7 +174,7 @@ class Scheduler:
         if any(_preempted(p) for pods in occupying.values() for p in pods):
             message += " Waiting for preempted pods to terminate."
         else:
-            preemption = placement.preempt(batch, needed, nodes, occupying, self.priority)
+            preemption = placement.preempt(batch, needed, nodes, occupying, self.priority, self.preemptible)
             if preemption is not None:
                 await self._preempt(batch, preemption)
                 message += f" Preempting {len(preemption.victims)} pod(s) of lower priority."
@@ -171,9 +205,11 @@ class Scheduler:
                 out.setdefault(nominated, []).append(pod)
         return out
 
-    async def _gang(self, pod: dict[str, Any], group: str) -> tuple[list[dict[str, Any]], int] | None:
-        """The group's pods waiting to be placed and how many must fit at once; None while fewer than
-        ``minMember`` exist (a missing PodGroup asks for no minimum)."""
+    async def _gang(
+        self, pod: dict[str, Any], group: str
+    ) -> tuple[list[dict[str, Any]], int, dict[str, Any]] | None:
+        """The group's pods waiting to be placed, how many must fit at once, and the PodGroup ({} if none);
+        None while fewer than ``minMember`` exist (a missing PodGroup asks for no minimum)."""
         ns = pod["metadata"].get("namespace", "default")
         pg = self.podgroups.get(ns, group) or await self._read_podgroup(ns, group)
         min_member = int((pg.get("spec") or {}).get("minMember") or 0)
@@ -190,7 +226,7 @@ class Scheduler:
             key=lambda p: p["metadata"]["name"],
         )
         running = sum(1 for p in members if placement.uid(p) in placed)
-        return waiting, max(1, min_member - running)
+        return waiting, max(1, min_member - running), pg
 
     async def _read_podgroup(self, ns: str, group: str) -> dict[str, Any]:
         """A PodGroup the informer has not shown yet (its watch may lag the pods'): read it, {} if none."""
