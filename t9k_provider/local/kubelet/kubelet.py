@@ -153,7 +153,9 @@ class ProcessKubelet:
         return out
 
     def write_hosts(self, worker: PodWorker, pod_ips: list[tuple[dict[str, Any], str]] | None = None) -> None:
-        if worker.net is None or not worker.dir.path.exists():
+        """Once its pod is gone, never: its teardown removes the directory in a thread, and a file written
+        meanwhile would keep it for good."""
+        if worker.gone or worker.net is None or not worker.dir.path.exists():
             return
         content = hosts.render(worker.pod, worker.net.ip, pod_ips or self._pod_ips(), self.services.items())
         hosts.write_in_place(worker.dir.etc_hosts, content)
