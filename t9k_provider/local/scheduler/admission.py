@@ -130,17 +130,9 @@ class Admission:
         wanted = {k: v for k, v in wanted.items() if v is not None}
         if wanted == status:
             return
-        patch = {"status": {**wanted, **{k: None for k in status if k not in wanted}}}
-        meta = pg["metadata"]
-        try:
-            written = await self.kube.patch(
-                PODGROUPS, meta.get("namespace", "default"), meta["name"], patch, subresource="status"
-            )
-        except ApiError as exc:
-            if exc.status == 404:
-                return
-            raise
-        self.podgroups.observe(written)
+        written = await self._patch_status(pg, {**wanted, **{k: None for k in status if k not in wanted}})
+        if written is None:
+            return
         if current.get("reason") != verdict.reason:
             kind = "Normal" if verdict.admitted else "Warning"
             reason = "Admitted" if verdict.admitted else verdict.reason
@@ -174,11 +166,30 @@ class Admission:
         self.queues.observe(written)
 
     async def check_durations(self) -> None:
-        """Every second: a PodGroup running longer than its Queue's ``maxDuration`` is marked."""
+        """Every second: an admitted PodGroup whose pods now run is marked Running (its ``startTime``), and
+        one running longer than its Queue's ``maxDuration`` is marked MaxDurationExceeded."""
         while True:
             for pg in self.podgroups.items():
-                await self._check_duration(pg)
+                status = pg.get("status") or {}
+                if status.get("phase") == "Inqueue" and any(fit.occupies_node(p) for p in self._members(pg)):
+                    await self._patch_status(pg, {"phase": "Running", "startTime": now_rfc3339()})
+                else:
+                    await self._check_duration(pg)
             await asyncio.sleep(CHECK_PERIOD)
+
+    async def _patch_status(self, pg: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+        meta = pg["metadata"]
+        ns = meta.get("namespace", "default")
+        try:
+            written = await self.kube.patch(
+                PODGROUPS, ns, meta["name"], {"status": status}, subresource="status"
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        self.podgroups.observe(written)
+        return written
 
     async def _check_duration(self, pg: dict[str, Any]) -> None:
         status = pg.get("status") or {}
@@ -198,17 +209,9 @@ class Admission:
             "message": message,
             "lastTransitionTime": now_rfc3339(),
         }
-        meta = pg["metadata"]
-        patch = {"status": {"conditions": [*(status.get("conditions") or []), condition]}}
-        try:
-            written = await self.kube.patch(
-                PODGROUPS, meta.get("namespace", "default"), meta["name"], patch, subresource="status"
-            )
-        except ApiError as exc:
-            if exc.status == 404:
-                return
-            raise
-        self.podgroups.observe(written)
+        written = await self._patch_status(pg, {"conditions": [*(status.get("conditions") or []), condition]})
+        if written is None:
+            return
         await events.record(
             self.kube,
             {**written, "kind": "PodGroup", "apiVersion": PODGROUPS.api_version},
