@@ -7,21 +7,20 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from benchmarks import machine
-from benchmarks.api import ApiError, progress
+from benchmarks.api import progress
 from benchmarks.soak_api import Api, Watcher
-from benchmarks.soak_checks import Key, Observations, overlaps, pod_directories, processes, read_runs
+from benchmarks.soak_checks import Observations, overlaps, pod_directories, processes, read_runs, reruns
 from benchmarks.soak_faults import KINDS as FAULT_KINDS
 from benchmarks.soak_faults import Hog, Injector, schedule
-from benchmarks.soak_workloads import RUN_LABEL, WORKLOADS, Recorder, Workload, new_workload, update_patch
+from benchmarks.soak_load import CHANGES, Action, Load
+from benchmarks.soak_workloads import RUN_LABEL, T9K_KINDS, WORKLOADS, Recorder
 from benchmarks.stats import Figure, MeasurementError, percentile
 from t9k_provider.local.machinery.nodes import node_names
 from t9k_provider.testing import LocalCluster
@@ -52,7 +51,7 @@ class Plan:
     window: float
     settle: float
     nodes: int = 2
-    writers: int = 4  # client threads
+    writers: int = 8  # client threads (a recreate holds one until its name is free)
 
 
 FULL_PLAN = Plan(
@@ -61,18 +60,10 @@ FULL_PLAN = Plan(
     updates=50, faults=dict(zip(FAULT_KINDS, (2, 2, 2, 3, 2, 2, 1), strict=True)), window=60.0, settle=240.0,
 )  # fmt: skip
 QUICK_PLAN = Plan(
-    objects={"Pod": 3, "Job": 2, "Deployment": 2, "ReplicaSet": 1, "StatefulSet": 2, "DaemonSet": 1,
-             "GenericJob": 2, "PyTorchTrainingJob": 2, "TensorFlowTrainingJob": 1, "XGBoostTrainingJob": 1},
-    updates=8, faults=dict.fromkeys(FAULT_KINDS, 1), window=20.0, settle=120.0,
+    objects={"Pod": 4, "Job": 2, "Deployment": 2, "ReplicaSet": 2, "StatefulSet": 2, "DaemonSet": 1,
+             "GenericJob": 3, "PyTorchTrainingJob": 2, "TensorFlowTrainingJob": 1, "XGBoostTrainingJob": 1},
+    updates=14, faults=dict.fromkeys(FAULT_KINDS, 1), window=25.0, settle=120.0,
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Write:
-    key: Key
-    rv: int
-    generation: int  # 0: a change its controller does not observe (metadata, or a kind without status)
-    sent: float
 
 
 @dataclass
@@ -80,11 +71,12 @@ class Round:
     """What one round did and found."""
 
     objects: int = 0
-    updates: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    changes: dict[str, int] = field(default_factory=dict)
     missed: int = 0
     twice: int = 0
+    again: int = 0
     left: int = 0
     unobserved: int = 0
     to_watch: list[float] = field(default_factory=list)
@@ -102,18 +94,18 @@ class Soak:
 
     def __init__(self, work: Path, plan: Plan, seed: int) -> None:
         self.plan = plan
+        self.work = work
         self.rng = random.Random(seed)
         self.records = work / "records"
         self.records.mkdir(parents=True)
         self.recorder = Recorder(self.records, f"{os.getpid()}-{seed}")
         self.cluster = LocalCluster(work / "cluster", controller=True, nodes=plan.nodes)
         self.api = Api(self.cluster, PATIENCE)
+        self.load = Load(self.api, self.recorder, self.rng)
         self.observed = Observations()
         self.watchers: list[Watcher] = []
-        self.writes: list[Write] = []
-        self.workloads: list[Workload] = []
+        self.jobs: dict[str, dict[str, Any]] = {}  # the T9k and batch Jobs as they settled, by uid
         self.result = Round()
-        self._lock = threading.Lock()
 
     def run(self) -> Round:
         began = time.monotonic()
@@ -137,6 +129,7 @@ class Soak:
             for watcher in self.watchers:
                 watcher.stop()
             self.api.close()
+            (self.work / "journal.log").write_text("\n".join(sorted(self.load.journal)) + "\n")
             self._stop()
         self.result.seconds = time.monotonic() - began
         return self.result
@@ -159,83 +152,41 @@ class Soak:
     def _load(self) -> None:
         """Creates and changes from a pool of writers, each at its instant, while the faults are injected
         here one after another at theirs."""
-        plan, rng = self.plan, self.rng
-        creates = []
-        for name, count in plan.objects.items():
-            kind = WORKLOADS[name]
-            for i in range(count):
-                ns = NAMESPACES[i % len(NAMESPACES)]
-                workload = new_workload(kind, ns, f"{name.lower()[:12]}-{i}", self.recorder, rng)
-                creates.append((rng.uniform(0, 0.8 * plan.window), workload))
-        creates.sort(key=lambda c: c[0])
-        self.workloads = [w for _, w in creates]
-        updates = []
-        for step in range(plan.updates):
-            at = rng.uniform(0.1 * plan.window, plan.window)
-            earlier = [w for t, w in creates if t < at - 1.0] or [creates[0][1]]
-            workload = rng.choice(earlier)
-            update = rng.choice(workload.kind.updates)
-            updates.append((at, workload, update, step))
-        faults = schedule(plan.faults, plan.window, node_names(plan.nodes), rng)
-        progress(f"{len(creates)} objects, {len(updates)} changes, {len(faults)} faults in {plan.window:g} s")
+        plan = self.plan
+        actions = self.load.plan(plan.objects, plan.updates, plan.window, NAMESPACES)
+        faults = schedule(plan.faults, plan.window, node_names(plan.nodes), self.rng)
+        progress(f"{len(actions)} creates and changes, {len(faults)} faults in {plan.window:g} s")
         start = time.monotonic()
 
         def at(offset: float) -> None:
             if (delay := start + offset - time.monotonic()) > 0:
                 time.sleep(delay)
 
-        def write(slot: tuple[float, Any]) -> None:
-            at(slot[0])
-            slot[1]()
+        def write(action: Action) -> None:
+            at(action.at)
+            self.load.do(action)
 
-        actions = [(t, partial(self._create, w)) for t, w in creates]
-        actions += [(t, partial(self._change, w, update, step)) for t, w, update, step in updates]
         injector = Injector(self.cluster)
         with ThreadPoolExecutor(plan.writers) as pool:
-            futures = [pool.submit(write, action) for action in sorted(actions, key=lambda a: a[0])]
+            futures = [pool.submit(write, action) for action in actions]
             for fault in faults:
                 at(fault.at)
+                self.load.note(f"fault: {fault.kind} {fault.node}".rstrip())
                 injector.inject(fault)
+                self.load.note(f"fault done: {injector.done[-1][1]}")
                 progress(f"fault at {time.monotonic() - start:.1f} s: {fault.kind}: {injector.done[-1][1]}")
             for future in futures:
                 future.result()
-        self.result.objects = len(creates)
-        self.result.updates = len(updates)
+        self.result.objects = len(self.load.workloads)
+        self.result.changes = {k: n for k, n in self.load.changes.items() if k != "create"}
         self.result.faults = {kind: sum(f.kind == kind for f, _ in injector.done) for kind in FAULT_KINDS}
-
-    def _create(self, workload: Workload) -> None:
-        status, obj, sent = self.api.request("POST", workload.kind.collection(workload.namespace),
-                                             workload.manifest)  # fmt: skip
-        if status == 409:  # an earlier try was committed, its answer lost to a fault
-            status, obj, sent = self.api.request("GET", workload.path)
-        if status not in (200, 201):
-            raise ApiError(f"create {workload}: HTTP {status}: {str(obj)[:300]}")
-        workload.uid = obj["metadata"]["uid"]
-        self._wrote(workload, obj, sent, controlled=True)
-
-    def _change(self, workload: Workload, update: str, step: int) -> None:
-        with self._lock:
-            patch = update_patch(workload, update, step, self.rng)
-        status, obj, sent = self.api.request(
-            "PATCH", workload.path, patch, content_type="application/merge-patch+json"
-        )
-        if status != 200:
-            raise ApiError(f"{update} {workload}: HTTP {status}: {str(obj)[:300]}")
-        self._wrote(workload, obj, sent, controlled=update != "annotate")
-
-    def _wrote(self, workload: Workload, obj: dict[str, Any], sent: float, controlled: bool) -> None:
-        meta = obj["metadata"]
-        has_status = "generation" in meta and workload.kind.name not in ("Pod", "Job")
-        generation = meta["generation"] if controlled and has_status else 0
-        with self._lock:
-            self.writes.append(Write(workload.key, int(meta["resourceVersion"]), generation, sent))
 
     # -- the checks --------------------------------------------------------------------------------------
 
     def _unsettled(self) -> dict[str, str]:
         """Each object not in its desired state, and why."""
         found = {}
-        by_key = {w.key: w for w in self.workloads}
+        by_key = {w.key: w for w in self.load.workloads}
         for kind in WORKLOADS.values():
             listed = self.api.json(
                 "GET", f"{kind.collection()}?labelSelector={RUN_LABEL}%3D{self.recorder.run}"
@@ -244,7 +195,13 @@ class Soak:
             for obj in listed["items"]:
                 key = (kind.name, obj["metadata"]["namespace"], obj["metadata"]["name"])
                 present.add(key)
-                if key in by_key and (why := kind.settled(obj, self.plan.nodes)):
+                if key not in by_key:
+                    continue
+                if kind.name in ("Job", *T9K_KINDS):
+                    self.jobs[obj["metadata"]["uid"]] = {**obj, "kind": kind.name}
+                if obj["metadata"]["uid"] != by_key[key].uid:
+                    found[str(by_key[key])] = f"uid {obj['metadata']['uid']}, not the last created"
+                elif why := kind.settled(obj, self.plan.nodes):
                     found[str(by_key[key])] = why
             for key, workload in by_key.items():
                 if key[0] == kind.name and key not in present:
@@ -267,17 +224,17 @@ class Soak:
         by its controller (observedGeneration), each pod's binding and start."""
         result, observed = self.result, self.observed
         deadline = time.monotonic() + OBSERVE_TIMEOUT
-        while (unseen := [w for w in self.writes if observed.first(w.key, w.rv) is None]) and (
+        while (unseen := [w for w in self.load.writes if observed.first(w.key, w.rv) is None]) and (
             time.monotonic() < deadline
         ):
             time.sleep(0.5)
         for write in unseen:
             self.problem(f"write never seen by a watch: {write.key} at resourceVersion {write.rv}")
         result.unobserved = len(unseen)
-        for write in self.writes:
+        for write in self.load.writes:
             if (seen := observed.first(write.key, write.rv)) is not None:
                 result.to_watch.append(seen - write.sent)
-            if write.generation and (seen := observed.first(write.key, generation=write.generation)):
+            if write.generation and (seen := observed.first(write.key, write.rv, write.generation)):
                 result.to_controller.append(seen - write.sent)
         with observed.lock:
             lives = list(observed.pods.values())
@@ -328,6 +285,10 @@ class Soak:
         for what in found:
             self.problem(f"ran twice at once: {what}")
         self.result.twice = len(found)
+        again = reruns(runs, pods, self.load.deleted_pods, self.jobs)
+        for what in again:
+            self.problem(f"ran again: {what}")
+        self.result.again = len(again)
         for what in processes(self.recorder.run, self.cluster.state_dir, stopped=False):
             self.leftover(f"process after every pod was deleted: {what}")
         for netns in self.cluster.stop():
@@ -351,8 +312,10 @@ def figures(rounds: list[Round], plan: Plan) -> list[Figure]:
     out = [
         fig("objects created", "objects", [r.objects for r in rounds], digits=0,
             note=f"{kinds} kinds, {sum(r.objects for r in rounds)} in all"),
-        fig("changes made (scale, rollout, annotation)", "changes", [r.updates for r in rounds], digits=0),
     ]  # fmt: skip
+    for change in CHANGES:
+        counts = [r.changes.get(change, 0) for r in rounds]
+        out.append(fig(f"changes: {CHANGES[change]}", "changes", counts, digits=0, zero_ok=True))
     for kind in FAULT_KINDS:
         counts = [r.faults.get(kind, 0) for r in rounds]
         out.append(fig(f"faults: {kind}", "faults", counts, digits=0, zero_ok=True))
@@ -361,6 +324,12 @@ def figures(rounds: list[Round], plan: Plan) -> list[Figure]:
             "objects that missed their desired state (missed)", "objects", [r.missed for r in rounds], **zero
         ),
         fig("replicas that ran twice at once", "replicas", [r.twice for r in rounds], **zero),
+        fig(
+            "runs beyond what was asked (a Never container twice, a finished replica again)",
+            "runs",
+            [r.again for r in rounds],
+            **zero,
+        ),
         fig("left behind after deletion and stop", "things", [r.left for r in rounds], **zero),
         fig("writes never seen by a watch", "writes", [r.unobserved for r in rounds], **zero),
     ]
@@ -394,8 +363,8 @@ def measure(work: Path, plan: Plan, runs: int, seed: int = 30) -> list[Figure]:
         r = rounds[-1]
         progress(
             f"round {index + 1}: {r.objects} objects, {sum(r.faults.values())} faults, missed {r.missed}, "
-            f"twice {r.twice}, left {r.left}, {len(r.problems)} problems, {r.seconds:.0f} s; write -> watch "
-            f"p50 {_p(r.to_watch, 50):.3f} s p99 {_p(r.to_watch, 99):.3f} s"
+            f"twice {r.twice} again {r.again}, left {r.left}: {len(r.problems)} problems; {r.seconds:.0f} s; "
+            f"write -> watch p50 {_p(r.to_watch, 50):.3f} s, p99 {_p(r.to_watch, 99):.3f} s"
         )
     problems = [f"round {i + 1}: {p}" for i, r in enumerate(rounds) for p in r.problems]
     if problems:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.soak_workloads import T9K_KINDS
-from t9k_provider.jobs.contract import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from t9k_provider.jobs.contract import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE, task_replicas
 from t9k_provider.kube.timestamps import parse_timestamp
 from t9k_provider.local.kubelet.cgroups import kubelet_cgroup_name
 from t9k_provider.local.kubelet.poddir import PodDir
@@ -36,7 +36,8 @@ class PodLife:
     namespace: str
     name: str
     labels: dict[str, str]
-    owner: tuple[str, str] | None  # the controller owner's (kind, name)
+    owner: tuple[str, str, str] | None  # the controller owner's (kind, name, uid)
+    restart_policy: str
     seen: float
     node: str = ""
     bound: float | None = None
@@ -78,13 +79,11 @@ class Observations:
         meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
         life = self.pods.get(meta["uid"])
         if life is None:
-            owner = next(
-                ((r["kind"], r["name"]) for r in meta.get("ownerReferences") or [] if r.get("controller")),
-                None,
-            )
-            life = self.pods[meta["uid"]] = PodLife(
-                meta["namespace"], meta["name"], dict(meta.get("labels") or {}), owner, at
-            )
+            refs = meta.get("ownerReferences") or []
+            owner = next(((r["kind"], r["name"], r["uid"]) for r in refs if r.get("controller")), None)
+            labels, policy = dict(meta.get("labels") or {}), spec.get("restartPolicy", "Always")
+            life = PodLife(meta["namespace"], meta["name"], labels, owner, policy, at)
+            self.pods[meta["uid"]] = life
         if spec.get("nodeName") and life.bound is None:
             life.node, life.bound = spec["nodeName"], at
         if status.get("phase") == "Running" and life.running is None:
@@ -130,21 +129,21 @@ def read_runs(records: Path) -> list[Run]:
 
 
 def identities(run: Run, life: PodLife | None) -> list[tuple[str, ...]]:
-    """What must never run twice at once, of which this run is one: its pod's container always; a StatefulSet
-    pod's ordinal (its name), a T9k Job's replica (type and index), a DaemonSet's pod on one node, and a bare
-    Pod by name."""
+    """What must never run twice at once, of which this run is one: its pod's container always; and what
+    has a name of its own, which the API server gives one pod at a time and the kubelet frees only once
+    that pod's containers have ended: a StatefulSet's ordinal, a T9k Job's replica (type and index), a bare
+    Pod. (A DaemonSet promises no such thing: a create whose answer a fault lost makes it run a second pod
+    on a node until it sees and deletes the extra one, as Kubernetes' does.)"""
     found: list[tuple[str, ...]] = [("container of one pod", run.uid, run.container)]
     if life is None:
         return found
-    ns, (kind, owner) = life.namespace, life.owner or ("", "")
+    ns, (kind, owner, _) = life.namespace, life.owner or ("", "", "")
     if kind == "StatefulSet":
         found.append(("StatefulSet replica", ns, life.name))
     elif kind in T9K_KINDS:
         labels = life.labels
         found.append((f"{kind} replica", ns, owner, labels.get(LABEL_REPLICA_TYPE, ""),
                       labels.get(LABEL_REPLICA_INDEX, "")))  # fmt: skip
-    elif kind == "DaemonSet":
-        found.append(("DaemonSet pod of a node", ns, owner, life.node))
     elif not kind:
         found.append(("Pod", ns, life.name))
     return found
@@ -182,6 +181,58 @@ def overlaps(runs: list[Run], pods: dict[str, PodLife]) -> list[str]:
             if latest is None or span[1] > latest[1]:
                 latest = span
     return found
+
+
+def reruns(
+    runs: list[Run], pods: dict[str, PodLife], deleted: dict[str, str], jobs: dict[str, dict[str, Any]]
+) -> list[str]:
+    """Runs beyond what was asked, in words: a container of a ``restartPolicy: Never`` pod that started
+    twice; a T9k replica whose pods ran more often than once, plus the restarts its job counted, plus its pods
+    the soak deleted before they finished (a finished replica never runs again, docs/controller.md R1); a
+    batch Job that ran more pods than its completions (it has no restart budget). ``deleted``: pod uid ->
+    its phase when the soak deleted it; ``jobs``: the T9k and batch Jobs as they ended, by uid (an
+    incarnation deleted on the way is not judged: its final status is not known)."""
+    found = []
+    starts: dict[tuple[str, str], int] = defaultdict(int)
+    ran: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for run in runs:
+        starts[(run.uid, run.container)] += 1
+        life = pods.get(run.uid)
+        if life is not None and life.owner is not None and life.owner[2] in jobs:
+            kind, _, owner_uid = life.owner
+            index = (life.labels.get(LABEL_REPLICA_TYPE, ""), life.labels.get(LABEL_REPLICA_INDEX, ""))
+            ran[(owner_uid, *index) if kind in T9K_KINDS else (owner_uid,)].add(run.uid)
+    for (uid, container), count in sorted(starts.items()):
+        life = pods.get(uid)
+        if count > 1 and life is not None and life.restart_policy == "Never":
+            pod = _pod_name(pods, uid)
+            found.append(f"container {container} of pod {pod} (restartPolicy Never) started {count} times")
+    for key, uids in sorted(ran.items()):
+        job = jobs[key[0]]
+        name = f"{job['kind']} {job['metadata']['namespace']}/{job['metadata']['name']}"
+        names = {pods[u].name for u in uids}
+        if job["kind"] == "Job":
+            allowed = job["spec"].get("completions", 1)
+        else:
+            unfinished = sum(deleted.get(u) not in (None, "Succeeded", "Failed") for u in uids)
+            allowed = 1 + _restarts(job, names) + unfinished
+        if len(uids) > allowed:
+            found.append(
+                f"{name}{' replica ' + '-'.join(key[1:]) if len(key) > 1 else ''}: {len(uids)} pods ran "
+                f"({', '.join(sorted(_pod_name(pods, u) for u in uids))}), {allowed} allowed"
+            )
+    return found
+
+
+def _restarts(job: dict[str, Any], names: set[str]) -> int:
+    """The restarts ``job`` counted for the replica whose pods are ``names``, and its whole restarts."""
+    status = job.get("status") or {}
+    counted = int(status.get("restarts") or 0)
+    for task in status.get("tasks") or []:
+        for record in task_replicas(task):
+            if record.get("name") in names:
+                counted += int(record.get("restartCount") or 0)
+    return counted
 
 
 def _pod_name(pods: dict[str, PodLife], uid: str) -> str:

@@ -212,27 +212,30 @@ def _phase(want: str) -> Callable[[dict[str, Any], int], str | None]:
 
 
 APPS, BATCH, CORE = "/apis/apps/v1", "/apis/batch/v1", "/api/v1"
+#: The changes of a kind whose pods a controller replaces (a deleted Pod, or a Job's pod with no restart
+#: budget, would fail instead), and of one that also scales.
+CONTROLLED = ("annotate", "delete-pod", "recreate")
+REPLICATED = (*CONTROLLED, "scale")
 T9K = f"/apis/{API_VERSION}"
 WORKLOADS: dict[str, Kind] = {
     kind.name: kind
     for kind in (
-        Kind("Pod", CORE, "pods", _pod, ("annotate",), _phase("Succeeded"), "v1"),
-        Kind("Job", BATCH, "jobs", _job, ("annotate",), _job_settled, "batch/v1"),
-        Kind("Deployment", APPS, "deployments", _replicated, ("scale", "roll", "annotate"),
-             _deployment_settled, "apps/v1"),
-        Kind("ReplicaSet", APPS, "replicasets", _replicated, ("scale", "annotate"), _replicaset_settled,
+        Kind("Pod", CORE, "pods", _pod, ("annotate", "recreate"), _phase("Succeeded"), "v1"),
+        Kind("Job", BATCH, "jobs", _job, ("annotate", "recreate"), _job_settled, "batch/v1"),
+        Kind("Deployment", APPS, "deployments", _replicated, (*REPLICATED, "roll"), _deployment_settled,
              "apps/v1"),
-        Kind("StatefulSet", APPS, "statefulsets", _statefulset, ("scale", "roll", "annotate"),
-             _statefulset_settled, "apps/v1"),
-        Kind("DaemonSet", APPS, "daemonsets", _daemonset, ("roll", "annotate"), _daemonset_settled,
+        Kind("ReplicaSet", APPS, "replicasets", _replicated, REPLICATED, _replicaset_settled, "apps/v1"),
+        Kind("StatefulSet", APPS, "statefulsets", _statefulset, (*REPLICATED, "roll"), _statefulset_settled,
              "apps/v1"),
-        Kind("GenericJob", T9K, KINDS["GenericJob"].PLURAL, _generic, ("annotate",), _phase("Succeeded"),
+        Kind("DaemonSet", APPS, "daemonsets", _daemonset, (*CONTROLLED, "roll"), _daemonset_settled,
+             "apps/v1"),
+        Kind("GenericJob", T9K, KINDS["GenericJob"].PLURAL, _generic, CONTROLLED, _phase("Succeeded"),
              API_VERSION),
         Kind("PyTorchTrainingJob", T9K, KINDS["PyTorchTrainingJob"].PLURAL, _training("pytorch"),
-             ("annotate",), _phase("Succeeded"), API_VERSION),
+             CONTROLLED, _phase("Succeeded"), API_VERSION),
         Kind("TensorFlowTrainingJob", T9K, KINDS["TensorFlowTrainingJob"].PLURAL, _training("tensorflow"),
-             ("annotate",), _phase("Succeeded"), API_VERSION),
-        Kind("XGBoostTrainingJob", T9K, KINDS["XGBoostTrainingJob"].PLURAL, _xgboost, ("annotate",),
+             CONTROLLED, _phase("Succeeded"), API_VERSION),
+        Kind("XGBoostTrainingJob", T9K, KINDS["XGBoostTrainingJob"].PLURAL, _xgboost, CONTROLLED,
              _phase("Succeeded"), API_VERSION),
     )
 }  # fmt: skip
@@ -274,8 +277,8 @@ def new_workload(kind: Kind, namespace: str, name: str, rec: Recorder, rng: rand
 
 
 def update_patch(workload: Workload, update: str, step: int, rng: random.Random) -> dict[str, Any]:
-    """The merge patch of one change: ``scale`` (another replica count, 1-3), ``roll`` (a template change:
-    a rollout) or ``annotate`` (metadata only)."""
+    """The merge patch of a change made by one: ``scale`` (another replica count, 1-3), ``roll`` (a template
+    change: a rollout) or ``annotate`` (metadata only)."""
     if update == "scale":
         current = workload.manifest["spec"].get("replicas", 1)
         replicas = rng.choice([n for n in (1, 2, 3) if n != current])
