@@ -1408,3 +1408,23 @@ def test_colossalai_replicas_are_never_restarted():
     decision = sim.step()
     assert not any(isinstance(a, Create) and a.obj["kind"] == "Pod" for a in decision.actions)
     assert sim.status["phase"] == "Failed" and sim.pod("demo-worker-1")["metadata"]["uid"] == first
+
+
+@pytest.mark.parametrize("kind", ["GenericJob", "PyTorchTrainingJob", "MPIJob"])
+def test_a_podgroup_past_its_queues_max_duration_ends_the_job_and_stops_its_replicas(kind):
+    """The T9k scheduler marks a PodGroup that ran longer than its Queue's maxDuration (MaxDurationExceeded):
+    the job fails with that reason and the queue's words, and every unfinished replica stops, as a deadline
+    does (docs/controller.md#t9k-scheduler)."""
+    sim = Sim(with_spec(kind, scheduler={"t9kScheduler": {"queue": "gpu", "priority": 7}}))
+    run_to_running(sim)
+    assert sim.status["phase"] == "Running"
+    overran = {"type": "MaxDurationExceeded", "status": "True", "reason": "MaxDurationExceeded",
+               "message": "ran longer than queue gpu's maxDuration (7200s)"}  # fmt: skip
+    sim.objects[("PodGroup", "demo")]["status"] = {"conditions": [overran]}
+    sim.step()
+    assert sim.status["phase"] == "Failed"
+    failed = sim.cond("Failed")
+    assert failed["reason"] == "MaxDurationExceeded"
+    assert failed["message"] == "The job ran longer than queue gpu's maxDuration (7200s)."
+    sim.step()
+    assert sim.kinds("Pod") == []

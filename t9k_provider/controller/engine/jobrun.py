@@ -18,7 +18,14 @@ from .decision import Action, ChildType, Create, Decision, Delete, Event, Patch
 from .names import pod_name, replica_key
 from .outcome import ALL_RUNNING, decide_outcome, running_message
 from .plan import Plan
-from .podgroups import PODGROUP_API_VERSION, PODGROUP_KIND, build_podgroup, podgroup_drift
+from .podgroups import (
+    MAX_DURATION_EXCEEDED,
+    PODGROUP_API_VERSION,
+    PODGROUP_KIND,
+    build_podgroup,
+    overran,
+    podgroup_drift,
+)
 from .pods import build_service
 from .podstate import classify
 from .replicas import evaluate
@@ -34,6 +41,8 @@ CHILD_TYPES = (
 NO_FAILURE = "No replica is failing or restarting."
 # The Running condition's reason while the job restarts as a whole (docs/controller.md#disruptions).
 RESTARTING = "Restarting"
+# Endings that stop every unfinished replica whatever cleanUpPolicy says: the job's time is up.
+STOPS_EVERY_REPLICA = ("DeadlineExceeded", MAX_DURATION_EXCEEDED)
 # After a terminal decision, come back soon to run cleanup once the status is written.
 CLEANUP_REQUEUE_SECONDS = 1.0
 
@@ -154,7 +163,7 @@ class JobRun:
         """cleanUpPolicy after the end; a deadline failure also stops every unfinished replica
         (docs/controller.md#cleanup)."""
         failed = condition(self.prior, "Failed") or {}
-        deadline = failed.get("status") == "True" and failed.get("reason") == "DeadlineExceeded"
+        deadline = failed.get("status") == "True" and failed.get("reason") in STOPS_EVERY_REPLICA
         policy = self.plan.cleanup_policy
         deleted: list[str] = []
         # A pod being replaced when the job ended is unfinished business (kubeflow/trainer#4063).
@@ -216,6 +225,8 @@ class JobRun:
                 )
                 return self._finish("Failed", msg, "DeadlineExceeded", start)
             requeue_at = deadline
+        if (expired := overran(self.podgroups)) is not None:
+            return self._finish("Failed", expired, MAX_DURATION_EXCEEDED, start)
         pods_allowed = self._ensure_podgroup()
         aux_ready = self._ensure_companions() and pods_allowed
         self._ensure_services()

@@ -25,6 +25,19 @@ def build_podgroup(job: dict[str, Any], plan: SchedulerPlan) -> dict[str, Any]:
     }
 
 
+#: The condition the T9k scheduler sets on a PodGroup that ran longer than its Queue's maxDuration.
+MAX_DURATION_EXCEEDED = "MaxDurationExceeded"
+
+
+def overran(podgroups: list[dict[str, Any]]) -> str | None:
+    """Why the job must end because its PodGroup outran its Queue's ``maxDuration`` (None: it did not)."""
+    for pg in podgroups:
+        for c in (pg.get("status") or {}).get("conditions") or ():
+            if c.get("type") == MAX_DURATION_EXCEEDED and c.get("status") == "True":
+                return f"The job {c.get('message') or 'ran longer than its queue allows'}."
+    return None
+
+
 def podgroup_drift(observed: dict[str, Any], plan: SchedulerPlan) -> dict[str, Any] | None:
     """The merge patch that brings the PodGroup's mutable fields back to the plan, or None.
 
