@@ -1,4 +1,6 @@
-"""In-memory stand-ins for the cluster API used by the Airflow unit tests."""
+"""In-memory stand-ins for the cluster API used by the Airflow unit tests: the sync hook (``FakeHook``), the
+async client lease and ``KubeApi`` over its store (``StoreApi``), a task instance, an operator bound to a
+fake hook (``make``)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from t9k_provider.kube.api import ApiError
-
-GROUP_VERSION = "batch.tensorstack.dev/v1beta1"
+from t9k_provider.operators import T9kJobOperator
+from tests.support.builders import generic_manifest, with_status
 
 
 def api_error(status: int, message: str = "") -> ApiException:
@@ -26,52 +28,6 @@ def api_error(status: int, message: str = "") -> ApiException:
 def kube_error(status: int, message: str = "") -> ApiError:
     """What ``KubeApi`` (the triggers' client) raises for the same answer."""
     return ApiError(status, {"kind": "Status", "message": message or f"HTTP {status}", "code": status})
-
-
-def generic_manifest(name: str | None = None, **meta: Any) -> dict[str, Any]:
-    metadata: dict[str, Any] = dict(meta)
-    if name:
-        metadata["name"] = name
-    return {
-        "apiVersion": GROUP_VERSION,
-        "kind": "GenericJob",
-        "metadata": metadata,
-        "spec": {
-            "replicaSpecs": [
-                {
-                    "type": "worker",
-                    "replicas": 2,
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "main", "image": "python:3.11", "command": ["true"]}]
-                        }
-                    },
-                }
-            ]
-        },
-    }
-
-
-def with_status(
-    job: dict[str, Any], phase: str, *conditions: tuple[str, str, str], **extra: Any
-) -> dict[str, Any]:
-    """A copy of ``job`` carrying ``status.phase`` and ``(type, reason, message)`` conditions set True."""
-    out = copy.deepcopy(job)
-    out["status"] = {
-        "phase": phase,
-        "conditions": [
-            {
-                "type": t,
-                "status": "True",
-                "reason": r,
-                "message": m,
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }
-            for t, r, m in conditions
-        ],
-        **extra,
-    }
-    return out
 
 
 class FakeTI:
@@ -207,24 +163,6 @@ class FakeHook:
         return [arg for call, arg in self.calls if call == "delete"]
 
 
-def pod(
-    name: str, replica_type: str, index: int, job: str, containers: tuple[str, ...] = ("main",)
-) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "uid": f"pod-{name}",
-            "labels": {
-                "tensorstack.dev/owner-name": job,
-                "batch.tensorstack.dev/replica-type": replica_type,
-                "batch.tensorstack.dev/replica-index": str(index),
-            },
-        },
-        "spec": {"containers": [{"name": c} for c in containers]},
-        "status": {"containerStatuses": [{"name": c, "state": {"running": {}}} for c in containers]},
-    }
-
-
 class StoreApi:
     """``FakeHook.async_client()``: the client lease and ``KubeApi`` a wait reads through (in the worker and
     in the trigger), over the hook's store, scripts and failures; its calls are the hook's, so a test that
@@ -281,3 +219,14 @@ def _answered(call: Any) -> Any:
         return call()
     except ApiException as exc:
         raise kube_error(exc.status, str(exc.reason)) from exc
+
+
+def make(hook: FakeHook, cls: type[T9kJobOperator] = T9kJobOperator, **kwargs: Any) -> T9kJobOperator:
+    """An operator (``cls``) of a GenericJob, bound to ``hook``; it waits in the worker, polling fast."""
+    kwargs.setdefault("manifest", generic_manifest())
+    kwargs.setdefault("poll_interval", 0.01)
+    kwargs.setdefault("deferrable", False)
+    kwargs.setdefault("wait_before_defer", 0)  # deferrable tests defer at once unless they test that wait
+    op = cls(task_id="train", **kwargs)
+    op.__dict__["hook"] = hook
+    return op

@@ -29,8 +29,17 @@ from t9k_provider.waiting.limits import WaitLimits
 from t9k_provider.waiting.reported import ReportedProgress
 from t9k_provider.waiting.result import WaitResult
 from t9k_provider.waiting.step import Step, WaitMemory
-from tests.airflow.builders import FAILED, PENDING, SUCCEEDED, make
-from tests.airflow.fakes import FakeHook, FakeTI, StoreApi, generic_manifest, pod, with_status
+from tests.airflow.fakes import FakeHook, FakeTI, StoreApi, make
+from tests.support.builders import (
+    FAILED,
+    PENDING,
+    SUCCEEDED,
+    generic_manifest,
+    replica_pod,
+    unschedulable,
+    waiting,
+    with_status,
+)
 
 pytestmark = pytest.mark.timeout(60)
 LOG = logging.getLogger(__name__)
@@ -102,8 +111,7 @@ def test_another_object_under_the_jobs_name_is_the_replaced_verdict() -> None:
 
 
 def test_pods_and_the_largest_node_are_read_when_step_asks_and_only_then() -> None:
-    stuck = pod("j-worker-0", "worker", 0, "j")
-    stuck["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "ErrImagePull", "message": "x"}}
+    stuck = waiting(replica_pod("j-worker-0", "worker", 0, "j"), "ErrImagePull")
     seam = Seam([job(PENDING)], [stuck])
     result = run(seam, WaitLimits(pod_error_timeout=0))
     assert result.status == "timeout" and "ErrImagePull" in result.message
@@ -147,10 +155,9 @@ def test_a_pending_jobs_note_is_logged(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("t9k_provider.waiting.notes.READ_INTERVAL", 0.0)
-    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
-    waiting = {"metadata": {"name": "j-worker-0"}, "status": {"phase": "Pending", "conditions": [condition]}}
+    pending = unschedulable(replica_pod("j-worker-0", "worker", 0, "j"), "0/1 nodes")
     with caplog.at_level(logging.INFO, logger=__name__):
-        run(Seam([job(PENDING), job(SUCCEEDED)], [waiting]), WaitLimits())
+        run(Seam([job(PENDING), job(SUCCEEDED)], [pending]), WaitLimits())
     assert "job waits: pod j-worker-0 is not scheduled: 0/1 nodes" in caplog.text
 
 
@@ -179,7 +186,7 @@ CASES: dict[str, tuple[list[Any], dict[str, Any], list[str]]] = {
 
 def controller(case: str) -> tuple[FakeHook, JobRef]:
     """The store with the case's job (its script played by reads), its pods labelled for it."""
-    script, _, waiting = CASES[case]
+    script, _, stuck = CASES[case]
     hook = FakeHook()
     created = hook.put(generic_manifest("j", namespace="ns"))
     ref = JobRef("GenericJob", "genericjobs", "j", "ns", created["metadata"]["uid"])
@@ -193,10 +200,7 @@ def controller(case: str) -> tuple[FakeHook, JobRef]:
             return found
 
         hook.get_job = vanishing  # type: ignore[method-assign]
-    for index, reason in enumerate(waiting):
-        replica = pod(f"j-worker-{index}", "worker", index, "j")
-        replica["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": reason, "message": "x"}}
-        hook.pods.append(replica)
+    hook.pods = [waiting(replica_pod(f"j-worker-{i}", "worker", i, "j"), why) for i, why in enumerate(stuck)]
     return hook, ref
 
 
@@ -264,14 +268,13 @@ def test_a_wait_ends_the_same_way_through_either_adapter(case: str, monkeypatch:
 # -- the task ends the same way whichever waited ------------------------------------------------------------
 
 
-def bind_pods(hook: FakeHook, pods: list[str]) -> None:
+def bind_pods(hook: FakeHook, reasons: list[str]) -> None:
     """The case's stuck pods, labelled for the job the operator just created (its name is the task
     instance's)."""
     (_, name), *_ = hook.jobs
-    for index, reason in enumerate(pods):
-        replica = pod(f"{name}-worker-{index}", "worker", index, name)
-        replica["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": reason, "message": "x"}}
-        hook.pods.append(replica)
+    hook.pods = [
+        waiting(replica_pod(f"{name}-worker-{i}", "worker", i, name), why) for i, why in enumerate(reasons)
+    ]
 
 
 def ending(run_task: Any) -> tuple[str, str]:
@@ -283,14 +286,14 @@ def ending(run_task: Any) -> tuple[str, str]:
 
 
 def task_in_worker(case: str) -> tuple[tuple[str, str], FakeHook]:
-    script, limits, waiting = CASES[case]
+    script, limits, stuck = CASES[case]
     hook = FakeHook()
     hook.script = list(script)
     original = hook.create_job
 
     def create(plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         created = original(plural, namespace, body)
-        bind_pods(hook, waiting)
+        bind_pods(hook, stuck)
         return created
 
     hook.create_job = create  # type: ignore[method-assign]
@@ -302,7 +305,7 @@ def task_in_worker(case: str) -> tuple[tuple[str, str], FakeHook]:
 
 
 def task_deferred(case: str, monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[str, str], FakeHook]:
-    script, limits, waiting = CASES[case]
+    script, limits, stuck = CASES[case]
     hook = FakeHook()
     hook.script = list(script)
     options = {k: v for k, v in limits.items() if k != "execution_deadline"}
@@ -314,7 +317,7 @@ def task_deferred(case: str, monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[str
         patch.setattr(WorkerWait, "run", lambda self, job, until: WaitResult("running", job=job))
         with pytest.raises(TaskDeferred) as handed:
             op.execute(context)
-    bind_pods(hook, waiting)
+    bind_pods(hook, stuck)
     trigger = handed.value.trigger
     assert isinstance(trigger, T9kJobTrigger)
     monkeypatch.setattr(T9kJobTrigger, "_client", lambda self: StoreApi(hook))

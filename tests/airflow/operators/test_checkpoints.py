@@ -13,11 +13,12 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 
 from t9k_provider.jobclient import identity as ident
 from t9k_provider.operators import T9kJobOperator, checkpoints
-from tests.airflow.fakes import FakeTI, generic_manifest
+from tests.airflow.fakes import FakeTI
+from tests.support.builders import generic_manifest
 
 pytestmark = pytest.mark.airflow_independent
 
-FIXTURES = Path(__file__).resolve().parents[1] / "jobs" / "fixtures" / "valid"
+FIXTURES = Path(__file__).resolve().parents[2] / "jobs" / "fixtures" / "valid"
 #: One manifest per kind, as the T9k docs write them.
 KIND_FIXTURES = [
     "seed-genericjob-basic", "docs-pytorchtrainingjob-basic", "seed-tensorflowtrainingjob-basic",

@@ -7,13 +7,13 @@ from typing import Any
 
 from t9k_provider.waiting import notes as waiting_notes
 from t9k_provider.waiting.notes import WaitingNotes, unschedulable_note
+from tests.support.builders import replica_pod, unschedulable
 
 MESSAGE = "0/1 nodes are available: 1 Insufficient cpu."
 
 
 def unscheduled(name: str, message: str = MESSAGE) -> dict[str, Any]:
-    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
-    return {"metadata": {"name": name}, "status": {"phase": "Pending", "conditions": [condition]}}
+    return unschedulable(replica_pod(name, "worker", 0, "j"), message)
 
 
 def test_note_names_the_first_unscheduled_pod() -> None:

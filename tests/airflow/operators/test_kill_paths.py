@@ -22,8 +22,8 @@ from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
 
 from t9k_provider.jobclient import identity as ident
 from t9k_provider.testing import LocalCluster
-from tests.airflow.builders import RUNNING, SLEEPER, SUCCEEDED, make, our_job
-from tests.airflow.fakes import FakeHook, FakeTI, pod
+from tests.airflow.fakes import FakeHook, FakeTI, make
+from tests.support.builders import RUNNING, SLEEPER, SUCCEEDED, our_job, replica_pod
 from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.timeout(120)
@@ -198,7 +198,7 @@ def test_kill_while_concluding_a_success_fails_the_task_and_keeps_the_job(
 ) -> None:
     op = make(fake_hook, deferrable=deferred)
     name = ident.job_name(ident.task_identity(ti))
-    fake_hook.pods = [pod(f"{name}-worker-0", "worker", 0, name)]
+    fake_hook.pods = [replica_pod(f"{name}-worker-0", "worker", 0, name)]
     if deferred:
         fake_hook.script = [RUNNING]
         with pytest.raises(TaskDeferred) as deferral:

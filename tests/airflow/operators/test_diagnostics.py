@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from t9k_provider.operators.diagnostics import failed_pods, failure_report, how_it_ended, in_failure_order
-from tests.airflow.fakes import FakeHook, pod
-from tests.airflow.podstates import stamp, terminated
+from tests.airflow.fakes import FakeHook
+from tests.support.builders import replica_pod, stamp, terminated
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,7 +33,7 @@ def test_how_a_container_ended(state: dict[str, Any], said: str) -> None:
 def test_failed_pods_in_the_order_they_ended() -> None:
     """By their failed container's termination; one waiting to restart by its last one; a pod that failed
     without a container exit (evicted) last; succeeded and running pods are no failures."""
-    crashed_before_restart = pod("j-worker-4", "worker", 4, "j")
+    crashed_before_restart = replica_pod("j-worker-4", "worker", 4, "j")
     crashed_before_restart["status"]["containerStatuses"] = [
         {
             "name": "main",
@@ -41,15 +41,15 @@ def test_failed_pods_in_the_order_they_ended() -> None:
             "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": stamp(2)}},
         }
     ]
-    evicted = pod("j-worker-3", "worker", 3, "j")
+    evicted = replica_pod("j-worker-3", "worker", 3, "j")
     evicted["status"] = {"phase": "Failed", "reason": "Evicted", "message": "The node was low on memory."}
     pods = [
-        terminated(pod("j-worker-0", "worker", 0, "j"), 0, 3, 1),
-        terminated(pod("j-worker-1", "worker", 1, "j"), 0, 1, 3),
-        terminated(pod("j-worker-2", "worker", 2, "j"), 0, 1, 0),
+        terminated(replica_pod("j-worker-0", "worker", 0, "j"), 0, 3, 1),
+        terminated(replica_pod("j-worker-1", "worker", 1, "j"), 0, 1, 3),
+        terminated(replica_pod("j-worker-2", "worker", 2, "j"), 0, 1, 0),
         evicted,
         crashed_before_restart,
-        pod("j-worker-5", "worker", 5, "j"),
+        replica_pod("j-worker-5", "worker", 5, "j"),
     ]
     assert [(e.pod, e.how) for e in failed_pods(pods)] == [
         ("j-worker-1", "exit code 3"),
@@ -71,7 +71,7 @@ def test_replicas_that_ended_in_the_same_second_are_ordered_by_their_last_log_li
         "2026-01-01T00:00:01.200Z ValueError: shard 7 is corrupt\n"
         "2026-01-01T00:00:01.210Z T9K_TASKFLOW_ERROR_END\n"
     )
-    pods = [terminated(pod(f"j-worker-{i}", "worker", i, "j"), 0, 1, 1) for i in range(2)]
+    pods = [terminated(replica_pod(f"j-worker-{i}", "worker", i, "j"), 0, 1, 1) for i in range(2)]
     ordered = in_failure_order(fake_hook, "ns", failed_pods(pods))
     assert [(e.pod, line) for e, line in ordered] == [
         ("j-worker-1", "ValueError: shard 7 is corrupt"),
@@ -84,7 +84,7 @@ def report(hook: FakeHook, pods: Any, job: dict[str, Any] | None = None) -> Any:
 
 
 def test_a_failed_init_container_leads_with_its_own_log(fake_hook: FakeHook) -> None:
-    fetched = pod("j-worker-0", "worker", 0, "j")
+    fetched = replica_pod("j-worker-0", "worker", 0, "j")
     fetched["status"] = {
         "phase": "Failed",
         "initContainerStatuses": [
@@ -99,7 +99,7 @@ def test_a_failed_init_container_leads_with_its_own_log(fake_hook: FakeHook) -> 
 
 
 def test_many_replicas_that_failed_after_the_first_are_counted_not_listed(fake_hook: FakeHook) -> None:
-    pods = [terminated(pod(f"j-worker-{i}", "worker", i, "j"), 0, 10 + i, 143) for i in range(8)]
+    pods = [terminated(replica_pod(f"j-worker-{i}", "worker", i, "j"), 0, 10 + i, 143) for i in range(8)]
     text = report(fake_hook, pods).text
     assert "  j-worker-1, 1 s later: signal 15 (SIGTERM), exit code 143\n" in text
     assert "  j-worker-5, 5 s later" in text and "j-worker-6, " not in text and "  and 2 more\n" in text

@@ -11,8 +11,8 @@ from airflow.providers.common.compat.sdk import AirflowException
 from t9k_provider.jobclient import identity as ident
 from t9k_provider.jobclient.reattach import starts_a_run
 from t9k_provider.operators import T9kJobFailed
-from tests.airflow.builders import FAILED, RUNNING, SUCCEEDED, make, our_job
-from tests.airflow.fakes import FakeHook, FakeTI, pod
+from tests.airflow.fakes import FakeHook, FakeTI, make
+from tests.support.builders import FAILED, RUNNING, SUCCEEDED, our_job, replica_pod
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -64,7 +64,7 @@ def test_succeeded_unreported_job_is_adopted_and_reported_without_deferring(
     job = our_job(ti, SUCCEEDED)
     _second_try(ti, fake_hook, job, numbers)
     name = job["metadata"]["name"]
-    fake_hook.pods = [pod(f"{name}-worker-0", "worker", 0, name)]
+    fake_hook.pods = [replica_pod(f"{name}-worker-0", "worker", 0, name)]
     fake_hook.logs[(f"{name}-worker-0", "main")] = "2026-01-01T00:00:01Z epoch 1 loss=0.5\n"
     fake_hook.script = [SUCCEEDED]
     result = make(fake_hook, retries=1, deferrable=True).execute(context)  # no TaskDeferred

@@ -11,7 +11,8 @@ from t9k_provider.hooks.errors import T9kFatalApiError
 from t9k_provider.sensors import T9kJobSensor
 from t9k_provider.triggers.job import T9kJobTrigger
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
-from tests.airflow.fakes import FakeHook, api_error, generic_manifest, with_status
+from tests.airflow.fakes import FakeHook, api_error
+from tests.support.builders import generic_manifest, with_status
 
 pytestmark = pytest.mark.timeout(60)
 

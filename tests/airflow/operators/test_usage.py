@@ -13,9 +13,8 @@ from airflow.providers.common.compat.sdk import AirflowException, TaskDeferred
 from t9k_provider.jobclient import identity as ident
 from t9k_provider.operators import T9kJobFailed
 from t9k_provider.operators.usage import describe, gpus, ran, usage
-from tests.airflow.builders import FAILED, RUNNING, SUCCEEDED, make
-from tests.airflow.fakes import FakeHook, FakeTI, pod
-from tests.airflow.podstates import running, stamp, terminated
+from tests.airflow.fakes import FakeHook, FakeTI, make
+from tests.support.builders import FAILED, RUNNING, SUCCEEDED, replica_pod, running, stamp, terminated
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -26,10 +25,10 @@ def job_pods(name: str) -> list[dict[str, Any]]:
     """A master that ran 100 s on 2 GPUs, a worker that ran 84 s, a worker running for 30 s at ``NOW`` on one
     GPU, and a worker that never started."""
     return [
-        terminated(pod(f"{name}-master-0", "master", 0, name), 10, 110, 0, gpus=2),
-        terminated(pod(f"{name}-worker-0", "worker", 0, name), 20, 104, 1),
-        running(pod(f"{name}-worker-1", "worker", 1, name), stamp(270), gpus=1),
-        pod(f"{name}-worker-2", "worker", 2, name) | {"status": {"phase": "Pending"}},
+        terminated(replica_pod(f"{name}-master-0", "master", 0, name), 10, 110, 0, gpus=2),
+        terminated(replica_pod(f"{name}-worker-0", "worker", 0, name), 20, 104, 1),
+        running(replica_pod(f"{name}-worker-1", "worker", 1, name), stamp(270), gpus=1),
+        replica_pod(f"{name}-worker-2", "worker", 2, name) | {"status": {"phase": "Pending"}},
     ]
 
 
@@ -47,7 +46,7 @@ def test_replica_and_gpu_seconds_per_type_from_the_pods_own_clocks() -> None:
 
 
 def test_the_log_line_of_a_cpu_job() -> None:
-    pods = [terminated(pod(f"j-worker-{i}", "worker", i, "j"), 0, 92, 0) for i in range(2)]
+    pods = [terminated(replica_pod(f"j-worker-{i}", "worker", i, "j"), 0, 92, 0) for i in range(2)]
     pods[1]["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = "2026-01-01T00:01:32.2Z"
     line = "usage: 2 replicas, 184.2 replica-seconds (worker 184.2), 0 GPU-seconds"
     assert describe(usage(pods, NOW)) == line
@@ -56,7 +55,7 @@ def test_the_log_line_of_a_cpu_job() -> None:
 def test_a_pod_runs_from_its_first_start_to_its_last_finish() -> None:
     """Containers that ended at different times, one restarted (its last run counts from the first start),
     an unlabelled pod, and GPU requests where a container has no limit."""
-    p = terminated(pod("p", "worker", 0, "j", containers=("main", "sidecar")), 5, 50, 1)
+    p = terminated(replica_pod("p", "worker", 0, "j", containers=("main", "sidecar")), 5, 50, 1)
     p["status"]["containerStatuses"][1]["state"]["terminated"]["finishedAt"] = stamp(65)
     earlier_run = {"startedAt": stamp(1), "finishedAt": stamp(4)}
     p["status"]["containerStatuses"][0]["lastState"] = {"terminated": earlier_run}
@@ -65,7 +64,7 @@ def test_a_pod_runs_from_its_first_start_to_its_last_finish() -> None:
     assert gpus(p) == 1
     del p["metadata"]["labels"]
     assert usage([p], NOW)["replica_seconds"] == {"other": 64.0, "total": 64.0}
-    assert ran(pod("q", "worker", 0, "j") | {"status": {}}, NOW) is None
+    assert ran(replica_pod("q", "worker", 0, "j") | {"status": {}}, NOW) is None
 
 
 # -- every task end reports it ------------------------------------------------------------------------------

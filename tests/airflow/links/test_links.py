@@ -16,8 +16,9 @@ from t9k_provider.links import job as link_module
 from t9k_provider.links.job import T9kJobLink
 from t9k_provider.operators import T9kJobOperator
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
-from tests.airflow.fakes import FakeHook, FakeTI, generic_manifest
+from tests.airflow.fakes import FakeHook, FakeTI
 from tests.airflow.versions import TaskDeferralError, airflow3_only
+from tests.support.builders import generic_manifest
 
 TEMPLATE = "https://t9k.example/{namespace}/{kind}/{name}"
 

@@ -1,26 +1,20 @@
 """How a task reports a training's progress: the leader's reports read from the replica log the task follows
 become XCom ``t9k_progress`` and its asset events' extra at the end, in the worker and after a deferral (the
-trigger carries the progress it read, as it carries the log cursors); ``progress_timeout`` ends a stalled
-job; and a decorated function can report in an image without this package (the runner ships the module)."""
+trigger carries the progress it read, as it carries the log cursors); and ``progress_timeout`` ends a
+stalled job."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.providers.common.compat.sdk import DAG, AirflowFailException, TaskDeferred, task
+from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
 
-from t9k_provider.decorators import transport
-from t9k_provider.decorators.source import ship
 from t9k_provider.jobclient import identity as ident
 from t9k_provider.operators import T9kJobTimeout
-from tests.airflow.builders import RUNNING, SUCCEEDED, make
-from tests.airflow.fakes import FakeHook, FakeTI, pod
+from tests.airflow.fakes import FakeHook, FakeTI, make
+from tests.support.builders import RUNNING, SUCCEEDED, replica_pod
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -47,7 +41,10 @@ def reporting(hook: FakeHook, ti: FakeTI, log: str = REPORTS) -> str:
     """The task's job has a running leader whose log holds ``log``, and a worker that reports too (not
     counted: only the leader's reports are)."""
     name = ident.job_name(ident.task_identity(ti))
-    hook.pods = [pod(f"{name}-worker-0", "worker", 0, name), pod(f"{name}-worker-1", "worker", 1, name)]
+    hook.pods = [
+        replica_pod(f"{name}-worker-0", "worker", 0, name),
+        replica_pod(f"{name}-worker-1", "worker", 1, name),
+    ]
     hook.logs[(f"{name}-worker-0", "main")] = log
     hook.logs[(f"{name}-worker-1", "main")] = '2026-01-01T00:00:09Z T9K_PROGRESS {"step": 99}'
     return name
@@ -144,40 +141,3 @@ def test_progress_timeout_needs_the_leaders_log(fake_hook: FakeHook, context: di
     with pytest.raises(AirflowFailException, match="log_replicas: progress_timeout reads"):
         op.execute(context)
     assert not [c for c, _ in fake_hook.calls if c == "create"]  # refused before any call
-
-
-def test_every_decorator_takes_the_options() -> None:
-    with DAG("opts", schedule=None):
-        op = task.t9k_pytorch(
-            workers=2, progress_timeout=60, checkpoint_volume={"hostPath": {"path": "/ckpt"}}
-        )(lambda_free)().operator
-    assert op.progress_timeout == 60 and op.checkpoint_volume == {"hostPath": {"path": "/ckpt"}}
-
-
-def lambda_free() -> None:
-    return None
-
-
-def reports_and_returns() -> str:
-    from t9k_provider.progress import report
-
-    report(1, total=2, loss=0.5)
-    return "done"
-
-
-def test_a_function_reports_in_an_image_without_the_package(tmp_path: Path) -> None:
-    """The runner under ``python -I -S`` (no site-packages: no t9k_provider) still gives the function
-    ``t9k_provider.progress``, shipped with the call."""
-    (tmp_path / "runner.py").write_bytes(transport.unpack(transport.packed_runner()))
-    call = transport.encode_call(ship(reports_and_returns), "json", [], {})
-    (tmp_path / "call.json").write_bytes(transport.unpack(call))
-    probe = [sys.executable, "-I", "-S", "-c", "import t9k_provider"]
-    assert subprocess.run(probe, capture_output=True, timeout=30).returncode != 0  # the probe works
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", str(tmp_path / "runner.py"), str(tmp_path / "call.json")],
-        capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin", "RANK": "0"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    marker, _, body = done.stdout.splitlines()[0].partition(" ")
-    assert marker == "T9K_PROGRESS" and json.loads(body)["step"] == 1
-    assert transport.decode_result(done.stdout.splitlines(), "json") == "done"

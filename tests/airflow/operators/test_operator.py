@@ -21,9 +21,19 @@ from t9k_provider.operators import (
     T9kJobTimeout,
 )
 from t9k_provider.triggers.job import T9kJobTrigger
-from tests.airflow.builders import FAILED, PENDING, RUNNING, SUCCEEDED, make, our_job
-from tests.airflow.fakes import FakeHook, FakeTI, api_error, generic_manifest, pod
-from tests.airflow.podstates import terminated
+from tests.airflow.fakes import FakeHook, FakeTI, api_error, make
+from tests.support.builders import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    generic_manifest,
+    our_job,
+    replica_pod,
+    terminated,
+    unschedulable,
+    waiting,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -210,7 +220,7 @@ def test_failed_job_fails_without_retry_and_explains(fake_hook: FakeHook, contex
             (("Failed", "Failed", "The job is failed with rule: { worker: [1] }"),),
         ),
     ]
-    fake_hook.pods = [pod(f"{name}-worker-1", "worker", 1, name)]
+    fake_hook.pods = [replica_pod(f"{name}-worker-1", "worker", 1, name)]
     fake_hook.logs[(f"{name}-worker-1", "main")] = "2026-01-01T00:00:01Z Traceback: ZeroDivisionError\n"
     fake_hook.events[f"{name}-worker-1"] = [{"type": "Warning", "reason": "BackOff", "message": "crashed"}]
     original_get = fake_hook.get_job
@@ -250,8 +260,8 @@ def rank_1_fails_first(hook: FakeHook, name: str) -> None:
     """Rank 1 fails at second 1 with a distinctive error, rank 0 two seconds later with a connection error;
     the job's status lists worker-0 first, as a controller may."""
     hook.pods = [
-        terminated(pod(f"{name}-worker-0", "worker", 0, name), 0, 3, 1),
-        terminated(pod(f"{name}-worker-1", "worker", 1, name), 0, 1, 3),
+        terminated(replica_pod(f"{name}-worker-0", "worker", 0, name), 0, 3, 1),
+        terminated(replica_pod(f"{name}-worker-1", "worker", 1, name), 0, 1, 3),
     ]
     hook.logs[(f"{name}-worker-0", "main")] = (
         "2026-01-01T00:00:00Z step 1\n2026-01-01T00:00:03Z RuntimeError: connection reset by peer\n"
@@ -438,7 +448,10 @@ def test_extra_link_is_persisted_before_waiting(
 
 def test_leader_logs_are_copied_while_waiting(fake_hook: FakeHook, context: dict[str, Any]) -> None:
     name = ident.job_name(ident.task_identity(context["ti"]))
-    fake_hook.pods = [pod(f"{name}-worker-0", "worker", 0, name), pod(f"{name}-worker-1", "worker", 1, name)]
+    fake_hook.pods = [
+        replica_pod(f"{name}-worker-0", "worker", 0, name),
+        replica_pod(f"{name}-worker-1", "worker", 1, name),
+    ]
     fake_hook.logs[(f"{name}-worker-0", "main")] = "2026-01-01T00:00:01Z epoch 1 loss 0.5\n"
     fake_hook.script = [RUNNING, SUCCEEDED]
     make(fake_hook).execute(context)
@@ -448,7 +461,7 @@ def test_leader_logs_are_copied_while_waiting(fake_hook: FakeHook, context: dict
 
 def test_get_logs_false_reads_no_logs(fake_hook: FakeHook, context: dict[str, Any]) -> None:
     name = ident.job_name(ident.task_identity(context["ti"]))
-    fake_hook.pods = [pod(f"{name}-worker-0", "worker", 0, name)]
+    fake_hook.pods = [replica_pod(f"{name}-worker-0", "worker", 0, name)]
     fake_hook.script = [SUCCEEDED]
     make(fake_hook, get_logs=False).execute(context)
     assert not [c for c, _ in fake_hook.calls if c == "log"]
@@ -491,7 +504,7 @@ def test_job_still_running_after_the_wait_defers_with_the_log_cursors(
     fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI
 ) -> None:
     name = ident.job_name(ident.task_identity(ti))
-    fake_hook.pods = [pod(f"{name}-worker-0", "worker", 0, name)]
+    fake_hook.pods = [replica_pod(f"{name}-worker-0", "worker", 0, name)]
     fake_hook.logs[(f"{name}-worker-0", "main")] = "2026-01-01T00:00:01Z epoch 1 loss=0.5\n"
     fake_hook.script = [RUNNING]
     started = time.monotonic()
@@ -594,7 +607,7 @@ def test_execute_complete_running_prints_logs_and_defers_again(
 ) -> None:
     op, resume = _deferred(fake_hook, context, logging_interval=30)
     name = resume["job"]["name"]
-    fake_hook.pods = [pod(f"{name}-worker-0", "worker", 0, name)]
+    fake_hook.pods = [replica_pod(f"{name}-worker-0", "worker", 0, name)]
     fake_hook.logs[(f"{name}-worker-0", "main")] = "2026-01-01T00:00:01Z step 1\n"
     fake_hook.script = [RUNNING]
     with pytest.raises(TaskDeferred) as again:
@@ -708,17 +721,8 @@ def test_create_conflict_then_vanished_job_is_recreated(fake_hook: FakeHook, con
 
 def test_startup_timeout_report_explains_pending_pods(fake_hook: FakeHook, context: dict[str, Any]) -> None:
     name = ident.job_name(ident.task_identity(context["ti"]))
-    stuck = pod(f"{name}-worker-0", "worker", 0, name)
-    stuck["status"] = {
-        "phase": "Pending",
-        "conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
-        ],
-        "containerStatuses": [
-            {"name": "main", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no"}}}
-        ],
-    }
-    fake_hook.pods = [stuck]
+    stuck = waiting(replica_pod(f"{name}-worker-0", "worker", 0, name), "ImagePullBackOff", "no")
+    fake_hook.pods = [unschedulable(stuck, "0/1 nodes")]
     fake_hook.events[f"{name}-worker-0"] = [
         {"type": "Warning", "reason": "FailedScheduling", "message": "0/1 nodes"}
     ]
@@ -733,14 +737,8 @@ def test_startup_timeout_report_explains_pending_pods(fake_hook: FakeHook, conte
 
 def test_replica_that_cannot_start_fails_fast(fake_hook: FakeHook, context: dict[str, Any]) -> None:
     name = ident.job_name(ident.task_identity(context["ti"]))
-    stuck = pod(f"{name}-worker-0", "worker", 0, name)
-    stuck["status"] = {
-        "phase": "Pending",
-        "containerStatuses": [
-            {"name": "main", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}}
-        ],
-    }
-    fake_hook.pods = [stuck]
+    stuck = replica_pod(f"{name}-worker-0", "worker", 0, name)
+    fake_hook.pods = [waiting(stuck, "ImagePullBackOff", "no such image")]
     fake_hook.script = [PENDING]
     with pytest.raises(T9kJobTimeout, match="ImagePullBackOff: no such image") as failure:
         make(fake_hook, pod_error_timeout=0, get_logs=False).execute(context)
@@ -764,10 +762,7 @@ def test_waiting_task_logs_why_its_pods_are_not_scheduled(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = ident.job_name(ident.task_identity(context["ti"]))
-    waiting = pod(f"{name}-worker-0", "worker", 0, name)
-    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
-    waiting["status"] = {"phase": "Pending", "conditions": [condition]}
-    fake_hook.pods = [waiting]
+    fake_hook.pods = [unschedulable(replica_pod(f"{name}-worker-0", "worker", 0, name), "0/1 nodes")]
     fake_hook.script = [PENDING, PENDING, PENDING, SUCCEEDED]
     monkeypatch.setattr("t9k_provider.waiting.notes.READ_INTERVAL", 0.0)
     with caplog.at_level(logging.INFO):

@@ -26,8 +26,8 @@ from t9k_provider.decorators.tasks import t9k_pytorch_task
 from t9k_provider.jobclient import identity as ident
 from t9k_provider.jobs import API_VERSION, load
 from t9k_provider.kube.podlogs import parse_lines
-from tests.airflow.fakes import FakeHook, FakeTI, pod
-from tests.airflow.podstates import terminated
+from tests.airflow.fakes import FakeHook, FakeTI
+from tests.support.builders import replica_pod, terminated
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -513,7 +513,7 @@ def prepared(hook: FakeHook, dag: DAG, logs: dict[int, str], phase: tuple[str, A
     hook.script = [phase]
     ti = FakeTI(task_id=op.task_id)
     name = op.build_manifest(ident.task_identity(ti), 1)["metadata"]["name"]
-    hook.pods = [pod(f"{name}-worker-{i}", "worker", i, name) for i in range(2)]
+    hook.pods = [replica_pod(f"{name}-worker-{i}", "worker", i, name) for i in range(2)]
     for index, text in logs.items():
         hook.logs[(f"{name}-worker-{index}", "main")] = text
     op.render_template_fields({"ti": ti})

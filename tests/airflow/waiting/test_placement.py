@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from t9k_provider.kube.resources import GPU
 from t9k_provider.waiting.limits import WaitLimits
 from t9k_provider.waiting.placement import largest_allocatable, unplaceable
 from t9k_provider.waiting.step import WaitMemory, step
-from tests.airflow.fakes import generic_manifest, with_status
+from tests.support.builders import generic_manifest, replica_pod, unschedulable, with_status
 
 pytestmark = pytest.mark.airflow_independent
 
@@ -21,14 +22,14 @@ def node(**allocatable: str) -> dict[str, Any]:
     return {"status": {"allocatable": {"cpu": "16", "memory": "64Gi", **allocatable}}}
 
 
-def pending(gpus: str, *, unschedulable: bool = True, init: str | None = None) -> dict[str, Any]:
-    containers = [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]
-    spec: dict[str, Any] = {"containers": containers}
+def pending(gpus: str, *, said: bool = True, init: str | None = None) -> dict[str, Any]:
+    """A pending replica whose container is limited to ``gpus`` (``init``: an init container requests so
+    many); ``said``: the scheduler called it Unschedulable."""
+    pod = replica_pod("j-worker-0", "worker", 0, "j")
+    pod["spec"]["containers"][0]["resources"] = {"limits": {GPU: gpus}}
     if init is not None:
-        spec["initContainers"] = [{"name": "prep", "resources": {"requests": {"nvidia.com/gpu": init}}}]
-    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": SCHEDULER}
-    status = {"phase": "Pending", "conditions": [condition] if unschedulable else []}
-    return {"metadata": {"name": "j-worker-0"}, "spec": spec, "status": status}
+        pod["spec"]["initContainers"] = [{"name": "prep", "resources": {"requests": {GPU: init}}}]
+    return unschedulable(pod, SCHEDULER) if said else {**pod, "status": {"phase": "Pending"}}
 
 
 def test_the_largest_node_is_per_extended_resource() -> None:
@@ -46,7 +47,7 @@ def test_the_largest_node_is_per_extended_resource() -> None:
         (pending("4"), {"nvidia.com/gpu": 2}, True),
         (pending("1"), {}, True),  # no node has any
         (pending("2"), {"nvidia.com/gpu": 2}, False),  # fits once the GPUs are free
-        (pending("4", unschedulable=False), {"nvidia.com/gpu": 2}, False),  # the scheduler has not spoken
+        (pending("4", said=False), {"nvidia.com/gpu": 2}, False),  # the scheduler has not spoken
         (pending("1", init="3"), {"nvidia.com/gpu": 2}, True),  # the init container asks for more
     ],
 )

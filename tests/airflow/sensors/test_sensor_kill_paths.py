@@ -23,7 +23,7 @@ import pytest
 
 from t9k_provider.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
-from tests.airflow.builders import SLEEPER as JOB
+from tests.support.builders import SLEEPER as JOB
 from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.timeout(120)

@@ -19,8 +19,8 @@ from airflow.providers.common.compat.sdk import (
 from t9k_provider.decorators import runner
 from t9k_provider.jobclient import identity as ident
 from t9k_provider.operators import T9kJobOperator
-from tests.airflow.builders import FAILED, RUNNING, SUCCEEDED, make
-from tests.airflow.fakes import FakeHook, FakeTI, pod
+from tests.airflow.fakes import FakeHook, FakeTI, make
+from tests.support.builders import FAILED, RUNNING, SUCCEEDED, replica_pod
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -71,7 +71,7 @@ def stamped(lines: list[str]) -> str:
 
 
 def replica_logs(hook: FakeHook, name: str, text: str) -> None:
-    hook.pods = [pod(f"{name}-worker-{i}", "worker", i, name) for i in range(2)]
+    hook.pods = [replica_pod(f"{name}-worker-{i}", "worker", i, name) for i in range(2)]
     for index in range(2):
         hook.logs[(f"{name}-worker-{index}", "pytorch")] = text
         hook.logs[(f"{name}-worker-{index}", "main")] = text

@@ -1,0 +1,68 @@
+"""What a wait makes of the leader's progress reports (``waiting.reported``): the latest, a bounded history,
+the rate and ETA, the task log's line, JSON across deferrals."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from t9k_provider.progress import Report
+from t9k_provider.waiting.reported import HISTORY_LIMIT, ReportedProgress
+
+pytestmark = pytest.mark.airflow_independent
+
+RUNNING_SINCE = datetime(2026, 1, 1, 10, 0, 0, tzinfo=timezone.utc).timestamp()
+
+
+def reported(*steps: tuple[float, float], total: float | None = 100) -> ReportedProgress:
+    """A progress with a report at each ``(step, time)``."""
+    state = ReportedProgress()
+    for number, at in steps:
+        state.add(Report(number, total, {"loss": 1.0 / (number + 1)}), at)
+    return state
+
+
+def test_rate_eta_and_the_task_log_line() -> None:
+    state = reported((10, 1000.0), (20, 1005.0), (30, 1010.0))
+    assert state.rate() == 2.0
+    assert state.eta() == 35.0
+    assert state.line() == "progress: step 30/100 (30.0%), 2 steps/s, ETA 0:00:35, loss=0.0322581"
+
+
+def test_a_first_report_has_no_rate_and_no_total_no_eta() -> None:
+    assert reported((5, 1000.0)).line() == "progress: step 5/100 (5.0%), loss=0.166667"
+    no_total = reported((5, 1000.0), (6, 1001.0), total=None)
+    assert no_total.line() == "progress: step 6, 1 steps/s, loss=0.142857"
+
+
+def test_a_report_read_again_changes_nothing() -> None:
+    state = reported((10, 1000.0), (20, 1005.0))
+    assert state.add(Report(10, 100, {}), 1000.0) is False  # an older one
+    assert state.add(Report(20, 100, {}), 1005.0) is False  # the latest one
+    assert (state.step, state.at, len(state.history)) == (20, 1005.0, 2)
+
+
+def test_history_stays_bounded_and_spans_the_run() -> None:
+    state = reported(*((n, 1000.0 + n) for n in range(1, 1001)))
+    assert len(state.history) <= HISTORY_LIMIT
+    assert state.history[-1]["step"] == 1000
+    assert state.history[0]["step"] == 1  # thinned out, not cut to the last hundred
+    steps = [h["step"] for h in state.history]
+    assert steps == sorted(steps)
+
+
+def test_json_round_trip_keeps_everything_but_when_it_was_last_logged() -> None:
+    state = reported((10, 1000.0), (20, 1005.0))
+    state.logged_at = 1234.0
+    data = state.to_json()
+    assert data is not None and set(data) == {"step", "total", "metrics", "time", "history"}
+    again = ReportedProgress.from_json(data)
+    assert again == state and again.logged_at is None
+    assert ReportedProgress().to_json() is None and ReportedProgress.from_json(None) == ReportedProgress()
+
+
+def test_latest_names_step_time_and_age() -> None:
+    state = reported((42, RUNNING_SINCE + 3))
+    assert state.latest(RUNNING_SINCE + 68) == "step 42/100 at 2026-01-01 10:00:03 UTC (0:01:05 ago)"
+    assert ReportedProgress().latest(0.0) == "no report"
