@@ -5,6 +5,8 @@ its desired state, every replica that ran twice at once, everything left behind 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import random
 import time
@@ -281,6 +283,8 @@ class Soak:
         runs = read_runs(self.records)
         with self.observed.lock:
             pods = dict(self.observed.pods)
+        lives = {uid: dataclasses.asdict(life) for uid, life in pods.items()}
+        (self.work / "pods.json").write_text(json.dumps(lives, indent=1))  # for whoever reads a failure
         found = overlaps(runs, pods)
         for what in found:
             self.problem(f"ran twice at once: {what}")

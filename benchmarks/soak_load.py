@@ -65,8 +65,8 @@ class Load:
     def plan(
         self, objects: dict[str, int], updates: int, window: float, namespaces: tuple[str, ...]
     ) -> list[Action]:
-        """Creates over the first 80% of the window, changes of objects created a second earlier over the
-        rest of it (from its first tenth), in time order."""
+        """Creates over the first 80% of the window; changes from its first tenth on, each of a kind drawn
+        evenly (then of an object created a second earlier that takes it), in time order."""
         rng = self.rng
         actions = []
         for name, count in objects.items():
@@ -80,9 +80,13 @@ class Load:
         creates = sorted(actions, key=lambda a: a.at)
         for step in range(updates):
             at = rng.uniform(0.1 * window, window)
+            change = rng.choice(list(CHANGES))
             earlier = [a.workload for a in creates if a.at < at - 1.0] or [creates[0].workload]
-            workload = rng.choice(earlier)
-            actions.append(Action(at, workload, rng.choice(workload.kind.updates), step + 1))
+            able = [w for w in earlier if change in w.kind.updates] or earlier
+            workload = rng.choice(able)
+            if change not in workload.kind.updates:
+                change = rng.choice(workload.kind.updates)
+            actions.append(Action(at, workload, change, step + 1))
         return sorted(actions, key=lambda a: a.at)
 
     def do(self, action: Action) -> None:

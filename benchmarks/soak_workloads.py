@@ -51,7 +51,14 @@ class Recorder:
             {"name": "CONTAINER", "value": name},
             {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
         ]
-        return {"name": name, "image": "busybox:1.36", "command": ["sh", "-c", RECORD_SCRIPT], "env": env}
+        return {
+            "name": name,
+            "image": "busybox:1.36",
+            "command": ["sh", "-c", RECORD_SCRIPT],
+            "env": env,
+            # a request, however small, lets the scheduler's least-allocated choice spread pods over the nodes
+            "resources": {"requests": {"cpu": "5m"}},
+        }
 
     def template(
         self, app: str, seconds: float, restart: str | None = None, container: str = "main"
