@@ -59,7 +59,8 @@ class Plan:
 FULL_PLAN = Plan(
     objects={"Pod": 30, "Job": 16, "Deployment": 10, "ReplicaSet": 8, "StatefulSet": 8, "DaemonSet": 3,
              "GenericJob": 12, "PyTorchTrainingJob": 8, "TensorFlowTrainingJob": 5, "XGBoostTrainingJob": 5},
-    updates=50, faults=dict(zip(FAULT_KINDS, (2, 2, 2, 3, 2, 2, 1), strict=True)), window=60.0, settle=240.0,
+    updates=50, faults=dict(zip(FAULT_KINDS, (2, 1, 2, 2, 3, 2, 2, 1), strict=True)), window=60.0,
+    settle=240.0,
 )  # fmt: skip
 QUICK_PLAN = Plan(
     objects={"Pod": 4, "Job": 2, "Deployment": 2, "ReplicaSet": 2, "StatefulSet": 2, "DaemonSet": 1,
