@@ -63,9 +63,8 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
     :param scheduler: ``spec.scheduler``, e.g. ``{"t9kScheduler": {"queue": "default"}}``.
     :param manifest_override: a partial manifest deep-merged over the generated one (``manifests.merge``).
     :param serializer: ``json`` (default), ``cloudpickle`` or ``dill`` for the arguments and the result.
-    :param retry_on_job_failure: a function that raised fails the task retryably (Airflow's ``retries``);
-        False fails it for good.
-    :param on_finish_action: ``keep``, ``delete`` or ``delete_on_success``, applied after the result is read.
+    :param retry_on_job_failure: a function that raised fails the task retryably (Airflow's ``retries``)
+        unless its error says retrying cannot help; False fails it for good.
 
     Every other ``T9kJobOperator`` parameter works as there, except ``manifest`` and ``wait_for_completion``.
     """
@@ -98,14 +97,12 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         manifest_override: dict[str, Any] | None = None,
         serializer: str = "json",
         retry_on_job_failure: bool = True,
-        on_finish_action: str = "keep",
         **kwargs: Any,
     ) -> None:
         recipe = self.recipe
         checked = {
             "run_policy": run_policy,
             "serializer": serializer,
-            "on_finish_action": on_finish_action,
             "gpus": gpus,
             "container_resources": container_resources,
         }
@@ -132,7 +129,6 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             python_callable=python_callable,
             manifest=recipe.manifest(options),
             retry_on_job_failure=retry_on_job_failure,
-            on_finish_action=on_finish_action,
             **kwargs,
         )
 

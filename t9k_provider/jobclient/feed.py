@@ -1,5 +1,7 @@
-"""A waited-for job as the wait sees it (the I/O of ``waiting.loop``'s seam): its next state, its pods and
-the largest node, over a lease of the shared async client, for the trigger and the worker's wait alike.
+"""A waited-for job as the wait sees it, the I/O behind ``waiting.loop``'s seam for the trigger and the
+worker's wait alike: the job's next state, its pods and the largest node, over a lease of the shared async
+client, and the leader's reports from the logs the wait follows. Each adapter adds what is its own (the
+trigger its live streams, the worker its kill and its logs) by overriding ``next_state``.
 
 The job's next state comes from the shared watch (``watch``): the job is read once after subscribing (so no
 change after that read can be missed), then each event for it is taken as soon as the server sends it,
@@ -18,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from t9k_provider.hooks.errors import api_status, backoff_seconds, describe, is_transient
 from t9k_provider.jobclient.aio import AsyncJobClient
@@ -29,6 +31,8 @@ from t9k_provider.waiting.result import WaitResult, deleted
 if TYPE_CHECKING:
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
     from t9k_provider.kube.resources import ResourceType
+    from t9k_provider.replicalogs.lines import ReplicaLines
+    from t9k_provider.waiting.reported import ReportedProgress
 
 #: Consecutive transient API failures tolerated before the wait ends in a retryable error.
 MAX_CONSECUTIVE_ERRORS = 20
@@ -41,10 +45,19 @@ MAX_REAUTHENTICATIONS = 3
 MAX_WATCH_FAILURES = 5
 
 
+class FollowedLogs(Protocol):
+    """The logs a wait follows, as far as the wait reads them: the leader's reports."""
+
+    lines: ReplicaLines
+
+    async def read_recent_reports(self, since: float) -> bool: ...
+
+
 class JobFeed:
-    """The job ``namespace/name`` (``uid``: the object the task owns; None: a job it only watches) for one
-    wait; ``close`` ends its watch and lease. ``alone``: no other wait shares the event loop (the worker's),
-    so the watch is on this job only."""
+    """``waiting.loop.WaitSeam`` for the job ``namespace/name`` (``uid``: the object the task owns; None: a
+    job it only watches), with the leader's reports of ``logs`` (None: not read); ``close`` ends its watch
+    and lease. ``alone``: no other wait shares the event loop (the worker's), so the watch is on this job
+    only."""
 
     def __init__(
         self,
@@ -59,6 +72,7 @@ class JobFeed:
         poll_interval: float,
         execution_deadline: float | None,
         log: logging.Logger | Any,
+        logs: FollowedLogs | None = None,
         alone: bool = False,
     ) -> None:
         self._client = client
@@ -72,6 +86,7 @@ class JobFeed:
         self._deadline = execution_deadline
         self._log = log
         self._alone = alone
+        self.logs = logs
         self._lease: AsyncT9kClient | None = None
         self._jobs: AsyncJobClient | None = None
         self._watch: JobWatch | None = None
@@ -105,6 +120,12 @@ class JobFeed:
 
     async def largest_node(self) -> dict[str, int] | None:
         return await (await self._open()).largest_node(self._log)
+
+    async def recent_reports(self, since: float) -> bool:
+        return await self.logs.read_recent_reports(since) if self.logs is not None else True
+
+    def progress(self) -> ReportedProgress | None:
+        return self.logs.lines.progress if self.logs is not None else None
 
     async def next_state(self, job: dict[str, Any] | None, window: float) -> dict[str, Any] | WaitResult:
         """``waiting.loop.WaitSeam.next_state``: the job read at once for None (or before the feed watches),

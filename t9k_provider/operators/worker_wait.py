@@ -10,7 +10,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from t9k_provider.jobclient.client import JobClient
@@ -21,7 +21,6 @@ from t9k_provider.replicalogs.targets import pod_selector
 from t9k_provider.replicalogs.waitlogs import WaitLogs
 from t9k_provider.waiting.limits import WaitLimits
 from t9k_provider.waiting.loop import wait
-from t9k_provider.waiting.reported import ReportedProgress
 from t9k_provider.waiting.result import WaitResult
 from t9k_provider.waiting.step import WaitMemory
 
@@ -68,18 +67,17 @@ class WorkerWait:
 
     async def _wait(self, job: dict[str, Any], until: float | None) -> WaitResult:
         hook, ref = self.client.hook, self.ref
-        feed = JobFeed(
+        seam = _WorkerSeam(
             hook.async_client, hook.credentials, ref.resource, ref.namespace, ref.name, uid=ref.uid,
             pod_selector=pod_selector(ref.kind, ref.name), poll_interval=self.poll_interval,
-            execution_deadline=self.limits.execution_deadline, log=self.log, alone=True,
+            execution_deadline=self.limits.execution_deadline, log=self.log, logs=self.logs, alone=True,
+            first=job, check_killed=self._check_killed,
         )  # fmt: skip
-        seam = _WorkerSeam(feed, self.logs, job, self._check_killed)
         ended = False
         try:
             async with hook.async_client() as lease:  # the streams' and the reports' reads
-                seam.api = lease.api
                 if self.logs is not None:
-                    self.logs.open_streams(lease.api)
+                    self.logs.attach(lease.api)
                 try:
                     memory = WaitMemory(time.time(), hand_back_at=until)
                     result = await wait(
@@ -91,50 +89,39 @@ class WorkerWait:
                     if self.logs is not None:  # every line of the ended replicas before the verdict
                         await self.logs.close_streams(drain=ended)
         finally:
-            await feed.close()
+            await seam.close()
 
     def _check_killed(self) -> None:
         self.kill.check(lambda: self.client)
 
 
-class _WorkerSeam:
-    """The worker's side of the wait (``waiting.loop.WaitSeam``): ``first`` is the state to start from, the
-    feed brings the next ones; the replica logs catch up with each."""
+class _WorkerSeam(JobFeed):
+    """The worker's side of the wait (``waiting.loop.WaitSeam``): the feed, from ``first`` (the state the
+    wait starts from), the kill checked before and after each state, and the replica logs caught up with
+    it."""
+
+    logs: WaitLogs | None
 
     def __init__(
-        self, feed: JobFeed, logs: WaitLogs | None, first: dict[str, Any], check_killed: Any
+        self, *args: Any, first: dict[str, Any], check_killed: Callable[[], None], **kwargs: Any
     ) -> None:
-        self.feed = feed
-        self.logs = logs
-        self.api: Any = None
-        self._first: dict[str, Any] | None = first
-        self._check_killed = check_killed
+        super().__init__(*args, **kwargs)
+        self.first: dict[str, Any] | None = first
+        self.check_killed = check_killed
 
     async def next_state(self, job: dict[str, Any] | None, window: float) -> dict[str, Any] | WaitResult:
-        self._check_killed()
-        if job is None and self._first is not None:
-            state: dict[str, Any] | WaitResult = self._first
-            self._first = None
+        self.check_killed()
+        if job is None and self.first is not None:
+            state: dict[str, Any] | WaitResult = self.first
+            self.first = None
         else:
             if self.logs is not None and self.logs.starting:
                 window = min(window, STARTING_LOOK_SECONDS)
-            state = await self.feed.next_state(job, window)
-        self._check_killed()  # a job the kill deleted is the kill's to report
+            state = await super().next_state(job, window)
+        self.check_killed()  # a job the kill deleted is the kill's to report
         if self.logs is not None and not isinstance(state, WaitResult):
             await self.logs.look(state)
         return state
-
-    async def pods(self) -> list[dict[str, Any]]:
-        return await self.feed.pods()
-
-    async def largest_node(self) -> dict[str, int] | None:
-        return await self.feed.largest_node()
-
-    async def recent_reports(self, since: float) -> bool:
-        return await self.logs.recent_reports(self.api, since) if self.logs is not None else True
-
-    def progress(self) -> ReportedProgress | None:
-        return self.logs.lines.progress if self.logs is not None else None
 
 
 class _LoopThread:

@@ -49,6 +49,7 @@ class WaitLogs:
             cursors, log, self.lines,
         )  # fmt: skip
         self._streams: ReplicaLogs | None = None
+        self._api: KubeApi | None = None
 
     @property
     def cursors(self) -> dict[str, pod_logs.Cursor]:
@@ -59,8 +60,10 @@ class WaitLogs:
         """A followed container has not started yet: look again soon, its stream opens when it does."""
         return self._streams is not None and self._streams.starting
 
-    def open_streams(self, api: KubeApi) -> None:
-        """Follow the replicas live over ``api`` (on the wait's event loop) from the cursors, if ``live``."""
+    def attach(self, api: KubeApi) -> None:
+        """The wait's client (on its event loop): the leader's recent reports are read over it, and the
+        replicas followed live from the cursors, if ``live``."""
+        self._api = api
         if self.live:
             self._streams = ReplicaLogs(
                 api, self.log, self.namespace, self.selector, self.targets, self.cursors, self.lines
@@ -87,9 +90,11 @@ class WaitLogs:
             await streams.stop()
             self.follower.cursors.update(streams.cursors)
 
-    async def recent_reports(self, api: KubeApi, since: float) -> bool:
+    async def read_recent_reports(self, since: float) -> bool:
         """The leader's reports since ``since``, read to the present (``recent``); whether that succeeded."""
-        return await recent.read(api, self.namespace, self.selector, self.lines, since, self.log)
+        if self._api is None:
+            raise RuntimeError("WaitLogs.read_recent_reports before attach()")
+        return await recent.read(self._api, self.namespace, self.selector, self.lines, since, self.log)
 
     def print_new(self) -> None:
         """The final pass, after the wait: every line not printed yet, and the latest progress."""

@@ -192,23 +192,23 @@ class T9kJobTrigger(BaseTrigger):
         shown = self._replica_log()
         reads_progress = self.leader is not None and self.limits.get("progress_timeout") is not None
         limits = WaitLimits(**self.limits)
-        feed = JobFeed(
+        seam = _TriggerSeam(
             self._client, self.credentials, self._resource(), self.namespace, self.name, uid=self.uid,
             pod_selector=self.pod_selector, poll_interval=self.poll_interval,
             execution_deadline=limits.execution_deadline, log=self.log,
         )  # fmt: skip
         try:
             if not (self.log_targets and self.pod_selector) or (shown is None and not reads_progress):
-                result = await self._run(_TriggerSeam(feed, None), limits)
+                result = await self._run(seam, limits)
                 progress = ReportedProgress.from_json(self.progress) if self.progress else None
             else:
-                result, progress = await self._run_following(feed, limits, shown)
+                result, progress = await self._run_following(seam, limits, shown)
         finally:
-            await feed.close()
+            await seam.close()
         return self._event(replace(result, progress=progress))
 
     async def _run_following(
-        self, feed: JobFeed, limits: WaitLimits, shown: Any
+        self, seam: _TriggerSeam, limits: WaitLimits, shown: Any
     ) -> tuple[WaitResult, ReportedProgress]:
         """The wait with the followed replicas' live streams (into ``shown``: the task log; None: the
         reports only, the worker prints the lines)."""
@@ -221,11 +221,11 @@ class T9kJobTrigger(BaseTrigger):
         progress = ReportedProgress.from_json(self.progress)
         lines = ReplicaLines(shown or self.log, leader, progress, show=shown is not None)
         async with self._client() as lease:  # the streams' client, held until they are stopped
-            logs = ReplicaLogs(
+            logs = seam.logs = ReplicaLogs(
                 lease.api, self.log, self.namespace, str(self.pod_selector), targets, self.log_cursors, lines
             )
             try:
-                result = await self._run(_TriggerSeam(feed, logs), limits)
+                result = await self._run(seam, limits)
                 if result.job_ended:
                     await logs.drain(DRAIN_SECONDS)  # the replicas' last lines, before the final pass
             finally:
@@ -333,29 +333,14 @@ def _task_state_from_db(ti: Any) -> Any:
         )
 
 
-class _TriggerSeam:
-    """The trigger's side of the wait (``waiting.loop.WaitSeam``): the feed's states, each synced to the live
-    log streams (which open a stream for every followed container that started), and the leader's reports
-    they carry."""
+class _TriggerSeam(JobFeed):
+    """The trigger's side of the wait (``waiting.loop.WaitSeam``): the feed, each state of the job synced to
+    the live log streams, which open a stream for every followed container that started."""
 
-    def __init__(self, feed: JobFeed, logs: ReplicaLogs | None) -> None:
-        self.feed = feed
-        self.logs = logs
+    logs: ReplicaLogs | None
 
     async def next_state(self, job: dict[str, Any] | None, window: float) -> dict[str, Any] | WaitResult:
-        state = await self.feed.next_state(job, window)
+        state = await super().next_state(job, window)
         if self.logs is not None and not isinstance(state, WaitResult):
             await self.logs.sync(state)  # a finished job too: a replica that ran between two looks
         return state
-
-    async def pods(self) -> list[dict[str, Any]]:
-        return await self.feed.pods()
-
-    async def largest_node(self) -> dict[str, int] | None:
-        return await self.feed.largest_node()
-
-    async def recent_reports(self, since: float) -> bool:
-        return await self.logs.read_recent_reports(since) if self.logs is not None else True
-
-    def progress(self) -> ReportedProgress | None:
-        return self.logs.lines.progress if self.logs is not None else None

@@ -5,6 +5,7 @@ stalled job."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -58,17 +59,24 @@ class Outlet:
 
 
 def test_a_task_pushes_the_leaders_progress_and_its_assets_carry_the_metrics(
-    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, capsys: pytest.CaptureFixture[str]
+    fake_hook: FakeHook,
+    context: dict[str, Any],
+    ti: FakeTI,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     reporting(fake_hook, ti)
     fake_hook.script = [RUNNING, SUCCEEDED]
     events = {"model": Outlet()}
-    make(fake_hook, outlets=["model"], pod_error_timeout=None).execute({**context, "outlet_events": events})
+    with caplog.at_level(logging.INFO):
+        make(fake_hook, outlets=["model"], pod_error_timeout=None).execute(
+            {**context, "outlet_events": events}
+        )
     pushed = ti.xcoms["t9k_progress"]
     assert (pushed["step"], pushed["total"], pushed["metrics"]) == (2, 4, {"loss": 0.25})
     assert [h["step"] for h in pushed["history"]] == [1, 2]
     assert events["model"].extra == {"owner": "ml", "step": 2, "total": 4, "metrics": {"loss": 0.25}}
-    out = capsys.readouterr().out
+    out = caplog.text + capsys.readouterr().out  # Airflow 3's task log is structlog's, on stdout
     assert "progress: step 2/4 (50.0%), 0.5 steps/s, ETA 0:00:04, loss=0.25" in out
     assert "epoch 1" in out and "T9K_PROGRESS" not in out
 

@@ -81,15 +81,20 @@ def lists(hook: FakeHook) -> int:
 
 
 def test_a_succeeded_task_logs_and_pushes_its_usage(
-    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, capsys: pytest.CaptureFixture[str]
+    fake_hook: FakeHook,
+    context: dict[str, Any],
+    ti: FakeTI,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     prepared(fake_hook, ti)
     fake_hook.script = [SUCCEEDED]
-    make(fake_hook, get_logs=False, pod_error_timeout=None).execute(context)
+    with caplog.at_level(logging.INFO):
+        make(fake_hook, get_logs=False, pod_error_timeout=None).execute(context)
     used = ti.xcoms["t9k_usage"]
     assert set(used) == {"replica_seconds", "gpu_seconds"}
     assert used["replica_seconds"]["master"] == 100.0 and used["gpu_seconds"]["master"] == 200.0
-    assert "usage: 3 replicas, " in capsys.readouterr().out
+    assert "usage: 3 replicas, " in caplog.text + capsys.readouterr().out  # Airflow 3: structlog, on stdout
     assert lists(fake_hook) == 1
 
 
