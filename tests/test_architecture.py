@@ -216,6 +216,40 @@ def test_modules_and_functions_stay_within_their_limits() -> None:
     assert len(operator.read_text().splitlines()) <= MAX_OPERATOR_LINES
 
 
+def importers(root: Path, module: str, name: str) -> list[str]:
+    """The files under ``root`` that import ``name`` from ``module`` (absolute imports)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            imported = isinstance(node, ast.ImportFrom) and node.module == module and not node.level
+            if imported and any(alias.name == name for alias in node.names):  # type: ignore[union-attr]
+                found.append(str(path.relative_to(root)))
+    return found
+
+
+def test_one_loop_drives_the_wait_decision() -> None:
+    """The worker, the trigger and the sensor wait through ``waiting.loop``: no other module drives ``step``
+    (docs/architecture.md, the wait in one picture)."""
+    assert importers(PACKAGE, "t9k_provider.waiting.step", "step") == ["waiting/loop.py"]
+
+
+def hook_calls(path: Path) -> list[str]:
+    """Calls through an operator's own hook (``self.hook.<method>(...)``) in ``path``, as ``line: method``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            hook = isinstance(owner, ast.Attribute) and owner.attr == "hook"
+            if hook and isinstance(owner.value, ast.Name) and owner.value.id == "self":  # type: ignore[union-attr]
+                found.append(f"{node.lineno}: {node.func.attr}")
+    return found
+
+
+def test_the_decorated_operator_reaches_the_cluster_only_through_its_base() -> None:
+    """It overrides the base operator's hook points and reads through its job client: no raw hook call."""
+    assert hook_calls(PACKAGE / "decorators" / "operator.py") == []
+
+
 def lossy_timed_waits(root: Path) -> list[str]:
     """Calls of ``asyncio.wait_for``, which loses a cancellation that arrives as the awaited thing completes
     (Python < 3.12): ``kube.timeouts.within`` is the package's timed wait."""
@@ -250,6 +284,9 @@ def broken(tmp_path: Path) -> Path:
     )
     (root / "b" / "two.py").write_text("import pkg.a.four\n" + "x = 1\n" * MAX_MODULE_LINES)
     (root / "b" / "waits.py").write_text("import asyncio\nasync def h(e):\n    await asyncio.wait_for(e, 9)")
+    (root / "b" / "raw.py").write_text(
+        "class Op:\n    def run(self):\n        return self.hook.delete_job('j')\n"
+    )
     body = "".join(f"    y{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
     (root / "b" / "long.py").write_text(f"def g():\n{body}")
     return root
@@ -265,3 +302,5 @@ def test_the_probes_find_cycles_arrows_and_sizes(broken: Path) -> None:
         f"module pkg.b.two: {MAX_MODULE_LINES + 1} lines",
     ]
     assert lossy_timed_waits(broken) == ["b/waits.py:3"]
+    assert importers(broken, "pkg.b", "two") == ["a/one.py"]
+    assert hook_calls(broken / "b" / "raw.py") == ["3: delete_job"]
