@@ -77,7 +77,7 @@ class _Hub:
                 _, version = await lease.api.list(*self._where, limit=1, **self._only)  # the current RV
                 self.ready.set_result(None)
                 while True:
-                    version = await self._follow(lease.api, version)
+                    version = await self._watch_once(lease.api, version)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -89,7 +89,7 @@ class _Hub:
                 for watch in list(waiting):
                     watch.fail(exc)
 
-    async def _follow(self, api: KubeApi, version: str) -> str:
+    async def _watch_once(self, api: KubeApi, version: str) -> str:
         """One watch until the server ends it; returns the version to renew from."""
         seconds = max(1, round(WATCH_SECONDS + random.uniform(0, WATCH_JITTER_SECONDS)))
         opened = time.monotonic()

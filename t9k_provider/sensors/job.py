@@ -116,7 +116,7 @@ class T9kJobSensor(BaseSensorOperator):
         elif not self.poke(context):
             self._raise_if_killed()  # killed after the poke: no trigger to wait in
             self._defer()
-        self._raise_if_killed()  # a kill as the last poke concluded
+        self._raise_if_killed()  # a kill as the last poke decided
         return result
 
     def _defer(self) -> None:
