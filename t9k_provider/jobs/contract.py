@@ -40,6 +40,24 @@ def batch_job_name(job_name: str) -> str:
     return f"{job_name}-{BATCH_JOB_SUFFIX}"
 
 
+#: Pod failure reasons set by the node or the control plane, not by the user's program: a pod that failed with
+#: one (or with no exit code, or marked `DisruptionTarget`) was disrupted, for the controller (no budget is
+#: charged) and for the provider (an infrastructure ending, retried).
+INFRASTRUCTURE_REASONS = frozenset(
+    {
+        "Evicted",
+        "Shutdown",
+        "Terminated",
+        "NodeShutdown",
+        "NodeLost",
+        "DeadlineExceeded",
+        "UnexpectedAdmissionError",
+        "OutOfcpu",
+        "OutOfmemory",
+        "OutOfpods",
+        "Preempting",
+    }
+)
 #: How many `status.disruptions` entries the controller keeps (the latest).
 DISRUPTIONS_KEPT = 20
 #: What the controller did about a disruption: restart every replica, or recreate only the lost one.

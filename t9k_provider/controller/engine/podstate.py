@@ -7,24 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from t9k_provider.jobs.contract import INFRASTRUCTURE_REASONS
 from t9k_provider.kube.timestamps import parse_time
-
-# Pod failure reasons set by the node or the control plane, not by the user's program.
-INFRA_REASONS = frozenset(
-    {
-        "Evicted",
-        "Shutdown",
-        "Terminated",
-        "NodeShutdown",
-        "NodeLost",
-        "DeadlineExceeded",
-        "UnexpectedAdmissionError",
-        "OutOfcpu",
-        "OutOfmemory",
-        "OutOfpods",
-        "Preempting",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -100,7 +84,7 @@ def classify(pod: dict[str, Any], training_container: str) -> PodState:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     has_ready_condition = any(c.get("type") == "Ready" for c in conditions)
     exit_code, exit_reason, finished_at = _training_termination(pod, training_container)
-    infra = phase == "Failed" and (reason in INFRA_REASONS or disrupted or exit_code is None)
+    infra = phase == "Failed" and (reason in INFRASTRUCTURE_REASONS or disrupted or exit_code is None)
     return PodState(
         phase=phase,
         exit_code=exit_code,

@@ -271,8 +271,6 @@ class PodWorker:
             return False
         return running or status["phase"] not in TERMINAL_PHASES
 
-    # -- preparation
-
     # -- containers
 
     async def _advance(self, inits: list[ContainerView], mains: list[ContainerView]) -> set[str]:
