@@ -82,6 +82,7 @@ class ProcessKubelet:
         self.devices = NodeDevices(kube, self.state_dir, node, first_device)  # counted from the Node, too
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._started = False  # the start (`_start`) is done: a run after a failure skips it
+        self._stopping = False  # stopping its containers: a pod that arrives now is the next kubelet's
         self._hosts_dirty = asyncio.Event()
         self._hosts_failures = 0
         self._host_signatures: dict[tuple[str, str], tuple[Any, ...] | None] = {}
@@ -119,6 +120,8 @@ class ProcessKubelet:
         uid = pod["metadata"]["uid"]
         if uid in self.workers:
             self.workers[uid].update(pod)
+            return
+        if self._stopping:
             return
         worker = PodWorker(self, pod)
         self.workers[uid] = worker
@@ -193,6 +196,7 @@ class ProcessKubelet:
                 self._started = True
             await self._hosts_loop()
         except asyncio.CancelledError:
+            self._stopping = True  # the informers deliver until after this stop: no new pod starts now
             tasks = list(self.tasks.values())
             for t in tasks:
                 t.cancel()

@@ -1,7 +1,9 @@
-"""A pod's teardown leaves nothing of its directory, also when the hosts files are rewritten meanwhile."""
+"""A pod's teardown leaves nothing of its directory, also when the hosts files are rewritten meanwhile; a
+stopping kubelet starts no pod."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +15,7 @@ from t9k_provider.local.kubelet import podworker
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
 from t9k_provider.local.kubelet.network import PodNet
 from t9k_provider.local.kubelet.podworker import PodWorker
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 
 
 class _Items:
@@ -60,3 +63,37 @@ async def test_a_hosts_rewrite_during_the_teardown_does_not_keep_the_directory(
     worker.mark_gone()
     await worker.teardown()
     assert not worker.dir.path.exists()
+
+
+async def test_a_pod_that_arrives_while_the_kubelet_stops_is_left_to_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopping kubelet stops its containers while its informers still deliver (they stop after it): a pod
+    bound to the node meanwhile got a worker that set it up and started its container while the stop tore
+    down cgroups and networks, and it ended `StartError` (found by `make soak`). The next kubelet starts
+    it."""
+    kubelet = ProcessKubelet(
+        SimpleNamespace(host="https://127.0.0.1:6443"),  # type: ignore[arg-type]
+        tmp_path,
+        _Network(),  # type: ignore[arg-type]
+        _Items(),  # type: ignore[arg-type]
+        _Items(),  # type: ignore[arg-type]
+    )
+    kubelet._started = True  # its start is not what this is about
+    arrived = {"metadata": {"uid": "uid-2", "name": "late", "namespace": "default"}}
+    arrived["spec"] = {"nodeName": FIRST_NODE, "containers": [{"name": "c", "command": ["true"]}]}
+    workers_then: list[list[str]] = []
+
+    async def stop_everything() -> None:
+        kubelet.on_pod(None, arrived)  # the pod informer delivers while the containers are being stopped
+        workers_then.append(sorted(kubelet.workers))
+
+    monkeypatch.setattr(kubelet, "_stop_everything", stop_everything)
+    running = asyncio.create_task(kubelet.run(stop_pods_on_exit=True))
+    await asyncio.sleep(0.05)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    for task in list(kubelet.tasks.values()):  # what a worker started without the fix
+        task.cancel()
+    assert workers_then == [[]]
