@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +41,15 @@ KINDS = (
 #: Bounds of the waits here, generous for a loaded 2-core machine.
 START_TIMEOUT = 90.0
 COMPONENT_TIMEOUT = 60.0
+
+
+def cannot_cut() -> str | None:
+    """Why this machine cannot reset the server's connections (``ss -K`` needs root and iproute2), or None."""
+    if shutil.which("ss") is None:
+        return "ss (iproute2) is not installed"
+    if os.geteuid() != 0:
+        return "ss -K needs root"
+    return None
 
 
 @dataclass(frozen=True)
