@@ -64,7 +64,10 @@ class ReplicaLines:
             return  # only the leader's reports count; none is a line of the task log
         at = line.timestamp_ns / 1e9 if line.timestamp_ns else time.time()
         with self._lock:
-            self._pending = self._progress.add(report, at) or self._pending
+            taken = self._progress.add(report, at)
+            self._pending = bool(taken) or self._pending
+            if taken == "resumed" and self.show:
+                self.log.info("%s", self._progress.resumed_line())
             if self._pending and self._progress.due(time.time()):
                 self._write()
 

@@ -1,5 +1,8 @@
 """What a wait knows of a training run's progress (``t9k_provider.progress`` reports from the leader's log):
 the latest report and when it came, a bounded history, the rate and ETA, and the line the task log shows.
+A report whose step is below the latest one is the training resumed from a checkpoint (its job restarted
+after a disruption, say): it is kept as a resumption (the step reached, the step resumed at), and the rate
+counts from there.
 
 Plain JSON (``to_json``/``from_json``), so it travels in the trigger's arguments and events as the log
 cursors do: the task keeps no state across a deferral, and a restarted triggerer re-reads the lines after
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from t9k_provider.progress import Report
 
@@ -31,6 +34,8 @@ class ReportedProgress:
     at: float | None = None
     #: ``{"step", "time", "metrics"}`` per kept report, oldest first.
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: ``{"reached", "resumed", "time"}`` per time the training went back to an earlier step (the latest 10).
+    resumptions: list[dict[str, Any]] = field(default_factory=list)
     #: When the last progress line was written (not carried: a resumed wait writes its first one at once).
     logged_at: float | None = field(default=None, compare=False)
 
@@ -40,32 +45,51 @@ class ReportedProgress:
             return cls()
         return cls(
             data.get("step"), data.get("total"), dict(data.get("metrics") or {}), data.get("time"),
-            [dict(h) for h in data.get("history") or []],
+            [dict(h) for h in data.get("history") or []], [dict(r) for r in data.get("resumptions") or []],
         )  # fmt: skip
 
     def to_json(self) -> dict[str, Any] | None:
-        """``{"step", "total", "metrics", "time", "history"}``; None before the first report."""
+        """``{"step", "total", "metrics", "time", "history", "resumptions"}``; None before any report."""
         if self.at is None:
             return None
         return {
             "step": self.step, "total": self.total, "metrics": dict(self.metrics), "time": self.at,
-            "history": [dict(h) for h in self.history],
+            "history": [dict(h) for h in self.history], "resumptions": [dict(r) for r in self.resumptions],
         }  # fmt: skip
 
-    def add(self, report: Report, at: float) -> bool:
-        """Take ``report``, written at ``at``; False for one older than the latest or the latest again (a
+    def add(self, report: Report, at: float) -> Literal["new", "resumed"] | None:
+        """Take ``report``, written at ``at``: ``resumed`` when its step is below the latest (the training
+        went back to a checkpoint), else ``new``; None for one older than the latest or the latest again (a
         re-read line)."""
         if self.at is not None and (at < self.at or (at == self.at and report.step == self.step)):
-            return False
+            return None
+        went_back = self.step is not None and report.step is not None and report.step < self.step
+        if went_back:
+            self.resumptions = [
+                *self.resumptions,
+                {"reached": self.step, "resumed": report.step, "time": at},
+            ][-10:]
         self.step, self.total, self.metrics, self.at = report.step, report.total, dict(report.metrics), at
         self.history.append({"step": report.step, "time": at, "metrics": dict(report.metrics)})
         if len(self.history) > HISTORY_LIMIT:
             self.history = [*self.history[:-1:2], self.history[-1]]  # the first and the latest stay
-        return True
+        return "resumed" if went_back else "new"
+
+    def resumed_line(self) -> str | None:
+        """``progress: resumed at step 31 after reaching step 37 (6 steps lost)``: the latest resumption."""
+        if not self.resumptions:
+            return None
+        last = self.resumptions[-1]
+        lost = last["reached"] - last["resumed"]
+        steps = f"{_number(lost)} step{'s' if lost != 1 else ''} lost"
+        at, reached = _number(last["resumed"]), _number(last["reached"])
+        return f"progress: resumed at step {at} after reaching step {reached} ({steps})"
 
     def rate(self) -> float | None:
-        """Steps per second over the recent reports; None until two reports apart in time."""
-        recent = self.history[-RATE_WINDOW:]
+        """Steps per second over the recent reports since the training last resumed; None until two reports
+        apart in time."""
+        since = self.resumptions[-1]["time"] if self.resumptions else float("-inf")
+        recent = [h for h in self.history if h["time"] >= since][-RATE_WINDOW:]
         if len(recent) < 2 or recent[-1]["time"] <= recent[0]["time"]:
             return None
         return (recent[-1]["step"] - recent[0]["step"]) / (recent[-1]["time"] - recent[0]["time"])

@@ -38,8 +38,8 @@ def test_a_first_report_has_no_rate_and_no_total_no_eta() -> None:
 
 def test_a_report_read_again_changes_nothing() -> None:
     state = reported((10, 1000.0), (20, 1005.0))
-    assert state.add(Report(10, 100, {}), 1000.0) is False  # an older one
-    assert state.add(Report(20, 100, {}), 1005.0) is False  # the latest one
+    assert state.add(Report(10, 100, {}), 1000.0) is None  # an older one
+    assert state.add(Report(20, 100, {}), 1005.0) is None  # the latest one
     assert (state.step, state.at, len(state.history)) == (20, 1005.0, 2)
 
 
@@ -56,7 +56,7 @@ def test_json_round_trip_keeps_everything_but_when_it_was_last_logged() -> None:
     state = reported((10, 1000.0), (20, 1005.0))
     state.logged_at = 1234.0
     data = state.to_json()
-    assert data is not None and set(data) == {"step", "total", "metrics", "time", "history"}
+    assert data is not None and set(data) == {"step", "total", "metrics", "time", "history", "resumptions"}
     again = ReportedProgress.from_json(data)
     assert again == state and again.logged_at is None
     assert ReportedProgress().to_json() is None and ReportedProgress.from_json(None) == ReportedProgress()
@@ -66,3 +66,17 @@ def test_latest_names_step_time_and_age() -> None:
     state = reported((42, RUNNING_SINCE + 3))
     assert state.latest(RUNNING_SINCE + 68) == "step 42/100 at 2026-01-01 10:00:03 UTC (0:01:05 ago)"
     assert ReportedProgress().latest(0.0) == "no report"
+
+
+def test_a_step_below_the_latest_is_a_resumption_and_the_rate_counts_from_it() -> None:
+    """The job restarted and the training went back to its checkpoint: said once, with the steps lost, and the
+    rate and ETA are measured on the resumed run only."""
+    state = reported(*((n, 1000.0 + n) for n in range(1, 38)))
+    assert state.add(Report(31, 100, {}), 1100.0) == "resumed"
+    assert state.resumed_line() == "progress: resumed at step 31 after reaching step 37 (6 steps lost)"
+    assert state.rate() is None  # one report since it resumed
+    assert state.add(Report(33, 100, {}), 1104.0) == "new"
+    assert state.rate() == 0.5  # 2 steps in 4 s, not counting the steps before it went back
+    assert ReportedProgress.from_json(state.to_json()).resumptions == [
+        {"reached": 37, "resumed": 31, "time": 1100.0}
+    ]
