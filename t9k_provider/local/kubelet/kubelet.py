@@ -260,13 +260,19 @@ class ProcessKubelet:
 
     async def _stop_everything(self) -> None:
         """Agents stopping: stop every container (SIGTERM, then SIGKILL after a short grace), unmount the
-        memory-backed volumes (a next kubelet mounts them afresh) and remove the networks."""
+        memory-backed volumes (a next kubelet mounts them afresh) and remove the networks. A container its
+        shim is still starting (no pid yet) is waited for within that grace and stopped once it runs: removed
+        under it, its cgroups and network would fail its start (`StartError`)."""
         dirs = PodDir.all(self.state_dir)
-        pending = [f for d in dirs for f in runtime.running(d) if runtime.signal_container(f, signal.SIGTERM)]
+        termed: set[Path] = set()
         deadline = time.monotonic() + 3.0
-        while pending and time.monotonic() < deadline:
+        while pending := [f for d in dirs for f in runtime.running(d)]:
+            for files in pending:
+                if files.pid not in termed and runtime.signal_container(files, signal.SIGTERM):
+                    termed.add(files.pid)
+            if time.monotonic() >= deadline:
+                break
             await asyncio.sleep(0.1)
-            pending = [f for f in pending if not f.finished]
         for d in dirs:
             runtime.kill_all(d)
         await asyncio.to_thread(tmpfs.unmount_under, pods_root(self.state_dir))  # memory volumes: freed

@@ -1,20 +1,24 @@
 """A pod's teardown leaves nothing of its directory, also when the hosts files are rewritten meanwhile; a
-stopping kubelet starts no pod."""
+stopping kubelet starts no pod and stops the ones still starting."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from t9k_provider.local.kubelet import podworker
+from t9k_provider.local.kubelet import poddir, podworker
 from t9k_provider.local.kubelet.kubelet import ProcessKubelet
 from t9k_provider.local.kubelet.network import PodNet
+from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.local.kubelet.podworker import PodWorker
+from t9k_provider.local.kubelet.shim import process_start_time
 from t9k_provider.local.machinery.nodes import FIRST_NODE
 
 
@@ -97,3 +101,38 @@ async def test_a_pod_that_arrives_while_the_kubelet_stops_is_left_to_the_next_on
     for task in list(kubelet.tasks.values()):  # what a worker started without the fix
         task.cancel()
     assert workers_then == [[]]
+
+
+class _StoppingNetwork(_Network):
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_stopping_kubelet_waits_for_a_container_still_starting(tmp_path: Path) -> None:
+    """A container whose shim is still starting it (no pid written yet) when the kubelet stops is stopped
+    once it runs, before the kubelet removes the cgroups and networks it is joining: else it started into
+    them as they went, and ended `StartError` ('Exception occurred in preexec_fn', found by `make soak`)."""
+    kubelet = ProcessKubelet(
+        SimpleNamespace(host="https://127.0.0.1:6443"),  # type: ignore[arg-type]
+        tmp_path,
+        _StoppingNetwork(),  # type: ignore[arg-type]
+        _Items(),  # type: ignore[arg-type]
+        _Items(),  # type: ignore[arg-type]
+    )
+    pod = {"metadata": {"uid": "uid-3", "name": "starting", "namespace": "default"}}
+    files = PodDir.of(tmp_path, pod).container("main").attempt(0)
+    files.directory.mkdir(parents=True)
+    files.spec.write_text("{}")  # launched: its shim has not started the process yet
+    container = subprocess.Popen(["sleep", "30"])
+    try:
+
+        async def started() -> None:  # the shim gets there while the kubelet stops
+            await asyncio.sleep(0.3)
+            ids = {"shim": os.getpid(), "container": container.pid}
+            poddir.write_json(files.pid, {**ids, "containerStart": process_start_time(container.pid)})
+
+        await asyncio.gather(kubelet._stop_everything(), started())
+        assert container.wait(5) == -signal.SIGTERM
+    finally:
+        container.kill()
+        container.wait()
