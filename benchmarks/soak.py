@@ -43,16 +43,17 @@ unfinished pods deleted (the kinds whose controller replaces pods), or deleted a
 name (its pods then take the old pods' names). Eight client threads write, one object's changes one after
 another; each container is the same `sh` script (the load is the control plane's), which writes its pod's uid,
 its name, its start and, when it ends or gets SIGTERM, its end to a file of the soak's own (whole: a temporary
-file, then `mv`). A busy loop per core runs from the first write until every object has settled. Fifteen
-faults hit each round, one at a seeded instant of each of 15 equal slots of the window's last 90%, in a seeded
+file, then `mv`). A busy loop per core runs from the first write until every object has settled. Fourteen
+faults hit each round, one at a seeded instant of each of 14 equal slots of the window's last 90%, in a seeded
 order: the API server SIGKILLed and started again on its port (2; its node agents die with it, containers run
-on and the new kubelets re-adopt them), stopped with SIGTERM and started again (1; the kubelets stop every
-container, as on a reboot, and the new ones start them again as `restartPolicy` says), its history compacted
-and then every TCP connection to it reset (`ss -K`; 2: every watch resumes into 410 Gone and relists), every
-connection reset without compaction (2: watches resume from the last version seen), a kubelet SIGKILLed (3),
-the controllers process SIGKILLed (2), the T9k controller SIGKILLed (2; the server restarts each after its
-backoff) and a node's kubelet held stopped for 2-6 s (1; well within the 50 s node-monitor grace, so its pods
-stay).
+on and the new kubelets re-adopt them, as the nodes of a real cluster run on while its API server restarts),
+its history compacted and then every TCP connection to it reset (`ss -K`; 2: every watch resumes into 410 Gone
+and relists), every connection reset without compaction (2: watches resume from the last version seen), a
+kubelet SIGKILLed (3), the controllers process SIGKILLed (2), the T9k controller SIGKILLed (2; the server
+restarts each after its backoff) and a node's kubelet held stopped for 2-6 s (1; well within the 50 s
+node-monitor grace, so its pods stay). A graceful stop of the server is not among them: its kubelets stop
+every container, a reboot of every node, which by design ends a `restartPolicy: Never` pod caught by it
+`Failed`, so no desired state would be certain.
 
 After the window every object must reach its desired state within 240 s: the last object created under its
 name, with its controller's `observedGeneration` current; Deployments, ReplicaSets and StatefulSets with
@@ -81,32 +82,38 @@ the three rounds. The machine is shared with other sessions (the load averages i
 hog got the share of the cores shown, not all of them."""
 ANALYSIS = """\
 Every object reached its desired state in every round, no replica ran twice at once or more often than asked,
-nothing was left behind and every write was seen. Getting there took three fixes in the product, each found by
-this soak and pinned by a test that failed before it. The T9k controller ran as a plain child of the server: a
+nothing was left behind and every write was seen. Getting there took fixes in the product, each found by this
+soak and pinned by a test that failed before it. The T9k controller ran as a plain child of the server: a
 SIGKILLed server left it running (also past `LocalCluster.stop`), and the restarted server started a second
 one beside it, both reconciling without leader election; it now dies with the server as the node agents do
-(`t9k_provider/local/diewith.py`, `tests/local/test_node_agents_process.py`). And a pod's directory could
-outlive the pod: the kubelet removes it in a thread while its event loop rewrites every pod's hosts file, and
-a rewrite between the removal of the files and of the directory recreated `etc-hosts`; the kubelet no longer
-writes for a pod that is gone (`tests/local/kubelet/test_pod_teardown.py`). And a kubelet being stopped (the
-graceful restart) started pods bound to its node meanwhile, since its informers deliver until it has stopped
-its containers: the container started while the stop removed its cgroups and network and ended `StartError`,
-failing its pod and a Job without retries; a stopping kubelet now leaves such a pod to the next one (same test
-module). Two things it found are not changed. A DaemonSet may run two pods on one node for a few seconds: its
-pod create was committed but the answer lost to a reset connection, so its retry created another, which it
-deletes once it sees both, as Kubernetes' DaemonSet controller does (creates with `generateName` are not
-idempotent), so the soak holds only names the API server gives one pod at a time to "never twice at once". And
-a T9k replica whose pod had succeeded ran again when the pod was deleted before the controller had recorded
-its outcome (seen once: the pod's `Succeeded` and its deletion reached the controller in one burst after a
-connection reset, and its next reconcile found the pod gone and the replica still `Running` in the job's
-status, so it recreated it as "deleted from outside", docs/controller.md R9). R1 holds only for outcomes the
-controller has recorded; closing the gap needs the controller to keep what it last saw of a deleted pod (a
-DELETED event carries it) or a finalizer on replica pods, as Kubernetes' Job controller tracks its pods. Until
-then the soak deletes only pods that have not finished. The latency tails are the faults': a write answered by
-a server is seen by the soak's watch within milliseconds unless the stream was just cut (a resume, or a relist
-after a compaction), a spec change waits for its controller while that process or the server restarts (up to a
-few seconds each, their backoffs doubling when killed again within a minute), and a pod's way to Running adds
-its kubelet's restarts and the graceful restart, which stops every container and starts them again."""
+(`t9k_provider/local/diewith.py`, `tests/local/test_node_agents_process.py`). A pod's directory could outlive
+the pod: the kubelet removes it in a thread while its event loop rewrites every pod's hosts file, and a
+rewrite between the removal of the files and of the directory recreated `etc-hosts`; the kubelet no longer
+writes for a pod that is gone (`tests/local/kubelet/test_pod_teardown.py`, as the next two). Exploratory
+rounds that also stopped the server gracefully (left out, see above) found two more in the kubelet's own stop,
+each of which ended a pod `StartError` ("Exception occurred in preexec_fn") and with it a Job without retries:
+its informers deliver until it has stopped its containers, so it started pods bound to its node meanwhile,
+into the cgroups and network it was removing (a stopping kubelet now leaves them to the next one); and it
+signalled only the containers whose shim had written a pid, so one still starting started into them too (it
+now waits for those within its grace and stops them once they run).
+
+Two things it found are not changed. A DaemonSet may run two pods on one node for a few seconds: a pod create
+of its was committed but the answer lost to a reset connection, so its retry created another, which it deletes
+once it sees both, as Kubernetes' DaemonSet controller does (a create with `generateName` is not idempotent);
+so "never twice at once" holds only names the API server gives one pod at a time. And a T9k replica whose pod
+had succeeded ran again when the pod was deleted before the controller had recorded its outcome (seen once:
+the pod's `Succeeded` and its deletion reached the controller in one burst after a connection reset, and its
+next reconcile found the pod gone and the replica still `Running` in the job's status, so it recreated it as
+"deleted from outside", docs/controller.md R9). R1 holds only for outcomes the controller has recorded;
+closing the gap needs the controller to keep what it last saw of a deleted pod (a DELETED event carries it) or
+a finalizer on replica pods, as Kubernetes' Job controller tracks its pods. Until then the soak deletes only
+pods that have not finished.
+
+The latency tails are the faults': a write that a server answered is seen by the soak's watch within
+milliseconds unless the stream was just cut (a resume, or a relist after a compaction); a spec change waits
+for its controller while that process or the server restarts (a few seconds each under the hog, the backoff
+doubling when one is killed again within a minute); a pod's way to Running adds the restarts of its
+kubelet, the scheduler in the controllers process and the server."""
 NAMESPACES = ("soak-a", "soak-b", "soak-c")
 #: How long a client rides out an API server that does not answer (a restart under the hog takes seconds).
 PATIENCE = 120.0
@@ -133,7 +140,7 @@ class Plan:
 FULL_PLAN = Plan(
     objects={"Pod": 30, "Job": 16, "Deployment": 10, "ReplicaSet": 8, "StatefulSet": 8, "DaemonSet": 3,
              "GenericJob": 12, "PyTorchTrainingJob": 8, "TensorFlowTrainingJob": 5, "XGBoostTrainingJob": 5},
-    updates=50, faults=dict(zip(FAULT_KINDS, (2, 1, 2, 2, 3, 2, 2, 1), strict=True)), window=60.0,
+    updates=50, faults=dict(zip(FAULT_KINDS, (2, 2, 2, 3, 2, 2, 1), strict=True)), window=60.0,
     settle=240.0,
 )  # fmt: skip
 QUICK_PLAN = Plan(

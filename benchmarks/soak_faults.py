@@ -21,7 +21,6 @@ from t9k_provider.local.components import read_status
 from t9k_provider.testing import LocalCluster, wait_for
 
 SERVER_RESTART = "API server SIGKILLed and started again"
-SERVER_REBOOT = "API server stopped (SIGTERM: every container stopped, as on a reboot) and started again"
 WATCH_EXPIRY = "history compacted, then every connection cut (watches resume into 410 Gone)"
 CONNECTIONS_CUT = "every connection to the API server cut (watches resume)"
 KUBELET_KILL = "a kubelet SIGKILLed"
@@ -30,7 +29,6 @@ T9K_CONTROLLER_KILL = "the T9k controller SIGKILLed"
 NODE_STOP = "a node's kubelet held stopped for 2-6 s"
 KINDS = (
     SERVER_RESTART,
-    SERVER_REBOOT,
     WATCH_EXPIRY,
     CONNECTIONS_CUT,
     KUBELET_KILL,
@@ -86,7 +84,6 @@ class Injector:
     def inject(self, fault: Fault) -> None:
         action = {
             SERVER_RESTART: self._restart_server,
-            SERVER_REBOOT: self._reboot,
             WATCH_EXPIRY: self._expire_watches,
             CONNECTIONS_CUT: self._cut,
             KUBELET_KILL: lambda: self._kill(f"kubelet {fault.node}"),
@@ -103,15 +100,6 @@ class Injector:
         began = time.monotonic()
         self.cluster.kill()
         self.cluster.start(START_TIMEOUT)
-        return f"pid {old} -> {self.cluster.pid}, serving again after {time.monotonic() - began:.1f} s"
-
-    def _reboot(self) -> str:
-        """A stop: the kubelets stop every container (SIGTERM, SIGKILL after 3 s) and tear down the pod
-        networks before the server exits; the new kubelets start the containers again as their pods'
-        restartPolicy says, as after a node's reboot."""
-        old = self.cluster.pid
-        began = time.monotonic()
-        self.cluster.restart(START_TIMEOUT)
         return f"pid {old} -> {self.cluster.pid}, serving again after {time.monotonic() - began:.1f} s"
 
     def _expire_watches(self) -> str:
