@@ -57,6 +57,16 @@ class AsyncJobClient:
             self._largest = (time.monotonic(), largest)
         return self._largest[1]
 
+    async def cordoned_nodes(self, log: logging.Logger | Any) -> set[str]:
+        """The nodes marked unschedulable now (a drain cordons its node before it evicts); none when the
+        connection may not list nodes."""
+        try:
+            nodes, _ = await self.api.list(NODES, None)
+        except Exception as exc:
+            log.debug("cannot list nodes (a drain is told as an eviction): %s", exc)
+            return set()
+        return {n["metadata"]["name"] for n in nodes if (n.get("spec") or {}).get("unschedulable")}
+
     async def stop(self, uid: str | None, identity: dict[str, str] | None = None) -> Stopped:
         """Stop the job per ``stopping``; raises what the API raises (the kill path reports it)."""
         for _ in range(STOP_ATTEMPTS):

@@ -121,6 +121,9 @@ class JobFeed:
     async def largest_node(self) -> dict[str, int] | None:
         return await (await self._open()).largest_node(self._log)
 
+    async def cordoned_nodes(self) -> set[str]:
+        return await (await self._open()).cordoned_nodes(self._log)
+
     async def recent_reports(self, since: float) -> bool:
         return await self.logs.read_recent_reports(since) if self.logs is not None else True
 

@@ -231,7 +231,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
         result = self._wait_in_worker(ref, limits, logs, job, until)
         if result.status == "running":
-            self._defer(ref, limits, followed, logs)
+            self._defer(ref, limits, followed, logs, result.disruptions_seen)
         return self._conclude(ref, result, logs, context)
 
     def job_result(self, outcome: Outcome) -> Any:
@@ -261,10 +261,11 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         return WaitLogs(self.hook, ref.namespace, selector, followed, cursors, progress, self.log, live=live)
 
     def _wait_in_worker(
-        self, ref: JobRef, limits: WaitLimits, logs: WaitLogs | None, job: Any, until: float | None
-    ) -> WaitResult:
+        self, ref: JobRef, limits: WaitLimits, logs: WaitLogs | None, job: Any, until: float | None,
+        seen: str | None = None,
+    ) -> WaitResult:  # fmt: skip
         """The wait in the worker (``WorkerWait``) from ``job`` (as read: a ``WaitResult`` when gone): its
-        result, ``running`` once ``until`` passed."""
+        result, ``running`` once ``until`` passed; ``seen``: the last disruption an earlier wait said."""
         from t9k_provider.operators.worker_wait import WorkerWait
         from t9k_provider.waiting.result import WaitResult
 
@@ -272,29 +273,28 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
             return job
         return WorkerWait(
             self._client, ref, limits, logs, poll_interval=self.poll_interval, kill=self._kill, log=self.log
-        ).run(job, until)
+        ).run(job, until, seen)
 
     def _conclude(self, ref: JobRef, result: WaitResult, logs: WaitLogs | None, context: Any) -> Any:
         from t9k_provider.operators.outcome import conclude
 
         return conclude(self, self._client, ref, result, context, logs, self._kill, self.log)
 
-    def _defer(self, ref: JobRef, limits: WaitLimits, followed: Followed, logs: WaitLogs | None) -> None:
-        """Wait in the triggerer, which follows the logs (and the progress) from where ``logs`` stopped."""
+    def _defer(
+        self, ref: JobRef, limits: WaitLimits, followed: Followed, logs: WaitLogs | None, seen: str | None
+    ) -> None:  # fmt: skip
+        """Wait in the triggerer: logs and progress from where ``logs`` stopped, disruptions after ``seen``."""
         from t9k_provider.triggers.job import T9kJobTrigger
 
         trigger = T9kJobTrigger.for_operator(
             ref, self.hook.credentials, limits, followed, logs.cursors if logs else {},
             logs.lines.progress.to_json() if logs else None, poll_interval=self.poll_interval,
             logging_interval=self.logging_interval, on_kill_action=self.on_kill_action,
-            follow_logs=self.get_logs,
+            follow_logs=self.get_logs, disruptions_seen=seen,
         )  # fmt: skip
         timeout = limits.deferral_timeout(time.time(), self.poll_interval)
-        self.defer(
-            trigger=trigger,
-            method_name="execute_complete",
-            timeout=timedelta(seconds=timeout) if timeout is not None else None,
-        )
+        span = timedelta(seconds=timeout) if timeout is not None else None
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=span)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
         if next_method == "__fail__":
@@ -329,9 +329,10 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         logs = self._logs(ref, followed, event.get("log_cursors") or {}, event.get("progress"), live=False)
         result = WaitResult.from_event(event)
         if result.status == "running":  # a hand-back for logs: print, conclude if it ended meanwhile
-            result = self._wait_in_worker(ref, limits, logs, self._client.read(ref), time.time())
+            job, seen = self._client.read(ref), result.disruptions_seen
+            result = self._wait_in_worker(ref, limits, logs, job, time.time(), seen)
             if result.status == "running":
-                self._defer(ref, limits, followed, logs)
+                self._defer(ref, limits, followed, logs, result.disruptions_seen)
         return self._conclude(ref, result, logs, context)
 
     def _kill_aims_at(self, target: JobRef, identity: dict[str, str] | None = None) -> None:

@@ -60,7 +60,7 @@ STOPPED = {
 _SERIALIZED = (
     *("credentials", "kind", "plural", "name", "namespace", "uid", "poll_interval", "limits"),
     *("logging_interval", "on_kill_action", "resume", "pod_selector", "log_targets", "log_cursors"),
-    *("leader", "progress"),
+    *("leader", "progress", "disruptions_seen"),
 )
 
 
@@ -86,6 +86,7 @@ class T9kJobTrigger(BaseTrigger):
         log_cursors: dict[str, list[int]] | None = None,
         leader: list[Any] | None = None,
         progress: dict[str, Any] | None = None,
+        disruptions_seen: str | None = None,
     ) -> None:
         super().__init__()
         self.credentials = credentials
@@ -108,6 +109,8 @@ class T9kJobTrigger(BaseTrigger):
         #: (``ReportedProgress.to_json``): a restarted trigger re-reads the reports after ``log_cursors``
         self.leader = list(leader) if leader else None
         self.progress = progress
+        #: the last of the job's disruptions the task's waits said (``waiting.disruptions.cursor``)
+        self.disruptions_seen = disruptions_seen
         self._fired = False
         #: The lease ``on_kill``/``cleanup`` delete with, taken when ``run`` starts.
         self._kill_client: asyncio.Future[Any] | None = None
@@ -126,6 +129,7 @@ class T9kJobTrigger(BaseTrigger):
         logging_interval: float | None,
         on_kill_action: str,
         follow_logs: bool,
+        disruptions_seen: str | None = None,
     ) -> T9kJobTrigger:
         """The trigger an operator defers to for its job ``ref``: ``resume`` carries what the operator needs
         when it resumes, the ``followed`` logs are read from ``cursors`` when ``follow_logs``, the leader's
@@ -150,6 +154,7 @@ class T9kJobTrigger(BaseTrigger):
             log_cursors=cursors,
             leader=list(followed.leader) if followed.leader and follow_logs else None,
             progress=progress,
+            disruptions_seen=disruptions_seen,
         )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -238,7 +243,8 @@ class T9kJobTrigger(BaseTrigger):
 
     async def _run(self, seam: _TriggerSeam, limits: WaitLimits) -> WaitResult:
         started = time.time()
-        memory = WaitMemory(started, started + self.logging_interval if self.logging_interval else None)
+        hand_back = started + self.logging_interval if self.logging_interval else None
+        memory = WaitMemory(started, hand_back, disruptions_seen=self.disruptions_seen)
         return await wait(seam, limits, memory, uid=self.uid, poll_interval=self.poll_interval, log=self.log)
 
     def _replica_log(self) -> Any:

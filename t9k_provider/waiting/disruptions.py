@@ -14,6 +14,7 @@ from typing import Any
 
 from t9k_provider.kube.timestamps import parse_time
 
+EVICTION = "EvictionByEvictionAPI"
 #: The scheduler's preemption message names the preemptor: "(PodGroup ns/name, priority 80 > 50)".
 _PREEMPTOR = re.compile(r"\((?:PodGroup|pod) (?P<who>[^,]+), priority (?P<own>-?\d+) > (?P<theirs>-?\d+)\)")
 
@@ -41,7 +42,7 @@ def describe(entry: dict[str, Any], cordoned: bool = False) -> str:
     replica = f"{entry.get('replicaType', 'replica')}-{entry.get('replicaIndex', '?')}"
     node = entry.get("node") or "an unknown node"
     reason, message = str(entry.get("reason") or ""), str(entry.get("message") or "")
-    if reason == "EvictionByEvictionAPI":
+    if reason == EVICTION:
         what = f"was evicted ({'drain' if cordoned else 'eviction'} of node {node})"
     elif reason == "PreemptionByScheduler":
         found = _PREEMPTOR.search(message)

@@ -11,8 +11,10 @@ So a deferrable and a non-deferrable task cannot differ in what ends their wait.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Protocol
 
+from t9k_provider.waiting import disruptions
 from t9k_provider.waiting.limits import WaitLimits
 from t9k_provider.waiting.reported import ReportedProgress
 from t9k_provider.waiting.result import WaitResult
@@ -41,6 +43,10 @@ class LookSeam(Protocol):
 
 class WaitSeam(LookSeam, Protocol):
     """What a wait reads of the world, and nothing else."""
+
+    async def cordoned_nodes(self) -> set[str]:
+        """The nodes cordoned now (empty when they cannot be read): an eviction from one was a drain."""
+        ...
 
     async def next_state(self, job: dict[str, Any] | None, window: float) -> dict[str, Any] | WaitResult:
         """The job's state to look at next: its current state for None, else the next state within
@@ -96,9 +102,17 @@ async def wait(
         memory = decided.memory  # the wait's memory changes here only
         if decided.note:
             log.info("%s", decided.note)
+        if new := disruptions.since(job, memory.disruptions_seen):
+            memory = replace(memory, disruptions_seen=disruptions.cursor(new[-1]))
+            evicted = any(e.get("reason") == disruptions.EVICTION for e in new)
+            cordoned = await seam.cordoned_nodes() if evicted else set()
+            for entry in new:
+                log.info("disruption: %s", disruptions.describe(entry, entry.get("node") in cordoned))
+        seen = memory.disruptions_seen
         if decided.action == "end":
-            return WaitResult(decided.status, decided.message, decided.retryable, job=job)  # type: ignore[arg-type]
+            status: Any = decided.status
+            return WaitResult(status, decided.message, decided.retryable, job=job, disruptions_seen=seen)
         if decided.action == "hand_back":
-            return WaitResult("running", job=job)
+            return WaitResult("running", job=job, disruptions_seen=seen)
         job = await seam.next_state(job, next_look(now, poll_interval, limits, memory))
     return job

@@ -30,6 +30,8 @@ class WaitResult:
     job: dict[str, Any] | None = None
     #: What the leader reported (None: its reports are not read).
     progress: ReportedProgress | None = None
+    #: The last of the job's disruptions the wait said (``disruptions.cursor``): the next wait says the rest.
+    disruptions_seen: str | None = None
 
     @property
     def job_ended(self) -> bool:
@@ -45,6 +47,8 @@ class WaitResult:
         }
         if self.retryable is not None:
             event["retryable"] = self.retryable
+        if self.disruptions_seen is not None:
+            event["disruptions_seen"] = self.disruptions_seen
         if self.progress is not None and (progress := self.progress.to_json()) is not None:
             event["progress"] = progress
         return event
@@ -57,6 +61,7 @@ class WaitResult:
             event.get("message") or "",
             event.get("retryable"),
             progress=ReportedProgress.from_json(progress) if progress else None,
+            disruptions_seen=event.get("disruptions_seen"),
         )
 
 

@@ -39,6 +39,8 @@ class WaitMemory:
     #: When the leader's log was last read to the present (``read_progress``): a stall is called only on the
     #: reports of a read that started after its deadline, never on what a stream may not have delivered yet.
     progress_read_at: float | None = None
+    #: The last of the job's recorded disruptions the wait said (``disruptions.cursor``; None: say them all).
+    disruptions_seen: str | None = None
     #: Why a pending job waits, as last said (a new wait: none yet, its pods first read ``READ_INTERVAL`` in).
     notes: WaitingNotes = None  # type: ignore[assignment]  # set from ``started``
 

@@ -78,6 +78,10 @@ class Seam:
         self.asked.append("recent_reports")
         return self.reads_work
 
+    async def cordoned_nodes(self) -> set[str]:
+        self.asked.append("cordoned_nodes")
+        return {"n1"}
+
     def progress(self) -> ReportedProgress:
         return self.reported
 
@@ -314,7 +318,7 @@ def task_deferred(case: str, monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[str
     op = make(hook, deferrable=True, **options)
     context = {"ti": FakeTI()}
     with monkeypatch.context() as patch:  # defer at once, whatever the first look would say
-        patch.setattr(WorkerWait, "run", lambda self, job, until: WaitResult("running", job=job))
+        patch.setattr(WorkerWait, "run", lambda self, job, until, seen=None: WaitResult("running", job=job))
         with pytest.raises(TaskDeferred) as handed:
             op.execute(context)
     bind_pods(hook, stuck)
@@ -336,3 +340,38 @@ def test_a_task_ends_the_same_way_whichever_waited(case: str, monkeypatch: pytes
     assert worker_end == deferred_end
     assert sorted(worker_store.jobs) == sorted(deferred_store.jobs)  # deleted (or kept) alike
     assert worker_store.deletes() == deferred_store.deletes()
+
+
+class Said:
+    """A logger that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, msg: str, *args: Any) -> None:
+        self.lines.append(msg % args)
+
+
+def test_each_disruption_the_controller_records_is_said_once_and_a_drain_by_its_cordon() -> None:
+    """The job restarts as a whole after worker-1's eviction (its node cordoned: a drain), then after a
+    preemption: each is said when the wait first sees it, never again, and the nodes are read only for an
+    eviction."""
+    evicted = {"replicaType": "worker", "replicaIndex": 1, "node": "n1", "reason": "EvictionByEvictionAPI",
+               "time": "2026-01-01T10:00:05Z", "uid": "p1", "action": "RestartJob", "restart": 1}  # fmt: skip
+    preempted = {**evicted, "reason": "PreemptionByScheduler", "time": "2026-01-01T10:01:00Z", "uid": "p2",
+                 "restart": 2, "message": "(PodGroup ns/urgent, priority 80 > 50)"}  # fmt: skip
+    first, second = job(RUNNING_LONG), job(RUNNING_LONG)
+    first["status"]["disruptions"] = [evicted]
+    second["status"]["disruptions"] = [evicted, preempted]
+    seam, said = Seam([first, first, second, second, job(SUCCEEDED)]), Said()
+    result = asyncio.run(
+        loop.wait(seam, WaitLimits(), WaitMemory(time.time()), uid="u1", poll_interval=0.01, log=said)
+    )
+    assert result.status == "succeeded"
+    assert said.lines == [
+        "disruption: worker-1 was evicted (drain of node n1) at 10:00:05 UTC; the job restarts as a whole "
+        "(restart 1)",
+        "disruption: worker-1 was preempted by ns/urgent (priority 80 > 50) on node n1 at 10:01:00 UTC; the "
+        "job restarts as a whole (restart 2)",
+    ]
+    assert seam.asked.count("cordoned_nodes") == 1
