@@ -283,7 +283,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
     def _defer(
         self, ref: JobRef, limits: WaitLimits, followed: Followed, logs: WaitLogs | None, seen: str | None
     ) -> None:  # fmt: skip
-        """Wait in the triggerer: logs and progress from where ``logs`` stopped, disruptions after ``seen``."""
+        """Wait in the triggerer: logs and progress from where ``logs`` stopped, disruptions past ``seen``."""
         from t9k_provider.triggers.job import T9kJobTrigger
 
         trigger = T9kJobTrigger.for_operator(
