@@ -104,10 +104,10 @@ so "never twice at once" holds only names the API server gives one pod at a time
 had succeeded ran again when the pod was deleted before the controller had recorded its outcome (seen once:
 the pod's `Succeeded` and its deletion reached the controller in one burst after a connection reset, and its
 next reconcile found the pod gone and the replica still `Running` in the job's status, so it recreated it as
-"deleted from outside", docs/controller.md R9). R1 holds only for outcomes the controller has recorded;
-closing the gap needs the controller to keep what it last saw of a deleted pod (a DELETED event carries it) or
-a finalizer on replica pods, as Kubernetes' Job controller tracks its pods. Until then the soak deletes only
-pods that have not finished.
+"deleted from outside", docs/controller.md#r9). A finished replica never runs again (docs/controller.md#r1)
+only once the controller has recorded its outcome; closing the gap needs the controller to keep what it last
+saw of a deleted pod (a DELETED event carries it) or a finalizer on replica pods, as Kubernetes' Job
+controller tracks its pods. Until then the soak deletes only pods that have not finished.
 
 The latency tails are the faults': a write that a server answered is seen by the soak's watch within
 milliseconds unless the stream was just cut (a resume, or a relist after a compaction); a spec change waits

@@ -188,7 +188,7 @@ def reruns(
 ) -> list[str]:
     """Runs beyond what was asked, in words: a container of a ``restartPolicy: Never`` pod that started
     twice; a T9k replica whose pods ran more often than once, plus the restarts its job counted, plus its pods
-    the soak deleted before they finished (a finished replica never runs again, docs/controller.md R1); a
+    the soak deleted before they finished (a finished replica never runs again, docs/controller.md#r1); a
     batch Job that ran more pods than its completions (it has no restart budget). ``deleted``: pod uid ->
     its phase when the soak deleted it; ``jobs``: the T9k and batch Jobs as they ended, by uid (an
     incarnation deleted on the way is not judged: its final status is not known)."""
