@@ -26,11 +26,22 @@ BACKOFF_BASE_SECONDS = 0.5
 BACKOFF_CAP_SECONDS = 15.0
 
 
-class T9kApiError(AirflowException):
+class T9kInfrastructureError(AirflowException):
+    """The infrastructure ended the try, not the job's program: a node lost or drained, a preemption, the
+    cluster unable to place the job in time, the API unreachable. Retried per the task's ``retries`` (with
+    the provider's retry policy on Airflow 3.3, after its delay), resuming from the checkpoint."""
+
+
+class T9kConfigurationError(AirflowFailException):
+    """The job cannot run as written or as allowed (an invalid manifest, the API's 403, 404 or 422, an image
+    or a configuration a replica cannot start with): no retry would change that."""
+
+
+class T9kApiError(T9kInfrastructureError):
     """A Kubernetes API failure that may go away: the task is retried per its ``retries``."""
 
 
-class T9kFatalApiError(AirflowFailException):
+class T9kFatalApiError(T9kConfigurationError):
     """A Kubernetes API failure that a retry cannot fix (bad spec, missing CRD, RBAC denial)."""
 
 

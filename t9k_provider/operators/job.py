@@ -20,7 +20,7 @@ from airflow.providers.common.compat.sdk import BaseOperator, conf
 
 from t9k_provider.links.job import T9kJobLink
 from t9k_provider.operators.checkpoints import checked_volume
-from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout
+from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout, with_retry_policy
 from t9k_provider.operators.kill import KillSwitch
 from t9k_provider.operators.manifest import TemplatedManifest
 from t9k_provider.operators.options import OnFinishAction, OnKillAction, choose, seconds
@@ -132,7 +132,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         exact_name: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_policy(kwargs))
         self.manifest = manifest.to_manifest() if hasattr(manifest, "to_manifest") else manifest
         self.namespace = namespace
         self.kubernetes_conn_id = kubernetes_conn_id

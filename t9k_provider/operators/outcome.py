@@ -20,11 +20,20 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from t9k_provider.jobclient.client import JobClient
 from t9k_provider.jobclient.identity import JobRef
+from t9k_provider.kube.timestamps import rfc3339
+from t9k_provider.operators import endings
 from t9k_provider.operators.diagnostics import failure_report
-from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout
+from t9k_provider.operators.failures import (
+    T9kConfigurationError,
+    T9kInfrastructureError,
+    T9kJobFailed,
+    T9kJobStalled,
+    T9kJobTimeout,
+)
 from t9k_provider.operators.kill import KillSwitch
 from t9k_provider.operators.usage import describe, usage
 from t9k_provider.replicalogs.waitlogs import WaitLogs
+from t9k_provider.waiting import disruptions
 from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.reported import ReportedProgress
 from t9k_provider.waiting.result import WaitResult
@@ -33,6 +42,15 @@ from t9k_provider.waiting.result import WaitResult
 USAGE_XCOM_KEY = "t9k_usage"
 #: XCom key of the training's progress (``waiting.reported``), pushed when the task ends after a report.
 PROGRESS_XCOM_KEY = "t9k_progress"
+#: XCom key of the disruptions the job went through during the task's try (``waiting.disruptions``).
+DISRUPTIONS_XCOM_KEY = "t9k_disruptions"
+#: What fails a task, by the class of its ending (``endings``); a workload failure is the operator's to raise.
+FAILS: dict[str, type[Exception]] = {
+    "infrastructure": T9kInfrastructureError,
+    "stall": T9kJobStalled,
+    "configuration": T9kConfigurationError,
+    "timeout": T9kJobTimeout,
+}
 
 
 @dataclass(frozen=True)
@@ -120,6 +138,7 @@ def _end(
     pods = _pods(client, ref, log)
     used = report_usage(pods, context.get("ti"), log)
     report_progress(progress, context, task.outlets, state == "succeeded", log)
+    report_disruptions(job, context.get("ti"), log)
     listed = None if isinstance(pods, Exception) else pods
     if state == "succeeded":
         client.mark_checked(ref)
@@ -140,7 +159,12 @@ def _end(
         message += f"\n{report.text}"
         if lead is not None:
             message = f"{message}\n{lead.text}" if lead.after else f"{lead.text}\n{message}"
+        ending = endings.of_failed_job(job, listed, report.first)
+        if ending.lead:
+            message = f"{ending.lead}\n{message}"
         log.error("%s", message)
+        if ending.kind != "workload":
+            raise FAILS[ending.kind](message)
         retried = task.retry_on_job_failure and (lead is None or lead.retryable)
         raise (AirflowException if retried else T9kJobFailed)(message)
     reason = result.message or f"stopped waiting in phase {job_status.phase(job) or 'unset'}"
@@ -151,6 +175,8 @@ def _end(
         line for line in (f"job {ref.namespace}/{ref.name}: {reason}", report.lead, report.text) if line
     )
     log.error("%s", message)
+    if (kind := endings.of_limit(result.limit)) is not None:
+        raise FAILS[kind](message)
     if result.status == "timeout":
         raise T9kJobTimeout(message)
     if result.status == "failed" or result.retryable is False:
@@ -188,6 +214,20 @@ def report_progress(
             events[outlet].extra.update(final)
     except Exception as exc:
         log.warning("cannot report the training's progress: %s", exc)
+
+
+def report_disruptions(job: dict[str, Any], ti: Any, log: logging.Logger | Any) -> None:
+    """Push to XCom ``t9k_disruptions`` the disruptions the job went through since the task's try started
+    (the controller's entries, each with the sentence the task log said); never fails the task."""
+    started = getattr(ti, "start_date", None)
+    if ti is None:
+        return
+    try:
+        since = rfc3339(started) if started is not None else ""
+        found = [e for e in disruptions.entries(job) if str(e.get("time") or "") >= since]
+        ti.xcom_push(key=DISRUPTIONS_XCOM_KEY, value=[{**e, "said": disruptions.describe(e)} for e in found])
+    except Exception as exc:
+        log.warning("cannot report the job's disruptions: %s", exc)
 
 
 def report_usage(

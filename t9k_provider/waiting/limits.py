@@ -18,10 +18,14 @@ from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.placement import unplaceable
 from t9k_provider.waiting.reported import ReportedProgress
 
+STALL = "progress_timeout"
+
 
 class Verdict(NamedTuple):
     status: Literal["timeout", "failed"]
     message: str
+    #: The limit that fired (``startup_timeout``, ``progress_timeout``...): how a task's ending is classed.
+    limit: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,9 @@ class WaitLimits:
     def check(self, job: dict[str, Any], now: float, first_seen: Mapping[str, float]) -> Verdict | None:
         """Why waiting must stop now, or None; ``first_seen`` as ``stages_seen`` returned it for this look."""
         if self.execution_deadline is not None and now >= self.execution_deadline:
-            return Verdict("timeout", "execution_timeout reached while waiting for the job")
+            return Verdict(
+                "timeout", "execution_timeout reached while waiting for the job", "execution_timeout"
+            )
 
         def over(limit: float | None, since: datetime | None, stage: str) -> bool:
             """Whether ``limit`` passed since the cluster's ``since``, else since ``stage`` was first seen."""
@@ -104,15 +110,18 @@ class WaitLimits:
                     "timeout",
                     f"job still {job_status.phase(job) or 'Pending'} after startup_timeout="
                     f"{self.startup_timeout:g}s (not admitted or not scheduled)",
+                    "startup_timeout",
                 )
             return None
         if state == "running" and over(self.running_timeout, job_status.running_since(job), "running"):
-            return Verdict("timeout", f"job still running after running_timeout={self.running_timeout:g}s")
+            message = f"job still running after running_timeout={self.running_timeout:g}s"
+            return Verdict("timeout", message, "running_timeout")
         if state == "paused" and over(self.paused_timeout, job_status.paused_since(job), "paused"):
-            return Verdict("failed", f"job paused for longer than paused_timeout={self.paused_timeout:g}s")
+            message = f"job paused for longer than paused_timeout={self.paused_timeout:g}s"
+            return Verdict("failed", message, "paused_timeout")
         if state == "unknown" and over(self.unknown_timeout, None, "unknown"):
             message = f"job phase Unknown for longer than unknown_timeout={self.unknown_timeout:g}s"
-            return Verdict("failed", message)
+            return Verdict("failed", message, "unknown_timeout")
         return None
 
     def progress_deadline(
@@ -158,8 +167,8 @@ class WaitLimits:
             return None
         limit = f"progress_timeout={self.progress_timeout:g}s"
         if progress is None or progress.at is None:
-            return Verdict("timeout", f"no progress report since the job started running ({limit})")
-        return Verdict("timeout", f"no progress report for {limit}; the last: {progress.latest(now)}")
+            return Verdict("timeout", f"no progress report since the job started running ({limit})", STALL)
+        return Verdict("timeout", f"no progress report for {limit}; the last: {progress.latest(now)}", STALL)
 
     def pods_needed(self, job: dict[str, Any]) -> bool:
         """Whether ``check_pods`` needs the job's pods now: not once every replica has started."""
@@ -179,7 +188,8 @@ class WaitLimits:
         if problem is None or self.pod_error_timeout is None:
             return None
         if now - first_seen.get("pod_error", now) >= self.pod_error_timeout:
-            return Verdict("timeout", f"{problem} for pod_error_timeout={self.pod_error_timeout:g}s")
+            message = f"{problem} for pod_error_timeout={self.pod_error_timeout:g}s"
+            return Verdict("timeout", message, "pod_error_timeout")
         return None
 
     def seconds_left(self, now: float) -> float | None:

@@ -111,7 +111,8 @@ async def wait(
         seen = memory.disruptions_seen
         if decided.action == "end":
             status: Any = decided.status
-            return WaitResult(status, decided.message, decided.retryable, job=job, disruptions_seen=seen)
+            ended = WaitResult(status, decided.message, decided.retryable, job=job, disruptions_seen=seen)
+            return replace(ended, limit=decided.limit)
         if decided.action == "hand_back":
             return WaitResult("running", job=job, disruptions_seen=seen)
         job = await seam.next_state(job, next_look(now, poll_interval, limits, memory))

@@ -32,6 +32,8 @@ class WaitResult:
     progress: ReportedProgress | None = None
     #: The last of the job's disruptions the wait said (``disruptions.cursor``): the next wait says the rest.
     disruptions_seen: str | None = None
+    #: The limit that ended the wait (``limits.Verdict.limit``); "" for any other ending.
+    limit: str = ""
 
     @property
     def job_ended(self) -> bool:
@@ -49,6 +51,8 @@ class WaitResult:
             event["retryable"] = self.retryable
         if self.disruptions_seen is not None:
             event["disruptions_seen"] = self.disruptions_seen
+        if self.limit:
+            event["limit"] = self.limit
         if self.progress is not None and (progress := self.progress.to_json()) is not None:
             event["progress"] = progress
         return event
@@ -62,6 +66,7 @@ class WaitResult:
             event.get("retryable"),
             progress=ReportedProgress.from_json(progress) if progress else None,
             disruptions_seen=event.get("disruptions_seen"),
+            limit=event.get("limit") or "",
         )
 
 

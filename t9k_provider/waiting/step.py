@@ -63,6 +63,8 @@ class Step(NamedTuple):
     retryable: bool | None = None
     note: str | None = None
     since: float | None = None
+    #: For ``end`` by a limit: which one (``limits.Verdict.limit``).
+    limit: str = ""
 
 
 def step(
@@ -102,7 +104,7 @@ def step(
             # stalled_at None: a read that fails is tried again after a poll interval, not at once
             return Step("read_progress", replace(memory, stalled_at=None), since=since)
     if verdict is not None:
-        return Step("end", memory, verdict.status, verdict.message)
+        return Step("end", memory, verdict.status, verdict.message, limit=verdict.limit)
     memory = replace(memory, stalled_at=limits.progress_deadline(job, progress, first_seen, now))
     for_limits = limits.pods_needed(job)
     note = None
@@ -116,7 +118,7 @@ def step(
             memory = replace(memory, first_seen=limits.pods_seen(pods, now, memory.first_seen, largest))
             verdict = limits.check_pods(pods, now, memory.first_seen, largest)
             if verdict is not None:
-                return Step("end", memory, verdict.status, verdict.message)
+                return Step("end", memory, verdict.status, verdict.message, limit=verdict.limit)
         if state == "pending":
             note, notes = memory.notes.say(pods, now)
             memory = replace(memory, notes=notes)

@@ -24,6 +24,8 @@ EMPTY_OPERATOR = (
 
 #: Everything of the provider that a DAG of kind operators loads while it is parsed.
 OPERATOR_PARSE_MODULES = [
+    "t9k_provider.hooks",
+    "t9k_provider.hooks.errors",  # the exception types a failure raises (and the retry policy names)
     "t9k_provider.jobs",
     "t9k_provider.jobs.constants",
     "t9k_provider.links",

@@ -20,6 +20,7 @@ from t9k_provider.operators import (
     T9kJobOperator,
     T9kJobTimeout,
 )
+from t9k_provider.operators.failures import T9kConfigurationError, T9kInfrastructureError
 from t9k_provider.triggers.job import T9kJobTrigger
 from tests.airflow.fakes import FakeHook, FakeTI, api_error, make
 from tests.support.builders import (
@@ -331,7 +332,8 @@ def test_startup_timeout_stops_the_job(
     fake_hook: FakeHook, context: dict[str, Any], kill_action: str
 ) -> None:
     fake_hook.script = [PENDING]
-    with pytest.raises(T9kJobTimeout, match=r"startup_timeout=0\.05s"):
+    # the cluster did not place the job in time: an infrastructure ending, retried
+    with pytest.raises(T9kInfrastructureError, match=r"startup_timeout=0\.05s"):
         make(fake_hook, startup_timeout=0.05, on_kill_action=kill_action).execute(context)
     assert bool(fake_hook.deletes()) is (kill_action == "delete")
 
@@ -727,7 +729,7 @@ def test_startup_timeout_report_explains_pending_pods(fake_hook: FakeHook, conte
         {"type": "Warning", "reason": "FailedScheduling", "message": "0/1 nodes"}
     ]
     fake_hook.script = [PENDING]
-    with pytest.raises(T9kJobTimeout) as failure:
+    with pytest.raises(T9kInfrastructureError) as failure:
         make(fake_hook, startup_timeout=0.05).execute(context)
     message = str(failure.value)
     assert "Unschedulable: 0/1 nodes" in message
@@ -740,7 +742,8 @@ def test_replica_that_cannot_start_fails_fast(fake_hook: FakeHook, context: dict
     stuck = replica_pod(f"{name}-worker-0", "worker", 0, name)
     fake_hook.pods = [waiting(stuck, "ImagePullBackOff", "no such image")]
     fake_hook.script = [PENDING]
-    with pytest.raises(T9kJobTimeout, match="ImagePullBackOff: no such image") as failure:
+    # a replica that cannot start: its configuration, not retried
+    with pytest.raises(T9kConfigurationError, match="ImagePullBackOff: no such image") as failure:
         make(fake_hook, pod_error_timeout=0, get_logs=False).execute(context)
     assert "pod_error_timeout=0s" in str(failure.value)
     assert fake_hook.deletes()
