@@ -15,11 +15,11 @@ from tests.airflow.fakes import kube_error
 from tests.airflow.scripted import (
     JOBS,
     FakeAsyncClient,
-    versioned,
     first_event,
     job,
     trigger,
     use_script,
+    versioned,
 )
 
 pytestmark = pytest.mark.timeout(60)
