@@ -37,6 +37,7 @@ from t9k_provider.local.kubelet.status import (
     ContainerView,
     parse_time,
     pod_status,
+    status_patch,
     terminate_unfinished,
     wants_restart,
 )
@@ -468,14 +469,14 @@ class PodWorker:
         self._kill_running(views)
 
     async def _write_status(self, status: dict[str, Any]) -> None:
-        """A strategic merge patch: the conditions the kubelet owns replace theirs by type, and those others
-        own (DisruptionTarget, the scheduler's) stay, as the kubelet's status manager patches."""
+        """A strategic merge patch (``status_patch``): the conditions the kubelet owns replace theirs by type,
+        those others own (DisruptionTarget, the scheduler's) stay, as the kubelet's status manager patches."""
         if status == self.last_status:
             return
         name = self.pod["metadata"]["name"]
         try:
             await self.kube.patch(
-                PODS, self.namespace, name, {"status": status}, subresource="status", strategic=True
+                PODS, self.namespace, name, status_patch(status), subresource="status", strategic=True
             )
         except ApiError as exc:
             if exc.status != 404:

@@ -16,7 +16,7 @@ from t9k_provider.kube.resources import PODS
 from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp, rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.kubelet.runtime import Attempt
-from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status
+from t9k_provider.local.kubelet.status import TERMINAL_PHASES, ContainerView, pod_status, status_patch
 from t9k_provider.local.machinery import workloop
 from t9k_provider.local.machinery.nodes import FIRST_NODE
 
@@ -100,5 +100,5 @@ class SimulatedKubelet:
             status["phase"] = "Succeeded" if int(code or 0) == 0 else "Failed"
         if any(current.get(k) != v for k, v in status.items()):
             await self.kube.patch(
-                PODS, ns, meta["name"], {"status": status}, subresource="status", strategic=True
+                PODS, ns, meta["name"], status_patch(status), subresource="status", strategic=True
             )

@@ -217,6 +217,21 @@ def conditions(
     ]
 
 
+#: Lists of a pod's status the kubelet alone writes: a strategic merge patch replaces them whole (their merge
+#: key would otherwise keep an address the pod no longer has).
+KUBELET_LISTS = ("podIPs", "hostIPs")
+
+
+def status_patch(status: dict[str, Any]) -> dict[str, Any]:
+    """The strategic merge patch that writes ``status``: its conditions merged by type (others' stay), the
+    lists the kubelet owns replaced whole."""
+    patch = dict(status)
+    for key in KUBELET_LISTS:
+        if key in patch:
+            patch[key] = [*patch[key], {"$patch": "replace"}]
+    return {"status": patch}
+
+
 def pod_status(
     pod: dict[str, Any],
     inits: list[ContainerView],

@@ -10,9 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from t9k_provider.local.apiserver.strategies.pods import PodStrategy
 from t9k_provider.local.kubelet import hosts, network, podworker
 from t9k_provider.local.kubelet.runtime import Attempt
-from t9k_provider.local.kubelet.status import ContainerView, phase, pod_status, terminate_unfinished
+from t9k_provider.local.kubelet.status import (
+    ContainerView,
+    phase,
+    pod_status,
+    status_patch,
+    terminate_unfinished,
+)
+from t9k_provider.local.machinery.strategicpatch import strategic_merge_patch
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z", "2026-01-01T00:00:09Z"
 
@@ -270,3 +278,24 @@ def test_a_pod_ended_before_its_container_ran_reports_it_terminated() -> None:
     }
     assert b["state"]["terminated"]["reason"] == "Completed"  # what did run keeps its own record
     assert "waiting" in status["initContainerStatuses"][0]["state"]  # never started: nothing to claim
+
+
+def test_a_new_pod_ip_replaces_the_old_one_and_others_conditions_stay() -> None:
+    """A pod whose network was set up again (a restarted kubelet) has one address, not both: podIPs merge
+    by ip, so the kubelet's patch replaces that list whole, while a DisruptionTarget another wrote stays."""
+    ready = {"type": "Ready", "status": "True"}
+    target = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    stored = {
+        "status": {"podIP": "10.251.0.5", "podIPs": [{"ip": "10.251.0.5"}], "conditions": [ready, target]}
+    }
+    status = {
+        "podIP": "10.251.0.9",
+        "podIPs": [{"ip": "10.251.0.9"}],
+        "conditions": [{**ready, "status": "False"}],
+    }
+    merged = strategic_merge_patch(stored, status_patch(status), PodStrategy.merge_fields)["status"]
+    assert merged["podIPs"] == [{"ip": "10.251.0.9"}] and merged["podIP"] == "10.251.0.9"
+    assert {c["type"]: c["status"] for c in merged["conditions"]} == {
+        "Ready": "False",
+        "DisruptionTarget": "True",
+    }
