@@ -63,8 +63,9 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
     :param scheduler: ``spec.scheduler``, e.g. ``{"t9kScheduler": {"queue": "default"}}``.
     :param manifest_override: a partial manifest deep-merged over the generated one (``manifests.merge``).
     :param serializer: ``json`` (default), ``cloudpickle`` or ``dill`` for the arguments and the result.
-    :param retry_on_job_failure: a function that raised fails the task retryably (Airflow's ``retries``)
-        unless its error says retrying cannot help; False fails it for good.
+    :param retry_on_job_failure: True: a function that raised fails the task retryably (Airflow's
+        ``retries``) unless its error says retrying cannot help; by default a bug fails it at once, whatever
+        ``retries`` says (an infrastructure ending is retried either way).
 
     Every other ``T9kJobOperator`` parameter works as there, except ``manifest`` and ``wait_for_completion``.
     """
@@ -96,7 +97,7 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         scheduler: dict[str, Any] | None = None,
         manifest_override: dict[str, Any] | None = None,
         serializer: str = "json",
-        retry_on_job_failure: bool = True,
+        retry_on_job_failure: bool = False,
         **kwargs: Any,
     ) -> None:
         recipe = self.recipe
