@@ -25,6 +25,7 @@ from t9k_provider.kube.informer import NODE_INDEX, Informer
 from t9k_provider.kube.resources import NODES, PODS
 from t9k_provider.kube.timestamps import now_rfc3339, parse_timestamp
 from t9k_provider.local.machinery import events
+from t9k_provider.local.machinery.statuswrites import patch_status
 from t9k_provider.local.machinery.taints import tolerates
 
 log = logging.getLogger(__name__)
@@ -198,7 +199,7 @@ class NodeLifecycleController:
         if ready.get("status") == "False":
             return
         mark = {"type": "Ready", "status": "False", "lastProbeTime": None, "lastTransitionTime": now}
-        await self._patch_pod_status(pod, {"conditions": [mark]})
+        await patch_status(self.kube, PODS, pod, {"conditions": [mark]}, self.pods, strategic=True)
 
     async def _evict(self, node: dict[str, Any], taints: list[dict[str, Any]], now: float) -> None:
         for pod in self.pods.by_index(NODE_INDEX, node["metadata"]["name"]):
@@ -222,7 +223,7 @@ class NodeLifecycleController:
             "message": "Taint manager: deleting due to NoExecute taint",
             "lastTransitionTime": now_rfc3339(),
         }
-        if not await self._patch_pod_status(pod, {"conditions": [mark]}):
+        if not await patch_status(self.kube, PODS, pod, {"conditions": [mark]}, self.pods, strategic=True):
             return
         try:
             await self.kube.delete(PODS, ns, name, uid=meta.get("uid"))
@@ -234,18 +235,3 @@ class NodeLifecycleController:
         message = f"Marking for deletion Pod {ns}/{name}"
         component = "taint-eviction-controller"
         await events.record(self.kube, pod, "TaintManagerEviction", message, component=component)
-
-    async def _patch_pod_status(self, pod: dict[str, Any], status: dict[str, Any]) -> bool:
-        """A strategic merge patch: a condition is merged by its type, never dropping another writer's."""
-        meta = pod["metadata"]
-        ns = meta.get("namespace", "default")
-        try:
-            written = await self.kube.patch(
-                PODS, ns, meta["name"], {"status": status}, subresource="status", strategic=True
-            )
-        except ApiError as exc:
-            if exc.status == 404:
-                return False
-            raise
-        self.pods.observe(written)
-        return True

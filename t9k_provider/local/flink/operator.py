@@ -21,6 +21,7 @@ from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.flink import cluster, dist
 from t9k_provider.local.machinery import events, workloop
+from t9k_provider.local.machinery.statuswrites import patch_status
 
 COMPONENT = "flink-operator"
 PROBE_TIMEOUT = aiohttp.ClientTimeout(total=2.0)
@@ -153,12 +154,8 @@ class FlinkOperator:
         recorded = fc.get("status") or {}
         if status == recorded:
             return
-        meta = fc["metadata"]
-        ns = meta.get("namespace", "default")
-        updated = await self.kube.patch(
-            cluster.FLINKCLUSTERS, ns, meta["name"], {"status": status}, subresource="status"
-        )
-        self.clusters.observe(updated)
+        if await patch_status(self.kube, cluster.FLINKCLUSTERS, fc, status, self.clusters) is None:
+            return
         before, after = recorded.get("state"), status["state"]
         if before != after:
             message = f"Cluster status changed: {before} -> {after}" if before else f"Cluster status: {after}"

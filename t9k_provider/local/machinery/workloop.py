@@ -20,6 +20,7 @@ from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import Informer, controller_ref, object_key
 from t9k_provider.kube.resources import ResourceType
 from t9k_provider.kube.workqueue import WorkQueue
+from t9k_provider.local.machinery.statuswrites import patch_status
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +117,4 @@ class OwnerController:
         goes straight into the owner informer, so the next sync starts from it."""
         if {k: v for k, v in status.items() if v is not None} == (owner.get("status") or {}):
             return
-        meta = owner["metadata"]
-        patch = {"status": status}
-        written = await self.kube.patch(
-            self.resource, meta.get("namespace", ""), meta["name"], patch, subresource="status"
-        )
-        self.owners.observe(written)
+        await patch_status(self.kube, self.resource, owner, status, self.owners)

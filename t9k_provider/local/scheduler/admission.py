@@ -14,11 +14,12 @@ import time
 from collections import Counter
 from typing import Any
 
-from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.api import KubeApi
 from t9k_provider.kube.informer import Informer
 from t9k_provider.kube.resources import PODGROUPS, QUEUES
 from t9k_provider.kube.timestamps import now_rfc3339, parse_time
 from t9k_provider.local.machinery import events
+from t9k_provider.local.machinery.statuswrites import patch_status
 from t9k_provider.local.scheduler import fit, queues
 
 GROUP_INDEX = "pod-group"  # pods by "<namespace>/<PodGroup name>" (the scheduler's index)
@@ -130,7 +131,7 @@ class Admission:
         wanted = {k: v for k, v in wanted.items() if v is not None}
         if wanted == status:
             return
-        written = await self._patch_status(pg, {**wanted, **{k: None for k in status if k not in wanted}})
+        written = await self._write_group(pg, {**wanted, **{k: None for k in status if k not in wanted}})
         if written is None:
             return
         if current.get("reason") != verdict.reason:
@@ -157,13 +158,7 @@ class Admission:
         }
         if all(status.get(k) == v for k, v in wanted.items()):
             return
-        try:
-            written = await self.kube.patch(QUEUES, None, name, {"status": wanted}, subresource="status")
-        except ApiError as exc:
-            if exc.status == 404:
-                return
-            raise
-        self.queues.observe(written)
+        await patch_status(self.kube, QUEUES, obj, wanted, self.queues)
 
     async def check_durations(self) -> None:
         """Every second: an admitted PodGroup whose pods now run is marked Running (its ``startTime``), and
@@ -172,24 +167,13 @@ class Admission:
             for pg in self.podgroups.items():
                 status = pg.get("status") or {}
                 if status.get("phase") == "Inqueue" and any(fit.occupies_node(p) for p in self._members(pg)):
-                    await self._patch_status(pg, {"phase": "Running", "startTime": now_rfc3339()})
+                    await self._write_group(pg, {"phase": "Running", "startTime": now_rfc3339()})
                 else:
                     await self._check_duration(pg)
             await asyncio.sleep(CHECK_PERIOD)
 
-    async def _patch_status(self, pg: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
-        meta = pg["metadata"]
-        ns = meta.get("namespace", "default")
-        try:
-            written = await self.kube.patch(
-                PODGROUPS, ns, meta["name"], {"status": status}, subresource="status"
-            )
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        self.podgroups.observe(written)
-        return written
+    async def _write_group(self, pg: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+        return await patch_status(self.kube, PODGROUPS, pg, status, self.podgroups)
 
     async def _check_duration(self, pg: dict[str, Any]) -> None:
         status = pg.get("status") or {}
@@ -209,7 +193,7 @@ class Admission:
             "message": message,
             "lastTransitionTime": now_rfc3339(),
         }
-        written = await self._patch_status(pg, {"conditions": [*(status.get("conditions") or []), condition]})
+        written = await self._write_group(pg, {"conditions": [*(status.get("conditions") or []), condition]})
         if written is None:
             return
         await events.record(

@@ -29,6 +29,7 @@ from t9k_provider.kube.resources import PODGROUPS, PODS
 from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.kube.workqueue import WorkQueue
 from t9k_provider.local.machinery import events, workloop
+from t9k_provider.local.machinery.statuswrites import patch_status
 from t9k_provider.local.scheduler import fit, placement
 from t9k_provider.local.scheduler.admission import GROUP_INDEX, Admission, queue_name
 
@@ -254,7 +255,9 @@ class Scheduler:
                 "message": why,
                 "lastTransitionTime": now_rfc3339(),
             }
-            if not await self._patch_status(victim, {"conditions": [condition]}):
+            if not await patch_status(
+                self.kube, PODS, victim, {"conditions": [condition]}, self.pods, strategic=True
+            ):
                 continue
             meta = victim["metadata"]
             try:
@@ -270,7 +273,9 @@ class Scheduler:
         for member in batch:
             nominated = preemption.placement.nodes.get(placement.uid(member))
             if nominated and (member.get("status") or {}).get("nominatedNodeName") != nominated:
-                await self._patch_status(member, {"nominatedNodeName": nominated})
+                await patch_status(
+                    self.kube, PODS, member, {"nominatedNodeName": nominated}, self.pods, strategic=True
+                )
 
     async def _unschedulable(self, pod: dict[str, Any], message: str) -> None:
         """Say why the pod waits: its PodScheduled condition, and an event whenever the reason changes."""
@@ -286,27 +291,13 @@ class Scheduler:
             "lastProbeTime": None,
             "lastTransitionTime": now_rfc3339(),
         }
-        if not await self._patch_status(pod, {"conditions": [condition]}):
+        if not await patch_status(
+            self.kube, PODS, pod, {"conditions": [condition]}, self.pods, strategic=True
+        ):
             return
         await events.record(
             self.kube, pod, "FailedScheduling", message, component=SCHEDULER, event_type="Warning"
         )
-
-    async def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> bool:
-        """Strategic-merge-patch the pod's status (a condition merged by type, never dropping another
-        writer's; seen by the informer at once); False when the pod is gone."""
-        meta = pod["metadata"]
-        ns = meta.get("namespace", "default")
-        try:
-            written = await self.kube.patch(
-                PODS, ns, meta["name"], {"status": status}, subresource="status", strategic=True
-            )
-        except ApiError as exc:
-            if exc.status == 404:
-                return False
-            raise
-        self.pods.observe(written)
-        return True
 
     async def bind(self, pod: dict[str, Any], node: str) -> None:
         meta = pod["metadata"]
