@@ -146,10 +146,12 @@ with DAG(
             y = torch.from_numpy(data["y"])[rank::world].to(device)
             model = build_model(dataset["features"], 32).to(device)
             optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-            # The same directory on every try of this mapped instance; the first try starts afresh.
+            # The same directory on every try of this mapped instance; only the first try's first run starts
+            # afresh (a retry, or the job restarted as a whole after a disruption, resumes).
             checkpoint = Path(os.environ["T9K_CHECKPOINT_DIR"]) / "latest.pt"
             done, losses = 0, []
-            if os.environ["T9K_TRY_NUMBER"] != "1" and checkpoint.exists():
+            first = os.environ["T9K_TRY_NUMBER"] == "1" and os.environ["T9K_JOB_RESTARTS"] in ("", "0")
+            if not first and checkpoint.exists():
                 # Every rank reads the same file before the first collective, so all resume at one epoch.
                 state = torch.load(checkpoint, map_location=device)
                 model.load_state_dict(state["model"])

@@ -18,8 +18,12 @@ the provider's own interpreter, so the package is there; an image without it get
 more than torch and numpy.
 
 Checkpoints: with ``--checkpoint-dir`` (default ``$T9K_CHECKPOINT_DIR``, which the operator's
-``checkpoint_volume`` sets) rank 0 saves ``latest.pt`` after every epoch (written whole, then renamed) and
-every rank resumes from it, except on a task's first try (``T9K_TRY_NUMBER=1``), which starts afresh.
+``checkpoint_volume`` sets) rank 0 saves ``latest.pt`` after every epoch (written whole, then renamed):
+the model, the optimizer's state and the losses so far. Every rank resumes from it, except on the first run
+of a task's first try (``T9K_TRY_NUMBER=1`` and ``T9K_JOB_RESTARTS`` empty or 0), which starts afresh: a
+retry, and a job restarted as a whole after a disruption (a drained or lost node, a preemption), go on from
+the last epoch saved. Nothing else carries state across epochs (the initial weights and each epoch's
+shuffle are seeded), so a resumed run ends with the losses of an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -186,16 +190,22 @@ def resume(
     rank: int,
     device: torch.device,
 ) -> tuple[int, list[float]]:
-    """The epochs done and their losses: from ``checkpoint`` when there is one and this is not the task's
-    first try (which starts afresh, whatever an earlier run left), else none. Every rank reads the same file
-    before the first collective, so all resume after the same epoch."""
-    if checkpoint is None or not checkpoint.is_file() or os.environ.get("T9K_TRY_NUMBER") == "1":
+    """The epochs done and their losses: from ``checkpoint`` when there is one and this is not the first run
+    of the task's first try (which starts afresh, whatever an earlier run left), else none. Every rank reads
+    the same file before the first collective, so all resume after the same epoch."""
+    if checkpoint is None or not checkpoint.is_file() or first_run():
         return 0, []
     state = torch.load(checkpoint, map_location=device)
     module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     print(f"rank {rank}: resuming after epoch {state['epoch']} from {checkpoint}", flush=True)
     return int(state["epoch"]), list(state["losses"])
+
+
+def first_run() -> bool:
+    """The first try's job before any whole restart (docs/airflow.md#checkpoints-across-retries)."""
+    restarts = os.environ.get("T9K_JOB_RESTARTS", "").strip()
+    return os.environ.get("T9K_TRY_NUMBER") == "1" and restarts in ("", "0")
 
 
 def save(checkpoint: Path, state: dict, optimizer: torch.optim.Optimizer) -> None:

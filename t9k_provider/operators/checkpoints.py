@@ -4,9 +4,13 @@ starting over.
 
 The directory is the volume's ``<dag>/<run>/<task>[/<map index>]``, mounted with ``subPath`` (the kubelet
 creates it), so ``T9K_CHECKPOINT_DIR`` is the same path in every replica and on every try, and no task can
-overwrite another's checkpoints. ``T9K_TRY_NUMBER`` says which try runs: a first try starts afresh even when
-an earlier run left files. Applied to the manifest before the job models validate it again; a manifest that
-uses the volume's name, its mount path or the variables itself fails before any API call, naming the field.
+overwrite another's checkpoints. ``T9K_TRY_NUMBER`` says which try runs and ``T9K_JOB_RESTARTS`` how often
+the job has restarted as a whole within it after a disruption (its pod's annotation
+``batch.tensorstack.dev/job-restarts`` through the downward API; empty where the controller sets none,
+docs/controller.md#whole-restart): a training starts afresh only on a first try's first run, even when an
+earlier run left files, and resumes otherwise.
+Applied to the manifest before the job models validate it again; a manifest that uses the volume's name, its
+mount path or the variables itself fails before any API call, naming the field.
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from t9k_provider.jobs.contract import ANNOTATION_JOB_RESTARTS
+
 VOLUME = "t9k-checkpoints"
 MOUNT_PATH = "/t9k/checkpoints"
 DIR_ENV = "T9K_CHECKPOINT_DIR"
 TRY_ENV = "T9K_TRY_NUMBER"
+RESTARTS_ENV = "T9K_JOB_RESTARTS"
+ENV_NAMES = (DIR_ENV, TRY_ENV, RESTARTS_ENV)
 #: Volume sources whose data dies with the pod (or that are read-only): a retry would find nothing there.
 NOT_DURABLE = frozenset({"emptyDir", "ephemeral", "configMap", "secret", "downwardAPI", "projected"})
 EXAMPLE = "{'persistentVolumeClaim': {'claimName': 'ckpt'}} or {'hostPath': {'path': '/data/ckpt'}}"
@@ -58,9 +66,14 @@ def with_checkpoints(
     manifest: dict[str, Any], volume: dict[str, Any], identity: dict[str, str], try_number: int | None
 ) -> dict[str, Any]:
     """``manifest`` (changed in place) with ``volume`` in every pod template, mounted in each container at
-    ``MOUNT_PATH`` (``subPath``: the task instance's ``subdirectory``), and the two variables set; ``Clash``
+    ``MOUNT_PATH`` (``subPath``: the task instance's ``subdirectory``), and the three variables set; ``Clash``
     when the manifest already uses any of them."""
-    env = [{"name": DIR_ENV, "value": MOUNT_PATH}, {"name": TRY_ENV, "value": str(try_number or 1)}]
+    restarts = {"fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_JOB_RESTARTS}']"}}
+    env = [
+        {"name": DIR_ENV, "value": MOUNT_PATH},
+        {"name": TRY_ENV, "value": str(try_number or 1)},
+        {"name": RESTARTS_ENV, "valueFrom": restarts},
+    ]
     mount = {"name": VOLUME, "mountPath": MOUNT_PATH, "subPath": subdirectory(identity)}
     for spec in _pod_specs(manifest.get("spec")):
         if any(v.get("name") == VOLUME for v in spec.get("volumes") or []):
@@ -68,7 +81,7 @@ def with_checkpoints(
         spec["volumes"] = [*(spec.get("volumes") or []), {"name": VOLUME, **volume}]
         for container in spec.get("containers") or []:
             used = [m for m in container.get("volumeMounts") or [] if m.get("mountPath") == MOUNT_PATH]
-            named = [e["name"] for e in container.get("env") or [] if e.get("name") in (DIR_ENV, TRY_ENV)]
+            named = [e["name"] for e in container.get("env") or [] if e.get("name") in ENV_NAMES]
             if used or named:
                 what = f"mounts {MOUNT_PATH}" if used else f"sets {named[0]}"
                 raise Clash(f"checkpoint_volume: container {container.get('name')!r} {what} itself")

@@ -118,22 +118,33 @@ def test_demo_fail_flag_fails_every_rank_after_the_first_epoch(dataset: Path, tm
     assert not (tmp_path / "model.pt").exists()
 
 
-def test_a_crashed_training_resumes_from_its_last_epoch_on_the_next_try(
-    dataset: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    "again",
+    [{"T9K_TRY_NUMBER": "2", "T9K_JOB_RESTARTS": ""}, {"T9K_TRY_NUMBER": "1", "T9K_JOB_RESTARTS": "1"}],
+    ids=["retry", "whole-restart"],
+)
+def test_a_crashed_training_resumes_from_its_last_epoch_on_the_next_try_or_restart(
+    dataset: Path, tmp_path: Path, again: dict[str, str]
 ) -> None:
-    """The pipeline's training as Airflow's retry runs it: try 1 crashes after epoch 1 with its checkpoint
-    saved, try 2 (``T9K_TRY_NUMBER=2``, the same ``T9K_CHECKPOINT_DIR``) trains epochs 2-4 only, reporting
-    progress from there; an uninterrupted run ends with the same losses."""
+    """The pipeline's training as Airflow's retry runs it, or the controller's whole restart of the job within
+    the first try (a drained or lost node, a preemption: ``T9K_JOB_RESTARTS`` from the pod's annotation):
+    the first run crashes after epoch 1 with its checkpoint saved, the next (the same ``T9K_CHECKPOINT_DIR``)
+    trains epochs 2-4 only, reporting progress from there; an uninterrupted run ends with the same losses."""
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
     common = ("--data", str(dataset), "--epochs", "4")
-    first = {"T9K_DEMO_FAIL": "1", "T9K_CHECKPOINT_DIR": str(checkpoints), "T9K_TRY_NUMBER": "1"}
+    first = {
+        "T9K_DEMO_FAIL": "1",
+        "T9K_CHECKPOINT_DIR": str(checkpoints),
+        "T9K_TRY_NUMBER": "1",
+        "T9K_JOB_RESTARTS": "0",
+    }
     assert [rc for rc, _, _ in run_ranks("train_ddp.py", 2, *common, "--out", str(tmp_path), env=first)] == [
         1,
         1,
     ]
     assert (checkpoints / "latest.pt").is_file()
-    retry = {"T9K_CHECKPOINT_DIR": str(checkpoints), "T9K_TRY_NUMBER": "2"}
+    retry = {"T9K_CHECKPOINT_DIR": str(checkpoints), **again}
     results = run_ranks("train_ddp.py", 2, *common, "--out", str(tmp_path), env=retry)
     assert [rc for rc, _, _ in results] == [0, 0], results[0][2]
     out = results[0][1]

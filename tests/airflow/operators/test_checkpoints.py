@@ -1,5 +1,6 @@
 """``checkpoint_volume``: every container of every replica of every kind mounts the volume at a directory of
-the task instance's own, the same on every try, with ``T9K_CHECKPOINT_DIR`` and ``T9K_TRY_NUMBER``; bad
+the task instance's own, the same on every try, with ``T9K_CHECKPOINT_DIR``, ``T9K_TRY_NUMBER`` and
+``T9K_JOB_RESTARTS`` (the job's whole restarts, from the pod's annotation); bad
 volumes fail at DAG parse naming the field, and clashes with the manifest fail before any API call."""
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ def test_every_container_of_every_kind_mounts_the_task_instances_directory(fixtu
         } in container["volumeMounts"]  # fmt: skip
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["T9K_CHECKPOINT_DIR"] == "/t9k/checkpoints" and env["T9K_TRY_NUMBER"] == "3"
+        (restarts,) = [e for e in container["env"] if e["name"] == "T9K_JOB_RESTARTS"]
+        assert restarts["valueFrom"] == {
+            "fieldRef": {"fieldPath": "metadata.annotations['batch.tensorstack.dev/job-restarts']"}
+        }
 
 
 def test_every_try_finds_the_same_directory_and_other_instances_their_own() -> None:
@@ -94,9 +99,10 @@ def test_a_clash_with_the_manifests_own_mounts_fails_before_any_call() -> None:
     with pytest.raises(AirflowFailException, match="checkpoint_volume: container 'main' mounts /t9k/checkp"):
         built(manifest, FakeTI())
     del container["volumeMounts"]
-    container["env"] = [{"name": "T9K_TRY_NUMBER", "value": "9"}]
-    with pytest.raises(AirflowFailException, match="checkpoint_volume: container 'main' sets T9K_TRY_NUMBER"):
-        built(manifest, FakeTI())
+    for name in ("T9K_TRY_NUMBER", "T9K_JOB_RESTARTS"):
+        container["env"] = [{"name": name, "value": "9"}]
+        with pytest.raises(AirflowFailException, match=f"checkpoint_volume: container 'main' sets {name}"):
+            built(manifest, FakeTI())
 
 
 def test_path_parts_keep_to_safe_characters() -> None:
