@@ -131,7 +131,7 @@ class Admission:
         wanted = {k: v for k, v in wanted.items() if v is not None}
         if wanted == status:
             return
-        written = await self._write_group(pg, {**wanted, **{k: None for k in status if k not in wanted}})
+        written = await self._patch_group(pg, {**wanted, **{k: None for k in status if k not in wanted}})
         if written is None:
             return
         if current.get("reason") != verdict.reason:
@@ -167,12 +167,12 @@ class Admission:
             for pg in self.podgroups.items():
                 status = pg.get("status") or {}
                 if status.get("phase") == "Inqueue" and any(fit.occupies_node(p) for p in self._members(pg)):
-                    await self._write_group(pg, {"phase": "Running", "startTime": now_rfc3339()})
+                    await self._patch_group(pg, {"phase": "Running", "startTime": now_rfc3339()})
                 else:
                     await self._check_duration(pg)
             await asyncio.sleep(CHECK_PERIOD)
 
-    async def _write_group(self, pg: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+    async def _patch_group(self, pg: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
         return await patch_status(self.kube, PODGROUPS, pg, status, self.podgroups)
 
     async def _check_duration(self, pg: dict[str, Any]) -> None:
@@ -193,7 +193,7 @@ class Admission:
             "message": message,
             "lastTransitionTime": now_rfc3339(),
         }
-        written = await self._write_group(pg, {"conditions": [*(status.get("conditions") or []), condition]})
+        written = await self._patch_group(pg, {"conditions": [*(status.get("conditions") or []), condition]})
         if written is None:
             return
         await events.record(
