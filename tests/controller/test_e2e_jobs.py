@@ -324,6 +324,10 @@ def test_cleanup_policy(jobs: Jobs, policy: str, master_kept: bool, worker_kept:
 
 
 def test_t9k_scheduler_objects(jobs: Jobs) -> None:
+    # T9k admits a job only into a Queue that exists (docs/local-cluster.md#queues)
+    sched = "scheduler.tensorstack.dev"
+    queue = {"apiVersion": f"{sched}/v1beta1", "kind": "Queue", "metadata": {"name": "team-a"}}
+    jobs.custom.create_cluster_custom_object(sched, "v1beta1", "queues", queue)
     jobs.create(make_job("GenericJob", "gj-sched", {
         "scheduler": {"t9kScheduler": {"queue": "team-a", "priority": 50}},
         "replicaSpecs": [{"type": "worker", "replicas": 2, "template":

@@ -62,14 +62,20 @@ class Admission:
         """Decide the PodGroup's whole Queue again, write what changed, and return this PodGroup's verdict."""
         name = queue_name(podgroup)
         queue = self.queue(name)
-        groups = [pg for pg in self.podgroups.items() if queue_name(pg) == name]
-        if all(_key(pg) != _key(podgroup) for pg in groups):
-            groups.append(podgroup)
+        groups = [pg for pg in self.podgroups.items() if queue_name(pg) == name and pg is not podgroup]
+        groups = [podgroup, *(pg for pg in groups if _key(pg) != _key(podgroup) and self._whole(pg))]
         standing = queues.decide(name, queue, [self._group(pg, queue) for pg in groups])
         for pg in groups:
             await self._write_group(pg, standing.verdicts[_key(pg)])
         await self._write_queue(name, standing)
         return standing.verdicts[_key(podgroup)]
+
+    def _whole(self, pg: dict[str, Any]) -> bool:
+        """Whether the PodGroup takes part in admission: admitted already, or all ``minMember`` of its pods
+        exist (a gang requests what its pods request: one still being created is not judged on a part)."""
+        if (pg.get("status") or {}).get("phase") in ("Inqueue", "Running"):
+            return True
+        return len(self._members(pg)) >= int((pg.get("spec") or {}).get("minMember") or 0)
 
     def _members(self, pg: dict[str, Any]) -> list[dict[str, Any]]:
         return [

@@ -58,7 +58,7 @@ class Queue:
             closed=bool(spec.get("closed")),
             priority=int(spec.get("priority") or 0),
             preemptible=spec.get("preemptible", True) is not False,
-            max_duration=parse_duration(spec["maxDuration"]) if spec.get("maxDuration") else None,
+            max_duration=(parse_duration(spec["maxDuration"]) or None) if spec.get("maxDuration") else None,
             namespace_selector=spec.get("namespaceSelector"),
             node_selector=spec.get("nodeSelector"),
         )
@@ -166,13 +166,18 @@ def _text(amount: Decimal) -> str:
     return str(amount.normalize()) if amount == amount.to_integral_value() else f"{amount:f}"
 
 
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+#: T9k's ``maxDuration`` grammar (its user manual: units y, w, d, h, m, s, ms, each at most once, in that
+#: order, e.g. ``3w``, ``2h45m``; ``0``: no limit), as the Queue schema's pattern has it.
+_DURATION = re.compile(
+    r"(?:(?P<y>[0-9]+)y)?(?:(?P<w>[0-9]+)w)?(?:(?P<d>[0-9]+)d)?(?:(?P<h>[0-9]+)h)?(?:(?P<m>[0-9]+)m)?"
+    r"(?:(?P<s>[0-9]+)s)?(?:(?P<ms>[0-9]+)ms)?"
+)
+_UNITS = {"y": 365 * 86400.0, "w": 7 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3}
 
 
 def parse_duration(text: str) -> float:
-    """A Go duration (``90m``, ``1h30m``, ``2.5h``) in seconds; ValueError for anything else."""
-    if not re.fullmatch(DURATION_PATTERN[1:-1], text):
+    """A T9k duration (``3w``, ``2h45m``, ``90s``) in seconds (0: none); ValueError for anything else."""
+    found = _DURATION.fullmatch(text) if text != "0" else None
+    if text != "0" and found is None:
         raise ValueError(f"not a duration: {text!r}")
-    parts = re.findall(r"([0-9]+(\.[0-9]+)?)(ns|us|µs|ms|s|m|h)", text)
-    return sum(float(number) * _UNITS[unit] for number, _, unit in parts)
+    return sum(float(n) * _UNITS[unit] for unit, n in (found.groupdict() if found else {}).items() if n)

@@ -4,13 +4,16 @@ what was admitted staying admitted."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from decimal import Decimal
 
 import pytest
+import yaml
 
 from t9k_provider.local.scheduler import queues
 from t9k_provider.local.scheduler.queues import Group, Queue, decide, parse_duration
+from t9k_provider.local.serving import COMPANION_CRDS
 
 GPU = "nvidia.com/gpu"
 
@@ -90,6 +93,21 @@ def test_selectors_and_durations_parse_as_the_schema_allows() -> None:
     assert q.allows_namespace({"team": "a"}) and not q.allows_namespace({"team": "b"})
     assert q.allows_node({"metadata": {"labels": {"zone": "x"}}}) and not q.allows_node({"metadata": {}})
     assert Queue.of({"metadata": {"name": "open"}}).quota is None
-    assert parse_duration("2.5h") == 9000 and parse_duration("90s") == 90
-    with pytest.raises(ValueError):
-        parse_duration("soon")
+    assert parse_duration("2h45m") == 9900 and parse_duration("3w") == 21 * 86400
+    assert parse_duration("1m30s") == 90 and parse_duration("500ms") == 0.5 and parse_duration("0") == 0
+    for wrong in ("soon", "2.5h", "30m2h"):  # T9k's grammar: whole numbers, larger units first
+        with pytest.raises(ValueError):
+            parse_duration(wrong)
+
+
+def test_the_duration_grammar_is_the_queue_schemas() -> None:
+    crd = yaml.safe_load((COMPANION_CRDS / "scheduler-queues.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    pattern = spec["maxDuration"]["pattern"]
+    for text in ("3w", "2h45m", "1y2d", "500ms", "5ms", "1m30s", "0", "2.5h", "30m2h", "1h1h", "soon", "-1s"):
+        try:
+            parse_duration(text)
+            parsed = True
+        except ValueError:
+            parsed = False
+        assert parsed == bool(re.fullmatch(pattern, text)), text

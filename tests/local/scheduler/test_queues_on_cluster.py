@@ -1,10 +1,12 @@
 """Queues on a running cluster (simulated kubelet, simulated GPUs): whole gangs admitted within the quota, the
 others waiting with their position in the PodGroup's status and their pods' message, a closed, missing or
-deleted Queue, a namespace the Queue refuses, a Queue's nodes, and maxDuration."""
+deleted Queue, a namespace the Queue refuses, a Queue's nodes, and maxDuration; a Queue whose fields do not
+validate, and a T9k Job naming a missing or closed Queue, refused."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -202,3 +204,52 @@ def test_a_gang_that_runs_past_its_queues_max_duration_is_marked(
 
     condition = wait_for("the PodGroup marked", marked, 30)
     assert condition["status"] == "True" and f"queue {name}'s maxDuration (2s)" in condition["message"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"quota": {"requests": {GPU: -1}}}, "spec.quota.requests"),
+        ({"quota": {"requests": {"cpu": "lots"}}}, "spec.quota.requests"),
+        ({"closed": "yes"}, "spec.closed"),
+        ({"priority": 101}, "spec.priority"),
+        ({"priority": "high"}, "spec.priority"),
+        ({"maxDuration": "1.5h"}, "spec.maxDuration"),
+    ],
+    ids=[
+        "negative-quota",
+        "unparsable-quota",
+        "closed-not-bool",
+        "priority-over-100",
+        "priority-text",
+        "duration",
+    ],
+)
+def test_a_queue_whose_field_does_not_validate_is_refused_naming_it(
+    custom: client.CustomObjectsApi, spec: dict[str, Any], field: str
+) -> None:
+    name = f"bad-{uuid.uuid4().hex[:6]}"
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+    with pytest.raises(client.ApiException) as refused:
+        custom.create_cluster_custom_object(GROUP, VERSION, "queues", body)
+    assert refused.value.status == 422 and field in json.loads(refused.value.body)["message"]
+
+
+def test_a_job_naming_a_missing_or_closed_queue_is_refused_when_created(
+    custom: client.CustomObjectsApi, ns: str, queue: Any
+) -> None:
+    closed = queue(closed=True)
+    for name, said in (("no-such-queue", "queue no-such-queue does not exist"),
+                       (closed, f"queue {closed} is closed: it accepts no new job")):  # fmt: skip
+        container = {"name": "c", "image": "busybox:1", "command": ["true"]}
+        job = {"apiVersion": "batch.tensorstack.dev/v1beta1", "kind": "GenericJob", "metadata": {"name": "j"},
+               "spec": {"scheduler": {"t9kScheduler": {"queue": name}}, "replicaSpecs": [
+                   {"type": "worker", "template": {"spec": {"containers": [container]}}}]}}  # fmt: skip
+        with pytest.raises(client.ApiException) as refused:
+            custom.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs", job)
+        message = json.loads(refused.value.body)["message"]
+        assert refused.value.status == 400, message
+        assert message == f'GenericJob "j" is refused: {said} (spec.scheduler.t9kScheduler.queue)'
+    custom.patch_cluster_custom_object(GROUP, VERSION, "queues", closed, {"spec": {"closed": False}})
+    job["spec"]["scheduler"]["t9kScheduler"]["queue"] = closed
+    custom.create_namespaced_custom_object("batch.tensorstack.dev", "v1beta1", ns, "genericjobs", job)

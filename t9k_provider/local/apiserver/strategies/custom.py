@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from t9k_provider.local.apiserver.generic.resources import Resource, Strategy
+from t9k_provider.local.apiserver.strategies import queueadmission
 from t9k_provider.local.machinery.fielderrors import Cause
 from t9k_provider.local.machinery.jsonvalues import json_copy
 from t9k_provider.local.machinery.printing import AGE_COLUMN, NAME_COLUMN, age
@@ -39,6 +40,7 @@ class CustomResourceStrategy(Strategy):
         return obj
 
     def prepare_for_create(self, obj: dict[str, Any], store: Store) -> None:
+        queueadmission.admit(obj, self.api_version, self.kind, store)
         if self.status_subresource:
             obj.pop("status", None)
 
