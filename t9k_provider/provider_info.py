@@ -32,7 +32,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": "TensorStack T9k", "python-modules": ["t9k_provider.triggers.job"]}
         ],
-        "extra-links": ["t9k_provider.links.job.T9kJobLink"],
+        "extra-links": ["t9k_provider.links.job.T9kJobLink", "t9k_provider.links.job.T9kTensorBoardLink"],
         "task-decorators": [
             {"name": name, "class-name": f"t9k_provider.decorators.tasks.{name}_task"}
             for name in ("t9k", "t9k_pytorch", "t9k_tensorflow", "t9k_xgboost", "t9k_deepspeed")
@@ -52,6 +52,8 @@ def get_provider_info() -> dict[str, Any]:
                     "namespace": {"label": "Namespace", "schema": _STRING},
                     "cluster_context": {"label": "Cluster context", "schema": _STRING},
                     "disable_verify_ssl": {"label": "Disable SSL", "schema": _BOOL},
+                    "job_url_template": {"label": "T9k Job link template", "schema": _STRING},
+                    "tensorboard_url_template": {"label": "TensorBoard link template", "schema": _STRING},
                 },
                 "ui-field-behaviour": {
                     "hidden-fields": ["host", "schema", "login", "password", "port", "extra"]
@@ -64,12 +66,23 @@ def get_provider_info() -> dict[str, Any]:
                 "options": {
                     "job_url_template": {
                         "description": "URL of the 'T9k Job' extra link; placeholders {namespace}, {name}, "
-                        "{kind}, {plural} and {uid}. Empty hides the link.",
+                        "{kind}, {plural} and {uid}. The operator's job_url_template and the connection's "
+                        "extra of that name come first. Empty hides the link.",
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "https://t9k.example.com/t9k/jobs/{namespace}/{kind}/{name}",
                         "default": "",
-                    }
+                    },
+                    "tensorboard_url_template": {
+                        "description": "URL of the 'TensorBoard' extra link of a job with a tensorboardSpec; "
+                        "the placeholders of job_url_template ({name}: the job's, which its TensorBoard "
+                        "bears). The operator's tensorboard_url_template and the connection's extra of that "
+                        "name come first. Empty hides the link.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "https://t9k.example.com/t9k/tensorboards/{namespace}/{name}",
+                        "default": "",
+                    },
                 },
             }
         },

@@ -28,6 +28,11 @@ from t9k_provider.kube import podlogs as pod_logs
 if TYPE_CHECKING:
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
 
+#: The templates of the task's extra links (``links.job``) a connection may carry, with their form labels.
+LINK_FIELDS = {
+    "job_url_template": "T9k Job link template",
+    "tensorboard_url_template": "TensorBoard link template",
+}
 #: Connection extras this hook reads; the ``t9k`` connection type declares exactly these.
 CONNECTION_FIELDS = (
     "in_cluster",
@@ -36,6 +41,7 @@ CONNECTION_FIELDS = (
     "namespace",
     "cluster_context",
     "disable_verify_ssl",
+    *LINK_FIELDS,
 )
 T = TypeVar("T")
 #: Seconds to open a connection; a watch's read waits for its own timeout plus this.
@@ -75,9 +81,24 @@ class T9kHook(KubernetesHook):
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Airflow < 3.2 form: the kubernetes fields this hook reads (no XCom-sidecar fields)."""
+        """Airflow < 3.2 form: the kubernetes fields this hook reads (no XCom-sidecar fields), and the links'
+        templates."""
+        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+        from flask_babel import lazy_gettext
+        from wtforms import StringField
+
         widgets = super().get_connection_form_widgets()
-        return {name: widget for name, widget in widgets.items() if name in CONNECTION_FIELDS}
+        kept = {name: widget for name, widget in widgets.items() if name in CONNECTION_FIELDS}
+        links = {
+            name: StringField(lazy_gettext(label), widget=BS3TextFieldWidget())
+            for name, label in LINK_FIELDS.items()
+        }
+        return {**kept, **links}
+
+    def link_template(self, option: str) -> str | None:
+        """The connection's template of an extra link (``LINK_FIELDS``), None when it has none."""
+        value = self._get_field(option)
+        return str(value) if value else None
 
     @cached_property
     def credentials(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import BaseOperator, conf
 
-from t9k_provider.links.job import T9kJobLink
+from t9k_provider.links.job import T9kJobLink, T9kTensorBoardLink, TemplatedLink, declares_tensorboard
 from t9k_provider.operators.checkpoints import checked_volume
 from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout, with_retry_policy
 from t9k_provider.operators.kill import KillSwitch
@@ -27,6 +27,8 @@ from t9k_provider.operators.options import OnFinishAction, OnKillAction, choose,
 from t9k_provider.operators.options import ReattachPolicy as Reattach
 
 if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
     from t9k_provider.hooks.t9k import T9kHook
     from t9k_provider.jobclient.client import JobClient
     from t9k_provider.jobclient.identity import JobRef
@@ -82,8 +84,12 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         None prints the logs once the job is finished.
     :param failure_log_lines: log lines of the failing replica included in the failure report.
     :param retry_on_job_failure: raise a retryable error (a new job on retry) instead of failing for good.
-    :param job_url_template: URL of the extra link, e.g. ``https://t9k.example/jobs/{namespace}/{name}``;
-        default ``[t9k] job_url_template``.
+    :param job_url_template: URL of the "T9k Job" extra link, e.g.
+        ``https://t9k.example/jobs/{namespace}/{name}``; default: the connection's extra of that name, else
+        ``[t9k] job_url_template``.
+    :param tensorboard_url_template: URL of the "TensorBoard" extra link of a job with a ``tensorboardSpec``
+        (the same placeholders); default: the connection's extra of that name, else
+        ``[t9k] tensorboard_url_template``.
     :param exact_name: submit an explicit ``metadata.name`` as it is; by default it is the prefix of a name
         unique to the task instance (as ``generateName`` is), so mapped instances and later runs never
         collide.
@@ -94,7 +100,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
     )  # fmt: skip
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers = {"manifest": "yaml"}
-    operator_extra_links = (T9kJobLink(),)
+    operator_extra_links = (T9kJobLink(), T9kTensorBoardLink())
     ui_color = "#e8f0fe"
 
     #: Set by the per-kind subclasses; None accepts every kind.
@@ -129,6 +135,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         failure_log_lines: int = 50,
         retry_on_job_failure: bool = False,
         job_url_template: str | None = None,
+        tensorboard_url_template: str | None = None,
         exact_name: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -169,15 +176,36 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         self.failure_log_lines = failure_log_lines
         self.retry_on_job_failure = retry_on_job_failure
         self.job_url_template = job_url_template
+        self.tensorboard_url_template = tensorboard_url_template
         self.exact_name = exact_name
         self._job: JobRef | None = None
+        self._outcome: Outcome | None = None
         #: What a kill stops, aimed in ``execute`` before the task can create or wait for anything.
         self._kill = KillSwitch(self.on_kill_action)
 
     @property
     def job_url(self) -> str | None:
-        """The extra link's URL for the job this task submitted or adopted (None before that)."""
-        return T9kJobLink.url(self._job._asdict(), self.job_url_template) if self._job else None
+        """The "T9k Job" link's URL for the job this task submitted or adopted (None before that)."""
+        return self._link_url(T9kJobLink, self.job_url_template)
+
+    @property
+    def tensorboard_url(self) -> str | None:
+        """The "TensorBoard" link's URL for that job, when it has a TensorBoard (None otherwise)."""
+        return (
+            self._link_url(T9kTensorBoardLink, self.tensorboard_url_template)
+            if self.has_tensorboard()
+            else None
+        )
+
+    def has_tensorboard(self) -> bool:
+        """Hook point: whether the job gets a TensorBoard (read from the rendered manifest, so that an
+        operator resumed after a deferral knows it too)."""
+        return declares_tensorboard(self.manifest)
+
+    def _link_url(self, link: type[TemplatedLink], template: str | None) -> str | None:
+        if self._job is None:
+            return None
+        return link.url(self._job._asdict(), template, self.hook.link_template(link.option))
 
     @cached_property
     def hook(self) -> T9kHook:
@@ -223,7 +251,8 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         self._job = ref
         self._kill_aims_at(ref)
         ti.xcom_push(key=IDENTITY_XCOM_KEY, value=ref._asdict())
-        T9kJobLink.persist(context, self.job_url)
+        for link in self.operator_extra_links:
+            link.persist(context, self)
         if not self.wait_for_completion:
             return job_status.summary(job)
         limits = self._limits(context)
@@ -241,6 +270,21 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
     def failure_lead(self, outcome: Outcome) -> FailureLead | None:
         """Hook point: what a failed job's message leads with besides its report (None: nothing to add)."""
         return None
+
+    def concluded(self, outcome: Outcome) -> None:
+        """How the job ended, kept for the lineage Airflow asks for once the task ends."""
+        self._outcome = outcome
+
+    def get_openlineage_facets_on_start(self, task_instance: Any = None) -> OperatorLineage:
+        """Airflow's OpenLineage provider calls this when the task starts, and the same as ``..._on_complete``
+        and ``..._on_failure`` when it ended: the lineage of what the task holds then (``lineage``)."""
+        from t9k_provider.operators import lineage
+
+        return lineage.facets(
+            self.manifest, self.namespace, self._job, self._outcome, self.inlets, self.outlets
+        )
+
+    get_openlineage_facets_on_complete = get_openlineage_facets_on_failure = get_openlineage_facets_on_start
 
     def _limits(self, context: Any) -> WaitLimits:
         from t9k_provider.waiting.limits import WaitLimits, execution_deadline

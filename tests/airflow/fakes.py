@@ -66,8 +66,12 @@ class FakeHook:
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.nodes: list[dict[str, Any]] = []
         self.default_namespace = "conn-ns"
+        self.link_templates: dict[str, str] = {}  # the connection's extras of the links' templates
         self.credentials = {"in_cluster": False, "kubeconfig": {"clusters": []}, "context": None}
         self._uid = 0
+
+    def link_template(self, option: str) -> str | None:
+        return self.link_templates.get(option)
 
     def _maybe_fail(self, method: str) -> None:
         queue = self.failures.get(method)

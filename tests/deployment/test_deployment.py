@@ -279,7 +279,9 @@ def test_extra_link_resolves_to_the_job(
     job = job_of(cluster, "pytorchtrainingjobs", "dep_pipeline", run_id, "train")
     assert job is not None
     url = JOB_URL_TEMPLATE.format(namespace="default", name=job["metadata"]["name"])
-    assert airflow.extra_links("dep_pipeline", run_id, "train") == {"T9k Job": url}
+    links = airflow.extra_links("dep_pipeline", run_id, "train")
+    assert links["T9k Job"] == url
+    assert not links.get("TensorBoard")  # the job has no tensorboardSpec
 
 
 def test_marking_a_deferred_task_failed_deletes_its_job(

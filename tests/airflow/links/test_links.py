@@ -1,4 +1,5 @@
-"""The "T9k Job" extra link: rendered from the operator that ran (Airflow 3), read from XCom (Airflow 2)."""
+"""The "T9k Job" and "TensorBoard" extra links: rendered from the operator that ran (Airflow 3), read from
+XCom (Airflow 2); their templates from the operator, the connection or the ``[t9k]`` options."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from t9k_provider.links import job as link_module
-from t9k_provider.links.job import T9kJobLink
+from t9k_provider.links.job import T9kJobLink, T9kTensorBoardLink
 from t9k_provider.operators import T9kJobOperator
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 from tests.airflow.fakes import FakeHook, FakeTI
 from tests.airflow.versions import TaskDeferralError, airflow3_only
-from tests.support.builders import generic_manifest
+from tests.support.builders import generic_manifest, make_container, make_job, make_template
 
 TEMPLATE = "https://t9k.example/{namespace}/{kind}/{name}"
 
@@ -175,3 +177,121 @@ def test_link_survives_a_failed_trigger(fake_hook: FakeHook, context: dict[str, 
     with pytest.raises(TaskDeferralError):
         resumed.resume_execution("__fail__", {"error": "Trigger failure"}, {"ti": ResumedTI()})
     assert T9kJobLink().get_link(resumed, ti_key=ti) == stored[T9kJobLink().xcom_key]
+
+
+TB_TEMPLATE = "https://t9k.example/tensorboards/{namespace}/{name}"
+
+
+def trained(**kwargs: Any) -> T9kJobOperator:
+    """A PyTorchTrainingJob with a ``tensorboardSpec``, submitted without waiting (YAML text, as a rendered
+    template file leaves the manifest)."""
+    template = make_template(make_container("pytorch"))
+    manifest = make_job("PyTorchTrainingJob", "", {
+        "tensorboardSpec": {"trainingLogFilesets": ["t9k://pvc/logs/runs"]},
+        "replicaSpecs": [{"type": "worker", "replicas": 1, "template": template}],
+    })  # fmt: skip
+    del manifest["metadata"]["name"]
+    return T9kJobOperator(
+        task_id="train", manifest=yaml.safe_dump(manifest), wait_for_completion=False, **kwargs
+    )
+
+
+def test_tensorboard_link_only_for_a_job_with_a_tensorboard(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(link_module, "XCom", NoXCom if AIRFLOW_V_3_0_PLUS else StoredXCom)
+    op = trained(tensorboard_url_template=TB_TEMPLATE)
+    op.__dict__["hook"] = fake_hook
+    assert op.tensorboard_url is None  # nothing submitted yet
+    op.execute(context)
+    url = f"https://t9k.example/tensorboards/conn-ns/{ti.xcoms['t9k_job']['name']}"
+    assert op.tensorboard_url == url and ti.xcoms[T9kTensorBoardLink().xcom_key] == url
+    assert T9kTensorBoardLink().get_link(op, ti_key=ti) == url
+
+    plain = FakeTI()  # a GenericJob without a TensorBoard: no link, whatever the template
+    job = make(FakeHook(), tensorboard_url_template=TB_TEMPLATE, job_url_template=TEMPLATE)
+    job.execute({"ti": plain, "run_id": plain.run_id})
+    assert job.tensorboard_url is None and T9kTensorBoardLink().xcom_key not in plain.xcoms
+    assert T9kTensorBoardLink().get_link(job, ti_key=plain) == ""
+    assert job.job_url  # the job's own link is there
+
+
+@pytest.mark.parametrize(
+    ("argument", "connection", "option", "chosen"),
+    [
+        ("https://arg/{name}", "https://conn/{name}", "https://conf/{name}", "https://arg/"),
+        (None, "https://conn/{name}", "https://conf/{name}", "https://conn/"),
+        (None, None, "https://conf/{name}", "https://conf/"),
+        (None, None, None, None),
+    ],
+)
+def test_a_template_comes_from_the_operator_then_the_connection_then_the_option(
+    fake_hook: FakeHook,
+    context: dict[str, Any],
+    ti: FakeTI,
+    monkeypatch: pytest.MonkeyPatch,
+    argument: str | None,
+    connection: str | None,
+    option: str | None,
+    chosen: str | None,
+) -> None:
+    for link in (T9kJobLink, T9kTensorBoardLink):
+        if connection:
+            fake_hook.link_templates[link.option] = connection
+        if option:
+            monkeypatch.setenv(f"AIRFLOW__T9K__{link.option.upper()}", option)
+    op = trained(job_url_template=argument, tensorboard_url_template=argument)
+    op.__dict__["hook"] = fake_hook
+    op.execute(context)
+    name = ti.xcoms["t9k_job"]["name"]
+    expected = f"{chosen}{name}" if chosen else None
+    assert (op.job_url, op.tensorboard_url) == (expected, expected)
+
+
+@airflow3_only("the worker renders extra links on the operator that ran")
+def test_a_resumed_operator_renders_the_tensorboard_link_from_its_manifest(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a deferral a fresh operator resumes with only the trigger's event: the link needs no XCom."""
+    monkeypatch.setattr(link_module, "XCom", NoXCom)
+    first = trained(tensorboard_url_template=TB_TEMPLATE)
+    first.__dict__["hook"] = fake_hook
+    first.execute(context)
+    resumed = trained(tensorboard_url_template=TB_TEMPLATE)
+    resumed.__dict__["hook"] = fake_hook
+    stored = dict(ti.xcoms)
+
+    class ResumedTI(FakeTI):
+        def xcom_pull(self, *, task_ids: str, key: str) -> Any:
+            return stored.get(key)
+
+    with pytest.raises(TaskDeferralError):
+        resumed.resume_execution("__fail__", {"error": "Trigger failure"}, {"ti": ResumedTI()})
+    assert T9kTensorBoardLink().get_link(resumed, ti_key=ti) == stored[T9kTensorBoardLink().xcom_key]
+
+
+def test_airflow_2_webserver_reads_the_persisted_tensorboard_url(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(link_module, "RENDERED_IN_WORKER", False)
+    monkeypatch.setattr(link_module, "XCom", StoredXCom)
+    op = trained(tensorboard_url_template=TB_TEMPLATE)
+    op.__dict__["hook"] = fake_hook
+    op.execute(context)
+    fresh = trained()  # the webserver's copy: never ran, no template
+    assert T9kTensorBoardLink().get_link(fresh, ti_key=ti) == ti.xcoms[T9kTensorBoardLink().xcom_key]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "declared"),
+    [
+        ({"spec": {"tensorboardSpec": {"trainingLogFilesets": ["t9k://pvc/a/b"]}}}, True),
+        ("spec:\n  tensorboardSpec:\n    trainingLogFilesets: [t9k://pvc/a/b]\n", True),
+        ({"spec": {"replicaSpecs": []}}, False),
+        ({"spec": {"tensorboardSpec": None}}, False),
+        ("spec: [unclosed", False),
+        ("just text", False),
+    ],
+)
+def test_declares_tensorboard(manifest: Any, declared: bool) -> None:
+    assert link_module.declares_tensorboard(manifest) is declared
