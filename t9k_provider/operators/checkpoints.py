@@ -75,7 +75,7 @@ def with_checkpoints(
         {"name": RESTARTS_ENV, "valueFrom": restarts},
     ]
     mount = {"name": VOLUME, "mountPath": MOUNT_PATH, "subPath": subdirectory(identity)}
-    for spec in _pod_specs(manifest.get("spec")):
+    for spec in pod_specs(manifest.get("spec")):
         if any(v.get("name") == VOLUME for v in spec.get("volumes") or []):
             raise Clash(f"checkpoint_volume: the manifest has a volume named {VOLUME!r} already")
         spec["volumes"] = [*(spec.get("volumes") or []), {"name": VOLUME, **volume}]
@@ -90,16 +90,16 @@ def with_checkpoints(
     return manifest
 
 
-def _pod_specs(node: Any) -> list[dict[str, Any]]:
+def pod_specs(node: Any) -> list[dict[str, Any]]:
     """Every pod spec in a job's spec, whatever the kind nests it under (``replicaSpecs[].template``,
     ``worker.template``, a Beam job's templates): a dict with a ``containers`` list."""
     if isinstance(node, list):
-        return [spec for item in node for spec in _pod_specs(item)]
+        return [spec for item in node for spec in pod_specs(item)]
     if not isinstance(node, dict):
         return []
     if isinstance(node.get("containers"), list):
         return [node]
-    return [spec for value in node.values() for spec in _pod_specs(value)]
+    return [spec for value in node.values() for spec in pod_specs(value)]
 
 
 def _safe(part: str) -> str:

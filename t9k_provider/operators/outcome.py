@@ -56,8 +56,9 @@ FAILS: dict[str, type[Exception]] = {
 @dataclass(frozen=True)
 class Outcome:
     """How the job ended, as the conclusion found it: ``job`` as just read, its ``pods`` (None: they could
-    not be listed), what they used (None: not known), what the leader reported, and the pod of the replica
-    that failed first (None: none, or no pod tells)."""
+    not be listed), what they used (None: not known), what the leader reported, the pod of the replica
+    that failed first (None: none, or no pod tells) and the class of a failure (None: a success, or an
+    ending of no class)."""
 
     ref: JobRef
     job: dict[str, Any]
@@ -65,6 +66,7 @@ class Outcome:
     usage: dict[str, Any] | None
     progress: ReportedProgress | None
     failed_first: str | None = None
+    ending: endings.Ending | None = None
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -95,6 +97,9 @@ class Concluding(Protocol):
 
     def failure_lead(self, outcome: Outcome) -> FailureLead | None:
         """What a failed job's message leads with besides the replica that failed first (None: nothing)."""
+
+    def concluded(self, outcome: Outcome) -> None:
+        """Told how the job ended before the task returns or raises (the task's lineage reports it)."""
 
 
 def conclude(
@@ -143,7 +148,9 @@ def _end(
     if state == "succeeded":
         client.mark_checked(ref)
         log.info("job %s/%s succeeded", ref.namespace, ref.name)
-        value = task.job_result(Outcome(ref, job, listed, used, progress))
+        outcome = Outcome(ref, job, listed, used, progress)
+        task.concluded(outcome)
+        value = task.job_result(outcome)
         if task.on_finish_action in ("delete", "delete_on_success"):
             client.delete(ref)
         return value
@@ -152,14 +159,16 @@ def _end(
     )
     if state == "failed":
         client.mark_checked(ref)
-        lead = task.failure_lead(Outcome(ref, job, listed, used, progress, report.first))
+        ending = endings.of_failed_job(job, listed, report.first)
+        outcome = Outcome(ref, job, listed, used, progress, report.first, ending)
+        lead = task.failure_lead(outcome)
+        task.concluded(outcome)
         if task.on_finish_action == "delete":
             client.delete(ref)
         message = f"job {ref.namespace}/{ref.name} failed: {report.lead or job_status.failure_reason(job)}"
         message += f"\n{report.text}"
         if lead is not None:
             message = f"{message}\n{lead.text}" if lead.after else f"{lead.text}\n{message}"
-        ending = endings.of_failed_job(job, listed, report.first)
         if ending.lead:
             message = f"{ending.lead}\n{message}"
         log.error("%s", message)
@@ -175,10 +184,11 @@ def _end(
         line for line in (f"job {ref.namespace}/{ref.name}: {reason}", report.lead, report.text) if line
     )
     log.error("%s", message)
-    if (kind := endings.of_limit(result.limit)) is not None:
+    kind = endings.of_limit(result.limit) or ("timeout" if result.status == "timeout" else None)
+    ending = endings.Ending(kind) if kind is not None else None
+    task.concluded(Outcome(ref, job, listed, used, progress, report.first, ending))
+    if kind is not None:
         raise FAILS[kind](message)
-    if result.status == "timeout":
-        raise T9kJobTimeout(message)
     if result.status == "failed" or result.retryable is False:
         raise AirflowFailException(message)
     raise AirflowException(message)

@@ -36,7 +36,7 @@ def built(manifest: dict[str, Any], ti: FakeTI, **options: Any) -> dict[str, Any
 
 def containers_of(manifest: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(pod spec, container) for every container of every pod template."""
-    return [(spec, c) for spec in checkpoints._pod_specs(manifest["spec"]) for c in spec["containers"]]
+    return [(spec, c) for spec in checkpoints.pod_specs(manifest["spec"]) for c in spec["containers"]]
 
 
 @pytest.mark.parametrize("fixture", KIND_FIXTURES)
