@@ -2,7 +2,8 @@
 
 ``run`` serves in the foreground (API server; the controllers, a kubelet per node and the T9k controller as
 child processes); ``up`` starts ``run`` in the background and returns once the API answers; ``down`` stops
-it; ``status`` reports it; ``node stop|start NAME`` stops a node's kubelet or starts it again.
+it; ``status`` reports it; ``connection`` prints an Airflow connection to it (the kubeconfig and the console's
+link templates); ``node stop|start NAME`` stops a node's kubelet or starts it again.
 ``controllers``, ``kubelet`` and ``console`` are the child processes ``run`` starts.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -211,6 +213,7 @@ def cmd_down(args: argparse.Namespace, state: StateDir) -> int:
 
 
 def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
+    from t9k_provider.local.console.server import read_console
     from t9k_provider.local.state import ready
 
     info = state.running(clean=True)
@@ -222,6 +225,9 @@ def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
     print(f"  server:     https://127.0.0.1:{info.port}" if info.port else "  server:     starting")
     print(f"  ready:      {'yes' if healthy else 'no'}")
     print(f"  kubeconfig: {state.kubeconfig}")
+    console = read_console(state.path)
+    if console.get("url"):
+        print(f"  console:    {console['url']}")
     components = read_status(state)
     for name, component in components.items():
         restarts = component.get("restarts", 0)
@@ -233,6 +239,18 @@ def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
             print("\n".join(f"      | {line}" for line in last.get("logTail") or []))
     failing = any(c.get("state") != "running" for c in components.values())
     return 0 if healthy and not failing else 1
+
+
+def cmd_connection(args: argparse.Namespace, state: StateDir) -> int:
+    """The ``kubernetes`` connection to this cluster as JSON, for ``AIRFLOW_CONN_KUBERNETES_DEFAULT``: its
+    kubeconfig, and the templates of the "T9k Job" and "TensorBoard" links (the console's pages)."""
+    from t9k_provider.local.console.connection import airflow_connection
+
+    if state.running(clean=True) is None:
+        print(f"t9k-local: not running on {state.path}", file=sys.stderr)
+        return 1
+    print(json.dumps(airflow_connection(state, args.timeout)))
+    return 0
 
 
 def _command(sub: argparse._SubParsersAction, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -320,6 +338,10 @@ def build_parser() -> argparse.ArgumentParser:
     down = _command(sub, "down", "stop the background cluster")
     down.add_argument("--timeout", type=float, default=30.0, help="seconds to wait before SIGKILL")
     _command(sub, "status", "show whether the cluster runs")
+    connection = _command(sub, "connection", "print an Airflow connection to the running cluster (JSON)")
+    connection.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for the console to publish its address"
+    )
     _internal_commands(sub)
     return parser
 
@@ -333,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": cmd_run,
         "down": cmd_down,
         "status": cmd_status,
+        "connection": cmd_connection,
         "node": cmd_node,
         "controllers": cmd_controllers,
         "kubelet": cmd_kubelet,

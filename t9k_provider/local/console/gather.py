@@ -42,6 +42,7 @@ class TensorBoardLink:
     name: str
     url: str | None
     message: str
+    failed: bool = False  # it cannot serve as specified (a change of its spec is needed)
 
 
 @dataclass
@@ -133,13 +134,21 @@ async def _tensorboard(kube: KubeApi, job: dict[str, Any]) -> TensorBoardLink | 
     if not dependent.get("name"):
         return None
     name = dependent["name"]
+    found = await tensorboard(kube, job["metadata"].get("namespace", "default"), name)
+    return found or TensorBoardLink(name, None, "not created yet")
+
+
+async def tensorboard(kube: KubeApi, namespace: str, name: str) -> TensorBoardLink | None:
+    """Where the TensorBoard ``namespace/name`` is served (its ``status.url`` while it is Ready), else why
+    not (its Ready condition's message); None when there is no such TensorBoard."""
     try:
-        tb = await kube.get(TENSORBOARDS, job["metadata"].get("namespace", "default"), name)
+        tb = await kube.get(TENSORBOARDS, namespace, name)
     except ApiError as exc:
         if exc.status != 404:
             raise
-        return TensorBoardLink(name, None, "not created yet")
+        return None
     status = tb.get("status") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
     url = status.get("url") if ready.get("status") == "True" else None
-    return TensorBoardLink(name, url, str(ready.get("message") or status.get("phase") or "not ready yet"))
+    message = str(ready.get("message") or status.get("phase") or "not ready yet")
+    return TensorBoardLink(name, url, message, failed=status.get("phase") == "Failed")

@@ -75,6 +75,17 @@ def not_found_page(what: str) -> str:
     return _document("Not found", body)
 
 
+def tensorboard_page(namespace: str, tb: TensorBoardLink) -> str:
+    """A TensorBoard that does not serve (yet): why, as its Ready condition says; the page reloads itself
+    while the TensorBoard may still become Ready, and the console then redirects to it."""
+    what = "cannot serve" if tb.failed else "is not ready yet"
+    body = (
+        f'<p><a href="/">All jobs</a></p><h1>TensorBoard {escape(namespace)}/{escape(tb.name)} {what}</h1>'
+        f"<p>{escape(tb.message)}</p>"
+    )
+    return _document(f"TensorBoard {namespace}/{tb.name}", body, refresh=not tb.failed)
+
+
 def _replica_name(pod: dict[str, Any]) -> str:
     labels = pod["metadata"].get("labels") or {}
     if LABEL_REPLICA_TYPE in labels:

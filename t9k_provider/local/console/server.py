@@ -1,8 +1,10 @@
 """The console's HTTP server on 127.0.0.1, and ``STATE/console.json``, which says where it answers.
 
 ``console.json`` holds ``url`` (the base URL), ``jobUrlTemplate`` (``<url>/jobs/{namespace}/{kind}/{name}``,
-the format of ``[t9k] job_url_template``) and ``pid``. A restarted console keeps its port when it is free,
-so links already handed out keep working.
+the format of ``[t9k] job_url_template``), ``tensorboardUrlTemplate``
+(``<url>/tensorboards/{namespace}/{name}``, which redirects to where the TensorBoard serves once it is Ready,
+and says why not before) and ``pid``. A restarted console keeps its port when it is free, so links already
+handed out keep working.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 CONSOLE_FILE = "console.json"
 HOST = "127.0.0.1"
 JOB_PATH_TEMPLATE = "/jobs/{namespace}/{kind}/{name}"
+TENSORBOARD_PATH_TEMPLATE = "/tensorboards/{namespace}/{name}"
 KUBE: web.AppKey[KubeApi] = web.AppKey("kube", KubeApi)
 CORE: web.AppKey[CoreV1Api] = web.AppKey("core", CoreV1Api)
 
@@ -60,6 +63,18 @@ async def _job(request: web.Request) -> web.Response:
     return _html(pages.job_page(page))
 
 
+async def _tensorboard(request: web.Request) -> web.Response:
+    """The TensorBoard's own address (its ``status.url``) while it is Ready, so a link made before it was
+    serving leads there; a page that says why it does not serve otherwise (503), or 404."""
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    tb = await gather.tensorboard(request.app[KUBE], namespace, name)
+    if tb is None:
+        return _html(pages.not_found_page(f"TensorBoard {namespace}/{name} does not exist"), 404)
+    if tb.url:
+        raise web.HTTPFound(tb.url)
+    return _html(pages.tensorboard_page(namespace, tb), 503)
+
+
 async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
@@ -69,6 +84,7 @@ def make_app(kube: KubeApi, core: CoreV1Api) -> web.Application:
     app[KUBE], app[CORE] = kube, core
     app.router.add_get("/", _index)
     app.router.add_get(JOB_PATH_TEMPLATE, _job)
+    app.router.add_get(TENSORBOARD_PATH_TEMPLATE, _tensorboard)
     app.router.add_get("/healthz", _healthz)
     return app
 
@@ -108,7 +124,12 @@ async def serve(kubeconfig: Path, state_dir: Path) -> None:
         await site.start()
         bound = runner.addresses[0][1]
         url = f"http://{HOST}:{bound}"
-        info = {"url": url, "jobUrlTemplate": url + JOB_PATH_TEMPLATE, "pid": os.getpid()}
+        info = {
+            "url": url,
+            "jobUrlTemplate": url + JOB_PATH_TEMPLATE,
+            "tensorboardUrlTemplate": url + TENSORBOARD_PATH_TEMPLATE,
+            "pid": os.getpid(),
+        }
         _publish(state_dir, info)
         log.info("t9k-local console on %s (pages: %s)", url, info["jobUrlTemplate"])
         await asyncio.Event().wait()

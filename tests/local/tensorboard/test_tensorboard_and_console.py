@@ -240,3 +240,76 @@ def test_console_process_answers_on_loopback_only_and_keeps_its_port(
             proc.terminate()
             assert proc.wait(15) == 0, log.read_text()
     assert urls[0] == urls[1]  # a restarted console keeps its port
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any) -> None:
+        return None  # the 302 itself is the answer to look at
+
+
+def answer(url: str) -> tuple[int, str, str | None]:
+    """Status, body and ``Location`` of a console answer, redirects not followed."""
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(url, timeout=10) as response:
+            return response.status, response.read().decode(), response.headers.get("Location")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), exc.headers.get("Location")
+
+
+def test_tensorboard_link_redirects_to_the_served_tensorboard_or_says_why_not(
+    training: str, console: dict[str, Any], custom: client.CustomObjectsApi
+) -> None:
+    """The console's TensorBoard address (the "TensorBoard" link's target on this cluster) leads to where the
+    TensorBoard serves once it is Ready; before, and for one that cannot serve, it says why."""
+    link = console["tensorboardUrlTemplate"]
+    assert link == console["url"] + "/tensorboards/{namespace}/{name}"
+
+    def redirected() -> str | None:
+        status, _, location = answer(link.format(namespace=NS, name=training))
+        return location if status == 302 else None
+
+    location = wait_for(f"the console redirecting to TensorBoard {training}", redirected, timeout=90)
+    assert location == tensorboard(custom, training)["status"]["url"]
+    status, page = get(link.format(namespace=NS, name=training))  # followed: TensorBoard's own page
+    assert status == 200 and "<tb-webapp>" in page
+
+    name = "bad-link-claim"
+    board = {
+        "apiVersion": "tensorstack.dev/v1beta1",
+        "kind": "TensorBoard",
+        "metadata": {"name": name},
+        "spec": {"trainingLogFilesets": ["t9k://pvc/no-such-claim-for-link/logs"]},
+    }
+    custom.create_namespaced_custom_object("tensorstack.dev", "v1beta1", NS, "tensorboards", board)
+    wait_for(f"TensorBoard {name} judged", lambda: ready_condition(tensorboard(custom, name)), timeout=30)
+    status, page, location = answer(link.format(namespace=NS, name=name))
+    assert (status, location) == (503, None)
+    assert f"TensorBoard {NS}/{name} is not ready yet" in page
+    assert "persistentvolumeclaim &quot;no-such-claim-for-link&quot; not found" in page
+
+    status, page, _ = answer(link.format(namespace=NS, name="%3Cscript%3E"))
+    assert status == 404 and "TensorBoard default/&lt;script&gt; does not exist" in page
+
+
+def test_connection_command_prints_the_kubeconfig_and_the_console_templates(
+    cluster: LocalCluster, console: dict[str, Any]
+) -> None:
+    """``t9k-local connection``: what ``AIRFLOW_CONN_KUBERNETES_DEFAULT`` takes for this cluster."""
+    argv = [
+        sys.executable,
+        "-m",
+        "t9k_provider.local.cli",
+        "connection",
+        "--state-dir",
+        str(cluster.state_dir),
+    ]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert json.loads(out) == {
+        "conn_type": "kubernetes",
+        "extra": {
+            "kube_config_path": str(cluster.kubeconfig),
+            "job_url_template": console["jobUrlTemplate"],
+            "tensorboard_url_template": console["tensorboardUrlTemplate"],
+        },
+    }
