@@ -11,10 +11,16 @@ The line is the whole protocol, so a program in any language can report too (doc
 the marker, one space, and a JSON object on one line: ``step`` a number >= 0 (required), ``total`` a number
 > 0 or null, ``metrics`` an object of numbers, strings or booleans. When it was written is the log's own
 timestamp. The standard library only: the TaskFlow runner ships this file to images without the package.
+
+Where ``T9K_TENSORBOARD_DIR`` is set (a decorated task's ``tensorboard=True``; the job's TensorBoard reads
+that directory), ``report`` also writes its numeric metrics there as TensorBoard scalars at step
+``int(step)``, with the first writer the image can import (``WRITERS``), opened on the first report. Without
+one, or when writing fails, it says so once on standard error and the training goes on without scalars.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import numbers
@@ -22,9 +28,18 @@ import os
 import sys
 from typing import Any, NamedTuple
 
-__all__ = ["MARKER", "Report", "parse", "report"]
+__all__ = ["MARKER", "TENSORBOARD_DIR_ENV", "Report", "parse", "report"]
 
 MARKER = "T9K_PROGRESS"
+TENSORBOARD_DIR_ENV = "T9K_TENSORBOARD_DIR"
+#: TensorBoard writers (module, class), tried in this order; torch's only where the training imported torch
+#: already (importing it for the writer alone costs seconds). Each takes the directory and has
+#: ``add_scalar(tag, value, step)`` and ``flush()``.
+WRITERS = (
+    ("torch.utils.tensorboard", "SummaryWriter"),
+    ("tensorboard.summary", "Writer"),
+    ("tensorboardX", "SummaryWriter"),
+)
 #: Metrics one line may carry, and the longest metric name: a report is a status line, not a dump.
 MAX_METRICS = 32
 MAX_NAME_CHARS = 64
@@ -48,6 +63,52 @@ def report(step: float, total: float | None = None, **metrics: float | str | boo
     line = {"step": checked.step, "total": checked.total, "metrics": checked.metrics}
     sys.stdout.write(f"{MARKER} {json.dumps(line, separators=(',', ':'), allow_nan=False)}\n")
     sys.stdout.flush()
+    directory = os.environ.get(TENSORBOARD_DIR_ENV)
+    if directory:
+        _scalars.write(directory, checked)
+
+
+class _Scalars:
+    """This process's TensorBoard writer: opened on the first report, off for good after a failure."""
+
+    def __init__(self) -> None:
+        self.writer: Any = None
+        self.off = False
+
+    def write(self, directory: str, checked: Report) -> None:
+        if self.off:
+            return
+        try:
+            if self.writer is None:
+                self.writer = _open_writer(directory)
+            step = int(checked.step)
+            for name, value in checked.metrics.items():
+                if not isinstance(value, (str, bool)):
+                    self.writer.add_scalar(name, value, step)
+            self.writer.flush()  # TensorBoard shows each report as it comes, and a crash loses none
+        except Exception as exc:
+            self.off = True
+            sys.stderr.write(
+                f"t9k_provider.progress: metrics are not written as TensorBoard scalars to {directory} "
+                f"({exc}); the training goes on without them\n"
+            )
+            sys.stderr.flush()
+
+
+def _open_writer(directory: str) -> Any:
+    for module_name, class_name in WRITERS:
+        if module_name.startswith("torch.") and "torch" not in sys.modules:
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        return getattr(module, class_name)(directory)
+    names = ", ".join(module_name for module_name, _ in WRITERS)
+    raise ImportError(f"no TensorBoard writer can be imported here: none of {names}")
+
+
+_scalars = _Scalars()
 
 
 def parse(text: str) -> Report | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import io
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -105,3 +107,101 @@ def test_the_module_needs_only_the_standard_library() -> None:
     }  # fmt: skip
     assert "json" in imported  # the probe reads the module's imports
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+def served_scalars(directory: Path) -> dict[str, list[tuple[int, float]]]:
+    """The scalars of an event directory as TensorBoard's own loader reads them (tag: [(step, value)])."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    events = EventAccumulator(str(directory))
+    events.Reload()
+    return {
+        tag: [
+            (e.step, round(float(tensor_util.make_ndarray(e.tensor_proto)), 4)) for e in events.Tensors(tag)
+        ]
+        for tag in events.Tags()["tensors"]
+    }
+
+
+@pytest.fixture
+def scalars_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """``T9K_TENSORBOARD_DIR`` set, and this process's writer not opened yet."""
+    monkeypatch.setattr(progress, "_scalars", progress._Scalars())
+    monkeypatch.setenv(progress.TENSORBOARD_DIR_ENV, str(tmp_path / "tb"))
+    return tmp_path / "tb"
+
+
+def test_reports_are_tensorboard_scalars_in_its_directory(
+    monkeypatch: pytest.MonkeyPatch, scalars_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("tensorboard")
+    for step, loss in ((1, 0.5), (2, 0.25), (3.7, 0.125)):
+        reported(monkeypatch, step, 10, loss=loss, phase="warmup", best=True)
+    reported(monkeypatch, 9, rank="1", loss=9.0)  # another rank writes nothing, here neither
+    assert served_scalars(scalars_dir) == {"loss": [(1, 0.5), (2, 0.25), (3, 0.125)]}  # no str, no bool
+    assert capsys.readouterr().err == ""
+
+
+def test_without_a_writer_the_training_goes_on_and_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, scalars_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(progress, "WRITERS", (("no_such_writer_module", "Writer"),))
+    lines = [reported(monkeypatch, step, 3, loss=1.0 / step) for step in (1, 2, 3)]
+    assert [parse(line.strip()).step for line in lines] == [1, 2, 3]  # type: ignore[union-attr]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"not written as TensorBoard scalars to {scalars_dir}" in err and "no_such_writer_module" in err
+    assert not scalars_dir.exists()
+
+
+def test_a_writer_that_fails_is_turned_off_once(
+    monkeypatch: pytest.MonkeyPatch, scalars_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("tensorboard")
+    scalars_dir.parent.mkdir(exist_ok=True)
+    scalars_dir.write_text("a file where the directory should be")
+    for step in (1, 2):
+        assert reported(monkeypatch, step, loss=0.5).startswith(MARKER)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the training goes on without them" in err, err
+
+
+PROBE = """
+import json, os, sys
+{before}
+from t9k_provider.progress import report
+report(1, 2, loss=0.5)
+from t9k_provider import progress
+writer = progress._scalars.writer
+loaded = sorted(m for m in ("torch", "tensorboard", "tensorboardX") if m in sys.modules)
+print(json.dumps({{"writer": type(writer).__module__ if writer else None, "loaded": loaded}}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "directory", "writer", "loaded"),
+    [
+        ("", False, None, []),  # unset: nothing imported
+        ("", True, "tensorboard.summary._writer", ["tensorboard"]),  # torch is not imported for it
+        ("import torch", True, "torch.utils.tensorboard.writer", ["tensorboard", "torch"]),
+    ],
+    ids=["unset", "no-torch", "torch"],
+)
+def test_which_writer_and_what_it_costs(
+    tmp_path: Path, before: str, directory: bool, writer: str | None, loaded: list[str]
+) -> None:
+    if directory:
+        pytest.importorskip("tensorboard")
+    if before:
+        pytest.importorskip("torch")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", progress.TENSORBOARD_DIR_ENV)}
+    if directory:
+        env[progress.TENSORBOARD_DIR_ENV] = str(tmp_path / "tb")
+    probe = PROBE.format(before=before)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(out.stdout.splitlines()[-1]) == {"writer": writer, "loaded": loaded}, out.stderr
+    if directory:
+        assert served_scalars(tmp_path / "tb") == {"loss": [(1, 0.5)]}
