@@ -36,6 +36,8 @@ for variable, path in (("{RUNNER_ENV}", "{RUNNER_PATH}"), ("{CALL_ENV}", "{CALL_
 API_VERSION = "batch.tensorstack.dev/v1beta1"
 #: No replica restarts; finished pods are kept at the end (rank 0's log holds the result), unfinished deleted.
 RUN_POLICY = {"backoffLimit": 0, "cleanUpPolicy": "Unfinished"}
+#: The kinds whose jobs have a TensorBoard (``spec.tensorboardSpec``): their decorators take ``tensorboard``.
+TENSORBOARD_KINDS = ("PyTorchTrainingJob", "TensorFlowTrainingJob")
 #: List items that ``manifest_override`` merges one by one, identified by the first key they all have.
 MERGE_KEYS = ("type", "mountPath", "name")
 

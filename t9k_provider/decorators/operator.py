@@ -66,6 +66,9 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
     :param retry_on_job_failure: True: a function that raised fails the task retryably (Airflow's
         ``retries``) unless its error says retrying cannot help; by default a bug fails it at once, whatever
         ``retries`` says (an infrastructure ending is retried either way).
+    :param tensorboard: ``@task.t9k_pytorch`` and ``@task.t9k_tensorflow``: the job gets a TensorBoard over
+        the task's log directory ``T9K_TENSORBOARD_DIR`` (``decorators.tensorboard``), where
+        ``progress.report`` writes its metrics as scalars; the task gets the "TensorBoard" link.
 
     Every other ``T9kJobOperator`` parameter works as there, except ``manifest`` and ``wait_for_completion``.
     """
@@ -98,6 +101,7 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
         manifest_override: dict[str, Any] | None = None,
         serializer: str = "json",
         retry_on_job_failure: bool = False,
+        tensorboard: bool = False,
         **kwargs: Any,
     ) -> None:
         recipe = self.recipe
@@ -106,12 +110,14 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             "serializer": serializer,
             "gpus": gpus,
             "container_resources": container_resources,
+            "tensorboard": tensorboard,
         }
         self.check_options({**kwargs, **checked})
         size = kwargs.pop(recipe.size_option, 1)
         launch = {option: kwargs.pop(option, default) for option, default in recipe.launch_options.items()}
         check(python_callable)
         self.serializer = serializer
+        self.tensorboard = tensorboard
         options = JobOptions(
             image=image or recipe.image,
             size=size,
@@ -153,6 +159,14 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
             value = options.get(option)
             if value is not None and not (option == "nproc_per_node" and value == "gpu"):
                 _positive(name, option, value)
+        tensorboard = options.get("tensorboard", False)
+        if not isinstance(tensorboard, bool):
+            raise TypeError(f"{name}: tensorboard must be True or False, got {tensorboard!r}")
+        if tensorboard and recipe.kind not in manifests.TENSORBOARD_KINDS:
+            raise TypeError(
+                f"{name} has no tensorboard: a {recipe.kind} has no TensorBoard (@task.t9k_pytorch and "
+                "@task.t9k_tensorflow have)"
+            )
         if options.get("run_policy") is not None and not recipe.takes_run_policy:
             raise TypeError(
                 f"{name} has no run_policy: a {recipe.kind} has none (use manifest_override for its spec)"
@@ -166,6 +180,26 @@ class T9kDecoratedOperator(DecoratedOperator, T9kJobOperator):
                 "(and in the image)"
             )
         choose(OnFinishAction, options.get("on_finish_action", "keep"), "on_finish_action")
+
+    # -- the job ----------------------------------------------------------------------------------------
+
+    def has_tensorboard(self) -> bool:
+        return self.tensorboard
+
+    def build_manifest(self, task_identity: dict[str, str] | None, try_number: int | None) -> dict[str, Any]:
+        """The typed operator's manifest, with the TensorBoard over this try's log directory when asked."""
+        body = super().build_manifest(task_identity, try_number)
+        if not self.tensorboard:
+            return body
+        from t9k_provider.decorators import tensorboard
+
+        where = tensorboard.log_dir(self.checkpoint_volume, self.instance_key(task_identity), try_number)
+        try:
+            body = tensorboard.with_tensorboard(body, where)
+        except tensorboard.Clash as exc:
+            raise AirflowFailException(str(exc)) from exc
+        (self.log.info if where.scratch is None else self.log.warning)("%s", where.note)
+        return body
 
     # -- the call ---------------------------------------------------------------------------------------
 

@@ -58,8 +58,7 @@ class TemplatedManifest:
         from t9k_provider.jobs import ManifestError, load
         from t9k_provider.operators import checkpoints
 
-        placeholder = {ident.DAG_ID: self.dag_id, ident.TASK_ID: self.task_id, ident.RUN_ID: "dry-run"}
-        key = task_identity or {**placeholder, ident.MAP_INDEX: "-1"}
+        key = self.instance_key(task_identity)
         try:
             model = load(self.manifest)
             if self.checkpoint_volume is not None:
@@ -91,6 +90,13 @@ class TemplatedManifest:
             annotations = ident.annotations(task_identity, try_number)
             meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
         return body
+
+    def instance_key(self, task_identity: dict[str, str] | None) -> dict[str, str]:
+        """The task instance the manifest is built for: ``task_identity``, or a dry run's placeholder."""
+        from t9k_provider.jobclient import identity as ident
+
+        placeholder = {ident.DAG_ID: self.dag_id, ident.TASK_ID: self.task_id, ident.RUN_ID: "dry-run"}
+        return task_identity or {**placeholder, ident.MAP_INDEX: "-1"}
 
     def followed(self, body: dict[str, Any]) -> Followed:
         """Whose logs the task follows and whose progress reports count; checked before any API call."""
