@@ -1,7 +1,9 @@
 """Deadlines for waiting on a job, checked by the wait's ``step`` in the worker and in the triggerer alike.
 
-Every limit is anchored to an absolute instant: the job's creation time (admission/scheduling), the moment its
-Running condition turned true (running), or an epoch deadline fixed when the task started (execution_timeout).
+Every limit is anchored to an absolute instant: the job's creation time (admission/scheduling, and the time in
+its T9k Queue's line), the moment its Queue admitted it (scheduling, for a job in a Queue: the time in line is
+``queue_timeout``'s, never ``startup_timeout``'s), the moment its Running condition turned true (running), or
+an epoch deadline fixed when the task started (execution_timeout).
 Restarting the triggerer or re-entering the worker therefore never extends a timeout. What has no timestamp
 of its own (an Unknown phase, a replica that cannot start) is anchored in ``first_seen``, which
 ``stages_seen`` and ``pods_seen`` return anew and the checks only read.
@@ -16,6 +18,7 @@ from typing import Any, Literal, NamedTuple
 
 from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.placement import unplaceable
+from t9k_provider.waiting.queueing import QueueRecord
 from t9k_provider.waiting.reported import ReportedProgress
 
 STALL = "progress_timeout"
@@ -40,6 +43,8 @@ class WaitLimits:
     pod_error_timeout: float | None = None
     #: Seconds a running job may go without a progress report (``waiting.reported``).
     progress_timeout: float | None = None
+    #: Seconds a job may wait in its T9k Queue's line, from its creation (``waiting.queueing``).
+    queue_timeout: float | None = None
 
     @classmethod
     def of(cls, options: Any, execution_deadline: float | None = None) -> WaitLimits:
@@ -91,8 +96,15 @@ class WaitLimits:
             seen.setdefault("pod_error", now)
         return seen
 
-    def check(self, job: dict[str, Any], now: float, first_seen: Mapping[str, float]) -> Verdict | None:
-        """Why waiting must stop now, or None; ``first_seen`` as ``stages_seen`` returned it for this look."""
+    def check(
+        self,
+        job: dict[str, Any],
+        now: float,
+        first_seen: Mapping[str, float],
+        queue: QueueRecord | None = None,
+    ) -> Verdict | None:
+        """Why waiting must stop now, or None; ``first_seen`` as ``stages_seen`` returned it for this look,
+        ``queue`` what the waits saw of the job's Queue (None: it names none, or it was not read)."""
         if self.execution_deadline is not None and now >= self.execution_deadline:
             return Verdict(
                 "timeout", "execution_timeout reached while waiting for the job", "execution_timeout"
@@ -105,7 +117,23 @@ class WaitLimits:
 
         state = job_status.outcome(job)
         if state == "pending":
-            if over(self.startup_timeout, job_status.created_at(job), "pending"):
+            created = job_status.created_at(job)
+            if queue is not None and queue.in_line:  # its Queue holds it: queue_timeout's time, not startup's
+                if over(self.queue_timeout, created, "pending"):
+                    message = f"not admitted by its queue within queue_timeout={self.queue_timeout:g}s: "
+                    return Verdict("timeout", message + queue.last, "queue_timeout")
+                return None
+            if queue is not None and queue.admitted_at is not None:
+                admitted = datetime.fromtimestamp(queue.admitted_at, timezone.utc)
+                if over(self.startup_timeout, max(admitted, created) if created else admitted, "pending"):
+                    return Verdict(
+                        "timeout",
+                        f"job still {job_status.phase(job) or 'Pending'} after startup_timeout="
+                        f"{self.startup_timeout:g}s since queue {queue.queue} admitted it (not scheduled)",
+                        "startup_timeout",
+                    )
+                return None
+            if over(self.startup_timeout, created, "pending"):
                 return Verdict(
                     "timeout",
                     f"job still {job_status.phase(job) or 'Pending'} after startup_timeout="
@@ -123,6 +151,21 @@ class WaitLimits:
             message = f"job phase Unknown for longer than unknown_timeout={self.unknown_timeout:g}s"
             return Verdict("failed", message, "unknown_timeout")
         return None
+
+    def needs_queue(
+        self, job: dict[str, Any], now: float, first_seen: Mapping[str, float], queue: QueueRecord | None
+    ) -> bool:
+        """Whether a verdict on a pending job waits for a fresh read of its Queue: one of its limits has
+        passed on what the waits saw (nothing yet: counted from the job's creation; in line: queue_timeout),
+        and a read may show the job admitted, or in line, or why it still waits."""
+        if queue is not None and queue.admitted_at is not None:
+            return False
+        created = job_status.created_at(job)
+        start = created.timestamp() if created else first_seen.get("pending", now)
+        limits = (self.queue_timeout,) if queue is not None and queue.in_line else (
+            self.queue_timeout, self.startup_timeout,
+        )  # fmt: skip
+        return any(limit is not None and now - start >= limit for limit in limits)
 
     def progress_deadline(
         self,

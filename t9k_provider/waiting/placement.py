@@ -9,9 +9,10 @@ are left to ``startup_timeout``.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
-from t9k_provider.kube.resources import whole_units
+from t9k_provider.kube.resources import parse_quantity, whole_units
 
 #: How long what the nodes can give is trusted before the wait reads it again (nodes join and leave).
 NODES_TTL_SECONDS = 60.0
@@ -32,24 +33,29 @@ def largest_allocatable(nodes: list[dict[str, Any]]) -> dict[str, int]:
     return largest
 
 
-def _requests(pod: dict[str, Any]) -> dict[str, int]:
-    """The pod's effective request of each extended resource: its containers' sum, or the largest init
-    container's, whichever is more (an extended resource's request defaults to its limit)."""
+def pod_requests(pod: dict[str, Any]) -> dict[str, Decimal]:
+    """The pod's effective request of each resource: its containers' sum, or the largest init container's,
+    whichever is more (a request defaults to its limit), as the scheduler and a queue count it."""
 
-    def of(container: dict[str, Any]) -> dict[str, int]:
+    def of(container: dict[str, Any]) -> dict[str, Decimal]:
         resources = container.get("resources") or {}
         wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        return {n: c for n, v in wanted.items() if _extended(n) and (c := whole_units(v)) is not None}
+        return {n: q for n, v in wanted.items() if (q := parse_quantity(v)) is not None}
 
     spec = pod.get("spec") or {}
-    total: dict[str, int] = {}
+    total: dict[str, Decimal] = {}
     for container in spec.get("containers") or []:
-        for name, count in of(container).items():
-            total[name] = total.get(name, 0) + count
+        for name, amount in of(container).items():
+            total[name] = total.get(name, Decimal(0)) + amount
     for container in spec.get("initContainers") or []:
-        for name, count in of(container).items():
-            total[name] = max(total.get(name, 0), count)
+        for name, amount in of(container).items():
+            total[name] = max(total.get(name, Decimal(0)), amount)
     return total
+
+
+def _requests(pod: dict[str, Any]) -> dict[str, int]:
+    """The pod's effective request of each extended resource (counted in whole units)."""
+    return {n: int(q) for n, q in pod_requests(pod).items() if _extended(n) and q == q.to_integral_value()}
 
 
 def unplaceable(pod: dict[str, Any], largest: dict[str, int]) -> str | None:

@@ -110,7 +110,7 @@ class ReportedProgress:
         if rate is not None:
             parts.append(f"{rate:.3g} steps/s")
         if eta is not None:
-            parts.append(f"ETA {_duration(eta)}")
+            parts.append(f"ETA {duration(eta)}")
         text = "progress: " + ", ".join(parts)
         if self.metrics:
             text += ", " + " ".join(f"{name}={_number(value)}" for name, value in self.metrics.items())
@@ -125,7 +125,7 @@ class ReportedProgress:
         if self.at is None:
             return "no report"
         when = datetime.fromtimestamp(self.at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        ago = f" ({_duration(now - self.at)} ago)"
+        ago = f" ({duration(now - self.at)} ago)"
         total = f"/{_number(self.total)}" if self.total else ""
         return f"step {_number(self.step)}{total} at {when}{ago}"
 
@@ -134,6 +134,7 @@ def _number(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """``H:MM:SS``, rounded to the second (an ETA, a wait)."""
     whole = round(seconds)
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"

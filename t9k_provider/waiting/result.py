@@ -34,6 +34,8 @@ class WaitResult:
     disruptions_seen: str | None = None
     #: The limit that ended the wait (``limits.Verdict.limit``); "" for any other ending.
     limit: str = ""
+    #: What the waits saw of the job's T9k Queue (``queueing.QueueRecord.to_json``); None: nothing.
+    queue: dict[str, Any] | None = None
 
     @property
     def job_ended(self) -> bool:
@@ -53,6 +55,8 @@ class WaitResult:
             event["disruptions_seen"] = self.disruptions_seen
         if self.limit:
             event["limit"] = self.limit
+        if self.queue is not None:
+            event["queue"] = self.queue
         if self.progress is not None and (progress := self.progress.to_json()) is not None:
             event["progress"] = progress
         return event
@@ -67,6 +71,7 @@ class WaitResult:
             progress=ReportedProgress.from_json(progress) if progress else None,
             disruptions_seen=event.get("disruptions_seen"),
             limit=event.get("limit") or "",
+            queue=event.get("queue"),
         )
 
 

@@ -2,9 +2,10 @@
 sees, in the worker and in the triggerer alike.
 
 It reads nothing: when the answer depends on the job's pods it asks for them (``read_pods``), when the job
-looks stalled for a read of the leader's reports (``read_progress``), and is called again, at the same
-instant, with what was read. It changes nothing either: every answer carries the wait's memory as it is
-after that look, and the loop keeps it.
+looks stalled for a read of the leader's reports (``read_progress``), when its job waits in a T9k Queue (or
+a limit's verdict depends on whether it does) for a read of where it stands there (``read_queue``), and is
+called again, at the same instant, with what was read. It changes nothing either: every answer carries the
+wait's memory as it is after that look, and the loop keeps it.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
+from t9k_provider.waiting import queueing
 from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.limits import WaitLimits
 from t9k_provider.waiting.notes import WaitingNotes
+from t9k_provider.waiting.queueing import QueueRecord, QueueState
 from t9k_provider.waiting.reported import ReportedProgress
 from t9k_provider.waiting.result import replaced
 
@@ -43,6 +46,11 @@ class WaitMemory:
     disruptions_seen: str | None = None
     #: Why a pending job waits, as last said (a new wait: none yet, its pods first read ``READ_INTERVAL`` in).
     notes: WaitingNotes = None  # type: ignore[assignment]  # set from ``started``
+    #: What the task's waits saw of the job's T9k Queue (carried across deferrals: ``queueing``).
+    queue: QueueRecord | None = None
+    #: When this wait last read the Queue (None: not yet), and how often it does while the job waits there.
+    queue_read_at: float | None = None
+    queue_every: float = queueing.READ_EVERY_POLLS * 10.0
 
     def __post_init__(self) -> None:
         if self.notes is None:
@@ -54,9 +62,9 @@ class Step(NamedTuple):
     (succeeded, failed, timeout or error), ``message`` and, for an error, whether a new try could help;
     ``note`` is a line to log either way. ``read_pods``: look again with the job's pods. ``read_progress``:
     read the leader's reports to the present from ``since``, and look again with when that read started,
-    if it reached the present."""
+    if it reached the present. ``read_queue``: look again with where the job stands in its Queue."""
 
-    action: Literal["end", "read_pods", "read_progress", "hand_back", "wait"]
+    action: Literal["end", "read_pods", "read_progress", "read_queue", "hand_back", "wait"]
     memory: WaitMemory
     status: str = ""
     message: str = ""
@@ -78,12 +86,15 @@ def step(
     largest: dict[str, int] | None = None,
     progress: ReportedProgress | None = None,
     read_at: float | None = None,
+    queue: QueueState | None = None,
+    queue_read: bool = False,
 ) -> Step:
     """The decision for ``job`` as seen at ``now``; ``uid`` is the job the task waits for, ``pods`` the
     job's pods when the previous answer for this look was ``read_pods`` (a caller without them gives []),
     ``largest`` the most of each extended resource a node has (``placement``; None when unknown),
     ``progress`` what the leader reported so far (None: its log is not read), ``read_at`` when the read a
-    ``read_progress`` asked for started, if it reached the present."""
+    ``read_progress`` asked for started, if it reached the present; ``queue_read``: this look read the
+    Queue (``read_queue``), and found ``queue`` (None: the read failed, or was taken in already)."""
     meta = job.get("metadata") or {}
     if uid and meta.get("uid") != uid:
         gone = replaced(str(meta.get("namespace")), str(meta.get("name")), meta.get("uid"))
@@ -95,36 +106,69 @@ def step(
     if read_at is not None:
         memory = replace(memory, progress_read_at=read_at)
     memory = replace(memory, first_seen=first_seen)
-    verdict = limits.check(job, now, first_seen)
+    named = queueing.job_queue(job)
+    said = None
+    if queue_read:
+        memory = replace(memory, queue_read_at=now)
+        left = state != "pending" and memory.queue is not None and memory.queue.in_line
+        if left and (queue is None or queue.standing != "admitted"):  # its PodGroup gone, or unreadable:
+            running = job_status.running_since(job)  # the job left the line, admitted when it began to run
+            at = running.timestamp() if running is not None else now
+            queue = QueueState(named or "", now, "admitted", admitted_at=at)
+        if queue is not None:
+            record, said = (memory.queue or QueueRecord(queue.queue)).observe(queue, now)
+            memory = replace(memory, queue=record)
+    elif named is not None and (
+        _queue_due(state, memory, now)
+        or (state == "pending" and limits.needs_queue(job, now, first_seen, memory.queue))
+    ):
+        return Step("read_queue", memory)
+    in_line = state == "pending" and memory.queue is not None and memory.queue.in_line
+    verdict = limits.check(job, now, first_seen, memory.queue if named is not None else None)
     if verdict is None:
         verdict = limits.check_progress(job, progress, now, first_seen)
         deadline = limits.progress_deadline(job, progress, first_seen, now)
         if verdict is not None and (memory.progress_read_at or 0.0) < (deadline or 0.0):
             since = limits.reports_since(job, progress, first_seen, now)
             # stalled_at None: a read that fails is tried again after a poll interval, not at once
-            return Step("read_progress", replace(memory, stalled_at=None), since=since)
+            return Step("read_progress", replace(memory, stalled_at=None), note=said, since=since)
     if verdict is not None:
-        return Step("end", memory, verdict.status, verdict.message, limit=verdict.limit)
+        return Step("end", memory, verdict.status, verdict.message, note=said, limit=verdict.limit)
     memory = replace(memory, stalled_at=limits.progress_deadline(job, progress, first_seen, now))
-    for_limits = limits.pods_needed(job)
-    note = None
+    for_limits = limits.pods_needed(job) and not in_line  # no pod of a job in line is placed or started
+    note = said
     if pods is None:
         if for_limits:
-            return Step("read_pods", memory)
-        if state == "pending" and memory.notes.due(now):
-            return Step("read_pods", replace(memory, notes=memory.notes.read(now)))
+            return Step("read_pods", memory, note=said)
+        if state == "pending" and not in_line and memory.notes.due(now):
+            return Step("read_pods", replace(memory, notes=memory.notes.read(now)), note=said)
     else:
         if for_limits:
             memory = replace(memory, first_seen=limits.pods_seen(pods, now, memory.first_seen, largest))
             verdict = limits.check_pods(pods, now, memory.first_seen, largest)
             if verdict is not None:
                 return Step("end", memory, verdict.status, verdict.message, limit=verdict.limit)
-        if state == "pending":
+        if state == "pending" and not in_line:
             note, notes = memory.notes.say(pods, now)
             memory = replace(memory, notes=notes)
     if memory.hand_back_at is not None and now >= memory.hand_back_at:
         return Step("hand_back", memory, note=note)
     return Step("wait", memory, note=note)
+
+
+def _queue_due(state: str, memory: WaitMemory, now: float) -> bool:
+    """Whether to read where the job stands in its Queue now: every ``queue_every`` while it waits there
+    (the first time that long into the wait, or at once when an earlier wait saw it in line), and once
+    after it left pending, for when it was admitted (that read always settles it); never once it was seen
+    admitted."""
+    record, last = memory.queue, memory.queue_read_at
+    if record is not None and record.admitted_at is not None:
+        return False
+    if state == "pending":
+        if last is None:
+            return (record is not None and record.in_line) or now - memory.started >= memory.queue_every
+        return now - last >= memory.queue_every
+    return (record is None and last is None) or (record is not None and record.in_line)
 
 
 def next_look(now: float, poll_interval: float, limits: WaitLimits, memory: WaitMemory) -> float:
