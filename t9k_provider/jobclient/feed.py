@@ -9,9 +9,10 @@ without a read. The job is read again only when the watch fails: ``410 Expired``
 server error (with backoff), or a deletion (the read's 404 ends the wait). An API that refuses the watch, or
 five watches in a row that fail, is read every poll interval instead, and watched again after a watch
 period. A new state never comes sooner than a short pause after the previous one, so a flood of changes
-cannot spin. Read failures are judged by ``hooks.errors``: transient ones are retried with backoff (up to
-``MAX_CONSECUTIVE_ERRORS`` in a row), a 401 retires the shared client so the next lease reloads the
-credentials (``MAX_REAUTHENTICATIONS`` in a row), anything else ends the wait.
+cannot spin; the job's end, which comes once, is taken at once. Read failures are judged by
+``hooks.errors``: transient ones are retried with backoff (up to ``MAX_CONSECUTIVE_ERRORS`` in a row), a 401
+retires the shared client so the next lease reloads the credentials (``MAX_REAUTHENTICATIONS`` in a row),
+anything else ends the wait.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from t9k_provider.hooks.errors import api_status, backoff_seconds, describe, is_
 from t9k_provider.jobclient.aio import AsyncJobClient
 from t9k_provider.jobclient.watch import JobWatch
 from t9k_provider.kube.timeouts import within
+from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.result import WaitResult, deleted
 
 if TYPE_CHECKING:
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 MAX_CONSECUTIVE_ERRORS = 20
 #: Shortest gap between two looks at the job (a read or a watched change) when changes stream in quickly.
 MIN_READ_SPACING_SECONDS = 0.5
+#: The outcomes that end a wait: a state that reaches one is never held back by the spacing.
+TERMINAL = ("succeeded", "failed")
 #: Fresh clients opened after a 401, so expiring exec-plugin tokens are reloaded.
 MAX_REAUTHENTICATIONS = 3
 #: Failed watches in a row (no event, no long-lived watch between them) after which the wait polls for one
@@ -190,7 +194,12 @@ class JobFeed:
         except asyncio.TimeoutError:
             return job
         watch.changed.clear()  # what arrives from here on starts the next round
-        pause = MIN_READ_SPACING_SECONDS - (time.monotonic() - watch.looked_at)
+        # A job's end comes once, so it cannot flood: it is taken at once. A short job's whole life fits in
+        # the spacing, which would otherwise add itself to every task
+        # (docs/benchmarks.md#7-per-task-overhead-against-the-cncf-kubernetes-operators).
+        latest = watch.latest
+        ended = latest is not None and not watch.deleted and job_status.outcome(latest) in TERMINAL
+        pause = 0.0 if ended else MIN_READ_SPACING_SECONDS - (time.monotonic() - watch.looked_at)
         failure = watch.failure
         if failure is not None:
             status = api_status(failure)

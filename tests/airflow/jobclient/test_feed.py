@@ -92,6 +92,20 @@ async def test_watched_changes_need_no_read(monkeypatch: pytest.MonkeyPatch) -> 
     assert 0.5 <= time.monotonic() - started < 5
 
 
+async def test_the_jobs_end_is_taken_at_once_within_the_spacing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short job ends right after it started: its end is not held back by the spacing, which would
+    otherwise add itself to every task (issue 35)."""
+    use_script(
+        monkeypatch, [versioned("Running", "7"), versioned("Failed", "9"), versioned("Succeeded", "12")]
+    )
+    monkeypatch.setattr(FakeAsyncClient, "watch_mode", "changes")
+    monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
+    monkeypatch.setattr(FakeAsyncClient, "gets", 0)
+    monkeypatch.setattr("t9k_provider.jobclient.feed.MIN_READ_SPACING_SECONDS", 120.0)
+    event = await asyncio.wait_for(first_event(trigger(poll_interval=300)), 30)  # spaced, it would take 120 s
+    assert event["status"] == "failed" and FakeAsyncClient.gets == 1
+
+
 async def test_unwatchable_job_is_polled_every_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     use_script(monkeypatch, [versioned("Running", "7")])
     monkeypatch.setattr(FakeAsyncClient, "watch_calls", [])
