@@ -144,6 +144,7 @@ def _end(
     used = report_usage(pods, context.get("ti"), log)
     report_progress(progress, context, task.outlets, state == "succeeded", log)
     report_disruptions(job, context.get("ti"), log)
+    report_tensorboard(job, log)
     listed = None if isinstance(pods, Exception) else pods
     if state == "succeeded":
         client.mark_checked(ref)
@@ -224,6 +225,15 @@ def report_progress(
             events[outlet].extra.update(final)
     except Exception as exc:
         log.warning("cannot report the training's progress: %s", exc)
+
+
+def report_tensorboard(job: dict[str, Any], log: logging.Logger | Any) -> None:
+    """Say in the task log how the job's TensorBoard stands (its ``status.tensorboard``, which the controller
+    mirrors from the TensorBoard's Ready condition: why it does not serve, a missing claim say), as the
+    "TensorBoard" link leads there; a warning when it cannot serve as specified."""
+    mirror = (job.get("status") or {}).get("tensorboard") or {}
+    if mirror.get("note"):
+        (log.warning if mirror.get("type") == "Warning" else log.info)("%s", mirror["note"])
 
 
 def report_disruptions(job: dict[str, Any], ti: Any, log: logging.Logger | Any) -> None:
