@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, Protocol
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
 from t9k_provider.jobclient.client import JobClient
-from t9k_provider.jobclient.identity import JobRef
+from t9k_provider.jobclient.identity import TRY_NUMBER, JobRef
 from t9k_provider.kube.timestamps import rfc3339
 from t9k_provider.operators import endings
 from t9k_provider.operators.diagnostics import failure_report
@@ -237,17 +237,28 @@ def report_tensorboard(job: dict[str, Any], log: logging.Logger | Any) -> None:
 
 
 def report_disruptions(job: dict[str, Any], ti: Any, log: logging.Logger | Any) -> None:
-    """Push to XCom ``t9k_disruptions`` the disruptions the job went through since the task's try started
-    (the controller's entries, each with the sentence the task log said); never fails the task."""
-    started = getattr(ti, "start_date", None)
+    """Push to XCom ``t9k_disruptions`` the disruptions the job went through during the task's try, each as
+    docs/airflow.md#how-a-task-ends lists it (with the sentence the task log said); never fails the task."""
     if ti is None:
         return
     try:
-        since = rfc3339(started) if started is not None else ""
-        found = [e for e in disruptions.entries(job) if str(e.get("time") or "") >= since]
-        ti.xcom_push(key=DISRUPTIONS_XCOM_KEY, value=[{**e, "said": disruptions.describe(e)} for e in found])
+        value = [disruptions.for_xcom(e) for e in tried(job, ti)]
+        ti.xcom_push(key=DISRUPTIONS_XCOM_KEY, value=value)
     except Exception as exc:
         log.warning("cannot report the job's disruptions: %s", exc)
+
+
+def tried(job: dict[str, Any], ti: Any) -> list[dict[str, Any]]:
+    """The job's disruptions during ``ti``'s try: every one of a job this try created; of a job an earlier try
+    created (adopted), those since the try started. Not the start alone: ``dag.test()`` on Airflow 3 gives a
+    task resumed after a deferral the resumption's time as its ``start_date`` (a deployment keeps the
+    try's)."""
+    created_by = ((job.get("metadata") or {}).get("annotations") or {}).get(TRY_NUMBER)
+    if created_by is not None and created_by == str(getattr(ti, "try_number", None)):
+        return disruptions.entries(job)
+    started = getattr(ti, "start_date", None)
+    since = rfc3339(started) if started is not None else ""
+    return [e for e in disruptions.entries(job) if str(e.get("time") or "") >= since]
 
 
 def report_usage(

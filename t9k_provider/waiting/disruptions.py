@@ -62,3 +62,19 @@ def describe(entry: dict[str, Any], cordoned: bool = False) -> str:
         else "; the replica is created again"
     )
     return f"{replica} {what}{at}{then}"
+
+
+def for_xcom(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry as XCom ``t9k_disruptions`` holds it: ``{time, replica, pod, node, reason, message, restart,
+    said}`` (``restart``: the whole restart it caused or was part of, None when only the replica was created
+    again; ``said``: the task log's sentence)."""
+    return {
+        "time": entry.get("time"),
+        "replica": f"{entry.get('replicaType', 'replica')}-{entry.get('replicaIndex', '?')}",
+        "pod": entry.get("pod"),
+        "node": entry.get("node"),
+        "reason": entry.get("reason"),
+        "message": entry.get("message"),
+        "restart": entry.get("restart") if entry.get("action") == "RestartJob" else None,
+        "said": describe(entry),
+    }
