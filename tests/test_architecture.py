@@ -183,9 +183,9 @@ def test_a_boundary_is_not_crossed(graph: Graph, source: str, target: str) -> No
 #: What the wait decision may use: it runs in the worker and in the triggerer alike, and is unit-tested pure
 #: (the job's phase names and the RFC 3339 timestamps are plain data and functions).
 WAITING_MAY_IMPORT = {
-    *("__future__", "collections", "dataclasses", "datetime", "random", "re", "time", "typing"),
+    *("__future__", "collections", "dataclasses", "datetime", "decimal", "random", "re", "time", "typing"),
     *("t9k_provider.waiting", "t9k_provider.jobs.contract", "t9k_provider.kube.timestamps"),
-    "t9k_provider.kube.resources",  # the GPU resource name and how an extended resource is counted
+    "t9k_provider.kube.resources",  # the GPU resource name, how a quantity and an extended resource count
     "t9k_provider.progress",  # the report line's parser: the standard library only
 }
 

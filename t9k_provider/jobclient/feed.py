@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from t9k_provider.hooks.errors import api_status, backoff_seconds, describe, is_transient
 from t9k_provider.jobclient.aio import AsyncJobClient
+from t9k_provider.jobclient.queues import QueueReader
 from t9k_provider.jobclient.watch import JobWatch
 from t9k_provider.kube.timeouts import within
 from t9k_provider.waiting import status as job_status
+from t9k_provider.waiting.queueing import READ_EVERY_POLLS, QueueState, job_queue
 from t9k_provider.waiting.result import WaitResult, deleted
 
 if TYPE_CHECKING:
@@ -96,6 +98,7 @@ class JobFeed:
         self._watch: JobWatch | None = None
         self._errors = 0
         self._reauthentications = 0
+        self._queue = QueueReader(namespace, name, log)
 
     async def _open(self) -> AsyncJobClient:
         if self._jobs is None:
@@ -133,6 +136,13 @@ class JobFeed:
 
     def progress(self) -> ReportedProgress | None:
         return self.logs.lines.progress if self.logs is not None else None
+
+    async def queue(self, job: dict[str, Any]) -> QueueState | None:
+        name = job_queue(job)
+        if name is None:
+            return None
+        api = (await self._open()).api
+        return await self._queue.read(api, name, READ_EVERY_POLLS * self._poll_interval)
 
     async def next_state(self, job: dict[str, Any] | None, window: float) -> dict[str, Any] | WaitResult:
         """``waiting.loop.WaitSeam.next_state``: the job read at once for None (or before the feed watches),

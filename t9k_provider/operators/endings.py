@@ -30,6 +30,7 @@ LIMITS: dict[str, Kind] = {
     "progress_timeout": "stall",
     "running_timeout": "timeout",
     "execution_timeout": "timeout",
+    "queue_timeout": "timeout",
 }
 
 

@@ -58,7 +58,9 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
     :param wait_before_defer: deferrable mode only: seconds to follow the job in the worker before deferring,
         so a job that ends by then concludes without a deferral round trip; 0 defers at once.
     :param poll_interval: seconds between status reads (jittered by +-20%).
-    :param startup_timeout: seconds from the job's creation until it leaves Pending (admission + scheduling).
+    :param startup_timeout: seconds from the job's creation (or its T9k Queue's admission) until it leaves
+        Pending.
+    :param queue_timeout: seconds a job may wait in its T9k Queue's line, from its creation (None: wait).
     :param running_timeout: seconds the job may run once its Running condition is true.
     :param paused_timeout: seconds the job may stay Paused before the task fails (None: wait).
     :param unknown_timeout: seconds the job may stay Unknown before the task fails (None: wait).
@@ -123,6 +125,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         running_timeout: float | timedelta | None = None,
         paused_timeout: float | timedelta | None = None,
         unknown_timeout: float | timedelta | None = None,
+        queue_timeout: float | timedelta | None = None,
         pod_error_timeout: float | timedelta | None = 120,
         progress_timeout: float | timedelta | None = None,
         checkpoint_volume: dict[str, Any] | None = None,
@@ -156,6 +159,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         self.running_timeout = seconds(running_timeout, "running_timeout")
         self.paused_timeout = seconds(paused_timeout, "paused_timeout")
         self.unknown_timeout = seconds(unknown_timeout, "unknown_timeout")
+        self.queue_timeout = seconds(queue_timeout, "queue_timeout")
         self.pod_error_timeout = seconds(pod_error_timeout, "pod_error_timeout")
         self.progress_timeout = seconds(progress_timeout, "progress_timeout")
         if self.progress_timeout is not None and not get_logs:
@@ -260,7 +264,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
         result = self._wait_in_worker(ref, limits, logs, job, until)
         if result.status == "running":
-            self._defer(ref, limits, followed, logs, result.disruptions_seen)
+            self._defer(ref, limits, followed, logs, result)
         return self._conclude(ref, result, logs, context)
 
     def job_result(self, outcome: Outcome) -> Any:
@@ -306,10 +310,11 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
 
     def _wait_in_worker(
         self, ref: JobRef, limits: WaitLimits, logs: WaitLogs | None, job: Any, until: float | None,
-        seen: str | None = None,
+        earlier: WaitResult | None = None,
     ) -> WaitResult:  # fmt: skip
         """The wait in the worker (``WorkerWait``) from ``job`` (as read: a ``WaitResult`` when gone): its
-        result, ``running`` once ``until`` passed; ``seen``: the last disruption an earlier wait said."""
+        result, ``running`` once ``until`` passed; ``earlier``: the hand-back of the task's earlier wait,
+        whose disruptions said and Queue seen this one goes on from."""
         from t9k_provider.operators.worker_wait import WorkerWait
         from t9k_provider.waiting.result import WaitResult
 
@@ -317,7 +322,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
             return job
         return WorkerWait(
             self._client, ref, limits, logs, poll_interval=self.poll_interval, kill=self._kill, log=self.log
-        ).run(job, until, seen)
+        ).run(job, until, earlier)
 
     def _conclude(self, ref: JobRef, result: WaitResult, logs: WaitLogs | None, context: Any) -> Any:
         from t9k_provider.operators.outcome import conclude
@@ -325,16 +330,17 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         return conclude(self, self._client, ref, result, context, logs, self._kill, self.log)
 
     def _defer(
-        self, ref: JobRef, limits: WaitLimits, followed: Followed, logs: WaitLogs | None, seen: str | None
+        self, ref: JobRef, limits: WaitLimits, followed: Followed, logs: WaitLogs | None, earlier: WaitResult
     ) -> None:  # fmt: skip
-        """Wait in the triggerer: logs and progress from where ``logs`` stopped, disruptions past ``seen``."""
+        """Wait in the triggerer: logs and progress from where ``logs`` stopped, disruptions and the Queue
+        from where the ``earlier`` wait left them."""
         from t9k_provider.triggers.job import T9kJobTrigger
 
         trigger = T9kJobTrigger.for_operator(
             ref, self.hook.credentials, limits, followed, logs.cursors if logs else {},
             logs.lines.progress.to_json() if logs else None, poll_interval=self.poll_interval,
             logging_interval=self.logging_interval, on_kill_action=self.on_kill_action,
-            follow_logs=self.get_logs, disruptions_seen=seen,
+            follow_logs=self.get_logs, disruptions_seen=earlier.disruptions_seen, queue=earlier.queue,
         )  # fmt: skip
         timeout = limits.deferral_timeout(time.time(), self.poll_interval)
         span = timedelta(seconds=timeout) if timeout is not None else None
@@ -373,10 +379,9 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         logs = self._logs(ref, followed, event.get("log_cursors") or {}, event.get("progress"), live=False)
         result = WaitResult.from_event(event)
         if result.status == "running":  # a hand-back for logs: print, conclude if it ended meanwhile
-            job, seen = self._client.read(ref), result.disruptions_seen
-            result = self._wait_in_worker(ref, limits, logs, job, time.time(), seen)
+            result = self._wait_in_worker(ref, limits, logs, self._client.read(ref), time.time(), result)
             if result.status == "running":
-                self._defer(ref, limits, followed, logs, result.disruptions_seen)
+                self._defer(ref, limits, followed, logs, result)
         return self._conclude(ref, result, logs, context)
 
     def _kill_aims_at(self, target: JobRef, identity: dict[str, str] | None = None) -> None:

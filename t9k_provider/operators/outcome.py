@@ -1,7 +1,8 @@
 """How a task ends once its wait stopped (``conclude``): decided from a fresh read of the job (the wait's
 ``WaitResult`` only says why it stopped early), with the job kept or deleted as the task's options say, and
-what its replicas used (``operators.usage``) and reported (``waiting.reported``) logged and pushed to XCom,
-whatever the outcome; the metrics of a success also go into its asset events.
+what its replicas used (``operators.usage``), reported (``waiting.reported``) and waited in their Queue
+(``waiting.queueing``) logged and pushed to XCom, whatever the outcome; the metrics of a success also go
+into its asset events.
 
 What the task returns and what a failure's message leads with are the operator's hook points
 (``Concluding``), each given the ``Outcome``: the decorated operator reads its function's result and
@@ -11,8 +12,9 @@ traceback there, and inherits the rest.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, NamedTuple, Protocol
 
@@ -35,6 +37,7 @@ from t9k_provider.operators.usage import describe, usage
 from t9k_provider.replicalogs.waitlogs import WaitLogs
 from t9k_provider.waiting import disruptions
 from t9k_provider.waiting import status as job_status
+from t9k_provider.waiting.queueing import QueueRecord
 from t9k_provider.waiting.reported import ReportedProgress
 from t9k_provider.waiting.result import WaitResult
 
@@ -44,6 +47,8 @@ USAGE_XCOM_KEY = "t9k_usage"
 PROGRESS_XCOM_KEY = "t9k_progress"
 #: XCom key of the disruptions the job went through during the task's try (``waiting.disruptions``).
 DISRUPTIONS_XCOM_KEY = "t9k_disruptions"
+#: XCom key of the job's time in its T9k Queue and the places it held there (``waiting.queueing``).
+QUEUE_XCOM_KEY = "t9k_queue"
 #: What fails a task, by the class of its ending (``endings``); a workload failure is the operator's to raise.
 FAILS: dict[str, type[Exception]] = {
     "infrastructure": T9kInfrastructureError,
@@ -144,6 +149,7 @@ def _end(
     used = report_usage(pods, context.get("ti"), log)
     report_progress(progress, context, task.outlets, state == "succeeded", log)
     report_disruptions(job, context.get("ti"), log)
+    report_queue(result.queue, job, context.get("ti"), log)
     report_tensorboard(job, log)
     listed = None if isinstance(pods, Exception) else pods
     if state == "succeeded":
@@ -259,6 +265,26 @@ def tried(job: dict[str, Any], ti: Any) -> list[dict[str, Any]]:
     started = getattr(ti, "start_date", None)
     since = rfc3339(started) if started is not None else ""
     return [e for e in disruptions.entries(job) if str(e.get("time") or "") >= since]
+
+
+def report_queue(
+    carried: dict[str, Any] | None, job: dict[str, Any], ti: Any, log: logging.Logger | Any
+) -> None:
+    """Push to XCom ``t9k_queue`` what the task's waits saw of the job's T9k Queue (``carried``: the wait's
+    record; None: the job names no Queue, or it was never read): the seconds waited, when it was admitted,
+    each place it held; never fails the task."""
+    if ti is None or not carried:
+        return
+    try:
+        record = QueueRecord.from_json(carried)
+        if record.admitted_at is None and job_status.outcome(job) != "pending":  # it ended between two looks
+            running = job_status.running_since(job)
+            record = replace(record, admitted_at=running.timestamp() if running is not None else None)
+        created = job_status.created_at(job)
+        value = record.xcom(created.timestamp() if created is not None else None, time.time())
+        ti.xcom_push(key=QUEUE_XCOM_KEY, value=value)
+    except Exception as exc:
+        log.warning("cannot report the job's time in its queue: %s", exc)
 
 
 def report_usage(

@@ -55,19 +55,17 @@ class WorkerWait:
         self.kill = kill
         self.log = log
 
-    def run(
-        self, job: dict[str, Any], until: float | None, disruptions_seen: str | None = None
-    ) -> WaitResult:
+    def run(self, job: dict[str, Any], until: float | None, earlier: WaitResult | None = None) -> WaitResult:
         """Wait from ``job`` (a fresh state) until the wait ends, or hands back (``running``) once ``until``
         (epoch seconds) passed; the replicas' live streams stop with it, after the last lines of a job that
-        ended. ``disruptions_seen``: the last disruption an earlier wait of the task said."""
+        ended. ``earlier``: an earlier wait's hand-back (the disruptions it said, what it saw of a Queue)."""
         loop = _LoopThread()
         try:
-            return loop.run(self._wait(job, until, disruptions_seen))
+            return loop.run(self._wait(job, until, earlier))
         finally:
             loop.close()
 
-    async def _wait(self, job: dict[str, Any], until: float | None, seen: str | None) -> WaitResult:
+    async def _wait(self, job: dict[str, Any], until: float | None, earlier: WaitResult | None) -> WaitResult:
         hook, ref = self.client.hook, self.ref
         seam = _WorkerSeam(
             hook.async_client, hook.credentials, ref.resource, ref.namespace, ref.name, uid=ref.uid,
@@ -81,7 +79,7 @@ class WorkerWait:
                 if self.logs is not None:
                     self.logs.attach(lease.api)
                 try:
-                    memory = WaitMemory(time.time(), hand_back_at=until, disruptions_seen=seen)
+                    memory = WaitMemory.resuming(time.time(), until, earlier)
                     result = await wait(
                         seam, self.limits, memory, uid=ref.uid, poll_interval=self.poll_interval, log=self.log
                     )

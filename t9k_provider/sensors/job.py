@@ -179,7 +179,7 @@ class T9kJobSensor(BaseSensorOperator):
 
 
 class _NoPods:
-    """The sensor's side of a look (``waiting.loop.LookSeam``): it reads no pods, nodes or reports."""
+    """The sensor's side of a look (``waiting.loop.LookSeam``): it reads no pods, nodes, reports or queue."""
 
     async def pods(self) -> list[dict[str, Any]]:
         return []
@@ -191,4 +191,7 @@ class _NoPods:
         return True
 
     def progress(self) -> None:
+        return None
+
+    async def queue(self, job: dict[str, Any]) -> None:
         return None

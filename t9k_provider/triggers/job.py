@@ -60,7 +60,7 @@ STOPPED = {
 _SERIALIZED = (
     *("credentials", "kind", "plural", "name", "namespace", "uid", "poll_interval", "limits"),
     *("logging_interval", "on_kill_action", "resume", "pod_selector", "log_targets", "log_cursors"),
-    *("leader", "progress", "disruptions_seen"),
+    *("leader", "progress", "disruptions_seen", "queue"),
 )
 
 
@@ -87,6 +87,7 @@ class T9kJobTrigger(BaseTrigger):
         leader: list[Any] | None = None,
         progress: dict[str, Any] | None = None,
         disruptions_seen: str | None = None,
+        queue: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.credentials = credentials
@@ -111,6 +112,8 @@ class T9kJobTrigger(BaseTrigger):
         self.progress = progress
         #: the last of the job's disruptions the task's waits said (``waiting.disruptions.cursor``)
         self.disruptions_seen = disruptions_seen
+        #: what the task's waits saw of the job's T9k Queue (``waiting.queueing.QueueRecord.to_json``)
+        self.queue = queue
         self._fired = False
         #: The lease ``on_kill``/``cleanup`` delete with, taken when ``run`` starts.
         self._kill_client: asyncio.Future[Any] | None = None
@@ -130,6 +133,7 @@ class T9kJobTrigger(BaseTrigger):
         on_kill_action: str,
         follow_logs: bool,
         disruptions_seen: str | None = None,
+        queue: dict[str, Any] | None = None,
     ) -> T9kJobTrigger:
         """The trigger an operator defers to for its job ``ref``: ``resume`` carries what the operator needs
         when it resumes, the ``followed`` logs are read from ``cursors`` when ``follow_logs``, the leader's
@@ -155,6 +159,7 @@ class T9kJobTrigger(BaseTrigger):
             leader=list(followed.leader) if followed.leader and follow_logs else None,
             progress=progress,
             disruptions_seen=disruptions_seen,
+            queue=queue,
         )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -244,7 +249,8 @@ class T9kJobTrigger(BaseTrigger):
     async def _run(self, seam: _TriggerSeam, limits: WaitLimits) -> WaitResult:
         started = time.time()
         hand_back = started + self.logging_interval if self.logging_interval else None
-        memory = WaitMemory(started, hand_back, disruptions_seen=self.disruptions_seen)
+        carried = WaitResult("running", disruptions_seen=self.disruptions_seen, queue=self.queue)
+        memory = WaitMemory.resuming(started, hand_back, carried)
         return await wait(seam, limits, memory, uid=self.uid, poll_interval=self.poll_interval, log=self.log)
 
     def _replica_log(self) -> Any:

@@ -21,7 +21,7 @@ from t9k_provider.waiting.limits import WaitLimits
 from t9k_provider.waiting.notes import WaitingNotes
 from t9k_provider.waiting.queueing import QueueRecord, QueueState
 from t9k_provider.waiting.reported import ReportedProgress
-from t9k_provider.waiting.result import replaced
+from t9k_provider.waiting.result import WaitResult, replaced
 
 #: Shortest pause between two looks, so a deadline that is due this instant cannot make a wait spin.
 MIN_LOOK_SECONDS = 0.05
@@ -55,6 +55,17 @@ class WaitMemory:
     def __post_init__(self) -> None:
         if self.notes is None:
             object.__setattr__(self, "notes", WaitingNotes(self.started))
+
+    @classmethod
+    def resuming(
+        cls, started: float, hand_back_at: float | None, earlier: WaitResult | None = None
+    ) -> WaitMemory:
+        """A new wait's memory, going on from what an ``earlier`` wait of the task carried in its result (the
+        disruptions it said, what it saw of the job's Queue)."""
+        if earlier is None:
+            return cls(started, hand_back_at)
+        queue = QueueRecord.from_json(earlier.queue) if earlier.queue else None
+        return cls(started, hand_back_at, disruptions_seen=earlier.disruptions_seen, queue=queue)
 
 
 class Step(NamedTuple):
