@@ -244,7 +244,7 @@ def report_tensorboard(job: dict[str, Any], log: logging.Logger | Any) -> None:
 
 def report_disruptions(job: dict[str, Any], ti: Any, log: logging.Logger | Any) -> None:
     """Push to XCom ``t9k_disruptions`` the disruptions the job went through during the task's try, each as
-    docs/airflow.md#how-a-task-ends lists it (with the sentence the task log said); never fails the task."""
+    docs/airflow.md#how-a-task-ends lists it; never fails the task."""
     if ti is None:
         return
     try:

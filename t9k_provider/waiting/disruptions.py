@@ -65,9 +65,9 @@ def describe(entry: dict[str, Any], cordoned: bool = False) -> str:
 
 
 def for_xcom(entry: dict[str, Any]) -> dict[str, Any]:
-    """An entry as XCom ``t9k_disruptions`` holds it: ``{time, replica, pod, node, reason, message, restart,
-    said}`` (``restart``: the whole restart it caused or was part of, None when only the replica was created
-    again; ``said``: the task log's sentence)."""
+    """An entry as XCom ``t9k_disruptions`` holds it: ``{time, replica, pod, node, reason, message, restart}``
+    (``restart``: the whole restart it caused or was part of, None when only the replica was created
+    again)."""
     return {
         "time": entry.get("time"),
         "replica": f"{entry.get('replicaType', 'replica')}-{entry.get('replicaIndex', '?')}",
@@ -76,5 +76,4 @@ def for_xcom(entry: dict[str, Any]) -> dict[str, Any]:
         "reason": entry.get("reason"),
         "message": entry.get("message"),
         "restart": entry.get("restart") if entry.get("action") == "RestartJob" else None,
-        "said": describe(entry),
     }
