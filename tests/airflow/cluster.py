@@ -1,5 +1,6 @@
 """Airflow against the local cluster for ``dag.test()`` runs (the ``cluster`` and ``dags`` fixtures in
-``conftest.py``): the cluster is ``kubernetes_default`` and ``dags/`` the bundle ``dag.test()`` syncs."""
+``conftest.py``): the cluster is ``kubernetes_default`` (as ``t9k-local connection`` prints it: the console's
+job pages and TensorBoard redirects are its links' targets) and ``dags/`` the bundle ``dag.test()`` syncs."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from t9k_provider.local.console.connection import airflow_connection
+from t9k_provider.local.state import StateDir
 from t9k_provider.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 from tests.airflow.versions import stored_xcoms
@@ -35,9 +38,7 @@ def airflow_on_cluster(state_dir: Path, **options: Any) -> Iterator[LocalCluster
         }
     ]
     env = {
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(cluster.kubeconfig)}}
-        ),
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT": "",  # what `t9k-local connection` prints, once the cluster runs
         "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundle),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
     }
@@ -46,6 +47,8 @@ def airflow_on_cluster(state_dir: Path, **options: Any) -> Iterator[LocalCluster
     saved = {k: os.environ.get(k) for k in env}
     try:  # stopped whatever fails after it started (a database that cannot be set up, say)
         cluster.start()
+        connection = airflow_connection(StateDir(cluster.state_dir))  # the console's link templates too
+        env["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(connection)
         os.environ.update(env)
         from airflow.utils import db
 
