@@ -31,7 +31,7 @@ from benchmarks.stats import Figure
 from benchmarks.waiting_cost import Waiters
 from t9k_provider.jobs import GROUP, KINDS, VERSION
 from t9k_provider.jobs.contract import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
-from t9k_provider.local.kubelet.logs import CriLogWriter
+from t9k_provider.local.kubelet.crilog import CriLogWriter
 from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.progress import MARKER
 from t9k_provider.replicalogs.targets import pod_selector

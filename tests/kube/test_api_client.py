@@ -113,7 +113,7 @@ async def test_follow_log_streams_lines_as_written_and_ends_with_the_container(
     losing the next one, ``sinceTime`` starts at that second, and the stream ends once the container has."""
     from t9k_provider.kube.api import MAX_LOG_LINE_BYTES
     from t9k_provider.kube.resources import PODS
-    from t9k_provider.local.kubelet.logs import CriLogWriter
+    from t9k_provider.local.kubelet.crilog import CriLogWriter
     from t9k_provider.local.kubelet.poddir import PodDir
 
     spec = {"containers": [{"name": "main", "image": "img:1"}]}

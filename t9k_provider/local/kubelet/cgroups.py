@@ -8,24 +8,22 @@ Layout, in every hierarchy used (v1: `memory`, `cpu`, and `pids`/`cpuacct` where
 
 The kubelet creates the pod and container cgroups before it launches a shim; the container process joins
 its cgroup before exec (the shim stays outside, so its memory does not count), and the shim reads whether
-the OOM killer struck and removes the attempt's cgroup once the attempt is over. Where no hierarchy is
-writable, `detect` says why and the kubelet runs without limits.
+the OOM killer struck and removes the attempt's cgroup once the attempt is over (`cgroupfs`). Where no
+hierarchy is writable, `detect` says why and the kubelet runs without limits.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import os
-import signal
-import time
 from dataclasses import dataclass
 from decimal import ROUND_CEILING
 from pathlib import Path
 from typing import Any
 
 from t9k_provider.local.kubelet import tmpfs
+from t9k_provider.local.kubelet.cgroupfs import remove_tree
 from t9k_provider.local.kubelet.poddir import pods_root
 from t9k_provider.local.machinery.quantity import parse_quantity
 
@@ -36,7 +34,6 @@ PIDS_LIMIT_ENV = "T9K_LOCAL_POD_PIDS_LIMIT"  # podPidsLimit (unlimited when unse
 V1_REQUIRED = ("memory", "cpu")
 V1_OPTIONAL = ("pids", "cpuacct")
 V2_CONTROLLERS = ("memory", "cpu", "pids")
-REMOVE_TRIES = 20  # rmdir waits this many times 50 ms for the last processes of a cgroup to be reaped
 
 
 @dataclass(frozen=True)
@@ -207,61 +204,6 @@ def _enable_subtree(path: Path, controllers: tuple[str, ...]) -> None:
     missing = [c for c in controllers if c not in enabled]
     if missing:
         control.write_text(" ".join(f"+{c}" for c in missing))
-
-
-def remove_tree(path: Path) -> None:
-    """rmdir a cgroup and its children, SIGKILLing processes still in them; best effort (a cgroup that
-    cannot go now is removed by the next cleanup)."""
-    if not path.is_dir():
-        return
-    for child in path.iterdir():
-        if child.is_dir():
-            remove_tree(child)
-    for _ in range(REMOVE_TRIES):
-        try:
-            path.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY:
-                return
-        for pid in _procs(path):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
-
-
-def _procs(path: Path) -> list[int]:
-    try:
-        return [int(p) for p in (path / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
-# -- used by the shim, which knows only the directories of its container's cgroup
-
-
-def join(dirs: list[str]) -> None:
-    """Move the calling process into the container's cgroup ("0" is the writer itself, whatever PID
-    namespace it is in)."""
-    for path in dirs:
-        Path(path, "cgroup.procs").write_text("0")
-
-
-def oom_kills(dirs: list[str]) -> int:
-    """How many processes of the cgroup the OOM killer killed (v2 memory.events, v1 memory.oom_control)."""
-    for path in dirs:
-        for name in ("memory.events", "memory.oom_control"):
-            try:
-                text = Path(path, name).read_text()
-            except OSError:
-                continue
-            for line in text.splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill" and value.strip().isdigit():
-                    return int(value)
-    return 0
 
 
 def cpu_usage(dirs: list[str]) -> tuple[float, int]:

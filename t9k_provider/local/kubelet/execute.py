@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from t9k_provider.local.kubelet import cgroups, poddir
+from t9k_provider.local.kubelet import cgroupfs, poddir
 from t9k_provider.local.kubelet.identity import Identity, apply_identity
 from t9k_provider.local.kubelet.poddir import AttemptFiles, PodDir
 from t9k_provider.local.kubelet.shim import is_recorded_process, libc_call, start_error_message
@@ -100,7 +100,7 @@ def run(spec_file: Path, pid: int, cwd: str, tty: bool, command: list[str], erro
     try:
         spec = json.loads(spec_file.read_text())
         env = dict(spec["env"])
-        cgroups.join(spec.get("cgroups") or [])  # exec'd processes count against the container's limits
+        cgroupfs.join(spec.get("cgroups") or [])  # exec'd processes count against the container's limits
         joined = _join_namespaces(pid)
         os.chdir(cwd)
         _become(Identity.load(spec.get("identity")))

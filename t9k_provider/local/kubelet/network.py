@@ -28,7 +28,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,13 +132,18 @@ class Ipam:
         return {p.name: o for p in self.dir.iterdir() if (o := self.owner(p.name)) is not None}
 
 
-async def _ip(*args: str, check: bool = True) -> str:
+async def _ip(*args: str, check: bool = True, batch: Sequence[str] = ()) -> str:
+    """``ip ARGS``; with ``batch``, ``ip ARGS -batch -`` runs those commands in one process (each exec of
+    `ip` costs milliseconds on a pod's way to its start), stopping at the first that fails."""
+    argv = (*args, "-batch", "-") if batch else args
     proc = await asyncio.create_subprocess_exec(
-        "ip", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await proc.communicate()
+        "ip", *argv, stdin=asyncio.subprocess.PIPE if batch else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate("\n".join(batch).encode() if batch else None)
     if check and proc.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)}: {err.decode().strip()}")
+        what = " ".join(args) + "".join(f"; {line}" for line in batch)
+        raise RuntimeError(f"ip {what}: {err.decode().strip()}")
     return out.decode()
 
 
@@ -229,6 +234,7 @@ class NetnsNetwork:
         self.bridge = subnet.bridge
         self.ipam = Ipam(run_dir() / "ipam", subnet.network, {subnet.gateway})
         self.host_ip = subnet.gateway
+        self._bridge_ready = False
 
     def netns_name(self, uid: str) -> str:
         return f"t9k-{self.cid}-{uid[:8]}"
@@ -237,13 +243,19 @@ class NetnsNetwork:
         return f"t9{self.cid[:5]}{uid[:8]}"
 
     async def ensure_bridge(self) -> None:
+        """The bridge exists, is up and has the gateway address. Checked in full once per kubelet; after
+        that only its presence and being up (`/sys`, no process), which another cluster sharing the subnet
+        can only change by deleting it when no pod is attached (`close`)."""
         bridge, gateway = self.bridge, self.subnet.gateway
+        if self._bridge_ready and _is_up(bridge):
+            return
         if not Path(f"/sys/class/net/{bridge}").exists():
             await _ip("link", "add", bridge, "type", "bridge", check=False)
         addrs = await _ip("-o", "-4", "addr", "show", "dev", bridge)
         if f"{gateway}/" not in addrs:
             await _ip("addr", "add", f"{gateway}/{self.subnet.network.prefixlen}", "dev", bridge, check=False)
         await _ip("link", "set", bridge, "up")
+        self._bridge_ready = True
 
     def _attached(self, uid: str) -> bool:
         master = Path(f"/sys/class/net/{self._veth(uid)}/master")
@@ -260,12 +272,12 @@ class NetnsNetwork:
             if path.exists():  # half-built by an interrupted setup: start over
                 await _ip("netns", "del", name, check=False)
             await self.ensure_bridge()
-            await _ip("netns", "add", name)
             veth = self._veth(uid)
-            await _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name)
-            await _ip("-n", name, "addr", "add", f"{ip}/{self.subnet.network.prefixlen}", "dev", "eth0")
-            await _ip("-n", name, "link", "set", "eth0", "up")
-            await _ip("-n", name, "link", "set", "lo", "up")
+            await _ip(batch=[f"netns add {name}", f"link add {veth} type veth peer name eth0 netns {name}"])
+            prefix = self.subnet.network.prefixlen
+            await _ip(
+                "-n", name, batch=[f"addr add {ip}/{prefix} dev eth0", "link set eth0 up", "link set lo up"]
+            )
             # Attaching to the bridge comes last: an attached veth marks a complete setup.
             await _ip("link", "set", veth, "master", self.bridge, "up")
             # The address may have belonged to a pod that is gone: the host's neighbour entry for it can still
@@ -299,6 +311,14 @@ class NetnsNetwork:
         async with _bridge_lock():
             if _unused(self.bridge):
                 await _ip("link", "del", self.bridge, check=False)
+
+
+def _is_up(bridge: str) -> bool:
+    """The link exists and is administratively up (IFF_UP in its flags)."""
+    try:
+        return bool(int(Path(f"/sys/class/net/{bridge}/flags").read_text(), 16) & 0x1)
+    except (OSError, ValueError):
+        return False
 
 
 def _unused(bridge: str) -> bool:

@@ -263,9 +263,8 @@ class PodWorker:
             if not running:
                 terminate_unfinished(status)
         if not running and (deleting or status["phase"] in TERMINAL_PHASES):
-            self.setup.release_devices(
-                self.uid
-            )  # before the API says the pod ended: its room is free only then
+            # before the API says the pod ended: its room is free only then
+            self.setup.release_devices(self.uid)
         await self._write_status(status)
         if deleting and not running:
             await self._final_delete()
@@ -390,7 +389,8 @@ class PodWorker:
             await self._event("IdentityNotApplied", not_applied, v.name, warning=True)
         image = v.spec.get("image", "")
         await self._event("Pulled", f'Container image "{image}" already present on machine', v.name)
-        await asyncio.to_thread(runtime.launch, self.dir.container(v.name).attempt(n), spec)
+        shim = await asyncio.to_thread(runtime.launch, self.dir.container(v.name).attempt(n), spec)
+        runtime.on_exit(shim, self.wakeup.set)
         self.launched[(v.name, n)] = time.monotonic()
         await self._event("Created", f"Created container {v.name}", v.name)
         await self._event("Started", f"Started container {v.name}", v.name)

@@ -7,6 +7,7 @@ containers, picks up exit codes written while it was down, and never launches an
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,8 +115,9 @@ def reap_children() -> None:
         _children[:] = [p for p in _children if p.poll() is None]
 
 
-def launch(files: AttemptFiles, spec: ShimSpec) -> None:
-    """Start the attempt through a shim in its own session (it outlives this process)."""
+def launch(files: AttemptFiles, spec: ShimSpec) -> int:
+    """Start the attempt through a shim in its own session (it outlives this process); returns a pidfd of
+    the shim, readable once it has exited (`on_exit`), which is right after it recorded the exit code."""
     files.directory.mkdir(parents=True, exist_ok=True)
     spec.log_path = str(files.log)
     spec.dump(files.spec)
@@ -128,8 +131,23 @@ def launch(files: AttemptFiles, spec: ShimSpec) -> None:
             start_new_session=True,
             close_fds=True,
         )
+    exited = os.pidfd_open(proc.pid)  # before it is appended: nothing can have reaped it (its pid is its own)
     with _children_lock:
         _children.append(proc)
+    return exited
+
+
+def on_exit(pidfd: int, callback: Callable[[], None]) -> None:
+    """Call ``callback`` on the running event loop once the process of ``pidfd`` has exited (and close the
+    pidfd): a container's end is seen when it happens, not at the pod worker's next tick."""
+    loop = asyncio.get_running_loop()
+
+    def exited() -> None:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+        callback()
+
+    loop.add_reader(pidfd, exited)
 
 
 def signal_container(files: AttemptFiles, sig: int) -> bool:

@@ -10,7 +10,7 @@ The shim runs in its own session, so a SIGKILLed server does not take containers
   PID 1, as in a container runtime),
 * writes stdout+stderr into the attempt's CRI log,
 * forwards SIGTERM/SIGINT to the container process,
-* puts the container process into the attempt's cgroup (`cgroups`; the kubelet created it with the
+* puts the container process into the attempt's cgroup (`cgroupfs`; the kubelet created it with the
   container's limits), reports an OOM kill there as reason `OOMKilled` and removes the cgroup at the end,
 * takes on the container's securityContext identity (`identity`) last, after joining the cgroup (which
   needs the shim's privileges), right before exec,
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from t9k_provider.kube.timestamps import now_rfc3339
-from t9k_provider.local.kubelet import cgroups, logs, poddir
+from t9k_provider.local.kubelet import cgroupfs, crilog, poddir
 from t9k_provider.local.kubelet.identity import Identity, apply_identity
 from t9k_provider.local.kubelet.poddir import AttemptFiles
 
@@ -130,7 +130,7 @@ def _enter_namespaces(spec: ShimSpec) -> None:
 
 
 def _child_setup(spec: ShimSpec) -> None:
-    cgroups.join(spec.cgroups)  # first: all the container does is charged to its cgroup, never the shim
+    cgroupfs.join(spec.cgroups)  # first: all the container does is charged to its cgroup, never the shim
     if spec.netns or spec.hostname or spec.mounts:
         _enter_namespaces(spec)
     if spec.working_dir:
@@ -150,7 +150,7 @@ def _become(spec: ShimSpec) -> None:
 
 def run(spec: ShimSpec) -> int:
     files = AttemptFiles.of_log(Path(spec.log_path))
-    writer = logs.CriLogWriter(files.log)
+    writer = crilog.CriLogWriter(files.log)
     state: dict[str, object] = {"shimPid": os.getpid(), "startedAt": now_rfc3339()}
     child: list[int] = []
     pending: list[int] = []
@@ -212,12 +212,12 @@ def run(spec: ShimSpec) -> int:
     state.update(finishedAt=now_rfc3339(), exitCode=code)
     if proc.returncode < 0:
         state["signal"] = -proc.returncode
-    if cgroups.oom_kills(spec.cgroups):
+    if cgroupfs.oom_kills(spec.cgroups):
         state["reason"] = "OOMKilled"  # as runtimes report it: the OOM killer struck in the container
     poddir.write_json(files.state, state)
     files.write_exit_code(code)
     for path in spec.cgroups:
-        cgroups.remove_tree(Path(path))
+        cgroupfs.remove_tree(Path(path))
     return code
 
 
@@ -343,7 +343,7 @@ def _exited(pid: int) -> bool:
 
 
 def _pump(
-    proc: subprocess.Popen[bytes], writer: logs.CriLogWriter, namespace: ContainerNamespace | None
+    proc: subprocess.Popen[bytes], writer: crilog.CriLogWriter, namespace: ContainerNamespace | None
 ) -> None:
     """Copy output to the log until the process exits, then kill leftovers of the container and drain.
     The caller reaps the process."""

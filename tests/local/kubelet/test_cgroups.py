@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from t9k_provider.local.kubelet import cgroups
+from t9k_provider.local.kubelet import cgroupfs, cgroups
 from t9k_provider.local.kubelet.cgroups import KubeletCgroups, Limits
 from t9k_provider.testing import unavailable
 
@@ -218,9 +218,9 @@ def test_oom_kills_and_cpu_usage_from_the_kernel_files(tmp_path: Path) -> None:
     (v2_dir / "memory.events").write_text("low 0\nhigh 0\nmax 5\noom 1\noom_kill 1\noom_group_kill 0\n")
     (v2_dir / "cpu.stat").write_text("usage_usec 500000\nuser_usec 400000\nnr_periods 25\nnr_throttled 20\n")
     v1_dirs = [str(v1_memory), str(v1_cpu), str(v1_cpuacct)]
-    assert cgroups.oom_kills(v1_dirs) == 2
-    assert cgroups.oom_kills([str(v2_dir)]) == 1
-    assert cgroups.oom_kills([str(v1_cpu)]) == 0
+    assert cgroupfs.oom_kills(v1_dirs) == 2
+    assert cgroupfs.oom_kills([str(v2_dir)]) == 1
+    assert cgroupfs.oom_kills([str(v1_cpu)]) == 0
     assert cgroups.cpu_usage(v1_dirs) == (0.8, 40)
     assert cgroups.cpu_usage([str(v2_dir)]) == (0.5, 25)
 
@@ -240,7 +240,7 @@ def real(tmp_path: Path) -> Iterator[KubeletCgroups]:
 
 def run_in(dirs: list[str], script: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-c", script], preexec_fn=lambda: cgroups.join(dirs), timeout=60, check=False
+        [sys.executable, "-c", script], preexec_fn=lambda: cgroupfs.join(dirs), timeout=60, check=False
     )
 
 
@@ -248,15 +248,15 @@ def test_memory_limit_kills_and_is_counted(real: KubeletCgroups) -> None:
     dirs = real.create_container(pod("uid-oom", LIMITED), LIMITED, 0)
     done = run_in(dirs, "b = bytearray(200 * 1024 * 1024)")
     assert done.returncode == -9
-    assert cgroups.oom_kills(dirs) == 1
+    assert cgroupfs.oom_kills(dirs) == 1
     fine = real.create_container(pod("uid-oom", UNLIMITED), UNLIMITED, 1)
     assert run_in(fine, "b = bytearray(200 * 1024 * 1024)").returncode == 0
-    assert cgroups.oom_kills(fine) == 0
+    assert cgroupfs.oom_kills(fine) == 0
 
 
 def test_removing_a_pod_kills_what_is_left_in_it(real: KubeletCgroups) -> None:
     dirs = real.create_container(pod("uid-rm", UNLIMITED), UNLIMITED, 0)
-    proc = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: cgroups.join(dirs))
+    proc = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: cgroupfs.join(dirs))
     try:
         real.remove_orphans({"uid-other"})
         assert proc.wait(timeout=10) == -9
@@ -270,7 +270,9 @@ def test_removing_a_pod_kills_what_is_left_in_it(real: KubeletCgroups) -> None:
 def test_cpu_limit_gives_about_the_quota(real: KubeletCgroups) -> None:
     """200m: about 0.2 CPU per CFS period, as the kernel counts it (cpu.stat), not as a clock would."""
     dirs = real.create_container(pod("uid-cpu", LIMITED), LIMITED, 0)
-    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=lambda: cgroups.join(dirs))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "while True: pass"], preexec_fn=lambda: cgroupfs.join(dirs)
+    )
     try:
         deadline = time.monotonic() + 60
         while cgroups.cpu_usage(dirs)[1] < 20 and time.monotonic() < deadline:
@@ -288,7 +290,7 @@ def test_leftovers_of_a_kubelet_are_removed_with_what_runs_in_them(tmp_path: Pat
     if found is None:
         unavailable("writable cgroups", why)
     dirs = found.create_container(pod("uid-left", UNLIMITED), UNLIMITED, 0)
-    proc = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: cgroups.join(dirs))
+    proc = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: cgroupfs.join(dirs))
     try:
         cgroups.remove_leftovers(tmp_path / "other-state")
         assert all(base.exists() for base in found.bases.values()), "another cluster's cgroup is left alone"

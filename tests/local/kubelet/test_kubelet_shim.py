@@ -245,7 +245,9 @@ def test_live_shim_is_recognised_by_its_command_line(tmp_path: Path) -> None:
     from t9k_provider.local.kubelet import runtime
 
     files = ContainerDir(tmp_path / "c").attempt(0)
-    runtime.launch(files, ShimSpec(argv=["sleep", "5"], env={"PATH": os.environ["PATH"]}, log_path=""))
+    os.close(
+        runtime.launch(files, ShimSpec(argv=["sleep", "5"], env={"PATH": os.environ["PATH"]}, log_path=""))
+    )
     wait_for(f"{files.pid} to appear", files.pid.exists, 10, 0.05)
     assert runtime.shim_alive(files)
     assert runtime.signal_container(files, signal.SIGKILL)
@@ -255,6 +257,27 @@ def test_live_shim_is_recognised_by_its_command_line(tmp_path: Path) -> None:
     while runtime.shim_alive(files):
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+async def test_the_end_of_a_launched_container_is_told_when_it_happens(tmp_path: Path) -> None:
+    """The pod worker learns of a container's end from its shim's pidfd, not at its next tick: the callback
+    comes once the shim has exited, so the exit code it recorded is there to read."""
+    import asyncio
+
+    from t9k_provider.local.kubelet import runtime
+
+    files = ContainerDir(tmp_path / "c").attempt(0)
+    ended = asyncio.Event()
+    seen: list[int | None] = []
+
+    def told() -> None:
+        seen.append(runtime.read_attempt(files).exit_code)
+        ended.set()
+
+    spec = ShimSpec(argv=["sh", "-c", "exit 3"], env={"PATH": os.environ["PATH"]}, log_path="")
+    runtime.on_exit(await asyncio.to_thread(runtime.launch, files, spec), told)
+    await asyncio.wait_for(ended.wait(), 30)
+    assert seen == [3]
 
 
 def _in_new_mount_namespace() -> subprocess.Popen:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from t9k_provider.kube.timestamps import parse_timestamp
-from t9k_provider.local.kubelet import logs
+from t9k_provider.local.kubelet import crilog, logs
 from t9k_provider.local.kubelet.poddir import AttemptFiles
 
 
@@ -47,7 +47,7 @@ async def _follow_into(
 
 def test_writer_records_lines_with_stream_tag_and_timestamp(tmp_path: Path) -> None:
     path = tmp_path / "0.log"
-    w = logs.CriLogWriter(path, clock=_clock([T0 + 5, T0 + 6, T0 + 7]))
+    w = crilog.CriLogWriter(path, clock=_clock([T0 + 5, T0 + 6, T0 + 7]))
     w.write("stdout", b"hello\nwor")
     w.write("stderr", b"oops\n")
     w.write("stdout", b"ld\n")
@@ -61,8 +61,8 @@ def test_writer_records_lines_with_stream_tag_and_timestamp(tmp_path: Path) -> N
 
 def test_writer_splits_long_lines_and_flushes_unterminated_text(tmp_path: Path) -> None:
     path = tmp_path / "0.log"
-    w = logs.CriLogWriter(path)
-    w.write("stdout", b"x" * (logs.MAX_LINE_BYTES + 10) + b"\ntail")
+    w = crilog.CriLogWriter(path)
+    w.write("stdout", b"x" * (crilog.MAX_LINE_BYTES + 10) + b"\ntail")
     w.close()
     tags = [line.split(b" ", 3)[2] for line in path.read_bytes().splitlines()]
     assert tags == [b"P", b"F", b"F"]
@@ -70,8 +70,8 @@ def test_writer_splits_long_lines_and_flushes_unterminated_text(tmp_path: Path) 
 
 async def test_reader_reassembles_partial_lines_and_adds_timestamps(tmp_path: Path) -> None:
     path = tmp_path / "0.log"
-    w = logs.CriLogWriter(path)
-    long = b"y" * (logs.MAX_LINE_BYTES + 3)
+    w = crilog.CriLogWriter(path)
+    long = b"y" * (crilog.MAX_LINE_BYTES + 3)
     w.write("stdout", long + b"\nshort\n")
     w.close()
     assert await _collect(path) == long + b"\nshort\n"
@@ -84,7 +84,7 @@ async def test_reader_reassembles_partial_lines_and_adds_timestamps(tmp_path: Pa
 
 async def test_tail_lines_since_time_and_limit_bytes(tmp_path: Path) -> None:
     path = tmp_path / "0.log"
-    w = logs.CriLogWriter(path, clock=_clock([T0 + i * SEC for i in range(5)]))
+    w = crilog.CriLogWriter(path, clock=_clock([T0 + i * SEC for i in range(5)]))
     for i in range(5):
         w.write("stdout", b"line%d\n" % i)
     w.close()
@@ -98,7 +98,7 @@ async def test_tail_lines_since_time_and_limit_bytes(tmp_path: Path) -> None:
 async def test_follow_streams_new_output_and_ends_once_finished(tmp_path: Path) -> None:
     files = AttemptFiles(tmp_path, 0)
     path = files.log
-    w = logs.CriLogWriter(path)
+    w = crilog.CriLogWriter(path)
     w.write("stdout", b"first\n")
 
     async def finished() -> bool:
@@ -123,7 +123,7 @@ async def test_follow_reads_the_last_lines_after_the_pod_directory_is_removed(tm
     directories: a follower that has not yet read the container's last lines still delivers them."""
     (tmp_path / "pod").mkdir()
     files = AttemptFiles(tmp_path / "pod", 0)
-    w = logs.CriLogWriter(files.log)
+    w = crilog.CriLogWriter(files.log)
     w.write("stdout", b"first\n")
     pod_gone = asyncio.Event()
 
@@ -169,7 +169,7 @@ async def test_follow_new_records_skips_what_was_written_before(tmp_path: Path) 
     """Attach: only records written after it starts, with their stream, until the container finishes."""
     path = tmp_path / "0.log"
     path.write_bytes(
-        f"{logs.format_timestamp(T0)} stdout F old line\n".encode() + b"2023-11-14T22:13:20.0Z std"
+        f"{crilog.format_timestamp(T0)} stdout F old line\n".encode() + b"2023-11-14T22:13:20.0Z std"
     )
     done = asyncio.Event()
 
@@ -183,7 +183,7 @@ async def test_follow_new_records_skips_what_was_written_before(tmp_path: Path) 
     await asyncio.sleep(0.2)
     with open(path, "ab") as f:  # completes the record being written when following began
         f.write(b"err F half\n")
-    w = logs.CriLogWriter(path, clock=_clock([T0 + 1, T0 + 2]))
+    w = crilog.CriLogWriter(path, clock=_clock([T0 + 1, T0 + 2]))
     w.write("stderr", b"new err\n")
     w.write("stdout", b"new out\n")
     w.close()

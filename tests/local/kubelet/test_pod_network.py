@@ -52,10 +52,10 @@ def test_a_reused_address_answers_at_once_despite_the_hosts_old_neighbour_entry(
     net = network.NetnsNetwork(tmp_path, subnet)
     ip_tool = network._ip
 
-    async def attach_after_a_gone_pod(*args: str, check: bool = True) -> str:
+    async def attach_after_a_gone_pod(*args: str, check: bool = True, batch: tuple[str, ...] = ()) -> str:
         """Attaching the veth ends with the host's entry for the address naming a gone pod's MAC (planted
         after the attach: a bridge whose own MAC changes with a new port flushes its entries itself)."""
-        out = await ip_tool(*args, check=check)
+        out = await ip_tool(*args, check=check, batch=batch)
         if args[:2] == ("link", "set") and "master" in args:
             ip = next(a for a, owner in net.ipam.owners().items() if owner == net.netns_name(uid))
             stale = ("neigh", "replace", ip, "lladdr", GONE_MAC, "dev", subnet.bridge, "nud", "reachable")
