@@ -153,8 +153,11 @@ class QueueRecord:
         """Whether the job waits in line as last read (not admitted)."""
         return self.standing in IN_LINE
 
-    def observe(self, state: QueueState, now: float) -> tuple[QueueRecord, str | None]:
-        """The record after ``state`` was read, and the line to log (None: nothing new to say)."""
+    def observe(
+        self, state: QueueState, now: float, created: float | None = None
+    ) -> tuple[QueueRecord, str | None]:
+        """The record after ``state`` was read, and the line to log (None: nothing new to say); ``created``:
+        when the job was created (its time in line counts from then)."""
         record = replace(self, standing=state.standing, last=_words(state))
         if state.standing in IN_LINE and record.since is None:
             record = replace(record, since=state.read_at)
@@ -173,8 +176,8 @@ class QueueRecord:
             record = replace(record, admitted_at=state.admitted_at or state.read_at)
             if self.since is None:
                 return record, None  # never seen in line: nothing to tell
-            waited = record.admitted_at - (record.since or record.admitted_at)
-            return record, f"queue {state.queue} admitted the job after {duration(max(0.0, waited))} in line"
+            waited = record.waited(created, record.admitted_at) or 0.0
+            return record, f"queue {state.queue} admitted the job after {duration(waited)} in line"
         if state.standing == "unknown":
             return record, None
         estimate = expected_start(state) if state.standing == "waiting" else Estimate(None, False)
@@ -301,7 +304,10 @@ def _start(estimate: Estimate, now: float) -> str:
     when = f"{_clock(estimate.at)} (in {duration(max(0.0, estimate.at - now))})"
     if estimate.exact:
         return f"expected to start at {when}"
-    return f"expected to start at {when} at the earliest (a job it waits for has not said when it ends)"
+    unknown = "a job it waits for has not reported its progress yet"
+    if estimate.at <= now:
+        return f"expected start unknown ({unknown})"
+    return f"expected to start after {when} ({unknown})"
 
 
 def _amounts(amounts: Mapping[str, Decimal], quota: Mapping[str, Decimal] | None) -> str:

@@ -127,7 +127,10 @@ def step(
             at = running.timestamp() if running is not None else now
             queue = QueueState(named or "", now, "admitted", admitted_at=at)
         if queue is not None:
-            record, said = (memory.queue or QueueRecord(queue.queue)).observe(queue, now)
+            created = job_status.created_at(job)
+            record, said = (memory.queue or QueueRecord(queue.queue)).observe(
+                queue, now, created.timestamp() if created else None
+            )
             memory = replace(memory, queue=record)
     elif named is not None and (
         _queue_due(state, memory, now)

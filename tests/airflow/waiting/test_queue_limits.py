@@ -96,5 +96,5 @@ def test_a_job_that_left_the_line_is_read_once_for_its_admission() -> None:
     assert asked.action == "read_queue"
     admitted = state(standing="admitted", position=None, admitted_at=T0 + 3.5, read_at=T0 + 4)
     said = step(running, limits, T0 + 4, asked.memory, queue=admitted, queue_read=True)
-    assert said.note == "queue gpu admitted the job after 0:00:00 in line"
+    assert said.note == "queue gpu admitted the job after 0:00:04 in line"  # since its creation
     assert step(running, limits, T0 + 60, said.memory).action == "wait"

@@ -46,7 +46,7 @@ def test_the_job_a_running_job_holds_the_quota_for_starts_at_its_eta() -> None:
 
 def test_jobs_ahead_are_admitted_in_order_and_one_without_an_eta_holds_its_share() -> None:
     second = state(position=2, ahead=(Other("b", gpus(2)),))
-    # b is admitted at a's end and runs for a time no one knows yet: this job starts at T0+60 at the earliest
+    # b is admitted at a's end and runs for a time no one knows yet: this job starts after T0+60
     assert expected_start(second) == Estimate(T0 + 60, False)
     bigger = state(quota=gpus(4), used=gpus(2), position=2, ahead=(Other("b", gpus(2)),))
     assert expected_start(bigger) == Estimate(T0 + 60, True)  # b takes the free half now, a's half is ours
@@ -69,12 +69,14 @@ def test_the_line_says_queue_place_quota_jobs_ahead_and_the_expected_start() -> 
     said = line(state(position=2, ahead=(Other("b", gpus(2)),)), Estimate(T0 + 60, False), T0)
     assert said == (
         f"queue gpu: 2nd in line; quota {GPU} 2 of 2 used, 0 free; ahead: a (running, step 10/40, "
-        f"ETA 0:01:00), b (waiting); this job needs {GPU} 2: expected to start at 10:01:00 UTC (in 0:01:00) "
-        "at the earliest (a job it waits for has not said when it ends)"
+        f"ETA 0:01:00), b (waiting); this job needs {GPU} 2: expected to start after 10:01:00 UTC (in "
+        "0:01:00) (a job it waits for has not reported its progress yet)"
     )
     assert line(state(), Estimate(T0 + 60, True), T0).endswith(
         "expected to start at 10:01:00 UTC (in 0:01:00)"
     )
+    unknown = line(state(holders=(Other("a", gpus(2), True),)), Estimate(T0, False), T0)
+    assert unknown.endswith("expected start unknown (a job it waits for has not reported its progress yet)")
     assert line(state(standing="closed"), Estimate(None, False), T0) == (
         "queue gpu is closed: it admits no new job, and this one waits until it opens"
     )
