@@ -213,7 +213,7 @@ def cmd_down(args: argparse.Namespace, state: StateDir) -> int:
 
 
 def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
-    from t9k_provider.local.console.server import read_console
+    from t9k_provider.local.console.connection import read_console
     from t9k_provider.local.state import ready
 
     info = state.running(clean=True)

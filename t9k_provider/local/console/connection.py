@@ -1,19 +1,42 @@
-"""What an Airflow connection to a running local cluster holds (``t9k-local connection`` prints it): the
-kubeconfig, and the templates of the task's extra links, the console's job pages and TensorBoard redirects
-(docs/local-cluster.md#console). Plain data: this package imports nothing from Airflow.
+"""Where the console answers (``STATE/console.json``, which it publishes) and what an Airflow connection to
+a running local cluster holds (``t9k-local connection`` prints it): the kubeconfig, and the templates of the
+task's extra links, the console's job pages and TensorBoard redirects (docs/local-cluster.md#console). Plain
+data, no HTTP client or server: the CLI and ``make demo`` read it cheaply; nothing here imports Airflow.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 from t9k_provider.local.components import read_status
-from t9k_provider.local.console.server import read_console
 from t9k_provider.local.state import StateDir
+
+CONSOLE_FILE = "console.json"
 
 #: The component's name in the server's status (``serving._components``).
 COMPONENT = "console"
+
+
+def read_console(state_dir: Path) -> dict[str, Any]:
+    """What the console last wrote of itself (``url``, ``jobUrlTemplate``, ``tensorboardUrlTemplate``,
+    ``pid``); empty if nothing."""
+    try:
+        data = json.loads((Path(state_dir) / CONSOLE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def publish(state_dir: Path, info: dict[str, Any]) -> None:
+    """Replace ``console.json`` in one step: a reader sees the old file or the new one."""
+    path = Path(state_dir) / CONSOLE_FILE
+    tmp = path.with_name(f".{CONSOLE_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(info, indent=1))
+    os.replace(tmp, path)
 
 
 def running_console(state: StateDir, timeout: float) -> dict[str, Any] | None:

@@ -1,4 +1,5 @@
-"""The console's HTTP server on 127.0.0.1, and ``STATE/console.json``, which says where it answers.
+"""The console's HTTP server on 127.0.0.1; it publishes where it answers in ``STATE/console.json``
+(``connection``).
 
 ``console.json`` holds ``url`` (the base URL), ``jobUrlTemplate`` (``<url>/jobs/{namespace}/{kind}/{name}``,
 the format of ``[t9k] job_url_template``), ``tensorboardUrlTemplate``
@@ -10,35 +11,24 @@ handed out keep working.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 from kubernetes_asyncio.client import CoreV1Api
 
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
 from t9k_provider.local.console import gather, pages
+from t9k_provider.local.console.connection import publish, read_console
 
 log = logging.getLogger(__name__)
-CONSOLE_FILE = "console.json"
 HOST = "127.0.0.1"
 JOB_PATH_TEMPLATE = "/jobs/{namespace}/{kind}/{name}"
 TENSORBOARD_PATH_TEMPLATE = "/tensorboards/{namespace}/{name}"
 KUBE: web.AppKey[KubeApi] = web.AppKey("kube", KubeApi)
 CORE: web.AppKey[CoreV1Api] = web.AppKey("core", CoreV1Api)
-
-
-def read_console(state_dir: Path) -> dict[str, Any]:
-    """What the console last wrote of itself (``url``, ``jobUrlTemplate``, ``pid``); empty if nothing."""
-    try:
-        data = json.loads((Path(state_dir) / CONSOLE_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _html(text: str, status: int = 200) -> web.Response:
@@ -105,14 +95,6 @@ def pick_port(state_dir: Path) -> int:
     return int(previous) if previous.isdigit() and _free(int(previous)) else 0
 
 
-def _publish(state_dir: Path, info: dict[str, Any]) -> None:
-    """Replace ``console.json`` in one step: a reader sees the old file or the new one."""
-    path = Path(state_dir) / CONSOLE_FILE
-    tmp = path.with_name(f".{CONSOLE_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(info, indent=1))
-    os.replace(tmp, path)
-
-
 async def serve(kubeconfig: Path, state_dir: Path) -> None:
     """Serve until cancelled (``t9k-local console``, which ``run`` starts), as a client of the API server of
     ``kubeconfig``; ``console.json`` goes to the cluster's ``state_dir``."""
@@ -130,7 +112,7 @@ async def serve(kubeconfig: Path, state_dir: Path) -> None:
             "tensorboardUrlTemplate": url + TENSORBOARD_PATH_TEMPLATE,
             "pid": os.getpid(),
         }
-        _publish(state_dir, info)
+        publish(state_dir, info)
         log.info("t9k-local console on %s (pages: %s)", url, info["jobUrlTemplate"])
         await asyncio.Event().wait()
     finally:

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from t9k_provider.local.console import server
+from t9k_provider.local.console import connection
 from t9k_provider.local.tensorboard.board import UID_LABEL
 from t9k_provider.testing import LocalCluster, wait_for
 from tests.controller.e2e_support import NS, Jobs
@@ -53,7 +53,9 @@ print({hostile!r}, flush=True)
 @pytest.fixture(scope="module")
 def console(cluster: LocalCluster) -> dict[str, Any]:
     """Where the cluster's console answers (``STATE/console.json``, written once it listens)."""
-    return wait_for("the console's console.json", lambda: server.read_console(cluster.state_dir), timeout=30)
+    return wait_for(
+        "the console's console.json", lambda: connection.read_console(cluster.state_dir), timeout=30
+    )
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +224,7 @@ def test_console_process_answers_on_loopback_only_and_keeps_its_port(
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
         def published() -> dict[str, Any] | None:
-            info = server.read_console(tmp_path)
+            info = connection.read_console(tmp_path)
             return info if info.get("pid") == proc.pid else None
 
         return proc, wait_for("the console's console.json", published)
