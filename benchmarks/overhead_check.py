@@ -82,6 +82,7 @@ def measure(work: Path, rounds: int) -> dict[str, dict[str, list[float]]]:
     if done:
         out["first"]["overhead"] = [done[0]["end"] - done[0]["start"] - own]
         out["first"]["others"] = [t["end"] - t["start"] - own for t in done[1:]]
+        out["first"]["steps"] = stamps.steps(done[0]["task"], done[0]["start"], done[0]["end"]) or []
     return out
 
 
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     if first and others:
         gap = first[0] - statistics.median(others)
         print(f"  first T9k task of the fresh cluster: {first[0]:.3f} s, {gap:+.3f} s against the others")
+        for (step, _), seconds in zip(STEPS, found["first"]["steps"], strict=False):
+            print(f"    {step}: {seconds:.3f} s")
     if worst > args.max_ratio:
         print(
             f"overhead check: {worst:.2f}x the report (> {args.max_ratio}x): a regression or a busy machine"
