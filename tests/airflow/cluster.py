@@ -64,8 +64,12 @@ def airflow_on_cluster(state_dir: Path, **options: Any) -> Iterator[LocalCluster
 
 
 def run(
-    dags: dict[str, Any], dag_id: str, logical_date: datetime | None = None
+    dags: dict[str, Any],
+    dag_id: str,
+    logical_date: datetime | None = None,
+    conf: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, str], str]:
+    """``conf``: the run's conf (its params)."""
     if not AIRFLOW_V_3_0_PLUS:
         # Airflow 2's dag.test() prints task logs through a handler on sys.stdout that it adds to the task
         # logger once per process; drop an earlier test's, whose captured stdout is closed, so it adds ours.
@@ -74,7 +78,7 @@ def run(
             if isinstance(handler, logging.StreamHandler) and handler.stream is not sys.stdout:
                 task_logger.removeHandler(handler)
     dated = {"logical_date" if AIRFLOW_V_3_0_PLUS else "execution_date": logical_date} if logical_date else {}
-    dag_run = dags[dag_id].test(**dated)
+    dag_run = dags[dag_id].test(**dated, run_conf=conf)
     return dag_run.state, {ti.task_id: ti.state for ti in dag_run.get_task_instances()}, dag_run.run_id
 
 
