@@ -28,14 +28,18 @@ from t9k_provider.kube.timestamps import now_rfc3339
 from t9k_provider.local.apiserver.deletion import body_delete_options
 from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.apiserver.generic.resources import Resource
+from t9k_provider.local.apiserver.generic.validation import invalid_kind
 from t9k_provider.local.apiserver.objects import DeleteOptions, Objects
 from t9k_provider.local.apiserver.strategies import poddisruptionbudgets as budgets
 from t9k_provider.local.apiserver.wire import Route, read_body, respond
+from t9k_provider.local.machinery import fielderrors as fe
+from t9k_provider.local.machinery.fielderrors import Cause
 
 #: The Eviction versions the subresource accepts (``AcceptsGroupVersion``).
 VERSIONS = ("policy/v1", "policy/v1beta1")
 #: Evictions a budget's controller has not confirmed yet beyond which the budget refuses more.
 MAX_DISRUPTED_PODS = 2000
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
 TOO_MANY_REQUESTS = "Cannot evict pod as it would violate the pod's disruption budget."
 MORE_THAN_ONE_BUDGET = (
     "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
@@ -61,7 +65,7 @@ async def pod_eviction(objects: Objects, request: web.Request, route: Route) -> 
 
 def eviction_options(body: Any, route: Route) -> DeleteOptions:
     """The delete options of an Eviction body, once the body is one for this pod (else 400, as decoding and
-    the create handler answer)."""
+    the create handler answer) and its ``deleteOptions`` are valid (else 422)."""
     if not isinstance(body, dict):
         raise errors.bad_request(f"Object 'Kind' is missing in '{json.dumps(body)[:200]}'")
     kind, version = body.get("kind"), body.get("apiVersion")
@@ -92,7 +96,28 @@ def eviction_options(body: Any, route: Route) -> DeleteOptions:
             f"json: cannot unmarshal {type(options).__name__} into Go struct field Eviction.deleteOptions "
             "of type v1.DeleteOptions"
         )
-    return body_delete_options(options or {})
+    parsed = body_delete_options(options or {})
+    causes = delete_options_causes(options or {})
+    if causes:
+        raise invalid_kind("Eviction", budgets.GROUP, route.name or "", causes)
+    return parsed
+
+
+def delete_options_causes(options: dict[str, Any]) -> list[Cause]:
+    """``ValidateDeleteOptions`` of the Eviction's ``deleteOptions``, each cause naming its field. Checked
+    before the pod is marked or a budget spent: kube-apiserver meets them only at the delete, after both, so
+    there a refused eviction has marked the pod and spent the budget; here it changes nothing."""
+    causes = []
+    policy = options.get("propagationPolicy")
+    if policy is not None and options.get("orphanDependents") is not None:
+        detail = "orphanDependents and deletionPropagation cannot be both set"
+        causes.append(fe.invalid("deleteOptions.propagationPolicy", policy, detail))
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        causes.append(fe.not_supported("deleteOptions.propagationPolicy", policy, [*PROPAGATION_POLICIES]))
+    dry = options.get("dryRun") or []
+    if any(value != "All" for value in (dry if isinstance(dry, list) else [dry])):
+        causes.append(fe.not_supported("deleteOptions.dryRun", dry, ["All"]))
+    return causes
 
 
 class Eviction:

@@ -217,6 +217,25 @@ def test_a_malformed_eviction_is_a_400_and_changes_nothing(
     assert core.read_namespaced_pod("a", ns).metadata.resource_version == before
 
 
+def test_invalid_delete_options_are_a_422_naming_the_field_and_change_nothing(
+    core: client.CoreV1Api, policy: client.PolicyV1Api, ns: str
+) -> None:
+    running(core, ns, "a")
+    budget(policy, ns, minAvailable=0)
+    observed(policy, ns, disruptionsAllowed=1)
+    before = core.read_namespaced_pod("a", ns).metadata.resource_version
+    code, body = refused(lambda: evict(core, ns, "a", propagationPolicy="Sideways"))
+    assert (code, body["reason"], body["details"]["causes"][0]["field"]) == (
+        422,
+        "Invalid",
+        "deleteOptions.propagationPolicy",
+    ), body
+    assert body["message"].startswith('Eviction.policy "a" is invalid: deleteOptions.propagationPolicy: ')
+    assert core.read_namespaced_pod("a", ns).metadata.resource_version == before  # not marked, not deleted
+    status = policy.read_namespaced_pod_disruption_budget("web", ns).status
+    assert (status.disruptions_allowed, status.disrupted_pods) == (1, None)  # nothing spent
+
+
 def test_a_protobuf_eviction_as_kubectl_sends_it(
     cluster: LocalCluster, core: client.CoreV1Api, ns: str
 ) -> None:

@@ -336,3 +336,36 @@ def test_a_malformed_eviction_is_a_400(cluster: Cluster, body: Any, message: str
     with pytest.raises(ApiError) as caught:
         eviction_options(body, _route(cluster))
     assert caught.value.code == 400 and message in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "message"),
+    [
+        (
+            {"propagationPolicy": "Sideways"},
+            "deleteOptions.propagationPolicy",
+            'Unsupported value: "Sideways": supported values: "Foreground", "Background", "Orphan"',
+        ),
+        (
+            {"propagationPolicy": "Orphan", "orphanDependents": True},
+            "deleteOptions.propagationPolicy",
+            'Invalid value: "Orphan": orphanDependents and deletionPropagation cannot be both set',
+        ),
+        (
+            {"dryRun": ["Maybe"]},
+            "deleteOptions.dryRun",
+            'Unsupported value: ["Maybe"]: supported values: "All"',
+        ),
+    ],
+)
+def test_invalid_delete_options_are_a_422_naming_the_field(
+    cluster: Cluster, options: dict[str, Any], field: str, message: str
+) -> None:
+    """``ValidateDeleteOptions``, before anything is marked or spent (the HTTP test checks that)."""
+    with pytest.raises(ApiError) as caught:
+        eviction_options({"metadata": {"name": "a"}, "deleteOptions": options}, _route(cluster))
+    assert (
+        caught.value.code == 422
+        and caught.value.message == f'Eviction.policy "a" is invalid: {field}: {message}'
+    )
+    assert [c["field"] for c in caught.value.details["causes"]] == [field]
