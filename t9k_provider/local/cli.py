@@ -125,7 +125,7 @@ def cmd_controllers(args: argparse.Namespace, state: StateDir) -> int:
 def cmd_console(args: argparse.Namespace, state: StateDir) -> int:
     from t9k_provider.local.console.server import serve
 
-    return run_child(args.server_pid, serve(state.kubeconfig, state.path))
+    return run_child(args.server_pid, serve(state.kubeconfig, args.listen_fd))
 
 
 def cmd_kubelet(args: argparse.Namespace, state: StateDir) -> int:
@@ -213,7 +213,7 @@ def cmd_down(args: argparse.Namespace, state: StateDir) -> int:
 
 
 def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
-    from t9k_provider.local.console.connection import read_console
+    from t9k_provider.local.console.connection import running_console
     from t9k_provider.local.state import ready
 
     info = state.running(clean=True)
@@ -225,8 +225,8 @@ def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
     print(f"  server:     https://127.0.0.1:{info.port}" if info.port else "  server:     starting")
     print(f"  ready:      {'yes' if healthy else 'no'}")
     print(f"  kubeconfig: {state.kubeconfig}")
-    console = read_console(state.path)
-    if console.get("url"):
+    console = running_console(state)
+    if console is not None:
         print(f"  console:    {console['url']}")
     components = read_status(state)
     for name, component in components.items():
@@ -249,7 +249,7 @@ def cmd_connection(args: argparse.Namespace, state: StateDir) -> int:
     if state.running(clean=True) is None:
         print(f"t9k-local: not running on {state.path}", file=sys.stderr)
         return 1
-    print(json.dumps(airflow_connection(state, args.timeout)))
+    print(json.dumps(airflow_connection(state)))
     return 0
 
 
@@ -317,6 +317,7 @@ def _internal_commands(sub: argparse._SubParsersAction) -> None:
     kubelet.add_argument("--network", choices=NETWORK_MODES, required=True)
     kubelet.add_argument("--pod-subnet", type=_pod_subnet, default=0, help=POD_SUBNET_HELP)
     console = _command(sub, "console", "(internal) the console's process, started by run")
+    console.add_argument("--listen-fd", type=int, required=True, help="the listening socket run opened")
     for p in (controllers, kubelet, console):
         p.add_argument("--server-pid", type=int, required=True, help="the API server's process (its parent)")
 
@@ -338,10 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     down = _command(sub, "down", "stop the background cluster")
     down.add_argument("--timeout", type=float, default=30.0, help="seconds to wait before SIGKILL")
     _command(sub, "status", "show whether the cluster runs")
-    connection = _command(sub, "connection", "print an Airflow connection to the running cluster (JSON)")
-    connection.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds to wait for the console to publish its address"
-    )
+    _command(sub, "connection", "print an Airflow connection to the running cluster (JSON)")
     _internal_commands(sub)
     return parser
 

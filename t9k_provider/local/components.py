@@ -38,12 +38,14 @@ TAIL_LINES = 15
 @dataclass
 class Component:
     """One child process: ``argv``; its output appended to ``log_name`` in the state directory (None: the
-    server's own output); ``grace``: seconds between SIGTERM and SIGKILL when the cluster stops."""
+    server's own output); ``grace``: seconds between SIGTERM and SIGKILL when the cluster stops;
+    ``pass_fds``: descriptors of the server each of its processes inherits (the console's socket)."""
 
     name: str
     argv: list[str]
     log_name: str | None = None
     grace: float = 10.0
+    pass_fds: tuple[int, ...] = ()
     proc: asyncio.subprocess.Process | None = None
     started_at: float = 0.0
     restarts: int = 0
@@ -103,6 +105,7 @@ class Supervisor:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT if out is not None else None,
+                pass_fds=component.pass_fds,
             )
         finally:
             if out is not None:

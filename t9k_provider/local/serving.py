@@ -21,6 +21,7 @@ import yaml
 from t9k_provider.kube.resources import GPU
 from t9k_provider.local.apiserver.strategies.nodes import first_devices, node_capacities
 from t9k_provider.local.components import Component, Supervisor
+from t9k_provider.local.console.connection import listen
 from t9k_provider.local.diewith import command, die_with
 from t9k_provider.local.kubelet.heartbeat import RENEW_INTERVAL
 from t9k_provider.local.machinery.nodes import node_names
@@ -88,11 +89,14 @@ def internal(command: str, state: StateDir, *args: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _components(state: StateDir, args: argparse.Namespace, kubeconfig: Path) -> list[Component]:
+def _components(
+    state: StateDir, args: argparse.Namespace, kubeconfig: Path, console: socket.socket | None
+) -> list[Component]:
     """What the server runs beside itself: the controllers and a kubelet per node (unless
-    ``--no-node-agents``), and the T9k controller and the console (unless ``--no-controller``). Each is a
-    process of its own, so that the API server's event loop serves only the API, another core runs the rest,
-    and one node's kubelet can stop while the others run on; their output goes to the server's log."""
+    ``--no-node-agents``), and the T9k controller and the console on the socket ``console`` (unless
+    ``--no-controller``). Each is a process of its own, so that the API server's event loop serves only the
+    API, another core runs the rest, and one node's kubelet can stop while the others run on; their output
+    goes to the server's log."""
     out = []
     if not args.no_node_agents:
         flink = [] if args.no_flink_operator else ["--flink-operator"]
@@ -118,7 +122,10 @@ def _components(state: StateDir, args: argparse.Namespace, kubeconfig: Path) -> 
     if not args.no_controller:
         argv = [sys.executable, "-m", "t9k_provider.controller", "--kubeconfig", str(kubeconfig)]
         out.append(Component("T9k controller", command(os.getpid(), argv), log_name="controller.log"))
-        out.append(Component("console", internal("console", state), log_name="console.log"))
+    if console is not None:
+        fd = console.fileno()
+        argv = internal("console", state, "--listen-fd", str(fd))
+        out.append(Component("console", argv, log_name="console.log", pass_fds=(fd,)))
     return out
 
 
@@ -151,6 +158,7 @@ async def serve(state: StateDir, args: argparse.Namespace) -> None:
         ),
     )
     components = Supervisor(state)
+    console = None if args.no_controller else listen(state.path)
     try:
         bound = await server.start()
         names = server.register_crds(crd_documents())
@@ -160,7 +168,7 @@ async def serve(state: StateDir, args: argparse.Namespace) -> None:
         log.info(
             "t9k-local API server on https://127.0.0.1:%d (state %s, %d CRDs)", bound, state.path, len(names)
         )
-        for component in _components(state, args, kubeconfig):
+        for component in _components(state, args, kubeconfig, console):
             proc = await components.start(component)
             log.info("%s started (pid %d)", component.name, proc.pid)
         state.publish_port(lock, bound)
@@ -174,6 +182,8 @@ async def serve(state: StateDir, args: argparse.Namespace) -> None:
     finally:
         await components.stop()
         await server.stop()
+        if console is not None:
+            console.close()
         state.release(lock)
 
 

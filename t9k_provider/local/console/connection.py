@@ -1,29 +1,37 @@
-"""Where the console answers (``STATE/console.json``, which it publishes) and what an Airflow connection to
-a running local cluster holds (``t9k-local connection`` prints it): the kubeconfig, and the templates of the
-task's extra links, the console's job pages and TensorBoard redirects (docs/local-cluster.md#console). Plain
-data, no HTTP client or server: the CLI and ``make demo`` read it cheaply; nothing here imports Airflow.
+"""Where the console answers and what an Airflow connection to a running local cluster holds
+(``t9k-local connection`` prints it): the kubeconfig, and the templates of the task's extra links, the
+console's job pages and TensorBoard redirects (docs/local-cluster.md#console).
+
+The cluster's server opens the console's listening socket (``listen``) before it starts any component and
+hands it to each console process it starts, as socket activation does: where the console answers is known,
+and published in ``STATE/console.json``, before ``t9k-local up`` returns, and a restarted console serves the
+same socket, so links already handed out keep working. ``console.json`` holds ``url`` (the base URL),
+``jobUrlTemplate`` (``<url>/jobs/{namespace}/{kind}/{name}``, the format of ``[t9k] job_url_template``),
+``tensorboardUrlTemplate`` (``<url>/tensorboards/{namespace}/{name}``, which redirects to where the
+TensorBoard serves once it is Ready, and says why not before) and ``serverPid`` (the server that opened it).
+A restarted cluster takes the previous port again when it is free. Sockets and files only, no HTTP client or
+server, so the CLI and ``make demo`` read it cheaply; nothing here imports Airflow.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
+import socket
 from pathlib import Path
 from typing import Any
 
-from t9k_provider.local.components import read_status
 from t9k_provider.local.state import StateDir
 
 CONSOLE_FILE = "console.json"
-
-#: The component's name in the server's status (``serving._components``).
-COMPONENT = "console"
+HOST = "127.0.0.1"
+JOB_PATH_TEMPLATE = "/jobs/{namespace}/{kind}/{name}"
+TENSORBOARD_PATH_TEMPLATE = "/tensorboards/{namespace}/{name}"
 
 
 def read_console(state_dir: Path) -> dict[str, Any]:
-    """What the console last wrote of itself (``url``, ``jobUrlTemplate``, ``tensorboardUrlTemplate``,
-    ``pid``); empty if nothing."""
+    """Where the console answers (``url``, ``jobUrlTemplate``, ``tensorboardUrlTemplate``, ``serverPid``), as
+    its server last published it; empty if nothing."""
     try:
         data = json.loads((Path(state_dir) / CONSOLE_FILE).read_text())
     except (OSError, ValueError):
@@ -31,7 +39,7 @@ def read_console(state_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def publish(state_dir: Path, info: dict[str, Any]) -> None:
+def _publish(state_dir: Path, info: dict[str, Any]) -> None:
     """Replace ``console.json`` in one step: a reader sees the old file or the new one."""
     path = Path(state_dir) / CONSOLE_FILE
     tmp = path.with_name(f".{CONSOLE_FILE}.{os.getpid()}.tmp")
@@ -39,28 +47,54 @@ def publish(state_dir: Path, info: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def running_console(state: StateDir, timeout: float) -> dict[str, Any] | None:
-    """``console.json`` of the console the running server started, once it has written it (a file left by an
-    earlier server is not taken: it may name another port); None when the server runs no console
-    (``--no-controller``) or it has not written the file within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        component = read_status(state).get(COMPONENT)
-        if component is None:
-            return None
-        info = read_console(state.path)
-        if info.get("pid") == component.get("pid") and info.get("jobUrlTemplate"):
-            return info
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.05)
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            return False
+    return True
 
 
-def airflow_connection(state: StateDir, timeout: float = 30.0) -> dict[str, Any]:
+def pick_port(state_dir: Path) -> int:
+    """The previous console's port if it is free, else any (0)."""
+    previous = read_console(state_dir).get("url", "").rpartition(":")[2]
+    return int(previous) if previous.isdigit() and _free(int(previous)) else 0
+
+
+def listen(state_dir: Path) -> socket.socket:
+    """The console's listening socket (the previous port when free), published in ``console.json``; the
+    cluster's server holds it for as long as it runs and passes it to each console process it starts."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((HOST, pick_port(state_dir)))
+    sock.listen(128)
+    url = f"http://{HOST}:{sock.getsockname()[1]}"
+    _publish(state_dir, {
+        "url": url,
+        "jobUrlTemplate": url + JOB_PATH_TEMPLATE,
+        "tensorboardUrlTemplate": url + TENSORBOARD_PATH_TEMPLATE,
+        "serverPid": os.getpid(),
+    })  # fmt: skip
+    return sock
+
+
+def running_console(state: StateDir) -> dict[str, Any] | None:
+    """``console.json`` of the console the running server serves (one an earlier server left is not taken:
+    it may name another port); None when no server runs here or it runs no console (``--no-controller``)."""
+    server = state.running()
+    info = read_console(state.path)
+    if server is None or info.get("serverPid") != server.pid:
+        return None
+    return info
+
+
+def airflow_connection(state: StateDir) -> dict[str, Any]:
     """A ``kubernetes`` connection (``AIRFLOW_CONN_<ID>``'s JSON form) to the cluster of ``state``, with the
     console's link templates when it runs one."""
     extra: dict[str, Any] = {"kube_config_path": str(state.kubeconfig)}
-    console = running_console(state, timeout)
+    console = running_console(state)
     if console is not None:
         extra["job_url_template"] = console["jobUrlTemplate"]
         extra["tensorboard_url_template"] = console["tensorboardUrlTemplate"]

@@ -1,18 +1,10 @@
-"""The console's HTTP server on 127.0.0.1; it publishes where it answers in ``STATE/console.json``
-(``connection``).
-
-``console.json`` holds ``url`` (the base URL), ``jobUrlTemplate`` (``<url>/jobs/{namespace}/{kind}/{name}``,
-the format of ``[t9k] job_url_template``), ``tensorboardUrlTemplate``
-(``<url>/tensorboards/{namespace}/{name}``, which redirects to where the TensorBoard serves once it is Ready,
-and says why not before) and ``pid``. A restarted console keeps its port when it is free, so links already
-handed out keep working.
-"""
+"""The console's HTTP server, on the listening socket the cluster's server opened for it
+(``connection.listen``: 127.0.0.1, published in ``STATE/console.json``)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 from pathlib import Path
 
@@ -21,12 +13,9 @@ from kubernetes_asyncio.client import CoreV1Api
 
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
 from t9k_provider.local.console import gather, pages
-from t9k_provider.local.console.connection import publish, read_console
+from t9k_provider.local.console.connection import HOST, JOB_PATH_TEMPLATE, TENSORBOARD_PATH_TEMPLATE
 
 log = logging.getLogger(__name__)
-HOST = "127.0.0.1"
-JOB_PATH_TEMPLATE = "/jobs/{namespace}/{kind}/{name}"
-TENSORBOARD_PATH_TEMPLATE = "/tensorboards/{namespace}/{name}"
 KUBE: web.AppKey[KubeApi] = web.AppKey("kube", KubeApi)
 CORE: web.AppKey[CoreV1Api] = web.AppKey("core", CoreV1Api)
 
@@ -79,41 +68,16 @@ def make_app(kube: KubeApi, core: CoreV1Api) -> web.Application:
     return app
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def pick_port(state_dir: Path) -> int:
-    """The previous console's port if it is free, else any (0)."""
-    previous = read_console(state_dir).get("url", "").rpartition(":")[2]
-    return int(previous) if previous.isdigit() and _free(int(previous)) else 0
-
-
-async def serve(kubeconfig: Path, state_dir: Path) -> None:
-    """Serve until cancelled (``t9k-local console``, which ``run`` starts), as a client of the API server of
-    ``kubeconfig``; ``console.json`` goes to the cluster's ``state_dir``."""
+async def serve(kubeconfig: Path, listen_fd: int) -> None:
+    """Serve until cancelled (``t9k-local console``, which ``run`` starts) on the listening socket
+    ``listen_fd`` the server opened, as a client of the API server of ``kubeconfig``."""
     client = await api_client(kubeconfig)
     runner = web.AppRunner(make_app(KubeApi(client), CoreV1Api(client)), access_log=None)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, HOST, pick_port(state_dir))
-        await site.start()
-        bound = runner.addresses[0][1]
-        url = f"http://{HOST}:{bound}"
-        info = {
-            "url": url,
-            "jobUrlTemplate": url + JOB_PATH_TEMPLATE,
-            "tensorboardUrlTemplate": url + TENSORBOARD_PATH_TEMPLATE,
-            "pid": os.getpid(),
-        }
-        publish(state_dir, info)
-        log.info("t9k-local console on %s (pages: %s)", url, info["jobUrlTemplate"])
+        sock = socket.socket(fileno=listen_fd)
+        await web.SockSite(runner, sock).start()
+        log.info("t9k-local console on http://%s:%d", HOST, sock.getsockname()[1])
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -19,13 +19,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from t9k_provider.local.components import read_status
 from t9k_provider.local.console import connection
+from t9k_provider.local.state import StateDir
 from t9k_provider.local.tensorboard.board import UID_LABEL
 from t9k_provider.testing import LocalCluster, wait_for
 from tests.controller.e2e_support import NS, Jobs
@@ -210,38 +211,25 @@ def test_a_fileset_it_cannot_serve_leaves_the_tensorboard_not_ready(
     assert wait_for(f"an event about {name}", warned, timeout=10) == [("Warning", reason)]
 
 
-def test_console_process_answers_on_loopback_only_and_keeps_its_port(
-    cluster: LocalCluster, tmp_path: Path
+def test_console_answers_on_loopback_only_and_a_restarted_console_on_the_same_socket(
+    cluster: LocalCluster, console: dict[str, Any]
 ) -> None:
-    """``t9k-local console`` (what ``run`` starts) on a state directory of its own, for this cluster."""
-    shutil.copy(cluster.kubeconfig, tmp_path / "kubeconfig")
-    argv = [sys.executable, "-m", "t9k_provider.local.cli", "console", "--state-dir", str(tmp_path)]
-    argv += ["--server-pid", str(os.getpid())]
-    log = tmp_path / "console.log"
+    """The server opened the console's socket and hands it to every console process it starts: a console
+    that dies is started again (the supervisor) on the same address, and what was published stays true."""
+    assert get(console["url"] + "/healthz") == (200, "ok")
+    port = int(console["url"].rpartition(":")[2])
+    with pytest.raises(ConnectionRefusedError):  # bound to 127.0.0.1, not to every address
+        socket.create_connection(("127.0.0.2", port), timeout=5).close()
+    first = read_status(StateDir(cluster.state_dir))["console"]["pid"]
+    os.kill(first, signal.SIGKILL)
 
-    def start() -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
-        with log.open("ab") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    def restarted() -> int | None:
+        now = read_status(StateDir(cluster.state_dir))["console"]
+        return now["pid"] if now["pid"] != first and now["state"] == "running" else None
 
-        def published() -> dict[str, Any] | None:
-            info = connection.read_console(tmp_path)
-            return info if info.get("pid") == proc.pid else None
-
-        return proc, wait_for("the console's console.json", published)
-
-    urls = []
-    for _ in range(2):
-        proc, info = start()
-        try:
-            urls.append(info["url"])
-            assert get(info["url"] + "/healthz") == (200, "ok")
-            port = int(info["url"].rpartition(":")[2])
-            with pytest.raises(ConnectionRefusedError):  # bound to 127.0.0.1, not to every address
-                socket.create_connection(("127.0.0.2", port), timeout=5).close()
-        finally:
-            proc.terminate()
-            assert proc.wait(15) == 0, log.read_text()
-    assert urls[0] == urls[1]  # a restarted console keeps its port
+    wait_for("the console started again", restarted, timeout=30)
+    assert wait_for("the console answering again", lambda: get(console["url"] + "/healthz")[0] == 200)
+    assert connection.read_console(cluster.state_dir) == console
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
