@@ -10,7 +10,9 @@ What it shows:
   ``progress: step i/n, rate, ETA, loss`` line every few seconds, the task pushes XCom ``t9k_progress``,
   and a job without a report for ``progress_timeout`` is stopped and the task retried. Every epoch rank 0
   checkpoints to ``T9K_CHECKPOINT_DIR`` (``checkpoint_volume``), and a retry resumes from there
-  (docs/airflow.md#watching-and-resuming-training-runs).
+  (docs/airflow.md#watching-and-resuming-training-runs). The job has a TensorBoard (``tensorboardSpec``)
+  over ``tensorboard/`` of that checkpoint directory, where rank 0 writes each epoch's loss and ``report()``
+  each step's: the task's "TensorBoard" link opens it, and its curves go on across retries.
 * ``evaluate`` submits a GenericJob without waiting (``wait_for_completion=False``) and
   ``wait_for_evaluation``, a ``T9kJobSensor`` in reschedule mode, waits for it without holding a worker slot.
 * ``report`` reads the evaluation job's ``EVAL {...}`` line through the hook and returns the metrics (XCom).
@@ -51,7 +53,15 @@ NAMESPACE = "default"
 #: of the cluster's state (``<state dir>/volumes/default/t9k-checkpoints``; no PersistentVolumeClaim object
 #: needed); on a real cluster create a ``ReadWriteMany`` PVC named ``t9k-checkpoints`` in the namespace (both
 #: workers mount it, across nodes).
-CHECKPOINTS = {"persistentVolumeClaim": {"claimName": "t9k-checkpoints"}}
+CHECKPOINT_CLAIM = "t9k-checkpoints"
+CHECKPOINTS = {"persistentVolumeClaim": {"claimName": CHECKPOINT_CLAIM}}
+#: The training's TensorBoard logs: ``tensorboard/`` of its checkpoint directory, which is
+#: ``<dag>/<run>/<task>`` on the claim (docs/airflow.md#checkpoints-across-retries), as ``tensorboard=True``
+#: puts a decorated task's. ``T9K_TENSORBOARD_DIR`` is where the replicas see it (``report()`` writes there).
+TENSORBOARD_DIR = "/t9k/checkpoints/tensorboard"
+TENSORBOARD_FILESET = (
+    f"t9k://pvc/{CHECKPOINT_CLAIM}/t9k_training_pipeline/{{{{ run_id | pathsafe }}}}/train/tensorboard"
+)
 
 
 def pathsafe(value: str) -> str:
@@ -114,7 +124,9 @@ TRAIN_WORKERS = 1 if GPUS == 1 else 2
 
 
 def training_container() -> dict[str, Any]:
-    main = container("pytorch", TRAIN_ARGS, [FAIL_SWITCH])
+    main = container(
+        "pytorch", TRAIN_ARGS, [FAIL_SWITCH, {"name": "T9K_TENSORBOARD_DIR", "value": TENSORBOARD_DIR}]
+    )
     if GPUS:
         for key in ("requests", "limits"):
             main["resources"][key]["nvidia.com/gpu"] = "1"
@@ -138,6 +150,7 @@ TRAINING_JOB: dict[str, Any] = {
     "spec": {
         # A restarted DDP rank cannot rejoin its peers' collective: let the job fail as a whole instead.
         "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 1800, "cleanUpPolicy": "Unfinished"},
+        "tensorboardSpec": {"trainingLogFilesets": [TENSORBOARD_FILESET]},
         "replicaSpecs": [
             {
                 "type": "worker",

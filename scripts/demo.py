@@ -1,16 +1,19 @@
 """`make demo`: run the example training pipeline end to end on the embedded local cluster.
 
 Starts `t9k-local up` in a fresh state directory, points an isolated Airflow (its own AIRFLOW_HOME, the
-repository's `dags_examples/`, `kubernetes_default` built from the local kubeconfig) at it, runs
-`airflow dags test t9k_training_pipeline`, prints each T9k Job's phase and replica counts as they change,
-then a summary. The cluster is always stopped (also on failure and Ctrl-C). Exit status: 0 when every task
-succeeded and the training loss fell, 1 when the pipeline failed, 2 when the demo could not run it.
+repository's `dags_examples/`, `kubernetes_default` as `t9k-local connection` prints it: the kubeconfig and
+the console's link templates) at it, runs `airflow dags test t9k_training_pipeline`, prints each T9k Job's
+phase and replica counts as they change, then a summary that ends with the training's TensorBoard (its
+address, and the loss per epoch it serves drawn into `loss-curve.png`). The cluster is stopped (also on
+failure and Ctrl-C) unless `--keep-cluster` (`T9K_DEMO_KEEP=1`) keeps it up after the run to browse the
+TensorBoard and the console. Exit status: 0 when every task succeeded, the training loss fell and its
+TensorBoard served the curve, 1 when the pipeline failed, 2 when the demo could not run it.
 
 Everything lives under `.t9k-demo/` (or `--home`): `cluster/` is recreated on every run (state from an
 earlier, possibly killed, run cannot leak into this one); `airflow/` (metadata DB), `logs/` (task logs, one
 directory per run) and `data/` (data sets and trained models, one directory per run) are kept. The training's
-epoch checkpoints (its `checkpoint_volume`, the claim `t9k-checkpoints`) are a directory of the cluster's
-state, so they last until the next run.
+epoch checkpoints (its `checkpoint_volume`, the claim `t9k-checkpoints`) and TensorBoard logs are a
+directory of the cluster's state, so they last until the next run; `loss-curve.png` is the latest run's.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -37,7 +42,9 @@ from typing import Any, TextIO
 from kubernetes import client, config
 
 from t9k_provider.jobs import GROUP, KINDS, VERSION
+from t9k_provider.local.console.connection import airflow_connection
 from t9k_provider.local.kubelet.network import namespaces_available
+from t9k_provider.local.state import StateDir
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "t9k_training_pipeline"
@@ -51,6 +58,11 @@ LOSS_LINE = re.compile(r"epoch (\d+)/(\d+) loss=([0-9.eE+-]+)")
 TAIL_LINES = 20
 CLUSTER_START_TIMEOUT = 120
 PIPELINE_TIMEOUT = 1800
+#: The scalar train_ddp.py writes once per epoch (rank 0), and how long the demo waits for the training's
+#: TensorBoard to serve all of its epochs (it reloads its logs every 2 s and is Ready long before the end).
+EPOCH_TAG = "epoch_loss"
+TENSORBOARD_WAIT = 30.0
+LOSS_CURVE = "loss-curve.png"
 
 
 class DemoError(Exception):
@@ -76,8 +88,10 @@ def run_quiet(cmd: list[str], env: dict[str, str], timeout: float, what: str) ->
 
 
 @contextlib.contextmanager
-def local_cluster(state_dir: Path, env: dict[str, str]) -> Iterator[Path]:
-    """A fresh `t9k-local` (with the controller) for the duration of the block; yields its kubeconfig."""
+def local_cluster(state_dir: Path, env: dict[str, str], keep: bool = False) -> Iterator[Path]:
+    """A fresh `t9k-local` (with the controller) for the duration of the block; yields its kubeconfig.
+    With ``keep``, a block that ends normally leaves the cluster running (to browse its TensorBoard and
+    console)."""
     t9k_local = str(venv_bin() / "t9k-local")
     if state_dir.exists():
         # A previous run may have been killed before it could stop its cluster.
@@ -91,15 +105,22 @@ def local_cluster(state_dir: Path, env: dict[str, str]) -> Iterator[Path]:
         shutil.rmtree(state_dir)
     say(f"starting the local cluster (state in {state_dir})")
     started = time.monotonic()
+    stop = True
     try:
         run_quiet(
             [t9k_local, "up", "--state-dir", str(state_dir)], env, CLUSTER_START_TIMEOUT, "t9k-local up"
         )
         say(f"local cluster up in {time.monotonic() - started:.1f}s")
         yield state_dir / "kubeconfig"
+        stop = not keep
     finally:
-        say("stopping the local cluster")
-        subprocess.run([t9k_local, "down", "--state-dir", str(state_dir)], env=env, timeout=120, check=False)
+        if stop:
+            say("stopping the local cluster")
+            subprocess.run(
+                [t9k_local, "down", "--state-dir", str(state_dir)], env=env, timeout=120, check=False
+            )
+        else:
+            say(f"the local cluster keeps running: `{t9k_local} down --state-dir {state_dir}` stops it")
 
 
 def node_gpus(core: client.CoreV1Api) -> int:
@@ -181,19 +202,17 @@ class JobWatcher:
 
 
 def airflow_env(
-    base: dict[str, str], airflow_home: Path, kubeconfig: Path, data_root: Path
+    base: dict[str, str], airflow_home: Path, connection: dict[str, Any], data_root: Path
 ) -> dict[str, str]:
-    connection = {
-        "conn_type": "kubernetes",
-        "extra": {"kube_config_path": str(kubeconfig), "namespace": NAMESPACE},
-    }
+    """Airflow's environment; ``connection``: `kubernetes_default` (what `t9k-local connection` prints)."""
+    extra = {**connection["extra"], "namespace": NAMESPACE}
     return {
         **base,
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags_examples"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(connection),
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({**connection, "extra": extra}),
         "T9K_DEMO_DATA_ROOT": str(data_root),
     }
 
@@ -353,6 +372,7 @@ class Run:
     logs: Path
     pods_dir: Path
     data_root: Path
+    losses: list[float] = field(default_factory=list)  # the training's per epoch, once the summary read them
 
 
 def summarize(run: Run, core: client.CoreV1Api) -> bool:
@@ -367,7 +387,7 @@ def summarize(run: Run, core: client.CoreV1Api) -> bool:
     train = by_task.get("train")
     if ok and train:
         pods = job_pods(core, train.name)
-        values = losses(pod_log(core, pods[0])) if pods else []
+        values = run.losses = losses(pod_log(core, pods[0])) if pods else []
         if values:
             print(
                 f"\n  training loss: epoch 1 {values[0]:.6f} -> epoch {len(values)} {values[-1]:.6f} "
@@ -409,6 +429,105 @@ def summarize(run: Run, core: client.CoreV1Api) -> bool:
     return ok
 
 
+# -- the training's TensorBoard ---------------------------------------------------------------------------
+
+
+@dataclass
+class Board:
+    """The training job's TensorBoard as the demo found it: where it serves (None: it does not), its links,
+    why it does not serve, and the loss per epoch it served."""
+
+    url: str | None
+    link: str | None  # the train task's "TensorBoard" link (the console's redirect)
+    job_page: str | None  # its "T9k Job" link
+    why: str
+    epochs: list[tuple[int, float]] = field(default_factory=list)
+
+
+def fetch_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def served_epochs(url: str) -> list[tuple[int, float]]:
+    """The ``epoch_loss`` scalars TensorBoard at ``url`` serves (its HTTP API), by epoch."""
+    runs = fetch_json(url + "data/plugin/scalars/tags")
+    run = next((name for name, tags in sorted(runs.items()) if EPOCH_TAG in tags), None)
+    if run is None:
+        return []
+    query = urllib.parse.urlencode({"run": run, "tag": EPOCH_TAG})
+    return [
+        (int(step), float(value))
+        for _, step, value in fetch_json(f"{url}data/plugin/scalars/scalars?{query}")
+    ]
+
+
+def find_board(api: client.CustomObjectsApi, job: str, epochs: int, connection: dict[str, Any]) -> Board:
+    """The TensorBoard the controller made for training job ``job`` (it bears the job's name), once it serves
+    ``epochs`` epochs, within ``TENSORBOARD_WAIT`` seconds."""
+    extra = connection["extra"]
+    link = extra.get("tensorboard_url_template")
+    page = extra.get("job_url_template")
+    board = Board(
+        None,
+        link.format(namespace=NAMESPACE, name=job) if link else None,
+        page.format(namespace=NAMESPACE, kind="PyTorchTrainingJob", name=job) if page else None,
+        "not found",
+    )
+    deadline = time.monotonic() + TENSORBOARD_WAIT
+    while True:
+        try:
+            tb = api.get_namespaced_custom_object(
+                "tensorstack.dev", "v1beta1", NAMESPACE, "tensorboards", job
+            )
+            status = tb.get("status") or {}
+            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+            board.url = status.get("url") if ready.get("status") == "True" else None
+            board.why = str(ready.get("message") or status.get("phase") or "not ready yet")
+            if board.url:
+                board.epochs = served_epochs(board.url)
+                board.why = f"it serves {len(board.epochs)} of {epochs} epochs"
+        except (client.ApiException, OSError, ValueError) as exc:
+            board.why = str(exc)
+        if (board.url and len(board.epochs) >= epochs) or time.monotonic() > deadline:
+            return board
+        time.sleep(0.5)
+
+
+def draw_loss_curve(epochs: list[tuple[int, float]], job: str, path: Path) -> None:
+    """The loss per epoch as the TensorBoard served it, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(6, 4), dpi=100)
+    axes.plot([e for e, _ in epochs], [loss for _, loss in epochs], marker="o")
+    axes.set(xlabel="epoch", ylabel="loss (mean over ranks)", title=f"{job}: training loss per epoch")
+    axes.set_xticks([e for e, _ in epochs])
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
+    pyplot.close(figure)
+
+
+def show_board(board: Board, job: str, home: Path, expected: int) -> bool:
+    """Print where the TensorBoard is and draw the loss curve it serves; whether it served every epoch."""
+    print(f"\n  TensorBoard   : {board.url or f'not serving ({board.why})'}")
+    if board.link:
+        print(f'                  (the train task\'s "TensorBoard" link: {board.link})')
+    if board.job_page:
+        print(f'  job page      : {board.job_page}  (its "T9k Job" link)')
+    if not board.epochs or len(board.epochs) < expected:
+        print(f"  loss curve    : not drawn: {board.why}")
+        return False
+    path = home / LOSS_CURVE
+    draw_loss_curve(board.epochs, job, path)
+    shown = f"{EPOCH_TAG} of epochs 1-{len(board.epochs)} as the TensorBoard serves it"
+    print(f"  loss curve    : {path}  ({shown})")
+    return True
+
+
 # -- main -----------------------------------------------------------------------------------------------
 
 
@@ -428,6 +547,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         default=os.environ.get("T9K_DEMO_FAIL") == "1",
         help="make the training script exit 1 after its first epoch (also: T9K_DEMO_FAIL=1)",
+    )
+    parser.add_argument(
+        "--keep-cluster",
+        action="store_true",
+        default=os.environ.get("T9K_DEMO_KEEP") == "1",
+        help="leave the local cluster running after the run, to browse the TensorBoard and the console "
+        "(also: T9K_DEMO_KEEP=1); `t9k-local down --state-dir <home>/cluster` stops it",
     )
     args = parser.parse_args(argv)
 
@@ -454,18 +580,30 @@ def main(argv: list[str] | None = None) -> int:
     now = datetime.now(timezone.utc).replace(microsecond=0)
     logs = home / "logs" / now.strftime("%Y%m%dT%H%M%SZ")
     try:
-        with local_cluster(home / "cluster", base) as kubeconfig:
+        with local_cluster(home / "cluster", base, args.keep_cluster) as kubeconfig:
+            connection = airflow_connection(StateDir(home / "cluster"))  # as `t9k-local connection` prints
             api_client = config.new_client_from_config(config_file=str(kubeconfig))
             gpus = node_gpus(client.CoreV1Api(api_client))
             say(f"training on {gpus} GPU(s) with NCCL" if gpus else "training on the CPU with gloo (no GPU)")
-            env = airflow_env({**base, "T9K_DEMO_GPUS": str(gpus)}, airflow_home, kubeconfig, data_root)
+            env = airflow_env({**base, "T9K_DEMO_GPUS": str(gpus)}, airflow_home, connection, data_root)
             migrate_db(env, airflow_home)
-            with JobWatcher(client.CustomObjectsApi(api_client)) as watcher:
+            custom = client.CustomObjectsApi(api_client)
+            with JobWatcher(custom) as watcher:
                 rc = run_pipeline(env, now.isoformat(), logs)
             run_id, states, result = task_states(airflow_home)
             jobs = list(watcher.jobs.values())
             run = Run(run_id, states, result, jobs, logs, home / "cluster" / "pods", data_root)
             ok = summarize(run, client.CoreV1Api(api_client)) and rc == 0
+            train = next((job for job in jobs if job.task_id == "train"), None)
+            board = None
+            if train is not None:
+                board = find_board(custom, train.name, len(run.losses), connection)
+                ok = show_board(board, train.name, home, len(run.losses)) and ok
+            if board is not None and board.url and not args.keep_cluster:
+                print(
+                    "\n  The TensorBoard and the console stop with the cluster now; to browse them after "
+                    "the run, keep the cluster up: T9K_DEMO_KEEP=1 make demo"
+                )
     except DemoError as exc:
         say(f"error: {exc}")
         return 2

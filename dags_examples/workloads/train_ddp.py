@@ -24,6 +24,11 @@ of a task's first try (``T9K_TRY_NUMBER=1`` and ``T9K_JOB_RESTARTS`` empty or 0)
 retry, and a job restarted as a whole after a disruption (a drained or lost node, a preemption), go on from
 the last epoch saved. Nothing else carries state across epochs (the initial weights and each epoch's
 shuffle are seeded), so a resumed run ends with the losses of an uninterrupted one.
+
+TensorBoard: with ``--tensorboard-dir`` (default ``$T9K_TENSORBOARD_DIR``, the directory the job's
+TensorBoard reads) rank 0 writes each epoch's loss there as the scalar ``epoch_loss`` (at step = epoch) with
+``torch.utils.tensorboard``, and ``report()`` adds each step's ``loss``. Where the image lacks
+``tensorboard``, the script says so and trains on.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import os
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -79,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         help="where rank 0 saves latest.pt every epoch and every rank resumes from (default: "
         "$T9K_CHECKPOINT_DIR; unset: no checkpoints)",
     )
+    parser.add_argument(
+        "--tensorboard-dir",
+        default=os.environ.get("T9K_TENSORBOARD_DIR"),
+        help="where rank 0 writes the epoch losses for TensorBoard (default: $T9K_TENSORBOARD_DIR; unset: "
+        "none)",
+    )
     args = parser.parse_args(argv)
 
     rank = int(os.environ.get("RANK", "0"))
@@ -123,6 +135,7 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
     optimizer = torch.optim.Adam(module.parameters(), lr=args.lr)
     checkpoint = Path(args.checkpoint_dir) / "latest.pt" if args.checkpoint_dir else None
     done, losses = resume(checkpoint, module, optimizer, rank, device)
+    board = summary_writer(args.tensorboard_dir) if rank == 0 else None
     model = DistributedDataParallel(module)
     loss_fn = nn.MSELoss()
     # Equal step counts on every rank, or the gradient all-reduce of the last step would hang.
@@ -151,6 +164,9 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
         dist.all_reduce(total)
         epoch_loss = float(total[0] / total[1])
         losses.append(epoch_loss)
+        if board is not None:
+            board.add_scalar("epoch_loss", epoch_loss, epoch)
+            board.flush()  # TensorBoard shows each epoch as it ends
         print(
             LOSS_LINE.format(epoch=epoch, epochs=args.epochs, loss=epoch_loss, rank=rank, world=world),
             flush=True,
@@ -200,6 +216,18 @@ def resume(
     optimizer.load_state_dict(state["optimizer"])
     print(f"rank {rank}: resuming after epoch {state['epoch']} from {checkpoint}", flush=True)
     return int(state["epoch"]), list(state["losses"])
+
+
+def summary_writer(directory: str | None) -> Any:
+    """A TensorBoard writer on ``directory`` (None: no directory, or no ``tensorboard`` in the image)."""
+    if not directory:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as exc:
+        print(f"no TensorBoard writer ({exc}): the epoch losses go to the log only", flush=True)
+        return None
+    return SummaryWriter(directory)
 
 
 def first_run() -> bool:

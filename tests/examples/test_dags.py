@@ -105,6 +105,22 @@ def test_pipeline_jobs_share_one_directory_per_run(dagbag: Any) -> None:
         assert data["hostPath"] == {"path": "/srv/t9k", "type": "DirectoryOrCreate"}
 
 
+def test_pipeline_tensorboard_reads_the_training_checkpoint_directory(dagbag: Any) -> None:
+    """The training's TensorBoard reads ``tensorboard/`` of the directory ``checkpoint_volume`` gives the
+    train task instance, where the replicas write (``T9K_TENSORBOARD_DIR``), as ``tensorboard=True`` does."""
+    from t9k_provider.jobclient import identity as ident
+    from t9k_provider.operators import checkpoints
+
+    dag = dagbag.dags["t9k_training_pipeline"]
+    train = render_manifests(dag)["train"]
+    instance = {ident.DAG_ID: dag.dag_id, ident.RUN_ID: RUN_ID, ident.TASK_ID: "train", ident.MAP_INDEX: "-1"}
+    claim = dag.get_task("train").checkpoint_volume["persistentVolumeClaim"]["claimName"]
+    fileset = f"t9k://pvc/{claim}/{checkpoints.subdirectory(instance)}/tensorboard"
+    assert train["spec"]["tensorboardSpec"] == {"trainingLogFilesets": [fileset]}
+    env = train["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "T9K_TENSORBOARD_DIR", "value": f"{checkpoints.MOUNT_PATH}/tensorboard"} in env
+
+
 @pytest.mark.parametrize(("fail", "value"), [(False, "0"), (True, "1")])
 def test_fail_training_param_reaches_the_training_script(dagbag: Any, fail: bool, value: str) -> None:
     rendered = render_manifests(dagbag.dags["t9k_training_pipeline"], fail_training=fail)

@@ -211,3 +211,28 @@ def test_framework_env_names_the_missing_variable() -> None:
     )
     assert result.returncode == 2
     assert "MASTER_ADDR is not set" in result.stderr
+
+
+def test_rank_zero_writes_the_losses_for_tensorboard(dataset: Path, tmp_path: Path) -> None:
+    """With ``T9K_TENSORBOARD_DIR`` (the pipeline's job sets it to the directory its TensorBoard reads) rank 0
+    writes each epoch's loss (``epoch_loss``, at step = epoch) and report() each step's ``loss``;
+    TensorBoard's own loader reads them back."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    board = tmp_path / "tensorboard"
+    args = ("--data", str(dataset), "--out", str(tmp_path), "--epochs", "3")
+    results = run_ranks("train_ddp.py", 2, *args, env={"T9K_TENSORBOARD_DIR": str(board)})
+    assert [rc for rc, _, _ in results] == [0, 0], results[0][2]
+    printed = [float(m[3]) for m in LOSS.finditer(results[0][1])]
+    events = EventAccumulator(str(board))
+    events.Reload()
+
+    def scalars(tag: str) -> list[tuple[int, float]]:
+        return [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
+
+    epochs = scalars("epoch_loss")
+    assert [step for step, _ in epochs] == [1, 2, 3]
+    assert [value for _, value in epochs] == pytest.approx(printed, abs=1e-5)
+    steps = scalars("loss")
+    assert len(steps) == 3 * (1639 // 2 // 64) and steps[-1][0] == len(steps)  # every step, rank 0's
