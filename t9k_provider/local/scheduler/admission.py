@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from t9k_provider.jobs.contract import T9K_SCHEDULER_NAME
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.kube.informer import Informer
 from t9k_provider.kube.resources import PODGROUPS, QUEUES
@@ -148,7 +149,7 @@ class Admission:
                 {**written, "kind": "PodGroup", "apiVersion": PODGROUPS.api_version},
                 reason,
                 verdict.message,
-                component="t9k-scheduler",
+                component=T9K_SCHEDULER_NAME,
                 event_type=kind,
             )
 
@@ -207,6 +208,6 @@ class Admission:
             {**written, "kind": "PodGroup", "apiVersion": PODGROUPS.api_version},
             MAX_DURATION_EXCEEDED,
             message,
-            component="t9k-scheduler",
+            component=T9K_SCHEDULER_NAME,
             event_type="Warning",
         )

@@ -179,16 +179,18 @@ def test_the_checkpointer_survives_a_failed_checkpoint(
     """Any exception in one checkpoint is logged and the next writes are checkpointed again: a thread that
     ended would let the WAL grow without bound."""
     calls: list[str] = []
+    path = tmp_path / "store.db"
 
     def flaky(db: sqlite3.Connection) -> None:
-        calls.append("called")
-        if len(calls) == 1:
-            raise RuntimeError("injected")
+        # the patch reaches every Checkpointer in this process: count only this test's store's checkpoints
+        if db.execute("PRAGMA database_list").fetchone()[2] == str(path):
+            calls.append("called")
+            if len(calls) == 1:
+                raise RuntimeError("injected")
         db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     monkeypatch.setattr(store_module, "CHECKPOINT_SECONDS", 0.01)
     monkeypatch.setattr(store_module.Checkpointer, "checkpoint", staticmethod(flaky))
-    path = tmp_path / "store.db"
     sqlite3.connect(str(path)).execute("PRAGMA journal_mode=WAL").fetchall()
     checkpointer = store_module.Checkpointer(path)
     try:
