@@ -210,3 +210,22 @@ def test_the_metadata_columns_the_demo_reads_exist_in_airflow() -> None:
         "task_instance",
         "xcom",
     )
+
+
+def test_the_summary_ends_with_the_tensorboard_and_its_loss_curve(
+    demo: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    link, page = (
+        "http://127.0.0.1:9/tensorboards/default/train-x",
+        "http://127.0.0.1:9/jobs/default/P/train-x",
+    )
+    board = demo.Board("http://10.251.0.4:6006/", link, page, "", [(1, 0.6), (2, 0.3), (3, 0.1)])
+    assert demo.show_board(board, "train-x", tmp_path, 3) is True
+    out = capsys.readouterr().out
+    assert "TensorBoard   : http://10.251.0.4:6006/" in out and link in out and page in out
+    png = tmp_path / demo.LOSS_CURVE
+    assert png.read_bytes().startswith(b"\x89PNG") and "epoch_loss of epochs 1-3" in out
+    png.unlink()
+    short = demo.Board("http://10.251.0.4:6006/", link, page, "it serves 2 of 3 epochs", [(1, 0.6), (2, 0.3)])
+    assert demo.show_board(short, "train-x", tmp_path, 3) is False
+    assert "not drawn: it serves 2 of 3 epochs" in capsys.readouterr().out and not png.exists()
