@@ -96,7 +96,7 @@ def facets(
     # the job as read holds a status the models need not parse again
     model = load({k: v for k, v in outcome.job.items() if k != "status"} if outcome else manifest)
     job = model.to_manifest()
-    where = ref.namespace if ref is not None else namespace or job["metadata"].get("namespace")
+    where = ref.namespace if ref is not None else namespace or (job.get("metadata") or {}).get("namespace")
     inputs, outputs = volume_datasets(job, where)
     inputs += [d for d in map(ExtractorManager.convert_to_ol_dataset, inlets or ()) if d is not None]
     outputs += [d for d in map(ExtractorManager.convert_to_ol_dataset, outlets or ()) if d is not None]

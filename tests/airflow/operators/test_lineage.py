@@ -27,6 +27,7 @@ from tests.support.builders import FAILED, RUNNING, SUCCEEDED, generic_manifest,
 pytestmark = pytest.mark.timeout(60)
 
 CHECKPOINTS = {"persistentVolumeClaim": {"claimName": "ckpt"}}
+OUT = {"name": "out", "hostPath": {"path": "/srv/out", "type": "DirectoryOrCreate"}}
 #: The leader reports steps 1 and 2 of 4 (2 s apart), then the training resumes at step 1 after a restart.
 REPORTS = "\n".join(
     [
@@ -45,7 +46,7 @@ def training(namespace: str | None = None) -> dict[str, Any]:
     spec["volumes"] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}},
         {"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch"}},
-        {"name": "out", "hostPath": {"path": "/srv/out", "type": "DirectoryOrCreate"}},
+        OUT,
         {"name": "config", "configMap": {"name": "settings"}},
     ]
     spec["containers"][0]["volumeMounts"] = [
@@ -87,6 +88,24 @@ def test_the_start_event_describes_the_job_of_the_rendered_manifest() -> None:
     assert facets(stated)["t9kJob"]["namespace"] == "team"
     assert names(stated.inputs) == ["pvc://team datasets/mnist", "pvc://team scratch", "file /srv/out"]
     assert names(stated.outputs) == ["pvc://team scratch", "file /srv/out"]
+
+
+def fit() -> None:
+    """A function a decorated task runs."""
+
+
+def test_a_decorated_task_starts_with_the_job_of_its_function() -> None:
+    """``@task.t9k_pytorch``'s manifest names no metadata; the START event describes its job all the same."""
+    from airflow.providers.common.compat.sdk import DAG, task
+
+    mount = {"name": "out", "mountPath": "/o"}
+    with DAG("lineage_unit", schedule=None):
+        decorated = task.t9k_pytorch(workers=3, image="trainer:1", volumes=[OUT], volume_mounts=[mount])
+        op = decorated(fit)().operator
+    lineage = op.get_openlineage_facets_on_start()
+    job = {"kind": "PyTorchTrainingJob", "replicas": {"worker": 3}, "images": ["trainer:1"]}
+    assert facets(lineage) == {"t9kJob": job}
+    assert names(lineage.inputs) == names(lineage.outputs) == ["file /srv/out"]
 
 
 def test_volumes_are_read_unless_they_are_the_checkpoints_and_written_unless_read_only() -> None:
