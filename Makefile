@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 AF2_VENV := .venv-airflow2
 AF2_STAMP := $(AF2_VENV)/.installed
 
-.PHONY: env test test-fast test-airflow2 lint crds demo clean lock bench soak
+.PHONY: env test test-fast test-airflow2 lint crds demo clean lock bench bench-check soak
 
 # torch comes from pip: the machine's pip configuration points at a local CPU wheel (see README). DeepSpeed (the
 # DeepSpeedJob example's launcher) stays out of the lock, like torch: its sdist declares torch, which the lock would
@@ -96,6 +96,12 @@ demo: env
 # failover | demo | triggerer.
 bench: env
 	$(PY) -m benchmarks
+
+# Section 7's per-task overhead in under a minute (a few GenericJobOperator tasks under dag.test()), printed beside
+# docs/benchmarks.md's figures with their ratio; fails above 1.5x. Part of the routine before stopping
+# (docs/development.md).
+bench-check: env
+	$(PY) -m benchmarks.overhead_check
 
 # The embedded cluster under faults (docs/benchmarks.md section 13): 3 rounds, each on a fresh 2-node cluster with
 # the T9k controller, under a CPU hog, creating and changing about 100 objects of every workload kind while the

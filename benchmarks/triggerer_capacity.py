@@ -16,12 +16,15 @@ set of jobs and deferred tasks is then finished spread evenly over ``spread`` se
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,6 +46,11 @@ NAMESPACE = "capacity"
 PLURAL = KINDS["GenericJob"].PLURAL
 JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
 MODES = {"off": "live logs off", "on": "live logs on"}
+#: Airflow's floor: the same burst through triggers that only wait for its moment (``bare_trigger``).
+FLOOR = "bare trigger (Airflow's floor)"
+#: Ours may take this much longer than the floor to fire a burst's events (p99).
+FLOOR_RATIO = 1.5
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,11 @@ IDLE_CPU_PERCENT = 5.0
 RSS_MIB = 1024.0
 FIRED = "Trigger fired event"
 REPLICA_LINE = f"/{CONTAINER}] epoch "
+
+
+#: Seconds from writing the bare triggers' moment to the moment: room for their one reader to see it.
+FLOOR_NOTICE = 2.0
+
 
 METHOD = """\
 The real `airflow triggerer` (Airflow 3: its supervisor process, the trigger-runner process it forks, which
@@ -159,17 +172,20 @@ class Triggerer:
         self.cluster, self.home, self.spec = cluster, home, spec
         dags = home / "dags"
         triggerer_db.write_dag(dags, tasks)
-        self.deployment = AirflowDeployment(
-            home, dags, cluster.kubeconfig, env={"AIRFLOW__TRIGGERER__CAPACITY": str(tasks)}
-        )
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        env = {"AIRFLOW__TRIGGERER__CAPACITY": str(tasks), "PYTHONPATH": path}  # the bare trigger's module
+        self.deployment = AirflowDeployment(home, dags, cluster.kubeconfig, env=env)
         self.deployment.logs.mkdir(parents=True, exist_ok=True)
         self.deployment.migrate()
         self.component: Component | None = None
 
-    def defer(self, run_id: str, names: list[str]) -> None:
-        """A DAG run whose tasks are deferred on the jobs ``names``."""
+    def defer(self, run_id: str, names: list[str], moment_file: Path | None = None) -> None:
+        """A DAG run whose tasks are deferred on the jobs ``names`` (with a ``moment_file``: on bare triggers
+        that fire at the moment it will hold, one per name)."""
         spec_file = self.home / f"{run_id}.json"
         spec = {**self.spec, "dags_folder": str(self.home / "dags"), "names": names}
+        if moment_file is not None:
+            spec["moment_file"] = str(moment_file)
         spec_file.write_text(json.dumps(spec))
         seeded = subprocess.run(
             [sys.executable, "-m", "benchmarks.triggerer_db", str(spec_file), run_id],
@@ -220,6 +236,23 @@ class Triggerer:
             ).fetchall()
         return {int(index): _epoch(at) for index, at in rows}
 
+    def _task_records(self, run_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(map index, record) of every record in the run's trigger logs."""
+        base = self.home / "logs" / f"dag_id={triggerer_db.DAG_ID}" / f"run_id={run_id}"
+        for path in base.glob(f"task_id={triggerer_db.TASK_ID}/map_index=*/attempt=*.log.trigger.*.log"):
+            index = int(path.parent.name.removeprefix("map_index="))
+            for raw in path.read_text(errors="replace").splitlines():
+                with contextlib.suppress(ValueError):
+                    yield index, json.loads(raw)
+
+    def armed(self, run_id: str) -> dict[int, float]:
+        """When each map index's bare trigger was armed (its own record)."""
+        return {
+            i: _epoch(r["timestamp"])
+            for i, r in self._task_records(run_id)
+            if r.get("event") == triggerer_db.ARMED
+        }
+
     def trigger_records(self, run_id: str) -> tuple[dict[int, float], int]:
         """When each map index's trigger fired (the runner's record), and the replica lines logged.
 
@@ -228,19 +261,12 @@ class Triggerer:
         """
         fired: dict[int, float] = {}
         lines = 0
-        base = self.home / "logs" / f"dag_id={triggerer_db.DAG_ID}" / f"run_id={run_id}"
-        for path in base.glob(f"task_id={triggerer_db.TASK_ID}/map_index=*/attempt=*.log.trigger.*.log"):
-            index = int(path.parent.name.removeprefix("map_index="))
-            for raw in path.read_text(errors="replace").splitlines():
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    continue
-                event = str(record.get("event", ""))
-                if event == FIRED:
-                    fired[index] = _epoch(record["timestamp"])
-                elif REPLICA_LINE in event:
-                    lines += 1
+        for index, record in self._task_records(run_id):
+            event = str(record.get("event", ""))
+            if event == FIRED:
+                fired[index] = _epoch(record["timestamp"])
+            elif REPLICA_LINE in event:
+                lines += 1
         assert self.component is not None
         name = re.compile(rf"^(\S+) \[info\s*\] {FIRED} .* name='{triggerer_db.DAG_ID}/{run_id}/\w+/(\d+)/")
         for raw in self.component.log_file.read_text(errors="replace").splitlines():
@@ -289,8 +315,12 @@ class Session:
         wait_for(f"{self.tasks} triggers to start ({self.tag})", settled, timeout, 0.5)
         return time.monotonic() - began - self.pace.quiet
 
-    def detect(self, run_id: str, names: list[str], spread: float, timeout: float) -> dict[str, Any]:
-        sent = finish(self.cluster, names, spread)
+    def detect(
+        self, run_id: str, names: list[str], spread: float, timeout: float, moment: float | None = None
+    ) -> dict[str, Any]:
+        """Each task's latency from its job's status write (or from the bare triggers' ``moment``) to its
+        trigger's event and to its row leaving DEFERRED."""
+        sent = finish(self.cluster, names, spread) if moment is None else dict.fromkeys(names, moment)
         wait_for(f"{run_id} to leave DEFERRED", lambda: self.triggerer.pending(run_id) == 0, timeout, 0.5)
 
         def recorded() -> tuple[dict[int, float], int] | None:
@@ -310,6 +340,27 @@ class Session:
             fired.append(events[i] - sent[name])
             written.append(db[i] - sent[name])
         return {"fired": fired, "db": written, "replica_lines": lines}
+
+    def measure_floor(self) -> dict[str, Any]:
+        """The burst through bare triggers firing at one moment, set once every one of them is armed."""
+        names = [f"{self.tag}-{i}" for i in range(self.tasks)]
+        moment_file = self.triggerer.home / "moment"
+        try:
+            self.triggerer.defer("burst", names, moment_file)
+            self.triggerer.start()
+
+            def armed() -> bool:
+                return len(self.triggerer.armed("burst")) == self.tasks
+
+            wait_for(f"{self.tasks} bare triggers armed ({self.tag})", armed, 300 + self.tasks, 0.5)
+            moment = time.time() + FLOOR_NOTICE
+            (self.triggerer.home / "moment.new").write_text(repr(moment))
+            (self.triggerer.home / "moment.new").replace(moment_file)
+            progress(f"{self.tag}: {self.tasks} bare triggers firing at one moment")
+            burst = self.detect("burst", names, 0.0, FLOOR_NOTICE + 300 + self.tasks, moment)
+        finally:
+            self.triggerer.stop()
+        return {"burst": burst}
 
     def measure(self, window: float, spread: float) -> dict[str, Any]:
         client = Client(self.cluster)
@@ -383,8 +434,9 @@ def measure(
     client = Client(cluster)
     ensure_namespace(client, NAMESPACE)
     client.close()
-    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in (*MODES, "bare")}
     for run in range(runs):
+        results["bare"].append(Session(cluster, work, "bare", run, tasks, pace).measure_floor())
         for mode in MODES:
             results[mode].append(Session(cluster, work, mode, run, tasks, pace).measure(window, spread))
     figures: list[Figure] = []
@@ -418,6 +470,19 @@ def measure(
                         [percentile(x[phase][key], p) for x in r], digits=3,
                         target=("<", DETECTION_SECONDS) if (key, p) == ("fired", 99) else None,
                     ))  # fmt: skip
+    bare = results["bare"]
+    for key, what in (("fired", "trigger event"), ("db", "task instance rescheduled in the DB")):
+        for p in (50, 99):
+            figures.append(Figure(SECTION, f"{FLOOR}: all {n} at once: the moment -> {what}, p{p}", "s",
+                                  [percentile(x["burst"][key], p) for x in bare], digits=3))  # fmt: skip
+        for mode in MODES:
+            ratios = [
+                percentile(ours["burst"][key], 99) / max(percentile(floor["burst"][key], 99), 1e-3)
+                for ours, floor in zip(results[mode], bare, strict=True)
+            ]
+            target = ("<=", FLOOR_RATIO) if (mode, key) == ("off", "fired") else None
+            figures.append(Figure(SECTION, f"{MODES[mode]}: all {n} at once: {what} p99, T9kJobTrigger / "
+                                  "bare trigger, per run", "x", ratios, target, digits=2))  # fmt: skip
     on = results["on"]
     figures += [
         Figure(SECTION, "live logs on: replica log lines written", "lines/s", [x["lines"] for x in on],

@@ -94,7 +94,8 @@ async def test_watched_changes_need_no_read(monkeypatch: pytest.MonkeyPatch) -> 
 
 async def test_the_jobs_end_is_taken_at_once_within_the_spacing(monkeypatch: pytest.MonkeyPatch) -> None:
     """A short job ends right after it started: its end is not held back by the spacing, which would
-    otherwise add itself to every task (issue 35)."""
+    otherwise add itself to every task
+    (docs/benchmarks.md#7-per-task-overhead-against-the-cncf-kubernetes-operators)."""
     use_script(
         monkeypatch, [versioned("Running", "7"), versioned("Failed", "9"), versioned("Succeeded", "12")]
     )
