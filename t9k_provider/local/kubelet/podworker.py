@@ -1,10 +1,9 @@
 """One pod on the process kubelet: its worker drives the pod's containers and reports the pod's status.
 
 The worker is level-triggered from two sources of truth: the pod object (from the kubelet's informer) and
-the container files in the pod directory (`poddir`, read through `runtime`). Each pass
-(`sync`) prepares what the pod needs (network, volumes, hosts file), starts, restarts or stops containers
-per the pod's spec and deletion, and writes the status through `pods/status` as a merge patch, only when it
-changed.
+the container files in the pod directory (`poddir`, read through `runtime`). Each pass (`sync`) prepares
+what the pod needs (network, volumes, hosts file), starts, restarts or stops containers per the pod's spec
+and deletion, and writes the status through `pods/status` as a merge patch, only when it changed.
 """
 
 from __future__ import annotations
@@ -73,15 +72,12 @@ class PodHost(SetupHost, Protocol):
 
     def base_env(self, pod: dict[str, Any]) -> dict[str, str]:
         """What every container gets before its own variables."""
-        ...
 
     def queue_wakeup(self, worker: PodWorker, delay: float) -> None:
         """Sync ``worker`` again after ``delay`` seconds."""
-        ...
 
     def write_hosts(self, worker: PodWorker) -> None:
         """Write ``worker``'s pod's hosts file now."""
-        ...
 
 
 class PodWorker:
@@ -106,11 +102,11 @@ class PodWorker:
         self.last_status: dict[str, Any] | None = None
         self.final: tuple[str, str, str] | None = None  # (phase, reason, message) decided by the kubelet
         self.start_time: str = (pod.get("status") or {}).get("startTime") or now_rfc3339()
-        # (event reason, container, attempt) already recorded
-        self.reported: set[tuple[str, str, int]] = set()
+        self.reported: set[tuple[str, str, int]] = set()  # (event reason, container, attempt) recorded
         self.deleted = False
         self.kill_deadline: float | None = None
         self.seen_grace: int | None = None
+        self.start_events: asyncio.Future[None] | None = None  # the last start's events, being recorded
 
     @property
     def name(self) -> str:
@@ -265,6 +261,8 @@ class PodWorker:
         if not running and (deleting or status["phase"] in TERMINAL_PHASES):
             # before the API says the pod ended: its room is free only then
             self.setup.release_devices(self.uid)
+        if status["phase"] in TERMINAL_PHASES and self.start_events is not None:
+            await self.start_events  # a container's start is told before its pod's end
         await self._write_status(status)
         if deleting and not running:
             await self._final_delete()
@@ -328,15 +326,9 @@ class PodWorker:
             init = any(c["name"] == container for c in self.pod["spec"].get("initContainers") or [])
             field_path = f"spec.{'initContainers' if init else 'containers'}{{{container}}}"
         await events.record(
-            self.kube,
-            self.pod,
-            reason,
-            message,
-            component="kubelet",
-            event_type="Warning" if warning else "Normal",
-            field_path=field_path,
-            host=self.kubelet.node,
-        )
+            self.kube, self.pod, reason, message, component="kubelet", host=self.kubelet.node,
+            event_type="Warning" if warning else "Normal", field_path=field_path,
+        )  # fmt: skip
 
     def _shim_spec(self, c: dict[str, Any]) -> tuple[ShimSpec, str | None]:
         """What the shim runs for container `c` (the container's runtime spec), and which part of its
@@ -387,13 +379,20 @@ class PodWorker:
         if not_applied and ("IdentityNotApplied", v.name, 0) not in self.reported:
             self.reported.add(("IdentityNotApplied", v.name, 0))
             await self._event("IdentityNotApplied", not_applied, v.name, warning=True)
-        image = v.spec.get("image", "")
-        await self._event("Pulled", f'Container image "{image}" already present on machine', v.name)
         shim = await asyncio.to_thread(runtime.launch, self.dir.container(v.name).attempt(n), spec)
         runtime.on_exit(shim, self.wakeup.set)
         self.launched[(v.name, n)] = time.monotonic()
-        await self._event("Created", f"Created container {v.name}", v.name)
-        await self._event("Started", f"Started container {v.name}", v.name)
+        image = v.spec.get("image", "")
+        said = [("Pulled", f'Container image "{image}" already present on machine')]
+        said += [(reason, f"{reason} container {v.name}") for reason in ("Created", "Started")]
+        # Said while the container runs: upstream's event recorder never holds a start up either.
+        self.start_events = asyncio.ensure_future(self._say(said, v.name, self.start_events))
+
+    async def _say(self, said: list[tuple[str, str]], name: str, after: asyncio.Future[None] | None) -> None:
+        if after is not None:
+            await asyncio.wait([after])  # a restart's events come after those of the start before
+        for reason, message in said:
+            await self._event(reason, message, name)
 
     def _container_cgroup(self, c: dict[str, Any], n: int) -> list[str]:
         """The cgroup of attempt `n` of container `c`, with the container's limits (none where the kubelet
