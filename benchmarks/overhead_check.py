@@ -99,7 +99,9 @@ def measure(work: Path, rounds: int) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {"first": {"overhead": []}, "work": {"seconds": [own]}}
     for variant in CHECKED:
         mine = [t["end"] - t["start"] - own for t in done if t["variant"] == variant]
-        out[variant] = {"overhead": mine, "pod": [row[POD_START] - own for row in steps.get(variant, [])]}
+        rows = steps.get(variant, [])
+        out[variant] = {"overhead": mine, "pod": [row[POD_START] - own for row in rows]}
+        out[variant] |= {f"step{i}": [row[i] for row in rows] for i in range(len(STEPS))}
     if done:
         out["first"]["overhead"] = [done[0]["end"] - done[0]["start"] - own]
         out["first"]["others"] = [t["end"] - t["start"] - own for t in done[1:]]
@@ -136,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
             versus = f"report {then:.3f} s, ratio {ratio:.2f}x" if then else "not in the report"
             print(f"  {VARIANTS[variant].title}: {label}: median {now:.3f} s "
                   f"({min(samples):.3f}-{max(samples):.3f}); {versus}")  # fmt: skip
+    for variant in CHECKED:
+        medians = [found[variant][f"step{i}"] for i in range(len(STEPS))]
+        if all(medians):
+            steps = ", ".join(f"{statistics.median(m):.3f}" for m in medians)
+            print(f"  {VARIANTS[variant].title}: steps (medians, s; as section 7's breakdown): {steps}")
     first, others = found["first"].get("overhead"), found["first"].get("others")
     if first and others:
         gap = first[0] - statistics.median(others)
