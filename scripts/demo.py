@@ -42,7 +42,7 @@ from typing import Any, TextIO
 from kubernetes import client, config
 
 from t9k_provider.jobs import GROUP, KINDS, VERSION
-from t9k_provider.local.console.connection import airflow_connection
+from t9k_provider.local.connection import airflow_connection
 from t9k_provider.local.kubelet.network import namespaces_available
 from t9k_provider.local.state import StateDir
 

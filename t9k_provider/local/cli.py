@@ -213,7 +213,7 @@ def cmd_down(args: argparse.Namespace, state: StateDir) -> int:
 
 
 def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
-    from t9k_provider.local.console.connection import running_console
+    from t9k_provider.local.connection import running_console
     from t9k_provider.local.state import ready
 
     info = state.running(clean=True)
@@ -244,7 +244,7 @@ def cmd_status(args: argparse.Namespace, state: StateDir) -> int:
 def cmd_connection(args: argparse.Namespace, state: StateDir) -> int:
     """The ``kubernetes`` connection to this cluster as JSON, for ``AIRFLOW_CONN_KUBERNETES_DEFAULT``: its
     kubeconfig, and the templates of the "T9k Job" and "TensorBoard" links (the console's pages)."""
-    from t9k_provider.local.console.connection import airflow_connection
+    from t9k_provider.local.connection import airflow_connection
 
     if state.running(clean=True) is None:
         print(f"t9k-local: not running on {state.path}", file=sys.stderr)

@@ -21,7 +21,7 @@ import yaml
 from t9k_provider.kube.resources import GPU
 from t9k_provider.local.apiserver.strategies.nodes import first_devices, node_capacities
 from t9k_provider.local.components import Component, Supervisor
-from t9k_provider.local.console.connection import listen
+from t9k_provider.local.console.address import listen
 from t9k_provider.local.diewith import command, die_with
 from t9k_provider.local.kubelet.heartbeat import RENEW_INTERVAL
 from t9k_provider.local.machinery.nodes import node_names

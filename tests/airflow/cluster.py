@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from t9k_provider.local.console.connection import airflow_connection
+from t9k_provider.local.connection import airflow_connection
 from t9k_provider.local.state import StateDir
 from t9k_provider.testing import LocalCluster
 from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS

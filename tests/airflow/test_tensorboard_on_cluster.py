@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from t9k_provider.jobclient import identity as ident
-from t9k_provider.local.console.connection import read_console
+from t9k_provider.local.console.address import read_console
 from t9k_provider.operators import checkpoints
 from t9k_provider.testing import LocalCluster
 from t9k_provider.testing.polling import wait_for

@@ -1,5 +1,5 @@
 """The console's HTTP server, on the listening socket the cluster's server opened for it
-(``connection.listen``: 127.0.0.1, published in ``STATE/console.json``)."""
+(``address.listen``: 127.0.0.1, published in ``STATE/console.json``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kubernetes_asyncio.client import CoreV1Api
 
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
 from t9k_provider.local.console import gather, pages
-from t9k_provider.local.console.connection import HOST, JOB_PATH_TEMPLATE, TENSORBOARD_PATH_TEMPLATE
+from t9k_provider.local.console.address import HOST, JOB_PATH_TEMPLATE, TENSORBOARD_PATH_TEMPLATE
 
 log = logging.getLogger(__name__)
 KUBE: web.AppKey[KubeApi] = web.AppKey("kube", KubeApi)

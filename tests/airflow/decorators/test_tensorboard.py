@@ -49,7 +49,7 @@ def containers(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def task_log(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> str:
-    """What the operator logged: Airflow 2 through logging (and its stdout handler too), Airflow 3 to stdout."""
+    """What the operator logged: Airflow 2 through logging (and to stdout too), Airflow 3 to stdout."""
     out = capsys.readouterr().out
     return caplog.text or out
 

@@ -25,7 +25,7 @@ import pytest
 from kubernetes import client
 
 from t9k_provider.local.components import read_status
-from t9k_provider.local.console import connection
+from t9k_provider.local.console import address
 from t9k_provider.local.state import StateDir
 from t9k_provider.local.tensorboard.board import UID_LABEL
 from t9k_provider.testing import LocalCluster, wait_for
@@ -54,9 +54,7 @@ print({hostile!r}, flush=True)
 @pytest.fixture(scope="module")
 def console(cluster: LocalCluster) -> dict[str, Any]:
     """Where the cluster's console answers (``STATE/console.json``, written once it listens)."""
-    return wait_for(
-        "the console's console.json", lambda: connection.read_console(cluster.state_dir), timeout=30
-    )
+    return wait_for("the console's console.json", lambda: address.read_console(cluster.state_dir), timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +227,7 @@ def test_console_answers_on_loopback_only_and_a_restarted_console_on_the_same_so
 
     wait_for("the console started again", restarted, timeout=30)
     assert wait_for("the console answering again", lambda: get(console["url"] + "/healthz")[0] == 200)
-    assert connection.read_console(cluster.state_dir) == console
+    assert address.read_console(cluster.state_dir) == console
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):

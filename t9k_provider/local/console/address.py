@@ -1,6 +1,4 @@
-"""Where the console answers and what an Airflow connection to a running local cluster holds
-(``t9k-local connection`` prints it): the kubeconfig, and the templates of the task's extra links, the
-console's job pages and TensorBoard redirects (docs/local-cluster.md#console).
+"""Where the console answers (docs/local-cluster.md#console).
 
 The cluster's server opens the console's listening socket (``listen``) before it starts any component and
 hands it to each console process it starts, as socket activation does: where the console answers is known,
@@ -10,7 +8,7 @@ same socket, so links already handed out keep working. ``console.json`` holds ``
 ``tensorboardUrlTemplate`` (``<url>/tensorboards/{namespace}/{name}``, which redirects to where the
 TensorBoard serves once it is Ready, and says why not before) and ``serverPid`` (the server that opened it).
 A restarted cluster takes the previous port again when it is free. Sockets and files only, no HTTP client or
-server, so the CLI and ``make demo`` read it cheaply; nothing here imports Airflow.
+server, so the CLI and ``make demo`` read it cheaply.
 """
 
 from __future__ import annotations
@@ -20,8 +18,6 @@ import os
 import socket
 from pathlib import Path
 from typing import Any
-
-from t9k_provider.local.state import StateDir
 
 CONSOLE_FILE = "console.json"
 HOST = "127.0.0.1"
@@ -78,24 +74,3 @@ def listen(state_dir: Path) -> socket.socket:
         "serverPid": os.getpid(),
     })  # fmt: skip
     return sock
-
-
-def running_console(state: StateDir) -> dict[str, Any] | None:
-    """``console.json`` of the console the running server serves (one an earlier server left is not taken:
-    it may name another port); None when no server runs here or it runs no console (``--no-controller``)."""
-    server = state.running()
-    info = read_console(state.path)
-    if server is None or info.get("serverPid") != server.pid:
-        return None
-    return info
-
-
-def airflow_connection(state: StateDir) -> dict[str, Any]:
-    """A ``kubernetes`` connection (``AIRFLOW_CONN_<ID>``'s JSON form) to the cluster of ``state``, with the
-    console's link templates when it runs one."""
-    extra: dict[str, Any] = {"kube_config_path": str(state.kubeconfig)}
-    console = running_console(state)
-    if console is not None:
-        extra["job_url_template"] = console["jobUrlTemplate"]
-        extra["tensorboard_url_template"] = console["tensorboardUrlTemplate"]
-    return {"conn_type": "kubernetes", "extra": extra}
