@@ -124,10 +124,11 @@ def conclude(
         kill.check(lambda: client)
         log.error("%s", job.message)
         raise (AirflowException if job.retryable else AirflowFailException)(job.message)
+    pods = _pods(client, ref, log)  # listed once: the logs' last pass, the usage and the failure report
     if logs is not None:
-        logs.print_new()
+        logs.print_new(None if isinstance(pods, Exception) else pods)
     progress = logs.lines.progress if logs is not None else result.progress
-    value = _end(task, client, ref, job, result, context, progress, log)
+    value = _end(task, client, ref, job, result, context, progress, pods, log)
     kill.check(lambda: client)  # a kill even now is no success
     return value
 
@@ -140,12 +141,13 @@ def _end(
     result: WaitResult,
     context: Mapping[str, Any],
     progress: ReportedProgress | None,
+    pods: list[dict[str, Any]] | Exception,
     log: logging.Logger | Any,
 ) -> Any:
-    """``conclude`` for ``job`` (just read): the job's pods are listed once, for the usage (logged, and pushed
-    to XCom ``t9k_usage``) and the failure report; ``progress`` goes to XCom ``t9k_progress``."""
+    """``conclude`` for ``job`` (just read) and its ``pods`` (as listed after it, or why they could not be):
+    the usage (logged, and pushed to XCom ``t9k_usage``) and the failure report; ``progress`` goes to XCom
+    ``t9k_progress``."""
     state = job_status.outcome(job)
-    pods = _pods(client, ref, log)
     used = report_usage(pods, context.get("ti"), log)
     report_progress(progress, context, task.outlets, state == "succeeded", log)
     report_disruptions(job, context.get("ti"), log)

@@ -42,10 +42,11 @@ class LogFollower:
         self._read_limits: dict[str, int] = {}
         self._warned: set[str] = set()
 
-    def poll(self) -> int:
-        """Print every new line of the selected containers; return how many lines were printed."""
+    def poll(self, pods: list[dict[str, Any]] | None = None) -> int:
+        """Print every new line of the selected containers; return how many lines were printed. ``pods``: the
+        pods of the selector as just listed (None: list them)."""
         try:
-            pods = self.hook.list_pods(self.namespace, self.label_selector)
+            pods = self.hook.list_pods(self.namespace, self.label_selector) if pods is None else pods
         except Exception as exc:
             self.log.warning("cannot list pods %s for logs: %s", self.label_selector, exc)
             return 0

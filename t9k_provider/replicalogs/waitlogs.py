@@ -96,7 +96,8 @@ class WaitLogs:
             raise RuntimeError("WaitLogs.read_recent_reports before attach()")
         return await recent.read(self._api, self.namespace, self.selector, self.lines, since, self.log)
 
-    def print_new(self) -> None:
-        """The final pass, after the wait: every line not printed yet, and the latest progress."""
-        self.follower.poll()
+    def print_new(self, pods: list[dict[str, Any]] | None = None) -> None:
+        """The final pass, after the wait: every line not printed yet, and the latest progress. ``pods``: the
+        job's pods as just listed (None: the pass lists them)."""
+        self.follower.poll(pods)
         self.lines.flush()

@@ -98,6 +98,20 @@ def test_a_succeeded_task_logs_and_pushes_its_usage(
     assert lists(fake_hook) == 1
 
 
+def test_the_conclusion_lists_the_pods_once_for_the_logs_and_the_usage(
+    fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI
+) -> None:
+    """The logs' last pass and the usage read the same pods, listed once after the job's final read (a
+    request whose answer is known is not made again on every task's way to its end)."""
+    prepared(fake_hook, ti)
+    fake_hook.script = [SUCCEEDED]
+    make(fake_hook, get_logs=True, pod_error_timeout=None).execute(context)
+    calls = [c for c, _ in fake_hook.calls]
+    final = max(i for i, c in enumerate(calls) if c == "get")  # the conclusion's read of the job
+    assert calls[final:].count("list_pods") == 1
+    assert set(ti.xcoms["t9k_usage"]) == {"replica_seconds", "gpu_seconds"}
+
+
 def test_a_failed_task_reports_its_usage_from_the_pods_its_failure_report_read(
     fake_hook: FakeHook, context: dict[str, Any], ti: FakeTI
 ) -> None:
