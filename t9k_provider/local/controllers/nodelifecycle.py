@@ -3,7 +3,9 @@
 
 Every ``MONITOR_PERIOD`` it looks at each Node: one whose kubelet neither renewed its Lease
 (``kube-node-lease/<node>``) nor posted its status for ``grace`` seconds (``--node-monitor-grace-period``,
-50 s as in Kubernetes 1.32) gets its conditions set to ``Unknown`` ("Kubelet stopped posting node status."),
+50 s as in Kubernetes 1.32; ``STARTUP_GRACE`` while its kubelet never renewed the Lease), counted by this
+controller's clock from when it last saw either change, gets its conditions set to ``Unknown`` ("Kubelet
+stopped posting node status."),
 its pods marked not Ready, and the taint ``node.kubernetes.io/unreachable`` (NoSchedule and NoExecute); a
 Node whose Ready condition is False gets ``node.kubernetes.io/not-ready``, a cordoned one
 ``node.kubernetes.io/unschedulable:NoSchedule`` (TaintNodesByCondition); the taints go when the cause does.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from t9k_provider.kube.api import ApiError, KubeApi
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 COMPONENT = "node-controller"
 MONITOR_PERIOD = 1.0  # kube-controller-manager's --node-monitor-period is 5 s; a local cluster can afford 1 s
 DEFAULT_GRACE = 50.0
+STARTUP_GRACE = 60.0  # kube-controller-manager's --node-startup-grace-period
 LEASE_NAMESPACE = "kube-node-lease"
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NOT_READY = "node.kubernetes.io/not-ready"
@@ -55,22 +59,35 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == kind), {})
 
 
-def last_heard(node: dict[str, Any], lease: dict[str, Any] | None) -> float | None:
-    """When the node's kubelet was last heard of: its Lease's renewTime or its Ready heartbeat, the later."""
-    times = [_time(condition(node, "Ready").get("lastHeartbeatTime"))]
-    if lease is not None:
-        times.append(_time((lease.get("spec") or {}).get("renewTime")))
-    known = [t for t in times if t is not None]
-    return max(known) if known else None
+@dataclass(frozen=True)
+class Probe:
+    """What the controller last heard from a node's kubelet (its Lease's ``renewTime`` and its Ready
+    heartbeat, as written) and when it first saw that, by its own clock: kube-controller-manager's
+    ``probeTimestamp``. Silence is counted from it, never from the timestamps' values, so a controller that
+    starts (or a cluster started again after a long stop, its Leases old) gives every node a whole grace."""
+
+    heard: tuple[Any, Any]
+    at: float
 
 
-def stopped_reporting(node: dict[str, Any], lease: dict[str, Any] | None, now: float, grace: float) -> bool:
-    """Whether the kubelet has been silent for longer than ``grace`` (and the node still says otherwise)."""
+def probed(previous: Probe | None, node: dict[str, Any], lease: dict[str, Any] | None, now: float) -> Probe:
+    """``previous`` while the kubelet said nothing new, else what it said now."""
+    heard = (
+        ((lease or {}).get("spec") or {}).get("renewTime"),
+        condition(node, "Ready").get("lastHeartbeatTime"),
+    )
+    return previous if previous is not None and previous.heard == heard else Probe(heard, now)
+
+
+def stopped_reporting(
+    node: dict[str, Any], lease: dict[str, Any] | None, probe: Probe, now: float, grace: float
+) -> bool:
+    """Whether the kubelet has been silent for longer than its grace (and the node still says otherwise):
+    ``grace``, or ``STARTUP_GRACE`` for a kubelet that never renewed the node's Lease (the server registers
+    the Nodes when it starts, the kubelets come up after; upstream's ``--node-startup-grace-period``)."""
     if condition(node, "Ready").get("status") == "Unknown":
         return False
-    heard = last_heard(node, lease)
-    created = _time(node["metadata"].get("creationTimestamp")) or now
-    return now - (heard if heard is not None else created) > grace
+    return now - probe.at > (grace if lease is not None else max(grace, STARTUP_GRACE))
 
 
 def unknown_conditions(node: dict[str, Any], now: str) -> list[dict[str, Any]]:
@@ -147,6 +164,7 @@ class NodeLifecycleController:
         self.pods = pods
         self.grace = grace
         self.evicting: set[str] = set()  # uids deleted by taint, not yet seen terminating
+        self.probes: dict[str, Probe] = {}  # by node
 
     async def run(self) -> None:
         for informer in (self.nodes, self.leases, self.pods):
@@ -154,7 +172,10 @@ class NodeLifecycleController:
         loop = asyncio.get_running_loop()
         while True:
             now = loop.time()
-            for node in self.nodes.items():
+            nodes = self.nodes.items()
+            names = {n["metadata"]["name"] for n in nodes}
+            self.probes = {name: p for name, p in self.probes.items() if name in names}  # nodes deleted
+            for node in nodes:
                 name = node["metadata"]["name"]
                 try:
                     await self.sync(node)
@@ -167,7 +188,9 @@ class NodeLifecycleController:
     async def sync(self, node: dict[str, Any]) -> None:
         name = node["metadata"]["name"]
         wall = time.time()
-        if stopped_reporting(node, self.leases.get(LEASE_NAMESPACE, name), wall, self.grace):
+        lease = self.leases.get(LEASE_NAMESPACE, name)
+        self.probes[name] = probe = probed(self.probes.get(name), node, lease, wall)
+        if stopped_reporting(node, lease, probe, wall, self.grace):
             node = await self._mark_unknown(node)
         taints = wanted_taints(node, now_rfc3339())
         if taints != list((node.get("spec") or {}).get("taints") or []):

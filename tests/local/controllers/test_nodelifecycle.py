@@ -28,12 +28,41 @@ def lease(renewed: float) -> dict[str, Any]:
     return {"spec": {"renewTime": stamp(renewed).replace("Z", ".000000Z")}}
 
 
-def test_a_node_stopped_reporting_once_neither_lease_nor_status_was_renewed_within_the_grace() -> None:
+def test_a_node_stopped_reporting_once_neither_lease_nor_status_changed_within_the_grace() -> None:
+    """Silence is counted by the controller's clock from when it last saw the Lease or the heartbeat change,
+    as kube-controller-manager's probeTimestamp."""
     silent = node(heartbeat=NOW - 120)
-    assert nl.stopped_reporting(silent, lease(NOW - 51), NOW, 50)
-    assert not nl.stopped_reporting(silent, lease(NOW - 49), NOW, 50)  # the Lease is what the kubelet renews
-    assert not nl.stopped_reporting(node(heartbeat=NOW - 10), None, NOW, 50)
-    assert not nl.stopped_reporting(node("Unknown", NOW - 120), None, NOW, 50)  # already said
+    seen = nl.probed(None, silent, lease(NOW - 10), NOW - 10)
+    assert nl.probed(seen, silent, lease(NOW - 10), NOW) is seen  # nothing new: the probe stays
+    assert nl.stopped_reporting(silent, lease(NOW - 10), seen, NOW + 41, 50)
+    assert not nl.stopped_reporting(silent, lease(NOW - 10), seen, NOW + 39, 50)
+    renewed = nl.probed(seen, silent, lease(NOW + 30), NOW + 30)  # the Lease is what the kubelet renews
+    assert renewed.at == NOW + 30 and not nl.stopped_reporting(silent, lease(NOW + 30), renewed, NOW + 41, 50)
+    posted = nl.probed(seen, node(heartbeat=NOW + 30), lease(NOW - 10), NOW + 30)  # or its status
+    assert not nl.stopped_reporting(node(heartbeat=NOW + 30), lease(NOW - 10), posted, NOW + 41, 50)
+    unknown = node("Unknown", NOW - 120)
+    assert not nl.stopped_reporting(unknown, lease(NOW - 10), seen, NOW + 600, 50)  # already said
+
+
+def test_a_node_first_seen_gets_a_whole_grace_whatever_its_timestamps_say() -> None:
+    """A controller that starts, or a cluster started again an hour after it stopped: the Lease and the
+    heartbeat are an hour old, and the kubelet gets its grace from now (they used to mark it Unknown at
+    once, its pods not Ready, until the kubelet renewed)."""
+    old = node(heartbeat=NOW - 3600)
+    first = nl.probed(None, old, lease(NOW - 3600), NOW)
+    assert not nl.stopped_reporting(old, lease(NOW - 3600), first, NOW + 3, 3)
+    assert nl.stopped_reporting(old, lease(NOW - 3600), first, NOW + 4, 3)
+
+
+def test_a_kubelet_that_never_renewed_the_lease_gets_the_startup_grace() -> None:
+    """The server registers the Nodes as it starts; their kubelets start after it (seconds under load), so
+    until a kubelet has renewed its Lease once its node gets --node-startup-grace-period (60 s), not a node
+    grace of 3 s that tests set (a node of a fresh cluster went Unknown before its kubelet first spoke)."""
+    registered = node(heartbeat=NOW)
+    first = nl.probed(None, registered, None, NOW)
+    assert not nl.stopped_reporting(registered, None, first, NOW + 59, 3)
+    assert nl.stopped_reporting(registered, None, first, NOW + 61, 3)
+    assert nl.stopped_reporting(registered, None, first, NOW + 121, 120)  # a longer grace still holds
 
 
 def test_unknown_conditions_keep_the_last_heartbeat_and_move_the_transition_once() -> None:
