@@ -72,6 +72,38 @@ class T9kTensorBoardLink(TemplatedLink):
     attribute = "tensorboard_url"
 
 
+class JobLinks:
+    """The operator's side of its links: their URLs for the job it submitted or adopted (None before)."""
+
+    manifest: Any
+    job_url_template: str | None
+    tensorboard_url_template: str | None
+    _job: Any  # the operator's JobRef
+    hook: Any  # the operator's T9kHook: the connection's templates
+
+    @property
+    def job_url(self) -> str | None:
+        """The "T9k Job" link's URL."""
+        return self._link_url(T9kJobLink, self.job_url_template)
+
+    @property
+    def tensorboard_url(self) -> str | None:
+        """The "TensorBoard" link's URL, when the job has a TensorBoard (None otherwise)."""
+        if not self.has_tensorboard():
+            return None
+        return self._link_url(T9kTensorBoardLink, self.tensorboard_url_template)
+
+    def has_tensorboard(self) -> bool:
+        """Hook point: whether the job gets a TensorBoard (read from the rendered manifest, so that an
+        operator resumed after a deferral knows it too)."""
+        return declares_tensorboard(self.manifest)
+
+    def _link_url(self, link: type[TemplatedLink], template: str | None) -> str | None:
+        if self._job is None:
+            return None
+        return link.url(self._job._asdict(), template, self.hook.link_template(link.option))
+
+
 def declares_tensorboard(manifest: Any) -> bool:
     """Whether a rendered manifest (a dict, or YAML/JSON text) asks for a TensorBoard
     (``spec.tensorboardSpec``, which the controller turns into a TensorBoard named after the job); False for

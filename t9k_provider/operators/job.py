@@ -18,17 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import BaseOperator, conf
 
-from t9k_provider.links.job import T9kJobLink, T9kTensorBoardLink, TemplatedLink, declares_tensorboard
+from t9k_provider.links.job import JobLinks, T9kJobLink, T9kTensorBoardLink
 from t9k_provider.operators.checkpoints import checked_volume
 from t9k_provider.operators.failures import T9kJobFailed, T9kJobTimeout, with_retry_policy
 from t9k_provider.operators.kill import KillSwitch
+from t9k_provider.operators.lineage_hooks import JobLineage
 from t9k_provider.operators.manifest import TemplatedManifest
 from t9k_provider.operators.options import OnFinishAction, OnKillAction, choose, seconds
 from t9k_provider.operators.options import ReattachPolicy as Reattach
 
 if TYPE_CHECKING:
-    from airflow.providers.openlineage.extractors import OperatorLineage
-
     from t9k_provider.hooks.t9k import T9kHook
     from t9k_provider.jobclient.client import JobClient
     from t9k_provider.jobclient.identity import JobRef
@@ -44,7 +43,7 @@ __all__ = ["T9kJobFailed", "T9kJobOperator", "T9kJobTimeout"]
 IDENTITY_XCOM_KEY = "t9k_job"
 
 
-class T9kJobOperator(TemplatedManifest, BaseOperator):
+class T9kJobOperator(TemplatedManifest, JobLinks, JobLineage, BaseOperator):
     """Run a T9k Job of any kind and succeed or fail with it.
 
     :param manifest: the job: a dict, YAML/JSON text, a ``.yaml``/``.yml``/``.json`` file path (relative
@@ -58,21 +57,17 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
     :param wait_before_defer: deferrable mode only: seconds to follow the job in the worker before deferring,
         so a job that ends by then concludes without a deferral round trip; 0 defers at once.
     :param poll_interval: seconds between status reads (jittered by +-20%).
-    :param startup_timeout: seconds from the job's creation (or its T9k Queue's admission) until it leaves
-        Pending.
+    :param startup_timeout: seconds from the job's creation (or its Queue's admission) to leaving Pending.
     :param queue_timeout: seconds a job may wait in its T9k Queue's line, from its creation (None: wait).
     :param running_timeout: seconds the job may run once its Running condition is true.
     :param paused_timeout: seconds the job may stay Paused before the task fails (None: wait).
     :param unknown_timeout: seconds the job may stay Unknown before the task fails (None: wait).
-    :param progress_timeout: seconds the running job may go without a progress report
-        (``t9k_provider.progress``) from its leader (counted from its Running until the first) before it is
-        stopped per ``on_kill_action`` and the task fails (retryable); needs ``get_logs``.
-    :param checkpoint_volume: a volume source (``{"persistentVolumeClaim": {"claimName": "ckpt"}}``) every
-        replica mounts at ``T9K_CHECKPOINT_DIR``: a directory of its own per task instance, the same on
-        every try (``T9K_TRY_NUMBER`` tells which).
-    :param pod_error_timeout: seconds a replica may be unable to start (ErrImagePull, ImagePullBackOff,
-        InvalidImageName, CreateContainerConfigError, more GPUs than any node has) before the job is stopped
-        and the task fails (retryable); None disables the check and its pod reads.
+    :param progress_timeout: seconds the running job may go without a progress report from its leader
+        (``t9k_provider.progress``; from its Running to the first) before it is stopped; needs ``get_logs``.
+    :param checkpoint_volume: a volume source (``{"persistentVolumeClaim": {"claimName": "ckpt"}}``) mounted
+        at ``T9K_CHECKPOINT_DIR``: a directory per task instance, the same on every try (``T9K_TRY_NUMBER``).
+    :param pod_error_timeout: seconds a replica may be unable to start (an image pull error, a bad config,
+        more GPUs than any node has) before the job is stopped; None disables the check and its pod reads.
     :param reattach_policy: when a job from an earlier try of this task instance exists: ``if_unchecked``
         adopts it unless an earlier try already reported its outcome and this try re-runs the task (a user
         cleared it) or retries a reported job failure; ``if_running`` adopts only an unfinished job;
@@ -86,15 +81,11 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         None prints the logs once the job is finished.
     :param failure_log_lines: log lines of the failing replica included in the failure report.
     :param retry_on_job_failure: raise a retryable error (a new job on retry) instead of failing for good.
-    :param job_url_template: URL of the "T9k Job" extra link, e.g.
-        ``https://t9k.example/jobs/{namespace}/{name}``; default: the connection's extra of that name, else
-        ``[t9k] job_url_template``.
-    :param tensorboard_url_template: URL of the "TensorBoard" extra link of a job with a ``tensorboardSpec``
-        (the same placeholders); default: the connection's extra of that name, else
-        ``[t9k] tensorboard_url_template``.
-    :param exact_name: submit an explicit ``metadata.name`` as it is; by default it is the prefix of a name
-        unique to the task instance (as ``generateName`` is), so mapped instances and later runs never
-        collide.
+    :param job_url_template: the "T9k Job" link's URL, e.g. ``https://t9k.example/jobs/{namespace}/{name}``;
+        default: the connection's extra of that name, else ``[t9k] job_url_template``.
+    :param tensorboard_url_template: the "TensorBoard" link's, of a job with a ``tensorboardSpec``; likewise.
+    :param exact_name: submit an explicit ``metadata.name`` as it is; by default it prefixes a name unique
+        to the task instance (as ``generateName`` does), so mapped instances and later runs never collide.
     """
 
     template_fields: Sequence[str] = (
@@ -183,33 +174,8 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         self.tensorboard_url_template = tensorboard_url_template
         self.exact_name = exact_name
         self._job: JobRef | None = None
-        self._outcome: Outcome | None = None
         #: What a kill stops, aimed in ``execute`` before the task can create or wait for anything.
         self._kill = KillSwitch(self.on_kill_action)
-
-    @property
-    def job_url(self) -> str | None:
-        """The "T9k Job" link's URL for the job this task submitted or adopted (None before that)."""
-        return self._link_url(T9kJobLink, self.job_url_template)
-
-    @property
-    def tensorboard_url(self) -> str | None:
-        """The "TensorBoard" link's URL for that job, when it has a TensorBoard (None otherwise)."""
-        return (
-            self._link_url(T9kTensorBoardLink, self.tensorboard_url_template)
-            if self.has_tensorboard()
-            else None
-        )
-
-    def has_tensorboard(self) -> bool:
-        """Hook point: whether the job gets a TensorBoard (read from the rendered manifest, so that an
-        operator resumed after a deferral knows it too)."""
-        return declares_tensorboard(self.manifest)
-
-    def _link_url(self, link: type[TemplatedLink], template: str | None) -> str | None:
-        if self._job is None:
-            return None
-        return link.url(self._job._asdict(), template, self.hook.link_template(link.option))
 
     @cached_property
     def hook(self) -> T9kHook:
@@ -237,6 +203,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
         from t9k_provider.jobclient.identity import JobRef
         from t9k_provider.jobs import KINDS
         from t9k_provider.waiting import status as job_status
+        from t9k_provider.waiting.limits import WaitLimits, execution_deadline
 
         ti = context["ti"]
         task_identity = ident.task_identity(ti)
@@ -259,7 +226,8 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
             link.persist(context, self)
         if not self.wait_for_completion:
             return job_status.summary(job)
-        limits = self._limits(context)
+        started = getattr(ti, "start_date", None)
+        limits = WaitLimits.of(self, execution_deadline(started, self.execution_timeout))
         logs = self._logs(ref, followed, {}, None, live=True)
         until = time.time() + (self.wait_before_defer or 0.0) if self.deferrable else None
         result = self._wait_in_worker(ref, limits, logs, job, until)
@@ -274,27 +242,6 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
     def failure_lead(self, outcome: Outcome) -> FailureLead | None:
         """Hook point: what a failed job's message leads with besides its report (None: nothing to add)."""
         return None
-
-    def concluded(self, outcome: Outcome) -> None:
-        """How the job ended, kept for the lineage Airflow asks for once the task ends."""
-        self._outcome = outcome
-
-    def get_openlineage_facets_on_start(self, task_instance: Any = None) -> OperatorLineage:
-        """Airflow's OpenLineage provider calls this when the task starts, and the same as ``..._on_complete``
-        and ``..._on_failure`` when it ended: the lineage of what the task holds then (``lineage``)."""
-        from t9k_provider.operators import lineage
-
-        return lineage.facets(
-            self.manifest, self.namespace, self._job, self._outcome, self.inlets, self.outlets
-        )
-
-    get_openlineage_facets_on_complete = get_openlineage_facets_on_failure = get_openlineage_facets_on_start
-
-    def _limits(self, context: Any) -> WaitLimits:
-        from t9k_provider.waiting.limits import WaitLimits, execution_deadline
-
-        started = getattr(context["ti"], "start_date", None)
-        return WaitLimits.of(self, execution_deadline(started, self.execution_timeout))
 
     def _logs(
         self, ref: JobRef, followed: Followed, cursors: dict[str, list[int]], progress: Any, *, live: bool
@@ -348,8 +295,7 @@ class T9kJobOperator(TemplatedManifest, BaseOperator):
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
         if next_method == "__fail__":
-            # The trigger failed or timed out and Airflow fails the task without calling back: recall the job
-            # recorded before deferring, so the extra link (stored again when the task ends) still shows it.
+            # the trigger failed or timed out: recall the job stored before deferring, for the extra links
             stored = context["ti"].xcom_pull(task_ids=self.task_id, key=IDENTITY_XCOM_KEY)
             if stored:
                 from t9k_provider.jobclient.identity import JobRef

@@ -118,25 +118,15 @@ def step(
         memory = replace(memory, progress_read_at=read_at)
     memory = replace(memory, first_seen=first_seen)
     named = queueing.job_queue(job)
-    said = None
     if queue_read:
-        memory = replace(memory, queue_read_at=now)
-        left = state != "pending" and memory.queue is not None and memory.queue.in_line
-        if left and (queue is None or queue.standing != "admitted"):  # its PodGroup gone, or unreadable:
-            running = job_status.running_since(job)  # the job left the line, admitted when it began to run
-            at = running.timestamp() if running is not None else now
-            queue = QueueState(named or "", now, "admitted", admitted_at=at)
-        if queue is not None:
-            created = job_status.created_at(job)
-            record, said = (memory.queue or QueueRecord(queue.queue)).observe(
-                queue, now, created.timestamp() if created else None
-            )
-            memory = replace(memory, queue=record)
+        memory, said = _take_queue(job, state, named, now, memory, queue)
     elif named is not None and (
         _queue_due(state, memory, now)
         or (state == "pending" and limits.needs_queue(job, now, first_seen, memory.queue))
     ):
         return Step("read_queue", memory)
+    else:
+        said = None
     in_line = state == "pending" and memory.queue is not None and memory.queue.in_line
     verdict = limits.check(job, now, first_seen, memory.queue if named is not None else None)
     if verdict is None:
@@ -168,6 +158,32 @@ def step(
     if memory.hand_back_at is not None and now >= memory.hand_back_at:
         return Step("hand_back", memory, note=note)
     return Step("wait", memory, note=note)
+
+
+def _take_queue(
+    job: dict[str, Any],
+    state: str,
+    named: str | None,
+    now: float,
+    memory: WaitMemory,
+    queue: QueueState | None,
+) -> tuple[WaitMemory, str | None]:
+    """``memory`` with the Queue read at ``now`` taken in, and what to say of it (None: nothing new). A job
+    seen in line that left pending was admitted even when its PodGroup is gone or unreadable: when it began
+    to run."""
+    memory = replace(memory, queue_read_at=now)
+    left = state != "pending" and memory.queue is not None and memory.queue.in_line
+    if left and (queue is None or queue.standing != "admitted"):
+        running = job_status.running_since(job)
+        at = running.timestamp() if running is not None else now
+        queue = QueueState(named or "", now, "admitted", admitted_at=at)
+    if queue is None:
+        return memory, None
+    created = job_status.created_at(job)
+    record, said = (memory.queue or QueueRecord(queue.queue)).observe(
+        queue, now, created.timestamp() if created else None
+    )
+    return replace(memory, queue=record), said
 
 
 def _queue_due(state: str, memory: WaitMemory, now: float) -> bool:

@@ -37,6 +37,7 @@ OPERATOR_PARSE_MODULES = [
     "t9k_provider.operators.job",
     "t9k_provider.operators.kill",
     "t9k_provider.operators.kinds",
+    "t9k_provider.operators.lineage_hooks",  # the OpenLineage provider's methods (import nothing)
     "t9k_provider.operators.manifest",
     "t9k_provider.operators.options",
     "t9k_provider.version_compat",
