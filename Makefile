@@ -41,6 +41,11 @@ $(STAMP): requirements/dev.lock pyproject.toml
 	  if [ "$$(id -u)" != 0 ]; then echo "make env: java is missing; as root run: apt-get install openjdk-17-jre-headless" >&2; exit 1; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless; \
 	fi
+	# The UI tests (tests/deployment/browser.py) look at Airflow in Debian's headless Chromium through its WebDriver.
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "make env: chromium is missing (the UI tests skip); as root run: apt-get install chromium chromium-driver" >&2; \
+	  else apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver; fi; \
+	fi
 	# sshd -D in a pod needs host keys and its privilege-separation directory (/run is a tmpfs: the e2e tests recreate it).
 	@if [ "$$(id -u)" = 0 ]; then ssh-keygen -A && install -d -m 0755 /run/sshd; fi
 	@touch $(STAMP)

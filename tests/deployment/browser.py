@@ -1,7 +1,7 @@
 """Debian's headless Chromium, driven by selenium through Debian's chromium-driver (neither downloads
 anything), for the tests that look at the Airflow UI as a person does.
 
-``make env`` installs both when missing (``scripts/install_browser.sh``); where they are not installed a
+``make env`` installs both when missing (as root; Debian's packages); where they are not installed a
 test that needs them skips naming them (under ``CI=true`` as root it fails instead: CI installs them).
 Every check saves a screenshot under ``SCREENSHOTS`` (docs/development.md#screenshots).
 """

@@ -25,6 +25,7 @@ import hashlib
 import ipaddress
 import logging
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -38,6 +39,8 @@ LOOPBACK_SUBNET = ipaddress.ip_network("127.1.0.0/16")
 NETNS_DIR = Path("/run/netns")
 #: Seconds a fresh lease is protected while its owner creates the namespace it names.
 LEASE_GRACE_SECONDS = 60.0
+#: Seconds ``remove_leftovers`` waits for the kernel to detach a leased subnet's bridge's last veths.
+BRIDGE_EMPTIED_SECONDS = 10.0
 
 
 def run_dir() -> Path:
@@ -326,6 +329,18 @@ def _unused(bridge: str) -> bool:
     return brif.is_dir() and not any(brif.iterdir())
 
 
+def _emptied(bridge: str, seconds: float) -> bool:
+    """Whether ``bridge`` exists with nothing attached, within ``seconds``: the kernel destroys a deleted
+    namespace, and with it the veth that joined it to the bridge, some time after its last process exits
+    (under load, hundreds of milliseconds after the kubelet's teardown returned)."""
+    deadline = time.monotonic() + seconds
+    while not _unused(bridge):
+        if not Path(f"/sys/class/net/{bridge}/brif").is_dir() or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def remove_leftovers(state_dir: Path, subnet: PodSubnet | None = None) -> list[str]:
     """Remove the pod networks of `state_dir`'s cluster that its kubelet did not tear down (it was killed, or
     left its pods to a next kubelet): namespaces (with their veths) and address leases, in both modes, and
@@ -346,11 +361,32 @@ def remove_leftovers(state_dir: Path, subnet: PodSubnet | None = None) -> list[s
         for owner in set(ipam.owners().values()):
             if owner.startswith(ours):
                 ipam.release_owner(owner)
-    if subnet is not None and _unused(subnet.bridge):
+    if subnet is not None and _emptied(subnet.bridge, BRIDGE_EMPTIED_SECONDS):
         with _bridge_lock_sync():
             if _unused(subnet.bridge):
                 subprocess.run(["ip", "link", "del", subnet.bridge], capture_output=True, timeout=30)
     return removed
+
+
+def clear_subnet(subnet: PodSubnet) -> list[str]:
+    """Remove what clusters that are gone left on ``subnet``'s bridge (the namespaces its veths lead to,
+    their address leases) and the bridge itself; returns those namespaces. For a subnet leased to one
+    cluster at a time (the test harness's), taken over from a holder that died without ``stop()``: its pods'
+    namespaces kept their veths on the bridge, so no later cluster on it could ever remove the bridge."""
+    if shutil.which("ip") is None or not Path(f"/sys/class/net/{subnet.bridge}").exists():
+        return []
+    listed = subprocess.run(
+        ["ip", "-o", "link", "show", "master", subnet.bridge], capture_output=True, text=True, timeout=30
+    )
+    spaces = sorted(set(re.findall(r"link-netns (\S+)", listed.stdout)))
+    for name in spaces:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+    leases = Ipam(run_dir() / "ipam", subnet.network, set())
+    for owner in set(leases.owners().values()) & set(spaces):
+        leases.release_owner(owner)
+    with _bridge_lock_sync():
+        subprocess.run(["ip", "link", "del", subnet.bridge], capture_output=True, timeout=30)
+    return spaces
 
 
 def select_network(mode: str, state_dir: Path, subnet: PodSubnet) -> HostNetwork | NetnsNetwork:
