@@ -305,7 +305,7 @@ def _start(estimate: Estimate, now: float) -> str:
     if estimate.exact:
         return f"expected to start at {when}"
     unknown = "a job it waits for has not reported its progress yet"
-    if estimate.at <= now:
+    if estimate.at - now < 1.0:  # nothing known beyond now
         return f"expected start unknown ({unknown})"
     return f"expected to start after {when} ({unknown})"
 
