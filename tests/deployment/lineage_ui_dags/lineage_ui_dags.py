@@ -81,6 +81,8 @@ with DAG(dag_id="lin_train", schedule=None, start_date=START, default_args={"ret
         deferrable=True,
         wait_before_defer=0,
         poll_interval=2,
+        # the job ends with worker 0; keep worker 1's pod, which may still be finishing, for the usage
+        run_policy={"cleanUpPolicy": "None"},
     )
     def train(gate: str, steps: int) -> float:
         """Reports every step (the loss goes to TensorBoard too), waits at ``gate``, writes the model."""
