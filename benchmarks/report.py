@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from benchmarks import demo_pipeline, failover, live_logs, soak, triggerer_capacity
+from benchmarks import demo_pipeline, disruptions, failover, live_logs, soak, triggerer_capacity
 from benchmarks.stats import Figure
 
 HEADING = re.compile(r"^## (\d+)\. ", re.MULTILINE)
@@ -124,6 +124,7 @@ over the `make bench` budget, so it runs only when named: `.venv/bin/python -m b
 (its figures are kept in this report otherwise).""",
     failover.SECTION: failover.METHOD,
     soak.SECTION: soak.METHOD,
+    disruptions.SECTION: disruptions.METHOD,
 }
 
 ANALYSIS = {
@@ -266,6 +267,7 @@ reads and the writes a new job needs); their p99 and the creation-to-pods latenc
 node agents, which share the same cores (section 2).""",
     failover.SECTION: failover.ANALYSIS,
     soak.SECTION: soak.ANALYSIS,
+    disruptions.SECTION: disruptions.ANALYSIS,
 }
 
 
@@ -347,8 +349,9 @@ def render(
         "average of 4-8; `--long-tasks` adds 20 s tasks), `--only scale` (section 8; 13 minutes), `--only "
         "scale-full` (section 9; about 35 minutes at that load), `--only failover` (section 10; 4 minutes "
         "at a load average of 4-7), `--only demo` (section 11, `make demo` timed; about 3 minutes, needs "
-        "root), `--only triggerer` (section 12; about 21 minutes) and `--only soak` (section 13, `make "
-        f"soak`; {soak.MINUTES}). Any section can be re-run alone with `--only NAME`: the others keep their "
+        "root), `--only triggerer` (section 12; about 21 minutes), `--only soak` (section 13, `make "
+        f"soak`; {soak.MINUTES}) and `--only disruptions` (section 14; about 8 minutes, needs root). Any "
+        "section can be re-run alone with `--only NAME`: the others keep their "
         "figures.",
     ]
     if kept:

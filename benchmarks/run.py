@@ -29,6 +29,7 @@ from benchmarks import (
     controller_scale,
     dag_parse,
     demo_pipeline,
+    disruptions,
     failover,
     live_logs,
     local_cluster,
@@ -144,10 +145,13 @@ SECTIONS: dict[str, Callable[[Profile, Path], list[Figure]]] = {
     "demo": lambda p, work: demo_pipeline.measure(p.runs, work),
     "triggerer": triggerer_benchmark,
     "soak": lambda p, work: soak.measure(work, p.soak, p.runs),
+    "disruptions": lambda p, work: disruptions.measure(work, p.runs),
 }
 #: Heavy sections: run only when named with --only (their last figures stay in the report otherwise). The
 #: demo's runs take only about 3 minutes but need root (its pods' namespaces); the soak is `make soak`.
-OPT_IN = {"livelogs", "overhead", "scale", "scale-full", "failover", "demo", "triggerer", "soak"}
+OPT_IN = {
+    "livelogs", "overhead", "scale", "scale-full", "failover", "demo", "triggerer", "soak", "disruptions",
+}  # fmt: skip
 
 
 def cache_bytecode(work: Path) -> None:
