@@ -13,6 +13,9 @@ What it shows:
   (docs/airflow.md#watching-and-resuming-training-runs). The job has a TensorBoard (``tensorboardSpec``)
   over ``tensorboard/`` of that checkpoint directory, where rank 0 writes each epoch's loss and ``report()``
   each step's: the task's "TensorBoard" link opens it, and its curves go on across retries.
+* The training waits in a T9k Queue (the param ``queue``; ``default`` is open and without quota on the local
+  cluster): while another training holds the Queue's quota, the task log says its place in line, the jobs
+  ahead with their ETAs and when it is expected to start (docs/airflow.md#waiting-in-a-queue).
 * ``evaluate`` submits a GenericJob without waiting (``wait_for_completion=False``) and
   ``wait_for_evaluation``, a ``T9kJobSensor`` in reschedule mode, waits for it without holding a worker slot.
 * ``report`` reads the evaluation job's ``EVAL {...}`` line through the hook and returns the metrics (XCom).
@@ -148,6 +151,8 @@ TRAINING_JOB: dict[str, Any] = {
     "kind": "PyTorchTrainingJob",
     "metadata": {"labels": {"app.kubernetes.io/part-of": "t9k-training-pipeline"}},
     "spec": {
+        # Both workers start together or not at all (a gang), when the T9k Queue admits the whole job.
+        "scheduler": {"t9kScheduler": {"queue": "{{ params.queue }}", "priority": 50}},
         # A restarted DDP rank cannot rejoin its peers' collective: let the job fail as a whole instead.
         "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 1800, "cleanUpPolicy": "Unfinished"},
         "tensorboardSpec": {"trainingLogFilesets": [TENSORBOARD_FILESET]},
@@ -186,6 +191,11 @@ with DAG(
             description="Host directory mounted at /data in every job (one sub-directory per run).",
         ),
         "epochs": Param(8, type="integer", minimum=1, maximum=100),
+        "queue": Param(
+            "default",
+            type="string",
+            description="The T9k Queue the training waits in (spec.scheduler.t9kScheduler.queue).",
+        ),
         "fail_training": Param(
             os.environ.get("T9K_DEMO_FAIL", "").lower() in {"1", "true", "yes"},
             type="boolean",

@@ -121,6 +121,14 @@ def test_pipeline_tensorboard_reads_the_training_checkpoint_directory(dagbag: An
     assert {"name": "T9K_TENSORBOARD_DIR", "value": f"{checkpoints.MOUNT_PATH}/tensorboard"} in env
 
 
+@pytest.mark.parametrize("queue", [None, "training"])
+def test_pipeline_training_waits_whole_in_the_queue_param(dagbag: Any, queue: str | None) -> None:
+    params = {} if queue is None else {"queue": queue}
+    train = render_manifests(dagbag.dags["t9k_training_pipeline"], **params)["train"]
+    wanted = {"queue": queue or "default", "priority": 50}
+    assert train["spec"]["scheduler"] == {"t9kScheduler": wanted}
+
+
 @pytest.mark.parametrize(("fail", "value"), [(False, "0"), (True, "1")])
 def test_fail_training_param_reaches_the_training_script(dagbag: Any, fail: bool, value: str) -> None:
     rendered = render_manifests(dagbag.dags["t9k_training_pipeline"], fail_training=fail)
