@@ -42,7 +42,10 @@ would, so their polls are out of phase; after a 2 s warm-up and a 20 s quiet win
 Succeeded, and the time from sending each status write to its trigger's event is measured. Requests are
 counted over the whole wait, from before the first trigger starts until the last one has fired (first
 reads, LISTs, watch opens, final reads), and divided by the task-minutes waited; the quiet window is shown
-apart as the steady state. All interpreters are started first and measured one at a time.""",
+apart as the steady state. All interpreters are started first and measured one at a time. The third
+approach is `T9kJobTrigger` again, on 200 Pending jobs that wait in line in a full T9k Queue (each with its
+PodGroup not admitted, reason `QuotaExceeded`, as the scheduler leaves them): the wait reads where each stands
+(docs/airflow.md#waiting-in-a-queue), and its requests are put beside the same trigger's on Running jobs.""",
     "4. Local cluster": """\
 API-only cluster over HTTPS with keep-alive. 10,000 configmaps are created first; every run then times 500
 creates with one client and 500 with four, LIST of the whole namespace, a label-selected LIST and a

@@ -1,10 +1,11 @@
 """A stand-in triggerer: many deferred-task triggers in one asyncio loop, in its own process.
 
-``python -m benchmarks.waiters t9k|cncf SPEC_FILE``. The spec file (JSON) holds the kubeconfig, the jobs and
-the poll interval. The process prints JSON lines: ``ready`` (imports done), ``started`` (all triggers
-running, one poll interval later), ``rss`` every second, one ``event`` per trigger (with when that trigger
-began waiting, and the step of the last progress report it read, if any), ``done``. It creates the triggers
-only after reading ``go`` on stdin, so the benchmark can start interpreters early and measure one at a time.
+``python -m benchmarks.waiters t9k|t9k-queue|cncf SPEC_FILE``. The spec file (JSON) holds the kubeconfig,
+the jobs and the poll interval. The process prints JSON lines: ``ready`` (imports done), ``started`` (all
+triggers running, one poll interval later), ``rss`` every second, one ``event`` per trigger (with when that
+trigger began waiting, and the step of the last progress report it read, if any), ``done``. It creates the
+triggers only after reading ``go`` on stdin, so the benchmark can start interpreters early and measure one
+at a time.
 
 ``t9k`` runs ``T9kJobTrigger``. ``cncf`` runs the cncf-kubernetes provider's waiting pattern on the same
 custom objects: ``KubernetesJobTrigger`` / ``AsyncKubernetesHook.wait_until_job_complete`` poll the object
@@ -72,7 +73,7 @@ class CustomObjectPollingTrigger(BaseTrigger):
 
 
 def build(approach: str, spec: dict[str, Any], name: str) -> BaseTrigger:
-    if approach == "t9k":
+    if approach in ("t9k", "t9k-queue"):  # t9k-queue: the same trigger, its jobs waiting in a T9k Queue
         from t9k_provider.triggers.job import T9kJobTrigger
 
         return T9kJobTrigger(
@@ -94,7 +95,7 @@ def build(approach: str, spec: dict[str, Any], name: str) -> BaseTrigger:
             spec["kubeconfig"], spec["group"], spec["version"], spec["plural"], spec["namespace"], name,
             spec["poll_interval"],
         )  # fmt: skip
-    raise ValueError(f"approach: must be t9k or cncf (got {approach!r})")
+    raise ValueError(f"approach: must be t9k, t9k-queue or cncf (got {approach!r})")
 
 
 def emit(**fields: Any) -> None:

@@ -33,7 +33,14 @@ from t9k_provider.testing import LocalCluster
 
 SECTION = "3. Waiting cost on the Airflow side"
 NAMESPACE = "waiting"
-APPROACHES = {"t9k": "T9kJobTrigger", "cncf": "cncf polling (KubernetesJobTrigger pattern)"}
+APPROACHES = {
+    "t9k": "T9kJobTrigger",
+    "t9k-queue": "T9kJobTrigger, job waiting in a T9k Queue",
+    "cncf": "cncf polling (KubernetesJobTrigger pattern)",
+}
+#: The Queue of the t9k-queue jobs: full, so each waits in line (its PodGroup not admitted) until it ends.
+QUEUE = "bench-queue"
+SCHED = "/apis/scheduler.tensorstack.dev/v1beta1"
 PLURAL = KINDS["GenericJob"].PLURAL
 WARM_UP = 2.0
 JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
@@ -90,8 +97,10 @@ def others(counts: dict[tuple[str, str], int], access: str = "") -> int:
     return sum(n for (agent, a), n in counts.items() if agent != USER_AGENT and access in ("", a))
 
 
-def create_jobs(cluster: LocalCluster, names: list[str]) -> None:
-    """Running GenericJobs that nothing advances (no controller): they wait until the benchmark ends them."""
+def create_jobs(cluster: LocalCluster, names: list[str], in_queue: bool = False) -> None:
+    """Running GenericJobs that nothing advances (no controller): they wait until the benchmark ends them.
+    ``in_queue``: Pending instead, each in line in ``QUEUE`` (its PodGroup not admitted, for want of quota),
+    as the scheduler leaves a job its Queue holds back, so the wait reads where it stands."""
 
     def create(name: str) -> None:
         client = Client(cluster)
@@ -102,8 +111,24 @@ def create_jobs(cluster: LocalCluster, names: list[str]) -> None:
             "spec": {"replicaSpecs": [{"type": "worker", "template": {"spec": {"containers": [
                 {"name": "main", "image": "bench:1"}]}}}]},
         }  # fmt: skip
+        if in_queue:
+            body["spec"]["scheduler"] = {"t9kScheduler": {"queue": QUEUE}}
+            group = {
+                "apiVersion": "scheduler.tensorstack.dev/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": NAMESPACE},
+                "spec": {"queue": QUEUE, "minMember": 1, "priority": 0},
+            }  # fmt: skip
+            client.json("POST", f"{SCHED}/namespaces/{NAMESPACE}/podgroups", group)
+            waiting = {"type": "Admitted", "status": "False", "reason": "QuotaExceeded",
+                       "message": f"queue {QUEUE}: quota exceeded"}  # fmt: skip
+            client.merge_patch(
+                f"{SCHED}/namespaces/{NAMESPACE}/podgroups/{name}/status",
+                {"status": {"phase": "Pending", "queuePosition": 1, "conditions": [waiting]}},
+            )
         client.json("POST", JOBS, body)
-        client.merge_patch(f"{JOBS}/{name}/status", {"status": {"phase": "Running"}})
+        client.merge_patch(
+            f"{JOBS}/{name}/status", {"status": {"phase": "Pending" if in_queue else "Running"}}
+        )
         client.close()
 
     with ThreadPoolExecutor(4) as pool:
@@ -173,6 +198,9 @@ def measure(
 ) -> list[Figure]:
     client = Client(cluster)
     ensure_namespace(client, NAMESPACE)
+    full = {"apiVersion": "scheduler.tensorstack.dev/v1beta1", "kind": "Queue", "metadata": {"name": QUEUE},
+            "spec": {"quota": {"requests": {"cpu": "0"}}}}  # fmt: skip
+    client.json("POST", f"{SCHED}/queues", full)
     client.close()
     kubeconfig = yaml.safe_load(cluster.kubeconfig.read_text())
     plan: list[tuple[str, list[str], Waiters]] = []
@@ -188,7 +216,7 @@ def measure(
                 }  # fmt: skip
                 spec_file = log_dir / f"waiters-{approach}-{run}.json"
                 spec_file.write_text(json.dumps(spec))
-                create_jobs(cluster, names)
+                create_jobs(cluster, names, in_queue=approach == "t9k-queue")
                 plan.append(
                     (approach, names, Waiters(approach, spec_file, log_dir / f"waiters-{approach}-{run}.log"))
                 )
@@ -228,7 +256,13 @@ def measure(
     normalized = [
         (c["per_task_minute"] * c["latency50"]) / (t["per_task_minute"] * t["latency50"]) for c, t in pairs
     ]
+    queued = [
+        q["per_task_minute"] / t["per_task_minute"]
+        for t, q in zip(results["t9k"], results["t9k-queue"], strict=True)
+    ]
     figures += [
+        Figure(SECTION, "requests, T9kJobTrigger in a T9k Queue / not in one, whole wait", "x", queued,
+               digits=2),
         Figure(SECTION, "requests, cncf polling / T9kJobTrigger, same poll interval, whole wait", "x", raw,
                digits=2),
         Figure(SECTION, "requests, cncf polling / T9kJobTrigger, at equal detection latency", "x", normalized,

@@ -190,7 +190,7 @@ with DAG(
             type="string",
             description="Host directory mounted at /data in every job (one sub-directory per run).",
         ),
-        "epochs": Param(8, type="integer", minimum=1, maximum=100),
+        "epochs": Param(8, type="integer", minimum=1, maximum=1000),
         "queue": Param(
             "default",
             type="string",
