@@ -65,8 +65,7 @@ def lease_pod_subnet(state_dir: Path) -> int:
     """A pod subnet no other running `LocalCluster` on this machine holds, leased to this process until
     `release_pod_subnet`: clusters of parallel test workers get bridges and address ranges of their own.
     Leases whose process is gone (killed before it released them) are taken back, and the others of them
-    swept, so none outlives a crashed run for long; what a gone holder's pods left on the subnet's bridge is
-    removed with the bridge (``clear_subnet``)."""
+    swept, so none outlives a crashed run for long."""
     leased = None
     with _subnet_leases() as directory:
         for index in LEASED_SUBNETS:
@@ -77,7 +76,6 @@ def lease_pod_subnet(state_dir: Path) -> int:
             if leased is None:
                 path.write_text(f"{os.getpid()}\n{state_dir}\n")
                 leased = index
-                pod_network.clear_subnet(pod_network.PodSubnet(index))  # what a dead holder left
             elif path.exists():
                 path.unlink()
     if leased is None:
@@ -234,6 +232,8 @@ class LocalCluster:
         self.state.ensure()
         if self.pod_subnet is None and self._leased is None:
             self._leased = lease_pod_subnet(self.state.path)
+            # No live cluster holds it: what a holder that died without stop() left on its bridge goes.
+            pod_network.clear_subnet(self.subnet)
         argv = [sys.executable, "-m", "t9k_provider.local.cli", "run", "--state-dir", str(self.state.path)]
         argv += ["--port", str(self.port), "--kubelet", self.kubelet, "--network", self.network]
         argv += ["--pod-subnet", str(self.subnet.index), "--nodes", str(self.nodes)]
