@@ -29,6 +29,7 @@ async def pod_exec(
     pod, container, restart = _running(objects, node, route, opts)
 
     async def session(channels: Channels) -> dict[str, Any] | None:
+        await channels.ready()  # the command's output comes through its pipes: none is written before
         result = await node.exec(pod, container, restart, opts, channels)
         if result.start_error:
             return remotecommand.internal_error_status(
@@ -61,14 +62,14 @@ async def _serve(
     opts: StreamOptions,
     session: Callable[[Channels], Awaitable[dict[str, Any] | None]],
 ) -> web.StreamResponse:
-    """Accept the WebSocket, run the session, and end with its status (none if the client left)."""
+    """Accept the WebSocket, run the session (which tells the client when its streams are set up:
+    ``Channels.ready``), and end with its status (none if the client left)."""
     protocol = remotecommand.negotiate(request)
     offered = "Sec-WebSocket-Protocol" in request.headers
     ws = web.WebSocketResponse(protocols=(protocol.name,) if offered else (), autoping=True)
     await ws.prepare(request)
-    channels = Channels(ws, protocol)
+    channels = Channels(ws, protocol, opts)
     try:
-        await channels.announce(opts)
         status = await session(channels)
         if status is not None:
             await channels.send_status(status)

@@ -116,9 +116,10 @@ def internal_error_status(message: str) -> dict[str, Any]:
 class Channels:
     """One accepted WebSocket, spoken in the negotiated protocol: the node's `StreamClient`."""
 
-    def __init__(self, ws: web.WebSocketResponse, protocol: Protocol) -> None:
+    def __init__(self, ws: web.WebSocketResponse, protocol: Protocol, opts: StreamOptions) -> None:
         self.ws = ws
         self.protocol = protocol
+        self.opts = opts
 
     async def send(self, stream: str, data: bytes) -> None:
         await self.send_channel(STDOUT if stream == streams.STDOUT else STDERR, data)
@@ -129,8 +130,9 @@ class Channels:
         else:
             await self.ws.send_str(str(channel) + base64.b64encode(data).decode())
 
-    async def announce(self, opts: StreamOptions) -> None:
+    async def ready(self) -> None:
         """An empty message on the lowest output channel tells the client the stream is set up."""
+        opts = self.opts
         await self.send_channel(STDOUT if opts.stdout else STDERR if opts.stderr else ERROR, b"")
 
     async def send_status(self, status: dict[str, Any]) -> None:

@@ -164,11 +164,17 @@ async def read_log(
         source.close()
 
 
-async def follow_new_records(path: Path, finished: Callable[[], Awaitable[bool]]) -> AsyncIterator[LogRecord]:
-    """Records the container writes from now on, until `finished()` is true and the file is drained."""
+async def follow_new_records(
+    path: Path, finished: Callable[[], Awaitable[bool]], started: Callable[[], Awaitable[None]] | None = None
+) -> AsyncIterator[LogRecord]:
+    """Records the container writes from now on, until `finished()` is true and the file is drained;
+    `started()` is awaited once where "now" is fixed (an attach tells its client then, not before: what the
+    container writes once the client knows is never skipped)."""
     source = _RecordFile(Path(path))
     try:
         source.skip_existing()
+        if started is not None:
+            await started()
         done = False
         while True:
             records = source.read_new()

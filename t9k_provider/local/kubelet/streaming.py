@@ -79,6 +79,7 @@ class ContainerStreams:
     ) -> bool:
         running = execute.locate(self._root(pod), pod, container, restart_count)
         if running is None:
+            await client.ready()
             return True  # it ended before the stream began: nothing more to forward
         return await _attach(client, opts, running.files)
 
@@ -120,7 +121,7 @@ async def _attach(client: StreamClient, opts: StreamOptions, files: AttemptFiles
         return files.finished
 
     async def forward() -> None:
-        async for record in logs.follow_new_records(files.log, finished):
+        async for record in logs.follow_new_records(files.log, finished, started=client.ready):
             stream = streams.get(record.stream)
             if stream is not None:
                 await client.send(stream, record.text if record.partial else record.text + b"\n")

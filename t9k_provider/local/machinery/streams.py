@@ -43,6 +43,11 @@ class StreamClient(Protocol):
         """The client's next message; None once it has gone."""
         ...
 
+    async def ready(self) -> None:
+        """Tell the client its streams are set up: nothing the container writes from now on is lost (an
+        attach says so only once it has fixed where its output starts)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ExecResult:

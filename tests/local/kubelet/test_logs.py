@@ -194,3 +194,20 @@ async def test_follow_new_records_skips_what_was_written_before(tmp_path: Path) 
         (b"stderr", b"new err"),
         (b"stdout", b"new out"),
     ]
+
+
+async def test_follow_new_records_says_when_it_started_and_keeps_all_written_after(tmp_path: Path) -> None:
+    """An attach tells its client it is set up (``started``) only where its output starts: a line the
+    container writes the moment the client knows is never skipped as one written before."""
+    path = tmp_path / "0.log"
+    path.write_bytes(f"{crilog.format_timestamp(T0)} stdout F before\n".encode())
+
+    async def started() -> None:  # the client, told, makes the container write at once
+        with open(path, "ab") as f:
+            f.write(f"{crilog.format_timestamp(T0 + 1)} stdout F out\n".encode())
+
+    async def finished() -> bool:
+        return True
+
+    records = [r.text async for r in logs.follow_new_records(path, finished, started=started)]
+    assert records == [b"out"]
