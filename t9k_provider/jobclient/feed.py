@@ -197,7 +197,10 @@ class JobFeed:
         watch = self._watch
         assert watch is not None
         if not watch.running and not watch.changed.is_set():
-            await asyncio.sleep(delay)  # no watch: poll
+            if watch.disabled:
+                await asyncio.sleep(delay)  # no watch: poll
+            # else not subscribed yet (another read opened the feed first, the worker's pods say): subscribe
+            # and read now, or the job's end would wait a whole window for the next read
             return None
         try:
             await within(watch.changed.wait(), delay)
@@ -223,9 +226,32 @@ class JobFeed:
                 )  # fmt: skip
             else:  # jittered: every wait on a failed shared watch reads its job, not all at once
                 pause = max(pause, min(delay, backoff_seconds(failures, failure)))
-        if pause > 0:
-            await asyncio.sleep(pause)
+        if pause > 0 and failure is not None:
+            await asyncio.sleep(pause)  # the failure's backoff
+        elif pause > 0:
+            await _spaced(watch, pause)
         if watch.failure is not None or watch.deleted or watch.latest is None:
             return None  # read it: a failed watch restarts from that read; a deletion shows as 404
         watch.looked_at = time.monotonic()
         return watch.latest
+
+
+def _final(watch: JobWatch) -> bool:
+    """Whether what the watch holds ends the wait: the job's end, its deletion or the watch's failure."""
+    latest = watch.latest
+    ended = latest is not None and job_status.outcome(latest) in TERMINAL
+    return watch.failure is not None or watch.deleted or ended
+
+
+async def _spaced(watch: JobWatch, seconds: float) -> None:
+    """The spacing pause before a new state is taken, cut short when the job's end (or its deletion, or the
+    watch's failure) arrives meanwhile: a job that starts and ends within the spacing is seen ending at
+    once. The changes that arrive during the pause are taken with the state after it (``watch.latest``)."""
+    deadline = time.monotonic() + seconds
+    while not _final(watch) and (left := deadline - time.monotonic()) > 0:
+        try:
+            await within(watch.changed.wait(), left)
+        except asyncio.TimeoutError:
+            return
+        if not _final(watch):
+            watch.changed.clear()  # taken with the state after the pause; what ends the wait stays news
