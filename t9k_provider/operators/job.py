@@ -179,8 +179,10 @@ class T9kJobOperator(TemplatedManifest, JobLinks, JobLineage, BaseOperator):
 
     @cached_property
     def hook(self) -> T9kHook:
-        from t9k_provider.hooks.t9k import T9kHook
+        from t9k_provider.kube.importing import collector_spared
 
+        with collector_spared("t9k_provider.hooks.t9k"):
+            from t9k_provider.hooks.t9k import T9kHook
         return T9kHook(
             conn_id=self.kubernetes_conn_id, cluster_context=self.cluster_context,
             config_file=self.config_file, in_cluster=self.in_cluster,

@@ -71,8 +71,10 @@ class T9kJobSensor(BaseSensorOperator):
 
     @cached_property
     def hook(self) -> T9kHook:
-        from t9k_provider.hooks.t9k import T9kHook
+        from t9k_provider.kube.importing import collector_spared
 
+        with collector_spared("t9k_provider.hooks.t9k"):
+            from t9k_provider.hooks.t9k import T9kHook
         return T9kHook(conn_id=self.kubernetes_conn_id)
 
     @cached_property

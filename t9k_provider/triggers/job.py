@@ -177,8 +177,10 @@ class T9kJobTrigger(BaseTrigger):
         return TriggerEvent(payload)
 
     def _client(self) -> AsyncT9kClient:
-        from t9k_provider.hooks.async_t9k import AsyncT9kClient
+        from t9k_provider.kube.importing import collector_spared
 
+        with collector_spared("t9k_provider.hooks.async_t9k"):
+            from t9k_provider.hooks.async_t9k import AsyncT9kClient
         return AsyncT9kClient(self.credentials)
 
     def _resource(self) -> ResourceType:
