@@ -25,11 +25,9 @@ import time
 from pathlib import Path
 
 from benchmarks import machine
-from benchmarks.api import Watch
-from benchmarks.overhead_dag import NAMESPACE, VARIANTS
+from benchmarks.overhead_dag import VARIANTS
 from benchmarks.run import DOC, cache_bytecode
-from benchmarks.task_overhead import STEPS, Stamps, run_dag, step_rows, work_seconds
-from t9k_provider.testing import LocalCluster
+from benchmarks.task_overhead import STEPS, run_dag, stamped_cluster, step_rows, work_seconds
 
 #: The variants measured, each against its row in section 7.
 CHECKED = ("t9k", "t9k-deferrable")
@@ -77,27 +75,11 @@ def first_imports() -> float:
 def measure(work: Path, rounds: int) -> dict[str, dict[str, list[float]]]:
     """Per variant: the overhead of each task and its pod's start less the work's own time; ``first``: the
     first T9k task's overhead (the fresh cluster's first pod) and ``work``: the work's own time."""
-    with LocalCluster(work / "cluster", controller=True) as cluster:
-        stamps = Stamps()
-        jobs = Watch(cluster, f"/apis/batch.tensorstack.dev/v1beta1/namespaces/{NAMESPACE}/genericjobs",
-                     stamps.on_job)  # fmt: skip
-        pods = Watch(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods", stamps.on_pod)
-        for w in (jobs, pods):
-            w.start()
-            w.ready.wait(10)
-        try:
-            own = statistics.median(work_seconds("pass"))
-            spec = {
-                "variants": list(CHECKED),
-                "works": ["pass"],
-                "rounds": {"pass": rounds},
-                "cncf_poll": None,
-            }
-            tasks = run_dag(cluster, work / "dag", spec)
-            steps = step_rows(stamps, tasks, CHECKED)
-        finally:
-            jobs.stop()
-            pods.stop()
+    with stamped_cluster(work / "cluster") as (cluster, stamps):
+        own = statistics.median(work_seconds("pass"))
+        spec = {"variants": list(CHECKED), "works": ["pass"], "rounds": {"pass": rounds}, "cncf_poll": None}
+        tasks = run_dag(cluster, work / "dag", spec)
+        steps = step_rows(stamps, tasks, CHECKED)
     done = sorted((t for t in tasks if t["state"] == "success"), key=lambda t: t["start"])
     out: dict[str, dict[str, list[float]]] = {"first": {"overhead": []}, "work": {"seconds": [own]}}
     for variant in CHECKED:

@@ -30,7 +30,8 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -320,6 +321,26 @@ def round_ratios(
     ]
 
 
+@contextmanager
+def stamped_cluster(directory: Path) -> Iterator[tuple[LocalCluster, Stamps]]:
+    """A fresh local cluster with its controller, and the stamps its T9k jobs' steps leave on two watches."""
+    with LocalCluster(directory, controller=True) as cluster:
+        stamps = Stamps()
+        watches = (
+            Watch(cluster, f"/apis/batch.tensorstack.dev/v1beta1/namespaces/{NAMESPACE}/genericjobs",
+                  stamps.on_job),
+            Watch(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods", stamps.on_pod),
+        )  # fmt: skip
+        for w in watches:
+            w.start()
+            w.ready.wait(10)
+        try:
+            yield cluster, stamps
+        finally:
+            for w in watches:
+                w.stop()
+
+
 def measure(
     work: Path,
     rounds: dict[str, int],
@@ -329,35 +350,24 @@ def measure(
 ) -> list[Figure]:
     """``cncf_poll``: the cncf operators' shorter polling (`overhead_dag.measured_task`), smoke test only."""
     out: list[Figure] = []
-    with LocalCluster(work / "overhead-cluster", controller=True) as cluster:
-        stamps = Stamps()
-        jobs = Watch(cluster, f"/apis/batch.tensorstack.dev/v1beta1/namespaces/{NAMESPACE}/genericjobs",
-                     stamps.on_job)  # fmt: skip
-        pods = Watch(cluster, f"/api/v1/namespaces/{NAMESPACE}/pods", stamps.on_pod)
-        for w in (jobs, pods):
-            w.start()
-            w.ready.wait(10)
-        try:
-            for half, run in HALVES.items():
-                stamps.clear()
-                load = machine.load_average()
-                work_samples = {w: work_seconds(w) for w in works}
-                spec = {
-                    "variants": list(variants),
-                    "works": list(works),
-                    "rounds": rounds,
-                    "cncf_poll": cncf_poll,
-                }
-                half_dir = work / f"overhead-{half.strip('()').replace('.', '-')}"
-                tasks = run(cluster, half_dir, spec)
-                (half_dir / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
-                load += f" at its start, {machine.load_average()} at its end"
-                steps = step_rows(stamps, tasks, variants)
-                out += figures(half, tasks, work_samples, steps, works, variants, load)
-                progress(f"overhead, {half}: done ({len(tasks)} tasks)")
-        finally:
-            jobs.stop()
-            pods.stop()
+    with stamped_cluster(work / "overhead-cluster") as (cluster, stamps):
+        for half, run in HALVES.items():
+            stamps.clear()
+            load = machine.load_average()
+            work_samples = {w: work_seconds(w) for w in works}
+            spec = {
+                "variants": list(variants),
+                "works": list(works),
+                "rounds": rounds,
+                "cncf_poll": cncf_poll,
+            }
+            half_dir = work / f"overhead-{half.strip('()').replace('.', '-')}"
+            tasks = run(cluster, half_dir, spec)
+            (half_dir / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+            load += f" at its start, {machine.load_average()} at its end"
+            steps = step_rows(stamps, tasks, variants)
+            out += figures(half, tasks, work_samples, steps, works, variants, load)
+            progress(f"overhead, {half}: done ({len(tasks)} tasks)")
     return out
 
 

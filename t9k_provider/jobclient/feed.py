@@ -27,9 +27,10 @@ from t9k_provider.hooks.errors import api_status, backoff_seconds, describe, is_
 from t9k_provider.jobclient.aio import AsyncJobClient
 from t9k_provider.jobclient.queues import QueueReader
 from t9k_provider.jobclient.watch import JobWatch
+from t9k_provider.jobs.contract import job_queue
 from t9k_provider.kube.timeouts import within
 from t9k_provider.waiting import status as job_status
-from t9k_provider.waiting.queueing import READ_EVERY_POLLS, QueueState, job_queue
+from t9k_provider.waiting.queueing import READ_EVERY_POLLS, QueueState
 from t9k_provider.waiting.result import WaitResult, deleted
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ Standard library only, so the operators can import it while a DAG file is parsed
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 # Labels the controller puts on every child (docs/controller.md, "Children, names and labels").
 LABEL_OWNER_NAME = "tensorstack.dev/owner-name"
@@ -33,6 +33,21 @@ T9K_SCHEDULER_NAME = "t9k-scheduler"
 LABEL_BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
 
 BATCH_JOB_SUFFIX = "batchjob"
+#: Where a T9k Job names its T9k Scheduler Queue.
+QUEUE_FIELD = "spec.scheduler.t9kScheduler.queue"
+
+
+def job_queue(job: dict[str, Any]) -> str | None:
+    """The Queue a T9k Job names (the DeepSpeedJob reference spells it ``Queue``); None: no T9k Scheduler.
+
+    Read from the raw object, whose parts may be of any type: the API server asks before validating it."""
+    t9k: Any = job
+    for key in ("spec", "scheduler", "t9kScheduler"):
+        t9k = t9k.get(key) if isinstance(t9k, dict) else None
+    if not isinstance(t9k, dict):
+        return None
+    name = t9k.get("queue", t9k.get("Queue"))
+    return str(name) if name else None
 
 
 def batch_job_name(job_name: str) -> str:

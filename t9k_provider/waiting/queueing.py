@@ -41,17 +41,6 @@ Standing = Literal["waiting", "closed", "deleted", "refused", "admitted", "unkno
 IN_LINE = ("waiting", "closed", "deleted", "refused")
 
 
-def job_queue(job: dict[str, Any]) -> str | None:
-    """The Queue a T9k Job names (the DeepSpeedJob reference spells it ``Queue``); None: no T9k Scheduler."""
-    t9k: Any = job
-    for key in ("spec", "scheduler", "t9kScheduler"):
-        t9k = t9k.get(key) if isinstance(t9k, dict) else None
-    if not isinstance(t9k, dict):
-        return None
-    name = t9k.get("queue", t9k.get("Queue"))
-    return str(name) if name else None
-
-
 @dataclass(frozen=True)
 class Other:
     """Another job of the Queue: one that holds part of the quota (admitted; ``ends_at`` from its leader's

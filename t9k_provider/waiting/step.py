@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
+from t9k_provider.jobs.contract import job_queue
 from t9k_provider.waiting import queueing
 from t9k_provider.waiting import status as job_status
 from t9k_provider.waiting.limits import WaitLimits
@@ -117,7 +118,7 @@ def step(
     if read_at is not None:
         memory = replace(memory, progress_read_at=read_at)
     memory = replace(memory, first_seen=first_seen)
-    named = queueing.job_queue(job)
+    named = job_queue(job)
     if queue_read:
         memory, said = _take_queue(job, state, named, now, memory, queue)
     elif named is not None and (

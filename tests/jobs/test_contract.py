@@ -151,3 +151,17 @@ def test_leader_pick() -> None:
     assert chief_first.pick(["ps"]) == ("ps", 0)
     assert Leader().pick(["a", "b"]) == ("a", 0)
     assert Leader().pick([]) == (None, None)
+
+
+@pytest.mark.parametrize("key", ["queue", "Queue"])
+def test_the_queue_a_job_names(key: str) -> None:
+    assert contract.job_queue({"spec": {"scheduler": {"t9kScheduler": {key: "gpu"}}}}) == "gpu"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [{}, 1, "x", [], None, {"scheduler": 1}, {"scheduler": {"t9kScheduler": "q"}}, {"scheduler": [{}]}],
+)
+def test_a_spec_of_another_shape_names_no_queue(spec: object) -> None:
+    """The API server's Queue admission asks before the schema's validation (422 for these): never a 500."""
+    assert contract.job_queue({"spec": spec}) is None

@@ -17,7 +17,6 @@ from t9k_provider.waiting.queueing import (
     QueueRecord,
     QueueState,
     expected_start,
-    job_queue,
     line,
 )
 
@@ -131,9 +130,3 @@ def test_the_record_travels_as_json_and_ends_in_the_xcom() -> None:
     }
     never = replace(QueueRecord("gpu"), since=T0)
     assert never.waited(None, T0 + 7) == 7  # not admitted (yet): so far
-
-
-def test_the_queue_a_job_names() -> None:
-    assert job_queue({"spec": {"scheduler": {"t9kScheduler": {"queue": "gpu"}}}}) == "gpu"
-    assert job_queue({"spec": {"scheduler": {"t9kScheduler": {"Queue": "gpu"}}}}) == "gpu"
-    assert job_queue({"spec": {}}) is None

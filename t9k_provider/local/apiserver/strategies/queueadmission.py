@@ -13,29 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from t9k_provider.jobs.constants import GROUP
+from t9k_provider.jobs.contract import QUEUE_FIELD, job_queue
 from t9k_provider.kube.resources import QUEUES
 from t9k_provider.local.apiserver.generic import errors
 from t9k_provider.local.storage.store import Store
 
-#: The API group of the T9k Jobs, whose ``spec.scheduler.t9kScheduler.queue`` names their Queue.
-JOBS_GROUP = "batch.tensorstack.dev"
-FIELD = "spec.scheduler.t9kScheduler.queue"
-
-
-def queue_of(job: dict[str, Any]) -> str | None:
-    """The Queue a T9k Job names (the DeepSpeedJob reference spells it ``Queue``); None: no T9k Scheduler."""
-    t9k: Any = job
-    for key in ("spec", "scheduler", "t9kScheduler"):  # each may be of another type (not yet validated)
-        t9k = t9k.get(key) if isinstance(t9k, dict) else None
-    if not isinstance(t9k, dict):
-        return None
-    name = t9k.get("queue", t9k.get("Queue"))
-    return str(name) if name else None
-
 
 def admit(job: dict[str, Any], api_version: str, kind: str, store: Store) -> None:
     """Refuse (400, as a webhook's denial) a new T9k Job whose Queue is missing or closed."""
-    name = queue_of(job) if api_version.split("/")[0] == JOBS_GROUP else None
+    name = job_queue(job) if api_version.split("/")[0] == GROUP else None
     if name is None:
         return
     group_of_queues = QUEUES.api_version.split("/")[0]
@@ -47,4 +34,4 @@ def admit(job: dict[str, Any], api_version: str, kind: str, store: Store) -> Non
     else:
         return
     who = job["metadata"].get("name") or job["metadata"].get("generateName", "")
-    raise errors.bad_request(f'{kind} "{who}" is refused: {why} ({FIELD})')
+    raise errors.bad_request(f'{kind} "{who}" is refused: {why} ({QUEUE_FIELD})')
