@@ -121,13 +121,31 @@ def test_a_queue_of_two_gpus_admits_one_of_three_gangs_whole_and_the_others_wait
         admitted(custom, ns, "second")["message"]
         == f"queue {name}: quota exceeded: needs {GPU} 2, 0 of 2 free"
     )
-    scheduled = next(
-        c for c in core.read_namespaced_pod("third-0", ns).status.conditions if c.type == "PodScheduled"
+    # The pods' conditions and the Queue's status are writes of their own, after the PodGroups'.
+    scheduled = wait_for(
+        "third-0's PodScheduled condition",
+        lambda: next(
+            (
+                c
+                for c in core.read_namespaced_pod("third-0", ns).status.conditions or ()
+                if c.type == "PodScheduled"
+            ),
+            None,
+        ),
     )
     assert scheduled.status == "False" and f"queue {name}: waiting behind 1 job(s)" in scheduled.message
-    queue_status = custom.get_cluster_custom_object(GROUP, VERSION, "queues", name)["status"]
-    assert queue_status == {"allocated": {"cpu": "2", GPU: "2", "pods": "2"}, "admitted": 1, "pending": 2}
-    assert podgroup(custom, ns, "first")["status"]["phase"] == "Running"
+    expected = {"allocated": {"cpu": "2", GPU: "2", "pods": "2"}, "admitted": 1, "pending": 2}
+    queue_status = wait_for(
+        "the Queue's status",
+        lambda: (
+            (s := custom.get_cluster_custom_object(GROUP, VERSION, "queues", name).get("status")) == expected
+            and s
+        ),
+    )
+    assert queue_status == expected
+    wait_for(
+        "the first PodGroup Running", lambda: podgroup(custom, ns, "first")["status"]["phase"] == "Running"
+    )
     # The first job ends: its PodGroup and pods go, and the second is admitted, then the third stays first.
     custom.delete_namespaced_custom_object(GROUP, VERSION, ns, "podgroups", "first")
     for i in range(2):
