@@ -290,9 +290,13 @@ class NetnsNetwork:
         return PodNet(ip=ip, netns=str(path), isolate=True)
 
     async def teardown(self, uid: str) -> None:
+        """Remove the pod's namespace; one that cannot go is said (the next kubelet's cleanup retries it)."""
         name = self.netns_name(uid)
         if (NETNS_DIR / name).exists():
-            await _ip("netns", "del", name, check=False)
+            try:
+                await _ip("netns", "del", name)
+            except RuntimeError as exc:
+                log.warning("pod %s: its network namespace stays: %s", uid, exc)
         self.ipam.release_owner(name)
 
     async def cleanup_stale(self, live_uids: set[str]) -> None:

@@ -77,3 +77,38 @@ def test_a_reused_address_answers_at_once_despite_the_hosts_old_neighbour_entry(
             await net.close()
 
     asyncio.run(scenario())
+
+
+def test_a_namespace_that_cannot_be_removed_is_said(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    subnet: network.PodSubnet,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A kubelet's stop tears every pod network down; a removal that fails leaves a namespace behind, so it
+    is logged with the pod and the reason rather than ignored."""
+    uid = str(uuid.uuid4())
+    net = network.NetnsNetwork(tmp_path, subnet)
+    ip_tool = network._ip
+
+    async def refuse_netns_del(*args: str, check: bool = True, batch: tuple[str, ...] = ()) -> str:
+        if args[:2] == ("netns", "del"):
+            return await ip_tool("netns", "del", "t9k-no-such-namespace", check=check)
+        return await ip_tool(*args, check=check, batch=batch)
+
+    async def scenario() -> None:
+        await net.setup(uid)
+        try:
+            monkeypatch.setattr(network, "_ip", refuse_netns_del)
+            await net.teardown(uid)
+        finally:
+            monkeypatch.setattr(network, "_ip", ip_tool)
+            await net.teardown(uid)  # the namespace really goes
+            await net.close()
+
+    asyncio.run(scenario())
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(uid in m and "network namespace stays" in m and "t9k-no-such-namespace" in m for m in said), (
+        said
+    )
+    assert not (network.NETNS_DIR / net.netns_name(uid)).exists()
