@@ -266,18 +266,21 @@ class ProcessKubelet:
         dirs = PodDir.all(self.state_dir)
         termed: set[Path] = set()
         deadline = time.monotonic() + 3.0
-        while pending := [f for d in dirs for f in runtime.running(d)]:
-            for files in pending:
-                if files.pid not in termed and runtime.signal_container(files, signal.SIGTERM):
-                    termed.add(files.pid)
-            if time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(0.1)
-        for d in dirs:
-            runtime.kill_all(d)
-        await asyncio.to_thread(tmpfs.unmount_under, pods_root(self.state_dir))  # memory volumes: freed
-        if self.cgroups is not None:
-            await asyncio.to_thread(self.cgroups.remove)
-        for d in dirs:
-            await self.network.teardown(d.uid)
-        await self.network.close()
+        try:
+            while pending := [f for d in dirs for f in runtime.running(d)]:
+                for files in pending:
+                    if files.pid not in termed and runtime.signal_container(files, signal.SIGTERM):
+                        termed.add(files.pid)
+                if time.monotonic() >= deadline:
+                    break
+                await asyncio.sleep(0.1)
+            for d in dirs:
+                runtime.kill_all(d)
+            await asyncio.to_thread(tmpfs.unmount_under, pods_root(self.state_dir))  # memory volumes: freed
+            if self.cgroups is not None:
+                await asyncio.to_thread(self.cgroups.remove)
+        finally:  # the networks go even when a step above failed or the stop was cancelled again
+            for d in dirs:
+                await self.network.teardown(d.uid)
+            await self.network.cleanup_stale(set())  # any left: a pod set up after the listing
+            await self.network.close()

@@ -104,8 +104,43 @@ async def test_a_pod_that_arrives_while_the_kubelet_stops_is_left_to_the_next_on
 
 
 class _StoppingNetwork(_Network):
+    def __init__(self) -> None:
+        self.torn_down: list[str] = []
+        self.swept = False
+
+    async def teardown(self, uid: str) -> None:
+        self.torn_down.append(uid)
+
+    async def cleanup_stale(self, live_uids: set[str]) -> None:
+        self.swept = not live_uids
+
     async def close(self) -> None:
         pass
+
+
+async def test_a_stopping_kubelet_removes_the_networks_even_when_a_step_before_fails(tmp_path: Path) -> None:
+    """The networks are the stop's last step: a failure before it (the cgroups' removal here) must not
+    leave the pods' namespaces behind, nor must a namespace set up after the pods were listed (a CI run
+    found one left after a clean stop)."""
+    network = _StoppingNetwork()
+    kubelet = ProcessKubelet(
+        SimpleNamespace(host="https://127.0.0.1:6443"),  # type: ignore[arg-type]
+        tmp_path,
+        network,  # type: ignore[arg-type]
+        _Items(),  # type: ignore[arg-type]
+        _Items(),  # type: ignore[arg-type]
+    )
+    pod = {"metadata": {"uid": "uid-4", "name": "stopped", "namespace": "default"}}
+    PodDir.of(tmp_path, pod).container("main").attempt(0).directory.mkdir(parents=True)
+
+    class _FailingCgroups:
+        def remove(self) -> None:
+            raise OSError("cgroup busy")
+
+    kubelet.cgroups = _FailingCgroups()  # type: ignore[assignment]
+    with pytest.raises(OSError, match="cgroup busy"):
+        await kubelet._stop_everything()
+    assert network.torn_down == ["uid-4"] and network.swept
 
 
 async def test_a_stopping_kubelet_waits_for_a_container_still_starting(tmp_path: Path) -> None:
