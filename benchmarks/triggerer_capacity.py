@@ -48,6 +48,9 @@ JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
 MODES = {"off": "live logs off", "on": "live logs on"}
 #: Airflow's floor: the same burst through triggers that only wait for its moment (``bare_trigger``).
 FLOOR = "bare trigger (Airflow's floor)"
+#: The floor for events that arrive as a T9k burst's did: bare triggers firing at the instants its status
+#: writes were acknowledged (from the first write), so the supervisor meets the events spread as it met ours.
+REPLAY = "bare trigger fed the T9k burst's arrivals"
 #: Ours may take this much longer than the floor to fire a burst's events (p99).
 FLOOR_RATIO = 1.5
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,17 +160,22 @@ def triggerer_requests(client: Client) -> int:
     return sum(n for (agent, _), n in request_counts(client).items() if agent != USER_AGENT)
 
 
-def finish(cluster: LocalCluster, names: list[str], spread: float) -> dict[str, float]:
+def finish(
+    cluster: LocalCluster, names: list[str], spread: float
+) -> tuple[dict[str, float], dict[str, float]]:
     """Set the jobs Succeeded, all at once from ``FINISHERS`` clients or each at its slot over ``spread``
-    seconds; returns when each write was sent (wall clock, as the triggerer's records)."""
+    seconds; returns when each write was sent and when the API server acknowledged it (wall clock, as the
+    triggerer's records)."""
     sent: dict[str, float] = {}
+    acked: dict[str, float] = {}
 
     def succeed(client: Client, name: str) -> None:
         sent[name] = time.time()
         client.merge_patch(f"{JOBS}/{name}/status", {"status": {"phase": "Succeeded"}})
+        acked[name] = time.time()
 
     paced(cluster, names, FINISHERS, len(names) / spread if spread else None, succeed)
-    return sent
+    return sent, acked
 
 
 def _epoch(stamp: str) -> float:
@@ -190,13 +198,20 @@ class Triggerer:
         self.deployment.migrate()
         self.component: Component | None = None
 
-    def defer(self, run_id: str, names: list[str], moment_file: Path | None = None) -> None:
+    def defer(
+        self,
+        run_id: str,
+        names: list[str],
+        moment_file: Path | None = None,
+        offsets: list[float] | None = None,
+    ) -> None:
         """A DAG run whose tasks are deferred on the jobs ``names`` (with a ``moment_file``: on bare triggers
-        that fire at the moment it will hold, one per name)."""
+        that fire at the moment it will hold, one per name, each ``offsets`` later when given)."""
         spec_file = self.home / f"{run_id}.json"
         spec = {**self.spec, "dags_folder": str(self.home / "dags"), "names": names}
         if moment_file is not None:
             spec["moment_file"] = str(moment_file)
+            spec["offsets"] = offsets
         spec_file.write_text(json.dumps(spec))
         seeded = subprocess.run(
             [sys.executable, "-m", "benchmarks.triggerer_db", str(spec_file), run_id],
@@ -217,11 +232,16 @@ class Triggerer:
         return [root, *root.children(recursive=True)]
 
     def runner(self) -> psutil.Process:
-        """The trigger runner: the process holding the connections to the API server."""
-        for proc in self.processes():
-            if self.api_connections(proc):
-                return proc
-        raise RuntimeError("no triggerer process is connected to the API server")
+        """The trigger runner: the supervisor's child that is not its log server (which listens)."""
+        assert self.component is not None
+        runners = [
+            child
+            for child in psutil.Process(self.component.pid).children()
+            if not any(c.status == psutil.CONN_LISTEN for c in child.net_connections(kind="tcp"))
+        ]
+        if len(runners) != 1:
+            raise RuntimeError(f"cannot tell the trigger runner among the triggerer's children: {runners}")
+        return runners[0]
 
     def api_connections(self, proc: psutil.Process) -> int:
         try:
@@ -327,11 +347,17 @@ class Session:
         return time.monotonic() - began - self.pace.quiet
 
     def detect(
-        self, run_id: str, names: list[str], spread: float, timeout: float, moment: float | None = None
+        self,
+        run_id: str,
+        names: list[str],
+        spread: float,
+        timeout: float,
+        moments: dict[str, float] | None = None,
     ) -> dict[str, Any]:
-        """Each task's latency from its job's status write (or from the bare triggers' ``moment``) to its
-        trigger's event and to its row leaving DEFERRED."""
-        sent = finish(self.cluster, names, spread) if moment is None else dict.fromkeys(names, moment)
+        """Each task's latency from its job's status write (or from its bare trigger's moment in ``moments``)
+        to its trigger's event and to its row leaving DEFERRED; for the writes also their acknowledgement and
+        when that came after the first write (``arrivals``: the floor fed the same way fires then)."""
+        sent, acked = finish(self.cluster, names, spread) if moments is None else (moments, moments)
         wait_for(f"{run_id} to leave DEFERRED", lambda: self.triggerer.pending(run_id) == 0, timeout, 0.5)
 
         def recorded() -> tuple[dict[int, float], int] | None:
@@ -350,28 +376,60 @@ class Session:
                 raise RuntimeError(f"{run_id}: no event recorded for map index {i}")
             fired.append(events[i] - sent[name])
             written.append(db[i] - sent[name])
-        return {"fired": fired, "db": written, "replica_lines": lines}
+        first = min(sent.values())
+        return {
+            "fired": fired, "db": written, "replica_lines": lines,
+            "acked": [acked[n] - sent[n] for n in names], "arrivals": [acked[n] - first for n in names],
+        }  # fmt: skip
 
-    def measure_floor(self) -> dict[str, Any]:
-        """The burst through bare triggers firing at one moment, set once every one of them is armed."""
+    def idle(self, window: float) -> dict[str, float]:
+        """CPU (% of a core) and peak RSS of the runner and of the whole triggerer over ``window`` seconds."""
+        runner = self.triggerer.runner()
+        procs = self.triggerer.processes()
+        cpu_before = {p.pid: sum(p.cpu_times()[:2]) for p in procs}
+        began = time.monotonic()
+        rss_runner = rss_all = 0
+        while time.monotonic() - began < window:
+            time.sleep(1.0)
+            rss_runner = max(rss_runner, runner.memory_info().rss)
+            rss_all = max(rss_all, sum(p.memory_info().rss for p in procs))
+        elapsed = time.monotonic() - began
+        cpu = {p.pid: sum(p.cpu_times()[:2]) - cpu_before[p.pid] for p in procs}
+        return {
+            "cpu_runner": cpu[runner.pid] / elapsed * 100, "cpu_all": sum(cpu.values()) / elapsed * 100,
+            "rss_runner": rss_runner, "rss_all": rss_all,
+        }  # fmt: skip
+
+    def measure_floor(self, window: float, arrivals: list[float] | None = None) -> dict[str, Any]:
+        """Bare triggers firing at one moment, set once every one of them is armed, with the triggerer's idle
+        cost over ``window`` seconds before; or each at its offset in ``arrivals`` from that moment (a T9k
+        burst's acknowledged status writes: Airflow's floor for events that come as those did)."""
         names = [f"{self.tag}-{i}" for i in range(self.tasks)]
         moment_file = self.triggerer.home / "moment"
+        result: dict[str, Any] = {}
         try:
-            self.triggerer.defer("burst", names, moment_file)
+            self.triggerer.defer("burst", names, moment_file, arrivals)
             self.triggerer.start()
 
             def armed() -> bool:
                 return len(self.triggerer.armed("burst")) == self.tasks
 
             wait_for(f"{self.tasks} bare triggers armed ({self.tag})", armed, 300 + self.tasks, 0.5)
+            if arrivals is None:
+                progress(f"{self.tag}: {self.tasks} bare triggers armed; measuring {window:g} s")
+                result.update(self.idle(window))
             moment = time.time() + FLOOR_NOTICE
             (self.triggerer.home / "moment.new").write_text(repr(moment))
             (self.triggerer.home / "moment.new").replace(moment_file)
-            progress(f"{self.tag}: {self.tasks} bare triggers firing at one moment")
-            burst = self.detect("burst", names, 0.0, FLOOR_NOTICE + 300 + self.tasks, moment)
+            how = "at one moment" if arrivals is None else "as a T9k burst's writes were acknowledged"
+            progress(f"{self.tag}: {self.tasks} bare triggers firing {how}")
+            offsets = arrivals or [0.0] * len(names)
+            moments = {n: moment + offset for n, offset in zip(names, offsets, strict=True)}
+            slack = FLOOR_NOTICE + max(moments.values()) - moment + 300 + self.tasks
+            result["burst"] = self.detect("burst", names, 0.0, slack, moments)
         finally:
             self.triggerer.stop()
-        return {"burst": burst}
+        return result
 
     def measure(self, window: float, spread: float) -> dict[str, Any]:
         client = Client(self.cluster)
@@ -387,29 +445,16 @@ class Session:
             time.sleep(self.pace.line_interval)
             progress(f"{self.tag}: {self.tasks} triggers running after {ramp:.1f} s; measuring {window:g} s")
             runner = triggerer.runner()
-            procs = triggerer.processes()
-            cpu_before = {p.pid: sum(p.cpu_times()[:2]) for p in procs}
             requests_before, lines_before = triggerer_requests(client), writers.lines
-            began = time.monotonic()
-            rss_runner = rss_all = 0
             connections = triggerer.api_connections(runner)
-            while time.monotonic() - began < window:
-                time.sleep(1.0)
-                rss_runner = max(rss_runner, runner.memory_info().rss)
-                rss_all = max(rss_all, sum(p.memory_info().rss for p in procs))
-            elapsed = time.monotonic() - began
-            cpu = {p.pid: sum(p.cpu_times()[:2]) - cpu_before[p.pid] for p in procs}
-            result: dict[str, Any] = {
-                "ramp": ramp,
-                "cpu_runner": cpu[runner.pid] / elapsed * 100,
-                "cpu_all": sum(cpu.values()) / elapsed * 100,
-                "rss_runner": rss_runner,
-                "rss_all": rss_all,
+            began = time.monotonic()
+            result: dict[str, Any] = {"ramp": ramp, **self.idle(window)}
+            result.update({
                 "connections_start": connections,
                 "connections_end": triggerer.api_connections(runner),
                 "window_requests": triggerer_requests(client) - requests_before,
-                "lines": (writers.lines - lines_before) / elapsed,
-            }
+                "lines": (writers.lines - lines_before) / (time.monotonic() - began),
+            })  # fmt: skip
             writers.stop()
             writers.finish()  # the replicas exit before their jobs succeed, as with a real kubelet
             result["written"] = writers.lines
@@ -445,11 +490,15 @@ def measure(
     client = Client(cluster)
     ensure_namespace(client, NAMESPACE)
     client.close()
-    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in (*MODES, "bare")}
+    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in (*MODES, "bare", "replay")}
     for run in range(runs):
-        results["bare"].append(Session(cluster, work, "bare", run, tasks, pace).measure_floor())
+        results["bare"].append(Session(cluster, work, "bare", run, tasks, pace).measure_floor(window))
         for mode in MODES:
             results[mode].append(Session(cluster, work, mode, run, tasks, pace).measure(window, spread))
+            if mode == "off":
+                arrivals = results["off"][-1]["burst"]["arrivals"]
+                floor = Session(cluster, work, "replay", run, tasks, pace).measure_floor(window, arrivals)
+                results["replay"].append(floor)
     figures: list[Figure] = []
     n = f"{tasks:,}"
     for mode, label in MODES.items():
@@ -481,7 +530,15 @@ def measure(
                         [percentile(x[phase][key], p) for x in r], digits=3,
                         target=("<", DETECTION_SECONDS) if (key, p) == ("fired", 99) else None,
                     ))  # fmt: skip
-    bare = results["bare"]
+    bare, replay = results["bare"], results["replay"]
+    figures += [
+        Figure(SECTION, f"{FLOOR}: trigger runner CPU, {n} triggers waiting", "% of a core",
+               [x["cpu_runner"] for x in bare], digits=1, zero_ok=True),
+        Figure(SECTION, f"{FLOOR}: whole triggerer CPU (supervisor, runner, log server)", "% of a core",
+               [x["cpu_all"] for x in bare], digits=1, zero_ok=True),
+        Figure(SECTION, f"live logs off: all {n} at once: status write sent -> acknowledged, p99", "s",
+               [percentile(x["burst"]["acked"], 99) for x in results["off"]], digits=3),
+    ]  # fmt: skip
     for key, what in (("fired", "trigger event"), ("db", "task instance rescheduled in the DB")):
         for p in (50, 99):
             figures.append(Figure(SECTION, f"{FLOOR}: all {n} at once: the moment -> {what}, p{p}", "s",
@@ -494,6 +551,15 @@ def measure(
             target = ("<=", FLOOR_RATIO) if (mode, key) == ("off", "fired") else None
             figures.append(Figure(SECTION, f"{MODES[mode]}: all {n} at once: {what} p99, T9kJobTrigger / "
                                   "bare trigger, per run", "x", ratios, target, digits=2))  # fmt: skip
+        for p in (50, 99):
+            figures.append(Figure(SECTION, f"{REPLAY}: each moment -> {what}, p{p}", "s",
+                                  [percentile(x["burst"][key], p) for x in replay], digits=3))  # fmt: skip
+        ratios = [
+            percentile(ours["burst"][key], 99) / max(percentile(floor["burst"][key], 99), 1e-3)
+            for ours, floor in zip(results["off"], replay, strict=True)
+        ]
+        figures.append(Figure(SECTION, f"live logs off: all {n} at once: {what} p99, T9kJobTrigger / bare "
+                              "trigger fed the same arrivals, per run", "x", ratios, digits=2))  # fmt: skip
     on = results["on"]
     figures += [
         Figure(SECTION, "live logs on: replica log lines written", "lines/s", [x["lines"] for x in on],

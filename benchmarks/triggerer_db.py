@@ -87,9 +87,12 @@ def seed(spec: dict[str, Any], run_id: str) -> None:
         )  # fmt: skip
         session.flush()
         instances = {ti.map_index: ti for ti in run.get_task_instances(session=session)}
+        offsets = spec.get("offsets") or [0.0] * len(spec["names"])
         for index, name in enumerate(spec["names"]):
-            trigger = T9kJobTrigger(**trigger_kwargs(spec, name)) if "moment_file" not in spec else None
-            row = Trigger.from_object(trigger or MomentTrigger(spec["moment_file"]))
+            if "moment_file" in spec:
+                row = Trigger.from_object(MomentTrigger(spec["moment_file"], offsets[index]))
+            else:
+                row = Trigger.from_object(T9kJobTrigger(**trigger_kwargs(spec, name)))
             session.add(row)
             session.flush()
             ti = instances[index]

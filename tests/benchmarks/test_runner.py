@@ -148,7 +148,7 @@ def test_quick_run_of_the_per_task_overhead(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)
 def test_quick_run_of_the_triggerer_capacity(tmp_path: Path) -> None:
     """A real `airflow triggerer` runs 3 deferred T9k tasks per mode and phase, and 3 bare triggers (Airflow's
-    floor), through the real command."""
+    floor) at one moment and fed the T9k burst's arrivals, through the real command."""
     text = quick_report(tmp_path, "triggerer")
     assert "## 12. Triggerer capacity" in text
     for mode in ("off", "on"):
@@ -157,6 +157,10 @@ def test_quick_run_of_the_triggerer_capacity(tmp_path: Path) -> None:
     assert "live logs on: replica lines in the trigger logs / lines written (burst phase) | 1.00 |" in text
     assert "bare trigger (Airflow's floor): all 3 at once: the moment -> trigger event, p99" in text
     assert "live logs off: all 3 at once: trigger event p99, T9kJobTrigger / bare trigger, per run" in text
+    assert "bare trigger (Airflow's floor): whole triggerer CPU (supervisor, runner, log server)" in text
+    assert "live logs off: all 3 at once: status write sent -> acknowledged, p99" in text
+    assert "bare trigger fed the T9k burst's arrivals: each moment -> trigger event, p99" in text
+    assert "trigger event p99, T9kJobTrigger / bare trigger fed the same arrivals, per run" in text
 
 
 @pytest.mark.timeout(900)
