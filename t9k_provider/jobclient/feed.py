@@ -198,8 +198,8 @@ class JobFeed:
         watch = self._watch
         assert watch is not None
         if not watch.running and not watch.changed.is_set():
-            if watch.disabled:
-                await asyncio.sleep(delay)  # no watch: poll
+            if watch.disabled:  # no watch: poll, also where a watched wait would look only at its deadlines
+                await asyncio.sleep(min(delay, self._poll_interval))
             # else not subscribed yet (another read opened the feed first, the worker's pods say): subscribe
             # and read now, or the job's end would wait a whole window for the next read
             return None

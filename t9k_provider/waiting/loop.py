@@ -135,5 +135,5 @@ async def wait(
             return replace(ended, limit=decided.limit, queue=queue)
         if decided.action == "hand_back":
             return WaitResult("running", job=job, disruptions_seen=seen, queue=queue)
-        job = await seam.next_state(job, next_look(now, poll_interval, limits, memory))
+        job = await seam.next_state(job, next_look(now, poll_interval, limits, memory, job))
     return job

@@ -26,6 +26,11 @@ from t9k_provider.waiting.result import WaitResult, replaced
 
 #: Shortest pause between two looks, so a deadline that is due this instant cannot make a wait spin.
 MIN_LOOK_SECONDS = 0.05
+#: How long a wait goes without a look while time alone cannot change its verdict (``quiet``): the job's
+#: changes come through the watch, and the deadlines that remain still bound the look (``next_look``), so a
+#: look every poll interval would only cost 1,000 waiting triggers a few % of a core
+#: (docs/benchmarks.md#12-triggerer-capacity).
+QUIET_LOOK_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -202,10 +207,27 @@ def _queue_due(state: str, memory: WaitMemory, now: float) -> bool:
     return (record is None and last is None) or (record is not None and record.in_line)
 
 
-def next_look(now: float, poll_interval: float, limits: WaitLimits, memory: WaitMemory) -> float:
-    """Seconds until the next look when nothing changes: the poll interval jittered by +-20% (so tasks started
-    together spread out), shortened so the execution deadline, a stall and the hand-back are met on time."""
-    delay = poll_interval * random.uniform(0.8, 1.2)
+def quiet(job: dict[str, Any], limits: WaitLimits, memory: WaitMemory, now: float) -> bool:
+    """Whether only the deadlines ``next_look`` meets anyway (execution, hand-back) can end the wait on
+    ``job`` as it is: it runs, every replica started (no pod to read), no ``running_timeout`` or
+    ``progress_timeout`` counts, and nothing is left to read of its Queue."""
+    return (
+        job_status.outcome(job) == "running"
+        and limits.running_timeout is None
+        and limits.progress_timeout is None
+        and not limits.pods_needed(job)
+        and (job_queue(job) is None or not _queue_due("running", memory, now))
+    )
+
+
+def next_look(
+    now: float, poll_interval: float, limits: WaitLimits, memory: WaitMemory, job: dict[str, Any]
+) -> float:
+    """Seconds until ``job`` is looked at again when nothing changes: the poll interval
+    (``QUIET_LOOK_SECONDS`` while the wait is ``quiet``) jittered by +-20% (so tasks started together spread
+    out), shortened so the execution deadline, a stall and the hand-back are met on time."""
+    every = QUIET_LOOK_SECONDS if quiet(job, limits, memory, now) else poll_interval
+    delay = every * random.uniform(0.8, 1.2)
     for bound in (limits.execution_deadline, memory.stalled_at, memory.hand_back_at):
         if bound is not None:
             delay = min(delay, bound - now)

@@ -12,7 +12,7 @@ from t9k_provider.progress import Report
 from t9k_provider.waiting.limits import WaitLimits
 from t9k_provider.waiting.notes import READ_INTERVAL
 from t9k_provider.waiting.reported import ReportedProgress
-from t9k_provider.waiting.step import WaitMemory, next_look, step
+from t9k_provider.waiting.step import QUIET_LOOK_SECONDS, WaitMemory, next_look, quiet, step
 from tests.support.builders import generic_manifest, replica_pod, unschedulable, waiting, with_status
 
 pytestmark = pytest.mark.airflow_independent
@@ -78,7 +78,7 @@ def test_a_stall_is_called_only_on_a_read_of_the_leaders_log_that_started_after_
     asked = step(job, limits, RUNNING_SINCE + 120, early, progress=state)
     assert asked.action == "read_progress" and asked.memory.stalled_at is None
     assert asked.since == RUNNING_SINCE + 60  # after the latest report known, at most the timeout back
-    assert 0.8 * 30 <= next_look(RUNNING_SINCE + 120, 30.0, limits, asked.memory) <= 1.2 * 30
+    assert 0.8 * 30 <= next_look(RUNNING_SINCE + 120, 30.0, limits, asked.memory, job) <= 1.2 * 30
     failed = step(job, limits, RUNNING_SINCE + 120, asked.memory, progress=state)  # the read failed
     assert failed.action == "read_progress"  # no verdict: the loop waits a poll interval and asks again
     fresh = reported((7, RUNNING_SINCE + 50), (8, RUNNING_SINCE + 118))  # the read found a newer report
@@ -91,7 +91,7 @@ def test_the_next_look_comes_at_the_stall_deadline() -> None:
     limits = WaitLimits(progress_timeout=60)
     memory = WaitMemory(RUNNING_SINCE)
     decided = step(running_job(), limits, RUNNING_SINCE + 58, memory, progress=reported((1, RUNNING_SINCE)))
-    assert next_look(RUNNING_SINCE + 58, 30.0, limits, decided.memory) == pytest.approx(2.0)
+    assert next_look(RUNNING_SINCE + 58, 30.0, limits, decided.memory, running_job()) == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(
@@ -179,3 +179,57 @@ def test_the_wait_is_handed_back_at_its_time_with_the_looks_note() -> None:
     memory = WaitMemory(0.0, hand_back_at=100.0)
     assert step(running_job(), WaitLimits(), 99.0, memory).action == "wait"
     assert step(running_job(), WaitLimits(), 100.0, memory).action == "hand_back"
+
+
+def started_job(*states: str) -> dict[str, Any]:
+    """``running_job`` whose status lists one worker replica per container state."""
+    job = running_job()
+    replicas = [
+        {"name": f"j-worker-{i}", "containers": [{"name": "main", "state": state}]}
+        for i, state in enumerate(states)
+    ]
+    job["status"]["tasks"] = [{"type": "worker", "replicas": replicas}]
+    return job
+
+
+def test_a_running_job_with_nothing_timed_is_looked_at_only_at_its_deadlines() -> None:
+    """Every change comes through the watch: a running job whose replicas all started, with no running or
+    progress limit, is looked at every QUIET_LOOK_SECONDS, or at the execution deadline or hand-back."""
+    now, job = RUNNING_SINCE + 30, started_job("running", "terminated")
+    limits = WaitLimits(pod_error_timeout=120)  # the operators' default: no pods to read once all started
+    memory = step(job, limits, now, WaitMemory(RUNNING_SINCE)).memory
+    assert quiet(job, limits, memory, now)
+    assert 0.8 * QUIET_LOOK_SECONDS <= next_look(now, 10.0, limits, memory, job) <= 1.2 * QUIET_LOOK_SECONDS
+    deadline = WaitLimits(pod_error_timeout=120, execution_deadline=now + 40)
+    assert next_look(now, 10.0, deadline, memory, job) == pytest.approx(40.0)
+    handing_back = WaitMemory(RUNNING_SINCE, hand_back_at=now + 25)
+    assert next_look(now, 10.0, limits, handing_back, job) == pytest.approx(25.0)
+
+
+@pytest.mark.parametrize(
+    ("why", "job", "limits"),
+    [
+        ("pending: startup_timeout, notes", with_status(generic_manifest("j"), "Pending"), WaitLimits()),
+        ("a replica not started", started_job("running", "waiting"), WaitLimits(pod_error_timeout=120)),
+        ("no replica listed yet", running_job(), WaitLimits(pod_error_timeout=120)),
+        ("running_timeout counts", started_job("running"), WaitLimits(running_timeout=3600)),
+        ("progress_timeout counts", started_job("running"), WaitLimits(progress_timeout=600)),
+        ("paused", with_status(generic_manifest("j"), "Paused"), WaitLimits()),
+    ],
+)
+def test_a_wait_that_time_can_end_looks_every_poll_interval(
+    why: str, job: dict[str, Any], limits: WaitLimits
+) -> None:
+    now = RUNNING_SINCE + 30
+    assert not quiet(job, limits, WaitMemory(RUNNING_SINCE), now), why
+    assert 8.0 <= next_look(now, 10.0, limits, WaitMemory(RUNNING_SINCE), job) <= 12.0, why
+
+
+def test_a_job_in_a_queue_is_quiet_once_its_admission_was_read() -> None:
+    now, job = RUNNING_SINCE + 30, started_job("running")
+    job["spec"]["scheduler"] = {"t9kScheduler": {"queue": "gpu"}}
+    limits = WaitLimits()
+    first = step(job, limits, now, WaitMemory(RUNNING_SINCE))
+    assert first.action == "read_queue" and not quiet(job, limits, first.memory, now)
+    read = step(job, limits, now, first.memory, queue=None, queue_read=True)  # the read failed: settled
+    assert quiet(job, limits, read.memory, now)
