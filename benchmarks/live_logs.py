@@ -104,7 +104,14 @@ def create_jobs(
                 {"name": CONTAINER, "image": "bench:1"}]}}}]},
         }  # fmt: skip
         client.json("POST", jobs, body)
-        client.merge_patch(f"{jobs}/{name}/status", {"status": {"phase": "Running"}})
+        # as the controller writes it: Running, and the replica with its container started
+        replica = {"name": f"{name}-worker-0", "phase": "Running",
+                   "containers": [{"name": CONTAINER, "state": "running"}]}  # fmt: skip
+        job_status = {
+            "phase": "Running", "tasks": [{"type": "worker", "status": [replica]}],
+            "conditions": [{"type": "Running", "status": "True", "lastTransitionTime": now}],
+        }  # fmt: skip
+        client.merge_patch(f"{jobs}/{name}/status", {"status": job_status})
         owner, _, value = pod_selector("GenericJob", name).partition("=")
         labels = {owner: value, LABEL_REPLICA_TYPE: "worker", LABEL_REPLICA_INDEX: "0"}
         pod = client.json("POST", pods, {

@@ -12,8 +12,10 @@ cost minutes of CPU on 2 cores for nothing the triggerer sees.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
+from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,9 +45,21 @@ def write_dag(folder: Path, tasks: int) -> None:
     (folder / f"{DAG_ID}.py").write_text(DAG_FILE.format(dag_id=DAG_ID, task_id=TASK_ID, tasks=tasks))
 
 
+def operator_limits() -> dict[str, Any]:
+    """The limits an operator at its defaults hands its trigger (``pod_error_timeout``; no
+    ``execution_timeout``), read from its signature."""
+    from t9k_provider.operators.job import T9kJobOperator
+    from t9k_provider.waiting.limits import WaitLimits
+
+    defaults = inspect.signature(T9kJobOperator.__init__).parameters
+    named = {f.name: defaults[f.name].default for f in fields(WaitLimits) if f.name in defaults}
+    return WaitLimits(**named).to_kwargs()
+
+
 def trigger_kwargs(spec: dict[str, Any], name: str) -> dict[str, Any]:
     """What ``GenericJobOperator(deferrable=True, log_replicas=...)`` hands its trigger for job ``name``."""
     return {
+        "limits": operator_limits(),
         "credentials": {"kubeconfig": spec["kubeconfig"]},
         "kind": spec["kind"],
         "plural": spec["plural"],

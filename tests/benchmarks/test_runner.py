@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,10 +11,9 @@ from benchmarks import run, soak_faults
 from benchmarks.api import USER_AGENT, Client, request_counts
 from benchmarks.stats import Figure
 from t9k_provider.testing import LocalCluster, unavailable
+from tests.benchmarks.quick import quick_report
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_server_counts_requests_by_user_agent_and_access(
@@ -58,31 +53,6 @@ def test_quick_needs_its_own_output() -> None:
         run.main(["--quick"])
 
 
-def quick_report(tmp_path: Path, *only: str) -> str:
-    """The report of ``python -m benchmarks --quick [--only NAME...]``, run as a user would."""
-    output = tmp_path / "report.md"
-    selected = [arg for name in only for arg in ("--only", name)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks", "--quick", *selected, "--output", str(output), "--work-dir",
-         str(tmp_path)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        out, err = proc.communicate(timeout=840)
-    except subprocess.TimeoutExpired:
-        # SIGINT: its with-blocks stop the clusters and Airflow components it started (a SIGKILL would leave
-        # them running, loading the other tests), then SIGKILL if it does not end
-        proc.send_signal(signal.SIGINT)
-        try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        raise AssertionError(f"the quick run took over 840 s:\n{out[-3000:]}{err[-3000:]}") from None
-    assert proc.returncode == 0, out[-3000:] + err[-3000:]
-    return output.read_text()
-
-
 @pytest.mark.timeout(900)
 def test_quick_run_of_every_benchmark(tmp_path: Path) -> None:
     """What `make bench` runs, in a tiny configuration, through the real command: sections 1-5, and none of
@@ -112,55 +82,6 @@ def test_quick_run_of_live_logs_and_the_controller_at_scale(tmp_path: Path) -> N
     assert "reporting progress: triggerer requests over live logs on's, to the window's end | 0 |" in text
     assert "reporting progress: triggers whose event carried a report (step > 0), of 3 | 3 |" in text
     assert "## 1. Controller efficiency" not in text
-
-
-@pytest.mark.timeout(900)
-def test_quick_run_of_the_per_task_overhead(tmp_path: Path) -> None:
-    """Every operator variant once under dag.test() and once in a real deployment on one local cluster,
-    through the real command.
-
-    A task that defers may lose its try to Airflow's stale-event race in a real deployment (apache/airflow
-    #72716; the T9k operator at its defaults does not defer a job that ends within ``wait_before_defer``):
-    the report must then say so, attributed to the race. Any other failure, or a lost T9k task that did not
-    defer, fails this test."""
-    text = quick_report(tmp_path, "overhead")
-
-    def lost_to_race(half: str, title: str) -> bool:
-        row = rf"\| {re.escape(half)}, `python3 -c pass`, {re.escape(title)}: tasks failed, of 1 \(1 of them"
-        raced = re.search(row + " by Airflow's stale executor event", text)
-        return half == "deployment" and raced is not None
-
-    for half in ("dag.test()", "deployment"):
-        for operator in ("GenericJobOperator", "KubernetesJobOperator", "KubernetesPodOperator"):
-            title = f"{operator}, deferrable"
-            if operator == "GenericJobOperator" or not lost_to_race(half, title):
-                assert f"{half}, `python3 -c pass`, {title}: overhead per task (1 tasks)" in text
-            assert f"{half}, `python3 -c pass`, {operator}, non-deferrable: API requests per task by" in text
-        at_once = "GenericJobOperator, deferrable, wait_before_defer=0"
-        if not lost_to_race(half, at_once):
-            assert f"{half}, {at_once}, `python3 -c pass`: job " in text
-        cncf = ("KubernetesJobOperator", "KubernetesPodOperator")
-        if not all(lost_to_race(half, f"{operator}, deferrable") for operator in cncf):
-            ratio = f"{half}, `python3 -c pass`, GenericJobOperator, deferrable: T9k overhead / best cncf"
-            assert ratio in text
-
-
-@pytest.mark.timeout(900)
-def test_quick_run_of_the_triggerer_capacity(tmp_path: Path) -> None:
-    """A real `airflow triggerer` runs 3 deferred T9k tasks per mode and phase, and 3 bare triggers (Airflow's
-    floor) at one moment and fed the T9k burst's arrivals, through the real command."""
-    text = quick_report(tmp_path, "triggerer")
-    assert "## 12. Triggerer capacity" in text
-    for mode in ("off", "on"):
-        assert f"live logs {mode}: all 3 at once: job Succeeded -> trigger event, p99" in text
-        assert f"live logs {mode}: 3 over 1 s: job Succeeded -> task instance rescheduled in the DB" in text
-    assert "live logs on: replica lines in the trigger logs / lines written (burst phase) | 1.00 |" in text
-    assert "bare trigger (Airflow's floor): all 3 at once: the moment -> trigger event, p99" in text
-    assert "live logs off: all 3 at once: trigger event p99, T9kJobTrigger / bare trigger, per run" in text
-    assert "bare trigger (Airflow's floor): whole triggerer CPU (supervisor, runner, log server)" in text
-    assert "live logs off: all 3 at once: status write sent -> acknowledged, p99" in text
-    assert "bare trigger fed the T9k burst's arrivals: each moment -> trigger event, p99" in text
-    assert "trigger event p99, T9kJobTrigger / bare trigger fed the same arrivals, per run" in text
 
 
 @pytest.mark.timeout(900)
