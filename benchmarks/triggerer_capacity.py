@@ -97,17 +97,17 @@ run and mode a fresh Airflow home (SQLite, as the deployment harness) holds a DA
 1,000 indexes; `benchmarks/triggerer_db.py` creates a run whose 1,000 task instances are DEFERRED, each on
 its own `T9kJobTrigger` (the rows `GenericJobOperator(deferrable=True)` leaves at its defaults: its trigger's
 serialized, encrypted kwargs with `pod_error_timeout` 120 s; live logs on: `log_replicas` following
-`worker/0`), since deferring 1,000 tasks through
-workers would spend minutes of CPU on 2 cores on something the triggerer never sees. The triggerer is then
+`worker/0`), since deferring 1,000 tasks through workers would spend minutes of CPU on 2 cores on something
+the triggerer never sees. The triggerer is then
 started: the start time runs until its requests include a job read per trigger and then stay unchanged for 5
 s. Over a 60 s window: CPU (user+system) of the runner and of all the triggerer's processes, their peak RSS,
 the runner's established TCP connections to the API server (at the start and the end of the window) and the
 triggerer's requests, counted by the API server. Then the containers exit (their logs end, as a kubelet's
 would before the job succeeds) and every job is set Succeeded at once from 8 clients (burst); latency is from
 sending each status write to the runner's `Trigger fired event` record of that task (its timestamp, taken
-in the runner when the trigger yields) and to the task instance leaving DEFERRED in the DB (its `updated_at`,
-written by the supervisor). Last, 1,000 more jobs and deferred tasks join the same triggerer, and those jobs
-finish evenly spread over 30 s.
+in the runner when Airflow logs the event the trigger yielded) and to the task instance leaving DEFERRED in
+the DB (its `updated_at`, written by the supervisor). Last, 1,000 more jobs and deferred tasks join the same
+triggerer, and those jobs finish evenly spread over 30 s.
 
 Airflow's floor, after each run's live-logs-off session, in a fresh Airflow home: 1,000 bare triggers
 (`benchmarks/bare_trigger.py`: each waits for one moment and fires, no request, no look in between) on one
@@ -118,9 +118,10 @@ Airflow's supervisor meets the events spread over time as it met ours; the T9k b
 writes' acknowledgement, shown beside."""
 
 ANALYSIS = """\
-Waiting is cheap and flat: with live logs off, 1,000 deferred tasks cost the whole triggerer about 3 % of a
-core and 530 MiB (three Airflow processes of about 175 MiB each; the runner grows from 187 MiB with 5
-triggers to 230 MiB with 1,000, about 45 KiB per trigger) and make no request at all: the triggers share one
+Waiting is cheap and flat: with live logs off, 1,000 deferred tasks cost the whole triggerer 5-11 % of a core
+(Airflow's own cost of holding 1,000 triggers is about 4.5 %, below) and 530 MiB (three Airflow processes
+of about 175 MiB each; the runner grows from 187 MiB with 5 triggers to 230 MiB with 1,000, about 45 KiB per
+trigger) and make no request at all: the triggers share one
 client and one watch per namespace and kind (`jobclient/watch.py`), so the runner holds one connection
 at the end of the window. The connections seen right after the start (14-51) are the first job reads made
 concurrently on the shared client's unlimited pool; they close after aiohttp's keep-alive timeout. Each
@@ -132,29 +133,52 @@ about 11 % of a core more across the runner and the supervisor for 200 lines a s
 routes every line the runner logs into its task's trigger log file, which costs it more than the runner
 spends reading them. Every line written reached its task's log.
 
-Detection is milliseconds while jobs end spread out (p99 0.02 s from the status write to the trigger's
+Detection is milliseconds while jobs end spread out (p99 0.01 s from the status write to the trigger's
 event at 33 jobs a second), and the task is rescheduled in the DB 0.6 s (p50) to 1.0 s (p99) later: the
-runner hands its events to the supervisor once a second (Airflow's loop), not our trigger. When all 1,000
-jobs end at once the target is missed: p99 7.2 s (off) and 5.7 s (on) to the trigger's event, 9.3 s and
-6.8 s to the DB. The API server is not the cause (1,000 such status writes from 8 clients are acknowledged
-within 0.4 s on an idle machine, measured separately). A profile of the triggerer during a burst
-(py-spy, one trial) shows the supervisor spending most of its samples committing events to SQLite one at a
-time (`Trigger.submit_event`, one transaction per event), and the runner writes its log records to the
-supervisor synchronously: while the supervisor is busy with the DB, the runner's event loop waits on its
-log socket, and the triggers' records, `Trigger fired event` included, come out late. The figure is
-therefore mostly Airflow's per-event DB write on SQLite on 2 shared cores (load average 3-8 during the run);
-a Postgres metadata DB or several triggerers would shorten it, and nothing in the trigger waits per event.
+runner hands its events to the supervisor once a second (Airflow's loop), not our trigger.
 
-Beside Airflow's floor (2026-11-29, commit a3e5997, load average below 1): 1,000 bare triggers firing at one
-moment reach their events with p99 0.74 s and the DB with p99 4.3 s. The T9k triggers (live logs off) reach
-their events with p99 4.0 s, 6.35x the floor (target 1.5x: missed; one run of three was 0.76x), and the DB
-with p99 5.4 s, 1.38x the floor: what a user waits for, the task instance rescheduled, is within 1.5x of
-Airflow's own cost, and the gap lies between the status write and the trigger's event. Where it goes is not
-measured yet; a first profile at 300 triggers showed the runner's time in Airflow's event and log hand-off
-rather than in the triggers. The whole triggerer's CPU while 1,000 T9k triggers wait rose from 2.8 % of a core
-(adfd0f3) to 7.3 % (the runner 1.9 -> 4.8 %), over its 5 % target. Its cause is not found yet: the look each
-trigger takes every poll interval (10 s, jittered: deadlines, stalls, queue reads) costs about 20 us, 0.2 %
-of a core for 1,000.
+When all 1,000 jobs end at once, both the 1 s target and 1.5x of Airflow's floor are missed. One run of
+this section at commit 9296296 (2026-11-29 10:49 UTC, load average below 1.5), the table's rows that are new
+since the last full run:
+
+| measure (1 run, 9296296) | value |
+|---|---:|
+| bare trigger: whole triggerer CPU, 1,000 triggers waiting (runner) | 4.5 % (1.5 %) of a core |
+| live logs off: whole triggerer CPU, 1,000 triggers waiting (runner) | 10.1 % (3.9 %) of a core |
+| live logs off: status write sent -> acknowledged, p99 | 0.022 s |
+| live logs off: job Succeeded -> trigger event, p50 / p99 | 2.78 / 5.18 s |
+| bare trigger at one moment: trigger event, p50 / p99 | 0.24 / 2.88 s |
+| bare trigger fed the burst's arrivals: trigger event, p50 / p99 | 0.001 / 1.90 s |
+| rescheduled in the DB p99: ours / floor at one moment / floor fed our arrivals | 6.38 / 4.74 / 3.36 s |
+
+Where the time goes, from that run and an instrumented trial of the same burst (an independent watch beside
+it, thread dumps of the runner every 0.6 s):
+- Not the API server: the 1,000 writes from 8 clients took 1.1-1.6 s in all, each acknowledged within 0.02
+  s (p99), and the independent watch saw every change within 0.06 s (p99) of its write.
+- Not the triggers' CPU: the runner spent 0.5-0.7 s of CPU on the whole burst.
+- Airflow's log hand-off: every dump shows the runner's event loop idle and all six threads of its default
+  executor blocked writing log records to the supervisor's socket (structlog's `BytesLogger`), while the
+  supervisor spends 5.2-5.6 s of CPU committing the events, one transaction each (`Trigger.submit_event`),
+  and reads that socket only between its batches. Airflow logs each trigger's `Trigger fired event`
+  through that executor (`await log.ainfo`) before it queues the event, and the record is stamped when a
+  thread takes it: every event waits behind the blocked writes.
+- The bare triggers mostly escape that stall: at one moment they all fire before the supervisor has an
+  event to commit; fed our arrivals, half fire at once. Per event, ours carry more through the supervisor
+  and its socket: each T9k trigger's row holds the connection's kubeconfig (encrypted, several KB), and its
+  event and fired record are about twice the size (717 bytes). Which of these tips the supervisor into the
+  stall is not measured yet; a trigger that resolves its connection by id instead of carrying it is the
+  next thing to try, and a Postgres metadata DB or more triggerers shorten the supervisor's part.
+What a user waits for, the task instance rescheduled, is 1.35x the floor at one moment (6.4 s against 4.7
+s) and 1.9x the floor fed our arrivals.
+
+Idle, 1,000 bare triggers cost the triggerer 4.5 % of a core (runner 1.5 %): Airflow's own cost of holding
+them (its one-second loops over every trigger, the supervisor's queries), so the 5 % target leaves a T9k
+trigger almost nothing. Until 3370d0a each T9k trigger also looked at its job every poll interval (10 s),
+only to re-check deadlines that could not pass: in a trial that took the runner 10 % of a core against the
+floor's 3.2 %. A running job that time alone cannot end is now looked at every 300 s and at its deadlines,
+and the runner took 3.9 % (the run) and 2.2 % (the trial). The whole triggerer's 10.1 % in the run lies
+within the last full run's spread (5.0-10.6 %); the supervisor's part of it (6.2 % against the floor's 3.0
+%) makes no request and is not measured further.
 
 A hazard found on the way, not in the table: in a trial where each replica already had a backlog of log
 lines when 400 triggers opened their streams at once on a running triggerer, the triggerer deadlocked (the
