@@ -12,6 +12,7 @@ cost minutes of CPU on 2 cores for nothing the triggerer sees.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import sys
@@ -45,9 +46,10 @@ def write_dag(folder: Path, tasks: int) -> None:
     (folder / f"{DAG_ID}.py").write_text(DAG_FILE.format(dag_id=DAG_ID, task_id=TASK_ID, tasks=tasks))
 
 
+@functools.cache
 def operator_limits() -> dict[str, Any]:
     """The limits an operator at its defaults hands its trigger (``pod_error_timeout``; no
-    ``execution_timeout``), read from its signature."""
+    ``execution_timeout``), read from its signature once (every trigger of a run gets the same)."""
     from t9k_provider.operators.job import T9kJobOperator
     from t9k_provider.waiting.limits import WaitLimits
 
