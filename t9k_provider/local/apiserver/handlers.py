@@ -44,8 +44,6 @@ from t9k_provider.local.apiserver.wire import (
 from t9k_provider.local.machinery.patch import APPLY_PATCH
 
 log = logging.getLogger(__name__)
-BOOKMARK_SECONDS = 1.0
-MAX_CHUNK_FRAMES = 256  # frames written to a watch stream at once
 NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 #: Subresources that are no view of the object: streams, and actions with a body of their own.
 STREAMED_OR_ACTIONS = {"log", "exec", "attach", "portforward", "binding", "eviction", "token", "scale"}

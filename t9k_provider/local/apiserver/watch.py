@@ -21,7 +21,10 @@ from t9k_provider.local.apiserver.wire import JSON, Route, parse_bool, parse_int
 from t9k_provider.local.storage.store import Compacted
 
 log = logging.getLogger(__name__)
-BOOKMARK_SECONDS = 1.0
+#: An idle watch gets a bookmark a minute, as Kubernetes' watch cache sends them, and one at its timeout: each
+#: wakes the server and its client, and a watch's resourceVersion needs no fresher (the store keeps 50,000
+#: revisions; an older one is answered 410 and the client relists). A client that left is noticed then too.
+BOOKMARK_SECONDS = 60.0
 MAX_CHUNK_FRAMES = 256  # frames written to a watch stream at once
 
 

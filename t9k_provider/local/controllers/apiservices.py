@@ -24,6 +24,9 @@ class ApiServiceController:
         self._builtin_versions = {(r.group, r.version) for r in BUILTIN}
         self.retries = Retries("apiservice controller")
 
+    def due_in(self) -> float | None:
+        return self.retries.due_in()
+
     def sync(self) -> None:
         side = self.side
         res = side.registry.lookup(API_SERVICES.group, API_SERVICES.version, API_SERVICES.plural)

@@ -16,6 +16,9 @@ class ClusterRoleAggregator:
         self.side = side
         self.retries = Retries("clusterrole aggregation")
 
+    def due_in(self) -> float | None:
+        return self.retries.due_in()
+
     def sync(self) -> None:
         roles = self.side.store.list(rbac.GROUP, rbac.CLUSTER_ROLES.plural)
         for role in roles:

@@ -42,6 +42,9 @@ class CrdController:
         assert res is not None
         return res
 
+    def due_in(self) -> float | None:
+        return self.retries.due_in()
+
     def sync(self) -> None:
         side, crd_res = self.side, self._crd_resource()
         live = set()

@@ -184,6 +184,12 @@ class DisruptionController:
         if namespace and ((group, resource) in _WATCHED or group not in _BUILTIN_GROUPS):
             self._marked.add(namespace)
 
+    def due_in(self) -> float | None:
+        """A backoff's end, or the first eviction entry that expires (its budget allows more then)."""
+        dues = [self.retries.due_in(), *(when - self.clock() for when in self._recheck.values())]
+        found = [due for due in dues if due is not None]
+        return max(0.0, min(found)) if found else None
+
     def sync(self) -> None:
         now = self.clock()
         due = {ns for ns, when in self._recheck.items() if when <= now}

@@ -46,6 +46,9 @@ class GarbageCollector:
         ):
             self._candidates.add(event.key)
 
+    def due_in(self) -> float | None:
+        return self.retries.due_in()
+
     def sync(self) -> None:
         """Checks only the dependents that a write may have orphaned (an owner deleted, references changed):
         a pass costs what changed, not what is stored. A candidate whose check failed (or is backing off)

@@ -1,8 +1,9 @@
 """The API server's own controllers, as kube-apiserver's post-start hooks and kube-controller-manager's
 namespace, garbage-collector, disruption and root-CA publisher run against its storage: `ServerControllers`
 runs them (`crds`, `namespaces`, `garbagecollector`, `apiservices`, `clusterroles`, `disruption`, `eventttl`)
-in the server's process as one task woken by store events (and every second); the wiring hands it to the
-server.
+in the server's process as one task woken by store events and when a controller says a pass is due (a backoff
+ending, a budget's recheck), never on a timer of its own: an idle cluster's server stays idle. The wiring
+hands it to the server.
 
 Nothing stops that task: each controller handles each object apart (`serverside.Retries`: a failure is logged
 with the object's key and backed off), a controller whose pass fails is logged and runs again at the next
@@ -25,13 +26,14 @@ from t9k_provider.local.controllers.disruption import DisruptionController
 from t9k_provider.local.controllers.eventttl import EventExpiry
 from t9k_provider.local.controllers.garbagecollector import GarbageCollector
 from t9k_provider.local.controllers.namespaces import NamespaceController
-from t9k_provider.local.controllers.serverside import ServerController, ServerSide
+from t9k_provider.local.controllers.serverside import RETRY_BASE_DELAY, ServerController, ServerSide
 from t9k_provider.local.storage.store import Event
 
 log = logging.getLogger(__name__)
 #: Expired events are looked for this often.
 EVENT_SWEEP_SECONDS = 60
-#: At most ~20 passes a second: a write burst is handled in batches.
+#: At most ~20 passes a second: a write burst is handled in batches. Also the slack after a due time, so
+#: that the pass finds the backoff over (a timer may fire a clock tick early).
 MIN_PASS_INTERVAL = 0.05
 
 
@@ -52,6 +54,7 @@ class ServerControllers:
         ]
         self.events = EventExpiry(side)
         self._wake = asyncio.Event()
+        self._failed = False  # the last pass of a controller raised
         objects.store.subscribe(self._on_event)
 
     def _on_event(self, event: Event) -> None:
@@ -66,18 +69,36 @@ class ServerControllers:
 
     def reconcile(self) -> None:
         """One pass of every controller; each is independent and logs (never raises) its failures."""
+        self._failed = False
         for controller in self.controllers:
             try:
                 controller.sync()
             except Exception:
                 log.exception("controller %s failed", type(controller).__name__)
+                self._failed = True
+
+    def _quiet_for(self, until_sweep: float) -> float:
+        """How long to wait for a change: until the first pass a controller says is due, or the event
+        sweep."""
+        dues = [until_sweep]
+        for controller in self.controllers:
+            try:
+                due = controller.due_in()
+            except Exception:  # as a failed pass: it must not end the task
+                log.exception("controller %s: when a pass is due is not known", type(controller).__name__)
+                self._failed = True
+            else:
+                dues += [due + MIN_PASS_INTERVAL] if due is not None else []
+        if self._failed:  # a pass that raised is tried again soon, as a key after its first failure
+            dues.append(RETRY_BASE_DELAY)
+        return max(0.0, min(dues))
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         next_expiry = loop.time()
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
-                await within(self._wake.wait(), 1.0)
+                await within(self._wake.wait(), self._quiet_for(next_expiry - loop.time()))
             self._wake.clear()
             self.reconcile()
             if loop.time() >= next_expiry:

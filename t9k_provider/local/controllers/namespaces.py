@@ -21,6 +21,9 @@ class NamespaceController:
         self.root_ca = root_ca  # the CA bundle published in every namespace; none when empty
         self.retries = Retries("namespace controller")
 
+    def due_in(self) -> float | None:
+        return self.retries.due_in()
+
     def sync(self) -> None:
         side = self.side
         ns_res = side.registry.lookup("", "v1", "namespaces")

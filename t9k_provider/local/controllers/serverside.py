@@ -54,6 +54,11 @@ class ServerController(Protocol):
         """One pass; it may raise, and the next pass tries again."""
         ...
 
+    def due_in(self) -> float | None:
+        """Seconds until a pass is due though nothing changed (a backoff ending, a budget's recheck); None
+        when only a change makes one due."""
+        ...
+
 
 #: An object whose step failed is tried again after this long, doubling up to RETRY_MAX_DELAY.
 RETRY_BASE_DELAY = 0.5
@@ -85,6 +90,13 @@ class Retries:
             return False
         self._failures.pop(key, None)
         return True
+
+    def due_in(self) -> float | None:
+        """Seconds until the next key backing off may be tried again; None when none is waiting (a key whose
+        time has passed was tried by a pass then, or its object has gone)."""
+        now = self._clock()
+        waiting = [not_before - now for _, not_before in self._failures.values() if not_before > now]
+        return min(waiting, default=None)
 
 
 def _describe(key: Hashable) -> str:

@@ -9,6 +9,7 @@ controllers run in-process on a real store, as in test_inserver.py.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -98,6 +99,39 @@ def test_a_crd_that_fails_holds_up_no_other_and_is_established_later(
 
     wait_for("apples established after its failures", established, 10, 0.05)
     assert len(messages(caplog, "crd controller apples.x.dev: failed")) == 2
+
+
+def test_the_task_passes_when_a_backoff_ends_and_never_while_nothing_is_due(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ServerControllers.run` keeps no timer of its own (an idle cluster's server stays idle): once settled,
+    it makes no pass while nothing changes; a CRD whose step failed once is established when its backoff ends,
+    though nothing was written meanwhile."""
+    objects, controllers, registry = make(tmp_path)
+    crds = registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    assert crds is not None
+    passes = []
+    real_pass = controllers.reconcile
+    monkeypatch.setattr(controllers, "reconcile", lambda: (passes.append(1), real_pass()))
+    real = crd_controller.resources_from_crd
+    monkeypatch.setattr(crd_controller, "resources_from_crd", failing(1, lambda c: True, real))
+
+    async def scenario() -> int:
+        task = asyncio.create_task(controllers.run())
+        await asyncio.sleep(0.5)  # its first passes and those after their own writes (the default objects)
+        settled = len(passes)
+        await asyncio.sleep(2.0)
+        idle = len(passes) - settled
+        objects.create(crds, "", crd("apples"))  # its first step fails: the retry needs a pass of its own
+        for _ in range(100):
+            if registry.lookup("x.dev", "v1", "apples") is not None:
+                break
+            await asyncio.sleep(0.05)
+        task.cancel()
+        return idle
+
+    assert asyncio.run(scenario()) == 0, "passes while nothing changed and nothing was due"
+    assert registry.lookup("x.dev", "v1", "apples") is not None, "no pass when its backoff ended"
 
 
 def test_a_namespace_that_fails_holds_up_no_other(
