@@ -110,15 +110,22 @@ def test_the_task_passes_when_a_backoff_ends_and_never_while_nothing_is_due(
     objects, controllers, registry = make(tmp_path)
     crds = registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
     assert crds is not None
-    passes = []
+    passes: list[int] = []  # the store's revision as each pass began
     real_pass = controllers.reconcile
-    monkeypatch.setattr(controllers, "reconcile", lambda: (passes.append(1), real_pass()))
+    monkeypatch.setattr(
+        controllers, "reconcile", lambda: (passes.append(objects.store.revision), real_pass())
+    )
     real = crd_controller.resources_from_crd
     monkeypatch.setattr(crd_controller, "resources_from_crd", failing(1, lambda c: True, real))
 
     async def scenario() -> int:
         task = asyncio.create_task(controllers.run())
-        await asyncio.sleep(0.5)  # its first passes and those after their own writes (the default objects)
+        # settled: the last pass began at the current revision, so it wrote nothing (the default objects are
+        # written by the first passes); a pass never runs while this coroutine does (one event loop)
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            if passes and passes[-1] == objects.store.revision:
+                break
         settled = len(passes)
         await asyncio.sleep(2.0)
         idle = len(passes) - settled
