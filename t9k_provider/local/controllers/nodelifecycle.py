@@ -237,8 +237,13 @@ class NodeLifecycleController:
             await self._delete_for_taint(pod)
 
     async def _delete_for_taint(self, pod: dict[str, Any]) -> None:
+        """Record the eviction, then mark and delete the pod: the event first, as Kubernetes' taint
+        manager emits it, so whoever sees the pod deleted also finds why."""
         meta = pod["metadata"]
         ns, name = meta.get("namespace", "default"), meta["name"]
+        message = f"Marking for deletion Pod {ns}/{name}"
+        component = "taint-eviction-controller"
+        await events.record(self.kube, pod, "TaintManagerEviction", message, component=component)
         mark = {
             "type": "DisruptionTarget",
             "status": "True",
@@ -255,6 +260,3 @@ class NodeLifecycleController:
                 raise
             return
         self.evicting.add(meta.get("uid", ""))
-        message = f"Marking for deletion Pod {ns}/{name}"
-        component = "taint-eviction-controller"
-        await events.record(self.kube, pod, "TaintManagerEviction", message, component=component)
