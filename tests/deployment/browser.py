@@ -27,6 +27,14 @@ SCREENSHOTS = Path(os.environ.get("T9K_SCREENSHOTS") or REPO / "reports" / "scre
     "airflow-" + importlib.metadata.version("apache-airflow")
 )
 WINDOW = (1600, 1600)
+#: Chromium's error for a request it aborted because the host's network changed: it watches the host's
+#: interfaces and addresses, and a local cluster's kubelet on the same host adds and removes its pods' network
+#: interfaces (each pod's, every few seconds where tests run side by side), so a page loading meanwhile loses
+#: scripts and stays blank. On a real cluster the nodes are not the browser's host; here the page is loaded
+#: again, as a person would.
+NETWORK_CHANGED = "net::ERR_NETWORK_CHANGED"
+#: At most this many loads again of one page opened.
+RELOADS = 5
 
 
 class Browser:
@@ -35,9 +43,29 @@ class Browser:
     def __init__(self, driver: Any, shots: Path) -> None:
         self.driver = driver
         self.shots = shots
+        self.errors: list[str] = []  # what the console logged as an error since the page was opened
+        self.reloads = 0  # how often the page was loaded again since it was opened (NETWORK_CHANGED)
 
     def open(self, url: str) -> None:
+        self.driver.get_log("browser")  # the previous page's: reading the log empties it
+        self.errors, self.reloads = [], 0
         self.driver.get(url)
+
+    def console(self) -> list[str]:
+        """The console's errors since the last look (kept in ``errors`` too)."""
+        new = [e["message"][:300] for e in self.driver.get_log("browser") if e["level"] == "SEVERE"]
+        self.errors += new
+        return new
+
+    def reloaded(self) -> bool:
+        """Loads the page again when the console says a request was aborted for NETWORK_CHANGED since the
+        last look (at most RELOADS times); True when it did."""
+        aborted = any(NETWORK_CHANGED in message for message in self.console())
+        if not aborted or self.reloads >= RELOADS:
+            return False
+        self.reloads += 1
+        self.driver.refresh()
+        return True
 
     def text(self) -> str:
         """What the page shows (the body's rendered text)."""
@@ -47,12 +75,13 @@ class Browser:
 
     def wait(self, what: str, probe: Callable[[], T], timeout: float = 60) -> T:
         """``probe``'s first truthy result; an element that went away or is not there yet (the page
-        renders as it loads) counts as "not yet". On timeout a screenshot of what the page showed."""
+        renders as it loads) counts as "not yet"; a page that lost requests to NETWORK_CHANGED is loaded
+        again. On timeout a screenshot of what the page showed and how far it got."""
         from selenium.common.exceptions import WebDriverException
 
         def looked() -> T | None:
             try:
-                return probe()
+                return None if self.reloaded() else probe()
             except WebDriverException:
                 return None
 
@@ -60,7 +89,35 @@ class Browser:
             return wait_for(what, looked, timeout, 0.5)
         except TimeoutError as exc:
             shot = self.shot(f"timeout-{what[:60]}")
-            raise TimeoutError(f"{exc}\nthe page then: {shot}\n{self.text()[-3000:]}") from None
+            raise TimeoutError(
+                f"{exc}\nthe page then: {shot}\n{self.loading()}\n{self.text()[-3000:]}"
+            ) from None
+
+    def loading(self) -> str:
+        """How far the page got, by the browser's own clock: its load milestones, the slowest of what it
+        fetched, and what its console logged as an error (a page that stays blank says why here)."""
+        timing = self.driver.execute_script(
+            "const n = performance.getEntriesByType('navigation')[0] || {};"
+            "const r = performance.getEntriesByType('resource')"
+            "  .map(e => [e.name.split('?')[0].split('/').pop(),"
+            "    Math.round(e.startTime), Math.round(e.duration)])"
+            "  .sort((a, b) => b[2] - a[2]).slice(0, 6);"
+            "return {state: document.readyState, now: Math.round(performance.now()),"
+            "  response: Math.round(n.responseEnd || 0), dom: Math.round(n.domContentLoadedEventEnd || 0),"
+            "  load: Math.round(n.loadEventEnd || 0), resources: r.length ? r : [],"
+            "  count: performance.getEntriesByType('resource').length};"
+        )
+        slowest = ", ".join(
+            f"{name} at {start} ms took {took} ms" for name, start, took in timing["resources"]
+        )
+        self.console()
+        return (
+            f"the page ({timing['state']}, {timing['now']} ms since it was opened): response at"
+            f" {timing['response']} ms, DOM ready at {timing['dom']} ms, loaded at {timing['load']} ms;"
+            f" {timing['count']} resources, the slowest: {slowest or 'none'};"
+            f" loaded again {self.reloads} times for {NETWORK_CHANGED};"
+            f" console errors: {self.errors or 'none'}"
+        )
 
     def wait_for_text(self, what: str, found: Callable[[str], Any], timeout: float = 60) -> Any:
         """Until ``found(page text)`` is truthy."""
@@ -123,6 +180,7 @@ def chromium(shots: Path = SCREENSHOTS) -> Iterator[Browser]:
         "--enable-unsafe-swiftshader", f"--window-size={WINDOW[0]},{WINDOW[1]}",
     ):  # fmt: skip
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "SEVERE"})  # for Browser.loading's report
     browser = Browser(webdriver.Chrome(options=options, service=Service(driver)), shots)
     try:
         yield browser

@@ -206,20 +206,12 @@ def test_the_extra_links_open_the_job_page_and_the_tensorboard(
         "T9k Job": deployment.links["job_url_template"].format(**fields),
         "TensorBoard": deployment.links["tensorboard_url_template"].format(**fields),
     }
-    # Airflow 2.11's grid can stay blank under CI's load (over a minute) where a reload shows it at once: the
-    # page is opened again after a third of the time allowed, then two thirds, then given all of it
-    for patience in (PAGE_TIMEOUT / 3, PAGE_TIMEOUT * 2 / 3, PAGE_TIMEOUT):
-        open_links_page(browser, deployment.airflow, runs.train)
-        try:
-            anchors = browser.wait(
-                "the task's extra links",
-                lambda: (shown := browser.anchors(expected)).keys() == expected.keys() and shown,
-                patience,
-            )
-            break
-        except TimeoutError:
-            if patience == PAGE_TIMEOUT:
-                raise
+    open_links_page(browser, deployment.airflow, runs.train)
+    anchors = browser.wait(
+        "the task's extra links",
+        lambda: (shown := browser.anchors(expected)).keys() == expected.keys() and shown,
+        PAGE_TIMEOUT,
+    )
     assert {text: a.get_attribute("href") for text, a in anchors.items()} == expected
     browser.shot("extra-links")
 
