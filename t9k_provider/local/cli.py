@@ -328,7 +328,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start, stop and inspect the embedded local cluster (docs/local-cluster.md).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    _cluster_options(_command(sub, "run", "run the cluster in the foreground"))
+    run = _command(sub, "run", "run the cluster in the foreground")
+    _cluster_options(run)
+    run.add_argument(
+        "--owner-pid",
+        type=int,
+        default=None,
+        help="stop, as on SIGTERM, once this process has ended (a program running a cluster for itself)",
+    )
     up = _command(sub, "up", "start the cluster in the background")
     _cluster_options(up)
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")

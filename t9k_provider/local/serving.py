@@ -159,6 +159,7 @@ async def serve(state: StateDir, args: argparse.Namespace) -> None:
     )
     components = Supervisor(state)
     console = None if args.no_controller else listen(state.path)
+    owner: asyncio.Future[None] | None = None
     try:
         bound = await server.start()
         names = server.register_crds(crd_documents())
@@ -177,14 +178,50 @@ async def serve(state: StateDir, args: argparse.Namespace) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, components.apply_holds)
+        if args.owner_pid is not None:
+            owner = asyncio.ensure_future(ended(args.owner_pid))
+            owner.add_done_callback(lambda _: stop.set())
         await stop.wait()
-        log.info("shutting down")
+        log.info("shutting down%s", "" if owner is None or not owner.done() else f": {args.owner_pid} ended")
     finally:
+        if owner is not None:
+            owner.cancel()
         await components.stop()
         await server.stop()
         if console is not None:
             console.close()
         state.release(lock)
+
+
+async def ended(pid: int) -> None:
+    """Returns once process ``pid`` has ended (``run --owner-pid``): its pidfd becomes readable then (Linux
+    5.3+), so the wait costs nothing; elsewhere it is looked at every second."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):  # no pidfds here
+        while _exists(pid):
+            await asyncio.sleep(1.0)
+        return
+    loop = asyncio.get_running_loop()
+    gone = loop.create_future()
+    loop.add_reader(fd, lambda: gone.done() or gone.set_result(None))
+    try:
+        await gone
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def run_child(server_pid: int, work: Coroutine[Any, Any, None]) -> int:

@@ -235,6 +235,7 @@ class LocalCluster:
             # No live cluster holds it: what a holder that died without stop() left on its bridge goes.
             pod_network.clear_subnet(self.subnet)
         argv = [sys.executable, "-m", "t9k_provider.local.cli", "run", "--state-dir", str(self.state.path)]
+        argv += ["--owner-pid", str(os.getpid())]  # a killed test process leaves no cluster running
         argv += ["--port", str(self.port), "--kubelet", self.kubelet, "--network", self.network]
         argv += ["--pod-subnet", str(self.subnet.index), "--nodes", str(self.nodes)]
         if self.node_grace is not None:

@@ -120,3 +120,25 @@ def _status(cluster: LocalCluster) -> str:
         timeout=30,
     )
     return done.stdout + done.stderr
+
+
+def test_a_cluster_stops_itself_when_the_process_that_started_it_is_killed(tmp_path: Path) -> None:
+    """A LocalCluster's server is started with ``--owner-pid``: a test process SIGKILLed (pytest-xdist kills
+    its workers so, without their teardown) leaves no API server, controllers or kubelet running."""
+    owner = (
+        "import os, signal\n"
+        "from t9k_provider.testing import LocalCluster\n"
+        f"cluster = LocalCluster({str(tmp_path / 'cluster')!r}, kubelet='simulated').start()\n"
+        "print(os.getpid(), cluster.pid, *cluster.agent_pids(), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", owner], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    owner_pid, *pids = (int(pid) for pid in proc.stdout.split())
+    assert len(pids) == 3, proc.stdout  # the server, the controllers, the node's kubelet
+    try:
+        wait_for("the orphaned cluster to stop itself", lambda: not any(alive(pid) for pid in pids), 30)
+    finally:
+        for pid in filter(alive, pids):  # this test's own leftovers: do not leave them to the other tests
+            os.kill(pid, signal.SIGKILL)
+    assert f"shutting down: {owner_pid} ended" in (tmp_path / "cluster" / "server.log").read_text()
