@@ -78,11 +78,14 @@ def admitted(pg: dict[str, Any]) -> bool:
 
 
 def in_line(custom: client.CustomObjectsApi, queue: str, priority: int | None = None) -> list[str]:
-    """The jobs in the Queue's line (of ``priority``, if given)."""
+    """The jobs in the Queue's line (of ``priority``, if given): not admitted and given a place. A PodGroup
+    whose pods are still being created is not judged yet, so a quota freed meanwhile goes to one behind it."""
     return sorted(
         pg["metadata"]["name"]
         for pg in podgroups(custom, queue)
-        if not admitted(pg) and priority in (None, pg["spec"].get("priority"))
+        if not admitted(pg)
+        and (pg.get("status") or {}).get("queuePosition") is not None
+        and priority in (None, pg["spec"].get("priority"))
     )
 
 
