@@ -56,9 +56,10 @@ env: $(STAMP)
 # cluster has a pod subnet, bridge and state directory of its own (docs/development.md). Three workers on two
 # cores, because cluster tests spend part of their time waiting: the main suite took 470 s with 3 and 544 s with
 # 2 (WORKERS=N for another machine). The unit layer (test-fast) is everything not marked cluster, deployment or
-# slow.
+# slow. The modules start longest first (tests/support/schedule.py, by tests/durations.json), not xdist's
+# most-tests-first, which left the minutes-long modules to start last.
 WORKERS ?= 3
-PYTEST := pytest -q -n $(WORKERS) --dist loadscope
+PYTEST := pytest -q -n $(WORKERS) --dist loadscope --no-loadscope-reorder
 UNIT := -m "not cluster and not deployment and not slow"
 # JUNIT=PREFIX writes each part's JUnit XML to PREFIX-main.xml and PREFIX-airflow2.xml (per-test durations:
 # scripts/test_durations.py).

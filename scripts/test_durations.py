@@ -1,16 +1,21 @@
 """Where the suite's time goes: a Markdown table of seconds per test module from pytest's JUnit XML
 (``pytest --junitxml=FILE``; a test's time there is its setup, call and teardown, so a module's shared
-cluster counts in it), grouped by folder, with an earlier run beside it when given.
+cluster counts in it), grouped by folder, with an earlier run beside it when given. ``--save`` writes
+AFTER's seconds by module file to ``tests/durations.json``, the order modules start in
+(`tests.support.schedule`).
 
-    python scripts/test_durations.py AFTER.xml [BEFORE.xml] [--top N]
+    python scripts/test_durations.py AFTER.xml [BEFORE.xml] [--top N] [--save]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
+
+DURATIONS = Path(__file__).resolve().parents[1] / "tests" / "durations.json"
 
 
 def seconds_by_module(junit: Path) -> dict[str, tuple[float, int]]:
@@ -83,8 +88,12 @@ def main() -> None:
     parser.add_argument("after", type=Path)
     parser.add_argument("before", type=Path, nargs="?")
     parser.add_argument("--top", type=int, default=15, help="how many of the slowest modules to list")
+    parser.add_argument("--save", action="store_true", help="write AFTER's seconds to tests/durations.json")
     args = parser.parse_args()
     after = seconds_by_module(args.after)
+    if args.save:
+        by_file = {f"tests/{m.replace('.', '/')}.py": round(t, 1) for m, (t, _) in sorted(after.items())}
+        DURATIONS.write_text(json.dumps(by_file, indent=0, sort_keys=True) + "\n")
     before = renamed(seconds_by_module(args.before), after) if args.before else {}
     print(table(after, before, args.top))
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from t9k_provider.testing import LocalCluster, polling
+from tests.support import schedule
 from tests.support.clusters import cluster_factory
 
 __all__ = ["cluster_factory"]  # a fixture every test may take
@@ -41,6 +42,11 @@ def kubectl_binary() -> str:
             "kubectl is not on PATH but CI=true: the CI image must provide kubectl 1.32", pytrace=False
         )
     pytest.skip("kubectl is not installed (under CI=true this fails)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest modules first (`tests.support.schedule`): no worker is left alone with one at the end."""
+    schedule.longest_first(items, schedule.load())
 
 
 #: Markers of tests that may start clusters (and other real processes); the unit layer
