@@ -77,10 +77,18 @@ def table(after: dict[str, tuple[float, int]], before: dict[str, tuple[float, in
 
 
 def renamed(before: dict[str, tuple[float, int]], after: dict[str, tuple[float, int]]) -> dict:
-    """``before`` under ``after``'s module names where a module moved to another folder (test file names are
-    unique across the suite, so the file name identifies it)."""
-    new_name = {module.rsplit(".", 1)[-1]: module for module in after}
-    return {new_name.get(module.rsplit(".", 1)[-1], module): value for module, value in before.items()}
+    """``before`` under ``after``'s module names where a module moved to another folder: one that is gone is
+    known by its file name, where exactly one module of ``after`` has it (two folders may hold a file of the
+    same name, as both hold a ``test_queues_on_cluster.py``)."""
+    files: dict[str, list[str]] = defaultdict(list)
+    for module in after:
+        files[module.rsplit(".", 1)[-1]].append(module)
+
+    def name(module: str) -> str:
+        same = files.get(module.rsplit(".", 1)[-1], [])
+        return same[0] if module not in after and len(same) == 1 else module
+
+    return {name(module): value for module, value in before.items()}
 
 
 def main() -> None:

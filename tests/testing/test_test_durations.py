@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,28 @@ def test_a_module_that_moved_folder_is_compared_with_itself(durations, tmp_path:
     assert "| `local.kubelet` | 120 s (1) | 90 s (1) |" in table
     assert "| `local.kubelet.test_kubelet_cluster` | 120 s (1) | 90 s (1) |" in table
     assert "| **all** | 120 s (1) | 90 s (1) |" in table
+
+
+def test_modules_of_one_file_name_in_two_folders_stay_apart(durations, tmp_path: Path) -> None:
+    """Both ``tests/airflow`` and ``tests/local/scheduler`` hold a ``test_queues_on_cluster.py``."""
+    cases = [
+        ("tests.airflow.test_queues_on_cluster", 170),
+        ("tests.local.scheduler.test_queues_on_cluster", 8),
+    ]
+    before = durations.seconds_by_module(junit(tmp_path / "b.xml", cases))
+    after = durations.seconds_by_module(junit(tmp_path / "a.xml", cases))
+    assert durations.renamed(before, after) == before
+
+
+def test_save_writes_seconds_by_module_file(durations, tmp_path: Path, monkeypatch) -> None:
+    """``--save``: the file `tests.support.schedule` orders the modules by."""
+    xml = junit(
+        tmp_path / "a.xml", [("tests.jobs.test_x", 1.25), ("tests.jobs.test_x", 1), ("tests.kube.test_y", 3)]
+    )
+    monkeypatch.setattr(durations, "DURATIONS", tmp_path / "durations.json")
+    monkeypatch.setattr("sys.argv", ["test_durations.py", str(xml), "--save"])
+    durations.main()
+    assert json.loads((tmp_path / "durations.json").read_text()) == {
+        "tests/jobs/test_x.py": 2.2,
+        "tests/kube/test_y.py": 3.0,
+    }
