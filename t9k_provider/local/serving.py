@@ -25,7 +25,7 @@ from t9k_provider.local.console.address import listen
 from t9k_provider.local.diewith import command, die_with
 from t9k_provider.local.kubelet.heartbeat import RENEW_INTERVAL
 from t9k_provider.local.machinery.nodes import node_names
-from t9k_provider.local.state import StateDir
+from t9k_provider.local.state import StateDir, alive
 from t9k_provider.local.tls import ensure_pki
 
 log = logging.getLogger("t9k_provider.local")
@@ -201,7 +201,7 @@ async def ended(pid: int) -> None:
     except ProcessLookupError:
         return
     except (AttributeError, OSError):  # no pidfds here
-        while _exists(pid):
+        while alive(pid):
             await asyncio.sleep(1.0)
         return
     loop = asyncio.get_running_loop()
@@ -212,16 +212,6 @@ async def ended(pid: int) -> None:
     finally:
         loop.remove_reader(fd)
         os.close(fd)
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run_child(server_pid: int, work: Coroutine[Any, Any, None]) -> int:

@@ -216,3 +216,14 @@ def wait_ready(state: StateDir, pid: int, timeout: float, alive: Callable[[], bo
             return port
         time.sleep(0.05)
     raise TimeoutError(f"the t9k-local server did not become ready within {timeout:g}s; see {state.log_file}")
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

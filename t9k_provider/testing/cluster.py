@@ -25,7 +25,7 @@ from t9k_provider.local.components import describe_exit, read_status, request_ho
 from t9k_provider.local.kubelet import cgroups
 from t9k_provider.local.kubelet import network as pod_network
 from t9k_provider.local.machinery.nodes import FIRST_NODE, node_roots
-from t9k_provider.local.state import StateDir, wait_ready
+from t9k_provider.local.state import StateDir, alive, wait_ready
 from t9k_provider.testing import diagnose, polling
 
 # CI sets CI=true (as GitHub Actions and most CI services do) and runs the suite as root.
@@ -71,7 +71,7 @@ def lease_pod_subnet(state_dir: Path) -> int:
         for index in LEASED_SUBNETS:
             path = directory / str(index)
             holder = _read_int(path)
-            if holder is not None and _alive(holder):
+            if holder is not None and alive(holder):
                 continue
             if leased is None:
                 path.write_text(f"{os.getpid()}\n{state_dir}\n")
@@ -108,16 +108,6 @@ def _read_int(path: Path) -> int | None:
         return int(path.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class LocalCluster:

@@ -104,7 +104,7 @@ class Browser:
             "  .sort((a, b) => b[2] - a[2]).slice(0, 6);"
             "return {state: document.readyState, now: Math.round(performance.now()),"
             "  response: Math.round(n.responseEnd || 0), dom: Math.round(n.domContentLoadedEventEnd || 0),"
-            "  load: Math.round(n.loadEventEnd || 0), resources: r.length ? r : [],"
+            "  load: Math.round(n.loadEventEnd || 0), resources: r,"
             "  count: performance.getEntriesByType('resource').length};"
         )
         slowest = ", ".join(
