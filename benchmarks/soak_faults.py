@@ -160,14 +160,17 @@ HOG = (
 
 
 class Hog:
-    """A busy loop per core, each ending by itself after ``seconds`` at the latest; ``stop()`` kills them by
-    pid and says how many CPU seconds they got (how hard they pressed on everything else)."""
+    """A busy loop per core at niceness ``nice``, each ending by itself after ``seconds`` at the latest;
+    ``stop()`` kills them by pid and says how many CPU seconds they got (how hard they pressed on everything
+    else)."""
 
-    def __init__(self, cores: int, seconds: float) -> None:
+    def __init__(self, cores: int, seconds: float, nice: int = 0) -> None:
         self.procs = [
             subprocess.Popen([sys.executable, "-c", HOG, str(seconds)], stdin=subprocess.DEVNULL)
             for _ in range(cores)
         ]
+        for proc in self.procs:
+            os.setpriority(os.PRIO_PROCESS, proc.pid, nice)
         self.began = time.monotonic()
 
     def stop(self) -> tuple[float, float]:
