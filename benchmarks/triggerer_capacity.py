@@ -51,6 +51,12 @@ FLOOR = "bare trigger (Airflow's floor)"
 #: The floor for events that arrive as a T9k burst's did: bare triggers firing at the instants its status
 #: writes were acknowledged (from the first write), so the supervisor meets the events spread as it met ours.
 REPLAY = "bare trigger fed the T9k burst's arrivals"
+#: The floor at our sizes: bare triggers at one moment, each carrying a T9k trigger's kwargs (its
+#: connection's credentials included) and firing an event as long as a T9k job's: their cost apart from ours.
+SIZED = "bare trigger at a T9k trigger's sizes"
+#: Characters of padding in a sized bare trigger's event: a GenericJob's event (its job's name, uid, phase,
+#: conditions, start time and replica counts) is about this much longer than the bare ``{'status': ...}``.
+EVENT_ECHO = 400
 #: Ours may take this much longer than the floor to fire a burst's events (p99).
 FLOOR_RATIO = 1.5
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,7 +121,11 @@ triggerer; once all are armed, the triggerer's CPU over the same 60 s window (Ai
 1,000 triggers), then all fire at one moment. Then 1,000 more bare triggers join it, each firing at the
 instant one of that session's burst's status writes was acknowledged (counted from its first write), so
 Airflow's supervisor meets the events spread over time as it met ours; the T9k burst's latencies include the
-writes' acknowledgement, shown beside."""
+writes' acknowledgement, shown beside. Last, 1,000 more bare triggers join it and fire at one moment, each at
+a T9k trigger's sizes: it carries a `T9kJobTrigger`'s kwargs as `triggerer_db.py` writes them (the
+connection's kubeconfig included; about 2.3 KB encrypted against the bare trigger's 0.2 KB, unused) and fires
+an event 400 characters longer (about a GenericJob's event): what Airflow's triggerer pays for our sizes
+alone, apart from anything our trigger does."""
 
 ANALYSIS = """\
 Waiting is cheap and flat: with live logs off, 1,000 deferred tasks cost the whole triggerer 5-11 % of a core
@@ -238,14 +248,17 @@ class Triggerer:
         names: list[str],
         moment_file: Path | None = None,
         offsets: list[float] | None = None,
+        sized: bool = False,
     ) -> None:
         """A DAG run whose tasks are deferred on the jobs ``names`` (with a ``moment_file``: on bare triggers
-        that fire at the moment it will hold, one per name, each ``offsets`` later when given)."""
+        that fire at the moment it will hold, one per name, each ``offsets`` later when given, ``sized`` as a
+        T9k trigger's kwargs and event)."""
         spec_file = self.home / f"{run_id}.json"
         spec = {**self.spec, "dags_folder": str(self.home / "dags"), "names": names}
         if moment_file is not None:
             spec["moment_file"] = str(moment_file)
             spec["offsets"] = offsets
+            spec["carry"], spec["echo"] = sized, EVENT_ECHO if sized else 0
         spec_file.write_text(json.dumps(spec))
         seeded = subprocess.run(
             [sys.executable, "-m", "benchmarks.triggerer_db", str(spec_file), run_id],
@@ -437,13 +450,15 @@ class Session:
     def measure_floor(self, window: float, arrivals: list[float]) -> dict[str, Any]:
         """Airflow's floor on one triggerer: its idle cost over ``window`` seconds while bare triggers wait,
         those firing at one moment (``burst``), then as many firing each at its offset in ``arrivals`` from a
-        moment (``replay``: a T9k burst's acknowledged status writes, so the events come as those did)."""
+        moment (``replay``: a T9k burst's acknowledged status writes, so the events come as those did), then
+        as many at one moment at a T9k trigger's sizes (``sized``)."""
         result: dict[str, Any] = {}
+        at_once = [0.0] * self.tasks
         try:
-            for run_id, offsets in (("burst", [0.0] * self.tasks), ("replay", arrivals)):
+            for run_id, offsets in (("burst", at_once), ("replay", arrivals), ("sized", at_once)):
                 names = [f"{self.tag}-{run_id}-{i}" for i in range(self.tasks)]
                 moment_file = self.triggerer.home / f"moment-{run_id}"
-                self.triggerer.defer(run_id, names, moment_file, offsets)
+                self.triggerer.defer(run_id, names, moment_file, offsets, sized=run_id == "sized")
                 if self.triggerer.component is None:
                     self.triggerer.start()
 
@@ -459,7 +474,8 @@ class Session:
                 moment = time.time() + FLOOR_NOTICE
                 (self.triggerer.home / "moment.new").write_text(repr(moment))
                 (self.triggerer.home / "moment.new").replace(moment_file)
-                how = "at one moment" if run_id == "burst" else "as the T9k burst's writes were acknowledged"
+                how = {"burst": "at one moment", "replay": "as the T9k burst's writes were acknowledged",
+                       "sized": "at one moment, at a T9k trigger's sizes"}[run_id]  # fmt: skip
                 progress(f"{self.tag}: {self.tasks} bare triggers firing {how}")
                 moments = {n: moment + offset for n, offset in zip(names, offsets, strict=True)}
                 slack = FLOOR_NOTICE + max(offsets) + 300 + self.tasks
@@ -596,6 +612,15 @@ def measure(
         ]
         figures.append(Figure(SECTION, f"live logs off: all {n} at once: {what} p99, T9kJobTrigger / bare "
                               "trigger fed the same arrivals, per run", "x", ratios, digits=2))  # fmt: skip
+        for p in (50, 99):
+            figures.append(Figure(SECTION, f"{SIZED}: all {n} at once: the moment -> {what}, p{p}", "s",
+                                  [percentile(x["sized"][key], p) for x in bare], digits=3))  # fmt: skip
+        ratios = [
+            percentile(ours["burst"][key], 99) / max(percentile(floor["sized"][key], 99), 1e-3)
+            for ours, floor in zip(results["off"], bare, strict=True)
+        ]
+        figures.append(Figure(SECTION, f"live logs off: all {n} at once: {what} p99, T9kJobTrigger / "
+                              f"{SIZED}, per run", "x", ratios, digits=2))  # fmt: skip
     on = results["on"]
     figures += [
         Figure(SECTION, "live logs on: replica log lines written", "lines/s", [x["lines"] for x in on],

@@ -106,7 +106,9 @@ def seed(spec: dict[str, Any], run_id: str) -> None:
         offsets = spec.get("offsets") or [0.0] * len(spec["names"])
         for index, name in enumerate(spec["names"]):
             if "moment_file" in spec:
-                row = Trigger.from_object(MomentTrigger(spec["moment_file"], offsets[index]))
+                carry = trigger_kwargs(spec, name) if spec.get("carry") else None
+                trigger = MomentTrigger(spec["moment_file"], offsets[index], carry, spec.get("echo", 0))
+                row = Trigger.from_object(trigger)
             else:
                 row = Trigger.from_object(T9kJobTrigger(**trigger_kwargs(spec, name)))
             session.add(row)

@@ -48,7 +48,8 @@ def test_quick_run_of_the_per_task_overhead(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)
 def test_quick_run_of_the_triggerer_capacity(tmp_path: Path) -> None:
     """A real `airflow triggerer` runs 3 deferred T9k tasks per mode and phase, and 3 bare triggers (Airflow's
-    floor) at one moment and fed the T9k burst's arrivals, through the real command."""
+    floor) at one moment, fed the T9k burst's arrivals and at a T9k trigger's sizes, through the real
+    command."""
     text = quick_report(tmp_path, "triggerer")
     assert "## 12. Triggerer capacity" in text
     for mode in ("off", "on"):
@@ -61,3 +62,5 @@ def test_quick_run_of_the_triggerer_capacity(tmp_path: Path) -> None:
     assert "live logs off: all 3 at once: status write sent -> acknowledged, p99" in text
     assert "bare trigger fed the T9k burst's arrivals: each moment -> trigger event, p99" in text
     assert "trigger event p99, T9kJobTrigger / bare trigger fed the same arrivals, per run" in text
+    assert "bare trigger at a T9k trigger's sizes: all 3 at once: the moment -> trigger event, p99" in text
+    assert "trigger event p99, T9kJobTrigger / bare trigger at a T9k trigger's sizes, per run" in text
