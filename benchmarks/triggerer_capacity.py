@@ -147,48 +147,42 @@ Detection is milliseconds while jobs end spread out (p99 0.01 s from the status 
 event at 33 jobs a second), and the task is rescheduled in the DB 0.6 s (p50) to 1.0 s (p99) later: the
 runner hands its events to the supervisor once a second (Airflow's loop), not our trigger.
 
-When all 1,000 jobs end at once, both the 1 s target and 1.5x of Airflow's floor are missed. One run of
-this section at commit 9296296 (2026-11-29 10:49 UTC, load average below 1.5), the table's rows that are new
-since the last full run:
+When all 1,000 jobs end at once, the 1 s target and 1.5x of the plain floor are missed: our triggers fire
+p99 3.7 s (3.3-4.4 over the runs) against the bare trigger's 0.59 s (0.48-3.07). The floor at our sizes
+accounts for the gap: the same bare triggers, each carrying a T9k trigger's kwargs and firing an event as
+long as ours, fire p99 3.6 s (3.3-4.8), and ours over them is 0.93x (0.77-1.35) per run; the task instance
+rescheduled in the DB, 0.85x (0.78-1.02). So what our trigger does in a burst (the shared watch, the
+conclusion, the event) costs nothing measurable beside what Airflow's triggerer pays for the bytes a trigger
+carries. A trial before these rows existed (1,000 at one moment, 2 rounds each, at a6af131) split the sizes:
+event p99 0.62-0.63 s plain, 3.33-4.59 s with our kwargs alone, 2.70-4.23 s with our event's length alone,
+3.51-5.04 s with both. Our kwargs are 2.3 KB encrypted against the bare trigger's 0.2 KB, most of it the
+connection's kubeconfig, which each trigger carries so that the triggerer never looks a connection up; our
+event carries the job's summary that the resumed task judges from. The way to the plain floor is therefore to
+carry less: a trigger that resolves its connection by id in the triggerer, and an event that holds only what
+the task's resume needs. Both change the provider's design (a connection lookup per trigger start; a read on
+resume) and are left to a later round. Fed our burst's arrivals, the plain floor fires p99 2.6 s (1.6-2.8),
+ours 1.57x that.
 
-| measure (1 run, 9296296) | value |
-|---|---:|
-| bare trigger: whole triggerer CPU, 1,000 triggers waiting (runner) | 4.5 % (1.5 %) of a core |
-| live logs off: whole triggerer CPU, 1,000 triggers waiting (runner) | 10.1 % (3.9 %) of a core |
-| live logs off: status write sent -> acknowledged, p99 | 0.022 s |
-| live logs off: job Succeeded -> trigger event, p50 / p99 | 2.78 / 5.18 s |
-| bare trigger at one moment: trigger event, p50 / p99 | 0.24 / 2.88 s |
-| bare trigger fed the burst's arrivals: trigger event, p50 / p99 | 0.001 / 1.90 s |
-| rescheduled in the DB p99: ours / floor at one moment / floor fed our arrivals | 6.38 / 4.74 / 3.36 s |
-
-Where the time goes, from that run and an instrumented trial of the same burst (an independent watch beside
+Where the time goes, from an instrumented trial of the burst at commit 9296296 (an independent watch beside
 it, thread dumps of the runner every 0.6 s):
 - Not the API server: the 1,000 writes from 8 clients took 1.1-1.6 s in all, each acknowledged within 0.02
   s (p99), and the independent watch saw every change within 0.06 s (p99) of its write.
 - Not the triggers' CPU: the runner spent 0.5-0.7 s of CPU on the whole burst.
 - Airflow's log hand-off: every dump shows the runner's event loop idle and all six threads of its default
   executor blocked writing log records to the supervisor's socket (structlog's `BytesLogger`), while the
-  supervisor spends 5.2-5.6 s of CPU committing the events, one transaction each (`Trigger.submit_event`),
-  and reads that socket only between its batches. Airflow logs each trigger's `Trigger fired event`
-  through that executor (`await log.ainfo`) before it queues the event, and the record is stamped when a
-  thread takes it: every event waits behind the blocked writes.
-- The bare triggers mostly escape that stall: at one moment they all fire before the supervisor has an
-  event to commit; fed our arrivals, half fire at once. Per event, ours carry more through the supervisor
-  and its socket: each T9k trigger's row holds the connection's kubeconfig (encrypted, several KB), and its
-  event and fired record are about twice the size (717 bytes). Which of these tips the supervisor into the
-  stall is not measured yet; a trigger that resolves its connection by id instead of carrying it is the
-  next thing to try, and a Postgres metadata DB or more triggerers shorten the supervisor's part.
-What a user waits for, the task instance rescheduled, is 1.35x the floor at one moment (6.4 s against 4.7
-s) and 1.9x the floor fed our arrivals.
+  supervisor spends 5.2-5.6 s of CPU committing the events, one transaction each (`Trigger.submit_event`,
+  which also loads the trigger's row), and reads that socket only between its batches. Airflow logs each
+  trigger's `Trigger fired event` (its record holds the event) through that executor (`await log.ainfo`)
+  before it queues the event, and the record is stamped when a thread takes it: every event waits behind
+  the blocked writes. Which of Airflow's steps grows with the sizes is not measured further.
 
-Idle, 1,000 bare triggers cost the triggerer 4.5 % of a core (runner 1.5 %): Airflow's own cost of holding
+Idle, 1,000 bare triggers cost the triggerer 4.3 % of a core (runner 1.5 %): Airflow's own cost of holding
 them (its one-second loops over every trigger, the supervisor's queries), so the 5 % target leaves a T9k
 trigger almost nothing. Until 3370d0a each T9k trigger also looked at its job every poll interval (10 s),
 only to re-check deadlines that could not pass: in a trial that took the runner 10 % of a core against the
-floor's 3.2 %. A running job that time alone cannot end is now looked at every 300 s and at its deadlines,
-and the runner took 3.9 % (the run) and 2.2 % (the trial). The whole triggerer's 10.1 % in the run lies
-within the last full run's spread (5.0-10.6 %); the supervisor's part of it (6.2 % against the floor's 3.0
-%) makes no request and is not measured further.
+floor's 3.2 %. A running job that time alone cannot end is now looked at every 300 s and at its deadlines;
+the runner takes 3.1 % (2.0-3.5) and the whole triggerer 8.2 % (5.3-9.8); the supervisor's part of it
+makes no request and is not measured further.
 
 A hazard found on the way, not in the table: in a trial where each replica already had a backlog of log
 lines when 400 triggers opened their streams at once on a running triggerer, the triggerer deadlocked (the
