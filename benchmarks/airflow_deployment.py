@@ -11,7 +11,8 @@ CHECK``) is set; the harness sets it (task processes there write the DB themselv
 The tests (``tests/deployment``) and ``python -m benchmarks.pipeline_deployment`` drive it through the REST
 API only (v2 with the simple auth manager's all-admins mode on Airflow 3; v1 on Airflow 2, whose anonymous
 users get FAB's Admin role), as a user or a CI job would. Every component runs in its own process group, so
-``stop`` ends it with everything it spawned; every wait is bounded.
+``stop`` ends it with everything it spawned, and a guard (``group_guard.py``) ends the group if the harness
+dies without stopping it; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -76,14 +77,20 @@ class LogLine:
 _TEXT_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d{4})\] (.*)$")
 
 
+#: Watches the harness for each component (``python group_guard.py OWNER_PID PGID``).
+GROUP_GUARD = Path(__file__).with_name("group_guard.py")
+
+
 class Component:
-    """One Airflow command in its own process group; its output goes to ``<logs>/<name>.log``."""
+    """One Airflow command in its own process group, ended with the harness that started it (a guard process
+    per component); its output goes to ``<logs>/<name>.log``."""
 
     def __init__(self, name: str, argv: list[str], log_file: Path) -> None:
         self.name = name
         self.argv = argv
         self.log_file = log_file
         self.proc: subprocess.Popen[bytes] | None = None
+        self.guard: subprocess.Popen[bytes] | None = None
 
     @property
     def pid(self) -> int:
@@ -103,6 +110,9 @@ class Component:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        # ends the group if this process dies without stopping it; exits once the group's leader has ended
+        guard = [sys.executable, str(GROUP_GUARD), str(os.getpid()), str(self.proc.pid)]
+        self.guard = subprocess.Popen(guard, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
         """Signal the whole group (the component and its children), as a crash of its machine would."""
@@ -124,6 +134,10 @@ class Component:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(10)
         self.proc = None
+        if self.guard is not None:  # it sees the leader gone
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.guard.wait(10)
+            self.guard = None
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -374,7 +374,7 @@ def running_processor_parses(
     began = time.monotonic()
     try:
         while time.monotonic() - began < seconds or min(map(len, _parse_times(times))) < pairs:
-            if not processor.running:
+            if not processor.running():
                 raise RuntimeError(f"the DAG processor exited:\n{processor.log_tail()}")
             if time.monotonic() - began > seconds + 300:
                 break

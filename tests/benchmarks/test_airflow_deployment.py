@@ -7,6 +7,8 @@ import http.server
 import importlib
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime, timezone
@@ -71,6 +73,46 @@ def test_a_component_ends_with_everything_it_spawned(tmp_path: Path, how: str) -
     while _group(pgid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _group(pgid) == []
+
+
+def test_a_component_whose_harness_dies_ends_with_everything_it_spawned(tmp_path: Path) -> None:
+    """The harness SIGKILLed, as a killed test run is: its components' guards end their groups."""
+    owner = f"""
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from benchmarks.airflow_deployment import Component
+component = Component("orphan", ["sh", "-c", "sleep 60 & wait"], Path({str(tmp_path / "orphan.log")!r}))
+component.start(dict(os.environ))
+print(component.pid, component.guard.pid, flush=True)
+sys.stdin.readline()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    harness = subprocess.Popen(
+        [sys.executable, "-c", owner], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert harness.stdout is not None and harness.stdin is not None
+    pgid, guard = (int(word) for word in harness.stdout.readline().split())
+    deadline = time.monotonic() + 10
+    while len(_group(pgid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_group(pgid)) == 2 and Path(f"/proc/{guard}").exists()
+    harness.stdin.write("\n")
+    harness.stdin.flush()
+    assert harness.wait(10) == -signal.SIGKILL
+    deadline = time.monotonic() + 15
+    while (_group(pgid) or Path(f"/proc/{guard}").exists()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _group(pgid) == [] and not Path(f"/proc/{guard}").exists()
+
+
+def test_a_stopped_component_leaves_no_guard(tmp_path: Path) -> None:
+    component = Component("stopped", ["sh", "-c", "sleep 60 & wait"], tmp_path / "stopped.log")
+    component.start(dict(os.environ))
+    guard = component.guard
+    assert guard is not None and guard.poll() is None
+    component.stop(deadline=time.monotonic() + 5)
+    assert guard.returncode == 0 and component.guard is None
 
 
 def test_the_callers_airflow_settings_stay_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
