@@ -597,24 +597,20 @@ def measure(
             target = ("<=", FLOOR_RATIO) if (mode, key) == ("off", "fired") else None
             figures.append(Figure(SECTION, f"{MODES[mode]}: all {n} at once: {what} p99, T9kJobTrigger / "
                                   "bare trigger, per run", "x", ratios, target, digits=2))  # fmt: skip
-        for p in (50, 99):
-            figures.append(Figure(SECTION, f"{REPLAY}: each moment -> {what}, p{p}", "s",
-                                  [percentile(x["replay"][key], p) for x in bare], digits=3))  # fmt: skip
-        ratios = [
-            percentile(ours["burst"][key], 99) / max(percentile(floor["replay"][key], 99), 1e-3)
-            for ours, floor in zip(results["off"], bare, strict=True)
-        ]
-        figures.append(Figure(SECTION, f"live logs off: all {n} at once: {what} p99, T9kJobTrigger / bare "
-                              "trigger fed the same arrivals, per run", "x", ratios, digits=2))  # fmt: skip
-        for p in (50, 99):
-            figures.append(Figure(SECTION, f"{SIZED}: all {n} at once: the moment -> {what}, p{p}", "s",
-                                  [percentile(x["sized"][key], p) for x in bare], digits=3))  # fmt: skip
-        ratios = [
-            percentile(ours["burst"][key], 99) / max(percentile(floor["sized"][key], 99), 1e-3)
-            for ours, floor in zip(results["off"], bare, strict=True)
-        ]
-        figures.append(Figure(SECTION, f"live logs off: all {n} at once: {what} p99, T9kJobTrigger / "
-                              f"{SIZED}, per run", "x", ratios, digits=2))  # fmt: skip
+        floors = (
+            ("replay", f"{REPLAY}: each moment", "bare trigger fed the same arrivals"),
+            ("sized", f"{SIZED}: all {n} at once: the moment", SIZED),
+        )
+        for phase, floor_label, ratio_label in floors:
+            for p in (50, 99):
+                figures.append(Figure(SECTION, f"{floor_label} -> {what}, p{p}", "s",
+                                      [percentile(x[phase][key], p) for x in bare], digits=3))  # fmt: skip
+            ratios = [
+                percentile(ours["burst"][key], 99) / max(percentile(floor[phase][key], 99), 1e-3)
+                for ours, floor in zip(results["off"], bare, strict=True)
+            ]
+            figures.append(Figure(SECTION, f"live logs off: all {n} at once: {what} p99, T9kJobTrigger / "
+                                  f"{ratio_label}, per run", "x", ratios, digits=2))  # fmt: skip
     on = results["on"]
     figures += [
         Figure(SECTION, "live logs on: replica log lines written", "lines/s", [x["lines"] for x in on],
