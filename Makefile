@@ -14,9 +14,9 @@ AF2_STAMP := $(AF2_VENV)/.installed
 # $(1): the environment's python; the main environment's pip installs into it (`uv venv` gives the Airflow 2.11
 # environment no pip of its own).
 define install_torch_and_deepspeed
-	$(PY) -m pip --python $(1) install --quiet torch==2.13.0 sympy==1.14.0 \
+	$(PY) -m pip --python $(1) install --quiet --no-compile torch==2.13.0 sympy==1.14.0 \
 	  networkx==3.6.1 mpmath==1.3.0 filelock==4.3.1 setuptools==84.2.1 wheel==0.48.0
-	DS_BUILD_OPS=0 $(PY) -m pip --python $(1) install --quiet --no-deps --no-build-isolation deepspeed==0.19.8 \
+	DS_BUILD_OPS=0 $(PY) -m pip --python $(1) install --quiet --no-compile --no-deps --no-build-isolation deepspeed==0.19.8 \
 	  einops==0.8.2 hjson==3.1.0 msgpack==1.2.4 ninja==1.13.2 py-cpuinfo==9.0.0 tqdm==4.70.1
 endef
 
@@ -29,7 +29,7 @@ $(STAMP): requirements/dev.lock pyproject.toml
 	# ColossalAI (the ColossalAIJob example's `colossalai run`, which reaches the workers with fabric/paramiko) likewise:
 	# its metadata pins torch<=2.5.1 and CUDA-only extras. --no-deps keeps our CPU torch; what the CLI and
 	# launch_from_torch import is pinned here.
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation colossalai==0.5.0 fabric==3.2.3 invoke==2.2.1 \
+	$(PY) -m pip install --quiet --no-compile --no-deps --no-build-isolation colossalai==0.5.0 fabric==3.2.3 invoke==2.2.1 \
 	  paramiko==5.1.0 decorator==5.3.1 bcrypt==5.0.0 pynacl==1.6.2
 	# The local cluster's pods run the host's programs: the MPI and DeepSpeed examples need sshd, Open MPI and pdsh.
 	@if [ ! -x /usr/sbin/sshd ] || ! command -v mpirun >/dev/null || ! command -v pdsh >/dev/null; then \
