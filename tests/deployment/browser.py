@@ -141,6 +141,20 @@ class Browser:
         )
         return {a.text.strip(): a for a in found if a.text.strip() in texts}
 
+    def click_link(self, text: str, timeout: float = 60) -> None:
+        """Clicks the page's link ``text`` as the page holds it at the click: the UI redraws what it polls (a
+        running task's details), so a link found earlier may be stale by then (seen under a CPU hog, whose
+        slower first window left time for a redraw)."""
+
+        def clicked() -> bool:
+            anchor = self.anchors([text]).get(text)
+            if anchor is None:
+                return False
+            anchor.click()  # a stale one raises, and ``wait`` looks again
+            return True
+
+        self.wait(f"the link {text!r} clicked", clicked, timeout)
+
     def hover(self, element: Any) -> None:
         from selenium.webdriver.common.action_chains import ActionChains
 

@@ -215,7 +215,7 @@ def test_the_extra_links_open_the_job_page_and_the_tensorboard(
     assert {text: a.get_attribute("href") for text, a in anchors.items()} == expected
     browser.shot("extra-links")
 
-    with browser.new_window(anchors["T9k Job"].click):
+    with browser.new_window(lambda: browser.click_link("T9k Job")):
         pods = [f"{meta['name']}-worker-{rank}" for rank in (0, 1)]
         browser.wait_for_text(
             "the console's job page with its phase and both replicas",
@@ -224,7 +224,7 @@ def test_the_extra_links_open_the_job_page_and_the_tensorboard(
         )
         browser.shot("job-page")
     if AIRFLOW_3:
-        with browser.new_window(anchors["TensorBoard"].click):
+        with browser.new_window(lambda: browser.click_link("TensorBoard")):
             tensorboard_loss_chart(browser, round(1.0 / TRAIN_STEPS, 4))
             browser.shot("tensorboard-loss")
 
