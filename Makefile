@@ -12,7 +12,8 @@ AF2_STAMP := $(AF2_VENV)/.installed
 # DeepSpeedJob example's launcher) stays out of the lock, like torch: its sdist declares torch, which the lock would
 # resolve to CUDA wheels. Built against the installed CPU torch, without its C++ ops. Both pin what they pull in.
 # $(1): the environment's python; the main environment's pip installs into it (`uv venv` gives the Airflow 2.11
-# environment no pip of its own).
+# environment no pip of its own). --no-compile, here and for ColossalAI: the tests' processes cache bytecode under
+# .cache/pycache (tests/conftest.py), so what pip would compile next to the sources is never read (10 s per environment).
 define install_torch_and_deepspeed
 	$(PY) -m pip --python $(1) install --quiet --no-compile torch==2.13.0 sympy==1.14.0 \
 	  networkx==3.6.1 mpmath==1.3.0 filelock==4.3.1 setuptools==84.2.1 wheel==0.48.0
