@@ -37,6 +37,12 @@ def main(owner: int, pgid: int) -> None:
         if not os.path.exists(f"/proc/{owner}"):
             _end_group(pgid)
         return
+    except OSError:  # no pidfds on this kernel: looked at every second, as ``t9k-local run --owner-pid`` does
+        while os.path.exists(f"/proc/{owner}") and os.path.exists(f"/proc/{pgid}"):
+            time.sleep(1.0)
+        if not os.path.exists(f"/proc/{owner}"):
+            _end_group(pgid)
+        return
     ready, _, _ = select.select(list(fds), [], [])
     if any(fds[fd] == "owner" for fd in ready):
         _end_group(pgid)
