@@ -1,7 +1,8 @@
 """Imported by every interpreter started with this folder on ``PYTHONPATH`` (Python's ``site`` does it):
-when ``T9K_BENCH_USER_AGENT`` is set, each Kubernetes ``ApiClient`` the process creates, sync or async, sends
-that User-Agent, so the API server's request counters tell the Airflow side apart from the cluster's own
-components (which use the same client libraries).
+when ``T9K_BENCH_USER_AGENT`` is set, every Kubernetes client the process creates (the provider's
+``KubeApi``, the cncf operators' ``ApiClient``, sync or async) sends that User-Agent, so the API server's
+request counters tell the Airflow side apart from the cluster's own components (which use the same
+clients).
 
 It works from interpreter start, before any DAG file is parsed, so the triggerer of a real deployment (which
 parses none) and the task processes are tagged alike. The client modules are patched as they are imported:
@@ -16,10 +17,18 @@ import os
 import sys
 from typing import Any
 
-CLIENT_MODULES = ("kubernetes.client.api_client", "kubernetes_asyncio.client.api_client")
+CLIENT_MODULES = (
+    "kubernetes.client.api_client",
+    "kubernetes_asyncio.client.api_client",
+    "t9k_provider.kube.api",
+)
 
 
-def tag(cls: Any, agent: str) -> None:
+def tag(module: Any, agent: str) -> None:
+    if hasattr(module, "USER_AGENT"):  # the provider's KubeApi sends the module's USER_AGENT
+        module.USER_AGENT = agent
+        return
+    cls = module.ApiClient
     original = cls.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -30,7 +39,7 @@ def tag(cls: Any, agent: str) -> None:
 
 
 class ClientTagger(importlib.abc.MetaPathFinder):
-    """Finds the client modules through the other finders and tags ``ApiClient`` once a module has run."""
+    """Finds the client modules through the other finders and tags each once it has run."""
 
     def __init__(self, agent: str) -> None:
         self.agent = agent
@@ -47,7 +56,7 @@ class ClientTagger(importlib.abc.MetaPathFinder):
 
         def exec_module(module: Any) -> None:
             run_module(module)
-            tag(module.ApiClient, agent)
+            tag(module, agent)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec

@@ -8,10 +8,9 @@ import logging
 import signal
 import sys
 
-from kubernetes_asyncio import config as kube_config
-
 from t9k_provider.controller.runtime import log_format
 from t9k_provider.controller.runtime.manager import Manager, Settings
+from t9k_provider.kube import kubeconfig
 
 log = logging.getLogger("t9k_provider.controller")
 
@@ -116,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     log_format.configure(args.log_format, args.log_level)
     try:
         return asyncio.run(run(args))
-    except kube_config.ConfigException as exc:
+    except kubeconfig.KubeconfigError as exc:
         log.error("cannot load the cluster configuration: %s", exc)
         return 2
 

@@ -1,8 +1,8 @@
 """The triggers' API client: built from ``T9kHook.credentials`` (never a connection lookup), shared, renewed.
 
-Every trigger of a triggerer waits in one event loop, so they share one ``KubeApi`` (one ApiClient: one TLS
+Every trigger of a triggerer waits in one event loop, so they share one ``KubeApi`` (one session: one TLS
 context and connection pool) per event loop and set of credentials: ``AsyncT9kClient`` leases it and the
-last lease closes it. Exec-plugin credentials are loaded when a shared client is built; ``reauthenticate()``
+last lease closes it. A client renews an exec plugin's credential before it expires; ``reauthenticate()``
 after a 401 retires it, so the next lease loads fresh credentials while streams still open on the old client
 end. Requests, watches and their errors are ``t9k_provider.kube``'s; this module only pools and renews.
 """

@@ -1,13 +1,12 @@
 """How Kubernetes API failures map to Airflow outcomes: retry the call, retry the task, or fail for good.
 
-The one classifier of the provider's API errors. kube's ``ApiError`` (the triggers' client) and the sync
-client's ``ApiException`` (``T9kHook``) are both an API server's answer with an HTTP status; anything else
-is a failure below HTTP (connection refused or reset, timeout), which is only ever transient.
+The one classifier of the provider's API errors. kube's ``ApiError`` (the hook's and the triggers' client) is
+an API server's answer with an HTTP status; anything else is a failure below HTTP (connection refused or
+reset, timeout), which is only ever transient.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
@@ -52,29 +51,18 @@ def _is_kube_error(exc: BaseException) -> bool:
     return api is not None and isinstance(exc, api.ApiError)
 
 
-def _is_answer(exc: BaseException) -> bool:
-    """kube's ``ApiError``, or the sync client's ``ApiException`` or a subclass (``NotFoundException`` and
-    the others the client raises per status), matched by name, so the triggerer, which never raises one, need
-    not load that client."""
-    return _is_kube_error(exc) or any(cls.__name__ == "ApiException" for cls in type(exc).__mro__)
-
-
 def api_status(exc: BaseException) -> int | None:
     """HTTP status of an API server's answer, else None (a failure below HTTP)."""
-    status = getattr(exc, "status", None) if _is_answer(exc) else None
+    status = getattr(exc, "status", None) if _is_kube_error(exc) else None
     return status if isinstance(status, int) and status > 0 else None
 
 
 def is_transient(exc: BaseException) -> bool:
     """Throttling, 5xx and connection-level errors; 4xx answers are definitive."""
-    if _is_answer(exc):
+    if _is_kube_error(exc):
         status = api_status(exc)
         return status is None or status in TRANSIENT_STATUSES
-    return isinstance(exc, (OSError, TimeoutError)) or _is_urllib3_error(exc) or _is_aiohttp_error(exc)
-
-
-def _is_urllib3_error(exc: BaseException) -> bool:
-    return type(exc).__module__.startswith("urllib3")
+    return isinstance(exc, (OSError, TimeoutError)) or _is_aiohttp_error(exc)
 
 
 def _is_aiohttp_error(exc: BaseException) -> bool:
@@ -115,19 +103,8 @@ def call_with_retry(what: str, fn: Callable[[], T], attempts: int = CALL_ATTEMPT
 
 
 def describe(exc: BaseException) -> str:
-    """The API server's own message when it sent a Status body, else the exception text."""
-    if _is_kube_error(exc):
-        return exc.message
-    body = getattr(exc, "body", None)
-    if body:
-        try:
-            parsed = json.loads(body)
-        except (TypeError, ValueError):
-            return str(body)[:500]
-        if isinstance(parsed, dict) and parsed.get("message"):
-            return str(parsed["message"])
-    reason = getattr(exc, "reason", None)
-    return f"{api_status(exc) or ''} {reason or exc}".strip()
+    """The API server's own message when it answered, else the exception text."""
+    return str(exc.message) if _is_kube_error(exc) else str(exc) or type(exc).__name__
 
 
 def classify(exc: BaseException, action: str) -> Exception:

@@ -1,32 +1,33 @@
 """``T9kHook``: how operators, sensors and (through its credentials) triggers talk to a cluster.
 
-It reuses the cncf ``kubernetes`` connection type (users keep ``kubernetes_default``) but never touches the
-process-global ``kubernetes.client.Configuration``: every hook builds its own Configuration and ApiClient,
-so two connections in one worker cannot leak into each other. ``credentials`` resolves the connection on
-the worker into a self-contained dict (kubeconfig contents, context, in-cluster flag) that the trigger
-receives as kwargs; the triggerer needs neither the connection nor the kubeconfig file.
+It reads the cncf ``kubernetes`` connection's fields (users keep ``kubernetes_default``) and never touches a
+process-global client configuration: ``credentials`` resolves the connection on the worker into a
+self-contained dict (kubeconfig contents, context, in-cluster flag) that the trigger receives as kwargs, so
+the triggerer needs neither the connection nor the kubeconfig file. Its calls block, and are made with the
+waits' own async client on the process's ``portal``: neither the generated Kubernetes clients nor the cncf
+hook is imported on a task's way
+(docs/benchmarks.md#7-per-task-overhead-against-the-cncf-kubernetes-operators).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
-from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-from kubernetes import client, config
+from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook, Connection
 
-from t9k_provider.hooks.errors import T9kFatalApiError, call_with_retry, classify, describe
-from t9k_provider.jobs.constants import GROUP, VERSION
+from t9k_provider.hooks import portal
+from t9k_provider.hooks.errors import T9kFatalApiError, api_status, call_with_retry, classify, describe
+from t9k_provider.jobs.constants import API_VERSION, KIND_NAMES
+from t9k_provider.kube import kubeconfig
 from t9k_provider.kube import podlogs as pod_logs
+from t9k_provider.kube.resources import EVENTS, NODES, PODS, ResourceType
 
 if TYPE_CHECKING:
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
+    from t9k_provider.kube.api import KubeApi
 
 #: The templates of the task's extra links (``links.job``) a connection may carry, with their form labels.
 LINK_FIELDS = {
@@ -44,56 +45,99 @@ CONNECTION_FIELDS = (
     *LINK_FIELDS,
 )
 T = TypeVar("T")
-#: Seconds to open a connection; a watch's read waits for its own timeout plus this.
-CONNECT_TIMEOUT_SECONDS = 10.0
-IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+#: The T9k Job kinds by plural (the hook is called with plurals, as the Kubernetes API's paths are).
+KINDS_BY_PLURAL = {f"{kind.lower()}s": kind for kind in KIND_NAMES}
 
 
 def _truthy(value: Any) -> bool:
     return str(value).strip().lower() in {"1", "true", "yes", "on"} if value is not None else False
 
 
-def build_sync_client(credentials: dict[str, Any]) -> client.ApiClient:
-    """An ApiClient bound to its own Configuration (the global default is never read or written)."""
-    configuration = client.Configuration()
-    if credentials.get("in_cluster"):
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        config.load_kube_config_from_dict(
-            credentials["kubeconfig"],
-            context=credentials.get("context"),
-            client_configuration=configuration,
-            persist_config=False,
-        )
-    if credentials.get("disable_verify_ssl"):
-        configuration.verify_ssl = False
-    return client.ApiClient(configuration=configuration)
+def job_type(plural: str) -> ResourceType:
+    return ResourceType(API_VERSION, KINDS_BY_PLURAL.get(plural, ""), plural)
 
 
-class T9kHook(KubernetesHook):
+class T9kHook(BaseHook):
     """Custom-object CRUD for T9k Jobs, their pods' logs and events, over a ``kubernetes`` connection."""
 
-    #: Its own connection type (same fields as ``kubernetes``); any ``kubernetes`` connection works too.
+    conn_name_attr = "kubernetes_conn_id"
+    default_conn_name = "kubernetes_default"
+    #: Its own connection type (the ``kubernetes`` fields it reads); any ``kubernetes`` connection works too.
     conn_type = "t9k"
     hook_name = "TensorStack T9k"
+    DEFAULT_NAMESPACE = "default"
     #: Set on the twin ``detached`` builds: its credentials are fixed.
     _detached = False
 
+    def __init__(
+        self,
+        conn_id: str | None = None,
+        kubernetes_conn_id: str | None = default_conn_name,
+        cluster_context: str | None = None,
+        config_file: str | None = None,
+        config_dict: dict[str, Any] | None = None,
+        in_cluster: bool | None = None,
+        disable_verify_ssl: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.conn_id = conn_id or kubernetes_conn_id
+        self.cluster_context = cluster_context
+        self.config_file = config_file
+        self.config_dict = config_dict
+        self.in_cluster = in_cluster
+        self.disable_verify_ssl = disable_verify_ssl
+
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Connection:
+        """The connection; a missing ``kubernetes_default`` is an empty one (the default kubeconfig or the
+        pod's service account), as the cncf hook has it."""
+        try:
+            return super().get_connection(conn_id)  # type: ignore[return-value]
+        except AirflowNotFoundException:
+            if conn_id == cls.default_conn_name:
+                return Connection(conn_id=cls.default_conn_name)
+            raise
+
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Airflow < 3.2 form: the kubernetes fields this hook reads (no XCom-sidecar fields), and the links'
-        templates."""
-        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+        """Airflow < 3.2 form: the kubernetes fields this hook reads, and the links' templates."""
+        from flask_appbuilder.fieldwidgets import BS3PasswordFieldWidget, BS3TextFieldWidget
         from flask_babel import lazy_gettext
-        from wtforms import StringField
+        from wtforms import BooleanField, PasswordField, StringField
 
-        widgets = super().get_connection_form_widgets()
-        kept = {name: widget for name, widget in widgets.items() if name in CONNECTION_FIELDS}
-        links = {
-            name: StringField(lazy_gettext(label), widget=BS3TextFieldWidget())
-            for name, label in LINK_FIELDS.items()
+        def text(label: str) -> Any:
+            return StringField(lazy_gettext(label), widget=BS3TextFieldWidget())
+
+        return {
+            "in_cluster": BooleanField(lazy_gettext("In cluster configuration")),
+            "kube_config_path": text("Kube config path"),
+            "kube_config": PasswordField(
+                lazy_gettext("Kube config (JSON format)"), widget=BS3PasswordFieldWidget()
+            ),
+            "namespace": text("Namespace"),
+            "cluster_context": text("Cluster context"),
+            "disable_verify_ssl": BooleanField(lazy_gettext("Disable SSL")),
+            **{name: text(label) for name, label in LINK_FIELDS.items()},
         }
-        return {**kept, **links}
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return {"hidden_fields": ["host", "schema", "login", "password", "port", "extra"], "relabeling": {}}
+
+    @cached_property
+    def conn_extras(self) -> dict[str, Any]:
+        return dict(self.get_connection(self.conn_id).extra_dejson) if self.conn_id else {}
+
+    def _get_field(self, name: str) -> Any:
+        """An extra, also under its pre-2.3 name ``extra__kubernetes__<name>``."""
+        extras = self.conn_extras
+        if name in extras:
+            return extras[name] or None
+        return extras.get(f"extra__kubernetes__{name}") or None
+
+    @staticmethod
+    def _coalesce_param(*params: Any) -> Any:
+        return next((p for p in params if p is not None), None)
 
     def link_template(self, option: str) -> str | None:
         """The connection's template of an extra link (``LINK_FIELDS``), None when it has none."""
@@ -133,12 +177,9 @@ class T9kHook(KubernetesHook):
             return {**base, "in_cluster": False, "kubeconfig": _read_kubeconfig(str(path))}
         if self.config_dict:
             return {**base, "in_cluster": False, "kubeconfig": dict(self.config_dict)}
-        if (
-            os.environ.get("KUBERNETES_SERVICE_HOST")
-            and Path(config.incluster_config.SERVICE_TOKEN_FILENAME).exists()
-        ):
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and (kubeconfig.SERVICE_ACCOUNT / "token").exists():
             return {**base, "in_cluster": True}
-        default = os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
+        default = os.environ.get("KUBECONFIG", kubeconfig.DEFAULT_KUBECONFIG).split(os.pathsep)[0]
         return {**base, "in_cluster": False, "kubeconfig": _read_kubeconfig(default)}
 
     def async_client(self) -> AsyncT9kClient:
@@ -148,9 +189,9 @@ class T9kHook(KubernetesHook):
 
         return AsyncT9kClient(self.credentials)
 
-    def get_conn(self) -> client.ApiClient:
-        self._is_in_cluster = bool(self.credentials.get("in_cluster"))
-        return build_sync_client(self.credentials)
+    def get_conn(self) -> dict[str, Any]:
+        """The resolved credentials (``credentials``): what a client of this connection is built from."""
+        return self.credentials
 
     @cached_property
     def default_namespace(self) -> str:
@@ -158,110 +199,65 @@ class T9kHook(KubernetesHook):
         explicit = self._get_field("namespace")
         if explicit:
             return str(explicit)
-        if self.credentials.get("in_cluster") and IN_CLUSTER_NAMESPACE_FILE.exists():
-            return IN_CLUSTER_NAMESPACE_FILE.read_text().strip() or self.DEFAULT_NAMESPACE
+        namespace_file = kubeconfig.SERVICE_ACCOUNT / "namespace"
+        if self.credentials.get("in_cluster") and namespace_file.exists():
+            return namespace_file.read_text().strip() or self.DEFAULT_NAMESPACE
         return self.DEFAULT_NAMESPACE
 
     def detached(self) -> T9kHook:
-        """A second hook on these resolved credentials with its own client and connection pool, built now.
+        """A second hook on these resolved credentials, its client built now.
 
-        For ``on_kill``: a signal handler may interrupt a request of this hook (and hold its pool), and must
-        neither look up a connection nor build a client. The twin never reloads credentials after a 401.
+        For ``on_kill``: a signal handler must neither look up a connection nor build a client. The twin
+        never reloads credentials after a 401.
         """
         twin = type(self)(conn_id=self.conn_id)
         twin.__dict__["credentials"] = self.credentials
         twin._detached = True
-        _ = twin.custom_object_client  # builds the ApiClient
+        portal.PORTAL.call(self.credentials, _nothing)
         return twin
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _request(self, request: Callable[[KubeApi], Awaitable[T]]) -> T:
+        return portal.PORTAL.call(self.credentials, request)
+
+    def _call(self, what: str, request: Callable[[KubeApi], Awaitable[T]]) -> T:
         """``call_with_retry``, plus one fresh login after a 401 (expired exec-plugin or rotated token)."""
         try:
-            return call_with_retry(what, fn)
-        except client.ApiException as exc:
-            if exc.status != 401 or self._detached:
+            return call_with_retry(what, lambda: self._request(request))
+        except Exception as exc:
+            if api_status(exc) != 401 or self._detached:
                 raise
             self.log.info("%s: 401 from the API server, reloading the connection's credentials", what)
-            for cached in ("credentials", "api_client", "core_v1_client", "custom_object_client"):
-                self.__dict__.pop(cached, None)
-            return call_with_retry(what, fn)
-
-    def _to_dict(self, obj: Any) -> Any:
-        return obj if isinstance(obj, dict) else self.api_client.sanitize_for_serialization(obj)
+            portal.PORTAL.retire(self.credentials)
+            self.__dict__.pop("credentials", None)
+            return call_with_retry(what, lambda: self._request(request))
 
     # -- T9k Jobs (custom objects) -------------------------------------------------------------------
 
     def create_job(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create once (no retry of the POST itself, whose outcome may be unknown); 409 is the caller's."""
         try:
-            return self.custom_object_client.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, body
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
+            return self._request(lambda api: api.create(job_type(plural), namespace, body))
+        except Exception as exc:
+            status = api_status(exc)
+            if status == 404:
                 raise T9kFatalApiError(
-                    f"cannot create {plural}.{GROUP}/{VERSION} in namespace {namespace!r}: {describe(exc)}. "
+                    f"cannot create {plural}.{API_VERSION} in namespace {namespace!r}: {describe(exc)}. "
                     "Is the T9k CRD installed and does the namespace exist?"
                 ) from exc
-            if exc.status == 409:
+            if status == 409:
                 raise
             raise classify(exc, f"create {plural}/{body.get('metadata', {}).get('name')}") from exc
 
     def get_job(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
-        """Read a job; ``ApiException`` 404 propagates so callers can tell "gone" from "unreachable"."""
-        return self._call(
-            f"get {plural}/{name}",
-            lambda: self.custom_object_client.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, name
-            ),
-        )
-
-    def watch_job(
-        self, plural: str, namespace: str, name: str, resource_version: str | None, timeout: float
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``(type, job)`` events of one job after ``resource_version`` (bookmarks included) until the server
-        ends the watch after ``timeout`` seconds (at least one). An ERROR event (410 Expired) raises
-        ``ApiException``; a failure is raised as is (the caller decides whether to read instead)."""
-        from kubernetes.watch.watch import iter_resp_lines
-
-        seconds = max(1, math.ceil(timeout))
-        response = self.custom_object_client.list_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            plural,
-            field_selector=f"metadata.name={name}",
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=seconds,
-            watch=True,
-            _preload_content=False,
-            _request_timeout=(CONNECT_TIMEOUT_SECONDS, seconds + CONNECT_TIMEOUT_SECONDS),
-        )
-        try:
-            for line in iter_resp_lines(response):
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                obj = event.get("object") or {}
-                if event.get("type") == "ERROR":
-                    exc = client.ApiException(status=int(obj.get("code") or 500), reason=obj.get("reason"))
-                    exc.body = json.dumps(obj)
-                    raise exc
-                yield str(event.get("type")), obj
-        finally:
-            response.close()
-            response.release_conn()
+        """Read a job; the API's 404 propagates so callers can tell "gone" from "unreachable"."""
+        return self._call(f"get {plural}/{name}", lambda api: api.get(job_type(plural), namespace, name))
 
     def patch_job_annotations(
         self, plural: str, namespace: str, name: str, annotations: dict[str, str]
     ) -> None:
         body = {"metadata": {"annotations": annotations}}
         self._call(
-            f"annotate {plural}/{name}",
-            lambda: self.custom_object_client.patch_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, name, body
-            ),
+            f"annotate {plural}/{name}", lambda api: api.patch(job_type(plural), namespace, name, body)
         )
 
     def delete_job(
@@ -277,38 +273,32 @@ class T9kHook(KubernetesHook):
 
         Returns False when there was nothing (or only a different or changed job) to delete.
         """
-        guarded = uid or resource_version
-        preconditions = (
-            client.V1Preconditions(uid=uid, resource_version=resource_version) if guarded else None
-        )
-        options = client.V1DeleteOptions(propagation_policy="Foreground", preconditions=preconditions)
 
-        def call() -> bool:
+        async def delete(api: KubeApi) -> bool:
             try:
-                self.custom_object_client.delete_namespaced_custom_object(
-                    GROUP, VERSION, namespace, plural, name, body=options
-                )
-            except client.ApiException as exc:
-                if exc.status in (404, 409):  # gone, or a precondition failed
+                await api.delete(
+                    job_type(plural), namespace, name, uid=uid, resource_version=resource_version,
+                    propagation="Foreground",
+                )  # fmt: skip
+            except Exception as exc:
+                if api_status(exc) in (404, 409):  # gone, or a precondition failed
                     return False
                 raise
             return True
 
-        return self._call(f"delete {plural}/{name}", call)
+        return self._call(f"delete {plural}/{name}", delete)
 
     # -- pods, logs, events -----------------------------------------------------------------------------
 
     def list_nodes(self) -> list[dict[str, Any]]:
         """The cluster's nodes (the wait asks which GPUs one node can give: ``waiting.placement``)."""
-        result = self._call("list nodes", lambda: self.core_v1_client.list_node())
-        return [self._to_dict(n) for n in result.items]
+        return self._call("list nodes", lambda api: _items(api.list(NODES, None)))
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        result = self._call(
+        return self._call(
             f"list pods {label_selector}",
-            lambda: self.core_v1_client.list_namespaced_pod(namespace, label_selector=label_selector),
+            lambda api: _items(api.list(PODS, namespace, label_selector=label_selector)),
         )
-        return [self._to_dict(p) for p in result.items]
 
     def read_pod_log(
         self,
@@ -321,54 +311,48 @@ class T9kHook(KubernetesHook):
         limit_bytes: int = pod_logs.READ_LIMIT_BYTES,
     ) -> str:
         """One bounded, timestamped read of a container's log (callers resume from the last timestamp)."""
-        kwargs: dict[str, Any] = {"container": container, "timestamps": True, "limit_bytes": limit_bytes}
-        if since_seconds:
-            kwargs["since_seconds"] = since_seconds
-        if tail_lines is not None:
-            kwargs["tail_lines"] = tail_lines
 
-        def call() -> str:
-            response = self.core_v1_client.read_namespaced_pod_log(
-                pod, namespace, _preload_content=False, **kwargs
-            )
-            return response.data.decode("utf-8", errors="replace")
+        def read(api: KubeApi) -> Awaitable[str]:
+            return api.read_log(
+                namespace, pod, container, limit_bytes=limit_bytes, since_seconds=since_seconds,
+                tail_lines=tail_lines,
+            )  # fmt: skip
 
-        return self._call(f"read log of {pod}/{container}", call)
+        return self._call(f"read log of {pod}/{container}", read)
 
     def list_events(self, namespace: str, involved_name: str) -> list[dict[str, Any]]:
-        result = self._call(
+        selector = f"involvedObject.name={involved_name}"
+        return self._call(
             f"list events of {involved_name}",
-            lambda: self.core_v1_client.list_namespaced_event(
-                namespace, field_selector=f"involvedObject.name={involved_name}", resource_version="0"
-            ),
+            lambda api: _items(api.list(EVENTS, namespace, field_selector=selector, resource_version="0")),
         )
-        return [self._to_dict(e) for e in result.items]
 
     def test_connection(self) -> tuple[bool, str]:
         try:
-            self.custom_object_client.list_namespaced_custom_object(
-                GROUP, VERSION, self.default_namespace, "genericjobs", limit=1
-            )
+            self._request(lambda api: api.list(job_type("genericjobs"), self.default_namespace, limit=1))
         except Exception as exc:
             return False, describe(exc)
         return True, "Connection successfully tested: T9k Job API reachable"
 
 
+async def _nothing(api: KubeApi) -> None:
+    return None
+
+
+async def _items(listing: Awaitable[tuple[list[dict[str, Any]], str]]) -> list[dict[str, Any]]:
+    items, _ = await listing
+    return items
+
+
 def _parse_kubeconfig(value: Any, source: str) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
     try:
-        parsed = json.loads(value)
-    except (TypeError, ValueError):
-        parsed = yaml.safe_load(value)
-    if not isinstance(parsed, dict):
-        raise T9kFatalApiError(f"{source}: not a kubeconfig document")
-    return parsed
+        return kubeconfig.parse_kubeconfig(value, source)
+    except kubeconfig.KubeconfigError as exc:
+        raise T9kFatalApiError(str(exc)) from exc
 
 
 def _read_kubeconfig(path: str) -> dict[str, Any]:
-    file = Path(path).expanduser()
     try:
-        return _parse_kubeconfig(file.read_text(), str(file))
-    except OSError as exc:
-        raise T9kFatalApiError(f"cannot read kubeconfig {file}: {exc}") from exc
+        return kubeconfig.read_kubeconfig(path)
+    except kubeconfig.KubeconfigError as exc:
+        raise T9kFatalApiError(str(exc)) from exc

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from t9k_provider.kube.versions import compare, resource_version
 
-if TYPE_CHECKING:  # the kubernetes client: not at DAG parse
+if TYPE_CHECKING:  # the API client: not at DAG parse
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
     from t9k_provider.kube.api import KubeApi
     from t9k_provider.kube.resources import ResourceType
@@ -116,7 +116,7 @@ class JobWatch:
 
     def __init__(self, client: Callable[[], AsyncT9kClient], credentials: dict[str, Any], rt: ResourceType,
                  namespace: str, name: str, *, alone: bool = False) -> None:  # fmt: skip
-        from t9k_provider.hooks.async_t9k import fingerprint  # the kubernetes client: not at DAG parse
+        from t9k_provider.hooks.async_t9k import fingerprint  # the API client: not at DAG parse
 
         self._client = client
         self._rt = rt

@@ -8,17 +8,15 @@ implement it, the node agents and the triggers pass ``NO_METRICS``.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient, Configuration
 
+from t9k_provider.kube import kubeconfig
 from t9k_provider.kube.resources import PODS, ResourceType
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -26,6 +24,8 @@ MERGE_PATCH = "application/merge-patch+json"
 #: item by item, so a writer sends only its own entries and never drops another writer's
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REQUEST_TIMEOUT = 30.0
+#: Open connections per session unless asked otherwise (the watches of many triggers ask for no cap).
+DEFAULT_CONNECTION_LIMIT = 100
 #: Longest log line passed on; the rest of a longer line is dropped (a runaway line cannot exhaust memory).
 MAX_LOG_LINE_BYTES = 64 * 1024
 
@@ -112,76 +112,72 @@ class NoMetrics:
 NO_METRICS = NoMetrics()
 
 
+#: Sent with every request; the benchmarks' agent (``benchmarks/agent``) replaces it to count a process's
+#: requests apart.
+USER_AGENT = "t9k-provider"
+
+
+class Session:
+    """One endpoint's connections: an aiohttp session (its pool, capped or not) and the credentials it sends.
+
+    Proxy variables are resolved once (``kubeconfig.environment_proxy``) and ``~/.netrc`` is never read:
+    aiohttp's ``trust_env`` would look both up in worker threads on every request.
+    """
+
+    def __init__(self, endpoint: kubeconfig.Endpoint, connection_limit: int | None = None) -> None:
+        self.endpoint = endpoint
+        limit = DEFAULT_CONNECTION_LIMIT if connection_limit is None else connection_limit
+        self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), trust_env=False)
+
+    async def headers(self) -> dict[str, str]:
+        """The credential's headers, after loading it again in a thread when it is stale (an exec plugin)."""
+        if self.endpoint.stale():
+            await asyncio.to_thread(self.endpoint.refresh)
+        return self.endpoint.authorization()
+
+    async def close(self) -> None:
+        await self.http.close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
 async def api_client(
-    kubeconfig: str | Path | Mapping[str, Any] | None,
+    kubeconfig_source: str | Path | Mapping[str, Any] | None,
     *,
     context: str | None = None,
     in_cluster: bool = False,
     verify_ssl: bool = True,
     connection_limit: int | None = None,
-) -> ApiClient:
-    """A client bound to its own configuration, never the global one.
-
-    ``kubeconfig`` is a file or its parsed contents (``context`` picks a context other than its current one);
-    ``in_cluster`` uses the pod's service account. With neither: the service account, else the default
-    kubeconfig. ``connection_limit`` caps open connections (0: no cap; default: the client's 100).
-    """
-    configuration = Configuration()
-    if in_cluster:
-        kube_config.load_incluster_config(client_configuration=configuration)
-    elif isinstance(kubeconfig, Mapping):
-        await kube_config.load_kube_config_from_dict(
-            dict(kubeconfig), context=context, client_configuration=configuration
-        )
-    elif kubeconfig:
-        await kube_config.load_kube_config(
-            config_file=str(kubeconfig),
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
-    else:
-        try:
-            kube_config.load_incluster_config(client_configuration=configuration)
-        except kube_config.ConfigException:
-            await kube_config.load_kube_config(
-                context=context, client_configuration=configuration, persist_config=False
-            )
-    if not verify_ssl:
-        configuration.verify_ssl = False
-    if connection_limit is not None:
-        configuration.connection_pool_maxsize = connection_limit
-    if not configuration.proxy:
-        configuration.proxy = environment_proxy(configuration.host)
-    client = ApiClient(configuration)
-    # kubernetes_asyncio's session trusts the environment, so aiohttp would look up proxy variables and
-    # ~/.netrc in worker threads on every request (about 40% of a request's client CPU); the proxy is
-    # resolved once above instead, and a bearer token or client certificate never comes from .netrc.
-    client.rest_client.pool_manager._trust_env = False
-    return client
-
-
-def environment_proxy(host: str) -> str | None:
-    """The proxy that HTTPS_PROXY/HTTP_PROXY name for ``host`` unless NO_PROXY exempts it (as client-go)."""
-    url = urllib.parse.urlsplit(host)
-    if urllib.request.proxy_bypass(url.hostname or ""):
-        return None
-    return urllib.request.getproxies().get(url.scheme)
+) -> Session:
+    """A session on the cluster of ``kubeconfig_source``: a file or its parsed contents (``context`` picks
+    a context other than its current one); ``in_cluster`` uses the pod's service account. With neither: the
+    service account, else the default kubeconfig. ``connection_limit`` caps open connections (0: no cap;
+    default: 100). The credential is loaded and the TLS context built here, in a thread: an exec plugin may
+    run."""
+    endpoint = kubeconfig.load(
+        kubeconfig_source, context=context, in_cluster=in_cluster, verify_ssl=verify_ssl
+    )
+    await asyncio.to_thread(endpoint.ssl_context)
+    return Session(endpoint, connection_limit)
 
 
 class KubeApi:
-    def __init__(self, client: ApiClient, metrics: ApiMetrics = NO_METRICS) -> None:
-        self._client = client
+    def __init__(self, session: Session, metrics: ApiMetrics = NO_METRICS) -> None:
+        self._session = session
         self.metrics = metrics
 
     async def close(self) -> None:
-        """Close the client's connections (streams still open on them end)."""
-        await self._client.close()
+        """Close the session's connections (streams still open on them end)."""
+        await self._session.close()
 
     @property
     def host(self) -> str:
         """The server's base URL."""
-        return str(self._client.configuration.host)
+        return self._session.endpoint.host
 
     async def _send(
         self,
@@ -195,15 +191,22 @@ class KubeApi:
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout | float = REQUEST_TIMEOUT,
     ) -> aiohttp.ClientResponse:
-        response: aiohttp.ClientResponse = await self._client.call_api(
-            path,
+        session, endpoint = self._session, self._session.endpoint
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT, **await session.headers()}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        if not isinstance(timeout, aiohttp.ClientTimeout):
+            timeout = aiohttp.ClientTimeout(total=timeout)
+        response = await session.http.request(
             method,
-            query_params=query or [],
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout,
+            endpoint.host + path,
+            params=query or None,
+            data=None if body is None else json.dumps(body),
+            headers=headers,
+            ssl=endpoint.ssl_context() or True,  # True: aiohttp's default, for an http server
+            server_hostname=endpoint.server_name,
+            proxy=endpoint.proxy,
+            timeout=timeout,
         )
         self.metrics.api_request(verb, rt.plural, response.status)
         return response
@@ -232,17 +235,21 @@ class KubeApi:
         label_selector: str | None = None,
         field_selector: str | None = None,
         limit: int | None = None,
+        resource_version: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         """The objects (built-in list items lack apiVersion/kind: they are filled in) and the list's RV.
 
         With ``limit``, only the first ``limit`` objects; the RV is still the collection's current one, from
         which a watch misses no later change (``limit=1`` is the cheapest way to get it).
+        ``resource_version="0"`` lets the server answer from its cache.
         """
         query = [("labelSelector", label_selector)] if label_selector else []
         if field_selector:
             query.append(("fieldSelector", field_selector))
         if limit is not None:
             query.append(("limit", str(limit)))
+        if resource_version is not None:
+            query.append(("resourceVersion", resource_version))
         data = await self._call("list", "GET", rt, rt.path(namespace), query=query)
         items = [_typed(rt, item) for item in data.get("items") or []]
         return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
@@ -348,16 +355,32 @@ class KubeApi:
                 yield event
 
     async def read_log(
-        self, namespace: str, pod: str, container: str, *, since_time: str | None, limit_bytes: int
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        limit_bytes: int,
+        since_time: str | None = None,
+        since_seconds: int | None = None,
+        tail_lines: int | None = None,
+        timestamps: bool = True,
     ) -> str:
-        """A container's log up to now (``timestamps=true``), from ``since_time`` (RFC 3339), at most
-        ``limit_bytes``."""
-        query = [("container", container), ("timestamps", "true"), ("limitBytes", str(limit_bytes))]
+        """A container's log up to now, each line after its time unless ``timestamps`` is False, at most
+        ``limit_bytes``: from ``since_time`` (RFC 3339) or the last ``since_seconds``, only its last
+        ``tail_lines`` lines when given."""
+        query = [("container", container), ("limitBytes", str(limit_bytes))]
+        if timestamps:
+            query.append(("timestamps", "true"))
         if since_time is not None:
             query.append(("sinceTime", since_time))
+        if since_seconds:
+            query.append(("sinceSeconds", str(since_seconds)))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
         response = await self._send("log", "GET", PODS, PODS.path(namespace, pod, "log"), query=query)
         async with response:
-            text = await response.text()
+            text = await response.text(errors="replace")
         if response.status != 200:
             raise ApiError.from_answer(response.status, text, response.headers)
         return text

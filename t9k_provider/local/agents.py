@@ -5,7 +5,7 @@ lifecycle controller and, with the process kubelet, the local flink-operator) an
 as kube-controller-manager, kube-scheduler and every node's kubelet are, so that one node's kubelet can stop
 (`t9k-local node stop`) while the rest of the cluster runs on.
 
-They are ordinary API clients of the local cluster: one `kubernetes_asyncio` ApiClient bound to its
+They are ordinary API clients of the local cluster: one `KubeApi` session bound to its
 kubeconfig, and the shared informers (`t9k_provider.kube`) for pods, services and jobs. Each informer and
 each agent runs supervised (`workloop.supervise`): one that fails is logged by name and started again, and
 the others carry on.

@@ -412,6 +412,14 @@ class LocalCluster:
 
         return client.ApiClient(self._configured(client.Configuration()))
 
+    def kube_session(self) -> Any:
+        """A ``t9k_provider.kube.api.Session`` on this cluster, for a ``KubeApi`` (the controller's and the
+        provider's client); open it in a running event loop and close it there (``async with``)."""
+        from t9k_provider.kube import kubeconfig
+        from t9k_provider.kube.api import Session
+
+        return Session(kubeconfig.load(self.kubeconfig))
+
     def async_api_client(self) -> Any:
         """A ``kubernetes_asyncio.client.ApiClient`` bound to this cluster; close it in the same loop."""
         from kubernetes_asyncio import client

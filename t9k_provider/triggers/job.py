@@ -34,7 +34,7 @@ from t9k_provider.waiting.reported import ReportedProgress
 from t9k_provider.waiting.result import WaitResult
 from t9k_provider.waiting.step import WaitMemory
 
-if TYPE_CHECKING:  # the kubernetes client and the job models: not at DAG parse
+if TYPE_CHECKING:  # the API client and the job models: not at DAG parse
     from t9k_provider.hooks.async_t9k import AsyncT9kClient
     from t9k_provider.jobclient.identity import JobRef
     from t9k_provider.kube.resources import ResourceType

@@ -5,28 +5,16 @@ fake hook (``make``)."""
 from __future__ import annotations
 
 import copy
-import time
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
-
-from kubernetes.client import ApiException
 
 from t9k_provider.kube.api import ApiError
 from t9k_provider.operators import T9kJobOperator
 from tests.support.builders import generic_manifest, with_status
 
 
-def api_error(status: int, message: str = "") -> ApiException:
-    """What the sync client (``T9kHook``) raises for an API server's answer."""
-    exc = ApiException(status=status, reason=message or f"HTTP {status}")
-    exc.body = '{"kind":"Status","message":"%s"}' % (message or f"HTTP {status}")
-    exc.headers = {}
-    return exc
-
-
-def kube_error(status: int, message: str = "") -> ApiError:
-    """What ``KubeApi`` (the triggers' client) raises for the same answer."""
+def api_error(status: int, message: str = "") -> ApiError:
+    """What ``KubeApi`` (the hook's and the waits' client) raises for an API server's answer."""
     return ApiError(status, {"kind": "Status", "message": message or f"HTTP {status}", "code": status})
 
 
@@ -105,23 +93,6 @@ class FakeHook:
             job.update(with_status(job, phase, *conditions))
         return copy.deepcopy(job)
 
-    def watch_job(
-        self, plural: str, namespace: str, name: str, resource_version: str | None, timeout: float
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """One watch brings the controller's next scripted state (through ``get_job``, so tests that wrap it
-        see watches too) as one event, then stays quiet until its timeout."""
-        self.calls.append(("watch", name))
-        self._maybe_fail("watch_job")
-        try:
-            job = self.get_job(plural, namespace, name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            yield "DELETED", {"metadata": {"name": name, "namespace": namespace}}
-            return
-        yield "MODIFIED", job
-        time.sleep(timeout)
-
     def detached(self) -> FakeHook:
         return self
 
@@ -188,19 +159,19 @@ class StoreApi:
         self.hook.calls.append(("reauthenticate", None))
 
     async def get(self, rt: Any, namespace: str, name: str) -> dict[str, Any]:
-        return _answered(lambda: self.hook.get_job(rt.plural, namespace, name))
+        return self.hook.get_job(rt.plural, namespace, name)
 
     async def list(self, rt: Any, namespace: str | None, **kwargs: Any) -> tuple[list[dict[str, Any]], str]:
         if rt.plural == "pods":
-            return _answered(lambda: self.hook.list_pods(str(namespace), kwargs["label_selector"])), "1"
+            return self.hook.list_pods(str(namespace), kwargs["label_selector"]), "1"
         if rt.plural == "nodes":
-            return _answered(self.hook.list_nodes), "1"
+            return self.hook.list_nodes(), "1"
         return [], "1"  # a watch's starting version
 
     async def watch(self, rt: Any, namespace: str, version: str, timeout: int, **kwargs: Any) -> Any:
         self.hook.calls.append(("watch", kwargs.get("field_selector")))
-        _answered(lambda: self.hook._maybe_fail("watch_job"))
-        raise kube_error(405, "watch is not supported")
+        self.hook._maybe_fail("watch_job")
+        raise api_error(405, "watch is not supported")
         yield  # an async generator, as KubeApi.watch is
 
     async def delete(self, rt: Any, namespace: str, name: str, **kwargs: Any) -> dict[str, Any]:
@@ -209,20 +180,12 @@ class StoreApi:
 
     async def read_log(self, namespace: str, pod: str, container: str, **kwargs: Any) -> str:
         limit = kwargs.get("limit_bytes")
-        return _answered(lambda: self.hook.read_pod_log(namespace, pod, container, limit_bytes=limit))
+        return self.hook.read_pod_log(namespace, pod, container, limit_bytes=limit)
 
     async def follow_log(self, namespace: str, pod: str, container: str, **kwargs: Any) -> Any:
         self.hook.calls.append(("follow", (pod, container)))
         for line in self.hook.logs.get((pod, container), "").splitlines():
             yield line
-
-
-def _answered(call: Any) -> Any:
-    """``call()``, an API server's answer raised as ``KubeApi`` raises it."""
-    try:
-        return call()
-    except ApiException as exc:
-        raise kube_error(exc.status, str(exc.reason)) from exc
 
 
 def make(hook: FakeHook, cls: type[T9kJobOperator] = T9kJobOperator, **kwargs: Any) -> T9kJobOperator:

@@ -12,7 +12,7 @@ import pytest
 from t9k_provider.jobs import API_VERSION
 from t9k_provider.kube.resources import ResourceType
 from t9k_provider.triggers.job import T9kJobTrigger
-from tests.airflow.fakes import kube_error
+from tests.airflow.fakes import api_error
 from tests.support.builders import generic_manifest, with_status
 
 JOBS = ResourceType(API_VERSION, "GenericJob", "genericjobs")
@@ -76,9 +76,9 @@ class FakeAsyncClient:
         assert rt == JOBS and namespace == "ns"
         FakeAsyncClient.watch_calls.append(version)
         if self.watch_mode == "unsupported":
-            raise kube_error(405, "watch is not supported")
+            raise api_error(405, "watch is not supported")
         if self.watch_mode == "expired":
-            raise kube_error(410, "too old resource version")
+            raise api_error(410, "too old resource version")
         if self.watch_mode == "short":
             yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": version}}}
             return  # ends cleanly, long before its timeout

@@ -38,10 +38,9 @@ def streams_stopped() -> Any:
 
 
 def jobs(cluster: LocalCluster, plural: str) -> list[dict[str, Any]]:
-    from t9k_provider.hooks.t9k import T9kHook
+    from kubernetes import client
 
-    hook = T9kHook(conn_id="kubernetes_default")
-    return hook.custom_object_client.list_namespaced_custom_object(
+    return client.CustomObjectsApi(cluster.api_client()).list_namespaced_custom_object(
         "batch.tensorstack.dev", "v1beta1", "default", plural
     )["items"]
 

@@ -154,6 +154,7 @@ CLIENTS = """
 import asyncio
 import kubernetes.client
 import kubernetes_asyncio.client
+import t9k_provider.kube.api
 
 async def agent():
     async with kubernetes_asyncio.client.ApiClient() as client:
@@ -161,11 +162,13 @@ async def agent():
 
 print(kubernetes.client.ApiClient().user_agent)
 print(asyncio.run(agent()))
+print(t9k_provider.kube.api.USER_AGENT)
 """
 
 
 def test_every_kubernetes_client_of_a_process_started_with_the_client_env_sends_the_agent() -> None:
-    """Set from interpreter start (a triggerer parses no DAG file), for the sync and the async client."""
+    """Set from interpreter start (a triggerer parses no DAG file), for the provider's client and the cncf
+    operators' sync and async ones."""
 
     def agents(env: dict[str, str]) -> list[str]:
         proc = subprocess.run(
@@ -173,8 +176,8 @@ def test_every_kubernetes_client_of_a_process_started_with_the_client_env_sends_
         )
         return proc.stdout.split()
 
-    assert agents(os.environ | client_env()) == [AGENT, AGENT]
+    assert agents(os.environ | client_env()) == [AGENT, AGENT, AGENT]
     untagged = agents(
         os.environ | {"PYTHONPATH": client_env()["PYTHONPATH"]}
     )  # the folder alone changes nothing
-    assert len(untagged) == 2 and AGENT not in untagged
+    assert len(untagged) == 3 and AGENT not in untagged

@@ -160,7 +160,7 @@ async def test_status_conflict_is_retried_from_fresh_state(cluster: LocalCluster
         "replicaSpecs": [{"type": "worker", "template": make_template(make_container("main", sh="true"))}],
     }, namespace=NS))  # fmt: skip
     jobs.patch("GenericJob", "gj-conflict", {"metadata": {"labels": {"touched": "by-user"}}})
-    async with cluster.async_api_client() as api_client:
+    async with cluster.kube_session() as api_client:
         metrics = Metrics()
         # stale: the user's label change bumped the resourceVersion since
         reconciler = offline_reconciler(KubeApi(api_client, metrics), metrics, NS, [created])

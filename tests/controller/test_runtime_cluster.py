@@ -51,7 +51,7 @@ cluster = cluster_fixture(kubelet="simulated")
 
 
 async def test_informer_resumes_and_relists_after_compaction(cluster: LocalCluster) -> None:
-    async with cluster.async_api_client() as client:
+    async with cluster.kube_session() as client:
         metrics = Metrics()
         api = GatedApi(client, metrics)
         await api.create(CONFIGMAPS, NS, configmap("keep-a"))
@@ -71,10 +71,8 @@ async def test_informer_resumes_and_relists_after_compaction(cluster: LocalClust
             await api.create(CONFIGMAPS, NS, configmap("late-c"))
             for i in range(3):  # unrelated writes move the global revision past anything the informer saw
                 await api.create(SECRETS, NS, {"metadata": {"name": f"s-{i}"}, "stringData": {"a": "b"}})
-            resp = await client.call_api(
-                "/_embedded/compact", "POST", auth_settings=["BearerToken"], _preload_content=False
-            )
-            assert resp.status == 200, await resp.text()
+            status, _, body = await asyncio.to_thread(cluster.request, "POST", "/_embedded/compact")
+            assert status == 200, body
             relists_before = metrics.relists.labels(resource="configmaps", cause="expired")._value.get()
             api.gate.set()
 
@@ -92,7 +90,7 @@ async def test_informer_resumes_and_relists_after_compaction(cluster: LocalClust
 
 async def test_two_electors_never_lead_at_once(cluster: LocalCluster) -> None:
     timing = {"lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.25}
-    async with cluster.async_api_client() as client_a, cluster.async_api_client() as client_b:
+    async with cluster.kube_session() as client_a, cluster.kube_session() as client_b:
         a = LeaderElector(
             KubeApi(client_a, Metrics()), Metrics(), namespace=NS, name="le", identity="a", **timing
         )
@@ -146,7 +144,7 @@ async def test_two_electors_never_lead_at_once(cluster: LocalCluster) -> None:
 
 async def test_lease_writes_are_optimistic(cluster: LocalCluster) -> None:
     """A stale lease update is refused (409), so two candidates cannot both win the same round."""
-    async with cluster.async_api_client() as client:
+    async with cluster.kube_session() as client:
         api = KubeApi(client, Metrics())
         lease = await api.create(
             LEASES,
@@ -176,7 +174,7 @@ class FlakyApi(KubeApi):
 
 
 async def test_a_candidate_survives_api_errors_while_waiting(cluster: LocalCluster) -> None:
-    async with cluster.async_api_client() as client:
+    async with cluster.kube_session() as client:
         api = FlakyApi(client, Metrics(), failures=2)
         elector = LeaderElector(
             api, Metrics(), namespace=NS, name="flaky", identity="f",

@@ -84,7 +84,7 @@ cluster = cluster_fixture(kubelet="simulated")
 
 @pytest.fixture
 async def api_client(cluster: LocalCluster) -> AsyncIterator[Any]:
-    async with cluster.async_api_client() as client:
+    async with cluster.kube_session() as client:
         yield client
 
 

@@ -57,7 +57,7 @@ async def test_a_reconcile_that_raises_for_one_job_is_retried_and_holds_up_no_ot
     cluster: LocalCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     engine = FlakyEngine("gj-flaky", failures=3)
-    async with cluster.async_api_client() as client:
+    async with cluster.kube_session() as client:
         manager = Manager(
             client,
             Settings(namespaces=[NS], workers=2),

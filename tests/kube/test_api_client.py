@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.config import ConfigException
 
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
+from t9k_provider.kube.kubeconfig import KubeconfigError
 from t9k_provider.kube.resources import CONFIGMAPS
 from t9k_provider.testing import LocalCluster
 from tests.support.clusters import cluster_fixture
@@ -35,24 +35,24 @@ def kubeconfig() -> dict[str, Any]:
 async def test_a_client_from_a_parsed_kubeconfig_and_context() -> None:
     client = await api_client(kubeconfig(), context="d", verify_ssl=False, connection_limit=0)
     try:
-        assert client.configuration.host == "https://127.0.0.1:7443"
-        assert client.configuration.verify_ssl is False
-        assert client.rest_client.pool_manager.connector.limit == 0  # no cap: many watch streams
-        assert not client.rest_client.pool_manager.trust_env
+        assert client.endpoint.host == "https://127.0.0.1:7443"
+        assert client.endpoint.verify is False
+        assert client.http.connector is not None and client.http.connector.limit == 0  # many watch streams
+        assert not client.http.trust_env
     finally:
         await client.close()
     default = await api_client(kubeconfig())
     try:
-        assert default.configuration.host == "https://127.0.0.1:6443"
-        assert default.configuration.verify_ssl is True
-        assert default.rest_client.pool_manager.connector.limit == 100
+        assert default.endpoint.host == "https://127.0.0.1:6443"
+        assert default.endpoint.verify is True
+        assert default.http.connector is not None and default.http.connector.limit == 100
     finally:
         await default.close()
 
 
 async def test_in_cluster_is_never_replaced_by_a_kubeconfig(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    with pytest.raises(ConfigException):
+    with pytest.raises(KubeconfigError, match="not running in a pod"):
         await api_client(kubeconfig(), in_cluster=True)
 
 

@@ -47,7 +47,7 @@ async def test_proxy_comes_from_the_environment_once(
         monkeypatch.setenv(name, value)
     client = await api_client(kubeconfig(tmp_path))
     try:
-        assert client.rest_client.proxy == proxy
-        assert not client.rest_client.pool_manager.trust_env  # no per-request proxy/.netrc lookups
+        assert client.endpoint.proxy == proxy
+        assert not client.http.trust_env  # no per-request proxy/.netrc lookups
     finally:
         await client.close()

@@ -67,7 +67,7 @@ async def watching(
 ) -> AsyncIterator[tuple[GatedApi, Informer, list]]:
     """An informer of the namespace's ConfigMaps that has delivered the adds of ``stays``, ``changes`` and
     ``goes``; the list it yields gets each change of those (and ``comes``) its handler is called with."""
-    async with cluster.async_api_client() as client:
+    async with cluster.kube_session() as client:
         api = GatedApi(client, Metrics())
         informer = Informer(api, CONFIGMAPS, NS, watch_timeout=watch_timeout)
         changes: list[Change] = []

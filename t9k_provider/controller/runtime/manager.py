@@ -12,7 +12,6 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from kubernetes_asyncio.client import ApiClient
 
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
@@ -20,7 +19,7 @@ from t9k_provider.controller.runtime.health import health_app, metrics_app, serv
 from t9k_provider.controller.runtime.jobsync import Engine, JobKey, JobSync, NotLeader
 from t9k_provider.controller.runtime.leader import LeaderElector
 from t9k_provider.controller.runtime.metrics import Metrics
-from t9k_provider.kube.api import ApiError, KubeApi
+from t9k_provider.kube.api import ApiError, KubeApi, Session
 from t9k_provider.kube.informer import OWNER_INDEX, Informer, by_owner, controller_ref
 from t9k_provider.kube.resources import ResourceType
 from t9k_provider.kube.workqueue import WorkQueue
@@ -54,7 +53,7 @@ def default_identity() -> str:
 class Manager:
     def __init__(
         self,
-        client: ApiClient,
+        client: Session,
         settings: Settings,
         engine: Engine,
         job_types: list[ResourceType],

@@ -5,12 +5,8 @@ the last lines of each container's log (``pods/log`` with ``tailLines``) and its
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from typing import Any
-
-from kubernetes_asyncio.client import CoreV1Api
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from t9k_provider.jobs.constants import API_VERSION, KIND_NAMES
 from t9k_provider.jobs.contract import LABEL_BATCH_JOB_NAME, LABEL_JOB_UID, batch_job_name
@@ -19,6 +15,8 @@ from t9k_provider.kube.resources import EVENTS, PODS, ResourceType
 from t9k_provider.local.tensorboard.board import TENSORBOARDS
 
 LOG_LINES = 20
+#: At most this much of a container's last lines is read.
+LOG_LIMIT_BYTES = 256 * 1024
 MAX_EVENTS = 100
 JOB_TYPES = {kind: ResourceType(API_VERSION, kind, f"{kind.lower()}s") for kind in KIND_NAMES}
 
@@ -67,12 +65,12 @@ async def list_jobs(kube: KubeApi) -> list[dict[str, Any]]:
     return sorted(found, key=lambda j: (j["metadata"].get("namespace", ""), j["kind"], j["metadata"]["name"]))
 
 
-async def job_page(kube: KubeApi, core: CoreV1Api, rt: ResourceType, namespace: str, name: str) -> JobPage:
+async def job_page(kube: KubeApi, rt: ResourceType, namespace: str, name: str) -> JobPage:
     """The page's data; ApiError(404) when there is no such job."""
     job = await kube.get(rt, namespace, name)
     pods = await _pods(kube, job)
     replicas = [Replica(p) for p in pods]
-    reads = [_tail(core, r, c) for r in replicas for c in _containers(r.pod)]
+    reads = [_tail(kube, r, c) for r in replicas for c in _containers(r.pod)]
     await asyncio.gather(*reads)
     return JobPage(job, replicas, await _events(kube, job, pods), await _tensorboard(kube, job))
 
@@ -92,24 +90,17 @@ def _containers(pod: dict[str, Any]) -> list[str]:
     return [c["name"] for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]]
 
 
-async def _tail(core: CoreV1Api, replica: Replica, container: str) -> None:
+async def _tail(kube: KubeApi, replica: Replica, container: str) -> None:
     meta = replica.pod["metadata"]
     try:
-        text = await core.read_namespaced_pod_log(
-            meta["name"], meta.get("namespace", "default"), container=container, tail_lines=LOG_LINES
-        )
-    except ApiException as exc:
-        replica.logs[container] = [f"(no log: {_reason(exc)})"]
+        text = await kube.read_log(
+            meta.get("namespace", "default"), meta["name"], container, limit_bytes=LOG_LIMIT_BYTES,
+            tail_lines=LOG_LINES, timestamps=False,
+        )  # fmt: skip
+    except ApiError as exc:  # a container not started yet: the server's Status message says so
+        replica.logs[container] = [f"(no log: {exc.message})"]
         return
-    replica.logs[container] = str(text).splitlines()[-LOG_LINES:]
-
-
-def _reason(exc: ApiException) -> str:
-    """The Status message of a refused log read (a container not started yet), else the HTTP reason."""
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except ValueError:
-        return str(exc.reason)
+    replica.logs[container] = text.splitlines()[-LOG_LINES:]
 
 
 def _when(event: dict[str, Any]) -> str:

@@ -9,7 +9,6 @@ import socket
 from pathlib import Path
 
 from aiohttp import web
-from kubernetes_asyncio.client import CoreV1Api
 
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
 from t9k_provider.local.console import gather, pages
@@ -17,7 +16,6 @@ from t9k_provider.local.console.address import HOST, JOB_PATH_TEMPLATE, TENSORBO
 
 log = logging.getLogger(__name__)
 KUBE: web.AppKey[KubeApi] = web.AppKey("kube", KubeApi)
-CORE: web.AppKey[CoreV1Api] = web.AppKey("core", CoreV1Api)
 
 
 def _html(text: str, status: int = 200) -> web.Response:
@@ -34,7 +32,7 @@ async def _job(request: web.Request) -> web.Response:
     if rt is None:
         return _html(pages.not_found_page(f"{kind} is not a T9k Job kind"), 404)
     try:
-        page = await gather.job_page(request.app[KUBE], request.app[CORE], rt, namespace, name)
+        page = await gather.job_page(request.app[KUBE], rt, namespace, name)
     except ApiError as exc:
         if exc.status != 404:
             raise
@@ -58,9 +56,9 @@ async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def make_app(kube: KubeApi, core: CoreV1Api) -> web.Application:
+def make_app(kube: KubeApi) -> web.Application:
     app = web.Application()
-    app[KUBE], app[CORE] = kube, core
+    app[KUBE] = kube
     app.router.add_get("/", _index)
     app.router.add_get(JOB_PATH_TEMPLATE, _job)
     app.router.add_get(TENSORBOARD_PATH_TEMPLATE, _tensorboard)
@@ -72,7 +70,7 @@ async def serve(kubeconfig: Path, listen_fd: int) -> None:
     """Serve until cancelled (``t9k-local console``, which ``run`` starts) on the listening socket
     ``listen_fd`` the server opened, as a client of the API server of ``kubeconfig``."""
     client = await api_client(kubeconfig)
-    runner = web.AppRunner(make_app(KubeApi(client), CoreV1Api(client)), access_log=None)
+    runner = web.AppRunner(make_app(KubeApi(client)), access_log=None)
     await runner.setup()
     try:
         sock = socket.socket(fileno=listen_fd)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,25 @@ import yaml
 
 from t9k_provider.hooks import errors
 from t9k_provider.hooks.t9k import T9kHook
+from t9k_provider.kube import podlogs as pod_logs
 from t9k_provider.kube.api import ApiError
-from tests.airflow.fakes import api_error, kube_error
+from tests.airflow.fakes import api_error
+from tests.support.scripted_server import ScriptedServer as FakeApiServer
 
 pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def api_server() -> Iterator[Callable[[], FakeApiServer]]:
+    started: list[FakeApiServer] = []
+
+    def start() -> FakeApiServer:
+        started.append(FakeApiServer())
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
 
 
 def kubeconfig(server: str = "http://127.0.0.1:6443", token: str = "tok") -> dict[str, Any]:
@@ -77,17 +93,19 @@ def test_missing_kubeconfig_file_is_a_clear_error(monkeypatch: pytest.MonkeyPatc
         _ = T9kHook(conn_id="k5").credentials
 
 
-def test_clients_of_two_connections_never_share_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kubernetes import client
-
-    connection(monkeypatch, "a", {"kube_config": json.dumps(kubeconfig("http://127.0.0.1:1001", "ta"))})
-    connection(monkeypatch, "b", {"kube_config": json.dumps(kubeconfig("http://127.0.0.1:1002", "tb"))})
-    default_host = client.Configuration.get_default_copy().host
-    a, b = T9kHook(conn_id="a"), T9kHook(conn_id="b")
-    assert a.custom_object_client.api_client.configuration.host == "http://127.0.0.1:1001"
-    assert b.core_v1_client.api_client.configuration.host == "http://127.0.0.1:1002"
-    assert "ta" in str(a.api_client.configuration.api_key)
-    assert client.Configuration.get_default_copy().host == default_host
+def test_clients_of_two_connections_never_share_configuration(
+    monkeypatch: pytest.MonkeyPatch, api_server: Callable[[], FakeApiServer]
+) -> None:
+    """Each hook talks to its connection's server with its connection's token, in one process."""
+    one, two = api_server(), api_server()
+    one.answer("GET", 200, {"metadata": {"name": "x"}})
+    two.answer("GET", 200, {"metadata": {"name": "x"}})
+    connection(monkeypatch, "a", {"kube_config": json.dumps(kubeconfig(one.url, "ta"))})
+    connection(monkeypatch, "b", {"kube_config": json.dumps(kubeconfig(two.url, "tb"))})
+    T9kHook(conn_id="a").get_job("genericjobs", "ns", "x")
+    T9kHook(conn_id="b").get_job("genericjobs", "ns", "x")
+    assert [r.token for r in one.requests] == ["ta"] and [r.token for r in two.requests] == ["tb"]
+    assert one.requests[0].path == "/apis/batch.tensorstack.dev/v1beta1/namespaces/ns/genericjobs/x"
 
 
 @pytest.mark.parametrize(
@@ -96,12 +114,8 @@ def test_clients_of_two_connections_never_share_configuration(monkeypatch: pytes
         (api_error(429), True),
         (api_error(503), True),
         (api_error(409), False),
+        (api_error(410), False),
         (api_error(403), False),
-        (kube_error(429), True),
-        (kube_error(503), True),
-        (kube_error(409), False),
-        (kube_error(410), False),
-        (kube_error(403), False),
         (ConnectionResetError(), True),
         (ValueError("bug"), False),
     ],
@@ -120,12 +134,10 @@ def test_is_transient(exc: BaseException, transient: bool) -> None:
         (500, False, ""),
     ],
 )
-@pytest.mark.parametrize("answer", [api_error, kube_error], ids=["sync ApiException", "kube ApiError"])
-def test_classify(status: int, fatal: bool, text: str, answer: Any) -> None:
-    """Both clients' errors are one classifier's: the same answer gives the same outcome."""
+def test_classify(status: int, fatal: bool, text: str) -> None:
     from airflow.providers.common.compat.sdk import AirflowFailException
 
-    exc = answer(status, "server says no")
+    exc = api_error(status, "server says no")
     assert errors.api_status(exc) == status
     result = errors.classify(exc, "create job")
     assert isinstance(result, AirflowFailException) is fatal
@@ -162,90 +174,105 @@ def test_failures_below_http_have_no_status() -> None:
     odd = ConnectionResetError("reset")
     odd.status = 404  # type: ignore[attr-defined]
     assert errors.api_status(odd) is None and errors.is_transient(odd)
-    assert errors.api_status(kube_error(404)) == 404
+    assert errors.api_status(api_error(404)) == 404
 
 
-@pytest.mark.parametrize("status", [404, 403, 409, 422, 500])
-def test_the_clients_per_status_exceptions_are_answers(status: int) -> None:
-    """The sync client raises ``NotFoundException`` and its siblings, subclasses of ``ApiException``, for
-    these statuses: a 404 read of a deleted job is an answer (the job is gone), not a transient failure."""
-    from kubernetes.client import exceptions
-
-    raised = {404: exceptions.NotFoundException, 403: exceptions.ForbiddenException}.get(status)
-    exc = (raised or exceptions.ApiException)(status=status, reason="x")
-    assert errors.api_status(exc) == status
-    assert errors.is_transient(exc) is (status == 500)
-
-
-def _hook_with_custom_client(monkeypatch: pytest.MonkeyPatch, custom: Any) -> T9kHook:
-    connection(monkeypatch, "k6", {"kube_config": json.dumps(kubeconfig())})
-    hook = T9kHook(conn_id="k6")
-    hook.__dict__["custom_object_client"] = custom
-    return hook
-
-
-def test_create_missing_crd_is_fatal_with_hint(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
-    custom = mocker.Mock()
-    custom.create_namespaced_custom_object.side_effect = api_error(
-        404, "the server could not find the resource"
-    )
-    hook = _hook_with_custom_client(monkeypatch, custom)
+def test_create_missing_crd_is_fatal_with_hint(
+    monkeypatch: pytest.MonkeyPatch, api_server: Callable[[], FakeApiServer]
+) -> None:
+    server = api_server()
+    server.answer("POST", 404, {"kind": "Status", "message": "the server could not find the resource"})
+    hook = hook_of(monkeypatch, server, "k6")
     with pytest.raises(errors.T9kFatalApiError, match="Is the T9k CRD installed"):
         hook.create_job("genericjobs", "ns", {"metadata": {"name": "x"}})
 
 
-def test_create_forbidden_is_fatal(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
-    custom = mocker.Mock()
-    custom.create_namespaced_custom_object.side_effect = api_error(403, "cannot create genericjobs")
-    hook = _hook_with_custom_client(monkeypatch, custom)
+def test_create_forbidden_is_fatal(
+    monkeypatch: pytest.MonkeyPatch, api_server: Callable[[], FakeApiServer]
+) -> None:
+    server = api_server()
+    server.answer("POST", 403, {"kind": "Status", "message": "cannot create genericjobs"})
+    hook = hook_of(monkeypatch, server, "k6")
     with pytest.raises(errors.T9kFatalApiError, match="permission denied"):
         hook.create_job("genericjobs", "ns", {"metadata": {"name": "x"}})
-    assert custom.create_namespaced_custom_object.call_count == 1  # a POST is never blindly repeated
+    assert len(server.requests) == 1  # a POST is never blindly repeated
 
 
-def test_delete_uses_foreground_and_uid_precondition(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
-    custom = mocker.Mock()
-    hook = _hook_with_custom_client(monkeypatch, custom)
-    assert hook.delete_job("genericjobs", "ns", "x", uid="u1") is True
-    options = custom.delete_namespaced_custom_object.call_args.kwargs["body"]
-    assert options.propagation_policy == "Foreground" and options.preconditions.uid == "u1"
-    custom.delete_namespaced_custom_object.side_effect = api_error(409, "precondition failed")
+def test_delete_uses_foreground_and_guards(
+    monkeypatch: pytest.MonkeyPatch, api_server: Callable[[], FakeApiServer]
+) -> None:
+    server = api_server()
+    server.answer("DELETE", 200, {"kind": "Status"})
+    server.answer("DELETE", 409, {"kind": "Status", "reason": "Conflict", "message": "precondition failed"})
+    hook = hook_of(monkeypatch, server, "k6")
+    assert hook.delete_job("genericjobs", "ns", "x", uid="u1", resource_version="42") is True
+    options = server.requests[0].body
+    assert options["propagationPolicy"] == "Foreground"
+    assert options["preconditions"] == {"uid": "u1", "resourceVersion": "42"}
     assert hook.delete_job("genericjobs", "ns", "x", uid="u1") is False
+    assert server.requests[1].body["preconditions"] == {"uid": "u1"}
 
 
-def test_a_401_reloads_credentials_once(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
-    connection(monkeypatch, "k7", {"kube_config": json.dumps(kubeconfig())})
+def test_a_401_reloads_credentials_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, api_server: Callable[[], FakeApiServer]
+) -> None:
+    """A rotated kubeconfig file (or an exec plugin's new token) is read again after a 401."""
+    server = api_server()
+    server.answer("GET", 401, {"kind": "Status", "message": "token expired"})
+    server.answer("GET", 200, {"kind": "GenericJob", "metadata": {"name": "x"}})
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(kubeconfig(server.url, "old")))
+    connection(monkeypatch, "k7", {"kube_config_path": str(path)})
     hook = T9kHook(conn_id="k7")
-    first, second = mocker.Mock(), mocker.Mock()
-    first.get_namespaced_custom_object.side_effect = api_error(401, "token expired")
-    second.get_namespaced_custom_object.return_value = {"metadata": {"name": "x"}}
-    hook.__dict__["custom_object_client"] = first
-    rebuilt = mocker.patch("kubernetes.client.CustomObjectsApi", return_value=second)
-    assert hook.get_job("genericjobs", "ns", "x") == {"metadata": {"name": "x"}}
-    assert first.get_namespaced_custom_object.call_count == 1  # a 401 is not retried on the stale client
-    assert second.get_namespaced_custom_object.call_count == 1
-    assert rebuilt.call_count == 1  # a new client, on a new ApiClient from freshly resolved credentials
+    assert hook.credentials["kubeconfig"]["users"][0]["user"]["token"] == "old"
+    path.write_text(yaml.safe_dump(kubeconfig(server.url, "new")))
+    assert hook.get_job("genericjobs", "ns", "x")["metadata"] == {"name": "x"}
+    assert [r.token for r in server.requests] == ["old", "new"]  # once on the stale token, once fresh
 
 
-def test_detached_twin_is_built_now_with_its_own_client(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
+def test_detached_twin_is_built_now_and_never_reloads(
+    monkeypatch: pytest.MonkeyPatch, api_server: Callable[[], FakeApiServer]
+) -> None:
     """What on_kill uses from a signal handler: no connection lookup, no client to build, no reload."""
-    connection(monkeypatch, "k8", {"kube_config": json.dumps(kubeconfig())})
-    hook = T9kHook(conn_id="k8")
+    server = api_server()
+    hook = hook_of(monkeypatch, server, "k8")
     twin = hook.detached()
-    assert "custom_object_client" in twin.__dict__  # built already
-    assert twin.api_client is not hook.api_client  # its own connection pool
+    assert "credentials" in twin.__dict__
     monkeypatch.delenv("AIRFLOW_CONN_K8")  # the connection is not looked up again
-    stale = mocker.Mock()
-    stale.get_namespaced_custom_object.side_effect = api_error(401, "token expired")
-    twin.__dict__["custom_object_client"] = stale
+    server.answer("GET", 401, {"kind": "Status", "message": "token expired"})
     with pytest.raises(Exception, match="token expired"):
         twin.get_job("genericjobs", "ns", "x")
-    assert twin.__dict__["custom_object_client"] is stale  # nothing was rebuilt
+    assert len(server.requests) == 1  # nothing reloaded, nothing retried
 
 
-def test_delete_can_require_the_version_read(monkeypatch: pytest.MonkeyPatch, mocker: Any) -> None:
-    custom = mocker.Mock()
-    hook = _hook_with_custom_client(monkeypatch, custom)
-    hook.delete_job("genericjobs", "ns", "x", uid="u1", resource_version="42")
-    options = custom.delete_namespaced_custom_object.call_args.kwargs["body"]
-    assert options.preconditions.uid == "u1" and options.preconditions.resource_version == "42"
+def test_logs_events_and_pods_are_read_with_their_options(
+    monkeypatch: pytest.MonkeyPatch, api_server: Callable[[], FakeApiServer]
+) -> None:
+    server = api_server()
+    server.answer("GET", 200, "2026-11-30T00:00:00Z hello\n")
+    server.answer("GET", 200, {"items": [{"metadata": {"name": "e"}}], "metadata": {}})
+    server.answer("GET", 200, {"items": [{"metadata": {"name": "p"}}], "metadata": {}})
+    hook = hook_of(monkeypatch, server, "k9")
+    assert (
+        hook.read_pod_log("ns", "p", "main", since_seconds=5, tail_lines=3) == "2026-11-30T00:00:00Z hello\n"
+    )
+    assert hook.list_events("ns", "job") == [{"metadata": {"name": "e"}, "apiVersion": "v1", "kind": "Event"}]
+    assert hook.list_pods("ns", "a=b")[0]["metadata"]["name"] == "p"
+    log, events, pods = server.requests
+    assert log.path == "/api/v1/namespaces/ns/pods/p/log"
+    assert log.query == {
+        "container": "main",
+        "timestamps": "true",
+        "limitBytes": str(pod_logs.READ_LIMIT_BYTES),
+        "sinceSeconds": "5",
+        "tailLines": "3",
+    }
+    assert events.query == {"fieldSelector": "involvedObject.name=job", "resourceVersion": "0"}
+    assert pods.query == {"labelSelector": "a=b"}
+
+
+def hook_of(
+    monkeypatch: pytest.MonkeyPatch, server: FakeApiServer, conn_id: str, token: str = "tok"
+) -> T9kHook:
+    connection(monkeypatch, conn_id, {"kube_config": json.dumps(kubeconfig(server.url))})
+    return T9kHook(conn_id=conn_id)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.airflow.fakes import kube_error
+from tests.airflow.fakes import api_error
 from tests.airflow.scripted import (
     JOBS,
     FakeAsyncClient,
@@ -28,27 +28,27 @@ pytestmark = pytest.mark.timeout(60)
 async def test_transient_errors_are_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     use_script(
         monkeypatch,
-        [kube_error(503), ConnectionResetError("reset"), kube_error(429), job("Succeeded")],
+        [api_error(503), ConnectionResetError("reset"), api_error(429), job("Succeeded")],
     )
     assert (await first_event(trigger()))["status"] == "succeeded"
 
 
 async def test_persistent_transient_errors_become_retryable_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("t9k_provider.jobclient.feed.MAX_CONSECUTIVE_ERRORS", 3)
-    use_script(monkeypatch, [kube_error(503)])
+    use_script(monkeypatch, [api_error(503)])
     event = await first_event(trigger())
     assert event["status"] == "error" and event["retryable"] is True
 
 
 async def test_forbidden_is_a_fatal_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    use_script(monkeypatch, [kube_error(403, "forbidden: cannot get genericjobs")])
+    use_script(monkeypatch, [api_error(403, "forbidden: cannot get genericjobs")])
     event = await first_event(trigger())
     assert event["status"] == "error" and event["retryable"] is False and "forbidden" in event["message"]
 
 
 async def test_unauthorized_reopens_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
     # Expiring tokens over a long wait: every 401 after a good read gets a fresh client again.
-    script = [kube_error(401), job("Running")] * 5 + [job("Succeeded")]
+    script = [api_error(401), job("Running")] * 5 + [job("Succeeded")]
     use_script(monkeypatch, script)
     monkeypatch.setattr(FakeAsyncClient, "reauthentications", 0)
     assert (await first_event(trigger()))["status"] == "succeeded"
@@ -56,7 +56,7 @@ async def test_unauthorized_reopens_the_client(monkeypatch: pytest.MonkeyPatch) 
 
 
 async def test_repeated_unauthorized_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    use_script(monkeypatch, [kube_error(401)])
+    use_script(monkeypatch, [api_error(401)])
     event = await first_event(trigger())
     assert event["status"] == "error" and event["retryable"] is True
 

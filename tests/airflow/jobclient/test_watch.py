@@ -1,8 +1,9 @@
 """T9kJobTrigger's shared long watch and shared client against the embedded local cluster (API only).
 
 The server counts every request by User-Agent (``GET /_embedded/requests``); the triggers' client (a
-``KubeApi``) is the only ``OpenAPI-Generator`` user, so the tests assert exactly which reads and watches a
-wait cost: per namespace, one LIST (the watch's starting version) and one watch; per trigger, one GET.
+``KubeApi``) is the only one sending ``kube.api.USER_AGENT`` (the cluster runs no node agent or controller),
+so the tests assert exactly which reads and watches a wait cost: per namespace, one LIST (the watch's starting
+version) and one watch; per trigger, one GET.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import yaml
 
 from t9k_provider.hooks.async_t9k import AsyncT9kClient, shared_clients
 from t9k_provider.jobs import API_VERSION
-from t9k_provider.kube.api import KubeApi
+from t9k_provider.kube.api import USER_AGENT, KubeApi
 from t9k_provider.testing import LocalCluster
 from t9k_provider.triggers.job import T9kJobTrigger
-from tests.airflow.fakes import kube_error
+from tests.airflow.fakes import api_error
 from tests.support.clusters import cluster_fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(90)]
@@ -66,11 +67,11 @@ def set_phase(cluster: LocalCluster, name: str, phase: str, ns: str = NS) -> dic
 
 
 def trigger_requests(cluster: LocalCluster) -> dict[str, int]:
-    """Reads and watches the kubernetes_asyncio clients (the triggers) made so far."""
+    """Reads and watches the provider's clients (the triggers) made so far."""
     rows = call(cluster, "GET", "/_embedded/requests")["requests"]
     counts = {"read": 0, "watch": 0, "write": 0}
     for row in rows:
-        if row["userAgent"].startswith("OpenAPI-Generator"):
+        if row["userAgent"] == USER_AGENT:
             counts[row["access"]] += int(row["count"])
     return counts
 
@@ -165,7 +166,7 @@ async def test_expired_watch_reads_once_and_watches_again(
     def watch(self: KubeApi, *args: Any) -> AsyncIterator[dict[str, Any]]:
         if not expired:
             expired.append(args[2])
-            raise kube_error(410, "too old resource version")
+            raise api_error(410, "too old resource version")
         return real_watch(self, *args)
 
     monkeypatch.setattr(KubeApi, "watch", watch)

@@ -112,8 +112,10 @@ def _hook(cluster: LocalCluster) -> Any:
     return hook
 
 
-def _jobs_of(hook: Any, run_id: str) -> list[dict[str, Any]]:
-    items = hook.custom_object_client.list_namespaced_custom_object(
+def _jobs_of(cluster: LocalCluster, run_id: str) -> list[dict[str, Any]]:
+    from kubernetes import client
+
+    items = client.CustomObjectsApi(cluster.api_client()).list_namespaced_custom_object(
         "batch.tensorstack.dev", "v1beta1", "default", "genericjobs"
     )["items"]
     return [j for j in items if (j["metadata"].get("annotations") or {}).get(ident.RUN_ID) == run_id]
@@ -156,7 +158,7 @@ def test_kill_during_startup_of_execute_leaves_no_job(
     """Airflow 3 carries on after on_kill (the task must not create its job then), Airflow 2 raises from
     wherever the task was (a job whose creation was under way must still be deleted)."""
     result = _killed_task(local_cluster, "execute", flavour, moment)
-    jobs = _jobs_of(_hook(local_cluster), f"manual__execute{flavour}")
+    jobs = _jobs_of(local_cluster, f"manual__execute{flavour}")
     assert all(j["metadata"].get("deletionTimestamp") for j in jobs), (result, jobs)
     if flavour == "returns":
         assert result["outcome"].startswith("AirflowException: task killed")
@@ -175,7 +177,7 @@ def test_kill_during_startup_of_a_resumed_task_stops_its_job(
     }
     uid = hook.create_job("genericjobs", "default", body)["metadata"]["uid"]
     result = _killed_task(local_cluster, "resume", flavour, "import", f"resumed-{flavour}", uid)
-    (job,) = _jobs_of(hook, f"manual__resume{flavour}") or [None]
+    (job,) = _jobs_of(local_cluster, f"manual__resume{flavour}") or [None]
     assert job is None or job["metadata"].get("deletionTimestamp"), result
 
 

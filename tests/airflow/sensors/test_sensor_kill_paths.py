@@ -152,7 +152,9 @@ def _job(cluster: LocalCluster, name: str, phase: str | None) -> Any:
     hook = _hook(cluster)
     hook.create_job("genericjobs", "default", {**JOB, "metadata": {"name": name}})
     if phase:
-        hook.custom_object_client.patch_namespaced_custom_object_status(
+        from kubernetes import client
+
+        client.CustomObjectsApi(cluster.api_client()).patch_namespaced_custom_object_status(
             "batch.tensorstack.dev", "v1beta1", "default", "genericjobs", name, {"status": {"phase": phase}}
         )
     return hook

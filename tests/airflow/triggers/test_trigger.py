@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from t9k_provider.triggers.job import T9kJobTrigger
-from tests.airflow.fakes import kube_error
+from tests.airflow.fakes import api_error
 from tests.airflow.scripted import (
     FakeAsyncClient,
     cancelled,
@@ -89,7 +89,7 @@ async def test_paused_limit_fails(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_deleted_job(monkeypatch: pytest.MonkeyPatch) -> None:
-    use_script(monkeypatch, [kube_error(404)])
+    use_script(monkeypatch, [api_error(404)])
     event = await first_event(trigger())
     assert event["status"] == "error" and "deleted" in event["message"]
 
@@ -165,7 +165,7 @@ async def test_on_kill_of_a_job_already_gone(monkeypatch: pytest.MonkeyPatch, st
 
     async def refuse(*args: Any, **kwargs: Any) -> None:
         script[:] = [job("Running", uid="another")]
-        raise kube_error(status)
+        raise api_error(status)
 
     monkeypatch.setattr(FakeAsyncClient, "delete", refuse)
     lines = logged_lines(monkeypatch)
@@ -190,7 +190,7 @@ async def test_on_kill_keeps_a_job_that_already_ended(monkeypatch: pytest.Monkey
 async def test_on_kill_of_a_job_that_changed_reads_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """409 on the resourceVersion precondition (the controller updated the job): read again, then delete."""
     deletes = use_script(monkeypatch, [job("Running")])
-    monkeypatch.setattr(FakeAsyncClient, "delete_error", kube_error(409))
+    monkeypatch.setattr(FakeAsyncClient, "delete_error", api_error(409))
     t = trigger()
     await cancelled(t)
     gets = FakeAsyncClient.gets
@@ -202,7 +202,7 @@ async def test_on_kill_of_a_job_that_changed_reads_it_again(monkeypatch: pytest.
 async def test_on_kill_that_the_api_refuses_is_logged(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any other refusal is reported in the log, never raised: the triggerer would only log it too."""
     deletes = use_script(monkeypatch, [job("Running")])
-    monkeypatch.setattr(FakeAsyncClient, "delete_error", kube_error(403, "forbidden"))
+    monkeypatch.setattr(FakeAsyncClient, "delete_error", api_error(403, "forbidden"))
     t = trigger()
     await cancelled(t)
     lines = logged_lines(monkeypatch)

@@ -54,7 +54,7 @@ def fast_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def kube(cluster: LocalCluster) -> AsyncIterator[KubeApi]:
-    async with cluster.async_api_client() as client:
+    async with cluster.kube_session() as client:
         yield KubeApi(client)
 
 
