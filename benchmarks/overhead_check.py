@@ -7,10 +7,10 @@ A fresh local cluster (real controller, process kubelet) and a fresh Airflow run
 rounds of ``python3 -c pass``: ``GenericJobOperator`` non-deferrable and deferrable at their defaults.
 Printed per variant: the median overhead per task and the pod's start (bound -> Succeeded) less the work's
 own time, each with the figure of the report and their ratio, the first T9k task of the fresh cluster against
-the others (with what importing the Kubernetes clients costs it: this DAG file holds no cncf operator, whose
-import would load them at parse), and the load average, which the figures follow on a shared machine. The
-exit status is 1 when a ratio exceeds ``--max-ratio`` (a regression, or a busy machine: rerun on a quieter
-one before believing it).
+the others (with what importing the API client costs it: this DAG file holds no cncf operator, whose
+import would load aiohttp at parse too), and the load average, which the figures follow on a shared machine.
+The exit status is 1 when a ratio exceeds ``--max-ratio`` (a regression, or a busy machine: rerun on a
+quieter one before believing it).
 """
 
 from __future__ import annotations
@@ -134,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  first T9k task of the fresh cluster: {first[0]:.3f} s, {gap:+.3f} s against the others")
         for (step, _), seconds in zip(STEPS, found["first"]["steps"], strict=False):
             print(f"    {step}: {seconds:.3f} s")
-        print(
-            f"    (of it, importing the Kubernetes clients: {first_imports():.3f} s in a fresh interpreter)"
-        )
+        print(f"    (of it, importing the API client: {first_imports():.3f} s in a fresh interpreter)")
     if worst > args.max_ratio:
         print(
             f"overhead check: {worst:.2f}x the report (> {args.max_ratio}x): a regression or a busy machine"

@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from t9k_provider.hooks import errors
-from t9k_provider.hooks.t9k import T9kHook
+from t9k_provider.hooks.t9k import CONNECTION_FIELDS, T9kHook
 from t9k_provider.kube import podlogs as pod_logs
 from t9k_provider.kube.api import ApiError
+from t9k_provider.version_compat import AIRFLOW_V_3_0_PLUS
 from tests.airflow.fakes import api_error
 from tests.support.scripted_server import ScriptedServer as FakeApiServer
 
@@ -276,3 +277,19 @@ def hook_of(
 ) -> T9kHook:
     connection(monkeypatch, conn_id, {"kube_config": json.dumps(kubeconfig(server.url))})
     return T9kHook(conn_id=conn_id)
+
+
+@pytest.mark.skipif(AIRFLOW_V_3_0_PLUS, reason="Airflow 3 reads the form from provider_info's conn-fields")
+def test_the_airflow_2_connection_form_has_the_fields_the_hook_reads() -> None:
+    """The webserver of Airflow 2 builds the t9k connection's form from these (make test-airflow2)."""
+    assert set(T9kHook.get_connection_form_widgets()) == set(CONNECTION_FIELDS)
+    hidden = T9kHook.get_ui_field_behaviour()["hidden_fields"]
+    assert {"host", "login", "password", "extra"} <= set(hidden)
+
+
+def test_the_airflow_3_connection_fields_are_the_hooks() -> None:
+    from t9k_provider.provider_info import get_provider_info
+
+    (connection_type,) = get_provider_info()["connection-types"]
+    assert connection_type["hook-class-name"] == "t9k_provider.hooks.t9k.T9kHook"
+    assert set(connection_type["conn-fields"]) == set(CONNECTION_FIELDS)
