@@ -10,7 +10,7 @@ import sys
 
 from t9k_provider.controller.runtime import log_format
 from t9k_provider.controller.runtime.manager import Manager, Settings
-from t9k_provider.kube import kubeconfig
+from t9k_provider.kube import collector, kubeconfig
 
 log = logging.getLogger("t9k_provider.controller")
 
@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.leader_elect and not 0 < args.retry_period < args.renew_deadline < args.lease_duration:
         build_parser().error("need 0 < --retry-period < --renew-deadline < --lease-duration")
     log_format.configure(args.log_format, args.log_level)
+    collector.pace_for_a_server()
     try:
         return asyncio.run(run(args))
     except kubeconfig.KubeconfigError as exc:

@@ -11,7 +11,6 @@ hook is imported on a task's way
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook, Connection
 
 from t9k_provider.hooks import portal
+from t9k_provider.hooks.async_t9k import AsyncT9kClient
 from t9k_provider.hooks.errors import T9kFatalApiError, api_status, call_with_retry, classify, describe
 from t9k_provider.jobs.constants import API_VERSION, KIND_NAMES
 from t9k_provider.kube import kubeconfig
@@ -26,7 +26,6 @@ from t9k_provider.kube import podlogs as pod_logs
 from t9k_provider.kube.resources import EVENTS, NODES, PODS, ResourceType
 
 if TYPE_CHECKING:
-    from t9k_provider.hooks.async_t9k import AsyncT9kClient
     from t9k_provider.kube.api import KubeApi
 
 #: The templates of the task's extra links (``links.job``) a connection may carry, with their form labels.
@@ -177,16 +176,13 @@ class T9kHook(BaseHook):
             return {**base, "in_cluster": False, "kubeconfig": _read_kubeconfig(str(path))}
         if self.config_dict:
             return {**base, "in_cluster": False, "kubeconfig": dict(self.config_dict)}
-        if os.environ.get("KUBERNETES_SERVICE_HOST") and (kubeconfig.SERVICE_ACCOUNT / "token").exists():
+        if kubeconfig.in_a_pod():
             return {**base, "in_cluster": True}
-        default = os.environ.get("KUBECONFIG", kubeconfig.DEFAULT_KUBECONFIG).split(os.pathsep)[0]
-        return {**base, "in_cluster": False, "kubeconfig": _read_kubeconfig(default)}
+        return {**base, "in_cluster": False, "kubeconfig": _read_kubeconfig(kubeconfig.default_kubeconfig())}
 
     def async_client(self) -> AsyncT9kClient:
         """A lease on the shared async client for these credentials, on the running event loop (the
         worker's wait and its log streams; the triggers lease it from their credentials alike)."""
-        from t9k_provider.hooks.async_t9k import AsyncT9kClient
-
         return AsyncT9kClient(self.credentials)
 
     def get_conn(self) -> dict[str, Any]:

@@ -24,6 +24,10 @@ MERGE_PATCH = "application/merge-patch+json"
 #: item by item, so a writer sends only its own entries and never drops another writer's
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REQUEST_TIMEOUT = 30.0
+#: A response's read buffer: a watch event is one line, and an object may be as large as etcd's 1.5 MiB
+#: request limit (aiohttp's default 64 KiB refuses a line over 128 KiB, and pauses a large LIST's transfer
+#: at every 64 KiB).
+READ_BUFFER_BYTES = 2**21
 #: Open connections per session unless asked otherwise (the watches of many triggers ask for no cap).
 DEFAULT_CONNECTION_LIMIT = 100
 #: Longest log line passed on; the rest of a longer line is dropped (a runaway line cannot exhaust memory).
@@ -127,7 +131,9 @@ class Session:
     def __init__(self, endpoint: kubeconfig.Endpoint, connection_limit: int | None = None) -> None:
         self.endpoint = endpoint
         limit = DEFAULT_CONNECTION_LIMIT if connection_limit is None else connection_limit
-        self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), trust_env=False)
+        self.http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=limit), trust_env=False, read_bufsize=READ_BUFFER_BYTES
+        )
 
     async def headers(self) -> dict[str, str]:
         """The credential's headers, after loading it again in a thread when it is stale (an exec plugin)."""

@@ -159,12 +159,11 @@ def load(
     """The endpoint of ``kubeconfig`` (a file or its parsed contents; ``context`` other than its current one),
     or with ``in_cluster`` the pod's service account. With neither: the service account when this runs in a
     pod, else ``$KUBECONFIG``'s first file or ``~/.kube/config``."""
-    in_a_pod = os.environ.get("KUBERNETES_SERVICE_HOST") and (SERVICE_ACCOUNT / "token").exists()
-    if in_cluster or (kubeconfig is None and in_a_pod):
+    if in_cluster or (kubeconfig is None and in_a_pod()):
         endpoint = _in_cluster()
     else:
         if kubeconfig is None:
-            kubeconfig = os.environ.get("KUBECONFIG", DEFAULT_KUBECONFIG).split(os.pathsep)[0]
+            kubeconfig = default_kubeconfig()
         if isinstance(kubeconfig, Mapping):
             endpoint = _from_kubeconfig(kubeconfig, context, None)
         else:
@@ -175,6 +174,16 @@ def load(
     if endpoint.proxy is None:
         endpoint.proxy = environment_proxy(endpoint.host)
     return endpoint
+
+
+def default_kubeconfig() -> str:
+    """``$KUBECONFIG``'s first file, else ``~/.kube/config``."""
+    return os.environ.get("KUBECONFIG", DEFAULT_KUBECONFIG).split(os.pathsep)[0]
+
+
+def in_a_pod() -> bool:
+    """Whether this process runs in a pod with a service account's token (as client-go's in-cluster check)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT / "token").exists()
 
 
 def read_kubeconfig(path: str | Path) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from t9k_provider.kube import collector
 from t9k_provider.local.components import log_tail, read_status, request_hold
 from t9k_provider.local.controllers.nodelifecycle import DEFAULT_GRACE
 from t9k_provider.local.kubelet.heartbeat import RENEW_INTERVAL
@@ -354,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    collector.pace_for_a_server()
     state = StateDir(args.state_dir or default_state_dir())
     commands = {
         "up": cmd_up,

@@ -153,3 +153,16 @@ async def test_follow_log_streams_lines_as_written_and_ends_with_the_container(
     assert texts[0] == "first" and texts[2] == "after the long one", texts
     assert len(got[1]) == MAX_LOG_LINE_BYTES and set(texts[1]) == {"x"}  # cut, timestamp included
     assert got[0].startswith("2026-01-01T00:00:10")  # timestamps=true
+
+
+@pytest.mark.cluster
+async def test_a_watch_delivers_an_object_larger_than_aiohttps_default_buffer(api: KubeApi) -> None:
+    """A watch event is one line: a ConfigMap of 600 KB (Kubernetes takes up to 1 MiB) arrives whole."""
+    _, version = await api.list(CONFIGMAPS, NS, limit=1)
+    big = {**configmap("big"), "data": {"blob": "x" * 600_000}}
+    await api.create(CONFIGMAPS, NS, big)
+    async for event in api.watch(CONFIGMAPS, NS, version, 5, field_selector="metadata.name=big"):
+        if event["type"] == "ADDED":
+            assert len(event["object"]["data"]["blob"]) == 600_000
+            return
+    raise AssertionError("the watch ended without the ConfigMap")
