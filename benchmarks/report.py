@@ -157,10 +157,9 @@ Event), so with 4 workers the last job of a burst waited about 50 rounds for its
 remains of the p99 is that queue and the server's: each request on the critical path waits behind the
 agents' writes at the same server, on cores everything shares. A controller issuing a job's creates
 concurrently, and a server queuing its clients fairly (as Kubernetes' API Priority and Fairness does), would
-shorten it further; a cheaper write alone would not. The memory target is met; most of the
-controller's RSS is the import of `kubernetes_asyncio.client` (its generated models: compare the bare
-interpreter with one that imported it), which the controller uses only for its ApiClient and kubeconfig
-loading: dropping it would save about 90 MiB per controller.
+shorten it further; a cheaper write alone would not. The memory target is met. The controller no longer
+imports `kubernetes_asyncio` (its kubeconfig loading and client are `t9k_provider.kube`'s since 7afd83a): its
+modules cost 59 MiB against 94 MiB, the controller holding 1,000 jobs 133 MiB against 166 MiB.
 
 The p99 target was met on 2026-11-25 (0.629 s, 0.600-0.733, commit d222eb2, load average 1-3). On the host
 of 2026-11-27 (commit 7ffd8d9, load average below 2.5) the same benchmark gave 1.81 s, with the CPU of each
@@ -171,7 +170,16 @@ Machine table's CPU speed row lets later runs be compared. On 2026-11-29 the fig
 2026-11-28's (200 jobs p99 0.520 -> 0.709 s, controller per 1,000 reconciles 1.05 -> 1.33 CPU s, API server
 3.7 -> 6.7 CPU s). The commit of 2026-11-28's figures (6a399e3), run from a worktree right after this run on
 the same machine, gave 0.783 s, 1.52 and 6.1 CPU s: the rise is the machine's, and this commit is as fast or
-faster than that one.""",
+faster than that one.
+
+On 2026-11-30, run side by side (03:10-03:39 UTC, load average below 1.5): the commit before the client
+change (41e0e66, from a worktree) gave a 200-job p99 of 0.793 s; the new client alone 1.190 s (1.234 s an
+hour earlier), its components using 20-40 % more CPU per burst. The generated client's thousands of classes
+had weighed on the collector's oldest generation, so full collections of the informers' caches came rarer;
+with that import added back as mere weight the p99 was 1.065 s, and with the collector's server pace of
+`kube/collector.py` (young and full collections ten times rarer than Python's defaults, in the controller
+and every `t9k-local` component) 0.815 s, this run. Each is one run of three bursts; the CPU figures' spread
+is wider than their differences, so which of them the pace brings back is not settled.""",
     "3. Waiting cost on the Airflow side": """\
 Both run at their default poll interval (10 s). `T9kJobTrigger` reads its job once when it starts; the
 triggers of one namespace share one watch (opened after a one-item LIST that gives its starting version,
@@ -257,22 +265,23 @@ difference is in latency, not in load. The T9k controller adds its own writes (p
 step stretches with the load: compare the steps against each other, and the same round's operators side by
 side, rather than one figure against a target.
 
-In this run (2026-11-29 07:00-07:11 UTC, load average below 1) the four `dag.test()` targets are met: 0.18 s
-per task non-deferrable and deferrable (0.34 / 0.32 s at 3cc684f), the deferrable task 0.001 s above the
-non-deferrable one of its round, the pod's start 0.109 s for a work of 0.035 s (0.25 s at 3cc684f; the process
-kubelet now wakes a pod's worker when its container ends, sets the network up in 4 execs, starts a lighter
-shim and records the container's events off the start's path), and the fresh cluster's first T9k task 0.08 s
-above the others. That last one was 1.4-1.7 s above them before commit a3e5997, for two reasons: the
-benchmarks kept their children's bytecode in a cache of their own, fresh each run, so the first task compiled
-the Kubernetes clients, as no installed provider does; and importing those clients (about a thousand modules
-each) in a process holding Airflow's heap ran the garbage collector's full passes over that whole heap, during
-the import and at the next allocation after it (0.6 s inside `dag.test()`'s first XCom push). The operator,
-sensor and trigger now import them with the collector paused and freeze what the process holds afterwards
-(`t9k_provider/kube/importing.py`); what is left is the import itself, about 0.3 s once per process, which
-this DAG file (it holds the cncf operators) pays while it is parsed. The deployment half misses its 1 s target
-by 0.03 s (1.03 / 1.00 s): each task process parsed the DAG file in 0.61 s against 0.38 s at 3cc684f, on a
-machine that ran section 2's benchmark of an unchanged commit 30-45 % slower than the day before; less that
-parse the T9k task costs 0.42 / 0.41 s (0.36 s at 3cc684f).""",
+In this run (2026-11-30 02:51-03:07 UTC, load average below 1 at its start, commit 5c63e0f) this machine
+was slower than on 2026-11-29: `python3 -c pass` itself took 0.059 s against 0.035 s. Two `dag.test()`
+targets are missed: 0.24 s per task non-deferrable (0.18 s at a3e5997) and the pod's start 0.104 s above
+the work (0.074 s). Side by side in the next hour (`make bench-check`, 5 tasks per variant, the two commits
+alternating, load average below 1.1), the commit before this round's change (41e0e66) gave 0.240 / 0.230 s
+non-deferrable, 0.225 / 0.251 s deferrable and a pod start 0.105 / 0.097 s above the work, and 5c63e0f gave
+0.211 / 0.210 s, 0.200 / 0.200 s and 0.099 / 0.085 s: the change made each figure smaller, the machine made
+them all larger. The fresh cluster's first T9k task is 0.14 s above the others (41e0e66: 0.68 / 0.47 s in
+the side-by-side runs, where the DAG file holds no cncf operator): the hook no longer imports the generated
+Kubernetes clients nor the cncf hook (`kube/kubeconfig.py` reads the kubeconfig, `hooks/portal.py` makes
+its blocking calls with the waits' `KubeApi`), so a first task imports aiohttp and about 80 modules, 0.13 s
+in a fresh interpreter against 0.46 s. Before a3e5997 that task was 1.4-1.7 s above the others: the
+benchmarks compiled the clients' bytecode afresh each run, and the import ran the garbage collector's full
+passes over Airflow's heap (`t9k_provider/kube/importing.py` pauses it). The deployment half misses its 1 s
+target (1.07 / 1.27 s; 1.03 / 1.00 s at a3e5997): less the task processes' DAG file parse the T9k task costs
+0.43 / 0.46 s (0.42 / 0.41 s), the deferrable one's spread (0.93-2.30 s) holding one task that waited
+2.3 s.""",
     "8. Controller at scale": """\
 Memory grows with the objects cached: the informers hold every GenericJob and pod as the decoded JSON
 (dicts and strings), several times the object's JSON size. Objects that arrived one by one on the watch cost
