@@ -132,7 +132,12 @@ On 2026-11-30 (this table, commit 78fcac4: the hook, the triggers and the contro
 client, no generated client imported; an hour when `python3 -c pass` took 0.04-0.07 s against 0.03 s) the
 whole triggerer cost 2.6 % of a core with live logs off (8.2 %) and 501 MiB (542), the burst's trigger p99 was
 5.7 s against the bare trigger's run-by-run floor at 2.61x (7.50x), and with live logs on the spread-out p99
-rose to 1.84 s (0.24 s). That last one is not explained yet: no run of the commit before was made beside it.
+rose to 1.84 s (0.24 s), its three runs spreading 0.15-2.64 s. Side by side on 2026-11-30 (05:04-05:11 UTC,
+one live-logs-on session of 1,000 tasks each on a fresh cluster, `python3 -c pass` near 0.03 s) the commit
+before, 41e0e66, gave a spread-out p99 of 0.026 s and this round's client 0.023 s (burst p99 6.9 s against
+5.3 s; whole triggerer 24.7 % and 25.5 % of a core): the client did not slow the triggers. What slowed that
+run's sessions (its hour, or a cluster already holding the earlier sessions' jobs, which a fresh cluster does
+not reproduce) is not settled.
 The analysis below is of the 2026-11-29 run at 8cc530a.
 
 Waiting is cheap and flat: with live logs off, 1,000 deferred tasks cost the whole triggerer 5-11 % of a core
