@@ -1,11 +1,10 @@
 """Tasks whose jobs wait in a T9k Queue, with ``dag.test()`` on the local cluster (real controller, scheduler
 and replicas; 8 simulated GPUs): each DAG runs in a process of its own (``dagrun``), so that several tasks
 wait at once. Three 2-GPU trainings in a Queue of 2 GPUs (a job holds it until all three are in line): one
-runs, the others wait whole, say their place
-and an expected start close to their actual one, and none fails by ``startup_timeout``; a later
-higher-priority task is admitted first; ``queue_timeout`` fails a task that waits too long, naming the Queue
-and its state; a closed and a deleted Queue are said by the waiting tasks, which fail at ``queue_timeout``,
-while what runs goes on.
+runs, the others wait whole, say their place and an expected start close to their actual one, and none fails
+by ``startup_timeout``; a later higher-priority task is admitted first; ``queue_timeout`` fails a task that
+waits too long, naming the Queue and its state; a closed and a deleted Queue are said by the waiting tasks,
+which fail at ``queue_timeout``, while what runs goes on.
 
 The DAGs are in ``dags/t9k_it_queues.py``.
 """
