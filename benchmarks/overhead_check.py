@@ -76,9 +76,9 @@ def measure(work: Path, rounds: int) -> dict[str, dict[str, list[float]]]:
     """Per variant: the overhead of each task and its pod's start less the work's own time; ``first``: the
     first T9k task's overhead (the fresh cluster's first pod) and ``work``: the work's own time."""
     with stamped_cluster(work / "cluster") as (cluster, stamps):
-        own = statistics.median(work_seconds("pass"))
         spec = {"variants": list(CHECKED), "works": ["pass"], "rounds": {"pass": rounds}, "cncf_poll": None}
         tasks = run_dag(cluster, work / "dag", spec)
+        own = statistics.median(work_seconds("pass"))
         steps = step_rows(stamps, tasks, CHECKED)
     done = sorted((t for t in tasks if t["state"] == "success"), key=lambda t: t["start"])
     out: dict[str, dict[str, list[float]]] = {"first": {"overhead": []}, "work": {"seconds": [own]}}

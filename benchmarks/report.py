@@ -97,12 +97,13 @@ deferral runs its trigger in that process). The deployment half is a fresh real 
 LocalExecutor, SQLite), the DAG triggered through the REST API: there a task runs in its own process and a
 deferral is a round trip through the triggerer and the scheduler to a new task process. Overhead = the task
 instance's wall time (start_date to end_date; Airflow keeps the start across a deferral) minus the work's own
-time (`python3 -c pass` run directly on the host just before the half). Each figure is over the 10 tasks of
-its variant in that half: the median, the spread (min-max) over the tasks, and the p90 in the name; a ratio
-is per round (the T9k task over the best cncf task of the same mode in the same round), so it compares tasks
-run within a minute of each other. Requests are counted by the API server between two tasks (a
-`PythonOperator` between every two measured tasks reads its counters): "by the Airflow processes" are those
-of the Airflow clients, task processes and triggerer alike (their clients send their own User-Agent in this
+time (`python3 -c pass` run directly on the host right after the half, on the settled cluster: right after the
+cluster's start it took 3-5x as long, which had flattered the overheads until 2026-11-30). Each figure is over
+the 10 tasks of its variant in that half: the median, the spread (min-max) over the tasks, and the p90 in the
+name; a ratio is per round (the T9k task over the best cncf task of the same mode in the same round), so it
+compares tasks run within a minute of each other. Requests are counted by the API server between two tasks (a
+`PythonOperator` between every two measured tasks reads its counters): "by the Airflow processes" are those of
+the Airflow clients, task processes and triggerer alike (their clients send their own User-Agent in this
 benchmark, set from interpreter start by `benchmarks/agent/sitecustomize.py`), "all clients" adds the
 controller, kubelet and the local Job controller. The steps of the T9k tasks come from a watch on jobs and
 pods in the benchmark (first time each state was seen) and the task's start and end. Re-run with

@@ -9,7 +9,7 @@ the triggerer and the scheduler. In that DAG every variant (``GenericJobOperator
 ``KubernetesJobOperator``, ``KubernetesPodOperator``, each non-deferrable and deferrable, all at their
 default settings, plus the T9k operator deferring at once) runs the same work ``rounds`` times, interleaved.
 A task's overhead is its wall time (the task instance's start to end) minus the work's own time (the same
-command run directly on the host, measured before each half). Requests are counted by the API server
+command run directly on the host, measured after each half). Requests are counted by the API server
 between two tasks: those of the Airflow processes (their clients send their own User-Agent) and all of them
 (controller, kubelet and Job controller included). For the T9k tasks a watch on jobs and pods stamps each
 step on the way (submit, controller reaction, scheduling, process start, status propagation).
@@ -179,7 +179,10 @@ def step_rows(
 
 
 def work_seconds(work: str) -> list[float]:
-    """The work's own time: its command run directly on the host (wall time, 7 samples; 3 of the sleep)."""
+    """The work's own time: its command run directly on the host (wall time, 7 samples; 3 of the sleep).
+    Taken after the tasks, on the settled cluster they ran on: right after the cluster's start its processes'
+    imports slowed ``python3 -c pass`` 3-5x (0.031-0.059 s against 0.008-0.018 s), which flattered every
+    overhead measured against it."""
     times = []
     for _ in range(7 if work == "pass" else 3):
         began = time.perf_counter()
@@ -354,7 +357,6 @@ def measure(
         for half, run in HALVES.items():
             stamps.clear()
             load = machine.load_average()
-            work_samples = {w: work_seconds(w) for w in works}
             spec = {
                 "variants": list(variants),
                 "works": list(works),
@@ -363,6 +365,7 @@ def measure(
             }
             half_dir = work / f"overhead-{half.strip('()').replace('.', '-')}"
             tasks = run(cluster, half_dir, spec)
+            work_samples = {w: work_seconds(w) for w in works}
             (half_dir / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
             load += f" at its start, {machine.load_average()} at its end"
             steps = step_rows(stamps, tasks, variants)
