@@ -12,15 +12,15 @@ import contextlib
 import hashlib
 import os
 import signal
+import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from t9k_provider.kube.timestamps import now_rfc3339
-from t9k_provider.local.kubelet import poddir
+from t9k_provider.local.kubelet import poddir, shimfork
 from t9k_provider.local.kubelet.poddir import AttemptFiles, ContainerDir, PodDir
 from t9k_provider.local.kubelet.shim import ShimSpec, effective_signal, is_recorded_process
 
@@ -105,7 +105,8 @@ def reap_lost(files: AttemptFiles, attempt: Attempt) -> Attempt:
     return read_attempt(files)
 
 
-# Shims this process started: polled so that finished ones do not linger as zombies.
+# Shims this process started itself (where the fork server could not): polled so that finished ones do not
+# linger as zombies.
 _children: list[subprocess.Popen[bytes]] = []
 _children_lock = threading.Lock()  # launch() runs in worker threads
 
@@ -115,16 +116,70 @@ def reap_children() -> None:
         _children[:] = [p for p in _children if p.poll() is None]
 
 
+class ForkServer:
+    """This kubelet's `shimfork` server: started at the first launch, and again after it died."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def launch(self, files: AttemptFiles) -> int | None:
+        """A pidfd of a shim forked for ``files``; None when the server cannot be reached or started."""
+        with self._lock:
+            for _ in range(2):  # a server that died is replaced once: no shim starts without our go
+                try:
+                    sock = self._sock or self._start()
+                    sock.send(f"{files.spec}\0{files.shim_log}".encode())
+                    _, fds, _, _ = socket.recv_fds(sock, 16, 1)
+                except OSError:
+                    fds = []
+                if fds:
+                    with contextlib.suppress(OSError):  # no go: the shim exits, its attempt is lost
+                        sock.send(shimfork.GO)
+                    return fds[0]
+                self._stop()
+            return None
+
+    def _start(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self._proc = subprocess.Popen(
+                shimfork.server_argv(theirs.fileno()),
+                stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+            )
+        ours.settimeout(30)
+        self._sock = ours
+        return ours
+
+    def _stop(self) -> None:
+        """Close our end (the server ends on it) and reap the server."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(5)
+            self._proc = None
+
+
+_fork_server = ForkServer()
+
+
 def launch(files: AttemptFiles, spec: ShimSpec) -> int:
     """Start the attempt through a shim in its own session (it outlives this process); returns a pidfd of
-    the shim, readable once it has exited (`on_exit`), which is right after it recorded the exit code."""
+    the shim, readable once it has exited (`on_exit`), which is right after it recorded the exit code. The
+    shim is forked by the fork server (`shimfork`), or started fresh where that fails."""
     files.directory.mkdir(parents=True, exist_ok=True)
     spec.log_path = str(files.log)
     spec.dump(files.spec)
+    if (pidfd := _fork_server.launch(files)) is not None:
+        return pidfd
     reap_children()
     with open(files.shim_log, "ab") as shim_log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "t9k_provider.local.kubelet.shim", str(files.spec)],
+            shimfork.shim_argv(str(files.spec)),
             stdin=subprocess.DEVNULL,
             stdout=shim_log,
             stderr=shim_log,
