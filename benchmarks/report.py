@@ -240,49 +240,54 @@ ratio is the median of some 90 pairs (fork probe), 300 (warm) or about 200 (runn
 The cncf operators wait by constants. `KubernetesJobOperator` reads its Job every `job_poll_interval` (10 s),
 in the worker or in its trigger, so a job that ends at once is seen about 10 s later, unless (deployment,
 deferrable) the deferral round trip already took long enough for the trigger's first read to find it done;
-`KubernetesPodOperator` checks whether its pod has started every `startup_check_interval_seconds` (5 s)
-before it follows the container, which sets its 5 s (deferred in a deployment, the round trip again replaces
-it). The T9k operator waits on a watch in either mode, so its detection (the breakdown's last step when no
-deferral happens) takes milliseconds, and by default it follows a job in the worker for up to
-`wait_before_defer` (20 s) before deferring: a short job ends without a deferral round trip. What is left of
-its overhead is the way there, step by step in the breakdown: Airflow starting the task and the operator
-submitting the job, the controller creating the pod (milliseconds), the kubelet binding and starting it
-(a host process here: an interpreter start, a quarter of a second), the controller writing the job's status
-(milliseconds), and Airflow finishing the task. In a deployment, Airflow 3 parses the DAG file in every task
-process after the task's start date (`dag_file_parse_ms` in the task log): for this benchmark's DAG file
-(141 tasks, both providers imported) that is most of the T9k operator's first step, so the figures less
-that parse are shown too; a small DAG file parses in a few hundred milliseconds (0.36 s in a trial with 15
-tasks). With `wait_before_defer=0` the T9k task defers at once and pays what every deferring operator pays in
-a deployment: the task process ends, the triggerer picks the trigger up (about 1-2 s: its loop), the trigger
-fires (the T9k trigger 10-80 ms after it starts, 0.8 s for the first trigger of a triggerer, which imports
-and connects), the scheduler queues the task again (about 1-2 s) and a new task process starts and parses
-the DAG file. A quick deferral also meets a race of Airflow 3.3's scheduler (apache/airflow#71580, #72716,
-fix proposed in #71579): the executor's stale "success" event of the process that deferred arrives after the
-resumed try is already running and the scheduler fails the task: a deployment task of a deferring variant
-reported as failed is this race (the T9k default avoids it for jobs shorter than `wait_before_defer`).
-Requests per task are of the same order for every operator (about a dozen by Airflow, two dozen in all): the
-difference is in latency, not in load. The T9k controller adds its own writes (pods, status, Events) to the
-"all clients" count, where a KubernetesPodOperator task needs no controller at all. On a shared machine each
-step stretches with the load: compare the steps against each other, and the same round's operators side by
-side, rather than one figure against a target.
+`KubernetesPodOperator` checks whether its pod has started every `startup_check_interval_seconds` (5 s) before
+it follows the container, which sets its 5 s (deferred in a deployment, the round trip again replaces it). The
+T9k operator waits on a watch in either mode, so its detection (the breakdown's last step when no deferral
+happens) takes milliseconds, and by default it follows a job in the worker for up to `wait_before_defer` (20
+s) before deferring: a short job ends without a deferral round trip. What is left of its overhead is the way
+there, step by step in the breakdown: Airflow starting the task and the operator submitting the job, the
+controller creating the pod (milliseconds), the kubelet binding and starting it (a host process here, forked
+by the kubelet's shim server: a tenth of a second), the controller writing the job's status (milliseconds),
+and Airflow finishing the task. In a deployment, Airflow 3 parses the DAG file in every task process after the
+task's start date (`dag_file_parse_ms` in the task log): for this benchmark's DAG file (141 tasks, both
+providers imported) that is most of the T9k operator's first step, so the figures less that parse are shown
+too; a small DAG file parses in a few hundred milliseconds (0.36 s in a trial with 15 tasks). With
+`wait_before_defer=0` the T9k task defers at once and pays what every deferring operator pays in a deployment:
+the task process ends, the triggerer picks the trigger up (about 1-2 s: its loop), the trigger fires (the T9k
+trigger 10-80 ms after it starts, 0.8 s for the first trigger of a triggerer, which imports and connects), the
+scheduler queues the task again (about 1-2 s) and a new task process starts and parses the DAG file. A quick
+deferral also meets a race of Airflow 3.3's scheduler (apache/airflow#71580, #72716, fix proposed in #71579):
+the executor's stale "success" event of the process that deferred arrives after the resumed try is already
+running and the scheduler fails the task: a deployment task of a deferring variant reported as failed is this
+race (the T9k default avoids it for jobs shorter than `wait_before_defer`). Requests per task are of the same
+order for every operator (about a dozen by Airflow, two dozen in all): the difference is in latency, not in
+load. The T9k controller adds its own writes (pods, status, Events) to the "all clients" count, where a
+KubernetesPodOperator task needs no controller at all. On a shared machine each step stretches with the load:
+compare the steps against each other, and the same round's operators side by side, rather than one figure
+against a target.
 
-In this run (2026-11-30 02:51-03:07 UTC, load average below 1 at its start, commit 5c63e0f) this machine
-was slower than on 2026-11-29: `python3 -c pass` itself took 0.059 s against 0.035 s. Two `dag.test()`
-targets are missed: 0.24 s per task non-deferrable (0.18 s at a3e5997) and the pod's start 0.104 s above
-the work (0.074 s). Side by side in the next hour (`make bench-check`, 5 tasks per variant, the two commits
-alternating, load average below 1.1), the commit before this round's change (41e0e66) gave 0.240 / 0.230 s
-non-deferrable, 0.225 / 0.251 s deferrable and a pod start 0.105 / 0.097 s above the work, and 5c63e0f gave
-0.211 / 0.210 s, 0.200 / 0.200 s and 0.099 / 0.085 s: the change made each figure smaller, the machine made
-them all larger. The fresh cluster's first T9k task is 0.14 s above the others (41e0e66: 0.68 / 0.47 s in
-the side-by-side runs, where the DAG file holds no cncf operator): the hook no longer imports the generated
-Kubernetes clients nor the cncf hook (`kube/kubeconfig.py` reads the kubeconfig, `hooks/portal.py` makes
-its blocking calls with the waits' `KubeApi`), so a first task imports aiohttp and about 80 modules, 0.13 s
-in a fresh interpreter against 0.46 s. Before a3e5997 that task was 1.4-1.7 s above the others: the
-benchmarks compiled the clients' bytecode afresh each run, and the import ran the garbage collector's full
-passes over Airflow's heap (`t9k_provider/kube/importing.py` pauses it). The deployment half misses its 1 s
-target (1.07 / 1.27 s; 1.03 / 1.00 s at a3e5997): less the task processes' DAG file parse the T9k task costs
-0.43 / 0.46 s (0.42 / 0.41 s), the deferrable one's spread (0.93-2.30 s) holding one task that waited
-2.3 s.""",
+In this run (2026-11-30 09:25-09:39 UTC, commit b0e17be) the work's own time is taken after each half, on the
+settled cluster: until d027f15 it was taken right after the cluster's start, when its processes' imports
+slowed `python3 -c pass` 3-5x (0.031-0.059 s in every run since 2026-11-25, against 0.008-0.023 s in the
+deployment half that follows), so every `dag.test()` overhead and the pod's start above the work had been
+25-45 ms too low. Measured so, d027f15 gave 0.26 s per task non-deferrable and a pod start 0.133 s above the
+work (08:40-08:54 UTC). b0e17be forks each container's shim from a server that has already imported it
+(`t9k_provider/local/kubelet/shimfork.py`) where a fresh interpreter started per container: the pod's start
+falls to 0.079 s above the work (met) and its step, bound -> Succeeded, from 0.150 to 0.094 s. The task's
+median stays at 0.26 s in this run because the machine was slower in this hour (the header's CPU speed 0.21
+CPU s against 0.17 at 08:54, 0.25 at 09:45) and every other step grew with it. Side by side with `make
+bench-check` right after (09:40-09:42, the two commits alternating, two runs each, 5 tasks per variant),
+d027f15 gave 0.331 / 0.342 s non-deferrable, 0.349 / 0.336 s deferrable and a pod start 0.164 / 0.175 s above
+the work, and b0e17be 0.232 / 0.227 s, 0.230 / 0.225 s and 0.070 / 0.066 s: the shim server takes about 0.1 s
+off every task, and what is left above the 0.20 s target on this machine is the two Airflow-side steps (the
+operator's start and submit, 0.065-0.079 s; detection, log collection and Airflow finishing the task,
+0.064-0.068 s). The faster pod also changes a competitor's figure: `KubernetesPodOperator`'s trigger now finds
+a `python3 -c pass` pod already done at its first read (0.33 s per task, against 5.3 s when the pod took
+longer than that read), and `KubernetesJobOperator`'s deferrable trigger does so in some rounds, so the
+deferrable ratio to the best cncf operator (0.75x) no longer says what it said: on a real cluster a pod's
+start (image, runtime, node) takes seconds and the 5 s and 10 s polls stand. The deployment half misses its 1
+s target (1.40 / 1.44 s; 1.10 / 1.05 s at d027f15): less the task processes' DAG file parse the T9k task costs
+0.47 / 0.51 s (0.46 / 0.40 s); the parse, Airflow's CPU work, grew with the slower machine.""",
     "8. Controller at scale": """\
 Memory grows with the objects cached: the informers hold every GenericJob and pod as the decoded JSON
 (dicts and strings), several times the object's JSON size. Objects that arrived one by one on the watch cost
