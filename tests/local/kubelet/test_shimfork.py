@@ -41,6 +41,12 @@ def _exited(pidfd: int, timeout: float) -> bool:
     return bool(select.select([pidfd], [], [], timeout)[0])
 
 
+def _running(files: AttemptFiles) -> int:
+    """Wait until the attempt's container runs; returns its shim's pid."""
+    wait_for("the container's pid", lambda: poddir.read_json(files.pid).get("container"), 20)
+    return poddir.read_json(files.pid)["shim"]
+
+
 def _cmdline(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
 
@@ -50,8 +56,7 @@ def test_a_forked_shim_runs_its_container_under_the_shims_command_line(tmp_path:
     pidfd = server.launch(files)
     assert pidfd is not None
     try:
-        wait_for("the container's pid", lambda: poddir.read_json(files.pid).get("container"), 20)
-        shim_pid = poddir.read_json(files.pid)["shim"]
+        shim_pid = _running(files)
         assert _cmdline(shim_pid) == shimfork.shim_argv(str(files.spec))
         assert runtime.shim_alive(files)  # what a restarted kubelet checks
         assert os.getsid(shim_pid) == shim_pid  # its own session: a signal to the kubelet's group misses it
@@ -82,7 +87,7 @@ def test_the_server_ends_with_its_kubelet_and_its_shims_go_on(tmp_path: Path, se
     pidfd = server.launch(files)
     assert pidfd is not None
     try:
-        wait_for("the container's pid", lambda: poddir.read_json(files.pid).get("container"), 20)
+        _running(files)
         proc = server._proc
         assert proc is not None
         server._sock.close()  # as the kubelet's end closes when it dies
@@ -125,8 +130,7 @@ def test_a_shim_whose_command_line_does_not_fit_is_started_fresh(tmp_path: Path)
         pidfd = fds[0]
         ours.send(shimfork.GO)
         try:
-            wait_for("the container's pid", lambda: poddir.read_json(files.pid).get("container"), 20)
-            shim_pid = poddir.read_json(files.pid)["shim"]
+            shim_pid = _running(files)
             raw = Path(f"/proc/{shim_pid}/cmdline").read_bytes()
             assert raw == b"\0".join(a.encode() for a in shimfork.shim_argv(str(files.spec))) + b"\0"
             assert runtime.shim_alive(files)
