@@ -16,7 +16,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -109,6 +109,14 @@ class Run:
         self.dag_id = dag_id
         self.process, self.out = dagrun.start(DAG_FILE, dag_id, directory, "t9k_queue")
         self.log = directory / f"{dag_id}.log"
+        self.deadline = time.monotonic() + RUN_SECONDS
+
+    def wait_for(self, what: str, probe: Callable[[], object]) -> None:
+        """``probe`` true within the run's own time (its process starts Airflow first: 70 s of it with both
+        cores busy, with three more starting beside it), or the run's output once its process ended first."""
+        remaining = max(1.0, self.deadline - time.monotonic())
+        wait_for(what, lambda: probe() or self.process.poll() is not None, remaining)
+        assert probe(), f"{what}: the run ended first: {self.output[-3000:]}"
 
     def finish(self) -> dict[str, Any]:
         try:
@@ -179,7 +187,8 @@ def test_three_trainings_in_a_queue_of_two_gpus_wait_whole_and_say_when_they_sta
     wait_for("the holder runs", lambda: job_phase(custom, "hold-it-gpu") == "Running", 60)
     with placed_only_when_admitted(core, custom) as violations:
         runs = [Run(f"it_queue_{i}", tmp_path) for i in (1, 2, 3)]
-        wait_for("all three in line", lambda: len(in_line(custom, "it-gpu")) == 3, 120)
+        for run in runs:
+            run.wait_for("all three in line", lambda: len(in_line(custom, "it-gpu")) == 3)
         freed = time.time()
         custom.delete_namespaced_custom_object(*JOBS, "default", "genericjobs", "hold-it-gpu")
         results = [run.finish() for run in runs]
@@ -219,13 +228,14 @@ def test_priority_queue_timeout_and_a_closed_or_deleted_queue(
     low, timeout, closed, deleted = (
         Run(f"it_queue_{r}", tmp_path) for r in ("low", "timeout", "closed", "deleted")
     )
-    wait_for("closed's in line", lambda: in_line(custom, "it-closed"), 120)
+    closed.wait_for("closed's in line", lambda: in_line(custom, "it-closed"))
     custom.patch_cluster_custom_object(SCHED, VERSION, "queues", "it-closed", {"spec": {"closed": True}})
-    wait_for("deleted's in line", lambda: in_line(custom, "it-deleted"), 120)
+    deleted.wait_for("deleted's in line", lambda: in_line(custom, "it-deleted"))
     custom.delete_cluster_custom_object(SCHED, VERSION, "queues", "it-deleted")
-    wait_for("low in line", lambda: in_line(custom, "it-prio", priority=10), 120)
+    low.wait_for("low in line", lambda: in_line(custom, "it-prio", priority=10))
     high = Run("it_queue_high", tmp_path)
-    wait_for("high in line", lambda: in_line(custom, "it-prio", priority=50), 120)
+    high.wait_for("high in line", lambda: in_line(custom, "it-prio", priority=50))
+    timeout.wait_for("timeout's task ended", lambda: timeout.process.poll() is not None)  # quota still held
     custom.delete_namespaced_custom_object(*JOBS, "default", "genericjobs", "hold-it-prio")  # its end
     results = {run.dag_id: (run, run.finish()) for run in (low, timeout, closed, deleted, high)}
     assert job_phase(custom, "hold-it-deleted") == "Running"  # what its deleted Queue admitted goes on
