@@ -246,12 +246,14 @@ def report_tensorboard(job: dict[str, Any], log: logging.Logger | Any) -> None:
 
 def report_disruptions(job: dict[str, Any], ti: Any, log: logging.Logger | Any) -> None:
     """Push to XCom ``t9k_disruptions`` the disruptions the job went through during the task's try, each as
-    docs/airflow.md#how-a-task-ends lists it; never fails the task."""
+    docs/airflow.md#how-a-task-ends lists it, when it went through any (a push is an API request of the
+    task's end, which most tries would pay for an empty list); never fails the task."""
     if ti is None:
         return
     try:
         value = [disruptions.for_xcom(e) for e in tried(job, ti)]
-        ti.xcom_push(key=DISRUPTIONS_XCOM_KEY, value=value)
+        if value:
+            ti.xcom_push(key=DISRUPTIONS_XCOM_KEY, value=value)
     except Exception as exc:
         log.warning("cannot report the job's disruptions: %s", exc)
 

@@ -281,12 +281,12 @@ class NetnsNetwork:
             await _ip(
                 "-n", name, batch=[f"addr add {ip}/{prefix} dev eth0", "link set eth0 up", "link set lo up"]
             )
-            # Attaching to the bridge comes last: an attached veth marks a complete setup.
-            await _ip("link", "set", veth, "master", self.bridge, "up")
-            # The address may have belonged to a pod that is gone: the host's neighbour entry for it can still
-            # name that pod's MAC (REACHABLE for up to 45 s, then a few more seconds of unicast probes), and
-            # the kubelet's probes to the new pod would vanish into the bridge as i/o timeouts.
-            await _ip("neigh", "flush", "to", ip, "dev", self.bridge)
+            # Attaching to the bridge comes last: an attached veth marks a complete setup. The address may
+            # have belonged to a pod that is gone: the host's neighbour entry for it can still name that
+            # pod's MAC (REACHABLE for up to 45 s, then a few more seconds of unicast probes), and the
+            # kubelet's probes to the new pod would vanish into the bridge as i/o timeouts: flushed after.
+            attach = f"link set {veth} master {self.bridge} up"
+            await _ip(batch=[attach, f"neigh flush to {ip} dev {self.bridge}"])
         return PodNet(ip=ip, netns=str(path), isolate=True)
 
     async def teardown(self, uid: str) -> None:

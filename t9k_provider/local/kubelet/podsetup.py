@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -77,16 +78,16 @@ class PodSetup:
                 self.host.hosts_changed()
         return self.net
 
-    async def prepare(self, pod: dict[str, Any], uid: str) -> float | None:
-        """Devices, objects, volumes and context; None once prepared, else the seconds after which to try
-        again (the reason is recorded: an event, and `config_error` for the containers' waiting state)."""
+    async def prepare(self, pod: dict[str, Any], uid: str, network: Awaitable[PodNet]) -> float | None:
+        """Devices, objects, volumes and context (``network``: the pod's, being set up meanwhile); None once
+        prepared, else the seconds after which to try again (the reason is recorded: an event, and
+        `config_error` for the containers' waiting state)."""
         if (wait := await self._allocate_devices(pod)) is not None:
             return wait
         namespace = pod["metadata"].get("namespace", "default")
         cm_names, secret_names = podenv.referenced_names(pod)
         configmaps = {n: o for n in cm_names if (o := await self._fetch(CONFIGMAPS, namespace, n))}
         secrets = {n: o for n in secret_names if (o := await self._fetch(SECRETS, namespace, n))}
-        assert self.net is not None
         tokens = {}
         for source in volumes.token_sources(pod):
             try:
@@ -103,8 +104,9 @@ class PodSetup:
         except ContainerConfigError as exc:
             return await self.config_failed(str(exc))
         self.mount_error = None
+        net = await network
         self.ctx = PodContext(
-            configmaps=configmaps, secrets=secrets, pod_ip=self.net.ip, host_ip=self.host.network.host_ip
+            configmaps=configmaps, secrets=secrets, pod_ip=net.ip, host_ip=self.host.network.host_ip
         )
         self.config_error = None
         self.dir.resolv_conf.write_text(hosts.RESOLV_CONF)

@@ -216,13 +216,19 @@ class PodWorker:
                 self.kubelet.hosts_changed()
             return False
         self.dir.path.mkdir(parents=True, exist_ok=True)
-        net = await self.setup.network(pod, self.uid)
         deleting = bool(meta.get("deletionTimestamp"))
-        if not deleting and not terminal and self.setup.due():
-            if (retry := await self.setup.prepare(pod, self.uid)) is not None:
-                self._wake(retry)
-            else:
-                self.kubelet.write_hosts(self)
+
+        async def prepared() -> None:
+            if not deleting and not terminal and self.setup.due():
+                if (retry := await self.setup.prepare(pod, self.uid, network)) is not None:
+                    self._wake(retry)
+                else:
+                    self.kubelet.write_hosts(self)
+
+        # the network is set up while the devices, objects and volumes are prepared: both are on the pod's
+        # way to its start, and only the context waits for the address
+        network = asyncio.ensure_future(self.setup.network(pod, self.uid))
+        net, _ = await asyncio.gather(network, prepared())
 
         runtime.reap_children()
         inits, mains = self._views()

@@ -1,6 +1,6 @@
 """XCom ``t9k_disruptions``: the try's disruptions in the documented shape (docs/airflow.md#how-a-task-ends),
 also for a task resumed after a deferral whose ``start_date`` is the resumption's (``dag.test()`` on Airflow
-3), and only the try's own for a job adopted from an earlier try."""
+3), and only the try's own for a job adopted from an earlier try; nothing for a try without any."""
 
 from __future__ import annotations
 
@@ -60,3 +60,10 @@ def test_a_recreated_replica_has_no_restart() -> None:
     report_disruptions(job(1, {**EVICTED, "action": "RecreateReplica", "restart": None}), ti, LOG)
     (entry,) = ti.xcoms[DISRUPTIONS_XCOM_KEY]
     assert entry["restart"] is None
+
+
+def test_a_try_without_disruptions_pushes_nothing() -> None:
+    ti = FakeTI(try_number=2, start_date=at("2026-11-29T10:50:00Z"))
+    report_disruptions(job(1, EVICTED), ti, LOG)  # adopted: the one disruption was the earlier try's
+    report_disruptions(job(2), ti, LOG)
+    assert DISRUPTIONS_XCOM_KEY not in ti.xcoms
