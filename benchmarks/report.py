@@ -179,8 +179,12 @@ hour earlier), its components using 20-40 % more CPU per burst. The generated cl
 had weighed on the collector's oldest generation, so full collections of the informers' caches came rarer;
 with that import added back as mere weight the p99 was 1.065 s, and with the collector's server pace of
 `kube/collector.py` (young and full collections ten times rarer than Python's defaults, in the controller
-and every `t9k-local` component) 0.815 s, this run. Each is one run of three bursts; the CPU figures' spread
-is wider than their differences, so which of them the pace brings back is not settled.""",
+and every `t9k-local` component) 0.815 s (6225673, 03:38 UTC). Each is one run of three bursts; the CPU
+figures' spread is wider than their differences, so which of them the pace brings back is not settled. This
+run (fdf34ad, 12:00-12:07 UTC) gave 1.104 s (0.918-1.312), within 6225673's spread (0.767-1.155): nothing the
+section runs changed between the two commits (the controller, the API server, the scheduler and the
+simulated kubelet are as they were; fdf34ad's kubeconfig parse runs once per process), and the Machine
+table's CPU speed row was 0.32 CPU s at this run's end against 0.17-0.25 in the morning's runs.""",
     "3. Waiting cost on the Airflow side": """\
 Both run at their default poll interval (10 s). `T9kJobTrigger` reads its job once when it starts; the
 triggers of one namespace share one watch (opened after a one-item LIST that gives its starting version,
@@ -266,28 +270,31 @@ KubernetesPodOperator task needs no controller at all. On a shared machine each 
 compare the steps against each other, and the same round's operators side by side, rather than one figure
 against a target.
 
-In this run (2026-11-30 09:25-09:39 UTC, commit b0e17be) the work's own time is taken after each half, on the
-settled cluster: until d027f15 it was taken right after the cluster's start, when its processes' imports
-slowed `python3 -c pass` 3-5x (0.031-0.059 s in every run since 2026-11-25, against 0.008-0.023 s in the
-deployment half that follows), so every `dag.test()` overhead and the pod's start above the work had been
-25-45 ms too low. Measured so, d027f15 gave 0.26 s per task non-deferrable and a pod start 0.133 s above the
-work (08:40-08:54 UTC). b0e17be forks each container's shim from a server that has already imported it
-(`t9k_provider/local/kubelet/shimfork.py`) where a fresh interpreter started per container: the pod's start
-falls to 0.079 s above the work (met) and its step, bound -> Succeeded, from 0.150 to 0.094 s. The task's
-median stays at 0.26 s in this run because the machine was slower in this hour (the header's CPU speed 0.21
-CPU s against 0.17 at 08:54, 0.25 at 09:45) and every other step grew with it. Side by side with `make
-bench-check` right after (09:40-09:42, the two commits alternating, two runs each, 5 tasks per variant),
-d027f15 gave 0.331 / 0.342 s non-deferrable, 0.349 / 0.336 s deferrable and a pod start 0.164 / 0.175 s above
-the work, and b0e17be 0.232 / 0.227 s, 0.230 / 0.225 s and 0.070 / 0.066 s: the shim server takes about 0.1 s
-off every task, and what is left above the 0.20 s target on this machine is the two Airflow-side steps (the
-operator's start and submit, 0.065-0.079 s; detection, log collection and Airflow finishing the task,
-0.064-0.068 s). The faster pod also changes a competitor's figure: `KubernetesPodOperator`'s trigger now finds
-a `python3 -c pass` pod already done at its first read (0.33 s per task, against 5.3 s when the pod took
-longer than that read), and `KubernetesJobOperator`'s deferrable trigger does so in some rounds, so the
-deferrable ratio to the best cncf operator (0.75x) no longer says what it said: on a real cluster a pod's
-start (image, runtime, node) takes seconds and the 5 s and 10 s polls stand. The deployment half misses its 1
-s target (1.40 / 1.44 s; 1.10 / 1.05 s at d027f15): less the task processes' DAG file parse the T9k task costs
-0.47 / 0.51 s (0.46 / 0.40 s); the parse, Airflow's CPU work, grew with the slower machine.""",
+The work's own time is taken after each half, on the settled cluster: until d027f15 it was taken right after
+the cluster's start, when its processes' imports slowed `python3 -c pass` 3-5x, so every `dag.test()` overhead
+and the pod's start above the work had been 25-45 ms too low (d027f15, measured so: 0.26 s per task, a pod
+start 0.133 s above the work). b0e17be forks each container's shim from a server that has already imported it
+(`t9k_provider/local/kubelet/shimfork.py`): the pod's start fell to 0.079 s above the work, about 0.1 s off
+every task side by side with d027f15. In this run (2026-11-30 12:13-12:26 UTC, commit fdf34ad) the T9k task
+costs 0.18 s non-deferrable (met; 0.26 s at b0e17be on a slower hour), 0.18 s deferrable, and its pod starts
+0.064 s above the work. Profiled (py-spy, the `dag.test()` process, 24 tasks), the task's own code was a small
+part of its two Airflow-side steps: of "task start -> job created" (0.052 s), the operator's start and its
+submit take 7-9 ms and the rest is Airflow's (the rendered template fields' API request, the templates, the
+"running" state); of "job Succeeded -> task end" each XCom the task pushes is an API request of 10-26 ms
+under `dag.test()`. fdf34ad pushes `t9k_disruptions` only when the try had any (as `t9k_progress`), which
+takes that step from 0.065 to 0.039-0.050 s, parses kubeconfigs with libyaml (2 ms less per task), and the
+kubelet sets up a pod's network namespace while it prepares its volumes, in 3 `ip` processes instead of 4.
+Side by side before this run (`make bench-check`'s measurement, 8 tasks per variant, the two commits
+alternating), the commit before gave 0.220 / 0.247 s non-deferrable and fdf34ad 0.206 / 0.202 s. What is left
+of the pod's start is the kubelet's: the network namespace (3 `ip` processes, 11-16 ms), the container's
+first cgroup write (6-27 ms: the kernel's RCU grace period on `cgroup.procs`, paid once per container, which
+only cgroup v2's `CLONE_INTO_CGROUP` avoids), and two status writes of 4-5 ms. The faster pod also changes a
+competitor's figure: `KubernetesPodOperator`'s trigger finds a `python3 -c pass` pod already done at its first
+read (0.25 s per task, against 5.3 s when the pod took longer than that read), and `KubernetesJobOperator`'s
+deferrable trigger does so in some rounds, so the deferrable ratio to the best cncf operator (0.71x) no longer
+says what it said: on a real cluster a pod's start (image, runtime, node) takes seconds and the 5 s and 10 s
+polls stand. The deployment half misses its 1 s target (1.23 / 1.31 s; 1.40 / 1.44 s at b0e17be): less the
+task processes' DAG file parse, Airflow's CPU work, the T9k task costs 0.40 / 0.39 s (0.47 / 0.51 s).""",
     "8. Controller at scale": """\
 Memory grows with the objects cached: the informers hold every GenericJob and pod as the decoded JSON
 (dicts and strings), several times the object's JSON size. Objects that arrived one by one on the watch cost
