@@ -78,6 +78,17 @@ class PodSetup:
                 self.host.hosts_changed()
         return self.net
 
+    async def network_and_prepare(
+        self, pod: dict[str, Any], uid: str, due: bool
+    ) -> tuple[PodNet, float | None]:
+        """The pod's network and, when ``due``, the rest prepared meanwhile (``prepare``'s answer; None when
+        not due): both are on the pod's way to its start, and only its context waits for the address."""
+        network = asyncio.ensure_future(self.network(pod, uid))
+        if not due:
+            return await network, None
+        net, retry = await asyncio.gather(network, self.prepare(pod, uid, network))
+        return net, retry
+
     async def prepare(self, pod: dict[str, Any], uid: str, network: Awaitable[PodNet]) -> float | None:
         """Devices, objects, volumes and context (``network``: the pod's, being set up meanwhile); None once
         prepared, else the seconds after which to try again (the reason is recorded: an event, and

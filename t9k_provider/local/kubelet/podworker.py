@@ -217,18 +217,12 @@ class PodWorker:
             return False
         self.dir.path.mkdir(parents=True, exist_ok=True)
         deleting = bool(meta.get("deletionTimestamp"))
-
-        async def prepared() -> None:
-            if not deleting and not terminal and self.setup.due():
-                if (retry := await self.setup.prepare(pod, self.uid, network)) is not None:
-                    self._wake(retry)
-                else:
-                    self.kubelet.write_hosts(self)
-
-        # the network is set up while the devices, objects and volumes are prepared: both are on the pod's
-        # way to its start, and only the context waits for the address
-        network = asyncio.ensure_future(self.setup.network(pod, self.uid))
-        net, _ = await asyncio.gather(network, prepared())
+        due = not deleting and not terminal and self.setup.due()
+        net, retry = await self.setup.network_and_prepare(pod, self.uid, due)
+        if due and retry is not None:
+            self._wake(retry)
+        elif due:
+            self.kubelet.write_hosts(self)
 
         runtime.reap_children()
         inits, mains = self._views()
