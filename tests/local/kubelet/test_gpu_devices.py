@@ -198,10 +198,16 @@ def test_a_restarted_kubelet_keeps_the_devices_of_running_pods(
         pod = core.read_namespaced_pod(name, "default")
         assert pod.status.phase == "Running" and pod.status.container_statuses[0].restart_count == 0
         assert seen(core, name, "default") == before[name]
-    bound = core.read_namespaced_pod("bound", "default").status
-    assert (
-        bound.phase == "Pending" and bound.container_statuses[0].state.waiting.reason == "ContainerCreating"
-    )
+
+    def written() -> client.V1PodStatus | None:
+        """bound's status once written Pending with a waiting container: the event may come first (the
+        kubelet prepares the devices while it sets up the pod's network, and writes the status after both)."""
+        status = core.read_namespaced_pod("bound", "default").status
+        statuses = status.container_statuses or []
+        return status if status.phase == "Pending" and statuses and statuses[0].state.waiting else None
+
+    bound = wait_for("bound's status", written)
+    assert bound.container_statuses[0].state.waiting.reason == "ContainerCreating"
     core.delete_namespaced_pod("one", "default", grace_period_seconds=1)
     wait_for("bound running", phase_is(core, "bound", "default", "Running"), timeout=30)
     assert wait_for("bound shows", lambda: seen(core, "bound", "default")) == before["one"]
