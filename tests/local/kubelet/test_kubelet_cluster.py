@@ -282,8 +282,14 @@ def test_missing_volume_source_waits_in_container_creating(core: client.CoreV1Ap
 
     events = wait_for("FailedMount", failed_mount)
     assert [(e.type, e.message) for e in events] == [("Warning", text)]
-    sts = core.read_namespaced_pod("mnt", ns).status.container_statuses or []
-    assert [s.state.waiting.reason for s in sts] == ["ContainerCreating"]
+
+    def waiting() -> list[str]:
+        """The containers' waiting reasons once the status holds them (the event may come first: the volumes
+        are prepared while the pod's network is set up, and the status is written after both)."""
+        sts = core.read_namespaced_pod("mnt", ns).status.container_statuses or []
+        return [s.state.waiting.reason for s in sts if s.state.waiting]
+
+    assert wait_for("the container's waiting reason", waiting) == ["ContainerCreating"]
     core.create_namespaced_config_map(ns, {"metadata": {"name": "later"}, "data": {"k": "mounted"}})
     wait_for("Succeeded", phase_is(core, "mnt", ns, "Succeeded"), timeout=20)
     assert pod_log(core, "mnt", ns) == "mounted\n"
