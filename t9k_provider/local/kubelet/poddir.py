@@ -110,6 +110,16 @@ class AttemptFiles:
     def write_exit_code(self, code: int) -> None:
         _replace(self.exit, f"{code}\n")
 
+    @property
+    def started(self) -> bool:
+        """Did its shim start the container? It writes the pid file right after, and a start error's state."""
+        return self.pid.exists() or self.state.exists()
+
+    def remove(self) -> None:
+        """Forget an attempt that never started (spec first: `ContainerDir.attempts` lists by it)."""
+        for path in (self.spec, self.log, self.state, self.pid, self.exit):
+            path.unlink(missing_ok=True)
+
 
 @dataclass(frozen=True)
 class ContainerDir:

@@ -170,7 +170,8 @@ class PodWorker:
             container = self.dir.container(c["name"])
             items = runtime.attempts(container)
             if items and not items[-1].finished:
-                items[-1] = self._check_lost(container, items[-1])
+                last = self._check_lost(container, items[-1])
+                items[-1:] = [last] if last else []
             msg = self.create_errors.get(c["name"]) or self.setup.config_error
             reason = waiting
             if c["name"] in self.create_errors:
@@ -186,7 +187,7 @@ class PodWorker:
         mains = [view(c, "ContainerCreating" if init_done else "PodInitializing") for c in spec["containers"]]
         return inits, mains
 
-    def _check_lost(self, container: ContainerDir, attempt: runtime.Attempt) -> runtime.Attempt:
+    def _check_lost(self, container: ContainerDir, attempt: runtime.Attempt) -> runtime.Attempt | None:
         launched = self.launched.get((container.name, attempt.n))
         if launched is not None and time.monotonic() - launched < START_GRACE and attempt.pid is None:
             return attempt  # still starting

@@ -86,10 +86,17 @@ def attempts(container: ContainerDir) -> list[Attempt]:
     return [read_attempt(files) for files in container.attempts()]
 
 
-def reap_lost(files: AttemptFiles, attempt: Attempt) -> Attempt:
-    """An attempt without exit file whose shim is gone (SIGKILLed with the machine...): record it as lost."""
+def reap_lost(files: AttemptFiles, attempt: Attempt) -> Attempt | None:
+    """An attempt without exit file whose shim is gone: recorded as lost where its container started
+    (SIGKILLed with the machine...); removed, and None, where it never did (the kubelet died between the
+    attempt's spec and the shim's go). Such a container was only created, and the kubelet starts it again
+    whatever the restart policy, as upstream's ``ShouldContainerBeRestarted`` does: a Never pod must not
+    fail for a run that never was."""
     if attempt.finished or shim_alive(files):
         return attempt
+    if not files.started:
+        files.remove()
+        return None
     # Re-check: the shim may have finished between our two reads.
     if files.exit_code() is None:
         state = poddir.read_json(files.state)

@@ -17,6 +17,8 @@ from kubernetes.client.rest import ApiException
 
 from t9k_provider.local.kubelet import cgroups, network, poddir
 from t9k_provider.local.kubelet.poddir import PodDir
+from t9k_provider.local.kubelet.shim import ShimSpec
+from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.testing import LocalCluster, require_limits, wait_for
 from tests.support.builders import PY, make_container, make_pod
 from tests.support.clusters import cluster_fixture
@@ -449,6 +451,30 @@ def test_kubelet_restart_readopts_running_pod_and_stop_ends_containers(
     assert cluster.stop() == []  # the kubelet tore the networks down itself: nothing was left to the harness
     wait_for("container process gone", lambda: not Path(f"/proc/{pid}").exists(), timeout=10)
     assert not any(p.exists() for p in netns)
+
+
+def test_an_attempt_its_dead_kubelet_never_started_is_started_by_the_next(
+    cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    """A kubelet SIGKILLed between writing an attempt's spec and its shim's go leaves the spec alone: the
+    container was only created, so the next kubelet starts it even under restartPolicy Never, as upstream
+    restarts a container in the created state (before, the pod failed: ContainerStatusUnknown, 137)."""
+    cluster = cluster_factory()
+    core = client.CoreV1Api(cluster.api_client())
+    cluster.stop_node(FIRST_NODE)
+    pod = make_pod("created", make_container("main", py="print('ran')"), nodeName=FIRST_NODE)
+    uid = core.create_namespaced_pod("default", pod).metadata.uid
+    attempt = PodDir(cluster.state_dir / "pods" / f"default_created_{uid}").container("main").attempt(0)
+    attempt.directory.mkdir(parents=True)
+    ShimSpec(argv=[PY, "-c", "print('the dead kubelet's spec')"], env={}, log_path=str(attempt.log)).dump(
+        attempt.spec
+    )
+    cluster.start_node(FIRST_NODE)
+    done = wait_for("Succeeded", phase_is(core, "created", "default", "Failed", "Succeeded"), timeout=30)
+    main = done.status.container_statuses[0]
+    assert done.status.phase == "Succeeded" and main.state.terminated.reason == "Completed"
+    assert main.restart_count == 0
+    assert pod_log(core, "created", "default") == "ran\n"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="pod network namespaces need root")

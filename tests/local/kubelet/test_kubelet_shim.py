@@ -241,6 +241,19 @@ def test_attempt_whose_shim_vanished_is_recorded_as_unknown(tmp_path: Path) -> N
     assert ContainerDir(cdir).attempt(0).exit_code() == 137
 
 
+def test_attempt_whose_shim_never_started_is_forgotten(tmp_path: Path) -> None:
+    """Only a spec (the kubelet died before the shim's go): no run to record, the attempt is removed."""
+    from t9k_provider.local.kubelet import runtime
+
+    container = ContainerDir(tmp_path / "c")
+    files = container.attempt(0)
+    files.directory.mkdir()
+    ShimSpec(argv=["true"], env={}, log_path=str(files.log)).dump(files.spec)
+    (attempt,) = runtime.attempts(container)
+    assert runtime.reap_lost(files, attempt) is None
+    assert runtime.attempts(container) == [] and list(files.directory.iterdir()) == []
+
+
 def test_live_shim_is_recognised_by_its_command_line(tmp_path: Path) -> None:
     from t9k_provider.local.kubelet import runtime
 
