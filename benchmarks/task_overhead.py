@@ -215,15 +215,18 @@ def run_dag(cluster: LocalCluster, work_dir: Path, spec: dict[str, Any]) -> list
     """One ``dag.test()`` in a fresh Airflow; returns its task lines."""
     spec_file, spec = write_spec(cluster, work_dir, spec)
     timeout = 300 + sum(TASK_BUDGET[work] for _, _, work in plan(spec))
-    with open(work_dir / "dag-test.log", "wb") as log:
+    # stdout (the task lines among the tasks' own logs) kept whole, so a failed task's error can be read
+    out, err = work_dir / "dag-test.out", work_dir / "dag-test.log"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
         proc = subprocess.run(
             [sys.executable, "-m", "benchmarks.overhead_dag", str(spec_file)],
-            stdout=subprocess.PIPE, stderr=log, timeout=timeout, check=False, env=os.environ | client_env(),
+            stdout=stdout, stderr=stderr, timeout=timeout, check=False, env=os.environ | client_env(),
         )  # fmt: skip
-    lines = [json.loads(x) for x in proc.stdout.decode().splitlines() if x.startswith("{")]
+    where = f"{out} and {err}"
+    lines = [json.loads(x) for x in out.read_text(errors="replace").splitlines() if x.startswith('{"task"')]
     if proc.returncode != 0:
-        raise RuntimeError(f"dag.test() of the overhead DAG failed (exit {proc.returncode}); see {log.name}")
-    return checked([x for x in lines if "task" in x], log.name)
+        raise RuntimeError(f"dag.test() of the overhead DAG failed (exit {proc.returncode}); see {where}")
+    return checked(lines, where)
 
 
 def run_deployment(cluster: LocalCluster, work_dir: Path, spec: dict[str, Any]) -> list[dict]:
