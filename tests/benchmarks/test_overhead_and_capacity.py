@@ -10,7 +10,15 @@ from pathlib import Path
 
 from benchmarks.controller_capacity import HISTOGRAM, histogram_percentile
 from benchmarks.overhead_dag import AGENT, client_env, plan
-from benchmarks.task_overhead import STEPS, Stamps, parse_seconds, round_ratios, step_rows, summarize
+from benchmarks.task_overhead import (
+    STEPS,
+    Stamps,
+    parse_seconds,
+    pod_discovery_failures,
+    round_ratios,
+    step_rows,
+    summarize,
+)
 
 
 def test_every_round_runs_each_variant_once_in_a_rotated_order() -> None:
@@ -64,6 +72,15 @@ def test_the_parse_time_is_read_from_each_try_s_log_and_not_from_the_trigger_s(t
     (logs / "attempt=2.log").write_text(json.dumps(dict(line, dag_file_parse_ms=300)) + "\n")
     assert parse_seconds(logs) == 1.5
     assert parse_seconds(tmp_path / "task_id=none") == 0.0
+
+
+def test_a_job_operator_task_that_found_no_pods_is_named_from_its_label_selector() -> None:
+    error = (
+        '{"event": "Task failed with exception", "error_detail": [{"exc_value": "No pods running with labels '
+        "airflow_kpo_in_cluster=False,dag_id=t9k_bench_overhead,kubernetes_pod_operator=True,"
+        'run_id=manual__2026-11-30T14_00_00,task_id=r0_cncf_job_pass,try_number=1,already_checked!=True"}]}\n'
+    )
+    assert pod_discovery_failures(error + "No pods here\n") == {"r0_cncf_job_pass"}
 
 
 def test_overhead_is_wall_time_minus_the_works_own_time_and_requests_are_the_airflow_clients() -> None:

@@ -19,28 +19,33 @@ def test_quick_run_of_the_per_task_overhead(tmp_path: Path) -> None:
     """Every operator variant once under dag.test() and once in a real deployment on one local cluster,
     through the real command.
 
-    A task that defers may lose its try to Airflow's stale-event race in a real deployment (apache/airflow
-    #72716; the T9k operator at its defaults does not defer a job that ends within ``wait_before_defer``):
-    the report must then say so, attributed to the race. Any other failure, or a lost T9k task that did not
-    defer, fails this test."""
+    A task may be lost to a known upstream bug, which the report must then name: in a real deployment, a task
+    that defers to Airflow's stale-event race (apache/airflow#72716; the T9k operator at its defaults does not
+    defer a job that ends within ``wait_before_defer``); in either half, a KubernetesJobOperator task to its
+    pod discovery, four lists without a pause (apache/airflow#70585). Any other failure, or a lost T9k task
+    that did not defer, fails this test."""
     text = quick_report(tmp_path, "overhead")
 
-    def lost_to_race(half: str, title: str) -> bool:
+    def lost_upstream(half: str, title: str) -> bool:
         row = rf"\| {re.escape(half)}, `python3 -c pass`, {re.escape(title)}: tasks failed, of 1 \(1 of them"
-        raced = re.search(row + " by Airflow's stale executor event", text)
-        return half == "deployment" and raced is not None
+        raced = half == "deployment" and re.search(f"{row} by Airflow's stale executor event", text)
+        job = title.startswith("KubernetesJobOperator")
+        undiscovered = job and re.search(f"{row} by KubernetesJobOperator's pod discovery", text)
+        return bool(raced or undiscovered)
 
     for half in ("dag.test()", "deployment"):
         for operator in ("GenericJobOperator", "KubernetesJobOperator", "KubernetesPodOperator"):
             title = f"{operator}, deferrable"
-            if operator == "GenericJobOperator" or not lost_to_race(half, title):
+            if operator == "GenericJobOperator" or not lost_upstream(half, title):
                 assert f"{half}, `python3 -c pass`, {title}: overhead per task (1 tasks)" in text
-            assert f"{half}, `python3 -c pass`, {operator}, non-deferrable: API requests per task by" in text
+            plain = f"{operator}, non-deferrable"
+            if not lost_upstream(half, plain):
+                assert f"{half}, `python3 -c pass`, {plain}: API requests per task by" in text
         at_once = "GenericJobOperator, deferrable, wait_before_defer=0"
-        if not lost_to_race(half, at_once):
+        if not lost_upstream(half, at_once):
             assert f"{half}, {at_once}, `python3 -c pass`: job " in text
         cncf = ("KubernetesJobOperator", "KubernetesPodOperator")
-        if not all(lost_to_race(half, f"{operator}, deferrable") for operator in cncf):
+        if not all(lost_upstream(half, f"{operator}, deferrable") for operator in cncf):
             ratio = f"{half}, `python3 -c pass`, GenericJobOperator, deferrable: T9k overhead / best cncf"
             assert ratio in text
 
