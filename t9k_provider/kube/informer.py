@@ -115,6 +115,7 @@ class Informer:
         self._tombstones: dict[Key, int] = {}
         self._indexes: dict[str, dict[str, set[Key]]] = {name: {} for name in self._indexers}
         self._resource_version = ""
+        self._listing: set[Key] | None = None  # keys written through while a relist's list is in flight
         self._undelivered: dict[tuple[int, Key], _Undelivered] = {}  # (handler index, key)
         self.last_error: str | None = None
 
@@ -143,9 +144,11 @@ class Informer:
     # -- write-through ------------------------------------------------------------------------
     def observe(self, obj: dict[str, Any]) -> None:
         """Record an object the informer's owner just wrote or read fresh."""
+        self._written(object_key(obj))
         self._apply("MODIFIED", obj)
 
     def observe_deleted(self, namespace: str, name: str, resource_version: int | None = None) -> None:
+        self._written((namespace, name))
         current = self._store.get((namespace, name))
         if current is not None:
             tomb = dict(current)
@@ -194,15 +197,28 @@ class Informer:
         await asyncio.sleep(backoff * (0.5 + random.random()))
         return min(backoff * 2, MAX_BACKOFF)
 
+    def _written(self, key: Key) -> None:
+        if self._listing is not None:
+            self._listing.add(key)
+
     async def _relist(self, cause: str) -> None:
+        """Replace the cache with a fresh list, except where the owner wrote through while the list was in
+        flight and the cache holds a version newer than the list's (a pod created meanwhile, which a stale
+        list lacks: dropping it made the Job controller create its pods again); the watch from the list's
+        version brings what follows. Upstream's controllers guard this race with expectations."""
         self._api.metrics.relist(self.rt.plural, cause)
-        items, rv = await self._api.list(self.rt, self.namespace)
-        fresh = {object_key(obj): obj for obj in items if self._keep(obj)}
-        for key in [k for k in self._store if k not in fresh]:
+        self._listing = set()
+        try:
+            items, rv = await self._api.list(self.rt, self.namespace)
+        finally:
+            written, self._listing = self._listing, None
+        kept = {key for key in written if compare(self._store.get(key) or self._tombstones.get(key), rv) == 1}
+        fresh = {object_key(obj): obj for obj in items if self._keep(obj) and object_key(obj) not in kept}
+        for key in [k for k in self._store if k not in fresh and k not in kept]:
             self._apply("DELETED", self._store[key], force=True)
         for obj in fresh.values():
             self._apply("MODIFIED", obj, force=True)
-        self._tombstones.clear()
+        self._tombstones = {key: tomb for key, tomb in self._tombstones.items() if key in kept}
         self._resource_version = rv
         self.last_error = None
         self.synced.set()

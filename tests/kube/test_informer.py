@@ -108,6 +108,34 @@ async def test_resumes_from_last_version_and_relists_only_on_410() -> None:
     assert informer.get("ns", "a")["metadata"]["resourceVersion"] == "30"
 
 
+async def test_writes_made_while_a_relist_is_in_flight_survive_its_older_list() -> None:
+    """The Job controller creates a pod while its informer relists after a 410, and the list was taken before
+    the create: the cache keeps the pod, and the newer update and delete it wrote through too (dropping the
+    pod made the controller create the Job's pods again: 3 pods ran for 2 completions in a soak)."""
+    informer: Informer
+
+    class RacingApi(ScriptedApi):
+        async def list(self, rt: ResourceType, namespace: str | None) -> tuple[list[dict], str]:
+            answer = await super().list(rt, namespace)
+            if self.list_calls == 2:  # the relist: the owner's writes land while its answer is on the way
+                informer.observe(pod("new", 41))
+                informer.observe(pod("a", 42, phase="Running"))
+                informer.observe_deleted("ns", "b", 43)
+                informer.observe(pod("c", 20))  # older than the list: the list wins
+            return answer
+
+    api = RacingApi(
+        lists=[([pod("a", 5), pod("b", 6)], "10"), ([pod("a", 30), pod("b", 31), pod("c", 32)], "40")],
+        watches=[ApiError(410, {"reason": "Expired", "code": 410})],
+    )
+    informer = make(api)
+    await run_until_exhausted(informer, api)
+    versions = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in informer.items()}
+    assert versions == {"a": "42", "c": "32", "new": "41"}
+    informer._apply("ADDED", pod("b", 31))  # a late event of the deleted pod does not bring it back
+    assert informer.get("ns", "b") is None
+
+
 async def test_owner_index_follows_changes() -> None:
     api = ScriptedApi(
         lists=[([pod("a", 1), pod("b", 2, owner="other"), pod("c", 3, owner=None)], "3")],

@@ -88,8 +88,10 @@ class JobController(PodOwnerController):
                 completions is None and succeeded > 0 and not live
             ):
                 reached = "Reached expected number of succeeded pods"
+                await self._delete_pods(job, live)  # as upstream: a finished Job keeps nothing running
                 conditions.append(_condition("Complete", "CompletionsReached", reached, now))
                 new_status["completionTime"] = now
+                new_status["active"] = 0
                 await events.record(self.kube, job, "Completed", "Job completed", component=COMPONENT)
             elif suspended:
                 await self._delete_pods(job, live)

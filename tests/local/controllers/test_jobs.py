@@ -15,6 +15,7 @@ class RecordingApi:
 
     def __init__(self) -> None:
         self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
         self.status_patches: list[dict[str, Any]] = []
         self.revision = 100
 
@@ -27,6 +28,11 @@ class RecordingApi:
         if rt == PODS:
             self.created.append(out)
         return out
+
+    async def delete(self, rt: ResourceType, namespace: str, name: str, **_: Any) -> dict[str, Any]:
+        assert rt == PODS
+        self.deleted.append(name)
+        return {"kind": "Status"}
 
     async def patch(
         self, rt: ResourceType, namespace: str, name: str, patch: dict[str, Any], **_: Any
@@ -60,3 +66,25 @@ async def test_a_second_sync_before_the_watch_catches_up_creates_nothing() -> No
     owned = pods.by_index(OWNER_INDEX, "job-uid")
     assert sorted(p["metadata"]["name"] for p in owned) == sorted(p["metadata"]["name"] for p in api.created)
     assert [s["active"] for s in api.status_patches] == [3, 3]
+
+
+def owned_pod(name: str, phase: str, rv: int) -> dict[str, Any]:
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "job-uid", "controller": True}
+    meta = {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": str(rv)}
+    return {"metadata": {**meta, "ownerReferences": [owner]}, "status": {"phase": phase}}
+
+
+async def test_a_job_that_completes_deletes_its_pods_still_running() -> None:
+    """As upstream: a Complete Job keeps nothing running, e.g. a pod beyond its completions."""
+    api = RecordingApi()
+    pods = Informer(api, PODS, indexers={OWNER_INDEX: by_owner})  # type: ignore[arg-type]
+    controller = JobController(api, Informer(api, JOBS), pods)  # type: ignore[arg-type]
+    for rv, (name, phase) in enumerate((("a", "Succeeded"), ("b", "Succeeded"), ("c", "Running")), start=10):
+        pods.observe(owned_pod(name, phase, rv))
+    job = batch_job(parallelism=2)
+    job["spec"]["completions"] = 2
+    await controller.sync(job)
+    assert api.deleted == ["c"] and api.created == []
+    status = api.status_patches[-1]
+    assert (status["active"], status["succeeded"]) == (0, 2)
+    assert [c["type"] for c in status["conditions"]] == ["Complete"]
