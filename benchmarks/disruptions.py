@@ -65,18 +65,21 @@ on the one host clock."""
 ANALYSIS = """\
 A drained node and a preemption are seen at once: the eviction (or the preemption's delete) marks worker-1's
 pod with `DisruptionTarget`, and the controller restarts the job as a whole within about 0.1 s, without
-charging its `backoffLimit` (docs/controller.md#r9). Training then runs again about 2.1 s after the restart:
-the new pods are placed and started, gloo's rendezvous completes and every rank loads the last checkpoint. A
-preempted training waits for its preemptor first (it holds the CPU the gang needs), so its time to running
-again is the preemptor's run plus the same 2.1 s. A lost node is slower by design: nothing tells the cluster
-a silent node is gone until its grace period (5 s here) marks it Unknown and taints it, and the pod goes when
-its toleration of the taint (5 s here) ends, about 9.8 s in all; the restart that follows takes the same
-2.4 s. With Kubernetes' defaults (50 s of grace, 300 s of toleration) that first part is about 6 minutes;
-a training that should come back sooner sets `tolerationSeconds` on `node.kubernetes.io/unreachable` in its
-pod template. The steps lost are the ones since the last checkpoint, at most one checkpoint interval (here an
-epoch of 25 steps): 10 (drain), 18 (node loss: the surviving rank went on until the restart) and 11
-(preemption) at the median. The task, its DAG and its retries see none of it: on the Airflow side the same
-scenarios end with the task succeeding on its first try (`tests/airflow/test_disruptions_on_cluster.py`)."""
+charging its `backoffLimit` (docs/controller.md#r9). Training then runs again about 4.0 s after the restart:
+the new pods are placed and started, each rank imports torch, gloo's rendezvous completes and every rank loads
+the last checkpoint (2.1 s at 845a2d8 on 2026-11-29; in this run the machine ran the same Python workloads
+directly 57 % slower, section 11's work's own time 6.22 s against 3.97 s, with no code on this path changed
+but the process kubelet's faster pod start). A preempted training waits for its preemptor first (it holds the
+CPU the gang needs), so its time to running again is the preemptor's run plus the same 3.9 s. A lost node is
+slower by design: nothing tells the cluster a silent node is gone until its grace period (5 s here) marks it
+Unknown and taints it, and the pod goes when its toleration of the taint (5 s here) ends, about 9.3 s in all;
+the restart that follows takes the same 4.4 s. With Kubernetes' defaults (50 s of grace, 300 s of toleration)
+that first part is about 6 minutes; a training that should come back sooner sets `tolerationSeconds` on
+`node.kubernetes.io/unreachable` in its pod template. The steps lost are the ones since the last checkpoint,
+at most one checkpoint interval (here an epoch of 25 steps): 10 (drain), 13 (node loss: the surviving rank
+went on until the restart) and 11 (preemption) at the median. The task, its DAG and its retries see none of
+it: on the Airflow side the same scenarios end with the task succeeding on its first try
+(`tests/airflow/test_disruptions_on_cluster.py`)."""
 
 WRAPPER = f"""
 import json, os, sys, time

@@ -109,6 +109,14 @@ only once the controller has recorded its outcome; closing the gap needs the con
 saw of a deleted pod (a DELETED event carries it) or a finalizer on replica pods, as Kubernetes' Job
 controller tracks its pods. Until then the soak deletes only pods that have not finished.
 
+On 2026-11-30 two more were found and fixed, both by a round that missed a Job. A kubelet SIGKILLed (with the
+API server) between writing a container's spec and its fork server's go left a container that never ran, and
+the next kubelet recorded it as lost (`ContainerStatusUnknown`, 137), failing a `restartPolicy: Never` pod:
+it now starts it, as upstream restarts a container in the created state. And an informer's relist after a
+compaction replaced its cache with a list taken before the Job controller's own create had landed, so the
+controller created the Job's pods again and 3 ran for 2 completions: a relist now keeps what its owner wrote
+through while the list was in flight at a newer version (upstream guards the race with expectations).
+
 The latency tails are the faults': a write that a server answered is seen by the soak's watch within
 milliseconds unless the stream was just cut (a resume, or a relist after a compaction); a spec change waits
 for its controller while that process or the server restarts (a few seconds each under the hog, the backoff
