@@ -466,9 +466,8 @@ def test_an_attempt_its_dead_kubelet_never_started_is_started_by_the_next(
     uid = core.create_namespaced_pod("default", pod).metadata.uid
     attempt = PodDir(cluster.state_dir / "pods" / f"default_created_{uid}").container("main").attempt(0)
     attempt.directory.mkdir(parents=True)
-    ShimSpec(argv=[PY, "-c", "print('the dead kubelet's spec')"], env={}, log_path=str(attempt.log)).dump(
-        attempt.spec
-    )
+    # what the dead kubelet wrote; had it been run rather than started afresh, the log would say so
+    ShimSpec(argv=[PY, "-c", "print('stale')"], env={}, log_path=str(attempt.log)).dump(attempt.spec)
     cluster.start_node(FIRST_NODE)
     done = wait_for("Succeeded", phase_is(core, "created", "default", "Failed", "Succeeded"), timeout=30)
     main = done.status.container_statuses[0]
