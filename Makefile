@@ -54,12 +54,12 @@ $(STAMP): requirements/dev.lock pyproject.toml
 env: $(STAMP)
 
 # Both cores: pytest-xdist workers, each test module on one worker so that its shared cluster starts once; every
-# cluster has a pod subnet, bridge and state directory of its own (docs/development.md). Three workers on two
-# cores, because cluster tests spend part of their time waiting: the main suite took 470 s with 3 and 544 s with
-# 2 (WORKERS=N for another machine). The unit layer (test-fast) is everything not marked cluster, deployment or
+# cluster has a pod subnet, bridge and state directory of its own (docs/development.md). Four workers on two
+# cores, because cluster tests spend part of their time waiting: from clean clones on 2026-11-30 the main suite
+# took 952 s with 4 and 1,182 s with 3, its cores idle 47 and 200 CPU s (WORKERS=N for another machine). The unit layer (test-fast) is everything not marked cluster, deployment or
 # slow. The modules start longest first (tests/support/schedule.py, by tests/durations.json), not xdist's
 # most-tests-first, which left the minutes-long modules to start last.
-WORKERS ?= 3
+WORKERS ?= 4
 PYTEST := pytest -q -n $(WORKERS) --dist loadscope --no-loadscope-reorder
 UNIT := -m "not cluster and not deployment and not slow"
 # JUNIT=PREFIX writes each part's JUnit XML to PREFIX-main.xml and PREFIX-airflow2.xml (per-test durations:
