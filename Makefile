@@ -55,8 +55,9 @@ env: $(STAMP)
 
 # Both cores: pytest-xdist workers, each test module on one worker so that its shared cluster starts once; every
 # cluster has a pod subnet, bridge and state directory of its own (docs/development.md). Four workers on two
-# cores, because cluster tests spend part of their time waiting: from clean clones on 2026-11-30 the main suite
-# took 952 s with 4 and 1,182 s with 3, its cores idle 47 and 200 CPU s (WORKERS=N for another machine). The unit layer (test-fast) is everything not marked cluster, deployment or
+# cores, because cluster tests spend part of their time waiting: in two clean clones one after the other the
+# main suite took 1,053 s with 4 and 1,076 s with 3, its cores idle 36 and 160 CPU s (docs/development.md;
+# WORKERS=N for another machine). The unit layer (test-fast) is everything not marked cluster, deployment or
 # slow. The modules start longest first (tests/support/schedule.py, by tests/durations.json), not xdist's
 # most-tests-first, which left the minutes-long modules to start last.
 WORKERS ?= 4

@@ -1161,8 +1161,11 @@ def test_memory_limit_ends_in_oom_killed(cluster: LocalCluster, core: client.Cor
     wait_for("the attempt's cgroup removed", lambda: not any(Path(d).exists() for d in dirs))
 
     def restarted() -> Any:
-        status = core.read_namespaced_pod("hog-again", ns).status.container_statuses[0]
-        return status.restart_count >= 1 and status.last_state.terminated
+        """hog-again's last termination once it restarted; its status may not hold the container yet (the
+        kubelet writes it after its first start, which a loaded machine delays past hog's end)."""
+        statuses = core.read_namespaced_pod("hog-again", ns).status.container_statuses
+        status = statuses[0] if statuses else None
+        return status is not None and status.restart_count >= 1 and status.last_state.terminated
 
     last = wait_for("hog-again restarted", restarted)
     assert (last.reason, last.exit_code) == ("OOMKilled", 137)
