@@ -24,6 +24,7 @@ import os
 import re
 import secrets
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -36,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from t9k_provider.testing import free_port, wait_for
+from t9k_provider.testing import free_port, polling, wait_for
 from t9k_provider.waiting.status import parse_time
 
 AIRFLOW_3 = int(importlib.metadata.version("apache-airflow").split(".")[0]) >= 3
@@ -146,7 +147,7 @@ class Component:
             return ""
 
 
-#: Tries of a REST read answered with 5xx (0.5 s, 1 s, 2 s apart).
+#: Tries of a REST read answered with 5xx or not at all (0.5 s, 1 s, 2 s apart).
 READ_ATTEMPTS = 4
 
 
@@ -174,12 +175,23 @@ def isolated_env(home: Path) -> dict[str, str]:
 
 
 def migrate_db(env: dict[str, str], timeout: float = 240) -> None:
-    """Create the metadata DB of the Airflow ``env`` describes (``airflow db migrate``)."""
+    """Create the metadata DB of the Airflow ``env`` describes (``airflow db migrate``), in SQLite's WAL mode.
+
+    WAL (a setting the DB file keeps) lets the components read while one of them writes: in the default
+    rollback journal a reader waits for every writer, and on a loaded 2-core machine, with a scheduler,
+    a triggerer, task processes and the API server all at the one file, the API server then answered
+    nothing for 30 s and a task's calls to it timed out.
+    """
     migrate = subprocess.run(
         airflow_command("db", "migrate"), env=env, capture_output=True, text=True, timeout=timeout
     )
     if migrate.returncode != 0:
         raise RuntimeError(f"airflow db migrate failed:\n{migrate.stdout}{migrate.stderr}")
+    database = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].removeprefix("sqlite:///")
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if mode != "wal":
+        raise RuntimeError(f"{database}: SQLite kept journal mode {mode!r}, not WAL")
 
 
 class AirflowDeployment:
@@ -293,8 +305,20 @@ class AirflowDeployment:
         self.migrate(timeout)
         for name in self.component_names:
             self.start_component(name)
+        polling.add_reporter(self, self.report)
         wait_for("every Airflow component to report healthy", self.healthy, timeout, 1.0)
         return self
+
+    def report(self, lines: int = 8) -> str:
+        """What a wait that gives up says of this deployment: each component, alive or how it exited, and
+        the last lines of its log."""
+        said = [f"airflow deployment {self.home}:"]
+        for component in self.components.values():
+            proc = component.proc
+            state = "running" if component.running() else f"exited ({proc.returncode if proc else None})"
+            said.append(f"  {component.name} {state}; last lines of {component.log_file.name}:")
+            said += [f"    {line[:300]}" for line in component.log_tail(lines).splitlines()]
+        return "\n".join(said)
 
     def migrate(self, timeout: float = 240) -> None:
         migrate_db(self.env, timeout)
@@ -314,6 +338,7 @@ class AirflowDeployment:
 
     def stop(self, timeout: float = 20) -> None:
         """Stop every component; they shut down in parallel, within ``timeout`` seconds."""
+        polling.remove_reporter(self)
         components = [self.components.pop(name) for name in reversed(list(self.components))]
         for component in components:
             if component.running():
@@ -366,7 +391,8 @@ class AirflowDeployment:
         """One call of the REST API (``path`` below ``/api/v2`` or ``/api/v1``): the decoded answer.
 
         A read the server answers with 5xx (its SQLite database locked by another component, a loaded
-        machine) is tried again, a few times; a write never is (it could happen twice).
+        machine) or not at all within ``timeout`` is tried again, a few times; a write never is (it could
+        happen twice).
         """
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": accept}
@@ -380,10 +406,13 @@ class AirflowDeployment:
                     text = resp.read().decode(errors="replace")
                 return json.loads(text) if accept == "application/json" and text else text
             except urllib.error.HTTPError as exc:
-                error = ApiError(method, path, exc.code, exc.read().decode(errors="replace"))
-                attempts += 1
-                if method != "GET" or exc.code < 500 or attempts == READ_ATTEMPTS:
-                    raise error from None
+                error: Exception = ApiError(method, path, exc.code, exc.read().decode(errors="replace"))
+                retry = exc.code >= 500
+            except (TimeoutError, ConnectionError) as exc:  # no answer in time: the server starved or stuck
+                error, retry = exc, True
+            attempts += 1
+            if method != "GET" or not retry or attempts == READ_ATTEMPTS:
+                raise error from None
             time.sleep(0.5 * 2 ** (attempts - 1))
 
     def wait_for_dags(self, dag_ids: list[str], timeout: float = 120) -> None:
@@ -447,7 +476,23 @@ class AirflowDeployment:
             return ti if ti["state"] in states else None
 
         what = f"task {dag_id}/{task_id} in run {run_id} to be {' or '.join(states)}"
-        return dict(wait_for(what, reached, timeout, 0.5))
+        try:
+            return dict(wait_for(what, reached, timeout, 0.5))
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n{self.task_report(dag_id, run_id, task_id)}") from None
+
+    def task_report(self, dag_id: str, run_id: str, task_id: str, lines: int = 20) -> str:
+        """The task instance's state and try, and the last lines of that try's log (or why not)."""
+        try:
+            ti = self.task_instance(dag_id, run_id, task_id)
+            said = f"task {dag_id}/{task_id}: state {ti['state']}, try {ti['try_number']}"
+            if not ti["try_number"]:
+                return said
+            log = self.task_log(dag_id, run_id, task_id, ti["try_number"])
+        except (OSError, ApiError) as exc:
+            return f"task {dag_id}/{task_id}: not read ({exc!r})"
+        tail = [f"  {line.text[:300]}" for line in log[-lines:]]
+        return "\n".join([f"{said}; last lines of its log:", *tail])
 
     def set_task_state(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
         """What "Mark failed/success" in the UI does."""
