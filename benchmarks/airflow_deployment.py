@@ -178,9 +178,9 @@ def migrate_db(env: dict[str, str], timeout: float = 240) -> None:
     """Create the metadata DB of the Airflow ``env`` describes (``airflow db migrate``), in SQLite's WAL mode.
 
     WAL (a setting the DB file keeps) lets the components read while one of them writes: in the default
-    rollback journal a reader waits for every writer, and on a loaded 2-core machine, with a scheduler,
-    a triggerer, task processes and the API server all at the one file, the API server then answered
-    nothing for 30 s and a task's calls to it timed out.
+    rollback journal a reader waits for every writer, and here a scheduler, a triggerer, task processes and
+    the API server all use the one file. On CI (2 cores, the whole suite beside it) the API server once
+    answered a read nothing for 30 s while a task of that deployment failed.
     """
     migrate = subprocess.run(
         airflow_command("db", "migrate"), env=env, capture_output=True, text=True, timeout=timeout
