@@ -35,6 +35,8 @@ WINDOW = (1600, 1600)
 NETWORK_CHANGED = "net::ERR_NETWORK_CHANGED"
 #: At most this many loads again of one page opened.
 RELOADS = 5
+#: Tries of one screenshot (``Browser.shot``).
+SHOT_TRIES = 3
 
 
 class Browser:
@@ -124,10 +126,18 @@ class Browser:
         return self.wait(what, lambda: found(self.text()), timeout)
 
     def shot(self, name: str) -> Path:
-        """Save the window as ``<shots>/<name>.png``."""
+        """Save the window as ``<shots>/<name>.png``. chromedriver gives the renderer 10 s to draw it; one too
+        busy for that (seen on CI, the whole suite on 2 cores beside it) is asked again, SHOT_TRIES times in
+        all."""
+        from selenium.common.exceptions import TimeoutException
+
         self.shots.mkdir(parents=True, exist_ok=True)
         path = self.shots / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)}.png"
-        self.driver.save_screenshot(str(path))
+        for _ in range(SHOT_TRIES - 1):
+            with contextlib.suppress(TimeoutException):
+                self.driver.save_screenshot(str(path))
+                return path
+        self.driver.save_screenshot(str(path))  # the last try: its timeout fails the test
         return path
 
     def anchors(self, texts: Collection[str]) -> dict[str, Any]:

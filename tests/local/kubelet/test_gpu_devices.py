@@ -21,6 +21,7 @@ from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.testing import LocalCluster, wait_for
 from tests.support.builders import make_container, make_pod
 from tests.support.clusters import cluster_fixture
+from tests.support.pods import phase_is
 
 pytestmark = pytest.mark.cluster
 
@@ -62,14 +63,6 @@ def seen(core: client.CoreV1Api, name: str, ns: str, container: str | None = Non
     text = core.read_namespaced_pod_log(name, ns, _preload_content=False, **params).data.decode()
     match = _LINE.search(text)
     return (match.group(1), match.group(2)) if match else None
-
-
-def phase_is(core: client.CoreV1Api, name: str, ns: str, *phases: str) -> Callable[[], Any]:
-    def probe() -> Any:
-        pod = core.read_namespaced_pod(name, ns)
-        return pod if pod.status.phase in phases else None
-
-    return probe
 
 
 def scheduling_message(core: client.CoreV1Api, name: str, ns: str) -> str:

@@ -23,6 +23,7 @@ from t9k_provider.testing import LocalCluster, require_limits, wait_for
 from tests.support.builders import PY, make_container, make_pod
 from tests.support.clusters import cluster_fixture
 from tests.support.gates import py_gate
+from tests.support.pods import phase_is, pod_log, terminated, waiting_state
 
 pytestmark = pytest.mark.cluster
 
@@ -36,14 +37,6 @@ def core(cluster: LocalCluster) -> client.CoreV1Api:
     return client.CoreV1Api(cluster.api_client())
 
 
-def phase_is(core: client.CoreV1Api, name: str, ns: str, *phases: str) -> Callable[[], Any]:
-    def probe() -> Any:
-        pod = core.read_namespaced_pod(name, ns)
-        return pod if pod.status.phase in phases else None
-
-    return probe
-
-
 def gone(core: client.CoreV1Api, name: str, ns: str) -> Callable[[], bool]:
     def probe() -> bool:
         try:
@@ -53,12 +46,6 @@ def gone(core: client.CoreV1Api, name: str, ns: str) -> Callable[[], bool]:
         return False
 
     return probe
-
-
-def pod_log(core: client.CoreV1Api, name: str, ns: str, **params: Any) -> str:
-    """Raw log text (the generated client mangles `str` responses into a bytes repr, so read it raw)."""
-    resp = core.read_namespaced_pod_log(name, ns, _preload_content=False, **params)
-    return resp.data.decode()
 
 
 _ns_counter = iter(range(1000))
@@ -226,15 +213,11 @@ def test_graceful_delete_sigterm_then_sigkill(core: client.CoreV1Api, ns: str, c
 def test_missing_command_is_create_container_error(core: client.CoreV1Api, ns: str, container: dict) -> None:
     core.create_namespaced_pod(ns, make_pod("nocmd", container))
 
-    def waiting_reason() -> Any:
-        pod = core.read_namespaced_pod("nocmd", ns)
-        sts = pod.status.container_statuses or []
-        return (
-            sts and sts[0].state.waiting and sts[0].state.waiting.reason == "CreateContainerError" and sts[0]
-        )
+    def create_error() -> Any:
+        waiting = waiting_state(core, "nocmd", ns)
+        return waiting if waiting and waiting.reason == "CreateContainerError" else None
 
-    st = wait_for("CreateContainerError", waiting_reason)
-    assert "no command specified" in st.state.waiting.message
+    assert "no command specified" in wait_for("CreateContainerError", create_error).message
     assert core.read_namespaced_pod("nocmd", ns).status.phase == "Pending"
     assert "Failed" in {e.reason for e in core.list_namespaced_event(ns).items}
 
@@ -256,11 +239,11 @@ def test_missing_configmap_is_create_container_config_error(core: client.CoreV1A
         ns, make_pod("cfgerr", make_container("main", py="import os; print(os.environ['X'])", env=env))
     )
 
-    def waiting_reason() -> Any:
-        sts = core.read_namespaced_pod("cfgerr", ns).status.container_statuses or []
-        return sts and sts[0].state.waiting and sts[0].state.waiting.reason == "CreateContainerConfigError"
+    def config_error() -> bool:
+        waiting = waiting_state(core, "cfgerr", ns)
+        return bool(waiting and waiting.reason == "CreateContainerConfigError")
 
-    wait_for("CreateContainerConfigError", waiting_reason)
+    wait_for("CreateContainerConfigError", config_error)
     core.create_namespaced_config_map(ns, {"metadata": {"name": "later"}, "data": {"k": "now"}})
     wait_for("Succeeded", phase_is(core, "cfgerr", ns, "Succeeded"), timeout=20)
     assert pod_log(core, "cfgerr", ns) == "now\n"
@@ -304,10 +287,7 @@ def test_active_deadline_fails_the_pod(core: client.CoreV1Api, ns: str) -> None:
     )
     failed = wait_for("Failed", phase_is(core, "late", ns, "Failed"), timeout=20)
     assert failed.status.reason == "DeadlineExceeded"
-    wait_for(
-        "terminated",
-        lambda: core.read_namespaced_pod("late", ns).status.container_statuses[0].state.terminated,
-    )
+    wait_for("terminated", lambda: terminated(core, "late", ns))
 
 
 def test_a_deadline_that_passes_before_the_containers_run_reports_them_terminated(
@@ -325,11 +305,8 @@ def test_a_deadline_that_passes_before_the_containers_run_reports_them_terminate
     failed = wait_for("Failed", phase_is(core, "never-ran", ns, "Failed"), timeout=30)
     assert failed.status.reason == "DeadlineExceeded"
 
-    def main_terminated() -> Any:
-        status = core.read_namespaced_pod("never-ran", ns).status
-        return status if status.container_statuses[0].state.terminated else None
-
-    status = wait_for("the main container terminated", main_terminated)
+    wait_for("the main container terminated", lambda: terminated(core, "never-ran", ns))
+    status = core.read_namespaced_pod("never-ran", ns).status
     main, (init,) = status.container_statuses[0], status.init_container_statuses
     assert (main.state.terminated.reason, main.state.terminated.exit_code) == ("ContainerStatusUnknown", 137)
     if init.container_id:  # it ran (a slow host may reach the deadline first): SIGKILLed at the deadline
@@ -822,8 +799,7 @@ def test_run_as_non_root_without_a_user_is_refused(core: client.CoreV1Api, ns: s
         return
 
     def waiting() -> Any:
-        sts = core.read_namespaced_pod("nonroot", ns).status.container_statuses or []
-        state = sts and sts[0].state.waiting
+        state = waiting_state(core, "nonroot", ns)
         return state if state and state.reason == "CreateContainerConfigError" else None
 
     uid = core.read_namespaced_pod("nonroot", ns).metadata.uid

@@ -22,6 +22,7 @@ from t9k_provider.testing import LocalCluster, require_limits, wait_for
 from t9k_provider.testing.cluster import unavailable
 from tests.support.builders import make_container, make_pod
 from tests.support.clusters import cluster_fixture
+from tests.support.pods import pod_log
 
 pytestmark = pytest.mark.cluster
 
@@ -65,12 +66,6 @@ def shm_container(name: str, py: str, memory: str | None = None) -> dict[str, An
     )
 
 
-def pod_log(core: client.CoreV1Api, name: str, ns: str, container: str | None = None) -> str:
-    params = {"container": container} if container else {}
-    resp = core.read_namespaced_pod_log(name, ns, _preload_content=False, **params)
-    return resp.data.decode()
-
-
 def phase(core: client.CoreV1Api, name: str, ns: str = "default") -> str:
     return core.read_namespaced_pod(name, ns).status.phase
 
@@ -110,10 +105,12 @@ def test_a_memory_emptydir_is_one_tmpfs_of_its_size_limit_shared_by_the_containe
     )
     pod = shm_pod("shm", shm_container("writer", writer), shm_container("reader", reader), size_limit="64Mi")
     core.create_namespaced_pod("default", pod)
-    wait_for("the reader read", lambda: "from writer" in pod_log(core, "shm", "default", "reader"), 60)
+    wait_for(
+        "the reader read", lambda: "from writer" in pod_log(core, "shm", "default", container="reader"), 60
+    )
     expected = f"tmpfs {64 * MI} 0o1777 nodev,nosuid\n"
-    assert pod_log(core, "shm", "default", "writer") == expected
-    assert pod_log(core, "shm", "default", "reader") == expected + "from writer\n"
+    assert pod_log(core, "shm", "default", container="writer") == expected
+    assert pod_log(core, "shm", "default", container="reader") == expected + "from writer\n"
     running = core.read_namespaced_pod("shm", "default")
     host = volume_dir(cluster, running)
     (mount,) = mounts_under(host)  # one tmpfs, mounted by the kubelet in the host's mount namespace
@@ -142,7 +139,7 @@ def test_the_size_is_capped_by_the_pod_memory_limit_and_the_node_memory(
     containers = [shm_container(f"c{i}", REPORT, memory) for i, memory in enumerate(limits)]
     core.create_namespaced_pod("default", shm_pod(name, *containers, size_limit=size_limit))
     wait_for("Succeeded", lambda: phase(core, name) in ("Succeeded", "Failed"), 60)
-    assert pod_log(core, name, "default", "c0") == f"tmpfs {expected} 0o1777 nodev,nosuid\n"
+    assert pod_log(core, name, "default", container="c0") == f"tmpfs {expected} 0o1777 nodev,nosuid\n"
     core.delete_namespaced_pod(name, "default")
 
 
@@ -175,7 +172,7 @@ def test_writing_past_the_memory_limit_ooms_the_writer_and_past_the_size_fails(
     terminated = core.read_namespaced_pod("hog", "default").status.container_statuses
     writer = next(s for s in terminated if s.name == "writer").state.terminated
     assert (writer.reason, writer.exit_code) == ("OOMKilled", 137)
-    assert "survived" not in pod_log(core, "hog", "default", "writer")
+    assert "survived" not in pod_log(core, "hog", "default", container="writer")
     assert pod_log(core, "full", "default") == "ENOSPC\n"
     for name in ("hog", "full"):
         core.delete_namespaced_pod(name, "default")

@@ -13,6 +13,7 @@ from kubernetes import client
 from t9k_provider.testing import wait_for
 from tests.support.builders import make_container, make_pod
 from tests.support.clusters import ClusterFactory
+from tests.support.pods import container_state, terminated
 
 pytestmark = [
     pytest.mark.cluster,
@@ -33,11 +34,6 @@ def _private_package(tmp_path: Path) -> Path:
     return package.parent
 
 
-def _state(core: client.CoreV1Api, name: str, ns: str) -> client.V1ContainerState | None:
-    statuses = core.read_namespaced_pod(name, ns).status.container_statuses or []
-    return statuses[0].state if statuses else None
-
-
 def test_a_run_as_user_container_imports_from_a_checkout_under_a_private_directory(
     cluster_factory: ClusterFactory, tmp_path: Path
 ) -> None:
@@ -55,7 +51,7 @@ def test_a_run_as_user_container_imports_from_a_checkout_under_a_private_directo
     probe = "import os, probe_pkg; print(os.getuid(), probe_pkg.WHERE)"
     pod = make_pod("reader", make_container(py=probe, env=env), securityContext={"runAsUser": 1000})
     core.create_namespaced_pod(ns, pod)
-    done = wait_for("reader ended", lambda: (s := _state(core, "reader", ns)) is not None and s.terminated)
+    done = wait_for("reader ended", lambda: terminated(core, "reader", ns))
     log = core.read_namespaced_pod_log("reader", ns, _preload_content=False).data.decode()
     assert done.exit_code == 0, log
     assert log.strip() == f"1000 {checkout / 'probe_pkg' / '__init__.py'}"
@@ -66,7 +62,7 @@ def test_a_run_as_user_container_imports_from_a_checkout_under_a_private_directo
     core.create_namespaced_pod(ns, refused_pod)
 
     def refused() -> client.V1ContainerStateWaiting | None:
-        state = _state(core, "refused", ns)
+        state = container_state(core, "refused", ns)
         waiting = state.waiting if state is not None else None
         return waiting if waiting is not None and waiting.reason == "CreateContainerConfigError" else None
 
