@@ -77,7 +77,7 @@ it back. Each parse is timed as the DAG processor times it (its `run_duration`, 
 `last_parse_duration` and shown in the UI: fork to result) and by the parsing process's CPU (user + system,
 from `getrusage` of the reaped child). The two sides alternate in that parent, 30 pairs per run after a
 warm-up pair: a fork that parses the example, a fork that parses its copy. Last, what counts: a running
-`airflow dag-processor` (Airflow 3.3, a SQLite metadata DB, one parsing process,
+`airflow dag-processor` (Airflow 3.3, a SQLite metadata DB in WAL mode, one parsing process,
 `min_file_process_interval=0`) parses the TaskFlow example and its copy for 30 s per run, the two files in
 turn (the target: within 10% of a plain `@task` DAG of the same shape); an `os.register_at_fork` hook
 in its `airflow_local_settings.py` makes every parsing process record its CPU (user + system) and minor page
@@ -94,11 +94,12 @@ submitting, where by default it follows a job in the worker for up to 20 s befor
 ends without a deferral). The `dag.test()` half is a fresh Airflow running the DAG in one process (a
 deferral runs its trigger in that process). The deployment half is a fresh real deployment
 (`benchmarks/airflow_deployment.py`: separate scheduler, triggerer, DAG processor and API server,
-LocalExecutor, SQLite), the DAG triggered through the REST API: there a task runs in its own process and a
-deferral is a round trip through the triggerer and the scheduler to a new task process. Overhead = the task
-instance's wall time (start_date to end_date; Airflow keeps the start across a deferral) minus the work's own
-time (`python3 -c pass` run directly on the host right after the half, on the settled cluster: right after the
-cluster's start it took 3-5x as long, which had flattered the overheads until 2026-11-30). Each figure is over
+LocalExecutor, SQLite in WAL mode), the DAG triggered through the REST API: there a task runs in its own
+process and a deferral is a round trip through the triggerer and the scheduler to a new task process.
+Overhead = the task instance's wall time (start_date to end_date; Airflow keeps the start across a deferral)
+minus the work's own time (`python3 -c pass` run directly on the host right after the half, on the settled
+cluster: right after the cluster's start it took 3-5x as long, which had flattered the overheads until
+2026-11-30). Each figure is over
 the 10 tasks of its variant in that half: the median, the spread (min-max) over the tasks, and the p90 in the
 name; a ratio is per round (the T9k task over the best cncf task of the same mode in the same round), so it
 compares tasks run within a minute of each other. Requests are counted by the API server between two tasks (a
