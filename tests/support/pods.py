@@ -19,12 +19,10 @@ def phase_is(core: client.CoreV1Api, name: str, ns: str, *phases: str) -> Callab
     return probe
 
 
-def container_state(
-    core: client.CoreV1Api, name: str, ns: str, index: int = 0
-) -> client.V1ContainerState | None:
-    """The state of the pod's ``index``-th container, None until the kubelet wrote its status."""
+def container_state(core: client.CoreV1Api, name: str, ns: str) -> client.V1ContainerState | None:
+    """The state of the pod's first container, None until the kubelet wrote its status."""
     statuses = core.read_namespaced_pod(name, ns).status.container_statuses or []
-    return statuses[index].state if len(statuses) > index else None
+    return statuses[0].state if statuses else None
 
 
 def waiting_state(core: client.CoreV1Api, name: str, ns: str) -> client.V1ContainerStateWaiting | None:
@@ -33,12 +31,12 @@ def waiting_state(core: client.CoreV1Api, name: str, ns: str) -> client.V1Contai
     return state.waiting if state else None
 
 
-def pod_log(core: client.CoreV1Api, name: str, ns: str, **params: Any) -> str:
-    """Raw log text (the generated client mangles `str` responses into a bytes repr, so read it raw)."""
-    return core.read_namespaced_pod_log(name, ns, _preload_content=False, **params).data.decode()
-
-
 def terminated(core: client.CoreV1Api, name: str, ns: str) -> client.V1ContainerStateTerminated | None:
     """The first container's terminated state, None while it has no status or has not ended."""
     state = container_state(core, name, ns)
     return state.terminated if state else None
+
+
+def pod_log(core: client.CoreV1Api, name: str, ns: str, **params: Any) -> str:
+    """Raw log text (the generated client mangles `str` responses into a bytes repr, so read it raw)."""
+    return core.read_namespaced_pod_log(name, ns, _preload_content=False, **params).data.decode()
