@@ -21,7 +21,7 @@ from t9k_provider.local.machinery.nodes import FIRST_NODE
 from t9k_provider.testing import LocalCluster, wait_for
 from tests.support.builders import make_container, make_pod
 from tests.support.clusters import cluster_fixture
-from tests.support.pods import phase_is
+from tests.support.pods import phase_is, pod_log
 
 pytestmark = pytest.mark.cluster
 
@@ -60,8 +60,7 @@ def shows(name: str = "main", gpus: int | None = None, then: str = "exec sleep 6
 def seen(core: client.CoreV1Api, name: str, ns: str, container: str | None = None) -> tuple[str, str] | None:
     """(CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES) as the container printed them, once it has."""
     params = {"container": container} if container else {}
-    text = core.read_namespaced_pod_log(name, ns, _preload_content=False, **params).data.decode()
-    match = _LINE.search(text)
+    match = _LINE.search(pod_log(core, name, ns, **params))
     return (match.group(1), match.group(2)) if match else None
 
 

@@ -13,7 +13,7 @@ from kubernetes import client
 from t9k_provider.testing import wait_for
 from tests.support.builders import make_container, make_pod
 from tests.support.clusters import ClusterFactory
-from tests.support.pods import container_state, terminated
+from tests.support.pods import container_state, pod_log, terminated
 
 pytestmark = [
     pytest.mark.cluster,
@@ -52,7 +52,7 @@ def test_a_run_as_user_container_imports_from_a_checkout_under_a_private_directo
     pod = make_pod("reader", make_container(py=probe, env=env), securityContext={"runAsUser": 1000})
     core.create_namespaced_pod(ns, pod)
     done = wait_for("reader ended", lambda: terminated(core, "reader", ns))
-    log = core.read_namespaced_pod_log("reader", ns, _preload_content=False).data.decode()
+    log = pod_log(core, "reader", ns)
     assert done.exit_code == 0, log
     assert log.strip() == f"1000 {checkout / 'probe_pkg' / '__init__.py'}"
     assert (tmp_path / "private").stat().st_mode & 0o777 == 0o700  # nothing opened on the host
