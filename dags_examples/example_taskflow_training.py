@@ -14,7 +14,7 @@ What it shows:
   It reports its progress every step (``t9k_provider.progress.report``: the task log shows the step, rate,
   ETA and loss, the task pushes XCom ``t9k_progress``) and checkpoints every epoch to ``T9K_CHECKPOINT_DIR``
   (``checkpoint_volume``: a directory per mapped task instance, the same on every try). A retry, after a
-  crash or after ``progress_timeout`` stopped a hung job, resumes from the last checkpoint instead of
+  lost node or after ``progress_timeout`` stopped a hung job, resumes from the last checkpoint instead of
   epoch 1 (docs/airflow.md#watching-and-resuming-training-runs).
 * ``evaluate`` (``@task.t9k``), mapped over the sweep's results, scores each checkpoint on the held-out split.
 * ``pick_best``, a plain ``@task``, picks the learning rate with the lowest test error.
@@ -111,7 +111,9 @@ with DAG(
 
     @task.t9k_pytorch(
         workers=2,
-        retries=2,  # a crash costs the epoch in flight: the new job resumes from the last checkpoint
+        # A lost node or a stall costs the epoch in flight: the retry's new job resumes from the last
+        # checkpoint. An exception in train() is a bug and fails the task at once (retry_on_job_failure).
+        retries=2,
         checkpoint_volume=CHECKPOINTS,
         # A hung collective prints nothing: with no report for 5 minutes the job is stopped and the task
         # retried (the first report comes seconds after the replicas start, then one per step).
