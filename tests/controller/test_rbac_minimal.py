@@ -135,7 +135,10 @@ class Env:
                 raise
 
     def controller(self, name: str) -> ControllerProcess:
-        timing = ["--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1"]
+        # Kubernetes' lease duration and renew deadline (15 s, 10 s): these tests hold leadership while they
+        # check RBAC, and a 3 s deadline lost it to a loaded API server (the controller stopped mid-scenario).
+        # A 1 s retry period shows a Lease 403 within a second.
+        timing = ["--lease-duration", "15", "--renew-deadline", "10", "--retry-period", "1"]
         return ControllerProcess(
             self.kubeconfig, self.state / f"{name}.log", "--leader-elect", "--lease-namespace", ACCOUNT_NS,
             "--lease-name", LEASE, "--identity", name, *timing,

@@ -182,3 +182,38 @@ async def test_a_candidate_survives_api_errors_while_waiting(cluster: LocalClust
         )  # fmt: skip
         await asyncio.wait_for(elector.acquire(), 10)
         assert elector.is_leader() and api.failures == 0
+
+
+class SlowApi(KubeApi):
+    """The real API, every lease read answered ``delay`` seconds late (a loaded API server)."""
+
+    def __init__(self, *args: Any, delay: float) -> None:
+        super().__init__(*args)
+        self.delay = delay
+        self.reads = 0
+
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        await asyncio.sleep(self.delay)
+        self.reads += 1
+        return await super().get(rt, namespace, name)
+
+
+async def test_a_leader_keeps_its_lease_while_every_renewal_is_slow(cluster: LocalCluster) -> None:
+    """Renewals that each take 0.8 s fit a 2.5 s deadline when each starts a retry period (1 s) after the
+    previous one's start (1.5 s left); started a retry period after the previous one's end, the first had
+    0.7 s left and leadership was lost."""
+    async with cluster.kube_session() as client:
+        api = SlowApi(client, Metrics(), delay=0.8)
+        elector = LeaderElector(
+            api, Metrics(), namespace=NS, name="slow", identity="s",
+            lease_duration=3.5, renew_deadline=2.5, retry_period=1.0,
+        )  # fmt: skip
+        await asyncio.wait_for(elector.acquire(), 10)
+        holding = asyncio.create_task(elector.hold())
+        try:
+            await asyncio.sleep(5)
+            assert not holding.done() and elector.is_leader(), f"lost after {api.reads} reads"
+            assert api.reads >= 4, "renewed about once a second"
+        finally:
+            holding.cancel()
+            await elector.release()

@@ -71,11 +71,15 @@ class LeaderElector:
         self._metrics.leader.set(1)
 
     async def hold(self) -> None:
-        """Renew the lease every ``retry_period``; return as soon as leadership is lost."""
+        """Renew the lease ``retry_period`` after the start of the previous try, so that a slow renewal does
+        not push the next one towards the deadline; return as soon as leadership is lost."""
+        assert self._renewed_at is not None
+        tried = self._renewed_at
         while True:
-            await asyncio.sleep(self._retry_period)
+            await asyncio.sleep(max(0.0, tried + self._retry_period - time.monotonic()))
+            tried = time.monotonic()
             assert self._renewed_at is not None
-            remaining = self._renewed_at + self._renew_deadline - time.monotonic()
+            remaining = self._renewed_at + self._renew_deadline - tried
             renewed = False
             if remaining > 0:
                 try:
