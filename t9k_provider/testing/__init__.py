@@ -13,7 +13,7 @@ from t9k_provider.testing.cluster import (
     unavailable,
 )
 from t9k_provider.testing.controller import ControllerProcess, metric_sum
-from t9k_provider.testing.polling import wait_for, wait_for_async
+from t9k_provider.testing.polling import none_left, wait_for, wait_for_async
 from t9k_provider.testing.ports import free_port
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "free_port",
     "lease_pod_subnet",
     "metric_sum",
+    "none_left",
     "release_pod_subnet",
     "require_limits",
     "unavailable",

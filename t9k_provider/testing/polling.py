@@ -66,6 +66,30 @@ def _timed_out(what: str, timeout: float, last: Any) -> TimeoutError:
     return TimeoutError(message)
 
 
+class Remaining:
+    """What a ``none_left`` probe still found: false, so the wait goes on; said as the wait's last sight."""
+
+    def __init__(self, items: Any) -> None:
+        self.items = items
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"still there: {self.items!r}"
+
+
+def none_left(probe: Callable[[], Any]) -> Callable[[], bool | Remaining]:
+    """A ``wait_for`` probe that holds once ``probe()`` finds nothing (an empty list, None); until then its
+    last sight says what ``probe()`` still found, where ``lambda: not probe()`` said only ``False``."""
+
+    def check() -> bool | Remaining:
+        found = probe()
+        return True if not found else Remaining(found)
+
+    return check
+
+
 def wait_for(what: str, probe: Callable[[], T], timeout: float = 30, interval: float = 0.1) -> T:
     """``probe``'s first truthy result within ``timeout`` seconds; an API error counts as "not yet"."""
     not_yet = _not_yet()

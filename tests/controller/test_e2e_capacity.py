@@ -13,7 +13,7 @@ from kubernetes import client
 
 from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.local.machinery.nodes import FIRST_NODE
-from t9k_provider.testing import wait_for
+from t9k_provider.testing import none_left, wait_for
 from tests.controller.e2e_support import NS, Jobs
 from tests.support.builders import make_job
 from tests.support.clusters import cluster_fixture, controller_fixture
@@ -55,7 +55,7 @@ def unscheduled_message(pod: client.V1Pod) -> str | None:
 
 def delete_job(jobs: Jobs, name: str) -> None:
     jobs.custom.delete_namespaced_custom_object(GROUP, VERSION, NS, "genericjobs", name)
-    wait_for(f"pods of {name} gone", lambda: not jobs.pods(name), 60)
+    wait_for(f"pods of {name} gone", none_left(lambda: jobs.pod_names(name)), 60)
 
 
 def test_three_cpu_job_waits_on_two_cpus_and_runs_when_capacity_is_raised(jobs: Jobs) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from t9k_provider.testing import LocalCluster, require_limits, wait_for
+from t9k_provider.testing import LocalCluster, none_left, require_limits, wait_for
 from tests.controller.e2e_support import NS, TERMINAL, Jobs, PodRecorder
 from tests.support.builders import make_container, make_job, make_template
 from tests.support.clusters import cluster_fixture, controller_fixture
@@ -268,7 +268,7 @@ def test_pause_then_resume(jobs: Jobs) -> None:
     jobs.patch("GenericJob", "gj-pause", {"spec": {"runMode": {"pause": {"enabled": True}}}})
     obj = wait_phase(jobs, "GenericJob", "gj-pause", ("Paused",))
     assert cond(obj, "Paused")["status"] == "True"
-    wait_for("paused pods deleted", lambda: not jobs.pods("gj-pause"), 30)
+    wait_for("paused pods deleted", none_left(lambda: jobs.pod_names("gj-pause")), 30)
     jobs.patch("GenericJob", "gj-pause", {"spec": {"runMode": {"pause": {"enabled": False}}}})
     wait_phase(jobs, "GenericJob", "gj-pause", ("Running",))
     after = {p.metadata.name: p.metadata.uid for p in jobs.pods("gj-pause")}
@@ -298,7 +298,7 @@ def test_active_deadline_fails_a_job_that_gets_no_further_events(jobs: Jobs) -> 
     obj = wait_phase(jobs, "PyTorchTrainingJob", "pj-deadline", TERMINAL, timeout=30)
     assert obj["status"]["phase"] == "Failed"
     assert cond(obj, "Failed")["reason"] == "DeadlineExceeded"
-    wait_for("unfinished pods deleted at the deadline", lambda: not jobs.pods("pj-deadline"), 30)
+    wait_for("unfinished pods deleted at the deadline", none_left(lambda: jobs.pod_names("pj-deadline")), 30)
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ from t9k_provider.controller.kinds.beam import batch_job_name
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
-from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
+from t9k_provider.testing import ControllerProcess, LocalCluster, none_left, wait_for
 from tests.controller.e2e_support import fake_tools, offline_reconciler
 from tests.support.builders import make_container, make_template
 
@@ -363,7 +363,7 @@ def run_kind(kind: str) -> Callable[[Scene], Check]:
         def check() -> None:
             s.wait_phase(kind, name)
             if kind in ("GenericJob", "PyTorchTrainingJob"):
-                wait_for(f"{name}'s pods and services cleaned up", lambda: not s.owned(name), 30)
+                wait_for(f"{name}'s pods and services cleaned up", none_left(lambda: s.owned(name)), 30)
             if kind == "GenericJob":
                 wait_for("the PodGroup deleted at the end", lambda: s.obj(SCHED, name) is None, 30)
             if kind == "PyTorchTrainingJob":

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from t9k_provider.testing import LocalCluster, wait_for
+from t9k_provider.testing import LocalCluster, none_left, wait_for
 
 pytestmark = pytest.mark.cluster
 CONTROLLER = "t9k_provider.controller"  # its module, in the child's command line
@@ -50,7 +50,7 @@ def test_agents_die_with_a_killed_server(cluster_factory: Callable[..., LocalClu
     agents = cluster.agent_pids()
     assert len(agents) == 2
     cluster.kill()
-    wait_for("the orphaned agents to die", lambda: not any(alive(pid) for pid in agents), 5)
+    wait_for("the orphaned agents to die", none_left(lambda: [pid for pid in agents if alive(pid)]), 5)
     cluster.start()
     restarted = cluster.agent_pids()
     assert len(restarted) == 2 and not set(restarted) & set(agents)
@@ -137,7 +137,9 @@ def test_a_cluster_stops_itself_when_the_process_that_started_it_is_killed(tmp_p
     owner_pid, *pids = (int(pid) for pid in proc.stdout.split())
     assert len(pids) == 3, proc.stdout  # the server, the controllers, the node's kubelet
     try:
-        wait_for("the orphaned cluster to stop itself", lambda: not any(alive(pid) for pid in pids), 30)
+        wait_for(
+            "the orphaned cluster to stop itself", none_left(lambda: [pid for pid in pids if alive(pid)]), 30
+        )
     finally:
         for pid in filter(alive, pids):  # this test's own leftovers: do not leave them to the other tests
             os.kill(pid, signal.SIGKILL)

@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.local.machinery.nodes import FIRST_NODE
-from t9k_provider.testing import LocalCluster, wait_for
+from t9k_provider.testing import LocalCluster, none_left, wait_for
 from tests.support.builders import PY, make_container, make_pod
 from tests.support.clusters import cluster_fixture
 
@@ -163,7 +163,7 @@ def test_a_stopped_kubelet_makes_its_node_unknown_tainted_and_its_pods_go_after_
     assert core.read_namespaced_pod("stranded", ns).metadata.deletion_timestamp
     cluster.start_node(SECOND)
     wait_for("the node Ready again", lambda: condition(core.read_node(SECOND), "Ready").status == "True", 30)
-    wait_for("its taints gone", lambda: not core.read_node(SECOND).spec.taints, 30)
+    wait_for("its taints gone", none_left(lambda: core.read_node(SECOND).spec.taints), 30)
 
     def gone() -> bool:
         try:

@@ -9,6 +9,11 @@ from typing import Any
 from kubernetes import client
 
 
+def pod_names(core: client.CoreV1Api, ns: str, label_selector: str = "") -> list[str]:
+    """The names of the namespace's pods (those ``label_selector`` selects)."""
+    return [p.metadata.name for p in core.list_namespaced_pod(ns, label_selector=label_selector).items]
+
+
 def phase_is(core: client.CoreV1Api, name: str, ns: str, *phases: str) -> Callable[[], Any]:
     """A probe: the pod once its phase is one of ``phases``."""
 

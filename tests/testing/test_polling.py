@@ -9,7 +9,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.kube.api import ApiError
-from t9k_provider.testing import wait_for, wait_for_async
+from t9k_provider.testing import none_left, wait_for, wait_for_async
 
 
 def test_the_first_truthy_result_is_returned() -> None:
@@ -22,6 +22,13 @@ def test_a_timeout_names_what_was_awaited_and_what_was_last_seen() -> None:
     with pytest.raises(TimeoutError, match=r"after 0.2s waiting for the pod to run; last: \[\]"):
         wait_for("the pod to run", lambda: [], timeout=0.2)
     assert time.monotonic() - started < 5
+
+
+def test_a_wait_for_none_left_says_what_was_still_there() -> None:
+    left = iter([["pod-a", "pod-b"], ["pod-b"], []])
+    assert wait_for("the pods gone", none_left(lambda: next(left)), timeout=5, interval=0) is True
+    with pytest.raises(TimeoutError, match=r"the pods gone; last: still there: \['pod-b'\]"):
+        wait_for("the pods gone", none_left(lambda: ["pod-b"]), timeout=0.2)
 
 
 def test_an_api_error_of_any_client_counts_as_not_yet() -> None:

@@ -13,7 +13,8 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.local.apiserver.authn import deleted_before
-from t9k_provider.testing import LocalCluster, wait_for
+from t9k_provider.testing import LocalCluster, none_left, wait_for
+from tests.support.pods import pod_names
 
 pytestmark = pytest.mark.cluster
 
@@ -126,7 +127,7 @@ def test_cluster_role_aggregation(rbac: client.RbacAuthorizationV1Api) -> None:
     parent = wait_for("aggregated rules", lambda: (r := rbac.read_cluster_role("agg-parent")).rules and r)
     assert [(r.api_groups, r.resources, r.verbs) for r in parent.rules] == [(["batch"], ["jobs"], ["get"])]
     rbac.patch_cluster_role("agg-child", {"metadata": {"labels": {"agg-test": "false"}}})
-    wait_for("aggregated rules gone", lambda: not rbac.read_cluster_role("agg-parent").rules)
+    wait_for("aggregated rules gone", none_left(lambda: rbac.read_cluster_role("agg-parent").rules))
 
 
 def test_bootstrap_policy_is_there(rbac: client.RbacAuthorizationV1Api) -> None:
@@ -292,7 +293,7 @@ def test_bound_token_dies_with_its_pod(cluster: LocalCluster, core: client.CoreV
     assert extra["authentication.kubernetes.io/pod-name"] == ["holder"]
     assert extra["authentication.kubernetes.io/pod-uid"] == [pod.metadata.uid]
     core.delete_namespaced_pod("holder", ns, grace_period_seconds=0)
-    wait_for("no pods", lambda: not core.list_namespaced_pod(ns).items)
+    wait_for("no pods", none_left(lambda: pod_names(core, ns)))
     with pytest.raises(ApiException) as err:
         api.create_self_subject_review({})
     assert err.value.status == 401
@@ -315,7 +316,7 @@ def test_bound_token_outlives_its_terminating_pod(
     user = api.create_self_subject_review({}).status.user_info
     assert user.extra["authentication.kubernetes.io/pod-name"] == ["leaving"]
     core.patch_namespaced_pod("leaving", ns, {"metadata": {"finalizers": None}})
-    wait_for("no pods", lambda: not core.list_namespaced_pod(ns).items)
+    wait_for("no pods", none_left(lambda: pod_names(core, ns)))
     with pytest.raises(ApiException) as err:
         api.create_self_subject_review({})
     assert err.value.status == 401

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
-from t9k_provider.testing import LocalCluster, wait_for
+from t9k_provider.testing import LocalCluster, none_left, wait_for
 from tests.support.clusters import cluster_fixture
+from tests.support.pods import pod_names
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("kubectl_binary")]
 
@@ -63,7 +64,7 @@ def ns(kubectl: Kubectl, core: client.CoreV1Api) -> Iterator[str]:
     ok(kubectl("create", "namespace", name))
     yield name
     ok(kubectl("delete", "namespace", name, "--wait=false"))
-    wait_for(f"the pods of {name} gone", lambda: not core.list_namespaced_pod(name).items, timeout=60)
+    wait_for(f"the pods of {name} gone", none_left(lambda: pod_names(core, name)), timeout=60)
 
 
 def deployment(kubectl: Kubectl, core: client.CoreV1Api, ns: str, replicas: int = 2) -> list[Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from t9k_provider.testing import LocalCluster, wait_for
+from t9k_provider.testing import LocalCluster, none_left, wait_for
 from tests.support.clusters import cluster_fixture
 
 pytestmark = pytest.mark.cluster
@@ -88,13 +88,13 @@ def test_replicaset_keeps_its_count_adopts_and_releases(
     # a pod relabelled out of the selector is released, and replaced
     kept = live_pods(core, ns)[0].metadata.name
     core.patch_namespaced_pod(kept, ns, {"metadata": {"labels": {"app": "gone"}}})
-    wait_for("release", lambda: not core.read_namespaced_pod(kept, ns).metadata.owner_references)
+    wait_for("release", none_left(lambda: core.read_namespaced_pod(kept, ns).metadata.owner_references))
     wait_for("replacement", lambda: len(live_pods(core, ns, "app=rs")) == 3 and status_is(3))
 
     apps.patch_namespaced_replica_set_scale("rs", ns, {"spec": {"replicas": 1}})
     wait_for("scale down", lambda: len(live_pods(core, ns, "app=rs")) == 1 and status_is(1))
     apps.patch_namespaced_replica_set_scale("rs", ns, {"spec": {"replicas": 0}})
-    wait_for("scale to zero", lambda: not live_pods(core, ns, "app=rs"))
+    wait_for("scale to zero", none_left(lambda: [p.metadata.name for p in live_pods(core, ns, "app=rs")]))
     # the status follows the pods' deletion in a later write
     wait_for("status at zero", lambda: apps.read_namespaced_replica_set("rs", ns).status.replicas == 0)
 

@@ -18,10 +18,10 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.local.machinery.nodes import FIRST_NODE
-from t9k_provider.testing import LocalCluster, wait_for
+from t9k_provider.testing import LocalCluster, none_left, wait_for
 from tests.support.builders import make_container, make_pod
 from tests.support.clusters import cluster_fixture
-from tests.support.pods import phase_is, pod_log
+from tests.support.pods import phase_is, pod_log, pod_names
 
 pytestmark = pytest.mark.cluster
 
@@ -47,7 +47,7 @@ def ns(core: client.CoreV1Api) -> Iterator[str]:
     core.create_namespace({"metadata": {"name": name}})
     yield name
     core.delete_collection_namespaced_pod(name, grace_period_seconds=1)
-    wait_for("the test's pods gone", lambda: not core.list_namespaced_pod(name).items, timeout=30)
+    wait_for("the test's pods gone", none_left(lambda: pod_names(core, name)), timeout=30)
 
 
 def shows(name: str = "main", gpus: int | None = None, then: str = "exec sleep 600", **fields: Any) -> dict:

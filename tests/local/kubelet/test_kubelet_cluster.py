@@ -19,11 +19,11 @@ from t9k_provider.local.kubelet import cgroups, network, poddir
 from t9k_provider.local.kubelet.poddir import PodDir
 from t9k_provider.local.kubelet.shim import ShimSpec
 from t9k_provider.local.machinery.nodes import FIRST_NODE
-from t9k_provider.testing import LocalCluster, require_limits, wait_for
+from t9k_provider.testing import LocalCluster, none_left, require_limits, wait_for
 from tests.support.builders import PY, make_container, make_pod
 from tests.support.clusters import cluster_fixture
 from tests.support.gates import py_gate
-from tests.support.pods import phase_is, pod_log, terminated, waiting_state
+from tests.support.pods import phase_is, pod_log, pod_names, terminated, waiting_state
 
 pytestmark = pytest.mark.cluster
 
@@ -203,7 +203,7 @@ def test_graceful_delete_sigterm_then_sigkill(core: client.CoreV1Api, ns: str, c
     assert (out_dir / "polite").read_text() == "terminated"
     assert "Killing" in {e.reason for e in core.list_namespaced_event(ns).items}
     pod_dirs = list((cluster.state_dir / "pods").glob(f"{ns}_slow_*"))
-    wait_for("pod dir removed", lambda: not any(d.exists() for d in pod_dirs), timeout=5)
+    wait_for("pod dir removed", none_left(lambda: [d for d in pod_dirs if d.exists()]), timeout=5)
 
 
 @pytest.mark.parametrize(
@@ -737,7 +737,7 @@ def test_batch_job_counts_restarts_under_on_failure(
     done = wait_for("failed", _job_condition(batch, "crashy", ns), timeout=40)
     failed = next(cd for cd in done.status.conditions if cd.type == "Failed")
     assert failed.reason == "BackoffLimitExceeded"
-    wait_for("pod deleted", lambda: not core.list_namespaced_pod(ns, label_selector="job-name=crashy").items)
+    wait_for("pod deleted", none_left(lambda: pod_names(core, ns, "job-name=crashy")))
     assert "SuccessfulDelete" in {e.reason for e in core.list_namespaced_event(ns).items}
 
 
@@ -1134,7 +1134,7 @@ def test_memory_limit_ends_in_oom_killed(cluster: LocalCluster, core: client.Cor
     assert (terminated.reason, terminated.exit_code) == ("OOMKilled", 137)
     assert "survived" not in pod_log(core, "hog", ns)
     dirs = attempt_cgroups(cluster, pod, "main")
-    wait_for("the attempt's cgroup removed", lambda: not any(Path(d).exists() for d in dirs))
+    wait_for("the attempt's cgroup removed", none_left(lambda: [d for d in dirs if Path(d).exists()]))
 
     def restarted() -> Any:
         """hog-again's last termination once it restarted; its status may not hold the container yet (the
@@ -1162,7 +1162,7 @@ def test_cpu_limit_gives_about_the_quota(cluster: LocalCluster, core: client.Cor
     core.delete_namespaced_pod("spin", ns, grace_period_seconds=0)
     wait_for("spin gone", gone(core, "spin", ns))
     pod_cgroups = {str(Path(d).parent) for d in dirs}
-    wait_for("the pod's cgroups removed", lambda: not any(Path(d).exists() for d in pod_cgroups))
+    wait_for("the pod's cgroups removed", none_left(lambda: [d for d in pod_cgroups if Path(d).exists()]))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="changing a process's credentials needs root")

@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from t9k_provider.local.kubelet.poddir import PodDir
-from t9k_provider.testing import LocalCluster, require_limits, wait_for
+from t9k_provider.testing import LocalCluster, none_left, require_limits, wait_for
 from t9k_provider.testing.cluster import unavailable
 from tests.support.builders import make_container, make_pod
 from tests.support.clusters import cluster_fixture
@@ -118,7 +118,7 @@ def test_a_memory_emptydir_is_one_tmpfs_of_its_size_limit_shared_by_the_containe
     (host / "finish").write_text("")
     wait_for("Succeeded", lambda: phase(core, "shm") == "Succeeded", 30)
     # A finished pod's volumes are torn down: its memory is freed while the pod object stays.
-    wait_for("the finished pod's tmpfs unmounted", lambda: not mounts_under(host), 15)
+    wait_for("the finished pod's tmpfs unmounted", none_left(lambda: mounts_under(host)), 15)
     core.delete_namespaced_pod("shm", "default")
     wait_for("pod gone", gone(core, "shm"), 30)
     wait_for("pod directory removed", lambda: not host.parent.parent.exists(), 15)

@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.stream import stream
 
 from t9k_provider.local.kubelet.poddir import PodDir
-from t9k_provider.testing import LocalCluster, wait_for
+from t9k_provider.testing import LocalCluster, none_left, wait_for
 from tests.support.builders import make_container, make_job, make_template
 from tests.support.clusters import cluster_fixture
 
@@ -323,7 +323,7 @@ def test_disconnecting_client_ends_the_command(
 
     assert sleeping()
     ws.close()
-    wait_for("the exec'd command to end", lambda: not sleeping(), timeout=10)
+    wait_for("the exec'd command to end", none_left(sleeping), timeout=10)
 
 
 def _cmdline(pid: str) -> bytes:

@@ -16,8 +16,9 @@ from kubernetes import client
 
 from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
 from t9k_provider.kube.resources import GPU
-from t9k_provider.testing import LocalCluster, wait_for
+from t9k_provider.testing import LocalCluster, none_left, wait_for
 from tests.support.clusters import cluster_fixture
+from tests.support.pods import pod_names
 
 pytestmark = pytest.mark.cluster
 
@@ -44,7 +45,7 @@ def ns(core: client.CoreV1Api) -> Iterator[str]:
     core.create_namespace({"metadata": {"name": name, "labels": {"team": "ml"}}})
     yield name
     core.delete_namespace(name)
-    wait_for("namespace emptied", lambda: not core.list_namespaced_pod(name).items)
+    wait_for("namespace emptied", none_left(lambda: pod_names(core, name)))
 
 
 @pytest.fixture

@@ -14,8 +14,9 @@ from kubernetes import client
 
 from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
 from t9k_provider.local.machinery.nodes import FIRST_NODE
-from t9k_provider.testing import LocalCluster, wait_for
+from t9k_provider.testing import LocalCluster, none_left, wait_for
 from tests.support.clusters import cluster_fixture
+from tests.support.pods import pod_names
 
 pytestmark = pytest.mark.cluster
 
@@ -36,7 +37,7 @@ def ns(core: client.CoreV1Api) -> Iterator[str]:
     core.create_namespace({"metadata": {"name": name}})
     yield name
     core.delete_namespace(name)  # frees the node's room for the next test
-    wait_for("namespace gone", lambda: not core.list_namespaced_pod(name).items)
+    wait_for("namespace gone", none_left(lambda: pod_names(core, name)))
 
 
 @pytest.fixture(scope="module")
