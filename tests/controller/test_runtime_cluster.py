@@ -159,23 +159,28 @@ async def test_lease_writes_are_optimistic(cluster: LocalCluster) -> None:
         assert exc.value.conflict
 
 
-class FlakyApi(KubeApi):
-    """The real API, except that the first ``failures`` reads fail like a dropped connection."""
+class TroubledApi(KubeApi):
+    """The real API, except that every read is answered ``delay`` seconds late (a loaded API server) and the
+    first ``failures`` fail like a dropped connection."""
 
-    def __init__(self, *args: Any, failures: int) -> None:
+    def __init__(self, *args: Any, failures: int = 0, delay: float = 0.0) -> None:
         super().__init__(*args)
         self.failures = failures
+        self.delay = delay
+        self.reads = 0
 
     async def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        await asyncio.sleep(self.delay)
         if self.failures:
             self.failures -= 1
             raise ConnectionResetError("connection reset by peer")
+        self.reads += 1
         return await super().get(rt, namespace, name)
 
 
 async def test_a_candidate_survives_api_errors_while_waiting(cluster: LocalCluster) -> None:
     async with cluster.kube_session() as client:
-        api = FlakyApi(client, Metrics(), failures=2)
+        api = TroubledApi(client, Metrics(), failures=2)
         elector = LeaderElector(
             api, Metrics(), namespace=NS, name="flaky", identity="f",
             lease_duration=2.0, renew_deadline=1.5, retry_period=0.1,
@@ -184,26 +189,12 @@ async def test_a_candidate_survives_api_errors_while_waiting(cluster: LocalClust
         assert elector.is_leader() and api.failures == 0
 
 
-class SlowApi(KubeApi):
-    """The real API, every lease read answered ``delay`` seconds late (a loaded API server)."""
-
-    def __init__(self, *args: Any, delay: float) -> None:
-        super().__init__(*args)
-        self.delay = delay
-        self.reads = 0
-
-    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
-        await asyncio.sleep(self.delay)
-        self.reads += 1
-        return await super().get(rt, namespace, name)
-
-
 async def test_a_leader_keeps_its_lease_while_every_renewal_is_slow(cluster: LocalCluster) -> None:
     """Renewals that each take 0.8 s fit a 2.5 s deadline when each starts a retry period (1 s) after the
     previous one's start (1.5 s left); started a retry period after the previous one's end, the first had
     0.7 s left and leadership was lost."""
     async with cluster.kube_session() as client:
-        api = SlowApi(client, Metrics(), delay=0.8)
+        api = TroubledApi(client, Metrics(), delay=0.8)
         elector = LeaderElector(
             api, Metrics(), namespace=NS, name="slow", identity="s",
             lease_duration=3.5, renew_deadline=2.5, retry_period=1.0,
