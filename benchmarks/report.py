@@ -404,7 +404,7 @@ def render(
         "root), `--only triggerer` (section 12; about 21 minutes), `--only soak` (section 13, `make "
         f"soak`; {soak.MINUTES}) and `--only disruptions` (section 14; about 8 minutes, needs root). Any "
         "section can be re-run alone with `--only NAME`: the others keep their "
-        "figures.",
+        "figures. `--all` runs every section, one after the other on the same commit (over two hours).",
     ]
     if kept:
         lines.append(

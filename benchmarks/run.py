@@ -7,9 +7,10 @@ needs root, and the soak, ``make soak``) runs, so that ``make bench`` stays unde
 runs just the named ones.
 A section not run keeps its last figures: it is copied from the report being replaced, with its own date,
 commit and load. ``--quick`` runs each benchmark in a tiny configuration (the smoke test of ``make test``);
-it writes its report elsewhere (``--output``) and its figures mean nothing. The run fails (exit 1) when a
-measurement is implausible (see ``stats.check``) or a section finds a broken invariant (the soak); a missed
-target is reported, not failed.
+it writes its report elsewhere (``--output``) and its figures mean nothing. The report is rewritten after each
+section. The run fails (exit 1) when a section fails: a measurement is implausible (see ``stats.check``), a
+section finds a broken invariant (the soak) or raises; that section keeps its last figures and the next one
+runs. A missed target is reported, not failed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,7 +45,7 @@ from benchmarks import (
 )
 from benchmarks.controller_metrics import controller_process
 from benchmarks.manifests import KIND_ORDER
-from benchmarks.stats import Figure, MeasurementError, check
+from benchmarks.stats import Figure, check
 from t9k_provider.testing import LocalCluster
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -187,10 +189,14 @@ def run_sections(
     figures: list[Figure],
     timeline: list[tuple[str, float, str]],
     stamps: dict[str, str],
+    save: Callable[[], None],
 ) -> bool:
     """Runs the chosen sections, appending to ``figures``, ``timeline`` and ``stamps`` (when, at which
-    commit and under which load each section was measured); True when a check failed."""
+    commit and under which load each section was measured) and calling ``save`` after each, so a fault in a
+    late section of a two-hour run keeps what the earlier ones measured; True when a section failed (its
+    figures are left out and the next section runs)."""
     commit = machine.describe()["commit"]
+    failed = False
     for name, section in SECTIONS.items():
         if (only and name not in only) or (not only and name in OPT_IN):
             continue
@@ -200,9 +206,10 @@ def run_sections(
         try:
             section_figures = section(profile, work)
             check(section_figures, profile.runs)
-        except MeasurementError as exc:
-            print(f"[bench] {name}: {exc}", file=sys.stderr)
-            return True
+        except Exception:  # any fault in one section must not lose the others' figures
+            print(f"[bench] {name} failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+            failed = True
+            continue
         figures += section_figures
         timeline.append((name, time.perf_counter() - began, machine.load_average()))
         for title in {f.section for f in section_figures}:
@@ -214,7 +221,8 @@ def run_sections(
         print(f"[bench] {name} done in {time.perf_counter() - began:.0f} s", flush=True)
         for f in section_figures:
             print(f"    {f.name}: {f.fmt(f.median)} {f.unit} ({f.fmt(f.low)}-{f.fmt(f.high)})", flush=True)
-    return False
+        save()
+    return failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,12 +235,19 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run only these (repeatable); {', '.join(sorted(OPT_IN))} run only when named here",
     )
     parser.add_argument(
+        "--all", action="store_true", help="every section, the heavy ones too (over two hours on 2 cores)"
+    )
+    parser.add_argument(
         "--long-tasks", action="store_true", help="overhead: also run tasks whose work sleeps 20 s"
     )
     parser.add_argument("--output", type=Path, help=f"report path (default {DOC}; required with --quick)")
     parser.add_argument("--work-dir", type=Path, help="keep clusters and logs here (default: a temp dir)")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    if args.all and args.only:
+        parser.error("--all and --only exclude each other")
+    if args.all:
+        args.only = list(SECTIONS)
     if args.quick and args.output is None:
         parser.error("--quick needs --output: its figures must not replace docs/benchmarks.md")
     profile = QUICK if args.quick else FULL
@@ -244,29 +259,36 @@ def main(argv: list[str] | None = None) -> int:
     figures: list[Figure] = []
     stamps: dict[str, str] = {}
     saved_env = dict(os.environ)
-    with tempfile.TemporaryDirectory(prefix="t9k-bench-") as tmp:
-        work = args.work_dir or Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        cache_bytecode()
-        try:
-            failed = run_sections(args.only, profile, work, figures, timeline, stamps)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved_env)
-    if failed:
-        return 1
-    seconds = time.perf_counter() - started
     shown = (
-        [f"--only {name}" for name in args.only or []]
+        (["--all"] if args.all else [f"--only {name}" for name in args.only or []])
         + ["--quick"] * args.quick
         + ["--long-tasks"] * args.long_tasks
     )
     command = f"python -m benchmarks {' '.join(shown)}" if shown else "make bench"
     previous = output.read_text() if output.exists() else ""
-    text = report.render(
-        figures, machine.describe(), profile.runs, seconds, timeline, command, stamps, previous
-    )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text)
-    print(f"[bench] wrote {output} after {seconds / 60:.1f} min", flush=True)
-    return 0
+
+    def save() -> None:
+        text = report.render(
+            figures,
+            machine.describe(),
+            profile.runs,
+            time.perf_counter() - started,
+            timeline,
+            command,
+            stamps,
+            previous,
+        )
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text)
+        print(f"[bench] wrote {output} after {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="t9k-bench-") as tmp:
+        work = args.work_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        cache_bytecode()
+        try:
+            failed = run_sections(args.only, profile, work, figures, timeline, stamps, save)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved_env)
+    return 1 if failed else 0

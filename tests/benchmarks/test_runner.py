@@ -38,14 +38,31 @@ def test_server_counts_requests_by_user_agent_and_access(
     assert added("someone-else", "read") == 1
 
 
-def test_a_broken_measurement_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_section_fails_the_run_and_keeps_the_others_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An implausible measurement or a section that raises fails the run, but the report is written after
+    every section: the sections before and after it keep what they measured."""
+
     def broken(profile: run.Profile, work: Path) -> list[Figure]:
         return [Figure("1. X", "requests per job", "requests", [0.0] * profile.runs)]
 
-    monkeypatch.setattr(run, "SECTIONS", {"broken": broken})
+    def crashing(profile: run.Profile, work: Path) -> list[Figure]:
+        raise RuntimeError("the cluster went away")
+
+    def sound(title: str) -> Callable[[run.Profile, Path], list[Figure]]:
+        return lambda profile, work: [Figure(title, "writes per job", "requests", [3.0] * profile.runs)]
+
+    monkeypatch.setattr(
+        run,
+        "SECTIONS",
+        {"before": sound("2. Before"), "broken": broken, "crashing": crashing, "after": sound("3. After")},
+    )
     output = tmp_path / "report.md"
     assert run.main(["--quick", "--output", str(output), "--work-dir", str(tmp_path / "work")]) == 1
-    assert not output.exists()
+    text = output.read_text()
+    assert "## 2. Before" in text and "## 3. After" in text
+    assert "## 1. X" not in text
 
 
 def test_quick_needs_its_own_output() -> None:
