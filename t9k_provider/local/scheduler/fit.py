@@ -80,11 +80,18 @@ def allocatable(node: dict[str, Any]) -> Requests:
     return parse_requests((node.get("status") or {}).get("allocatable") or {})
 
 
-def free_room(node: dict[str, Any], pods: Iterable[dict[str, Any]]) -> Requests:
-    """What the node has left after the pods on it (may go negative if allocatable shrank)."""
-    room = allocatable(node)
+def requested(pods: Iterable[dict[str, Any]]) -> Requests:
+    """What the pods request in all."""
+    total: Requests = Counter()
     for pod in pods:
-        room.subtract(pod_requests(pod))
+        total.update(pod_requests(pod))
+    return total
+
+
+def free_room(node: dict[str, Any], used: Requests) -> Requests:
+    """What the node has left after ``used`` (may go negative if allocatable shrank)."""
+    room = allocatable(node)
+    room.subtract(used)
     return room
 
 

@@ -6,6 +6,7 @@ lowest-priority victims whose going lets them fit (DefaultPreemption), a gang's 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -30,10 +31,11 @@ def uid(pod: Pod) -> str:
     return str(pod["metadata"].get("uid", ""))
 
 
-def place(batch: list[Pod], nodes: list[Node], occupying: dict[str, list[Pod]]) -> Placement:
-    """Each pod of ``batch`` in turn on the least allocated node that takes it; ``occupying``: the pods that
-    use each node's room (by node name)."""
-    rooms = {n["metadata"]["name"]: fit.free_room(n, occupying.get(n["metadata"]["name"], ())) for n in nodes}
+def place(batch: list[Pod], nodes: list[Node], used: dict[str, fit.Requests]) -> Placement:
+    """Each pod of ``batch`` in turn on the least allocated node that takes it; ``used``: what the pods that
+    use each node's room request (by node name)."""
+    names = [n["metadata"]["name"] for n in nodes]
+    rooms = {name: fit.free_room(n, used.get(name, Counter())) for name, n in zip(names, nodes, strict=True)}
     out = Placement()
     for pod in batch:
         requests = fit.pod_requests(pod)
@@ -96,15 +98,16 @@ def preempt(
     taken: list[list[Pod]] = []
     for unit in units:
         taken.append(unit)
-        if len(place(batch, nodes, _without(occupying, taken)).nodes) >= needed:
+        if len(place(batch, nodes, requested(_without(occupying, taken))).nodes) >= needed:
             break
     else:
         return None
     for unit in sorted(taken, key=lambda u: -priority(u[0])):
         rest = [u for u in taken if u is not unit]
-        if len(place(batch, nodes, _without(occupying, rest)).nodes) >= needed:
+        if len(place(batch, nodes, requested(_without(occupying, rest))).nodes) >= needed:
             taken = rest
-    return Preemption([p for unit in taken for p in unit], place(batch, nodes, _without(occupying, taken)))
+    chosen = place(batch, nodes, requested(_without(occupying, taken)))
+    return Preemption([p for unit in taken for p in unit], chosen)
 
 
 def _units(pods: Iterable[Pod], below: int, priority: Callable[[Pod], int]) -> list[list[Pod]]:
@@ -126,6 +129,11 @@ def _units(pods: Iterable[Pod], below: int, priority: Callable[[Pod], int]) -> l
 
 def _descending(text: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in text)
+
+
+def requested(occupying: dict[str, list[Pod]]) -> dict[str, fit.Requests]:
+    """What each node's pods request in all (by node name)."""
+    return {node: fit.requested(pods) for node, pods in occupying.items()}
 
 
 def _without(occupying: dict[str, list[Pod]], units: list[list[Pod]]) -> dict[str, list[Pod]]:

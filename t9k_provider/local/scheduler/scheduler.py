@@ -20,6 +20,7 @@ is kept from pods of lower priority. No second preemption is decided while victi
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from t9k_provider.jobs.contract import LABEL_GROUP_NAME, T9K_SCHEDULER_NAME
@@ -32,10 +33,20 @@ from t9k_provider.local.machinery import events, workloop
 from t9k_provider.local.machinery.statuswrites import patch_status
 from t9k_provider.local.scheduler import fit, placement
 from t9k_provider.local.scheduler.admission import GROUP_INDEX, Admission, queue_name
+from t9k_provider.local.scheduler.usage import NodeUsage
 
 SCHEDULER = "default-scheduler"
 SCHEDULERS = (SCHEDULER, T9K_SCHEDULER_NAME)
-POD_INDEXERS = {GROUP_INDEX: by_label(LABEL_GROUP_NAME)}  # what the pod informer must index for the scheduler
+NOMINATED_INDEX = "nominated"  # pods by status.nominatedNodeName
+
+
+def by_nominated_node(pod: dict[str, Any]) -> list[str]:
+    node = (pod.get("status") or {}).get("nominatedNodeName")
+    return [node] if node else []
+
+
+#: What the pod informer must index for the scheduler.
+POD_INDEXERS = {GROUP_INDEX: by_label(LABEL_GROUP_NAME), NOMINATED_INDEX: by_nominated_node}
 PREEMPTED = "PreemptionByScheduler"
 
 
@@ -78,8 +89,10 @@ class Scheduler:
         )
         self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
         self.assumed: dict[str, dict[str, Any]] = {}  # uid -> pod bound here (its nodeName set), not yet seen
+        self.usage = NodeUsage()
 
     def on_pod(self, old: dict[str, Any] | None, pod: dict[str, Any] | None) -> None:
+        self.usage.on_pod(old, pod)
         if pod is not None and schedulable(pod):
             self.queue.add(object_key(pod))
         if pod is None or (pod.get("spec") or {}).get("nodeName"):
@@ -147,10 +160,10 @@ class Scheduler:
                 nodes = [n for n in nodes if queue is None or queue.allows_node(n)]
         else:
             batch, needed = [pod], 1
-        occupying = self._occupying(self.priority(pod), {placement.uid(p) for p in batch})
-        plan = placement.place(batch, nodes, occupying)
+        own, members = self.priority(pod), {placement.uid(p) for p in batch}
+        plan = placement.place(batch, nodes, self._used(own, members))
         if len(plan.nodes) < needed:
-            await self._unplaced(batch, needed, group, nodes, occupying, plan)
+            await self._unplaced(batch, needed, group, nodes, self._occupying(own, members), plan)
             return
         for member in batch:
             if (node := plan.nodes.get(placement.uid(member))) is not None:
@@ -182,6 +195,31 @@ class Scheduler:
         for member in batch:
             await self._unschedulable(member, message)
 
+    def _used(self, priority: int, batch: set[str]) -> dict[str, fit.Requests]:
+        """What `_occupying`'s pods request on each node, from the running totals (`usage`) and the few pods
+        they do not hold yet: assumed ones, and pending ones nominated there."""
+        names = [node["metadata"]["name"] for node in self.nodes.items()]
+        used = {name: self.usage.used(name) for name in names}
+        for pod in self.assumed.values():
+            if not self.usage.counts(pod):
+                used.setdefault(pod["spec"]["nodeName"], Counter()).update(fit.pod_requests(pod))
+        for node, pods in self._nominated(priority, batch).items():
+            total = used.setdefault(node, Counter())
+            for pod in pods:
+                total.update(fit.pod_requests(pod))
+        return used
+
+    def _nominated(self, priority: int, batch: set[str]) -> dict[str, list[dict[str, Any]]]:
+        """Pending pods nominated to a node by a preemption, not of the batch nor of lower priority than it:
+        the room their victims leave is kept for them."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for node in self.nodes.items():
+            name = node["metadata"]["name"]
+            for pod in self.pods.by_index(NOMINATED_INDEX, name):
+                if schedulable(pod) and placement.uid(pod) not in batch and self.priority(pod) >= priority:
+                    out.setdefault(name, []).append(pod)
+        return out
+
     def _occupying(self, priority: int, batch: set[str]) -> dict[str, list[dict[str, Any]]]:
         """The pods that use each node's room: bound ones that have not ended, assumed ones, and pending ones
         nominated there by a preemption and not of lower priority (their room is kept for them)."""
@@ -195,15 +233,8 @@ class Scheduler:
         for uid, pod in self.assumed.items():
             if uid not in seen:
                 out.setdefault(pod["spec"]["nodeName"], []).append(pod)
-        for pod in self.pods.items():
-            nominated = (pod.get("status") or {}).get("nominatedNodeName")
-            if (
-                nominated
-                and schedulable(pod)
-                and placement.uid(pod) not in batch
-                and self.priority(pod) >= priority
-            ):
-                out.setdefault(nominated, []).append(pod)
+        for node, pods in self._nominated(priority, batch).items():
+            out.setdefault(node, []).extend(pods)
         return out
 
     async def _gang(

@@ -49,12 +49,12 @@ def test_room_counts_only_pods_that_occupy_the_node() -> None:
     done["spec"]["nodeName"] = "n"
     unbound = pod(c("1"))
     pods = [p for p in (running, done, unbound) if fit.occupies_node(p)]
-    room = fit.free_room(node(cpu="2", pods="110"), pods)
+    room = fit.free_room(node(cpu="2", pods="110"), fit.requested(pods))
     assert room["cpu"] == 1 and room["pods"] == 109
 
 
 def test_insufficient_names_each_resource_and_the_message_has_kube_schedulers_shape() -> None:
-    room = fit.free_room(node(cpu="2", memory="1Gi", pods="110"), [])
+    room = fit.free_room(node(cpu="2", memory="1Gi", pods="110"), fit.requested([]))
     assert fit.insufficient(fit.pod_requests(pod(c("2", "1Gi"))), room) == []
     why = fit.insufficient(fit.pod_requests(pod(c("3", "2Gi"))), room)
     assert fit.unschedulable_message(why) == (
@@ -64,5 +64,5 @@ def test_insufficient_names_each_resource_and_the_message_has_kube_schedulers_sh
     assert fit.unschedulable_message(fit.insufficient(fit.pod_requests(pod(gpu)), room)) == (
         "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
     )
-    full = fit.free_room(node(cpu="2", pods="0"), [])
+    full = fit.free_room(node(cpu="2", pods="0"), fit.requested([]))
     assert fit.insufficient(fit.pod_requests(pod(c())), full) == ["Too many pods"]
