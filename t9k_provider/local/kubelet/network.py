@@ -290,8 +290,16 @@ class NetnsNetwork:
         return PodNet(ip=ip, netns=str(path), isolate=True)
 
     async def teardown(self, uid: str) -> None:
-        """Remove the pod's namespace; one that cannot go is said (the next kubelet's cleanup retries it)."""
+        """Remove the pod's interface, then its namespace; one that cannot go is said (the next kubelet's
+        cleanup retries it). The interface goes first, and explicitly, as CNI's bridge plugin deletes it on
+        DEL: a namespace outlives `ip netns del` while any process is still in it (and the kernel frees even
+        an empty one later, in its own time), and its eth0 would keep answering for an address whose lease
+        is released below, so a pod given that address next would share it on the bridge and have its
+        connections reset by the old stack."""
         name = self.netns_name(uid)
+        veth = self._veth(uid)
+        if Path(f"/sys/class/net/{veth}").exists():  # deleting one end of a veth pair deletes both
+            await _ip("link", "del", veth, check=False)
         if (NETNS_DIR / name).exists():
             try:
                 await _ip("netns", "del", name)
@@ -308,6 +316,7 @@ class NetnsNetwork:
         for name in names:
             if name.startswith(prefix) and name not in live:
                 log.info("removing stale pod network namespace %s", name)
+                await _ip("-n", name, "link", "del", "eth0", check=False)  # its address goes now (`teardown`)
                 await _ip("netns", "del", name, check=False)
         for owner in owners:
             if owner.startswith(prefix) and owner not in live:

@@ -112,3 +112,34 @@ def test_a_namespace_that_cannot_be_removed_is_said(
         said
     )
     assert not (network.NETNS_DIR / net.netns_name(uid)).exists()
+
+
+def test_a_namespace_a_process_still_holds_gives_its_address_up_at_teardown(
+    tmp_path: Path, subnet: network.PodSubnet
+) -> None:
+    """`ip netns del` only unlinks a namespace: one a process is still in (a container child the kill missed,
+    or one still exiting) lives on with its eth0 on the bridge. Its address's lease is released at teardown,
+    so the next pod given that address would share it with the old stack, which resets its connections (the
+    gloo "Connection reset by peer" seen in the disruption benchmark): the interface must go with the pod."""
+    uid = str(uuid.uuid4())
+    net = network.NetnsNetwork(tmp_path, subnet)
+
+    async def scenario() -> None:
+        pod = await net.setup(uid)
+        holder = subprocess.Popen(["ip", "netns", "exec", net.netns_name(uid), "sleep", "60"])
+        try:
+            await net.teardown(uid)
+            assert holder.poll() is None  # the namespace is still held
+            assert not Path(f"/sys/class/net/{net._veth(uid)}").exists()
+            addrs = subprocess.run(
+                ["nsenter", f"--net=/proc/{holder.pid}/ns/net", "ip", "-o", "-4", "addr"],
+                capture_output=True, text=True, check=True,
+            ).stdout  # fmt: skip
+            assert pod.ip not in addrs, addrs
+            assert net.netns_name(uid) not in net.ipam.owners().values()
+        finally:
+            holder.kill()
+            holder.wait()
+            await net.close()
+
+    asyncio.run(scenario())
