@@ -128,7 +128,14 @@ an event 400 characters longer (about a GenericJob's event): what Airflow's trig
 alone, apart from anything our trigger does."""
 
 ANALYSIS = """\
-On 2026-11-30 (this table, commit 78fcac4: the hook, the triggers and the controller on the provider's own
+On 2026-12-01 (this table, in one `--all` run with every other section; the triggers' path as at fdf34ad)
+the whole triggerer cost 2.8 % of a core with live logs off and 503 MiB. The burst's trigger p99 was 8.5 s
+(6.9-10.9 over the runs; 5.7 s on 2026-11-30), and the floor at our sizes 7.8 s (5.5-10.7; 7.8 s then), ours
+1.09x that floor run by run (0.65-2.00; 0.70x then): the burst moves with what Airflow's triggerer pays for
+a T9k trigger's sizes (below), which moved as much between its runs. The plain floor's p99 was 0.85 s
+(0.76-4.04), hence 9.05x; the task rescheduled in the DB, 1.70x the plain floor's. With live logs on, the
+spread-out p99 was 2.2 s (0.10-5.2), as unsettled as on 2026-11-30.
+On 2026-11-30 (commit 78fcac4: the hook, the triggers and the controller on the provider's own
 client, no generated client imported; an hour when `python3 -c pass` took 0.04-0.07 s against 0.03 s) the
 whole triggerer cost 2.6 % of a core with live logs off (8.2 %) and 501 MiB (542), the burst's trigger p99 was
 5.7 s against the bare trigger's run-by-run floor at 2.61x (7.50x), and with live logs on the spread-out p99
