@@ -228,17 +228,24 @@ Parsing a DAG file loads only what the constructors of the provider's operators,
 the Kubernetes clients, the job models and every helper that only runs a task (status, reattach, wait limits,
 logs, diagnostics, the call transport, the source analysis) load when a task runs, and a kind's operator class
 (or a decorator's) is built when a DAG first uses it (tests/airflow/test_parse_cost.py pins the modules and
-classes a parse loads). The target is measured where it counts: a running `airflow dag-processor`
-parses the TaskFlow example and its plain copy in turn, and each parsing process reports its CPU from the fork
-to its exit. In this run the example's parsing process cost 1.05x the plain copy's (110 vs 103 ms, 9,782 vs
-9,678 minor page faults), and 1.00x with the provider imported by `airflow_local_settings.py`; three earlier
-runs of the same measurement gave 1.07x, 1.04x and 1.05x (1.05x, 1.00x and 1.02x). The plain copy must import
-`task` as the example does: a first version took a `task` stand-in from a module of its own and made the
-example look 1.16-1.26x as costly, yet the example taking the provider's decorators through such a module cost
-only about 4 ms more than the plain copy doing the same. Where a DAG file takes `task` from moved a parsing
-process's cost by about 10 ms and 1,450 page faults, for reasons inside Airflow this benchmark does not
-explain; the copy now redefines `task` right after the same import. What the provider adds to a parse is its
-parse-time modules (12 modules and 4 operator classes, about 6.5 ms in a fork of a parent that holds a DAG
+classes a parse loads). The target is measured where it counts: a running `airflow dag-processor` parses the
+TaskFlow example and its plain copy in turn, and each parsing process reports its CPU from the fork to its
+exit. In this run (2026-12-01, c5107cc) the example's parsing process cost 1.11x the plain copy's (112 vs 100
+ms, 9,967 vs 9,768 minor page faults), just over the target, and 1.04x with the provider imported by
+`airflow_local_settings.py`; four earlier runs of the same measurement gave 1.05x, 1.07x, 1.04x and 1.05x
+(1.00x, 1.05x, 1.00x and 1.02x). The provider's parse-time import grew since 6a399e3 (2026-11-28): 24 of its
+modules where it was 18 (the failure classes its retry policy names, checkpoints, the lineage hooks, the job
+contract's constants), 31 against 22 ms of CPU for the decorators' import after `airflow.sdk`, side by side on
+2026-12-01 on a busy machine; the first parse's ratio rose with it (2.92x against 1.83x), and every T9k task
+now carries Airflow 3.3's retry policy (built per task, serialized with the DAG), which a plain task does not.
+Which of the two makes the 12 ms of the running DAG processor's parse is not measured apart yet; the
+parse-time modules are the part to cut (`tests/airflow/test_parse_cost.py` lists them). The plain copy must
+import `task` as the example does: a first version took a `task` stand-in from a module of its own and made
+the example look 1.16-1.26x as costly, yet the example taking the provider's decorators through such a module
+cost only about 4 ms more than the plain copy doing the same. Where a DAG file takes `task` from moved a
+parsing process's cost by about 10 ms and 1,450 page faults, for reasons inside Airflow this benchmark does
+not explain; the copy now redefines `task` right after the same import. What the provider adds to a parse is
+its parse-time modules (12 modules and 4 operator classes, about 6.5 ms in a fork of a parent that holds a DAG
 processor's modules: the fork probe above, 1.07x here against the plain copy, 1.05-1.10x in seven earlier runs
 that gave the plain side a stand-in decorator module instead) and its tasks' own work (a manifest built and
 options checked per task: parsed again in one warm interpreter the file costs 1.02-1.08x the plain copy). Most
