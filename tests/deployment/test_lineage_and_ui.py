@@ -135,21 +135,30 @@ def ui_path(dag_id: str, run_id: str, task_id: str | None = None) -> str:
     return f"{path}/tasks/{task_id}" if task_id else path
 
 
+TOOLTIP = '[data-scope="tooltip"][data-part="content"]'
+
+
 def grid_states(browser: Browser, run_id: str, task_ids: tuple[str, ...]) -> dict[str, str | None]:
     """The state the grid's cell of each task instance says when the pointer rests on it (its tooltip;
-    None: no tooltip came within a few seconds)."""
+    None: no tooltip came within a few seconds). The UI redraws a running run's grid as it polls, so the
+    cell is found and hovered afresh on every look: one found before a redraw is stale (a CI run under load
+    timed out with every look failing so, while the page showed the expected states)."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     def state(task_id: str) -> str | None:
-        tips = browser.driver.find_elements(By.CSS_SELECTOR, '[data-scope="tooltip"][data-part="content"]')
-        for tip in tips:
-            if f"Task ID: {task_id}\n" in tip.text and (said := re.search(r"^State: (.+)$", tip.text, re.M)):
-                return said[1]
+        try:
+            browser.hover(browser.driver.find_element(By.ID, f"grid-{run_id}-{task_id}"))
+            for tip in browser.driver.find_elements(By.CSS_SELECTOR, TOOLTIP):
+                text = tip.text
+                if f"Task ID: {task_id}\n" in text and (said := re.search(r"^State: (.+)$", text, re.M)):
+                    return said[1]
+        except StaleElementReferenceException:
+            pass
         return None
 
     states: dict[str, str | None] = {}
     for task_id in task_ids:
-        browser.hover(browser.driver.find_element(By.ID, f"grid-{run_id}-{task_id}"))
         try:
             states[task_id] = wait_for(f"the tooltip of {task_id}'s cell", lambda t=task_id: state(t), 5, 0.2)
         except TimeoutError:
