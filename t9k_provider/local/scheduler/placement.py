@@ -98,15 +98,15 @@ def preempt(
     taken: list[list[Pod]] = []
     for unit in units:
         taken.append(unit)
-        if len(place(batch, nodes, requested(_without(occupying, taken))).nodes) >= needed:
+        if len(place(batch, nodes, _requested(_without(occupying, taken))).nodes) >= needed:
             break
     else:
         return None
     for unit in sorted(taken, key=lambda u: -priority(u[0])):
         rest = [u for u in taken if u is not unit]
-        if len(place(batch, nodes, requested(_without(occupying, rest))).nodes) >= needed:
+        if len(place(batch, nodes, _requested(_without(occupying, rest))).nodes) >= needed:
             taken = rest
-    chosen = place(batch, nodes, requested(_without(occupying, taken)))
+    chosen = place(batch, nodes, _requested(_without(occupying, taken)))
     return Preemption([p for unit in taken for p in unit], chosen)
 
 
@@ -131,7 +131,7 @@ def _descending(text: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in text)
 
 
-def requested(occupying: dict[str, list[Pod]]) -> dict[str, fit.Requests]:
+def _requested(occupying: dict[str, list[Pod]]) -> dict[str, fit.Requests]:
     """What each node's pods request in all (by node name)."""
     return {node: fit.requested(pods) for node, pods in occupying.items()}
 
