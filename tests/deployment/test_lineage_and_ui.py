@@ -138,32 +138,39 @@ def ui_path(dag_id: str, run_id: str, task_id: str | None = None) -> str:
 TOOLTIP = '[data-scope="tooltip"][data-part="content"]'
 
 
+OPEN_TIP = '[data-scope="tooltip"][data-part="trigger"][data-state="open"]'
+
+
 def grid_states(browser: Browser, run_id: str, task_ids: tuple[str, ...]) -> dict[str, str | None]:
     """The state the grid's cell of each task instance says when the pointer rests on it (its tooltip;
-    None: no tooltip came within a few seconds). The UI redraws a running run's grid as it polls, so the
-    cell is found and hovered afresh on every look: one found before a redraw is stale (a CI run under load
-    timed out with every look failing so, while the page showed the expected states)."""
-    from selenium.common.exceptions import StaleElementReferenceException
+    None: none came within a few seconds). Each look starts with the pointer off the grid and no tooltip
+    open, so that reaching the cell is a fresh enter: moving straight from one cell to the next, the next
+    one's tooltip could stay shut (a CI run under load timed out so, with the page showing the expected
+    states). The UI redraws a running run's grid as it polls, so the cell is found afresh on every look."""
     from selenium.webdriver.common.by import By
 
-    def state(task_id: str) -> str | None:
-        try:
-            browser.hover(browser.driver.find_element(By.ID, f"grid-{run_id}-{task_id}"))
-            for tip in browser.driver.find_elements(By.CSS_SELECTOR, TOOLTIP):
-                text = tip.text
-                if f"Task ID: {task_id}\n" in text and (said := re.search(r"^State: (.+)$", text, re.M)):
-                    return said[1]
-        except StaleElementReferenceException:
-            pass
+    def said(task_id: str) -> str | None:
+        for tip in browser.driver.find_elements(By.CSS_SELECTOR, TOOLTIP):
+            text = tip.text
+            if f"Task ID: {task_id}\n" in text and (state := re.search(r"^State: (.+)$", text, re.M)):
+                return state[1]
         return None
 
-    states: dict[str, str | None] = {}
-    for task_id in task_ids:
+    def look(task_id: str) -> str | None:
+        browser.rest_pointer()
         try:
-            states[task_id] = wait_for(f"the tooltip of {task_id}'s cell", lambda t=task_id: state(t), 5, 0.2)
+            wait_for(
+                "the tooltips to shut",
+                lambda: not browser.driver.find_elements(By.CSS_SELECTOR, OPEN_TIP),
+                5,
+                0.2,
+            )
+            browser.hover(browser.driver.find_element(By.ID, f"grid-{run_id}-{task_id}"))
+            return wait_for(f"the tooltip of {task_id}'s cell", lambda: said(task_id), 5, 0.2)
         except TimeoutError:
-            states[task_id] = None
-    return states
+            return None
+
+    return {task_id: look(task_id) for task_id in task_ids}
 
 
 @airflow3_only("the React UI's grid and live log page")
@@ -173,11 +180,16 @@ def test_the_grid_shows_each_task_s_state_while_the_training_runs(
     running_training(deployment, cluster, runs)
     browser.open(deployment.airflow.base_url + ui_path("lin_train", runs.train))
     expected = {"prepare": "Success", "train": "Deferred"}
-    browser.wait(
-        f"the grid to show {expected}",
-        lambda: grid_states(browser, runs.train, tuple(expected)) == expected,
-        PAGE_TIMEOUT,
-    )
+    looks: list[dict[str, str | None]] = []
+
+    def shows() -> bool:
+        looks.append(grid_states(browser, runs.train, tuple(expected)))
+        return looks[-1] == expected
+
+    try:
+        browser.wait(f"the grid to show {expected}", shows, PAGE_TIMEOUT)
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}\nthe cells' tooltips said, look by look: {looks}") from None
     browser.shot("grid-while-training")
 
 
