@@ -15,6 +15,7 @@ parse, as they load nothing else (docs/airflow.md#how-a-task-ends).
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -64,9 +65,30 @@ def retry_policy() -> Any:
     return ExceptionRetryPolicy(rules=[rule])
 
 
+class DefaultRetryPolicy:
+    """``retry_policy()``, built when first consulted: the default every T9k task carries. A DAG file's parse
+    then loads nothing of Airflow's retry policies (the scheduler reads only that a task has one; the worker
+    evaluates it), which the DAG processor would pay in every parsing process
+    (docs/benchmarks.md#5-dag-parse-cost)."""
+
+    def evaluate(self, exception: BaseException, try_number: int, max_tries: int, context: Any = None) -> Any:
+        return _built_policy().evaluate(exception, try_number, max_tries, context)
+
+    def serialize(self) -> dict[str, Any]:
+        return dict(_built_policy().serialize())
+
+
+@functools.cache
+def _built_policy() -> Any:
+    return retry_policy()
+
+
+DEFAULT_RETRY_POLICY = DefaultRetryPolicy()
+
+
 def with_retry_policy(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """An operator's arguments with ``retry_policy()`` where the task sets none, on Airflow 3.3+ (older ones
-    have no retry policy: there the exception types alone decide)."""
+    """An operator's arguments with the provider's retry policy where the task sets none, on Airflow 3.3+
+    (older ones have no retry policy: there the exception types alone decide)."""
     if AIRFLOW_V_3_3_PLUS and kwargs.get("retry_policy") is None:
-        return {**kwargs, "retry_policy": retry_policy()}
+        return {**kwargs, "retry_policy": DEFAULT_RETRY_POLICY}
     return kwargs

@@ -1,6 +1,7 @@
 """DAG-parse cost: what a DAG file's parse loads of the provider. Importing the operators must not load the
 Kubernetes clients or the job models (beyond what Airflow itself loaded); of `t9k_provider.jobs` only the
-kind names and the contract's constants are read. A DAG of operators, sensors or decorators loads the
+kind names and the contract's constants are read; nor Airflow's retry policies (the provider's default one is
+built in the worker, when first consulted). A DAG of operators, sensors or decorators loads the
 modules their constructors need and builds the classes of the kinds it uses: nothing that only runs a task
 (status, reattach, log and diagnostics helpers, the call transport, the source analysis).
 
@@ -76,7 +77,8 @@ print(json.dumps({{
     "extra_s": end - mid,
     # the provider's package and metadata are read by Airflow's provider discovery, whatever the DAG uses
     "loaded": sorted(m for m in set(sys.modules) - airflow_loaded
-                     if m.split(".")[0] in ("kubernetes", "kubernetes_asyncio", "t9k_provider", "symtable")
+                     if (m.split(".")[0] in ("kubernetes", "kubernetes_asyncio", "t9k_provider", "symtable")
+                         or m == "airflow.sdk.definitions.retry_policy")
                      and m not in ("t9k_provider", "t9k_provider.provider_info")),
     "built": sorted(built),
 }}))

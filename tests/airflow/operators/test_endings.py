@@ -3,6 +3,7 @@ and the first failing replica's pod, and from the limit that stopped a wait."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -110,7 +111,29 @@ def test_the_retry_policy_retries_the_infrastructure_and_stalls_after_its_delay_
     # a task's own policy is kept, and without one it gets the provider's
     own = object()
     assert with_retry_policy({"retry_policy": own})["retry_policy"] is own
-    assert with_retry_policy({})["retry_policy"].serialize() == policy.serialize()
+    default = with_retry_policy({})["retry_policy"]
+    assert default.serialize() == policy.serialize()
+    for ending in (T9kInfrastructureError("node lost"), T9kJobTimeout("running_timeout")):
+        assert default.evaluate(ending, 1, 3) == policy.evaluate(ending, 1, 3)
+
+
+@pytest.mark.skipif(not AIRFLOW_V_3_3_PLUS, reason="retry policies came with Airflow 3.3")
+def test_the_task_runner_consults_the_policy_an_operator_carries_by_default() -> None:
+    """Airflow's task runner, as it decides a failed try, on an operator built without a ``retry_policy``:
+    the provider's default (built only now) retries a lost node after its delay."""
+    import structlog
+    from airflow.sdk import RetryAction
+    from airflow.sdk.execution_time.task_runner import _evaluate_retry_policy
+
+    from t9k_provider.operators import GenericJobOperator
+
+    task = GenericJobOperator(task_id="t", manifest={"kind": "GenericJob"}, retries=3)
+    assert task.has_retry_policy  # what the serialized DAG tells the scheduler
+    ti = SimpleNamespace(task=task, try_number=1, _ti_context_from_server=None)
+    decision = _evaluate_retry_policy(ti, T9kInfrastructureError("node lost"), structlog.get_logger())
+    assert (decision.action, decision.retry_delay) == (RetryAction.RETRY, INFRASTRUCTURE_RETRY_DELAY)
+    decision = _evaluate_retry_policy(ti, RuntimeError("other"), structlog.get_logger())
+    assert decision.action == RetryAction.DEFAULT
 
 
 @pytest.mark.skipif(AIRFLOW_V_3_3_PLUS, reason="Airflow 2.11 and 3.0-3.2 have no retry policy")
