@@ -70,11 +70,12 @@ machine: re-run `.venv/bin/python -m benchmarks --only demo` there. On 2026-11-3
 when this machine ran the three workloads directly in 6.22 s against 3.97 s at 8713154 (16.30 s), and
 Airflow's CLI import took 2.81 s against 1.41 s: what moved is the Python start-up and imports the demo does
 not own, while the overhead of `prepare_data` (0.42 s against 1.29 s) and of the evaluation stretch (0.69 s
-against 1.16 s), which are the operators', the controller's and the kubelet's, went down. The run above
-(2026-12-01, 24.52 s, 22.80-26.00, under the 25 s target at the median) had the workloads take 7.19 s
-directly, a second more than on 2026-11-30, and the operators' part went down for `train` (0.48 s against
-0.81) and the evaluation (0.45 s against 0.69) but up for `prepare_data`, the fresh cluster's first task
-(0.64 s against 0.42, as section 7's first task: 0.35 s above the others against 0.13)."""
+against 1.16 s), which are the operators', the controller's and the kubelet's, went down. A run earlier
+on 2026-12-01 (c5107cc) took 24.52 s (22.80-26.00), its workloads 7.19 s directly. The run above (056cb60,
+07:05 UTC, a quieter hour) takes 19.81 s (19.77-20.79) with the workloads at 5.43 s: every step that is
+Python start-up and imports shrank with the host (Airflow's CLI import 2.13 s against 2.49, the execution
+API 5.10 against 5.63), `prepare_data`, the fresh cluster's first task, costs 0.48 s above its work (0.64),
+the evaluation 0.74 s (0.45, whose spread was -0.29-1.80) and `train` 0.99 s (0.48, spread 0.43-1.30)."""
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = REPO / "dags_examples" / "workloads"
 TASKS = ("prepare_data", "train", "evaluate", "wait_for_evaluation", "report")

@@ -145,7 +145,7 @@ time. On 2026-12-01 (c5107cc) that check showed 1 at the median (0-1, the longer
 shorter in two of three runs) while the same 1-second GenericJob's minimum writes alone moved from 8 to 10
 between runs: the check's target of 0 sat inside that noise. The check now counts each job's requests above
 its own minimum, which keeps what it is for (a poll is a read or write no state change asks for) without the
-coalescing.""",
+coalescing: 0 in every run of this table (056cb60, 2026-12-01 06:17 UTC).""",
     "2. Controller latency and scale": """\
 A 200-job burst is about 4,500 writes (800 pod creates, 800 bindings, 800 `Scheduled` Events, pod status
 updates, job status writes and the controller's Events) that the API server, its node agents and the
@@ -189,11 +189,14 @@ figures' spread is wider than their differences, so which of them the pace bring
 run (fdf34ad, 12:00-12:07 UTC) gave 1.104 s (0.918-1.312), within 6225673's spread (0.767-1.155): nothing the
 section runs changed between the two commits (the controller, the API server, the scheduler and the
 simulated kubelet are as they were; fdf34ad's kubeconfig parse runs once per process), and the Machine
-table's CPU speed row was 0.32 CPU s at that run's end against 0.17-0.25 in the morning's runs. This table
-(c5107cc, 2026-12-01 02:47-02:53 UTC, a host with an AMD EPYC where the earlier runs had a Xeon, CPU speed
-row 0.17) gives 0.917 s (0.901-1.045), the target met again, and 2.06 CPU s per 1,000 reconciles against
+table's CPU speed row was 0.32 CPU s at that run's end against 0.17-0.25 in the morning's runs. On
+2026-12-01 (c5107cc, 02:47-02:53 UTC, a host with an AMD EPYC where the earlier runs had a Xeon, CPU speed
+row 0.17) it gave 0.917 s (0.901-1.045), the target met again, and 2.06 CPU s per 1,000 reconciles against
 2.49: what changed on this path since fdf34ad is the informer's relist (213bae4), which a burst does not
-reach, and the leader's renewal timing (85fd56b), so the difference is the host's.""",
+reach, and the leader's renewal timing (85fd56b), so the difference is the host's. This table (056cb60, the
+same day 06:17-06:21 UTC) gives 0.803 s (0.704-0.912): the local scheduler now keeps each node's requested
+totals from pod events (10321e7) where it summed every pod of the node for every placement, which a
+200-job burst's 800 placements felt.""",
     "3. Waiting cost on the Airflow side": """\
 Both run at their default poll interval (10 s). `T9kJobTrigger` reads its job once when it starts; the
 triggers of one namespace share one watch (opened after a one-item LIST that gives its starting version,
@@ -210,7 +213,7 @@ the millisecond latencies. Memory follows the same sharing: one client, one conn
 namespace, so a trigger adds only its task and the job it holds, less than the cncf loop, which builds a
 client for every poll. (Before this design the trigger held a client, a TLS connection and a watch of its
 own, re-opened every poll interval: 12 requests per task per minute and about 1.2 MiB per trigger.)
-A job that waits in a T9k Queue costs about 5 % more over the whole wait (2.34 against 2.23 requests per
+A job that waits in a T9k Queue costs about 5 % more over the whole wait (2.33 against 2.23 requests per
 task-minute here): every 3 poll intervals its wait reads its PodGroup, and the Queue, the Queue's PodGroups
 and its pods are read once per triggerer for all the waits in that Queue (`jobclient/queues.py`), about
 0.15 requests per task per minute in the quiet window; each such trigger holds its Queue record too (about
@@ -230,24 +233,28 @@ logs, diagnostics, the call transport, the source analysis) load when a task run
 (or a decorator's) is built when a DAG first uses it (tests/airflow/test_parse_cost.py pins the modules and
 classes a parse loads). The target is measured where it counts: a running `airflow dag-processor` parses the
 TaskFlow example and its plain copy in turn, and each parsing process reports its CPU from the fork to its
-exit. In this run (2026-12-01, c5107cc) the example's parsing process cost 1.11x the plain copy's (112 vs 100
-ms, 9,967 vs 9,768 minor page faults), just over the target, and 1.04x with the provider imported by
-`airflow_local_settings.py`; four earlier runs of the same measurement gave 1.05x, 1.07x, 1.04x and 1.05x
-(1.00x, 1.05x, 1.00x and 1.02x). The provider's parse-time import grew since 6a399e3 (2026-11-28): 24 of its
-modules where it was 18 (the failure classes its retry policy names, checkpoints, the lineage hooks, the job
-contract's constants), 31 against 22 ms of CPU for the decorators' import after `airflow.sdk`, side by side on
-2026-12-01 on a busy machine; the first parse's ratio rose with it (2.92x against 1.83x), and every T9k task
-now carries Airflow 3.3's retry policy (built per task, serialized with the DAG), which a plain task does not.
-Which of the two makes the 12 ms of the running DAG processor's parse is not measured apart yet; the
-parse-time modules are the part to cut (`tests/airflow/test_parse_cost.py` lists them). The plain copy must
+exit. In this run (2026-12-01 06:27 UTC, 056cb60) the example's parsing process cost 1.10x the plain
+copy's (114 vs 104 ms, 9,995 vs 9,799 minor page faults), the target's edge, and 1.02x with the provider
+imported by `airflow_local_settings.py`; the run of 03:04 UTC the same day (c5107cc) gave 1.11x (1.04x), and
+four earlier runs 1.05x, 1.07x, 1.04x and 1.05x (1.00x, 1.05x, 1.00x and 1.02x). What changed between the
+day's two runs: every T9k task had carried Airflow 3.3's retry policy built at parse, which imported
+Airflow's `retry_policy` module (dataclasses and an Enum, about 1.3-2 ms of every parsing process; a plain
+task imports none of it); since 056cb60 the tasks carry `failures.DEFAULT_RETRY_POLICY`, which builds that
+policy in the worker when first consulted (the scheduler only reads that a task has one; the policy itself
+was never serialized: the DAG's JSON is the same size with or without it), and
+`tests/airflow/test_parse_cost.py` fails if a parse loads that module. The rest of the gap is the provider's
+own parse-time modules, 24 where 6a399e3 (2026-11-28) had 18 (the failure classes, checkpoints, the lineage
+hooks, the job contract's constants), which that test lists: mostly fixed import costs (a module's code
+loaded, its classes built: three `Enum`s of options, the link classes, a `NamedTuple`), each a fraction of a
+millisecond; the first parse's ratio is 2.66x (2.92x at c5107cc, 1.83x at 6a399e3). The plain copy must
 import `task` as the example does: a first version took a `task` stand-in from a module of its own and made
 the example look 1.16-1.26x as costly, yet the example taking the provider's decorators through such a module
 cost only about 4 ms more than the plain copy doing the same. Where a DAG file takes `task` from moved a
 parsing process's cost by about 10 ms and 1,450 page faults, for reasons inside Airflow this benchmark does
 not explain; the copy now redefines `task` right after the same import. What the provider adds to a parse is
-its parse-time modules (12 modules and 4 operator classes, about 6.5 ms in a fork of a parent that holds a DAG
-processor's modules: the fork probe above, 1.07x here against the plain copy, 1.05-1.10x in seven earlier runs
-that gave the plain side a stand-in decorator module instead) and its tasks' own work (a manifest built and
+its parse-time modules (in a fork of a parent that holds a DAG processor's modules: the fork probe above,
+1.11x here against the plain copy, 1.07x at c5107cc, 1.05-1.10x in seven earlier runs that gave the plain side
+a stand-in decorator module instead) and its tasks' own work (a manifest built and
 options checked per task: parsed again in one warm interpreter the file costs 1.02-1.08x the plain copy). Most
 of those milliseconds are fixed import costs in a forked process (about 0.17 ms for a module with nothing in
 it, 0.8 ms to build `T9kJobOperator`, whose metaclass inspects its signature). The fork probe's parent holds
@@ -291,12 +298,13 @@ the cluster's start, when its processes' imports slowed `python3 -c pass` 3-5x, 
 and the pod's start above the work had been 25-45 ms too low (d027f15, measured so: 0.26 s per task, a pod
 start 0.133 s above the work). b0e17be forks each container's shim from a server that has already imported it
 (`t9k_provider/local/kubelet/shimfork.py`): the pod's start fell to 0.079 s above the work, about 0.1 s off
-every task side by side with d027f15. In this run (2026-12-01 03:02-03:14 UTC, commit c5107cc, in one
-`--all` run with every other section) the T9k task costs 0.18 s non-deferrable (met; 0.18 s at fdf34ad on
-2026-11-30, 0.26 s at b0e17be on a slower hour), 0.16 s deferrable (0.18 s), its pod starts 0.059 s above the
-work (0.064 s), and the fresh cluster's first T9k task took 0.35 s more than the others (0.13 s at fdf34ad;
-one sample per run, its own imports of the Kubernetes clients and job models, which this host runs about
-1.6x slower than 2026-11-28's: section 5's common Airflow import 1,720 ms against 1,091 ms). Profiled
+every task side by side with d027f15. In this run (2026-12-01 06:27-06:39 UTC, commit 056cb60, with
+sections 1, 2, 4, 5, 8-11, 13 and 14 in one invocation) the T9k task costs 0.17 s non-deferrable (met; 0.18 s
+at c5107cc earlier that day and at fdf34ad on 2026-11-30, 0.26 s at b0e17be on a slower hour), 0.16 s
+deferrable (0.16 s; 0.017 s below the non-deferrable task per round), its pod starts 0.054 s above the work
+(0.059 s), and the fresh cluster's first T9k task took 0.21 s more than the others (0.35 s at c5107cc, 0.13 s
+at fdf34ad; one sample per run, its own imports of the Kubernetes clients and job models, which this host
+runs slower than 2026-11-28's: section 5's common Airflow import 1,867 ms against 1,091 ms). Profiled
 (py-spy, the `dag.test()` process, 24 tasks), the task's own code was a small part of its two Airflow-side
 steps: of "task start -> job created" (0.052 s), the operator's start and its
 submit take 7-9 ms and the rest is Airflow's (the rendered template fields' API request, the templates, the
@@ -311,11 +319,11 @@ first cgroup write (6-27 ms: the kernel's RCU grace period on `cgroup.procs`, pa
 only cgroup v2's `CLONE_INTO_CGROUP` avoids), and two status writes of 4-5 ms. The faster pod also changes a
 competitor's figure: `KubernetesPodOperator`'s trigger finds a `python3 -c pass` pod already done at its first
 read (0.25 s per task, against 5.3 s when the pod took longer than that read), and `KubernetesJobOperator`'s
-deferrable trigger does so in some rounds, so the deferrable ratio to the best cncf operator (0.71x) no longer
-says what it said: on a real cluster a pod's start (image, runtime, node) takes seconds and the 5 s and 10 s
-polls stand. The deployment half misses its 1 s target (1.20 / 1.15 s; 1.23 / 1.31 s at fdf34ad, 1.40 / 1.44 s
-at b0e17be): less the task processes' DAG file parse, Airflow's CPU work, the T9k task costs 0.37 / 0.38 s
-(0.40 / 0.39 s, 0.47 / 0.51 s).""",
+deferrable trigger does so in some rounds, so the deferrable ratio to the best cncf operator (0.66x here) no
+longer says what it said: on a real cluster a pod's start (image, runtime, node) takes seconds and the 5 s and
+10 s polls stand. The deployment half misses its 1 s target (1.09 / 1.12 s; 1.20 / 1.15 s at c5107cc, 1.23 /
+1.31 s at fdf34ad, 1.40 / 1.44 s at b0e17be): less the task processes' DAG file parse, Airflow's CPU work, the
+T9k task costs 0.35 / 0.36 s (0.37 / 0.38 s, 0.40 / 0.39 s, 0.47 / 0.51 s).""",
     "8. Controller at scale": """\
 Memory grows with the objects cached: the informers hold every GenericJob and pod as the decoded JSON
 (dicts and strings), several times the object's JSON size. Objects that arrived one by one on the watch cost
@@ -332,7 +340,16 @@ pace and the node agents' own process of section 2): the arrivals' reconcile p99
 -> all 4 pods p99 0.034 s (7.5 s), a restarted controller quiet in 3.8 s (19.7 s), its RSS once idle 243 MiB
 (230, within both spreads). A replica's pod is larger (2,905 bytes of JSON against 2,272: the fields and
 annotations the rounds since added), and its cache entry more so (12.6 KB against 8.1, 4.3x its JSON against
-3.6x): more small keys and values, each a Python object of its own.""",
+3.6x): more small keys and values, each a Python object of its own.
+
+This table (056cb60, 2026-12-01 07:24-07:27 UTC, load average about 1) is the section's second run on that
+commit; it took 3.7 minutes where c5107cc's took 22.8, the local scheduler no longer summing every pod of a
+node for each placement (10321e7). Against c5107cc the restarted controller and the memory are the same (3.4 s
+against 3.8, 242 MiB against 243), but the arrivals' reconcile p99 is 0.038 s (0.035-0.042) against 0.024 s
+(0.023-0.024), and creation -> all 4 pods p99 0.044 s against 0.034; the run an hour before on the same
+commit gave 0.048 s and 0.067 s. Both are tens of milliseconds, reconciles that wait for the CPU the API
+server and the node agents share with them while 300 jobs arrive; why they wait longer than at c5107cc (whose
+scheduler did more work per placement, not less) is not traced yet.""",
     "9. Controller at full scale": """\
 At 10,000 jobs the controller caches 50,000 objects (and their status changes as they arrive), and its RSS is
 the import (about 95 MiB, section 2) plus the informer caches at the per-object cost of the table: linear in
@@ -344,7 +361,17 @@ once, reconciles each job once from its caches and writes nothing; its sync time
 reconciles (no request per job), on a machine whose other sessions kept the load average far above its 2 cores
 (see the stamp above), so it is an upper bound. The arrivals' reconciles stay in milliseconds at p50 (cache
 reads and the writes a new job needs); their p99 and the creation-to-pods latency follow the API server and
-node agents, which share the same cores (section 2).""",
+node agents, which share the same cores (section 2).
+
+This table (056cb60, 2026-12-01 06:43-06:59 UTC, load average about 1-2) replaces one of 22a956e
+(2026-11-25, a load average of 10-14 from other sessions): the arrivals' reconcile p99 0.048 s (0.741 s),
+creation -> all 4 pods p99 0.074 s (2.5 s), a restarted controller quiet in 17.0 s (44.5 s). Its RSS once idle
+is 761 MiB against 609, within the target: the pods it caches grew (2,903 bytes of JSON against 2,272, 12.5
+KB cached against 8.1) and it holds over 40,000 of them. The run of c5107cc the same morning failed here: its
+local scheduler summed every pod of a node for each placement, so binding slowed as the cluster filled
+(about 7 pods/s at the end, 2,642 jobs running after the section's 20 minutes); with each node's requested
+totals kept from pod events (10321e7) the 10,000 jobs were created and their 40,000 pods running in about
+95 s, and the whole section took 15 minutes.""",
     failover.SECTION: failover.ANALYSIS,
     soak.SECTION: soak.ANALYSIS,
     disruptions.SECTION: disruptions.ANALYSIS,
@@ -426,13 +453,13 @@ def render(
         "To regenerate on a quiet machine: `make bench` runs sections 1-5 (14 minutes at a load average "
         "below 2); the heavy sections run only when named, each alone: `.venv/bin/python -m benchmarks "
         "--only livelogs` (section 6; 5 minutes), `--only overhead` (section 7; 17 minutes at a load "
-        "average of 4-8; `--long-tasks` adds 20 s tasks), `--only scale` (section 8; 13 minutes), `--only "
-        "scale-full` (section 9; about 35 minutes at that load), `--only failover` (section 10; 4 minutes "
+        "average of 4-8, 12 minutes below 2; `--long-tasks` adds 20 s tasks), `--only scale` (section 8; 4 "
+        "minutes), `--only scale-full` (section 9; 15 minutes), `--only failover` (section 10; 4 minutes "
         "at a load average of 4-7), `--only demo` (section 11, `make demo` timed; about 3 minutes, needs "
         "root), `--only triggerer` (section 12; about 21 minutes), `--only soak` (section 13, `make "
         f"soak`; {soak.MINUTES}) and `--only disruptions` (section 14; about 8 minutes, needs root). Any "
         "section can be re-run alone with `--only NAME`: the others keep their "
-        "figures. `--all` runs every section, one after the other on the same commit (over two hours).",
+        "figures. `--all` runs every section, one after the other on the same commit (about 90 minutes).",
     ]
     if kept:
         lines.append(

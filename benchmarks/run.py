@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run only these (repeatable); {', '.join(sorted(OPT_IN))} run only when named here",
     )
     parser.add_argument(
-        "--all", action="store_true", help="every section, the heavy ones too (over two hours on 2 cores)"
+        "--all", action="store_true", help="every section, the heavy ones too (about 90 minutes on 2 cores)"
     )
     parser.add_argument(
         "--long-tasks", action="store_true", help="overhead: also run tasks whose work sleeps 20 s"
