@@ -348,8 +348,11 @@ node for each placement (10321e7). Against c5107cc the restarted controller and 
 against 3.8, 242 MiB against 243), but the arrivals' reconcile p99 is 0.038 s (0.035-0.042) against 0.024 s
 (0.023-0.024), and creation -> all 4 pods p99 0.044 s against 0.034; the run an hour before on the same
 commit gave 0.048 s and 0.067 s. Both are tens of milliseconds, reconciles that wait for the CPU the API
-server and the node agents share with them while 300 jobs arrive; why they wait longer than at c5107cc (whose
-scheduler did more work per placement, not less) is not traced yet.""",
+server and the node agents share with them while 300 jobs arrive. c5107cc, run again from a worktree right
+after (07:54-08:16 UTC), gave 0.024 s (0.023-0.024) and 0.037 s: the difference is the commit's, not the
+host's. Its scheduler bound a burst's pods minutes late (its first restart round began 10 minutes after the
+jobs were created, 1.5 minutes here), so the pods' binding and status writes that now land within the arrivals
+may be what the reconciles wait behind; that is not traced yet.""",
     "9. Controller at full scale": """\
 At 10,000 jobs the controller caches 50,000 objects (and their status changes as they arrive), and its RSS is
 the import (about 95 MiB, section 2) plus the informer caches at the per-object cost of the table: linear in
