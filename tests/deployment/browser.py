@@ -165,21 +165,6 @@ class Browser:
 
         self.wait(f"the link {text!r} clicked", clicked, timeout)
 
-    def hover(self, element: Any) -> None:
-        from selenium.webdriver.common.action_chains import ActionChains
-
-        ActionChains(self.driver).move_to_element(element).perform()
-
-    def rest_pointer(self) -> None:
-        """Move the pointer to the window's bottom right corner, off the page's controls, so that the
-        next hover is a fresh enter whatever the last one left open."""
-        from selenium.webdriver.common.actions.action_builder import ActionBuilder
-
-        width, height = self.driver.execute_script("return [window.innerWidth, window.innerHeight];")
-        actions = ActionBuilder(self.driver)
-        actions.pointer_action.move_to_location(int(width) - 2, int(height) - 2)
-        actions.perform()
-
     @contextlib.contextmanager
     def new_window(self, opens: Callable[[], None]) -> Iterator[None]:
         """Within: the window (a tab) that ``opens()`` opened, e.g. by clicking a link with a target; then
