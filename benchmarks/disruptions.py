@@ -42,6 +42,9 @@ TOLERATION = 5
 PREEMPTOR_SECONDS = 5.0
 PRIORITY, URGENT_PRIORITY = 50, 80
 CPU = "600m"  # more than half a node of one CPU: one worker per node
+#: How often the job's restarts (and the preemptor's phase) are read: a restart lands about 0.1 s after a
+#: drain, where a 0.1 s poll rounded it to 0.1 or 0.2 s by chance (a few ms either side).
+POLL = 0.01
 SCENARIOS = ("drain", "node loss", "preemption")
 METHOD = f"""\
 One local cluster of three nodes of one CPU each (`LocalCluster(controller=True, nodes=3)`, node grace
@@ -56,8 +59,9 @@ drained with `kubectl drain` (unmodified; it returns once the evicted pod is gon
 SIGKILLed and held stopped (`t9k-local node stop`), or a GenericJob of priority {URGENT_PRIORITY} whose two
 workers of {CPU} CPU do not fit beside the training (one node free) is created; it preempts the training's
 gang and runs {PREEMPTOR_SECONDS:g} s. *Disruption* is the instant the drain, the SIGKILL or the preemptor's
-create was issued; *restart* the first time a poll (every 0.1 s) sees the job's `status.restarts` at 1 (the
-controller restarting the job as a whole); *running again* the first step the resumed training reported.
+create was issued; *restart* the first time a poll (every {POLL * 1000:g} ms) sees the job's `status.restarts`
+at 1 (the controller restarting the job as a whole); *running again* the first step the resumed training
+reported.
 *Steps lost* are those the training had reached beyond its last checkpoint (the step it reached before the
 disruption, less the step of the checkpoint it resumed from). Then the job is deleted and the node uncordoned
 or started again (and Ready). Figures are over the runs of each scenario (median, min-max); all times are
@@ -232,9 +236,11 @@ class Bench:
                 self.cluster.stop_node(node)
             else:
                 self.api.json("POST", f"{JOBS}/genericjobs", preemptor(urgent))
-            restarted = wait_for(f"{name} restarted", lambda: self.restarts(name) == 1 and time.time(), 180)
+            restarted = wait_for(
+                f"{name} restarted", lambda: self.restarts(name) == 1 and time.time(), 180, POLL
+            )
             done = (
-                wait_for(f"{urgent} done", lambda: self.succeeded(urgent), 180)
+                wait_for(f"{urgent} done", lambda: self.succeeded(urgent), 180, POLL)
                 if scenario == "preemption"
                 else None
             )
