@@ -5,8 +5,9 @@
 controller running. Then, per run: a freshly started controller syncs them all (time from its start until it
 has reconciled every job and then stayed quiet for ``QUIET`` seconds, and its writes meanwhile, which must
 be 0); jobs arrive at ``ARRIVAL_RATE`` per second for ``arrival_seconds`` (the reconcile time p99 from its
-histogram, interpolated within a bucket, and creation -> all 4 pods p99 from a pod watch); its RSS once idle
-again. Finally a fresh process measures the informer cache per object against the objects' JSON size.
+histogram, interpolated within a bucket, and creation -> all 4 pods p99 from a pod watch; the reconciles and
+status writes per arriving job, from its counters, over the same window); its RSS once idle again. Finally
+a fresh process measures the informer cache per object against the objects' JSON size.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from benchmarks import manifests, procstat
 from benchmarks.api import Client, Watch, ensure_namespace, progress
 from benchmarks.controller_efficiency import settle
-from benchmarks.controller_metrics import PREFIX, controller_process, metrics, reconciles
+from benchmarks.controller_metrics import PREFIX, controller_process, delta, metrics, reconciles
 from benchmarks.controller_scale import REPLICAS, REQUESTS, PodTimes, create_jobs
 from benchmarks.stats import Figure, percentile
 from t9k_provider.testing import ControllerProcess, LocalCluster, metric_sum, wait_for
@@ -32,6 +33,7 @@ NAMESPACE = "capacity"
 ARRIVAL_RATE = 20.0  # jobs per second
 QUIET = 3.0
 HISTOGRAM = f"{PREFIX}_reconcile_duration_seconds"
+STATUS_WRITES = f"{PREFIX}_status_writes_total"
 
 
 class JobPhases:
@@ -118,6 +120,8 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
     reconcile_p99: list[float] = []
     reconcile_p50: list[float] = []
     arrival_p99: list[float] = []
+    writes_per_job: list[float] = []
+    reconciles_per_job: list[float] = []
     rss: list[float] = []
     memory: list[dict[str, dict[str, float]]] = []
     arrivals = round(ARRIVAL_RATE * arrival_seconds)
@@ -164,6 +168,8 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
                     reconcile_p99.append(histogram_percentile(after, before, 0.99))
                     reconcile_p50.append(histogram_percentile(after, before, 0.50))
                     arrival_p99.append(percentile([pods.last_pod(n) - acked[n] for n in names], 99))
+                    writes_per_job.append(delta(after, before, STATUS_WRITES, outcome="written") / arrivals)
+                    reconciles_per_job.append((reconciles(after) - reconciles(before)) / arrivals)
                     rss.append(procstat.rss_bytes(controller.pid) / 2**20)
                 finally:
                     controller.stop()
@@ -186,6 +192,10 @@ def measure(work: Path, runs: int, jobs: int, arrival_seconds: float, full: bool
                reconcile_p99, digits=3),
         Figure(section, f"{ARRIVAL_RATE:g} jobs/s for {arrival_seconds:g} s: creation -> all 4 pods, p99",
                "s", arrival_p99, digits=3),
+        Figure(section, f"{ARRIVAL_RATE:g} jobs/s for {arrival_seconds:g} s: reconciles per arriving job",
+               "reconciles", reconciles_per_job, digits=1),
+        Figure(section, f"{ARRIVAL_RATE:g} jobs/s for {arrival_seconds:g} s: status writes per arriving job",
+               "writes", writes_per_job, digits=1),
     ]  # fmt: skip
     for kind in ("GenericJob", "Pod"):
         per_object = [m[kind]["bytes_per_object"] for m in memory]

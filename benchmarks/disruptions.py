@@ -68,31 +68,33 @@ or started again (and Ready). Figures are over the runs of each scenario (median
 on the one host clock."""
 ANALYSIS = """\
 A drained node and a preemption are seen at once: the eviction (or the preemption's delete) marks worker-1's
-pod with `DisruptionTarget`, and the controller restarts the job as a whole within about 0.1 s, without
-charging its `backoffLimit` (docs/controller.md#r9). Training then runs again about 4.0 s after the restart:
-the new pods are placed and started, each rank imports torch, gloo's rendezvous completes and every rank loads
-the last checkpoint (2.1 s at 845a2d8 on 2026-11-29; in this run the machine ran the same Python workloads
-directly 57 % slower, section 11's work's own time 6.22 s against 3.97 s, with no code on this path changed
-but the process kubelet's faster pod start). A preempted training waits for its preemptor first (it holds the
-CPU the gang needs), so its time to running again is the preemptor's run plus the same 3.9 s. A lost node is
-slower by design: nothing tells the cluster a silent node is gone until its grace period (5 s here) marks it
-Unknown and taints it, and the pod goes when its toleration of the taint (5 s here) ends, about 9.3 s in all;
-the restart that follows takes the same 4.4 s. With Kubernetes' defaults (50 s of grace, 300 s of toleration)
-that first part is about 6 minutes; a training that should come back sooner sets `tolerationSeconds` on
-`node.kubernetes.io/unreachable` in its pod template. The steps lost are the ones since the last checkpoint,
-at most one checkpoint interval (here an epoch of 25 steps): 10 (drain), 13 (node loss: the surviving rank
-went on until the restart) and 11 (preemption) at the median. The task, its DAG and its retries see none of
-it: on the Airflow side the same scenarios end with the task succeeding on its first try
-(`tests/airflow/test_disruptions_on_cluster.py`).
+pod with `DisruptionTarget`, and the controller restarts the job as a whole about 20 ms after the eviction
+(traced below), without charging its `backoffLimit` (docs/controller.md#r9); a drain's 0.15 s is mostly
+`kubectl`'s own start and its five requests before the eviction. Training then runs again about 3.7 s after
+the restart: the new pods are placed and started, each rank imports torch, gloo's rendezvous completes and
+every rank loads the last checkpoint (2.1 s at 845a2d8 on 2026-11-29; it moves with the host's speed, as does
+section 11's work run directly: 3.97 s at 8713154, 5.43 s at 056cb60). A preempted training waits for its
+preemptor first (it holds the CPU the gang needs), so its time to running again is the preemptor's run plus
+the same 3.4 s. A lost node is slower by design: nothing tells the cluster a silent node is gone until its
+grace period (5 s here) marks it Unknown and taints it, and the pod goes when its toleration of the taint (5 s
+here) ends, about 10 s in all; the restart that follows takes the same 3.7 s. With Kubernetes' defaults (50 s
+of grace, 300 s of toleration) that first part is about 6 minutes; a training that should come back sooner
+sets `tolerationSeconds` on `node.kubernetes.io/unreachable` in its pod template. The steps lost are the ones
+since the last checkpoint, at most one checkpoint interval (here an epoch of 25 steps): 10 (drain), 11 (node
+loss: the surviving rank went on until the restart) and 12 (preemption) at the median. The task, its DAG and
+its retries see none of it: on the Airflow side the same scenarios end with the task succeeding on its first
+try (`tests/airflow/test_disruptions_on_cluster.py`).
 
-This table (056cb60, 2026-12-01 07:08-07:11 UTC) replaces one of 213bae4 (2026-11-30). The c5107cc run of the
-same morning failed here: a preemption run's training died of gloo's `Connection reset by peer`, which
-7fc56ee may explain (a torn-down pod's network namespace kept its address on the bridge while the address
-was handed to a new pod; docs/development.md) and this run did not meet in its 9 scenarios. Against
-213bae4 the restarts are as fast or within a few tenths: a drain's restart 0.22 s (0.11, spread 0.10-0.21)
-and a lost node's 9.90 s (9.29), which the node monitor's and the taint manager's periodic checks set (a
-second's granularity around the 5 s + 5 s), running again 4.48 s (4.13), 14.28 s (13.96) and 9.06 s (9.26)
-after the disruption. The drain's extra 0.1 s was not traced further."""
+This table (e429380, 2026-12-01 10:15-10:17 UTC) replaces one of 056cb60 (07:08-07:11 UTC the same day), whose
+drain restart of 0.22 s (0.22-0.23) against 0.11 s (0.10-0.21) at 213bae4 was the poll's rounding: the job's
+restarts were read every 0.1 s, and a restart landing about 0.1 s after the drain was seen at 0.1 or 0.2 s by
+a few milliseconds either side. Traced on a three-node cluster with sleeping workers, `kubectl drain -v=6`
+and a 10 ms poll: the restart was seen 0.08-0.10 s after the drain began, 0.20 s on `kubectl`'s first drain
+of a cluster (it fetches the API discovery, 13 requests, before it cordons). The polls are now every 10 ms:
+a drain's restart 0.15 s (0.15-0.18), a preemption's 0.07 s (0.11 at 056cb60), a lost node's 10.19 s (9.90,
+spread 9.30-10.21; the node monitor's and the taint manager's periodic checks set it, a second's granularity
+around the 5 s + 5 s), running again 3.96 s (4.48), 14.30 s (14.28) and 8.72 s (9.06) after the disruption.
+The 9 scenarios ran without a gloo reset, as in 056cb60's run (before 7fc56ee, c5107cc's run met one)."""
 
 WRAPPER = f"""
 import json, os, sys, time

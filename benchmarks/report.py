@@ -342,17 +342,30 @@ pace and the node agents' own process of section 2): the arrivals' reconcile p99
 annotations the rounds since added), and its cache entry more so (12.6 KB against 8.1, 4.3x its JSON against
 3.6x): more small keys and values, each a Python object of its own.
 
-This table (056cb60, 2026-12-01 07:24-07:27 UTC, load average about 1) is the section's second run on that
-commit; it took 3.7 minutes where c5107cc's took 22.8, the local scheduler no longer summing every pod of a
-node for each placement (10321e7). Against c5107cc the restarted controller and the memory are the same (3.4 s
-against 3.8, 242 MiB against 243), but the arrivals' reconcile p99 is 0.038 s (0.035-0.042) against 0.024 s
-(0.023-0.024), and creation -> all 4 pods p99 0.044 s against 0.034; the run an hour before on the same
-commit gave 0.048 s and 0.067 s. Both are tens of milliseconds, reconciles that wait for the CPU the API
-server and the node agents share with them while 300 jobs arrive. c5107cc, run again from a worktree right
-after (07:54-08:16 UTC), gave 0.024 s (0.023-0.024) and 0.037 s: the difference is the commit's, not the
-host's. Its scheduler bound a burst's pods minutes late (its first restart round began 10 minutes after the
-jobs were created, 1.5 minutes here), so the pods' binding and status writes that now land within the arrivals
-may be what the reconciles wait behind; that is not traced yet.""",
+This table (0ccc0c6, 2026-12-01 09:39-09:43 UTC, load average about 1; the product code of 056cb60, whose run
+of 07:24 UTC gave 0.038 s) has the arrivals' reconcile p99 at 0.046 s (0.045-0.047) and creation -> all 4 pods
+p99 at 0.067 s, against 0.024 s and 0.034 s at c5107cc (whose local scheduler, before 10321e7, took 22.8
+minutes for this section where this one takes 4). The restarted controller and the memory are the same (3.6 s
+against 3.8, 242 MiB against 243).
+
+Traced: the same arrivals run from a probe that also reads the controller's request and watch-event counters
+and each process's CPU time over the window (18 runs at this product code, 09:34-10:13 UTC) give two modes. In
+4 runs the reconcile p99 was 0.024-0.025 s (p50 0.004 s), with 3,000-3,180 reconciles for the 300 arriving
+jobs and 7.1-7.3 status writes per job (counted in 3 of them); in 14 it was 0.037-0.058 s (p50 0.005-0.009 s),
+with 3,300-4,200 reconciles and 7.4-8.9 writes per job (counted in 9), and every process spent more CPU in the
+window (the API server 11.4-13.9 s against 10.7-10.9, the controller 6.4-9.5 s against 5.9-6.1). The pods' own
+events were the same in every run (each pod created, bound and started: 1,200 + 2,400). A job's status mirrors
+its pods, so a 4-replica job's status is written for every change the controller sees apart: created, the
+pods' uids, then each pod's binding and each pod's start, up to 10 writes, each one a job event that brings
+one more (no-op) reconcile; how many coalesce depends on how the scheduler's binds and the kubelet's starts
+interleave with the reconciles. Since 10321e7 those binds and starts land within the arrivals, 80 pods/s
+beside 80 creates/s, where the old scheduler (a few pods/s with 8,000 bound) spread them over the minutes
+after; c5107cc gave 0.024 s in 6 runs of 6. The p99 also sits at the edge of the histogram's 0.025 s bucket:
+in a fast run 20 reconciles of 3,000 took longer, and a dozen more put the interpolated p99 in the 0.025-0.05
+s bucket. The next step is to write a job's status less often while its pods start: Kubernetes' Job controller
+batches pod updates for a second; here the replica records in the status are also the controller's memory
+(replaced uids, restart counts), so which changes may wait must be settled first, and a terminal phase must
+still be written at once (section 7's overhead).""",
     "9. Controller at full scale": """\
 At 10,000 jobs the controller caches 50,000 objects (and their status changes as they arrive), and its RSS is
 the import (about 95 MiB, section 2) plus the informer caches at the per-object cost of the table: linear in
