@@ -342,11 +342,12 @@ pace and the node agents' own process of section 2): the arrivals' reconcile p99
 annotations the rounds since added), and its cache entry more so (12.6 KB against 8.1, 4.3x its JSON against
 3.6x): more small keys and values, each a Python object of its own.
 
-This table (0ccc0c6, 2026-12-01 09:39-09:43 UTC, load average about 1; the product code of 056cb60, whose run
-of 07:24 UTC gave 0.038 s) has the arrivals' reconcile p99 at 0.046 s (0.045-0.047) and creation -> all 4 pods
-p99 at 0.067 s, against 0.024 s and 0.034 s at c5107cc (whose local scheduler, before 10321e7, took 22.8
-minutes for this section where this one takes 4). The restarted controller and the memory are the same (3.6 s
-against 3.8, 242 MiB against 243).
+This table (6913cd5, 2026-12-01 10:19-10:23 UTC, load average about 1; the product code of 056cb60, whose runs
+of 07:24 and 09:39 UTC gave 0.038 s and 0.046 s) has the arrivals' reconcile p99 at 0.048 s (0.045-0.049) and
+creation -> all 4 pods p99 at 0.078 s, against 0.024 s and 0.034 s at c5107cc (whose local scheduler, before
+10321e7, took 22.8 minutes for this section where this one takes 4). The restarted controller and the memory
+are the same (3.6 s against 3.8, 242 MiB against 243). Each arriving job took 12.7 reconciles and 8.3 status
+writes, figures this section reports from this run on.
 
 Traced: the same arrivals run from a probe that also reads the controller's request and watch-event counters
 and each process's CPU time over the window (18 runs at this product code, 09:34-10:13 UTC) give two modes. In
