@@ -61,11 +61,10 @@ workers of {CPU} CPU do not fit beside the training (one node free) is created; 
 gang and runs {PREEMPTOR_SECONDS:g} s. *Disruption* is the instant the drain, the SIGKILL or the preemptor's
 create was issued; *restart* the first time a poll (every {POLL * 1000:g} ms) sees the job's `status.restarts`
 at 1 (the controller restarting the job as a whole); *running again* the first step the resumed training
-reported.
-*Steps lost* are those the training had reached beyond its last checkpoint (the step it reached before the
-disruption, less the step of the checkpoint it resumed from). Then the job is deleted and the node uncordoned
-or started again (and Ready). Figures are over the runs of each scenario (median, min-max); all times are
-on the one host clock."""
+reported. *Steps lost* are those the training had reached beyond its last checkpoint (the step it reached
+before the disruption, less the step of the checkpoint it resumed from). Then the job is deleted and the node
+uncordoned or started again (and Ready). Figures are over the runs of each scenario (median, min-max); all
+times are on the one host clock."""
 ANALYSIS = """\
 A drained node and a preemption are seen at once: the eviction (or the preemption's delete) marks worker-1's
 pod with `DisruptionTarget`, and the controller restarts the job as a whole about 20 ms after the eviction
