@@ -145,7 +145,6 @@ if (!badge) return null;
 const shown = getComputedStyle(badge).backgroundColor;
 const probe = document.body.appendChild(document.createElement('span'));
 const matches = states.filter((state) => {
-  probe.style.backgroundColor = '';
   probe.style.backgroundColor = `var(--chakra-colors-${state.replaceAll("_", "-")}-solid)`;
   const colour = getComputedStyle(probe).backgroundColor;
   return colour !== 'rgba(0, 0, 0, 0)' && colour === shown;
