@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import threading
 from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +63,8 @@ def fake_tools(bin_dir: Path) -> Path:
 TERMINAL = ("Succeeded", "Failed")
 
 
-def offline_reconciler(api: KubeApi, metrics: Metrics, namespace: str, jobs: list[dict[str, Any]]) -> JobSync:
-    """The controller's JobSync over caches that are never started and hold just ``jobs``: a status
-    computed from a copy that has changed since meets a 409 Conflict."""
+def offline_caches(api: KubeApi, namespace: str, jobs: list[dict[str, Any]]) -> Caches:
+    """The controller's caches, never started: they hold just ``jobs`` and what is observed into them."""
     job_types = [ResourceType(API_VERSION, k, cls.PLURAL) for k, cls in KINDS.items()]
     child_types = [ResourceType(*t) for t in WATCHED_CHILD_TYPES]
     caches = Caches(job_types, child_types)
@@ -73,7 +74,18 @@ def offline_reconciler(api: KubeApi, metrics: Metrics, namespace: str, jobs: lis
         caches.add(Informer(api, rt, namespace, indexers={OWNER_INDEX: by_owner}))
     for job in jobs:
         caches.observe(job)
-    return JobSync(api, caches, EventRecorder(api, metrics, "test"), metrics, reconcile)
+    return caches
+
+
+def offline_reconciler(
+    api: KubeApi,
+    metrics: Metrics,
+    caches: Caches,
+    clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+) -> JobSync:
+    """The controller's JobSync over ``offline_caches``: a status computed from a copy that has changed
+    since meets a 409 Conflict."""
+    return JobSync(api, caches, EventRecorder(api, metrics, "test"), metrics, reconcile, clock=clock)
 
 
 class Jobs:

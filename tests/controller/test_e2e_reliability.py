@@ -16,7 +16,7 @@ from t9k_provider.jobs import GROUP, VERSION
 from t9k_provider.jobs.contract import task_replicas
 from t9k_provider.kube.api import KubeApi
 from t9k_provider.testing import ControllerProcess, LocalCluster, wait_for
-from tests.controller.e2e_support import NS, TERMINAL, Jobs, offline_reconciler
+from tests.controller.e2e_support import NS, TERMINAL, Jobs, offline_caches, offline_reconciler
 from tests.support.builders import make_container, make_job, make_template
 from tests.support.clusters import cluster_fixture, controller_fixture
 
@@ -163,7 +163,8 @@ async def test_status_conflict_is_retried_from_fresh_state(cluster: LocalCluster
     async with cluster.kube_session() as api_client:
         metrics = Metrics()
         # stale: the user's label change bumped the resourceVersion since
-        reconciler = offline_reconciler(KubeApi(api_client, metrics), metrics, NS, [created])
+        api = KubeApi(api_client, metrics)
+        reconciler = offline_reconciler(api, metrics, offline_caches(api, NS, [created]))
         outcome = await reconciler.reconcile(("GenericJob", NS, "gj-conflict"))
     assert not outcome.retry
     assert metrics.status_writes.labels(outcome="conflict")._value.get() == 1

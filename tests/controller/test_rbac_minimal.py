@@ -42,7 +42,7 @@ from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.jobs import API_VERSION, GROUP, KINDS, VERSION
 from t9k_provider.kube.api import ApiError, KubeApi, api_client
 from t9k_provider.testing import ControllerProcess, LocalCluster, none_left, wait_for
-from tests.controller.e2e_support import fake_tools, offline_reconciler
+from tests.controller.e2e_support import fake_tools, offline_caches, offline_reconciler
 from tests.support.builders import make_container, make_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -517,7 +517,8 @@ def conflict(s: Scene) -> Check:
 
     async def reconcile_all() -> None:
         async with await api_client(s.env.kubeconfig) as api_client_:
-            reconciler = offline_reconciler(KubeApi(api_client_, metrics), metrics, s.ns, stale)
+            api = KubeApi(api_client_, metrics)
+            reconciler = offline_reconciler(api, metrics, offline_caches(api, s.ns, stale))
             for job in stale:
                 try:
                     await reconciler.reconcile((job["kind"], s.ns, job["metadata"]["name"]))

@@ -2,7 +2,8 @@
 
 Order (docs/architecture.md §3): observe from the caches -> ``reconcile`` -> write status (merge patch
 on ``/status``, only when changed, fenced on the resourceVersion it was computed from; on 409 re-read the job
-and recompute) -> execute the actions run by run (``action_runs``: consecutive creates, or deletes, of one
+and recompute; a change that only mirrors pods' progress waits up to ``PROGRESS_BATCH_SECONDS`` for more) ->
+execute the actions run by run (``action_runs``: consecutive creates, or deletes, of one
 kind go out together, at most ``RUN_CONCURRENCY`` in flight; runs follow each other in the engine's order) ->
 record the events. A crash between any two steps, or after any subset of a run, is repaired by the next
 reconcile, because the engine derives everything from observed state and the status it wrote.
@@ -27,7 +28,12 @@ from t9k_provider.controller.engine.status import condition, merge_conditions
 from t9k_provider.controller.runtime.cache import Caches
 from t9k_provider.controller.runtime.events import EventRecorder
 from t9k_provider.controller.runtime.metrics import Metrics
-from t9k_provider.controller.runtime.status_writer import merge_patch, status_patch
+from t9k_provider.controller.runtime.status_writer import (
+    PROGRESS_BATCH_SECONDS,
+    merge_patch,
+    progress_only,
+    status_patch,
+)
 from t9k_provider.kube.api import ApiError, KubeApi
 from t9k_provider.kube.informer import controller_ref
 
@@ -80,6 +86,7 @@ class JobSync:
         self._may_act = may_act
         self._clock = clock
         self._failures: dict[str, dict[str, _Failure]] = {}  # job uid -> child name -> last create failure
+        self._held: dict[str, datetime] = {}  # job uid -> since when a progress-only change waits
 
     async def reconcile(self, key: JobKey) -> Outcome:
         kind, namespace, name = key
@@ -88,14 +95,15 @@ class JobSync:
             return Outcome()  # gone or going: ownerReference GC removes the children
         uid = job["metadata"]["uid"]
         decision: Decision | None = None
+        held: float | None = None
         for _ in range(STATUS_ATTEMPTS):
             decision = self._decide(job)
             try:
-                job = await self._write_status(job, decision.status)
+                job, held = await self._write_status(job, decision.status)
                 break
             except ApiError as exc:
                 if exc.not_found:
-                    self._failures.pop(uid, None)
+                    self.forget(uid)
                     return Outcome()
                 if not (exc.conflict or exc.expired):
                     raise
@@ -114,11 +122,13 @@ class JobSync:
             await self._recorder.record(job, event.type, event.reason, event.message)
         if not failed:
             self._failures.pop(uid, None)
-        return Outcome(requeue_after=decision.requeue_after, retry=failed)
+        requeue = [t for t in (decision.requeue_after, held) if t is not None]
+        return Outcome(requeue_after=min(requeue, default=None), retry=failed)
 
     def forget(self, uid: str) -> None:
         """Drop what is remembered about a deleted job."""
         self._failures.pop(uid, None)
+        self._held.pop(uid, None)
 
     def _decide(self, job: dict[str, Any]) -> Decision:
         meta = job["metadata"]
@@ -131,11 +141,22 @@ class JobSync:
             decision = replace(decision, status=status)
         return decision
 
-    async def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    async def _write_status(
+        self, job: dict[str, Any], status: dict[str, Any]
+    ) -> tuple[dict[str, Any], float | None]:
+        """Write ``status`` unless unchanged or held: the job now known, and how long a held change waits."""
+        uid = job["metadata"]["uid"]
         body = status_patch(job, status)
         if body is None:
+            self._held.pop(uid, None)
             self._metrics.status_writes.labels(outcome="unchanged").inc()
-            return job
+            return job, None
+        if progress_only(job.get("status") or {}, status):
+            now = self._clock()
+            wait = PROGRESS_BATCH_SECONDS - (now - self._held.setdefault(uid, now)).total_seconds()
+            if wait > 0:
+                self._metrics.status_writes.labels(outcome="held").inc()
+                return job, wait
         self._fence()
         meta = job["metadata"]
         rt = self._caches.job_types[job["kind"]]
@@ -145,7 +166,8 @@ class JobSync:
         lost = merge_patch(updated.get("status") or {}, status)
         if lost:
             log.warning("the server dropped status fields (CRD schema?): %s", sorted(lost), extra=_ctx(job))
-        return updated
+        self._held.pop(uid, None)
+        return updated, None
 
     async def _execute_run(self, job: dict[str, Any], run: Sequence[Action]) -> bool:
         """Send a run's actions together; each is attempted and observed before an error propagates."""

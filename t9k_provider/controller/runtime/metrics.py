@@ -51,7 +51,7 @@ class Metrics:
         )
         self.status_writes = counter(
             "status_writes_total",
-            "Status subresource writes by outcome (written, unchanged, conflict).",
+            "Status subresource writes by outcome (written, unchanged, held, conflict).",
             ("outcome",),
         )
         self.actions = counter(

@@ -3,11 +3,21 @@
 The patch carries the resourceVersion the status was computed from, so a write never lands on a job that
 changed since it was read (docs/controller.md#r15): the server answers 409 and the caller recomputes from
 fresh state.
+
+A change that only mirrors pods' progress may wait (``progress_only``, docs/controller.md#status-writes).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from t9k_provider.jobs.contract import TASK_REPLICAS_READ
+
+# How long a progress-only change may wait for the next one: a 4-replica job's binds and starts cost one
+# write, not eight, as Kubernetes' Job controller batches pod updates.
+PROGRESS_BATCH_SECONDS = 0.5
+# Replica phases between which a move is progress; a move into or out of any other phase is decided state.
+_ACTIVE = frozenset({"Pending", "Running"})
 
 
 def merge_patch(current: Any, desired: Any) -> Any:
@@ -53,3 +63,42 @@ def _strip_none(value: Any) -> Any:
     if isinstance(value, list):
         return [_strip_none(v) for v in value]
     return value
+
+
+def progress_only(current: dict[str, Any], desired: dict[str, Any]) -> bool:
+    """Whether ``desired`` differs from ``current`` only in what mirrors the pods' progress.
+
+    That is a replica's ``nodeName``, its ``containers`` and a move between Pending and Running, the
+    ``aggregate`` counts, and a condition's message. Nothing the engine reads back as its memory (uids,
+    restart counts, finished replicas, phase, a condition's status or reason) is among them, so leaving such
+    a change unwritten for a while changes no decision.
+    """
+    return _decided(_strip_none(current)) == _decided(_strip_none(desired))
+
+
+def _decided(status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` less its progress fields."""
+    out = {k: v for k, v in status.items() if k not in ("aggregate", "conditions", "tasks")}
+    out["conditions"] = [
+        {k: v for k, v in c.items() if k != "message"} if isinstance(c, dict) else c
+        for c in status.get("conditions") or []
+    ]
+    out["tasks"] = [
+        {
+            k: [_decided_replica(r) for r in v] if k in TASK_REPLICAS_READ and isinstance(v, list) else v
+            for k, v in t.items()
+        }
+        if isinstance(t, dict)
+        else t
+        for t in status.get("tasks") or []
+    ]
+    return out
+
+
+def _decided_replica(replica: Any) -> Any:
+    if not isinstance(replica, dict):
+        return replica
+    out = {k: v for k, v in replica.items() if k not in ("nodeName", "containers")}
+    if out.get("phase") in _ACTIVE:
+        out["phase"] = "Active"
+    return out
