@@ -342,31 +342,29 @@ pace and the node agents' own process of section 2): the arrivals' reconcile p99
 annotations the rounds since added), and its cache entry more so (12.6 KB against 8.1, 4.3x its JSON against
 3.6x): more small keys and values, each a Python object of its own.
 
-This table (6913cd5, 2026-12-01 10:19-10:23 UTC, load average about 1; the product code of 056cb60, whose runs
-of 07:24 and 09:39 UTC gave 0.038 s and 0.046 s) has the arrivals' reconcile p99 at 0.048 s (0.045-0.049) and
-creation -> all 4 pods p99 at 0.078 s, against 0.024 s and 0.034 s at c5107cc (whose local scheduler, before
-10321e7, took 22.8 minutes for this section where this one takes 4). The restarted controller and the memory
-are the same (3.6 s against 3.8, 242 MiB against 243). Each arriving job took 12.7 reconciles and 8.3 status
-writes, figures this section reports from this run on.
+At 6913cd5 (2026-12-01 10:19-10:23 UTC, the product code of 056cb60) this table had the arrivals' reconcile
+p99 at 0.048 s (0.045-0.049) and creation -> all 4 pods p99 at 0.078 s, with 12.7 reconciles and 8.3 status
+writes per arriving job. Traced then (18 runs of the same arrivals from a probe that also read the
+controller's request and watch-event counters and each process's CPU time): a job's status mirrored its pods,
+so a 4-replica job's status was written for every change the controller saw apart (created, the pods' uids,
+each pod's binding, each pod's start: up to 10 writes, each one a job event that brings one more reconcile).
+The slow runs were those where fewer of these coalesced (7.4-8.9 writes per job against 7.1-7.3 in the fast
+ones), and every process spent more CPU in them (the API server 11.4-13.9 s against 10.7-10.9). Since 10321e7
+the scheduler's binds and the kubelets' starts land inside the arrivals, 80 pods/s beside 80 creates/s, where
+the old scheduler spread them over the minutes after (c5107cc: 0.024 s in 6 runs of 6).
 
-Traced: the same arrivals run from a probe that also reads the controller's request and watch-event counters
-and each process's CPU time over the window (18 runs at this product code, 09:34-10:13 UTC) give two modes. In
-4 runs the reconcile p99 was 0.024-0.025 s (p50 0.004 s), with 3,000-3,180 reconciles for the 300 arriving
-jobs and 7.1-7.3 status writes per job (counted in 3 of them); in 14 it was 0.037-0.058 s (p50 0.005-0.009 s),
-with 3,300-4,200 reconciles and 7.4-8.9 writes per job (counted in 9), and every process spent more CPU in the
-window (the API server 11.4-13.9 s against 10.7-10.9, the controller 6.4-9.5 s against 5.9-6.1). The pods' own
-events were the same in every run (each pod created, bound and started: 1,200 + 2,400). A job's status mirrors
-its pods, so a 4-replica job's status is written for every change the controller sees apart: created, the
-pods' uids, then each pod's binding and each pod's start, up to 10 writes, each one a job event that brings
-one more (no-op) reconcile; how many coalesce depends on how the scheduler's binds and the kubelet's starts
-interleave with the reconciles. Since 10321e7 those binds and starts land within the arrivals, 80 pods/s
-beside 80 creates/s, where the old scheduler (a few pods/s with 8,000 bound) spread them over the minutes
-after; c5107cc gave 0.024 s in 6 runs of 6. The p99 also sits at the edge of the histogram's 0.025 s bucket:
-in a fast run 20 reconciles of 3,000 took longer, and a dozen more put the interpolated p99 in the 0.025-0.05
-s bucket. The next step is to write a job's status less often while its pods start: Kubernetes' Job controller
-batches pod updates for a second; here the replica records in the status are also the controller's memory
-(replaced uids, restart counts), so which changes may wait must be settled first, and a terminal phase must
-still be written at once (section 7's overhead).""",
+This table (ee28ce0, 2026-12-01 12:16-12:19 UTC, load average about 1) is the first with the status batched
+(docs/controller.md#status-writes): a change that only mirrors the pods' progress (a bind, a start, the
+counts, a condition's message) waits up to 0.5 s for more, while the controller's memory and what a user
+judges by (uids, restarts, finished replicas, phase, a condition's status) are written at once. An arriving
+4-replica job's status is now written 4.0 times (created, the pods' uids, the job running, then the other
+binds and starts together), with 10.7 reconciles per job. The arrivals' reconcile p99 is back at c5107cc's
+0.024 s (0.024-0.026), creation -> all 4 pods p99 at 0.029 s (0.027-0.044), the restarted controller quiet in
+3.3 s (3.6 at 6913cd5) and its RSS 242 MiB (242). Three more runs of the same arrivals from the probe just
+before (12:06-12:15 UTC) gave 0.040, 0.027 and 0.031 s, also with 4.0 writes per job: the p99 sits on the
+histogram's 0.025 s bucket edge (in a run with 20 of 3,000 reconciles above it, the interpolation reads 0.025
+s; a dozen more read 0.03-0.04 s), and the reconciles above it are those that write or create, waiting on
+the API server while the pods of the earlier arrivals are bound and started beside them.""",
     "9. Controller at full scale": """\
 At 10,000 jobs the controller caches 50,000 objects (and their status changes as they arrive), and its RSS is
 the import (about 95 MiB, section 2) plus the informer caches at the per-object cost of the table: linear in
