@@ -85,6 +85,8 @@ BeamJobPhase = Literal["Initializing", "Running", "Succeeded", "Failed", "Unknow
 ReplicaPhase = Literal["Creating", "Pending", "Running", "Succeeded", "Failed", "Unknown", "Deleted"]
 REPLICA_PHASES: tuple[ReplicaPhase, ...] = get_args(ReplicaPhase)
 TERMINAL_PHASES: tuple[JobPhase, ...] = ("Succeeded", "Failed")
+#: A replica with a pod that has neither finished nor lost its node; a move between these is progress.
+ACTIVE_REPLICA_PHASES: tuple[ReplicaPhase, ...] = ("Pending", "Running")
 #: Before the job's replicas (BeamJob: its Flink cluster) run.
 PENDING_PHASES: tuple[JobPhase | BeamJobPhase, ...] = ("Pending", "Initializing")
 

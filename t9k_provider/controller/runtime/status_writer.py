@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from t9k_provider.jobs.contract import TASK_REPLICAS_READ
+from t9k_provider.jobs.contract import ACTIVE_REPLICA_PHASES, TASK_REPLICAS_READ
 
 # How long a progress-only change may wait for the next one: a 4-replica job's binds and starts cost one
 # write, not eight, as Kubernetes' Job controller batches pod updates.
 PROGRESS_BATCH_SECONDS = 0.5
-# Replica phases between which a move is progress; a move into or out of any other phase is decided state.
-_ACTIVE = frozenset({"Pending", "Running"})
 
 
 def merge_patch(current: Any, desired: Any) -> Any:
@@ -99,6 +97,6 @@ def _decided_replica(replica: Any) -> Any:
     if not isinstance(replica, dict):
         return replica
     out = {k: v for k, v in replica.items() if k not in ("nodeName", "containers")}
-    if out.get("phase") in _ACTIVE:
+    if out.get("phase") in ACTIVE_REPLICA_PHASES:
         out["phase"] = "Active"
     return out

@@ -109,6 +109,9 @@ def test_a_memory_emptydir_is_one_tmpfs_of_its_size_limit_shared_by_the_containe
         "the reader read", lambda: "from writer" in pod_log(core, "shm", "default", container="reader"), 60
     )
     expected = f"tmpfs {64 * MI} 0o1777 nodev,nosuid\n"
+    # Each container's start is reported as its shim records it, so the status may show the reader running a
+    # moment before the writer, which started first: its log is served once the status says it runs.
+    wait_for("the writer's log", lambda: pod_log(core, "shm", "default", container="writer"), 30)
     assert pod_log(core, "shm", "default", container="writer") == expected
     assert pod_log(core, "shm", "default", container="reader") == expected + "from writer\n"
     running = core.read_namespaced_pod("shm", "default")
