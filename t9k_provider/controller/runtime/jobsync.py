@@ -3,9 +3,9 @@
 Order (docs/architecture.md §3): observe from the caches -> ``reconcile`` -> write status (merge patch
 on ``/status``, only when changed, fenced on the resourceVersion it was computed from; on 409 re-read the job
 and recompute; a change that only mirrors pods' progress waits up to ``PROGRESS_BATCH_SECONDS`` for more) ->
-execute the actions run by run (``action_runs``: consecutive creates, or deletes, of one
-kind go out together, at most ``RUN_CONCURRENCY`` in flight; runs follow each other in the engine's order) ->
-record the events. A crash between any two steps, or after any subset of a run, is repaired by the next
+execute the actions run by run (``action_runs``: consecutive creates, or deletes, of one kind go out
+together, at most ``RUN_CONCURRENCY`` in flight; runs follow each other in the engine's order) -> record the
+events. A crash between any two steps, or after any subset of a run, is repaired by the next
 reconcile, because the engine derives everything from observed state and the status it wrote.
 
 Create failures the API reports as permanent for this request (403 quota/forbidden, 422 invalid, AlreadyExists
