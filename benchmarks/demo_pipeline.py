@@ -75,7 +75,13 @@ on 2026-12-01 (c5107cc) took 24.52 s (22.80-26.00), its workloads 7.19 s directl
 07:05 UTC, a quieter hour) takes 19.81 s (19.77-20.79) with the workloads at 5.43 s: every step that is
 Python start-up and imports shrank with the host (Airflow's CLI import 2.13 s against 2.49, the execution
 API 5.10 against 5.63), `prepare_data`, the fresh cluster's first task, costs 0.48 s above its work (0.64),
-the evaluation 0.74 s (0.45, whose spread was -0.29-1.80) and `train` 0.99 s (0.48, spread 0.43-1.30)."""
+the evaluation 0.74 s (0.45, whose spread was -0.29-1.80) and `train` 0.99 s (0.48, spread 0.43-1.30). This
+table (ca72cf5, 13:06-13:08 UTC) takes 21.96 s (21.04-23.23) on a slower hour: Airflow's CLI import 2.74 s,
+the workloads run directly 5.83 s. Two more runs right after, alternating, gave 23.82 s (23.67-24.09) for
+this commit and 23.36 s (21.41-24.46) for the one before (d4c6554, from a worktree), `train` 5.11 s
+(5.10-6.74) against 4.85 s (4.80-4.88) while its work run directly took 3.79-4.85 s and 3.44-5.20 s: the
+differences stay inside the work's own spread. What this commit changed (the job's status batched while its
+pods start) is not on the task's end: a replica's and the job's ending are written at once."""
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = REPO / "dags_examples" / "workloads"
 TASKS = ("prepare_data", "train", "evaluate", "wait_for_evaluation", "report")

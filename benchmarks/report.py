@@ -137,7 +137,7 @@ ANALYSIS = {
 Reads are zero per job: the controller serves everything from its informer caches, and its only per-job
 requests are the writes the job needs. Writing each distinct status state once is the minimum by
 construction, so 1.00 means no redundant write (no unchanged status re-written, no duplicate or conflicting
-create, no retried delete); only a controller batching several state changes into one write could go lower.
+create, no retried delete); batching several state changes into one write lowers the minimum itself.
 Events are written once per phase change. In the growth check the two durations can differ by one request
 either way: how many distinct status states a job passes through depends on which pod transitions happen to
 be coalesced into one reconcile, not on how long it runs. Nothing polls: no request depends on the running
@@ -145,7 +145,11 @@ time. On 2026-12-01 (c5107cc) that check showed 1 at the median (0-1, the longer
 shorter in two of three runs) while the same 1-second GenericJob's minimum writes alone moved from 8 to 10
 between runs: the check's target of 0 sat inside that noise. The check now counts each job's requests above
 its own minimum, which keeps what it is for (a poll is a read or write no state change asks for) without the
-coalescing: 0 in every run of this table (056cb60, 2026-12-01 06:17 UTC).""",
+coalescing: 0 in every run of the 056cb60 table (2026-12-01 06:17 UTC) and of this one. This table (ca72cf5,
+12:41-12:45 UTC) is the first with the pods' progress batched (docs/controller.md#status-writes, section 8):
+a bind or a start no longer writes the job's status at once, so each kind passes through fewer written states
+and its writes fell by 1-4 requests (GenericJob 9 -> 7, PyTorchTrainingJob 11 -> 10, MPIJob and
+ColossalAIJob 16 -> 12), still 1.00x the minimum those states need.""",
     "2. Controller latency and scale": """\
 A 200-job burst is about 4,500 writes (800 pod creates, 800 bindings, 800 `Scheduled` Events, pod status
 updates, job status writes and the controller's Events) that the API server, its node agents and the
@@ -196,7 +200,14 @@ row 0.17) it gave 0.917 s (0.901-1.045), the target met again, and 2.06 CPU s pe
 reach, and the leader's renewal timing (85fd56b), so the difference is the host's. This table (056cb60, the
 same day 06:17-06:21 UTC) gives 0.803 s (0.704-0.912): the local scheduler now keeps each node's requested
 totals from pod events (10321e7) where it summed every pod of the node for every placement, which a
-200-job burst's 800 placements felt.""",
+200-job burst's 800 placements felt. This table (ca72cf5, 12:41-12:45 UTC, the pods' progress batched in the
+job's status: section 8) gives 0.898 s (0.873-1.104) on a slower hour: the node agents, which nothing since
+touched, spent 3.5 CPU s per 200-job burst against 2.9. Side by side right after (13:12-13:15 UTC, the bursts
+alone, two runs of each commit, alternating twice; the commit before from a worktree of d4c6554), the commit
+before gave 200-job p99s of 1.155, 0.721, 1.025 and 1.139 s (p50 0.51-0.66 s) and this one 0.725, 0.925,
+0.756 and 0.988 s (p50 0.46-0.62 s), with less CPU per burst in the controller (3.8-4.8 CPU s against
+4.8-5.8) and the API server (5.8-6.9 against 7.1-8.1), and 1.62-1.96 controller CPU s per 1,000 reconciles
+against 1.85-2.32.""",
     "3. Waiting cost on the Airflow side": """\
 Both run at their default poll interval (10 s). `T9kJobTrigger` reads its job once when it starts; the
 triggers of one namespace share one watch (opened after a one-item LIST that gives its starting version,
@@ -323,7 +334,11 @@ deferrable trigger does so in some rounds, so the deferrable ratio to the best c
 longer says what it said: on a real cluster a pod's start (image, runtime, node) takes seconds and the 5 s and
 10 s polls stand. The deployment half misses its 1 s target (1.09 / 1.12 s; 1.20 / 1.15 s at c5107cc, 1.23 /
 1.31 s at fdf34ad, 1.40 / 1.44 s at b0e17be): less the task processes' DAG file parse, Airflow's CPU work, the
-T9k task costs 0.35 / 0.36 s (0.37 / 0.38 s, 0.40 / 0.39 s, 0.47 / 0.51 s).""",
+T9k task costs 0.35 / 0.36 s (0.37 / 0.38 s, 0.40 / 0.39 s, 0.47 / 0.51 s). This table (ca72cf5, 12:50-13:02
+UTC, the job's status no longer written for a bind or a start apart: section 8) has 0.16 s non-deferrable
+and 0.16 s deferrable (0.010 s below the non-deferrable task per round), the pod's start 0.051 s above the
+work, the first task 0.19 s above the others, 30 API requests per task from all clients (32 before), and the
+deployment half at 1.16 / 1.06 s on a slower hour (section 2).""",
     "8. Controller at scale": """\
 Memory grows with the objects cached: the informers hold every GenericJob and pod as the decoded JSON
 (dicts and strings), several times the object's JSON size. Objects that arrived one by one on the watch cost
