@@ -368,18 +368,20 @@ ones), and every process spent more CPU in them (the API server 11.4-13.9 s agai
 the scheduler's binds and the kubelets' starts land inside the arrivals, 80 pods/s beside 80 creates/s, where
 the old scheduler spread them over the minutes after (c5107cc: 0.024 s in 6 runs of 6).
 
-This table (ee28ce0, 2026-12-01 12:16-12:19 UTC, load average about 1) is the first with the status batched
+This table (71710c4, 2026-12-01 14:33-14:36 UTC, right after a CI run) is the first with the status batched
 (docs/controller.md#status-writes): a change that only mirrors the pods' progress (a bind, a start, the
 counts, a condition's message) waits up to 0.5 s for more, while the controller's memory and what a user
 judges by (uids, restarts, finished replicas, phase, a condition's status) are written at once. An arriving
 4-replica job's status is now written 4.0 times (created, the pods' uids, the job running, then the other
-binds and starts together), with 10.7 reconciles per job. The arrivals' reconcile p99 is back at c5107cc's
-0.024 s (0.024-0.026), creation -> all 4 pods p99 at 0.029 s (0.027-0.044), the restarted controller quiet in
-3.3 s (3.6 at 6913cd5) and its RSS 242 MiB (242). Three more runs of the same arrivals from the probe just
-before (12:06-12:15 UTC) gave 0.040, 0.027 and 0.031 s, also with 4.0 writes per job: the p99 sits on the
-histogram's 0.025 s bucket edge (in a run with 20 of 3,000 reconciles above it, the interpolation reads 0.025
-s; a dozen more read 0.03-0.04 s), and the reconciles above it are those that write or create, waiting on
-the API server while the pods of the earlier arrivals are bound and started beside them.""",
+binds and starts together), with 10.7 reconciles per job. The arrivals' reconcile p99 is 0.025 s
+(0.024-0.031), c5107cc's 0.024 s within its spread, creation -> all 4 pods p99 0.041 s (0.030-0.043), the
+restarted controller quiet in 3.3 s (3.6 at 6913cd5) and its RSS 242 MiB (242). A run at ee28ce0 (the same
+product code, 12:16-12:19 UTC, a faster hour) gave 0.024 s (0.024-0.026) and 0.029 s. Three more runs of the
+same arrivals from the probe before that run (12:06-12:15 UTC) gave 0.040, 0.027 and 0.031 s, with 4.0 writes
+per job: the p99 sits on the histogram's 0.025 s bucket edge (in a run with 20 of 3,000 reconciles above it,
+the interpolation reads 0.025 s; a dozen more read 0.03-0.04 s), and the reconciles above it are those that
+write or create, waiting on the API server while the pods of the earlier arrivals are bound and started beside
+them.""",
     "9. Controller at full scale": """\
 At 10,000 jobs the controller caches 50,000 objects (and their status changes as they arrive), and its RSS is
 the import (about 95 MiB, section 2) plus the informer caches at the per-object cost of the table: linear in
