@@ -12,10 +12,8 @@ import pytest
 
 from t9k_provider.controller.runtime.metrics import Metrics
 from t9k_provider.controller.runtime.status_writer import PROGRESS_BATCH_SECONDS, progress_only
-from t9k_provider.jobs import API_VERSION, KINDS
 from t9k_provider.jobs.contract import task_replicas
 from t9k_provider.kube.api import KubeApi
-from t9k_provider.kube.resources import ResourceType
 from t9k_provider.testing import LocalCluster
 from tests.controller.e2e_support import NS, offline_caches, offline_reconciler
 from tests.support.builders import make_container, make_job, make_template
@@ -138,7 +136,6 @@ def test_a_first_status_is_written_at_once() -> None:
 # -- the JobSync against the real API server: what is written when -------------------------------------------
 
 cluster = cluster_fixture(kubelet="simulated")
-GENERIC = ResourceType(API_VERSION, "GenericJob", KINDS["GenericJob"].PLURAL)
 
 
 def as_kubelet_reports(pod: dict[str, Any], node: str, phase: str, state: dict[str, Any]) -> dict[str, Any]:
@@ -162,15 +159,17 @@ async def test_progress_waits_for_the_batch_and_an_ending_does_not(cluster: Loca
     async with cluster.kube_session() as api_client:
         metrics = Metrics()
         api = KubeApi(api_client, metrics)
-        created = await api.create(GENERIC, NS, make_job("GenericJob", "gj-batched", spec, namespace=NS))
-        caches = offline_caches(api, NS, [created])
+        caches = offline_caches(api, NS, [])
+        generic = caches.job_types["GenericJob"]
+        created = await api.create(generic, NS, make_job("GenericJob", "gj-batched", spec, namespace=NS))
+        caches.observe(created)
         sync = offline_reconciler(api, metrics, caches, clock=lambda: now[0])
 
         def counted(outcome: str) -> float:
             return metrics.status_writes.labels(outcome=outcome)._value.get()
 
         async def replicas() -> list[dict[str, Any]]:
-            return task_replicas((await api.get(GENERIC, NS, "gj-batched"))["status"]["tasks"][0])
+            return task_replicas((await api.get(generic, NS, "gj-batched"))["status"]["tasks"][0])
 
         async def step(pod: int, node: str, phase: str, state: dict[str, Any]) -> float | None:
             """The pod reported as ``phase``; the reconcile's requeue."""
@@ -189,7 +188,7 @@ async def test_progress_waits_for_the_batch_and_an_ending_does_not(cluster: Loca
         written = counted("written")
         await step(0, "n0", "Running", running)  # the job runs: written at once
         assert counted("written") == written + 1
-        assert (await api.get(GENERIC, NS, "gj-batched"))["status"]["phase"] == "Running"
+        assert (await api.get(generic, NS, "gj-batched"))["status"]["phase"] == "Running"
 
         assert await step(1, "n1", "Pending", {}) == pytest.approx(PROGRESS_BATCH_SECONDS)
         now[0] += timedelta(seconds=0.3)

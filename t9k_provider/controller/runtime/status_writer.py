@@ -81,16 +81,17 @@ def _decided(status: dict[str, Any]) -> dict[str, Any]:
         {k: v for k, v in c.items() if k != "message"} if isinstance(c, dict) else c
         for c in status.get("conditions") or []
     ]
-    out["tasks"] = [
-        {
-            k: [_decided_replica(r) for r in v] if k in TASK_REPLICAS_READ and isinstance(v, list) else v
-            for k, v in t.items()
-        }
-        if isinstance(t, dict)
-        else t
-        for t in status.get("tasks") or []
-    ]
+    out["tasks"] = [_decided_task(t) for t in status.get("tasks") or []]
     return out
+
+
+def _decided_task(task: Any) -> Any:
+    if not isinstance(task, dict):
+        return task
+    return {
+        k: [_decided_replica(r) for r in v] if k in TASK_REPLICAS_READ and isinstance(v, list) else v
+        for k, v in task.items()
+    }
 
 
 def _decided_replica(replica: Any) -> Any:
