@@ -226,6 +226,7 @@ def report_progress(
         return
     try:
         data.pop("time")
+        data.pop("logged")  # the wait's own pace, not the training's
         ti.xcom_push(key=PROGRESS_XCOM_KEY, value=data)
         events = context.get("outlet_events") if succeeded else None
         final = {"step": data["step"], "total": data["total"], "metrics": data["metrics"]}

@@ -36,7 +36,8 @@ class ReportedProgress:
     history: list[dict[str, Any]] = field(default_factory=list)
     #: ``{"reached", "resumed", "time"}`` per time the training went back to an earlier step (the latest 10).
     resumptions: list[dict[str, Any]] = field(default_factory=list)
-    #: When the last progress line was written (not carried: a resumed wait writes its first one at once).
+    #: When the last progress line was written: carried across a hand-off, so the triggerer taking over from
+    #: the worker's first wait keeps its pace instead of writing a second line within a second.
     logged_at: float | None = field(default=None, compare=False)
 
     @classmethod
@@ -46,15 +47,18 @@ class ReportedProgress:
         return cls(
             data.get("step"), data.get("total"), dict(data.get("metrics") or {}), data.get("time"),
             [dict(h) for h in data.get("history") or []], [dict(r) for r in data.get("resumptions") or []],
+            data.get("logged"),
         )  # fmt: skip
 
     def to_json(self) -> dict[str, Any] | None:
-        """``{"step", "total", "metrics", "time", "history", "resumptions"}``; None before any report."""
+        """``{"step", "total", "metrics", "time", "history", "resumptions", "logged"}``; None before any
+        report."""
         if self.at is None:
             return None
         return {
             "step": self.step, "total": self.total, "metrics": dict(self.metrics), "time": self.at,
             "history": [dict(h) for h in self.history], "resumptions": [dict(r) for r in self.resumptions],
+            "logged": self.logged_at,
         }  # fmt: skip
 
     def add(self, report: Report, at: float) -> Literal["new", "resumed"] | None:

@@ -70,6 +70,27 @@ def test_one_progress_line_every_few_seconds_and_the_last_at_the_end(
     assert [r.getMessage() for r in caplog.records] == ["progress: step 4/10 (40.0%), 1 steps/s, ETA 0:00:06"]
 
 
+def test_a_wait_taking_over_keeps_the_pace_of_the_one_before(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's first wait wrote a progress line and deferred: the trigger, built from what the worker
+    handed over, writes its first line when the pace allows, not at its first report."""
+    caplog.set_level(logging.INFO)
+    clock = [5000.0]
+    monkeypatch.setattr(lines_module.time, "time", lambda: clock[0])
+    report = 'T9K_PROGRESS {{"step": {0}, "total": 10}}'
+    worker = ReplicaLines(logging.getLogger("t"), ReplicaTarget("worker", 0))
+    assert len(route(caplog, worker, (LEADER, stamped(1000, report.format(1))))) == 1
+    handed = progress_module.ReportedProgress.from_json(worker.progress.to_json())
+    trigger = ReplicaLines(logging.getLogger("t"), ReplicaTarget("worker", 0), handed)
+    clock[0] += 1.0
+    assert route(caplog, trigger, (LEADER, stamped(1001, report.format(2)))) == []  # 1 s after the worker's
+    clock[0] += progress_module.LOG_EVERY_SECONDS
+    assert route(caplog, trigger, (LEADER, stamped(1006, report.format(7)))) == [
+        "progress: step 7/10 (70.0%), 1 steps/s, ETA 0:00:03"
+    ]
+
+
 def test_reports_count_where_the_lines_cannot_be_shown(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     lines = ReplicaLines(logging.getLogger("t"), ReplicaTarget("worker", 0), show=False)

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from t9k_provider.progress import Report
-from t9k_provider.waiting.reported import HISTORY_LIMIT, ReportedProgress
+from t9k_provider.waiting.reported import HISTORY_LIMIT, LOG_EVERY_SECONDS, ReportedProgress
 
 pytestmark = pytest.mark.airflow_independent
 
@@ -52,13 +52,15 @@ def test_history_stays_bounded_and_spans_the_run() -> None:
     assert steps == sorted(steps)
 
 
-def test_json_round_trip_keeps_everything_but_when_it_was_last_logged() -> None:
+def test_json_round_trip_keeps_everything_with_when_it_was_last_logged() -> None:
     state = reported((10, 1000.0), (20, 1005.0))
     state.logged_at = 1234.0
     data = state.to_json()
-    assert data is not None and set(data) == {"step", "total", "metrics", "time", "history", "resumptions"}
+    keys = {"step", "total", "metrics", "time", "history", "resumptions", "logged"}
+    assert data is not None and set(data) == keys
     again = ReportedProgress.from_json(data)
-    assert again == state and again.logged_at is None
+    assert again == state and again.logged_at == 1234.0
+    assert not again.due(1234.0 + LOG_EVERY_SECONDS - 0.1) and again.due(1234.0 + LOG_EVERY_SECONDS)
     assert ReportedProgress().to_json() is None and ReportedProgress.from_json(None) == ReportedProgress()
 
 
