@@ -135,7 +135,9 @@ async def _stream(
     while True:
         remaining = deadline - loop.time()
         if remaining <= 0:
-            if bookmarks:
+            # With frames still queued (a slow client), a bookmark at the store's revision would skip them;
+            # without it the client re-watches from its last event and gets them from the history.
+            if bookmarks and watcher.queue.empty():
                 await response.write(frames.bookmark())
             return
         try:

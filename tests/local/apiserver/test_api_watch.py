@@ -265,3 +265,42 @@ def test_many_watchers_see_every_write_in_revision_order(
     assert len(results) == 12
     for seen in results:
         assert len(seen) == writes and seen == sorted(seen) and len(set(seen)) == writes
+
+
+def test_a_bookmark_at_the_timeout_never_skips_an_event_still_queued(cluster: LocalCluster, ns: str) -> None:
+    """A watch whose client reads slowly: its stream is still writing big events when its timeout passes,
+    and later writes wait in its queue. The stream may end there, but its closing bookmark must not name a
+    revision beyond them: a client resumes from the last resourceVersion it saw (informers do), so it would
+    never see them. It did, and the benchmarks' watch lost a job's Running."""
+    rv = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps")[2]["metadata"]["resourceVersion"]
+    conn = cluster.connection(30)
+    conn.request(
+        "GET",
+        f"/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=1"
+        "&allowWatchBookmarks=true",
+        headers={"Authorization": f"Bearer {cluster.token}"},
+    )
+    resp = conn.getresponse()
+    assert resp.status == 200
+    big = "x" * 900_000
+    names = [f"big-{i}" for i in range(12)] + [f"small-{i}" for i in range(5)]
+    for name in names:  # ~11 MB of events for a client that reads none yet: the stream's writes wait
+        data = {"v": big} if name.startswith("big") else {}
+        status, _, body = cluster.request(
+            "POST", f"/api/v1/namespaces/{ns}/configmaps", {"metadata": {"name": name}, "data": data}
+        )
+        assert status == 201, body
+    time.sleep(1.5)  # past the watch's timeout
+    seen, last = [], rv
+    for line in resp.read().splitlines():
+        event = json.loads(line)
+        last = event["object"]["metadata"]["resourceVersion"]
+        if event["type"] == "ADDED":
+            seen.append(event["object"]["metadata"]["name"])
+    conn.close()
+    # what a resuming client gets next: everything after the last resourceVersion this stream named
+    resumed = stream_lines(
+        cluster, f"/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion={last}&timeoutSeconds=1"
+    )
+    seen += [e["object"]["metadata"]["name"] for e in resumed if e["type"] == "ADDED"]
+    assert seen == names
