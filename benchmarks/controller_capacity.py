@@ -26,7 +26,7 @@ from benchmarks.controller_efficiency import settle
 from benchmarks.controller_metrics import PREFIX, controller_process, delta, metrics, reconciles
 from benchmarks.controller_scale import REPLICAS, REQUESTS, PodTimes, create_jobs
 from benchmarks.stats import Figure, percentile
-from t9k_provider.testing import ControllerProcess, LocalCluster, metric_sum, wait_for
+from t9k_provider.testing import ControllerProcess, LocalCluster, metric_sum, none_left, wait_for
 
 SECTIONS = ("8. Controller at scale", "9. Controller at full scale")
 NAMESPACE = "capacity"
@@ -48,15 +48,20 @@ class JobPhases:
         with self.lock:
             self.phase[name] = "" if type_ == "DELETED" else (obj.get("status") or {}).get("phase") or ""
 
-    def running(self, count: int) -> bool:
+    def short_of(self, count: int) -> str | None:
+        """None once ``count`` jobs are Running; else how many are, and the first few that are not."""
         with self.lock:
-            return sum(p == "Running" for p in self.phase.values()) >= count
+            running = sum(p == "Running" for p in self.phase.values())
+            if running >= count:
+                return None
+            others = sorted((n, p) for n, p in self.phase.items() if p != "Running")[:5]
+        return f"{running:,} of {count:,} Running as the watch saw them; not Running: {others}"
 
 
 def quiet(controller: ControllerProcess, phases: JobPhases, jobs: int) -> dict:
     """Wait until every job's status says Running (the controller has written what it must; the pods exist
     long before), then until the controller has been quiet for ``QUIET`` seconds; returns its metrics."""
-    wait_for(f"{jobs} jobs Running", lambda: phases.running(jobs), 1200, 1.0)
+    wait_for(f"{jobs} jobs Running", none_left(lambda: phases.short_of(jobs)), 1200, 1.0)
     return settle(controller, quiet=QUIET, timeout=600)
 
 
