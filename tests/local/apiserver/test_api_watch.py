@@ -271,7 +271,7 @@ def test_a_bookmark_at_the_timeout_never_skips_an_event_still_queued(cluster: Lo
     """A watch whose client reads slowly: its stream is still writing big events when its timeout passes,
     and later writes wait in its queue. The stream may end there, but its closing bookmark must not name a
     revision beyond them: a client resumes from the last resourceVersion it saw (informers do), so it would
-    never see them. It did, and the benchmarks' watch lost a job's Running."""
+    never see them. It did: the likely way section 9's benchmark watch once lost a job's Running."""
     rv = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps")[2]["metadata"]["resourceVersion"]
     conn = cluster.connection(30)
     conn.request(
